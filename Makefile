@@ -1,0 +1,119 @@
+# flatserve -- build, test, run.
+#
+#   make                 build everything (CUDA auto-detected: nvcc on PATH or in $CUDA_HOME)
+#   make CUDA=0|1        force the CPU-only or the CUDA build
+#   make test            install missing packages, build, run every Criterion suite
+#   make SANITIZE=1 test the same under ASan + UBSan
+#   make run             install missing packages, build, start the server
+#   make bench           build and run the benchmarks
+#   make deps            install the Debian/Ubuntu packages the build needs
+#
+# Objects go under build/<variant>/ (cpu, cuda, cpu-san, cuda-san), so the
+# variants never mix. WERROR=1 (default when $CI is set) adds -Werror.
+
+CUDA ?= auto
+SANITIZE ?= 0
+WERROR ?= $(if $(CI),1,0)
+
+# --- CUDA detection -----------------------------------------------------------
+NVCC_FOUND := $(shell command -v nvcc 2>/dev/null || { [ -n "$(CUDA_HOME)" ] && [ -x "$(CUDA_HOME)/bin/nvcc" ] && echo "$(CUDA_HOME)/bin/nvcc"; } || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(CUDA),auto)
+  override CUDA := $(if $(NVCC_FOUND),1,0)
+endif
+ifeq ($(CUDA),1)
+  ifeq ($(NVCC_FOUND),)
+    $(error CUDA=1 but nvcc is neither on PATH nor in CUDA_HOME)
+  endif
+  NVCC ?= $(NVCC_FOUND)
+  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC_FOUND))
+endif
+
+VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)$(if $(filter 1,$(SANITIZE)),-san)
+BUILD := build/$(VARIANT)
+BIN := $(BUILD)/bin
+
+# --- flags --------------------------------------------------------------------
+CPPFLAGS += -I. -D_GNU_SOURCE -DFS_HAVE_CUDA=$(CUDA) -MMD -MP
+CFLAGS ?= -O2
+CFLAGS += -std=c11 -g -pthread -Wall -Wextra -Wformat=2 -Wshadow -Wstrict-prototypes \
+          -Wmissing-prototypes -Wno-unused-parameter
+LDFLAGS += -pthread
+LDLIBS += -lm
+
+ifeq ($(WERROR),1)
+  CFLAGS += -Werror
+endif
+ifeq ($(SANITIZE),1)
+  SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  CFLAGS += $(SAN) -O1
+  LDFLAGS += $(SAN)
+endif
+ifeq ($(CUDA),1)
+  CPPFLAGS += -I$(CUDA_HOME)/include
+  # Static cudart: the binary needs no libcudart.so, and with no driver or no
+  # GPU it still starts (the provider then reports FS_ENODEV).
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+  NVCCFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Wextra,-fPIC
+endif
+
+# --- sources ------------------------------------------------------------------
+LIB_DIRS := common alloc engine config server
+LIB_SRC := $(filter-out server/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+CU_SRC := $(if $(filter 1,$(CUDA)),$(wildcard engine/cuda/*.cu))
+TEST_SRC := $(wildcard tests/*/test_*.c)
+BENCH_SRC := $(wildcard bench/*_bench.c)
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+LIB := $(BUILD)/libflatserve.a
+
+SERVER := $(BIN)/flatserve
+TESTS := $(BIN)/flatserve-tests
+BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
+
+.PHONY: all test run bench deps clean check-tests
+all: $(SERVER) $(TESTS) $(BENCHES)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(SERVER): $(BUILD)/server/main.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(TESTS): $(TEST_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcriterion -o $@
+
+$(BIN)/%_bench: $(BUILD)/bench/%_bench.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+deps:
+	@sh tools/deps.sh
+
+# Criterion prints its synthesis line last; extra arguments via TEST_ARGS.
+test: deps
+	@$(MAKE) --no-print-directory $(TESTS)
+	$(TESTS) $(TEST_ARGS)
+
+run: deps
+	@$(MAKE) --no-print-directory $(SERVER)
+	$(SERVER) $(RUN_ARGS)
+
+bench: $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/server/main.d $(BENCH_SRC:%.c=$(BUILD)/%.d)

@@ -1,0 +1,249 @@
+/* cache.h -- the caching allocator: flatserve's one way to get device (or
+ * host) memory, with exact accounting and pluggable release policies.
+ *
+ * The algorithm is PyTorch's CUDA caching allocator, restated in cache.c's
+ * header, with three additions: owner tags with exact per-owner bytes,
+ * cross-stream reuse through lazily recorded fences, and release policies
+ * that run inside the allocator (watermark) or on hooks the server calls
+ * (request and batch begin/end, a timer tick).
+ *
+ * Units: every size is in bytes; stats count rounded block sizes except
+ * `requested`, which counts what callers asked for.
+ *
+ * Threading: an alloc_cache_t is internally locked; every function may be
+ * called from any thread. Hooks run policies outside the lock except the
+ * watermark check, which runs inside alloc before the cache grows. */
+#ifndef FS_ALLOC_CACHE_H
+#define FS_ALLOC_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc/provider.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct alloc_cache alloc_cache_t;
+typedef struct alloc_policy alloc_policy_t;
+typedef struct alloc_arena alloc_arena_t;
+
+/* An owner tag: 0 is the server itself and always exists; others come from
+ * alloc_cache_owner_create. */
+typedef uint32_t alloc_owner_t;
+#define ALLOC_OWNER_SERVER 0u
+#define ALLOC_OWNER_NAME_MAX 64
+
+/* Size constants of the algorithm (PyTorch's values). */
+#define ALLOC_MIN_BLOCK_BYTES ((size_t)512)               /* rounding unit */
+#define ALLOC_SMALL_BYTES ((size_t)1 << 20)               /* small pool: <= 1 MiB */
+#define ALLOC_SMALL_SEGMENT_BYTES ((size_t)2 << 20)       /* small pool segment */
+#define ALLOC_MIN_LARGE_ALLOC_BYTES ((size_t)10 << 20)    /* below: 20 MiB segments */
+#define ALLOC_LARGE_SEGMENT_BYTES ((size_t)20 << 20)      /* 1..10 MiB requests */
+#define ALLOC_ROUND_LARGE_BYTES ((size_t)2 << 20)         /* >= 10 MiB: round to 2 MiB */
+
+typedef enum alloc_pool {
+    ALLOC_POOL_SMALL = 0,
+    ALLOC_POOL_LARGE = 1,
+    ALLOC_POOL_N
+} alloc_pool_t;
+
+/* Why bytes went back to the provider; one counter each in the stats. */
+typedef enum alloc_release_reason {
+    ALLOC_RELEASE_EMPTY = 0,  /* alloc_cache_empty called directly (API) */
+    ALLOC_RELEASE_OOM,        /* the OOM ladder */
+    ALLOC_RELEASE_PERIODIC,   /* policy "periodic" */
+    ALLOC_RELEASE_ARENA,      /* policy "arena": free segments dropped before growing */
+    ALLOC_RELEASE_IDLE_TRIM,  /* policy "idle_trim" */
+    ALLOC_RELEASE_WATERMARK,  /* policy "watermark" */
+    ALLOC_RELEASE_TRIM,       /* alloc_cache_trim called directly (API) */
+    ALLOC_RELEASE_DESTROY,    /* alloc_cache_destroy */
+    ALLOC_RELEASE_N
+} alloc_release_reason_t;
+
+/* "empty", "oom", "periodic", ... Never NULL. */
+const char *alloc_release_reason_name(alloc_release_reason_t reason);
+
+typedef struct alloc_cache_config {
+    const char *name;         /* for logs and metrics, e.g. "cuda:0"; copied */
+    /* The hard limit on reserved bytes is the smaller of these that are set;
+     * neither set means the provider's own capacity is the only limit. */
+    size_t max_reserved_bytes; /* 0: unset */
+    double fraction;           /* of the provider's total memory, (0, 1]; 0: unset */
+    /* Blocks of at least this size are never split, and a request of at
+     * least this size reuses a cached block only if it wastes less than
+     * ALLOC_LARGE_SEGMENT_BYTES. 0 means unlimited (SIZE_MAX). Must be more
+     * than ALLOC_SMALL_BYTES when set. */
+    size_t max_split_bytes;
+} alloc_cache_config_t;
+
+/* A {current, peak, total} triple: `total` adds every increase. */
+typedef struct alloc_stat {
+    int64_t current;
+    int64_t peak;
+    uint64_t total;
+} alloc_stat_t;
+
+typedef struct alloc_cache_stats {
+    alloc_stat_t allocated;   /* bytes in blocks handed out (rounded) */
+    alloc_stat_t reserved;    /* bytes in segments taken from the provider */
+    alloc_stat_t active;      /* allocated + freed blocks still waiting on a stream fence */
+    alloc_stat_t requested;   /* bytes callers asked for, before rounding */
+    alloc_stat_t segments;    /* number of segments */
+    alloc_stat_t blocks;      /* number of blocks handed out */
+    alloc_stat_t pool_allocated[ALLOC_POOL_N];
+    alloc_stat_t pool_reserved[ALLOC_POOL_N];
+    uint64_t n_device_allocs;  /* successful provider allocs */
+    uint64_t n_device_frees;   /* provider frees */
+    uint64_t n_cache_hits;     /* allocs served from cached blocks */
+    uint64_t n_cache_misses;   /* allocs that needed a new segment */
+    uint64_t n_retries;        /* allocs that released cache and retried */
+    uint64_t n_ooms;           /* allocs that failed with FS_ENOMEM */
+    uint64_t n_cross_stream_reuses; /* blocks reused by another stream after its fence */
+    uint64_t released_bytes[ALLOC_RELEASE_N];
+    uint64_t released_segments[ALLOC_RELEASE_N];
+    uint64_t largest_free_bytes; /* largest cached free block now */
+    uint64_t free_cached_bytes;  /* reserved - active: what empty could release at most */
+    uint64_t limit_bytes;        /* the hard limit (SIZE_MAX when none) */
+} alloc_cache_stats_t;
+
+typedef struct alloc_owner_stats {
+    char name[ALLOC_OWNER_NAME_MAX];
+    alloc_stat_t allocated;   /* rounded bytes */
+    alloc_stat_t requested;
+    alloc_stat_t blocks;
+} alloc_owner_stats_t;
+
+/* Creates a cache over `provider` (borrowed: it must outlive the cache).
+ * `config` may be NULL for defaults. 0 and *out, or FS_EINVAL naming the bad
+ * field, or FS_ENOMEM. Caller frees with alloc_cache_destroy. */
+int alloc_cache_create(alloc_provider_t *provider, const alloc_cache_config_t *config,
+                       alloc_cache_t **out);
+
+/* Releases every segment and destroys attached policies. Blocks still
+ * allocated are logged as leaks (owner, size) and their segments released
+ * regardless. NULL is a no-op. */
+void alloc_cache_destroy(alloc_cache_t *c);
+
+/* Allocation flags. */
+#define ALLOC_F_NONE 0u
+/* Before taking a new segment, release the fully free segments of the pool
+ * this request goes to (reason ARENA): for callers whose allocations are
+ * one big block per batch, where cached smaller segments are only waste. */
+#define ALLOC_F_RELEASE_BEFORE_GROW 1u
+
+/* Allocates `bytes` for work on `stream`, counted to `owner`. Returns 0 and
+ * *out, or: FS_ENOMEM after the OOM ladder (message: requested, allocated,
+ * reserved, limit, device free), FS_EINVAL for an unknown owner, FS_EDEVICE
+ * for a provider error. Nothing changes on error but the OOM counters and
+ * what the ladder released. `bytes` 0 is served as the minimum block. */
+int alloc_cache_alloc(alloc_cache_t *c, size_t bytes, alloc_stream_t stream, alloc_owner_t owner,
+                      void **out);
+int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t stream,
+                            alloc_owner_t owner, unsigned flags, void **out);
+
+/* Frees a block from alloc_cache_alloc. FS_EINVAL with a message for a
+ * pointer this cache did not hand out (or freed twice); nothing changes
+ * then. NULL is a no-op returning 0. */
+int alloc_cache_free(alloc_cache_t *c, void *ptr);
+
+/* Marks the block at `ptr` as used by work on `stream` too: when freed, it
+ * is reused only after that stream's work queued so far has finished.
+ * FS_EINVAL for an unknown pointer. */
+int alloc_cache_record_stream(alloc_cache_t *c, void *ptr, alloc_stream_t stream);
+
+/* Size of the block at `ptr` (rounded) into *out. FS_EINVAL if unknown. */
+int alloc_cache_block_size(alloc_cache_t *c, const void *ptr, size_t *out);
+
+/* Releases every fully free segment to the provider, counted under
+ * `reason`. Returns the bytes released. */
+size_t alloc_cache_empty(alloc_cache_t *c, alloc_release_reason_t reason);
+
+/* Releases fully free segments, oldest first, until reserved - allocated
+ * <= keep_bytes or none is left. Returns the bytes released. */
+size_t alloc_cache_trim(alloc_cache_t *c, size_t keep_bytes, alloc_release_reason_t reason);
+
+/* Polls pending fences, moving blocks whose streams finished back into the
+ * pools. alloc does this on its own; policies call it on ticks. */
+void alloc_cache_process_fences(alloc_cache_t *c);
+
+/* Stats. */
+void alloc_cache_stats(alloc_cache_t *c, alloc_cache_stats_t *out);
+/* Sets every peak to its current value. */
+void alloc_cache_reset_peak(alloc_cache_t *c);
+const char *alloc_cache_name(const alloc_cache_t *c);
+alloc_provider_t *alloc_cache_provider(const alloc_cache_t *c);
+
+/* Owners. create: 0 and *out, or FS_ENOMEM. The name is copied (truncated
+ * to ALLOC_OWNER_NAME_MAX - 1). destroy: FS_EBUSY with a message naming the
+ * owner and its live bytes if it still holds any (it then stays);
+ * FS_EINVAL for an unknown owner or the server owner. */
+int alloc_cache_owner_create(alloc_cache_t *c, const char *name, alloc_owner_t *out);
+int alloc_cache_owner_destroy(alloc_cache_t *c, alloc_owner_t owner);
+/* 0 and *out, or FS_EINVAL for an unknown owner. */
+int alloc_cache_owner_stats(alloc_cache_t *c, alloc_owner_t owner, alloc_owner_stats_t *out);
+
+/* A snapshot of every segment and its blocks in address order, for
+ * /v1/memory. Offsets are from the segment base. */
+typedef struct alloc_block_info {
+    size_t offset;
+    size_t size;
+    size_t requested;         /* 0 for free blocks */
+    alloc_stream_t stream;
+    alloc_owner_t owner;      /* meaningful when allocated */
+    uint8_t state;            /* ALLOC_BLOCK_FREE / _ALLOCATED / _PENDING */
+} alloc_block_info_t;
+#define ALLOC_BLOCK_FREE 0
+#define ALLOC_BLOCK_ALLOCATED 1
+#define ALLOC_BLOCK_PENDING 2 /* freed, waiting on a stream fence */
+
+typedef struct alloc_segment_info {
+    uintptr_t address;
+    size_t size;
+    size_t allocated_bytes;
+    alloc_pool_t pool;
+    uint64_t age_seq;         /* creation order: smaller is older */
+    size_t n_blocks;
+    alloc_block_info_t *blocks; /* n_blocks entries */
+} alloc_segment_info_t;
+
+typedef struct alloc_snapshot {
+    size_t n_segments;
+    alloc_segment_info_t *segments;
+} alloc_snapshot_t;
+
+/* 0 and *out (caller frees with alloc_snapshot_free), or FS_ENOMEM. */
+int alloc_cache_snapshot(alloc_cache_t *c, alloc_snapshot_t **out);
+void alloc_snapshot_free(alloc_snapshot_t *s);
+
+/* Release policies attached to this cache (see policy.h). The cache takes
+ * `policy`: it is destroyed with the cache. FS_EINVAL if a second policy of
+ * a kind that allows only one (arena) is added. */
+int alloc_cache_policy_add(alloc_cache_t *c, alloc_policy_t *policy);
+size_t alloc_cache_policy_count(alloc_cache_t *c);
+/* The attached policy at `index` (borrowed), or NULL. */
+alloc_policy_t *alloc_cache_policy_get(alloc_cache_t *c, size_t index);
+
+/* Hooks the server calls; each fans out to the attached policies in the
+ * order they were added. */
+void alloc_cache_request_begin(alloc_cache_t *c);
+void alloc_cache_request_end(alloc_cache_t *c);
+/* A batch needing `plan_bytes` of activations on `stream`, counted to
+ * `owner`. With an arena policy attached, *arena is an arena of at least
+ * plan_bytes that the caller bump-allocates from and hands back to
+ * alloc_cache_batch_end; without one, *arena is NULL and the caller
+ * allocates per tensor. Errors as alloc_cache_alloc. */
+int alloc_cache_batch_begin(alloc_cache_t *c, size_t plan_bytes, alloc_stream_t stream,
+                            alloc_owner_t owner, alloc_arena_t **arena);
+/* Ends a batch; `arena` (taken; may be NULL) is released back to the cache. */
+void alloc_cache_batch_end(alloc_cache_t *c, alloc_arena_t *arena);
+/* A timer tick: time-driven policies (periodic, idle_trim, watermark)
+ * decide here, reading fs_clock_now_ns(). */
+void alloc_cache_tick(alloc_cache_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,188 @@
+/* provider_host.c -- the "host" provider: page-aligned anonymous mmap, and
+ * the machine's available and total memory, lowered to the cgroup v2 memory
+ * limit when the process runs in a container that has one. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "alloc/provider.h"
+#include "alloc/provider_impl.h"
+#include "common/error.h"
+#include "common/log.h"
+
+/* The provider and its state in one allocation; base.ctx points back here. */
+typedef struct host_provider {
+    struct alloc_provider base;
+    atomic_uint_fast64_t live_bytes;  /* handed out and not yet freed, for the leak log */
+    atomic_uint_fast64_t live_allocs;
+} host_provider_t;
+
+static int host_alloc(alloc_provider_t *p, size_t bytes, void **out)
+{
+    host_provider_t *h = p->ctx;
+    /* MAP_NORESERVE: pages are committed on first touch, so a large cache
+     * segment costs only what is used of it until then. */
+    void *ptr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (ptr == MAP_FAILED)
+        return fs_err(FS_ENOMEM, "host: mmap of %zu bytes failed: %s", bytes, strerror(errno));
+    atomic_fetch_add(&h->live_bytes, bytes);
+    atomic_fetch_add(&h->live_allocs, 1);
+    *out = ptr;
+    return 0;
+}
+
+static void host_free(alloc_provider_t *p, void *ptr, size_t bytes)
+{
+    host_provider_t *h = p->ctx;
+    if (munmap(ptr, bytes) != 0) {
+        FS_LOG_E("alloc", "host: munmap(%p, %zu) failed: %s", ptr, bytes, strerror(errno));
+        return;
+    }
+    atomic_fetch_sub(&h->live_bytes, bytes);
+    atomic_fetch_sub(&h->live_allocs, 1);
+}
+
+static void host_destroy(alloc_provider_t *p)
+{
+    host_provider_t *h = p->ctx;
+    uint64_t live = atomic_load(&h->live_allocs);
+    if (live)
+        FS_LOG_W("alloc", "host provider destroyed with %" PRIu64 " allocations (%" PRIu64
+                 " bytes) not freed", live, (uint64_t)atomic_load(&h->live_bytes));
+    free(h);
+}
+
+/* MemAvailable from /proc/meminfo, in bytes: the kernel's estimate of what
+ * can be allocated without swapping, page cache included. Returns 0, or -1
+ * when the file or the line is missing (kernels before 3.14). */
+static int host_meminfo_available(uint64_t *bytes)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int rc = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long kib;
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+            *bytes = (uint64_t)kib * 1024;
+            rc = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* The one number in the file at `path`; "max" reads as UINT64_MAX. Returns
+ * 0, or -1 when the file is missing or holds neither. */
+static int host_read_number(const char *path, uint64_t *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char text[64] = {0};
+    int rc = -1;
+    if (fgets(text, sizeof text, f)) {
+        unsigned long long v;
+        if (strncmp(text, "max", 3) == 0) {
+            *out = UINT64_MAX;
+            rc = 0;
+        } else if (sscanf(text, "%llu", &v) == 1) {
+            *out = v;
+            rc = 0;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* Lowers *total and *avail to the memory.max of this process's cgroup v2
+ * and of each of its ancestors (a container's limit is often set on a
+ * parent). Leaves them as they are on cgroup v1 or without a limit. */
+static void host_cgroup_clamp(uint64_t *total, uint64_t *avail)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return;
+    char line[PATH_MAX];
+    char cgroup[PATH_MAX] = "";
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3) == 0) { /* the cgroup v2 entry */
+            snprintf(cgroup, sizeof cgroup, "%s", line + 3);
+            cgroup[strcspn(cgroup, "\n")] = '\0';
+            break;
+        }
+    }
+    fclose(f);
+    if (cgroup[0] != '/')
+        return;
+
+    for (;;) {
+        char path[PATH_MAX + 32];
+        uint64_t max, current;
+        const char *dir = strcmp(cgroup, "/") == 0 ? "" : cgroup;
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", dir);
+        if (host_read_number(path, &max) == 0 && max != UINT64_MAX) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", dir);
+            if (host_read_number(path, &current) != 0 || current > max)
+                current = max;
+            if (max < *total)
+                *total = max;
+            if (max - current < *avail)
+                *avail = max - current;
+        }
+        if (strcmp(cgroup, "/") == 0)
+            break;
+        char *slash = strrchr(cgroup, '/');
+        slash[slash == cgroup ? 1 : 0] = '\0'; /* "/a" -> "/", "/a/b" -> "/a" */
+    }
+}
+
+static int host_mem_info(alloc_provider_t *p, size_t *free_bytes, size_t *total_bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    long phys = sysconf(_SC_PHYS_PAGES);
+    if (page <= 0 || phys <= 0)
+        return fs_err(FS_EIO, "host: sysconf cannot tell the physical memory size");
+    uint64_t total = (uint64_t)phys * (uint64_t)page;
+    uint64_t avail;
+    if (host_meminfo_available(&avail) != 0) {
+        /* Free pages only, page cache not counted: an underestimate. */
+        long av = sysconf(_SC_AVPHYS_PAGES);
+        avail = av > 0 ? (uint64_t)av * (uint64_t)page : 0;
+    }
+    host_cgroup_clamp(&total, &avail);
+    *total_bytes = (size_t)total;
+    *free_bytes = (size_t)(avail < total ? avail : total);
+    return 0;
+}
+
+static const struct alloc_provider_i host_iface = {
+    .alloc = host_alloc,
+    .free = host_free,
+    .destroy = host_destroy,
+    .mem_info = host_mem_info,
+};
+
+int alloc_provider_host_create(alloc_provider_t **out)
+{
+    host_provider_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return fs_err(FS_ENOMEM, "host provider: cannot allocate its state");
+    h->base.iface = &host_iface;
+    h->base.ctx = h;
+    h->base.is_device = false;
+    snprintf(h->base.name, sizeof h->base.name, "host");
+    atomic_init(&h->live_bytes, 0);
+    atomic_init(&h->live_allocs, 0);
+    *out = &h->base;
+    return 0;
+}

@@ -1,0 +1,227 @@
+/* test_plan.c -- the memory planner (alloc/plan.c): validity by brute force,
+ * alignment, best fit, the lower bound, and rejected input. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "alloc/plan.h"
+#include "common/error.h"
+
+#define T(size, first, last) {(size), (first), (last), 0}
+
+static size_t round_up(size_t bytes, size_t align)
+{
+    return (bytes + align - 1) / align * align;
+}
+
+/* Brute force: every pair of non-empty tensors whose lifetimes intersect
+ * occupies disjoint bytes, every offset is aligned, and every tensor ends
+ * inside the block. */
+static void expect_plan_valid(const alloc_plan_tensor_t *t, size_t n, size_t align, size_t total)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t si = round_up(t[i].size_bytes, align);
+        cr_expect_eq(t[i].offset % align, 0, "tensor %zu offset %zu not aligned to %zu", i,
+                     t[i].offset, align);
+        if (si == 0)
+            continue;
+        cr_expect_leq(t[i].offset + si, total, "tensor %zu ends at %zu past the block of %zu", i,
+                      t[i].offset + si, total);
+        for (size_t j = i + 1; j < n; j++) {
+            size_t sj = round_up(t[j].size_bytes, align);
+            if (sj == 0 || t[i].first_step > t[j].last_step || t[j].first_step > t[i].last_step)
+                continue;
+            bool apart = t[i].offset + si <= t[j].offset || t[j].offset + sj <= t[i].offset;
+            cr_expect(apart, "tensors %zu [%zu,+%zu) and %zu [%zu,+%zu) overlap while both live", i,
+                      t[i].offset, si, j, t[j].offset, sj);
+        }
+    }
+}
+
+/* The peak of live aligned bytes, step by step. */
+static size_t peak_by_steps(const alloc_plan_tensor_t *t, size_t n, size_t align)
+{
+    uint32_t max_step = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].last_step > max_step)
+            max_step = t[i].last_step;
+    size_t peak = 0;
+    for (uint32_t s = 0; s <= max_step; s++) {
+        size_t live = 0;
+        for (size_t i = 0; i < n; i++)
+            if (t[i].first_step <= s && s <= t[i].last_step)
+                live += round_up(t[i].size_bytes, align);
+        if (live > peak)
+            peak = live;
+    }
+    return peak;
+}
+
+/* splitmix64: a fixed-seed generator, so failures reproduce. */
+static uint64_t next_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+Test(alloc_plan, disjoint_lifetimes_share_offset_zero)
+{
+    alloc_plan_tensor_t t[] = {T(1000, 0, 1), T(3000, 2, 3), T(500, 4, 4)};
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 3, 256, &total), 0, "%s", fs_errmsg());
+    for (size_t i = 0; i < 3; i++)
+        cr_expect_eq(t[i].offset, 0, "tensor %zu at %zu", i, t[i].offset);
+    cr_expect_eq(total, 3072);
+    cr_expect_eq(alloc_plan_peak_live_bytes(t, 3, 256), 3072);
+}
+
+Test(alloc_plan, overlapping_lifetimes_never_overlap_in_memory)
+{
+    alloc_plan_tensor_t t[] = {T(4096, 0, 2), T(1024, 1, 3), T(2048, 2, 2), T(1024, 3, 4)};
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 4, 256, &total), 0, "%s", fs_errmsg());
+    expect_plan_valid(t, 4, 256, total);
+    /* Step 2 has all of the first three live. */
+    cr_expect_eq(alloc_plan_peak_live_bytes(t, 4, 256), 7168);
+    cr_expect_eq(total, 7168);
+}
+
+Test(alloc_plan, offsets_and_total_honour_alignment)
+{
+    alloc_plan_tensor_t t[] = {T(1, 0, 3), T(100, 0, 3), T(5000, 1, 2), T(4097, 2, 3)};
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 4, 4096, &total), 0, "%s", fs_errmsg());
+    expect_plan_valid(t, 4, 4096, total);
+    cr_expect_eq(total % 4096, 0, "total %zu", total);
+    cr_expect_eq(total, alloc_plan_peak_live_bytes(t, 4, 4096));
+}
+
+Test(alloc_plan, zero_alignment_means_default)
+{
+    alloc_plan_tensor_t t[] = {T(1, 0, 1), T(1, 1, 2)};
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 2, 0, &total), 0, "%s", fs_errmsg());
+    cr_expect_eq(total, 2 * ALLOC_PLAN_DEFAULT_ALIGN);
+    cr_expect_eq(t[0].offset + t[1].offset, ALLOC_PLAN_DEFAULT_ALIGN);
+}
+
+Test(alloc_plan, empty_tensors_take_no_space)
+{
+    alloc_plan_tensor_t t[] = {T(0, 0, 5), T(512, 0, 5), T(0, 2, 3)};
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 3, 256, &total), 0, "%s", fs_errmsg());
+    cr_expect_eq(total, 512);
+    cr_expect_eq(t[0].offset, 0);
+    cr_expect_eq(t[2].offset, 0);
+    size_t none = 1;
+    cr_assert_eq(alloc_plan_build(NULL, 0, 256, &none), 0);
+    cr_expect_eq(none, 0);
+}
+
+/* Tensor 1 (1 KiB, step 4) sees two gaps among what is live with it: 4 KiB
+ * at 0 and 3 KiB at 8 KiB. Best fit takes the smaller; first fit would not. */
+Test(alloc_plan, prefers_smallest_gap_that_fits)
+{
+    alloc_plan_tensor_t t[] = {T(3072, 2, 3), T(1024, 4, 4), T(4096, 0, 3), T(4096, 2, 5),
+                               T(3072, 3, 5)};
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 5, 1024, &total), 0, "%s", fs_errmsg());
+    expect_plan_valid(t, 5, 1024, total);
+    cr_expect_eq(t[2].offset, 0);
+    cr_expect_eq(t[3].offset, 4096);
+    cr_expect_eq(t[0].offset, 8192);
+    cr_expect_eq(t[4].offset, 11264);
+    cr_expect_eq(t[1].offset, 8192, "tensor 1 at %zu, not in the 3 KiB gap", t[1].offset);
+    cr_expect_eq(total, 14336);
+}
+
+Test(alloc_plan, random_plans_are_valid_and_bounded_by_peak_live)
+{
+    static const size_t aligns[] = {1, 64, 256, 4096};
+    alloc_plan_tensor_t t[96], again[96];
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        uint64_t rng = seed;
+        size_t n = 1 + next_rand(&rng) % 96;
+        size_t align = aligns[next_rand(&rng) % 4];
+        uint32_t n_steps = 1 + (uint32_t)(next_rand(&rng) % 64);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t first = (uint32_t)(next_rand(&rng) % n_steps);
+            uint32_t span = (uint32_t)(next_rand(&rng) % 8 == 0 ? next_rand(&rng) % n_steps
+                                                                 : next_rand(&rng) % 3);
+            /* Sizes from 0 to 1 MiB, spread over orders of magnitude. */
+            size_t size = (size_t)(next_rand(&rng) % (1u << (next_rand(&rng) % 21)));
+            t[i] = (alloc_plan_tensor_t)T(size, first, first + span);
+        }
+        size_t total = 0, total_again = 0;
+        cr_assert_eq(alloc_plan_build(t, n, align, &total), 0, "seed %llu: %s",
+                     (unsigned long long)seed, fs_errmsg());
+        expect_plan_valid(t, n, align, total);
+        size_t peak = alloc_plan_peak_live_bytes(t, n, align);
+        cr_expect_eq(peak, peak_by_steps(t, n, align), "seed %llu", (unsigned long long)seed);
+        cr_expect_geq(total, peak, "seed %llu: total %zu below peak live %zu",
+                      (unsigned long long)seed, total, peak);
+
+        memcpy(again, t, n * sizeof *t);
+        for (size_t i = 0; i < n; i++)
+            again[i].offset = SIZE_MAX;
+        cr_assert_eq(alloc_plan_build(again, n, align, &total_again), 0);
+        cr_expect_eq(total_again, total, "seed %llu: not deterministic", (unsigned long long)seed);
+        for (size_t i = 0; i < n; i++)
+            cr_expect_eq(again[i].offset, t[i].offset, "seed %llu tensor %zu: not deterministic",
+                         (unsigned long long)seed, i);
+    }
+}
+
+/* A forward pass in its simplest form: tensor i is produced at step i and
+ * consumed at step i + 1, so two are live at a time. */
+Test(alloc_plan, chain_of_equal_tensors_plans_to_two)
+{
+    alloc_plan_tensor_t t[32];
+    for (uint32_t i = 0; i < 32; i++)
+        t[i] = (alloc_plan_tensor_t)T(1 << 20, i, i + 1);
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 32, 256, &total), 0, "%s", fs_errmsg());
+    expect_plan_valid(t, 32, 256, total);
+    cr_expect_eq(total, 2u << 20);
+}
+
+/* An MLP-shaped chain: wide (4x) and narrow tensors alternate; the plan
+ * reaches the lower bound, one wide plus one narrow. */
+Test(alloc_plan, chain_of_alternating_widths_plans_to_peak_live)
+{
+    alloc_plan_tensor_t t[17];
+    for (uint32_t i = 0; i < 17; i++)
+        t[i] = (alloc_plan_tensor_t)T((i % 2 ? 4u : 1u) << 20, i, i + 1);
+    size_t total = 0;
+    cr_assert_eq(alloc_plan_build(t, 17, 256, &total), 0, "%s", fs_errmsg());
+    expect_plan_valid(t, 17, 256, total);
+    cr_expect_eq(total, 5u << 20);
+    cr_expect_eq(alloc_plan_peak_live_bytes(t, 17, 256), 5u << 20);
+}
+
+Test(alloc_plan, rejects_bad_input_and_writes_nothing)
+{
+    alloc_plan_tensor_t t[] = {T(1024, 0, 1), T(1024, 3, 2)};
+    t[0].offset = t[1].offset = 7;
+    size_t total = 7;
+    cr_expect_eq(alloc_plan_build(t, 2, 256, &total), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "tensor 1") != NULL, "message: %s", fs_errmsg());
+    cr_expect_eq(t[0].offset, 7);
+    cr_expect_eq(total, 7);
+
+    t[1].first_step = 1;
+    cr_expect_eq(alloc_plan_build(t, 2, 384, &total), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "384") != NULL, "message: %s", fs_errmsg());
+    cr_expect_eq(alloc_plan_build(NULL, 2, 256, &total), FS_EINVAL);
+
+    t[1].size_bytes = SIZE_MAX;
+    cr_expect_eq(alloc_plan_build(t, 2, 256, &total), FS_ERANGE);
+    t[1].size_bytes = SIZE_MAX - 4095;
+    t[1].first_step = 0;
+    cr_expect_eq(alloc_plan_build(t, 2, 4096, &total), FS_ERANGE, "block size overflow");
+    cr_expect_eq(t[0].offset, 7);
+    cr_expect_eq(t[1].offset, 7);
+    cr_expect_eq(total, 7);
+}
