@@ -218,9 +218,10 @@ typedef struct alloc_snapshot {
 int alloc_cache_snapshot(alloc_cache_t *c, alloc_snapshot_t **out);
 void alloc_snapshot_free(alloc_snapshot_t *s);
 
-/* Release policies attached to this cache (see policy.h). The cache takes
- * `policy`: it is destroyed with the cache. FS_EINVAL if a second policy of
- * a kind that allows only one (arena) is added. */
+/* Release policies attached to this cache (see policy.h). On success the
+ * cache takes `policy`: it is destroyed with the cache. FS_EINVAL if a
+ * second policy of a kind that allows only one (arena) is added, or more
+ * than 8; the caller then still owns `policy`. */
 int alloc_cache_policy_add(alloc_cache_t *c, alloc_policy_t *policy);
 size_t alloc_cache_policy_count(alloc_cache_t *c);
 /* The attached policy at `index` (borrowed), or NULL. */

@@ -36,6 +36,7 @@
 #include "alloc/policy.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,16 +229,13 @@ static void watermark_before_grow_locked(alloc_policy_t *p, alloc_cache_t *c, si
 
 /* The cache offers no unlocked "release until reserved <= target", so the
  * tick asks trim for the same thing: trim releases until
- * reserved <= active + keep, so keep = mark - active. Fences are polled
- * first so that active no longer counts blocks whose streams are done
- * (trim would poll them itself, after keep was computed from the old
- * active, and release more than needed). The stats and the trim are two
- * lock holds, so allocations in between can leave reserved a little off the
- * mark; the next tick or grow corrects it. */
+ * reserved <= active + keep, so keep = mark - active. alloc_cache_tick has
+ * just polled fences, so active counts no block whose stream is done. The
+ * stats and the trim are two lock holds, so allocations in between can
+ * leave reserved a little off the mark; the next tick or grow corrects it. */
 static void watermark_tick(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns)
 {
     alloc_cache_stats_t st;
-    alloc_cache_process_fences(c);
     alloc_cache_stats(c, &st);
     if (st.limit_bytes >= SIZE_MAX)
         return;
@@ -330,6 +328,19 @@ const char *alloc_policy_kind_name(alloc_policy_kind_t kind)
     return policy_kind_names[kind];
 }
 
+/* `v` in the fewest digits that read back as `v`, so a message quotes what
+ * the user wrote (1.0000001, not %g's "1"). Returns buf. */
+static const char *policy_double_text(double v, char *buf, size_t len)
+{
+    for (int precision = 6; precision < 17; precision++) {
+        snprintf(buf, len, "%.*g", precision, v);
+        if (strtod(buf, NULL) == v)
+            return buf;
+    }
+    snprintf(buf, len, "%.17g", v);
+    return buf;
+}
+
 /* FS_EINVAL naming the first bad parameter of `kind`, or 0. */
 static int policy_params_check(alloc_policy_kind_t kind, const alloc_policy_params_t *params)
 {
@@ -345,8 +356,10 @@ static int policy_params_check(alloc_policy_kind_t kind, const alloc_policy_para
         return 0;
     case ALLOC_POLICY_WATERMARK: {
         double f = params->watermark.fraction;
+        char text[32];
         if (!(f > 0.0 && f <= 1.0)) /* NaN fails too */
-            return fs_err(FS_EINVAL, "policy watermark: fraction %g is out of range (0, 1]", f);
+            return fs_err(FS_EINVAL, "policy watermark: fraction %s is out of range (0, 1]",
+                          policy_double_text(f, text, sizeof text));
         return 0;
     }
     case ALLOC_POLICY_CACHE:

@@ -46,10 +46,7 @@ int alloc_provider_fence_record(alloc_provider_t *p, alloc_stream_t stream, void
     *fence = NULL;
     if (!p->iface->fence_record)
         return 0;
-    int rc = p->iface->fence_record(p, stream, fence);
-    if (rc < 0)
-        *fence = NULL;
-    return rc;
+    return p->iface->fence_record(p, stream, fence);
 }
 
 int alloc_provider_fence_query(alloc_provider_t *p, void *fence)

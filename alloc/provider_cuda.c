@@ -283,6 +283,29 @@ static void cuda_destroy(alloc_provider_t *p)
     free(c);
 }
 
+/* Gives the memory the pool caches back to the device once the frees
+ * queued on stream 0 have run, so none of it outlives the provider. The
+ * release threshold stays where the constructor put it: the pool is shared
+ * with any other cuda_async provider of the device. */
+static void cuda_async_destroy(alloc_provider_t *p)
+{
+    cuda_provider_t *c = p->ctx;
+    int prev;
+    cudaError_t err = cuda_device_enter(c->device, &prev);
+    if (err == cudaSuccess) {
+        err = cudaStreamSynchronize((cudaStream_t)0);
+        if (err == cudaSuccess)
+            err = cudaMemPoolTrimTo(c->pool, 0);
+        cuda_device_leave(c->device, prev);
+    }
+    if (err != cudaSuccess) {
+        FS_LOG_E("alloc", "%s: cannot trim the memory pool (%s: %s)", p->name,
+                 cudaGetErrorName(err), cudaGetErrorString(err));
+        (void)cudaGetLastError();
+    }
+    cuda_destroy(p);
+}
+
 static const struct alloc_provider_i cuda_iface = {
     .alloc = cuda_alloc,
     .free = cuda_free,
@@ -296,7 +319,7 @@ static const struct alloc_provider_i cuda_iface = {
 static const struct alloc_provider_i cuda_async_iface = {
     .alloc = cuda_async_alloc,
     .free = cuda_async_free,
-    .destroy = cuda_destroy,
+    .destroy = cuda_async_destroy,
     .mem_info = cuda_mem_info,
     .fence_record = cuda_fence_record,
     .fence_query = cuda_fence_query,

@@ -1,6 +1,6 @@
 /* provider_host.c -- the "host" provider: page-aligned anonymous mmap, and
- * the machine's available and total memory, lowered to the cgroup v2 memory
- * limit when the process runs in a container that has one. */
+ * the machine's available and total memory, lowered to the cgroup memory
+ * limit (v2 or v1) when the process runs in a container that has one. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -104,46 +104,92 @@ static int host_read_number(const char *path, uint64_t *out)
     return rc;
 }
 
-/* Lowers *total and *avail to the memory.max of this process's cgroup v2
- * and of each of its ancestors (a container's limit is often set on a
- * parent). Leaves them as they are on cgroup v1 or without a limit. */
-static void host_cgroup_clamp(uint64_t *total, uint64_t *avail)
-{
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    if (!f)
-        return;
-    char line[PATH_MAX];
-    char cgroup[PATH_MAX] = "";
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "0::", 3) == 0) { /* the cgroup v2 entry */
-            snprintf(cgroup, sizeof cgroup, "%s", line + 3);
-            cgroup[strcspn(cgroup, "\n")] = '\0';
-            break;
-        }
-    }
-    fclose(f);
-    if (cgroup[0] != '/')
-        return;
+/* A cgroup memory hierarchy: where it is mounted, and its limit and usage
+ * files. v1 writes "no limit" as a huge number, which clamps nothing. */
+typedef struct host_cgroup_kind {
+    const char *mount;
+    const char *limit_file;
+    const char *usage_file;
+} host_cgroup_kind_t;
 
+static const host_cgroup_kind_t host_cgroup_v2 = {
+    .mount = "/sys/fs/cgroup",
+    .limit_file = "memory.max",
+    .usage_file = "memory.current",
+};
+
+static const host_cgroup_kind_t host_cgroup_v1 = {
+    .mount = "/sys/fs/cgroup/memory",
+    .limit_file = "memory.limit_in_bytes",
+    .usage_file = "memory.usage_in_bytes",
+};
+
+/* Lowers *total and *avail to the limit of `cgroup` (a path in `kind`'s
+ * hierarchy; overwritten) and of each ancestor: a container's limit is
+ * often set on a parent, and without a cgroup namespace the container sees
+ * its own cgroup at the mount's root, so the levels not visible here are
+ * missing files and skipped. */
+static void host_cgroup_walk(const host_cgroup_kind_t *kind, char *cgroup, uint64_t *total,
+                             uint64_t *avail)
+{
     for (;;) {
-        char path[PATH_MAX + 32];
-        uint64_t max, current;
+        char path[2 * PATH_MAX];
+        uint64_t limit, usage;
         const char *dir = strcmp(cgroup, "/") == 0 ? "" : cgroup;
-        snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", dir);
-        if (host_read_number(path, &max) == 0 && max != UINT64_MAX) {
-            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", dir);
-            if (host_read_number(path, &current) != 0 || current > max)
-                current = max;
-            if (max < *total)
-                *total = max;
-            if (max - current < *avail)
-                *avail = max - current;
+        snprintf(path, sizeof path, "%s%s/%s", kind->mount, dir, kind->limit_file);
+        if (host_read_number(path, &limit) == 0 && limit != UINT64_MAX) {
+            if (limit < *total)
+                *total = limit;
+            snprintf(path, sizeof path, "%s%s/%s", kind->mount, dir, kind->usage_file);
+            if (host_read_number(path, &usage) == 0) {
+                uint64_t room = usage < limit ? limit - usage : 0;
+                if (room < *avail)
+                    *avail = room;
+            }
         }
         if (strcmp(cgroup, "/") == 0)
             break;
         char *slash = strrchr(cgroup, '/');
         slash[slash == cgroup ? 1 : 0] = '\0'; /* "/a" -> "/", "/a/b" -> "/a" */
     }
+}
+
+/* Whether the comma-separated controller list `list` (not terminated; `len`
+ * bytes) names the v1 memory controller. */
+static bool host_cgroup_has_memory(const char *list, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        size_t n = strcspn(list + i, ",:");
+        if (n == 6 && strncmp(list + i, "memory", 6) == 0)
+            return true;
+        i += n + 1;
+    }
+    return false;
+}
+
+/* Lowers *total and *avail to the memory limits of this process's cgroups,
+ * v2 ("0::/path") and v1 ("N:memory:/path") alike. Leaves them as they are
+ * when /proc/self/cgroup cannot be read or no level has a limit. */
+static void host_cgroup_clamp(uint64_t *total, uint64_t *avail)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return;
+    char line[PATH_MAX + 64];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *controllers = strchr(line, ':');
+        char *cgroup = controllers ? strchr(controllers + 1, ':') : NULL;
+        if (!cgroup || cgroup[1] != '/')
+            continue;
+        controllers++;
+        cgroup++;
+        if (strncmp(line, "0::", 3) == 0)
+            host_cgroup_walk(&host_cgroup_v2, cgroup, total, avail);
+        else if (host_cgroup_has_memory(controllers, (size_t)(cgroup - 1 - controllers)))
+            host_cgroup_walk(&host_cgroup_v1, cgroup, total, avail);
+    }
+    fclose(f);
 }
 
 static int host_mem_info(alloc_provider_t *p, size_t *free_bytes, size_t *total_bytes)
