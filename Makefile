@@ -16,16 +16,24 @@ SANITIZE ?= 0
 WERROR ?= $(if $(CI),1,0)
 
 # --- CUDA detection -----------------------------------------------------------
-NVCC_FOUND := $(shell command -v nvcc 2>/dev/null || { [ -n "$(CUDA_HOME)" ] && [ -x "$(CUDA_HOME)/bin/nvcc" ] && echo "$(CUDA_HOME)/bin/nvcc"; } || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+# CUDA_HOME wins when it holds nvcc; otherwise the toolkit is found from the
+# nvcc on PATH (which may be a wrapper script outside the toolkit, so the
+# candidates are checked for cuda_runtime.h), then /usr/local/cuda.
+CUDA_HOME_FOUND := $(shell \
+  for h in "$(CUDA_HOME)" \
+           "$$(dirname "$$(dirname "$$(readlink -f "$$(command -v nvcc 2>/dev/null)" 2>/dev/null)")")" \
+           /usr/local/cuda; do \
+    [ -n "$$h" ] && [ -x "$$h/bin/nvcc" ] && [ -f "$$h/include/cuda_runtime.h" ] && { echo "$$h"; break; }; \
+  done)
 ifeq ($(CUDA),auto)
-  override CUDA := $(if $(NVCC_FOUND),1,0)
+  override CUDA := $(if $(CUDA_HOME_FOUND),1,0)
 endif
 ifeq ($(CUDA),1)
-  ifeq ($(NVCC_FOUND),)
-    $(error CUDA=1 but nvcc is neither on PATH nor in CUDA_HOME)
+  ifeq ($(CUDA_HOME_FOUND),)
+    $(error CUDA=1 but no CUDA toolkit found: set CUDA_HOME, or put nvcc on PATH)
   endif
-  NVCC ?= $(NVCC_FOUND)
-  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC_FOUND))
+  override CUDA_HOME := $(CUDA_HOME_FOUND)
+  NVCC := $(CUDA_HOME)/bin/nvcc
 endif
 
 VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)$(if $(filter 1,$(SANITIZE)),-san)
@@ -71,7 +79,7 @@ SERVER := $(BIN)/flatserve
 TESTS := $(BIN)/flatserve-tests
 BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 
-.PHONY: all test run bench deps clean check-tests
+.PHONY: all test run bench deps clean info
 all: $(SERVER) $(TESTS) $(BENCHES)
 
 $(BUILD)/%.o: %.c
@@ -112,6 +120,9 @@ run: deps
 
 bench: $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
+
+info:
+	@echo "variant=$(VARIANT) CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) SANITIZE=$(SANITIZE) WERROR=$(WERROR)"
 
 clean:
 	rm -rf build

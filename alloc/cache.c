@@ -241,8 +241,14 @@ static bool streams_poll_locked(alloc_cache_t *c, alloc_stream_t stream)
                          (unsigned long)s->id, fs_errmsg());
                 continue;
             }
-            s->fence = fence;
-            s->fence_seq = c->free_seq;
+            if (fence) {
+                s->fence = fence;
+                s->fence_seq = c->free_seq;
+            } else {
+                /* A NULL fence has passed already. */
+                s->done_seq = c->free_seq;
+                moved = true;
+            }
         }
     }
     return moved;

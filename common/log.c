@@ -120,7 +120,7 @@ void fs_log_write(fs_log_level_t level, const char *module, const char *fmt, ...
     if (log_state.format == FS_LOG_JSON) {
         len = (size_t)snprintf(rec, sizeof rec, "{\"ts\":\"%s\",\"level\":\"%s\",\"module\":\"",
                                stamp, fs_log_level_name(level));
-        json_escape_into(rec, &len, sizeof rec, module ? module : "");
+        json_escape_into(rec, &len, len + 64, module ? module : ""); /* module names are short */
         memcpy(rec + len, "\",\"msg\":\"", 9);
         len += 9;
         json_escape_into(rec, &len, sizeof rec - 3, msg);

@@ -127,6 +127,41 @@ static inline const alloc_segment_info_t *alloc_test_find_segment(const alloc_sn
     return NULL;
 }
 
+/* Allocates for the server owner, asserting success. */
+static inline void *alloc_test_alloc(alloc_cache_t *c, size_t bytes, alloc_stream_t stream)
+{
+    void *p = NULL;
+    int rc = alloc_cache_alloc(c, bytes, stream, ALLOC_OWNER_SERVER, &p);
+    cr_assert_eq(rc, 0, "alloc %zu: %s", bytes, fs_errmsg());
+    cr_assert_not_null(p);
+    return p;
+}
+
+/* Frees, asserting success. */
+static inline void alloc_test_free(alloc_cache_t *c, void *p)
+{
+    cr_assert_eq(alloc_cache_free(c, p), 0, "free %p: %s", p, fs_errmsg());
+}
+
+/* The rounded size of the block at `p`, asserting it is known. */
+static inline size_t alloc_test_block_size(alloc_cache_t *c, const void *p)
+{
+    size_t n = 0;
+    cr_assert_eq(alloc_cache_block_size(c, p, &n), 0, "block_size %p: %s", p, fs_errmsg());
+    return n;
+}
+
+/* The state of the block starting at `p`, asserting it is in the snapshot. */
+static inline alloc_block_info_t alloc_test_block_info(alloc_cache_t *c, const void *p)
+{
+    alloc_snapshot_t *s = alloc_test_snapshot(c);
+    const alloc_block_info_t *b = NULL;
+    cr_assert(alloc_test_find_block(s, p, NULL, &b), "no block at %p in the snapshot", p);
+    alloc_block_info_t copy = *b;
+    alloc_snapshot_free(s);
+    return copy;
+}
+
 /* Checks what every snapshot must satisfy, whatever else runs at the same
  * time: segments in address order and disjoint; blocks in address order
  * tiling their segment exactly, in 512-byte multiples; a segment's

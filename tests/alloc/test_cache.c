@@ -1,8 +1,9 @@
 /* test_cache.c -- the caching allocator's contract (alloc/cache.h): rounding
- * and pools, split and coalesce, best fit, streams and fences, max_split,
- * the hard limit and the OOM ladder, provider failures at every call, empty
- * and trim, owners, stats and the snapshot. Every test ends with the
- * fixture's fini, which asserts the stats are back to zero. */
+ * and pools, split and coalesce, best fit, reuse, max_split, config, empty
+ * and trim, owners, stats, bad frees and the snapshot. Streams are in
+ * test_cache_streams.c, the limit and the OOM ladder in test_cache_oom.c.
+ * Every test ends with the fixture's fini, which asserts the stats are back
+ * to zero. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,7 +11,6 @@
 #include "alloc/cache.h"
 #include "alloc/provider.h"
 #include "common/error.h"
-#include "common/parse.h"
 #include "tests/alloc/alloc_test.h"
 
 #define KiB ALLOC_TEST_KiB
@@ -18,49 +18,6 @@
 
 static const alloc_stream_t STREAM_A = 1;
 static const alloc_stream_t STREAM_B = 2;
-static const alloc_stream_t STREAM_C = 3;
-
-static void *xalloc(alloc_cache_t *c, size_t bytes, alloc_stream_t stream)
-{
-    void *p = NULL;
-    int rc = alloc_cache_alloc(c, bytes, stream, ALLOC_OWNER_SERVER, &p);
-    cr_assert_eq(rc, 0, "alloc %zu: %s", bytes, fs_errmsg());
-    cr_assert_not_null(p);
-    return p;
-}
-
-static void xfree(alloc_cache_t *c, void *p)
-{
-    cr_assert_eq(alloc_cache_free(c, p), 0, "free %p: %s", p, fs_errmsg());
-}
-
-static size_t block_size(alloc_cache_t *c, const void *p)
-{
-    size_t n = 0;
-    cr_assert_eq(alloc_cache_block_size(c, p, &n), 0, "block_size %p: %s", p, fs_errmsg());
-    return n;
-}
-
-/* The state of the block starting at `p`, asserting it is in the snapshot. */
-static alloc_block_info_t block_info(alloc_cache_t *c, const void *p)
-{
-    alloc_snapshot_t *s = alloc_test_snapshot(c);
-    const alloc_block_info_t *b = NULL;
-    cr_assert(alloc_test_find_block(s, p, NULL, &b), "no block at %p in the snapshot", p);
-    alloc_block_info_t copy = *b;
-    alloc_snapshot_free(s);
-    return copy;
-}
-
-/* Whether `msg` names `bytes`, as a decimal count or as fs_format_size
- * writes it. */
-static bool names_bytes(const char *msg, uint64_t bytes)
-{
-    char dec[32], human[32];
-    snprintf(dec, sizeof(dec), "%llu", (unsigned long long)bytes);
-    fs_format_size(bytes, human, sizeof(human));
-    return strstr(msg, dec) != NULL || strstr(msg, human) != NULL;
-}
 
 /* ---- rounding and pools --------------------------------------------------- */
 
@@ -96,9 +53,9 @@ Test(alloc_cache_rounding, rounds_to_512_and_picks_pool_and_segment_size)
         const size_case_t *k = &cases[i];
         alloc_fixture_t f;
         alloc_fixture_init(&f, NULL, NULL);
-        void *p = xalloc(f.cache, k->request, STREAM_A);
-        cr_expect_eq(block_size(f.cache, p), k->block, "request %zu: block %zu, expected %zu",
-                     k->request, block_size(f.cache, p), k->block);
+        void *p = alloc_test_alloc(f.cache, k->request, STREAM_A);
+        cr_expect_eq(alloc_test_block_size(f.cache, p), k->block, "request %zu: block %zu, expected %zu",
+                     k->request, alloc_test_block_size(f.cache, p), k->block);
         alloc_cache_stats_t st = alloc_test_stats(f.cache);
         cr_expect_eq((size_t)st.pool_allocated[k->pool].current, k->block,
                      "request %zu: pool %d allocated %lld", k->request, (int)k->pool,
@@ -122,7 +79,7 @@ Test(alloc_cache_rounding, rounds_to_512_and_picks_pool_and_segment_size)
                      "request %zu: %zu blocks", k->request, s->segments[0].n_blocks);
         alloc_snapshot_free(s);
         alloc_test_check_consistent(f.cache);
-        xfree(f.cache, p);
+        alloc_test_free(f.cache, p);
         alloc_fixture_fini(&f);
     }
 }
@@ -131,18 +88,18 @@ Test(alloc_cache_rounding, serves_size_zero_as_a_distinct_minimum_block)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *p = xalloc(f.cache, 0, STREAM_A);
-    void *q = xalloc(f.cache, 0, STREAM_A);
+    void *p = alloc_test_alloc(f.cache, 0, STREAM_A);
+    void *q = alloc_test_alloc(f.cache, 0, STREAM_A);
     cr_expect_neq(p, q);
-    cr_expect_eq(block_size(f.cache, p), ALLOC_MIN_BLOCK_BYTES);
-    cr_expect_eq(block_size(f.cache, q), ALLOC_MIN_BLOCK_BYTES);
+    cr_expect_eq(alloc_test_block_size(f.cache, p), ALLOC_MIN_BLOCK_BYTES);
+    cr_expect_eq(alloc_test_block_size(f.cache, q), ALLOC_MIN_BLOCK_BYTES);
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
     cr_expect_eq(st.requested.current, 0);
     cr_expect_eq((size_t)st.allocated.current, 2 * ALLOC_MIN_BLOCK_BYTES);
     cr_expect_eq(st.blocks.current, 2);
     cr_expect_eq((size_t)st.pool_reserved[ALLOC_POOL_SMALL].current, ALLOC_SMALL_SEGMENT_BYTES);
-    xfree(f.cache, p);
-    xfree(f.cache, q);
+    alloc_test_free(f.cache, p);
+    alloc_test_free(f.cache, q);
     alloc_fixture_fini(&f);
 }
 
@@ -152,9 +109,9 @@ Test(alloc_cache_split, small_blocks_split_down_to_the_last_512_bytes)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *a = xalloc(f.cache, MiB, STREAM_A);
-    void *b = xalloc(f.cache, MiB - 512, STREAM_A);
-    void *c = xalloc(f.cache, 512, STREAM_A);
+    void *a = alloc_test_alloc(f.cache, MiB, STREAM_A);
+    void *b = alloc_test_alloc(f.cache, MiB - 512, STREAM_A);
+    void *c = alloc_test_alloc(f.cache, 512, STREAM_A);
     cr_expect_eq((char *)b, (char *)a + MiB);
     cr_expect_eq((char *)c, (char *)a + 2 * MiB - 512, "the 512-byte remainder was split off");
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
@@ -168,9 +125,9 @@ Test(alloc_cache_split, small_blocks_split_down_to_the_last_512_bytes)
     cr_expect_eq(s->segments[0].allocated_bytes, 2 * MiB);
     alloc_snapshot_free(s);
     alloc_test_check_consistent(f.cache);
-    xfree(f.cache, a);
-    xfree(f.cache, b);
-    xfree(f.cache, c);
+    alloc_test_free(f.cache, a);
+    alloc_test_free(f.cache, b);
+    alloc_test_free(f.cache, c);
     alloc_fixture_fini(&f);
 }
 
@@ -179,11 +136,11 @@ Test(alloc_cache_split, large_block_keeps_a_remainder_of_at_most_1_MiB)
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
     /* 19 MiB takes a 20 MiB segment; the 1 MiB remainder is not split. */
-    void *p = xalloc(f.cache, 19 * MiB, STREAM_A);
-    cr_expect_eq(block_size(f.cache, p), 20 * MiB);
+    void *p = alloc_test_alloc(f.cache, 19 * MiB, STREAM_A);
+    cr_expect_eq(alloc_test_block_size(f.cache, p), 20 * MiB);
     /* 18 MiB + 512 leaves 2 MiB - 512 > 1 MiB: split. */
-    void *q = xalloc(f.cache, 18 * MiB + 512, STREAM_A);
-    cr_expect_eq(block_size(f.cache, q), 18 * MiB + 512);
+    void *q = alloc_test_alloc(f.cache, 18 * MiB + 512, STREAM_A);
+    cr_expect_eq(alloc_test_block_size(f.cache, q), 18 * MiB + 512);
     alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
     const alloc_segment_info_t *sq = alloc_test_find_segment(s, q);
     cr_assert_not_null(sq);
@@ -192,19 +149,19 @@ Test(alloc_cache_split, large_block_keeps_a_remainder_of_at_most_1_MiB)
     cr_expect_eq(sq->blocks[1].state, ALLOC_BLOCK_FREE);
     cr_expect_eq(sq->blocks[1].size, 2 * MiB - 512);
     alloc_snapshot_free(s);
-    xfree(f.cache, p);
-    xfree(f.cache, q);
+    alloc_test_free(f.cache, p);
+    alloc_test_free(f.cache, q);
     /* A 2 MiB request in a 20 MiB segment leaves 18 MiB free; 17 MiB + 512
      * then fits it with 1 MiB - 512 to spare: taken whole. */
-    void *r = xalloc(f.cache, 2 * MiB, STREAM_A);
+    void *r = alloc_test_alloc(f.cache, 2 * MiB, STREAM_A);
     alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY);
-    cr_expect_eq(block_size(f.cache, r), 2 * MiB);
-    void *t = xalloc(f.cache, 17 * MiB + 512, STREAM_A);
+    cr_expect_eq(alloc_test_block_size(f.cache, r), 2 * MiB);
+    void *t = alloc_test_alloc(f.cache, 17 * MiB + 512, STREAM_A);
     cr_expect_eq((char *)t, (char *)r + 2 * MiB, "the 18 MiB remainder is reused");
-    cr_expect_eq(block_size(f.cache, t), 18 * MiB);
+    cr_expect_eq(alloc_test_block_size(f.cache, t), 18 * MiB);
     alloc_test_check_consistent(f.cache);
-    xfree(f.cache, r);
-    xfree(f.cache, t);
+    alloc_test_free(f.cache, r);
+    alloc_test_free(f.cache, t);
     alloc_fixture_fini(&f);
 }
 
@@ -214,39 +171,68 @@ Test(alloc_cache_split, coalesces_with_both_neighbours)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *l = xalloc(f.cache, 8 * KiB, STREAM_A);
-    void *m = xalloc(f.cache, 16 * KiB, STREAM_A);
-    void *r = xalloc(f.cache, 4 * KiB, STREAM_A);
-    void *last = xalloc(f.cache, 2 * MiB - 28 * KiB, STREAM_A); /* fills the segment */
+    /* One small segment: l | m | r | free tail. */
+    void *l = alloc_test_alloc(f.cache, 8 * KiB, STREAM_A);
+    void *m = alloc_test_alloc(f.cache, 16 * KiB, STREAM_A);
+    void *r = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
     cr_assert_eq((char *)m, (char *)l + 8 * KiB);
     cr_assert_eq((char *)r, (char *)m + 16 * KiB);
-    cr_assert_eq((char *)last, (char *)r + 4 * KiB);
     alloc_snapshot_t *s;
 
-    xfree(f.cache, m);
+    alloc_test_free(f.cache, m);
     s = alloc_test_snapshot(f.cache);
     cr_assert_eq(s->n_segments, 1);
-    cr_expect_eq(s->segments[0].n_blocks, 4);
+    cr_expect_eq(s->segments[0].n_blocks, 4, "l, free m, r, free tail");
     alloc_snapshot_free(s);
     alloc_test_check_consistent(f.cache);
 
-    xfree(f.cache, l);
+    alloc_test_free(f.cache, l);
     s = alloc_test_snapshot(f.cache);
-    cr_assert_eq(s->segments[0].n_blocks, 3, "left merged with middle");
+    cr_assert_eq(s->segments[0].n_blocks, 3, "l merged with m");
     cr_expect_eq(s->segments[0].blocks[0].state, ALLOC_BLOCK_FREE);
     cr_expect_eq(s->segments[0].blocks[0].size, 24 * KiB);
     alloc_snapshot_free(s);
+    alloc_test_check_consistent(f.cache);
 
-    xfree(f.cache, r);
+    alloc_test_free(f.cache, r);
     s = alloc_test_snapshot(f.cache);
-    cr_assert_eq(s->segments[0].n_blocks, 2, "right merged with the free block on its left");
+    cr_assert_eq(s->n_segments, 1);
+    cr_assert_eq(s->segments[0].n_blocks, 1, "r merged with l+m on its left and the tail on its right");
+    cr_expect_eq(s->segments[0].blocks[0].state, ALLOC_BLOCK_FREE);
+    cr_expect_eq(s->segments[0].blocks[0].offset, 0);
+    cr_expect_eq(s->segments[0].blocks[0].size, 2 * MiB);
+    alloc_snapshot_free(s);
+    cr_expect_eq(alloc_test_stats(f.cache).largest_free_bytes, 2 * MiB);
+    alloc_test_check_consistent(f.cache);
+    alloc_fixture_fini(&f);
+}
+
+Test(alloc_cache_split, does_not_merge_across_an_allocated_neighbour)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    void *l = alloc_test_alloc(f.cache, 8 * KiB, STREAM_A);
+    void *m = alloc_test_alloc(f.cache, 16 * KiB, STREAM_A);
+    void *r = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
+    void *last = alloc_test_alloc(f.cache, 2 * MiB - 28 * KiB, STREAM_A); /* fills the segment */
+    cr_assert_eq((char *)last, (char *)r + 4 * KiB);
+    alloc_test_free(f.cache, l);
+    alloc_test_free(f.cache, r);
+    alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
+    cr_assert_eq(s->n_segments, 1);
+    cr_assert_eq(s->segments[0].n_blocks, 4, "free l, m, free r, last");
+    cr_expect_eq(s->segments[0].blocks[0].size, 8 * KiB);
+    cr_expect_eq(s->segments[0].blocks[2].size, 4 * KiB);
+    alloc_snapshot_free(s);
+    alloc_test_free(f.cache, m);
+    s = alloc_test_snapshot(f.cache);
+    cr_assert_eq(s->segments[0].n_blocks, 2, "l, m and r merged; last still in use");
     cr_expect_eq(s->segments[0].blocks[0].state, ALLOC_BLOCK_FREE);
     cr_expect_eq(s->segments[0].blocks[0].size, 28 * KiB);
     cr_expect_eq(s->segments[0].blocks[1].state, ALLOC_BLOCK_ALLOCATED);
     alloc_snapshot_free(s);
     cr_expect_eq(alloc_test_stats(f.cache).largest_free_bytes, 28 * KiB);
-
-    xfree(f.cache, last);
+    alloc_test_free(f.cache, last);
     alloc_test_check_consistent(f.cache);
     alloc_fixture_fini(&f);
 }
@@ -255,16 +241,16 @@ Test(alloc_cache_split, freeing_the_middle_block_last_merges_three_into_one)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *l = xalloc(f.cache, 8 * KiB, STREAM_A);
-    void *m = xalloc(f.cache, 16 * KiB, STREAM_A);
-    void *r = xalloc(f.cache, 4 * KiB, STREAM_A);
-    xfree(f.cache, l);
-    xfree(f.cache, r); /* merges with the free tail of the segment */
+    void *l = alloc_test_alloc(f.cache, 8 * KiB, STREAM_A);
+    void *m = alloc_test_alloc(f.cache, 16 * KiB, STREAM_A);
+    void *r = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
+    alloc_test_free(f.cache, l);
+    alloc_test_free(f.cache, r); /* merges with the free tail of the segment */
     alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
     cr_assert_eq(s->n_segments, 1);
     cr_expect_eq(s->segments[0].n_blocks, 3);
     alloc_snapshot_free(s);
-    xfree(f.cache, m);
+    alloc_test_free(f.cache, m);
     s = alloc_test_snapshot(f.cache);
     cr_assert_eq(s->n_segments, 1);
     cr_assert_eq(s->segments[0].n_blocks, 1, "one free block after freeing the middle");
@@ -284,32 +270,32 @@ Test(alloc_cache_best_fit, picks_the_smallest_free_block_that_fits)
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
     /* Free holes of 64K, 16K, 32K, 16K separated by live 512-byte guards. */
-    void *a = xalloc(f.cache, 64 * KiB, STREAM_A);
-    void *g1 = xalloc(f.cache, 512, STREAM_A);
-    void *b = xalloc(f.cache, 16 * KiB, STREAM_A);
-    void *g2 = xalloc(f.cache, 512, STREAM_A);
-    void *c = xalloc(f.cache, 32 * KiB, STREAM_A);
-    void *g3 = xalloc(f.cache, 512, STREAM_A);
-    void *d = xalloc(f.cache, 16 * KiB, STREAM_A);
-    void *g4 = xalloc(f.cache, 512, STREAM_A);
+    void *a = alloc_test_alloc(f.cache, 64 * KiB, STREAM_A);
+    void *g1 = alloc_test_alloc(f.cache, 512, STREAM_A);
+    void *b = alloc_test_alloc(f.cache, 16 * KiB, STREAM_A);
+    void *g2 = alloc_test_alloc(f.cache, 512, STREAM_A);
+    void *c = alloc_test_alloc(f.cache, 32 * KiB, STREAM_A);
+    void *g3 = alloc_test_alloc(f.cache, 512, STREAM_A);
+    void *d = alloc_test_alloc(f.cache, 16 * KiB, STREAM_A);
+    void *g4 = alloc_test_alloc(f.cache, 512, STREAM_A);
     cr_assert_eq(alloc_test_stats(f.cache).n_device_allocs, 1);
-    xfree(f.cache, d);
-    xfree(f.cache, c);
-    xfree(f.cache, b);
-    xfree(f.cache, a);
+    alloc_test_free(f.cache, d);
+    alloc_test_free(f.cache, c);
+    alloc_test_free(f.cache, b);
+    alloc_test_free(f.cache, a);
 
-    void *x = xalloc(f.cache, 20 * KiB, STREAM_A);
+    void *x = alloc_test_alloc(f.cache, 20 * KiB, STREAM_A);
     cr_expect_eq(x, c, "20K goes to the 32K hole");
-    void *y = xalloc(f.cache, 16 * KiB, STREAM_A);
+    void *y = alloc_test_alloc(f.cache, 16 * KiB, STREAM_A);
     cr_expect_eq(y, b, "16K: of two equal holes, the lower address");
-    void *z = xalloc(f.cache, 16 * KiB, STREAM_A);
+    void *z = alloc_test_alloc(f.cache, 16 * KiB, STREAM_A);
     cr_expect_eq(z, d, "16K: the other 16K hole");
-    void *w = xalloc(f.cache, 40 * KiB, STREAM_A);
+    void *w = alloc_test_alloc(f.cache, 40 * KiB, STREAM_A);
     cr_expect_eq(w, a, "40K goes to the 64K hole");
     /* Holes now: 24K after w, 12K after x, and the segment's tail. */
-    void *v = xalloc(f.cache, 8 * KiB, STREAM_A);
+    void *v = alloc_test_alloc(f.cache, 8 * KiB, STREAM_A);
     cr_expect_eq((char *)v, (char *)c + 20 * KiB, "8K goes to the 12K rest of the 32K hole");
-    void *u = xalloc(f.cache, 24 * KiB, STREAM_A);
+    void *u = alloc_test_alloc(f.cache, 24 * KiB, STREAM_A);
     cr_expect_eq((char *)u, (char *)a + 40 * KiB, "24K fills the rest of the 64K hole exactly");
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_device_allocs, 1);
@@ -317,7 +303,7 @@ Test(alloc_cache_best_fit, picks_the_smallest_free_block_that_fits)
     alloc_test_check_consistent(f.cache);
     void *all[] = {g1, g2, g3, g4, x, y, z, w, v, u};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        xfree(f.cache, all[i]);
+        alloc_test_free(f.cache, all[i]);
     alloc_fixture_fini(&f);
 }
 
@@ -325,27 +311,27 @@ Test(alloc_cache_best_fit, picks_the_smallest_free_segment_in_the_large_pool)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *s16 = xalloc(f.cache, 16 * MiB, STREAM_A);
-    void *s12 = xalloc(f.cache, 12 * MiB, STREAM_A);
-    void *s14 = xalloc(f.cache, 14 * MiB, STREAM_A);
-    xfree(f.cache, s16);
-    xfree(f.cache, s12);
-    xfree(f.cache, s14);
-    void *p = xalloc(f.cache, 13 * MiB, STREAM_A);
+    void *s16 = alloc_test_alloc(f.cache, 16 * MiB, STREAM_A);
+    void *s12 = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    void *s14 = alloc_test_alloc(f.cache, 14 * MiB, STREAM_A);
+    alloc_test_free(f.cache, s16);
+    alloc_test_free(f.cache, s12);
+    alloc_test_free(f.cache, s14);
+    void *p = alloc_test_alloc(f.cache, 13 * MiB, STREAM_A);
     cr_expect_eq(p, s14, "13 MiB takes the 14 MiB block");
-    cr_expect_eq(block_size(f.cache, p), 14 * MiB, "a 1 MiB remainder is not split");
-    void *q = xalloc(f.cache, 11 * MiB, STREAM_A);
+    cr_expect_eq(alloc_test_block_size(f.cache, p), 14 * MiB, "a 1 MiB remainder is not split");
+    void *q = alloc_test_alloc(f.cache, 11 * MiB, STREAM_A);
     cr_expect_eq(q, s12, "11 MiB takes the 12 MiB block");
-    void *r = xalloc(f.cache, 11 * MiB, STREAM_A);
+    void *r = alloc_test_alloc(f.cache, 11 * MiB, STREAM_A);
     cr_expect_eq(r, s16, "the next 11 MiB takes the 16 MiB block");
-    cr_expect_eq(block_size(f.cache, r), 11 * MiB, "a 5 MiB remainder is split");
+    cr_expect_eq(alloc_test_block_size(f.cache, r), 11 * MiB, "a 5 MiB remainder is split");
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_device_allocs, 3);
     cr_expect_eq(st.n_cache_hits, 3);
     alloc_test_check_consistent(f.cache);
-    xfree(f.cache, p);
-    xfree(f.cache, q);
-    xfree(f.cache, r);
+    alloc_test_free(f.cache, p);
+    alloc_test_free(f.cache, q);
+    alloc_test_free(f.cache, r);
     alloc_fixture_fini(&f);
 }
 
@@ -353,12 +339,12 @@ Test(alloc_cache_reuse, returns_the_freed_block_for_the_same_size)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *p = xalloc(f.cache, 3000, STREAM_A);
+    void *p = alloc_test_alloc(f.cache, 3000, STREAM_A);
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_cache_misses, 1);
     cr_expect_eq(st.n_cache_hits, 0);
-    xfree(f.cache, p);
-    void *q = xalloc(f.cache, 3000, STREAM_A);
+    alloc_test_free(f.cache, p);
+    void *q = alloc_test_alloc(f.cache, 3000, STREAM_A);
     cr_expect_eq(q, p);
     st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_cache_hits, 1);
@@ -367,16 +353,16 @@ Test(alloc_cache_reuse, returns_the_freed_block_for_the_same_size)
     cr_expect_eq(st.n_device_frees, 0);
     cr_expect_eq(st.allocated.total, 2 * 3072);
     cr_expect_eq(st.requested.total, 2 * 3000);
-    xfree(f.cache, q);
+    alloc_test_free(f.cache, q);
 
-    void *big = xalloc(f.cache, 30 * MiB, STREAM_A);
-    xfree(f.cache, big);
-    void *big2 = xalloc(f.cache, 30 * MiB, STREAM_A);
+    void *big = alloc_test_alloc(f.cache, 30 * MiB, STREAM_A);
+    alloc_test_free(f.cache, big);
+    void *big2 = alloc_test_alloc(f.cache, 30 * MiB, STREAM_A);
     cr_expect_eq(big2, big);
     st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_device_allocs, 2);
     cr_expect_eq(st.n_cache_hits, 2);
-    xfree(f.cache, big2);
+    alloc_test_free(f.cache, big2);
     alloc_fixture_fini(&f);
 }
 
@@ -385,9 +371,9 @@ Test(alloc_cache_reuse, small_and_large_pools_never_share_blocks)
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
     /* A free 20 MiB large segment does not serve a small request. */
-    void *big = xalloc(f.cache, 2 * MiB, STREAM_A);
-    xfree(f.cache, big);
-    void *small = xalloc(f.cache, 4 * KiB, STREAM_A);
+    void *big = alloc_test_alloc(f.cache, 2 * MiB, STREAM_A);
+    alloc_test_free(f.cache, big);
+    void *small = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
     alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
     const alloc_segment_info_t *sg = alloc_test_find_segment(s, small);
     cr_assert_not_null(sg);
@@ -395,294 +381,115 @@ Test(alloc_cache_reuse, small_and_large_pools_never_share_blocks)
     cr_expect_eq(s->n_segments, 2);
     alloc_snapshot_free(s);
     /* A free small segment does not serve a large request. */
-    xfree(f.cache, small);
+    alloc_test_free(f.cache, small);
     alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY);
-    small = xalloc(f.cache, 4 * KiB, STREAM_A);
-    xfree(f.cache, small);
-    void *large = xalloc(f.cache, MiB + 512, STREAM_A);
+    small = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
+    alloc_test_free(f.cache, small);
+    void *large = alloc_test_alloc(f.cache, MiB + 512, STREAM_A);
     s = alloc_test_snapshot(f.cache);
     sg = alloc_test_find_segment(s, large);
     cr_assert_not_null(sg);
     cr_expect_eq(sg->pool, ALLOC_POOL_LARGE);
     cr_expect_eq(sg->size, 20 * MiB);
     alloc_snapshot_free(s);
-    xfree(f.cache, large);
-    alloc_fixture_fini(&f);
-}
-
-/* ---- streams and fences --------------------------------------------------- */
-
-Test(alloc_cache_streams, reuses_a_block_across_streams_at_once_without_fences)
-{
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, NULL);
-    cr_assert(!alloc_provider_has_fences(f.fault));
-    void *p = xalloc(f.cache, 12 * MiB, STREAM_A);
-    xfree(f.cache, p);
-    void *q = xalloc(f.cache, 12 * MiB, STREAM_B);
-    cr_expect_eq(q, p, "no fences: the block is reusable by any stream");
-    cr_expect_eq(block_info(f.cache, q).stream, STREAM_B, "the block is now stream B's");
-    cr_expect_eq(alloc_test_stats(f.cache).n_device_allocs, 1);
-    xfree(f.cache, q);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_streams, same_stream_reuses_at_once_with_pending_fences)
-{
-    alloc_fault_config_t fc = {.manual_fences = true};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, NULL);
-    cr_assert(alloc_provider_has_fences(f.fault));
-    void *p = xalloc(f.cache, 12 * MiB, STREAM_A);
-    xfree(f.cache, p);
-    void *q = xalloc(f.cache, 12 * MiB, STREAM_A);
-    cr_expect_eq(q, p);
-    cr_expect_eq(alloc_test_stats(f.cache).n_cross_stream_reuses, 0);
-    xfree(f.cache, q);
-    void *s = xalloc(f.cache, 4 * KiB, STREAM_A);
-    xfree(f.cache, s);
-    void *t = xalloc(f.cache, 4 * KiB, STREAM_A);
-    cr_expect_eq(t, s);
-    xfree(f.cache, t);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_streams, other_stream_waits_for_the_fence_before_reuse)
-{
-    alloc_fault_config_t fc = {.manual_fences = true};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, NULL);
-    void *x = xalloc(f.cache, 12 * MiB, STREAM_A); /* a whole 12 MiB segment */
-    xfree(f.cache, x);
-
-    void *y = xalloc(f.cache, 12 * MiB, STREAM_B);
-    cr_expect_neq(y, x, "stream B must not reuse A's block before A's fence passed");
-    alloc_cache_process_fences(f.cache);
-    void *z = xalloc(f.cache, 12 * MiB, STREAM_B);
-    cr_expect_neq(z, x, "still not after polling an unpassed fence");
-    alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.n_cross_stream_reuses, 0);
-    cr_expect_eq(st.n_device_allocs, 3);
-    cr_expect_eq((size_t)st.active.current, 24 * MiB, "a free block waiting for reuse is not active");
-    cr_expect_eq(block_info(f.cache, x).state, ALLOC_BLOCK_FREE);
-
-    cr_assert_eq(alloc_fault_fences_pass(f.fault), 0);
-    void *w = xalloc(f.cache, 12 * MiB, STREAM_B);
-    cr_expect_eq(w, x, "after A's fence passed, B reuses the block");
-    st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.n_cross_stream_reuses, 1);
-    cr_expect_eq(st.n_device_allocs, 3);
-    alloc_block_info_t bi = block_info(f.cache, w);
-    cr_expect_eq(bi.stream, STREAM_B, "the reused block is tagged with stream B");
-    cr_expect_eq(bi.state, ALLOC_BLOCK_ALLOCATED);
-    alloc_test_check_consistent(f.cache);
-    xfree(f.cache, y);
-    xfree(f.cache, z);
-    xfree(f.cache, w);
-    cr_expect_eq(alloc_fault_fences_pass(f.fault), 0);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_streams, does_not_coalesce_free_blocks_of_different_streams)
-{
-    alloc_fault_config_t fc = {.manual_fences = true};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, NULL);
-    /* One 20 MiB segment on A: x | y | 16 MiB free tail. */
-    void *x = xalloc(f.cache, 2 * MiB, STREAM_A);
-    void *y = xalloc(f.cache, 2 * MiB, STREAM_A);
-    cr_assert_eq((char *)y, (char *)x + 2 * MiB);
-    xfree(f.cache, x);
-    void *z = xalloc(f.cache, 2 * MiB, STREAM_B); /* a new segment for B */
-    cr_expect_neq(z, x);
-    cr_assert_eq(alloc_fault_fences_pass(f.fault), 0);
-    void *x2 = xalloc(f.cache, 2 * MiB, STREAM_B);
-    cr_assert_eq(x2, x, "B takes x after A's fence: the best fit");
-    xfree(f.cache, x2); /* free on B, next to y (allocated) */
-    xfree(f.cache, y);  /* free on A: merges with A's tail, not with B's x */
-    alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
-    const alloc_segment_info_t *sg = alloc_test_find_segment(s, x);
-    cr_assert_not_null(sg);
-    cr_assert_eq(sg->n_blocks, 2, "x (stream B) and y + tail (stream A) stay apart");
-    cr_expect_eq(sg->blocks[0].size, 2 * MiB);
-    cr_expect_eq(sg->blocks[0].stream, STREAM_B);
-    cr_expect_eq(sg->blocks[0].state, ALLOC_BLOCK_FREE);
-    cr_expect_eq(sg->blocks[1].size, 18 * MiB);
-    cr_expect_eq(sg->blocks[1].stream, STREAM_A);
-    cr_expect_eq(sg->blocks[1].state, ALLOC_BLOCK_FREE);
-    alloc_snapshot_free(s);
-    alloc_test_check_consistent(f.cache);
-    xfree(f.cache, z);
-    /* Fully free, though in two blocks: empty releases it. */
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_streams, recorded_stream_keeps_a_freed_block_pending_until_its_fence)
-{
-    alloc_fault_config_t fc = {.manual_fences = true};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, NULL);
-    void *p = xalloc(f.cache, 12 * MiB, STREAM_A);
-    cr_assert_eq(alloc_cache_record_stream(f.cache, p, STREAM_C), 0, "%s", fs_errmsg());
-    xfree(f.cache, p);
-    alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.allocated.current, 0);
-    cr_expect_eq(st.blocks.current, 0);
-    cr_expect_eq((size_t)st.active.current, 12 * MiB, "a pending block is active");
-    cr_expect_eq(st.free_cached_bytes, 0);
-    cr_expect_eq(block_info(f.cache, p).state, ALLOC_BLOCK_PENDING);
-    alloc_test_check_consistent(f.cache);
-
-    /* Not reusable, even by its own stream, and not released by empty. */
-    alloc_cache_process_fences(f.cache);
-    cr_expect_eq(block_info(f.cache, p).state, ALLOC_BLOCK_PENDING);
-    void *q = xalloc(f.cache, 12 * MiB, STREAM_A);
-    cr_expect_neq(q, p);
-    cr_expect_eq(alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY), 0);
-    cr_expect_eq((size_t)alloc_test_stats(f.cache).reserved.current, 24 * MiB);
-
-    cr_assert_eq(alloc_fault_fences_pass(f.fault), 0);
-    alloc_cache_process_fences(f.cache);
-    cr_expect_eq(block_info(f.cache, p).state, ALLOC_BLOCK_FREE);
-    st = alloc_test_stats(f.cache);
-    cr_expect_eq((size_t)st.active.current, 12 * MiB, "only q is active now");
-    cr_expect_eq((size_t)st.free_cached_bytes, 12 * MiB);
-    void *r = xalloc(f.cache, 12 * MiB, STREAM_A);
-    cr_expect_eq(r, p, "after the fence the block is reused by its stream");
-    xfree(f.cache, q);
-    xfree(f.cache, r);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_streams, next_alloc_processes_passed_fences)
-{
-    alloc_fault_config_t fc = {.manual_fences = true};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, NULL);
-    void *p = xalloc(f.cache, 12 * MiB, STREAM_A);
-    cr_assert_eq(alloc_cache_record_stream(f.cache, p, STREAM_B), 0);
-    cr_assert_eq(alloc_cache_record_stream(f.cache, p, STREAM_C), 0);
-    xfree(f.cache, p);
-    cr_assert_eq(alloc_fault_fences_pass(f.fault), 0);
-    void *q = xalloc(f.cache, 12 * MiB, STREAM_A);
-    cr_expect_eq(q, p, "the alloc polled the passed fences and reused the block");
-    cr_expect_eq(alloc_test_stats(f.cache).n_device_allocs, 1);
-    xfree(f.cache, q);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_streams, recorded_stream_without_fences_frees_at_once)
-{
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, NULL);
-    void *p = xalloc(f.cache, 4 * KiB, STREAM_A);
-    cr_assert_eq(alloc_cache_record_stream(f.cache, p, STREAM_B), 0);
-    xfree(f.cache, p);
-    alloc_cache_process_fences(f.cache);
-    cr_expect_eq(alloc_test_stats(f.cache).active.current, 0);
-    void *q = xalloc(f.cache, 4 * KiB, STREAM_A);
-    cr_expect_eq(q, p);
-    xfree(f.cache, q);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_streams, record_stream_of_unknown_pointer_is_einval)
-{
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, NULL);
-    int local = 0;
-    cr_expect_eq(alloc_cache_record_stream(f.cache, &local, STREAM_B), FS_EINVAL);
-    void *p = xalloc(f.cache, 4 * KiB, STREAM_A);
-    xfree(f.cache, p);
-    cr_expect_eq(alloc_cache_record_stream(f.cache, p, STREAM_B), FS_EINVAL,
-                 "a freed block cannot be recorded");
+    alloc_test_free(f.cache, large);
     alloc_fixture_fini(&f);
 }
 
 /* ---- max_split ------------------------------------------------------------ */
 
-static const alloc_cache_config_t max_split_4m = {.max_split_bytes = 4 * MiB};
+/* 24 MiB: above the 20 MiB segments of mid-size requests, so only the
+ * blocks these tests make on purpose are at or above it. */
+static const alloc_cache_config_t max_split_24m = {.max_split_bytes = 24 * MiB};
 
 Test(alloc_cache_max_split, default_splits_a_large_cached_block_for_a_smaller_request)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *p = xalloc(f.cache, 12 * MiB, STREAM_A);
-    xfree(f.cache, p);
-    void *q = xalloc(f.cache, 6 * MiB, STREAM_A);
+    void *p = alloc_test_alloc(f.cache, 40 * MiB, STREAM_A);
+    alloc_test_free(f.cache, p);
+    void *q = alloc_test_alloc(f.cache, 30 * MiB, STREAM_A);
     cr_expect_eq(q, p);
-    cr_expect_eq(block_size(f.cache, q), 6 * MiB);
-    void *r = xalloc(f.cache, 2 * MiB, STREAM_A);
-    cr_expect_eq((char *)r, (char *)p + 6 * MiB);
-    cr_expect_eq(alloc_test_stats(f.cache).n_device_allocs, 1);
-    xfree(f.cache, q);
-    xfree(f.cache, r);
+    cr_expect_eq(alloc_test_block_size(f.cache, q), 30 * MiB);
+    void *r = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    cr_expect_neq(r, p);
+    void *t = alloc_test_alloc(f.cache, 9 * MiB, STREAM_A);
+    cr_expect_eq((char *)t, (char *)p + 30 * MiB, "the 10 MiB remainder is reused");
+    cr_expect_eq(alloc_test_stats(f.cache).n_device_allocs, 2);
+    alloc_test_free(f.cache, q);
+    alloc_test_free(f.cache, r);
+    alloc_test_free(f.cache, t);
     alloc_fixture_fini(&f);
 }
 
 Test(alloc_cache_max_split, never_splits_a_block_of_at_least_max_split)
 {
     alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, &max_split_4m);
-    void *p = xalloc(f.cache, 12 * MiB, STREAM_A);
-    xfree(f.cache, p);
-    void *q = xalloc(f.cache, 6 * MiB, STREAM_A); /* >= max_split, 12 < 6 + 20 */
-    cr_expect_eq(q, p, "reuses the 12 MiB block");
-    cr_expect_eq(block_size(f.cache, q), 12 * MiB, "whole: a block >= max_split is not split");
+    alloc_fixture_init(&f, NULL, &max_split_24m);
+    void *p = alloc_test_alloc(f.cache, 40 * MiB, STREAM_A);
+    alloc_test_free(f.cache, p);
+    void *q = alloc_test_alloc(f.cache, 30 * MiB, STREAM_A); /* >= max_split, 40 < 30 + 20 */
+    cr_expect_eq(q, p, "reuses the 40 MiB block");
+    cr_expect_eq(alloc_test_block_size(f.cache, q), 40 * MiB, "whole: a block >= max_split is not split");
     alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
     cr_assert_eq(s->n_segments, 1);
     cr_expect_eq(s->segments[0].n_blocks, 1);
     alloc_snapshot_free(s);
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq((size_t)st.allocated.current, 12 * MiB);
-    cr_expect_eq((size_t)st.requested.current, 6 * MiB);
-    xfree(f.cache, q);
+    cr_expect_eq((size_t)st.allocated.current, 40 * MiB);
+    cr_expect_eq((size_t)st.requested.current, 30 * MiB);
+    cr_expect_eq(st.n_cache_hits, 1);
+    alloc_test_free(f.cache, q);
     alloc_fixture_fini(&f);
 }
 
 Test(alloc_cache_max_split, request_below_max_split_never_takes_an_oversize_block)
 {
     alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, &max_split_4m);
-    void *p = xalloc(f.cache, 12 * MiB, STREAM_A);
-    xfree(f.cache, p);
-    void *q = xalloc(f.cache, 2 * MiB, STREAM_A);
-    cr_expect_neq(q, p, "a 2 MiB request does not take the 12 MiB block");
+    alloc_fixture_init(&f, NULL, &max_split_24m);
+    void *p = alloc_test_alloc(f.cache, 40 * MiB, STREAM_A);
+    alloc_test_free(f.cache, p);
+    void *q = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    cr_expect_neq(q, p, "a 12 MiB request does not take the 40 MiB block");
+    cr_expect_eq(alloc_test_block_size(f.cache, q), 12 * MiB);
+    void *r = alloc_test_alloc(f.cache, 2 * MiB, STREAM_A);
+    cr_expect_neq(r, p, "nor does a 2 MiB one");
     alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
-    const alloc_segment_info_t *sg = alloc_test_find_segment(s, q);
+    const alloc_segment_info_t *sg = alloc_test_find_segment(s, r);
     cr_assert_not_null(sg);
     cr_expect_eq(sg->size, 20 * MiB, "a new 20 MiB segment");
     alloc_snapshot_free(s);
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.n_device_allocs, 2);
-    cr_expect_eq(st.n_cache_misses, 2);
+    cr_expect_eq(st.n_device_allocs, 3);
+    cr_expect_eq(st.n_cache_misses, 3);
     /* Blocks below max_split still split as usual. */
-    void *r = xalloc(f.cache, 3 * MiB, STREAM_A);
-    cr_expect_eq((char *)r, (char *)q + 2 * MiB);
-    cr_expect_eq(block_size(f.cache, r), 3 * MiB);
-    xfree(f.cache, q);
-    xfree(f.cache, r);
+    void *t = alloc_test_alloc(f.cache, 3 * MiB, STREAM_A);
+    cr_expect_eq((char *)t, (char *)r + 2 * MiB);
+    cr_expect_eq(alloc_test_block_size(f.cache, t), 3 * MiB);
+    alloc_test_free(f.cache, q);
+    alloc_test_free(f.cache, r);
+    alloc_test_free(f.cache, t);
     alloc_fixture_fini(&f);
 }
 
 Test(alloc_cache_max_split, large_request_reuses_only_blocks_wasting_under_20_MiB)
 {
     alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, &max_split_4m);
-    void *p = xalloc(f.cache, 40 * MiB, STREAM_A);
-    xfree(f.cache, p);
-    void *q = xalloc(f.cache, 12 * MiB, STREAM_A); /* 40 >= 12 + 20 */
-    cr_expect_neq(q, p, "40 MiB would waste 28 MiB");
-    cr_expect_eq(block_size(f.cache, q), 12 * MiB);
-    void *r = xalloc(f.cache, 22 * MiB, STREAM_A); /* 40 < 22 + 20 */
-    cr_expect_eq(r, p, "40 MiB wastes 18 MiB: reused");
-    cr_expect_eq(block_size(f.cache, r), 40 * MiB);
+    alloc_fixture_init(&f, NULL, &max_split_24m);
+    void *p = alloc_test_alloc(f.cache, 60 * MiB, STREAM_A);
+    alloc_test_free(f.cache, p);
+    void *q = alloc_test_alloc(f.cache, 30 * MiB, STREAM_A); /* 60 >= 30 + 20 */
+    cr_expect_neq(q, p, "60 MiB would waste 30 MiB");
+    cr_expect_eq(alloc_test_block_size(f.cache, q), 30 * MiB);
+    void *r = alloc_test_alloc(f.cache, 42 * MiB, STREAM_A); /* 60 < 42 + 20 */
+    cr_expect_eq(r, p, "60 MiB wastes 18 MiB: reused");
+    cr_expect_eq(alloc_test_block_size(f.cache, r), 60 * MiB);
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_device_allocs, 2);
-    cr_expect_eq((size_t)st.allocated.current, 52 * MiB);
-    cr_expect_eq((size_t)st.requested.current, 34 * MiB);
-    xfree(f.cache, q);
-    xfree(f.cache, r);
+    cr_expect_eq((size_t)st.allocated.current, 90 * MiB);
+    cr_expect_eq((size_t)st.requested.current, 72 * MiB);
+    alloc_test_free(f.cache, q);
+    alloc_test_free(f.cache, r);
     alloc_fixture_fini(&f);
 }
 
@@ -733,345 +540,24 @@ Test(alloc_cache_config, names_every_release_reason)
     cr_expect_not_null(alloc_release_reason_name(ALLOC_RELEASE_N));
 }
 
-/* ---- the hard limit and the OOM ladder ------------------------------------- */
-
-Test(alloc_cache_limit, max_reserved_bytes_caps_reserved)
-{
-    alloc_cache_config_t cfg = {.max_reserved_bytes = 24 * MiB};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, &cfg);
-    cr_expect_eq(alloc_test_stats(f.cache).limit_bytes, 24 * MiB);
-    void *a = xalloc(f.cache, 12 * MiB, STREAM_A);
-    void *b = xalloc(f.cache, 12 * MiB, STREAM_A); /* exactly at the limit: fine */
-    void *c = NULL;
-    cr_expect_eq(alloc_cache_alloc(f.cache, 512, STREAM_A, ALLOC_OWNER_SERVER, &c), FS_ENOMEM,
-                 "a new 2 MiB segment would exceed the limit");
-    alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq((size_t)st.reserved.current, 24 * MiB);
-    cr_expect_eq((size_t)st.reserved.peak, 24 * MiB);
-    cr_expect_eq(st.n_ooms, 1);
-    cr_expect_eq((size_t)st.allocated.current, 24 * MiB);
-    cr_expect_eq(st.blocks.current, 2);
-    cr_expect_eq(alloc_test_fault_counts(f.fault).n_alloc_calls, 2,
-                 "the limit is checked before the provider is asked");
-    xfree(f.cache, a);
-    xfree(f.cache, b);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_limit, fraction_of_provider_capacity_caps_reserved)
-{
-    alloc_fault_config_t fc = {.capacity_bytes = 64 * MiB};
-    alloc_cache_config_t cfg = {.fraction = 0.5};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, &cfg);
-    cr_expect_eq(alloc_test_stats(f.cache).limit_bytes, 32 * MiB);
-    void *a = xalloc(f.cache, 16 * MiB, STREAM_A);
-    void *b = xalloc(f.cache, 16 * MiB, STREAM_A);
-    void *c = NULL;
-    cr_expect_eq(alloc_cache_alloc(f.cache, 12 * MiB, STREAM_A, ALLOC_OWNER_SERVER, &c),
-                 FS_ENOMEM);
-    cr_expect_eq(alloc_test_stats(f.cache).n_ooms, 1);
-    cr_expect_eq((size_t)alloc_test_stats(f.cache).reserved.current, 32 * MiB);
-    xfree(f.cache, a);
-    xfree(f.cache, b);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_limit, the_smaller_of_fraction_and_max_reserved_wins)
-{
-    alloc_fault_config_t fc = {.capacity_bytes = 64 * MiB};
-    alloc_cache_config_t cfg1 = {.fraction = 0.5, .max_reserved_bytes = 20 * MiB};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, &cfg1);
-    cr_expect_eq(alloc_test_stats(f.cache).limit_bytes, 20 * MiB);
-    alloc_fixture_fini(&f);
-    alloc_cache_config_t cfg2 = {.fraction = 0.25, .max_reserved_bytes = 40 * MiB};
-    alloc_fixture_init(&f, &fc, &cfg2);
-    cr_expect_eq(alloc_test_stats(f.cache).limit_bytes, 16 * MiB);
-    alloc_fixture_fini(&f);
-    alloc_fixture_init(&f, NULL, NULL);
-    cr_expect_eq(alloc_test_stats(f.cache).limit_bytes, (uint64_t)SIZE_MAX, "no limit set");
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_oom, fails_with_a_message_naming_request_allocated_reserved_and_limit)
-{
-    alloc_cache_config_t cfg = {.max_reserved_bytes = 24 * MiB};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, &cfg);
-    void *s = xalloc(f.cache, 4 * KiB, STREAM_A); /* reserved 2 MiB */
-    void *l = xalloc(f.cache, 12 * MiB, STREAM_A); /* reserved 14 MiB */
-    alloc_cache_stats_t before = alloc_test_stats(f.cache);
-    fs_err_clear();
-    void *p = NULL;
-    int rc = alloc_cache_alloc(f.cache, 15 * MiB, STREAM_A, ALLOC_OWNER_SERVER, &p);
-    cr_assert_eq(rc, FS_ENOMEM, "rc %d", rc);
-    const char *msg = fs_errmsg();
-    cr_expect(names_bytes(msg, 15 * MiB), "message names the request: %s", msg);
-    cr_expect(names_bytes(msg, 12 * MiB + 4 * KiB), "message names allocated: %s", msg);
-    cr_expect(names_bytes(msg, 14 * MiB), "message names reserved: %s", msg);
-    cr_expect(names_bytes(msg, 24 * MiB), "message names the limit: %s", msg);
-    alloc_cache_stats_t after = alloc_test_stats(f.cache);
-    cr_expect_eq(after.n_ooms, before.n_ooms + 1);
-    cr_expect_eq(after.allocated.current, before.allocated.current);
-    cr_expect_eq(after.reserved.current, before.reserved.current);
-    cr_expect_eq(after.requested.current, before.requested.current);
-    cr_expect_eq(after.blocks.current, before.blocks.current);
-    cr_expect_eq(after.segments.current, before.segments.current);
-    cr_expect_eq(after.allocated.total, before.allocated.total);
-    cr_expect_eq(after.n_device_allocs, before.n_device_allocs);
-    cr_expect_eq(alloc_test_fault_counts(f.fault).live_bytes, (uint64_t)after.reserved.current);
-    alloc_test_check_consistent(f.cache);
-    xfree(f.cache, s);
-    xfree(f.cache, l);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_oom, releases_cached_segments_and_retries_at_the_limit)
-{
-    alloc_cache_config_t cfg = {.max_reserved_bytes = 24 * MiB};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, &cfg);
-    void *big = xalloc(f.cache, 12 * MiB, STREAM_A);
-    void *small = xalloc(f.cache, 4 * KiB, STREAM_A);
-    xfree(f.cache, big); /* 12 MiB cached; reserved 14 MiB */
-    void *p = xalloc(f.cache, 16 * MiB, STREAM_A); /* 14 + 16 > 24 */
-    alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.n_retries, 1);
-    cr_expect_eq(st.n_ooms, 0);
-    cr_expect_eq(st.released_bytes[ALLOC_RELEASE_OOM], 12 * MiB);
-    cr_expect_eq(st.released_segments[ALLOC_RELEASE_OOM], 1);
-    cr_expect_eq((size_t)st.reserved.current, 18 * MiB, "the small segment in use stays");
-    cr_expect_eq(st.segments.current, 2);
-    cr_expect_eq(st.n_device_frees, 1);
-    cr_expect_eq(alloc_test_fault_counts(f.fault).live_bytes, 18 * MiB);
-    alloc_test_check_consistent(f.cache);
-    xfree(f.cache, p);
-    xfree(f.cache, small);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_oom, releases_cached_segments_and_retries_when_the_provider_fails)
-{
-    alloc_fault_config_t fc = {.capacity_bytes = 24 * MiB};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, NULL);
-    void *big = xalloc(f.cache, 12 * MiB, STREAM_A);
-    void *small = xalloc(f.cache, 4 * KiB, STREAM_A);
-    xfree(f.cache, big);
-    void *p = xalloc(f.cache, 16 * MiB, STREAM_A); /* the provider refuses 14 + 16 */
-    alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.n_retries, 1);
-    cr_expect_eq(st.n_ooms, 0);
-    cr_expect_eq(st.released_bytes[ALLOC_RELEASE_OOM], 12 * MiB);
-    cr_expect_eq((size_t)st.reserved.current, 18 * MiB);
-    alloc_fault_counts_t cnt = alloc_test_fault_counts(f.fault);
-    cr_expect_eq(cnt.n_alloc_failed, 1);
-    cr_expect_eq(cnt.live_bytes, 18 * MiB);
-    cr_expect_eq(st.n_device_allocs, 3, "failed provider calls are not device allocs");
-
-    /* Nothing left to release: the next failure is an OOM. */
-    void *q = NULL;
-    cr_expect_eq(alloc_cache_alloc(f.cache, 8 * MiB, STREAM_A, ALLOC_OWNER_SERVER, &q), FS_ENOMEM);
-    st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.n_ooms, 1);
-    cr_expect_eq((size_t)st.reserved.current, 18 * MiB);
-    cr_expect_eq(alloc_test_fault_counts(f.fault).live_bytes, 18 * MiB);
-    alloc_test_check_consistent(f.cache);
-    xfree(f.cache, p);
-    xfree(f.cache, small);
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_oom, ladder_releases_free_segments_of_both_pools)
-{
-    alloc_cache_config_t cfg = {.max_reserved_bytes = 30 * MiB};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, NULL, &cfg);
-    void *s = xalloc(f.cache, 4 * KiB, STREAM_A);   /* small segment, 2 MiB */
-    void *l = xalloc(f.cache, 2 * MiB, STREAM_A);   /* large segment, 20 MiB */
-    void *k = xalloc(f.cache, 8 * MiB, STREAM_A);   /* from the same 20 MiB */
-    cr_assert_eq(alloc_test_stats(f.cache).segments.current, 2);
-    xfree(f.cache, s);
-    xfree(f.cache, l);
-    xfree(f.cache, k);
-    void *p = xalloc(f.cache, 28 * MiB, STREAM_A); /* 22 + 28 > 30; 28 alone fits */
-    alloc_cache_stats_t st = alloc_test_stats(f.cache);
-    cr_expect_eq(st.released_bytes[ALLOC_RELEASE_OOM], 22 * MiB);
-    cr_expect_eq(st.released_segments[ALLOC_RELEASE_OOM], 2);
-    cr_expect_eq((size_t)st.reserved.current, 28 * MiB);
-    xfree(f.cache, p);
-    alloc_fixture_fini(&f);
-}
-
-/* ---- the provider failing at every call of a scenario ----------------------- */
-
-typedef enum { OP_ALLOC, OP_FREE, OP_EMPTY, OP_TRIM } scen_kind_t;
-
-typedef struct scen_op {
-    scen_kind_t kind;
-    int slot;
-    size_t bytes; /* alloc size, or trim's keep */
-    alloc_stream_t stream;
-} scen_op_t;
-
-#define A_(slot, bytes, stream) {OP_ALLOC, slot, bytes, stream}
-#define F_(slot) {OP_FREE, slot, 0, 0}
-
-static const scen_op_t scenario[] = {
-    A_(0, 4 * KiB, 1),
-    A_(1, MiB, 1),
-    A_(2, 3 * MiB, 1),
-    A_(3, 12 * MiB, 2),
-    A_(4, 100, 1),
-    F_(1),
-    A_(5, 700 * KiB, 2),
-    A_(6, 5 * MiB, 1),
-    F_(3),
-    A_(7, 14 * MiB, 1),
-    A_(8, 11 * MiB, 2),
-    {OP_EMPTY, 0, 0, 0},
-    F_(0),
-    A_(9, 2 * MiB + 1, 1),
-    F_(2),
-    A_(10, 30 * MiB, 2),
-    F_(6),
-    {OP_TRIM, 0, 4 * MiB, 0},
-    A_(11, 512 * KiB, 1),
-    A_(12, 9 * MiB, 2),
-    F_(4),
-    F_(5),
-    A_(13, 0, 1),
-    A_(14, 20 * MiB, 1),
-    F_(7),
-    {OP_EMPTY, 0, 0, 0},
-    A_(15, 6 * MiB, 2),
-    F_(8),
-    F_(9),
-    A_(0, 3 * MiB / 2, 1),
-    F_(10),
-    F_(11),
-    A_(1, 16 * MiB, 2),
-    A_(2, 1500 * KiB, 2),
-    F_(12),
-    F_(13),
-    F_(14),
-    F_(15),
-    F_(0),
-    F_(1),
-    F_(2),
-    {OP_EMPTY, 0, 0, 0},
-};
-#define N_SLOTS 16
-
-/* Runs the scenario on a fresh fixture with `fc`; failed allocs are skipped
- * (and their frees). Asserts after every op that the provider holds exactly
- * `reserved` and the cache counts exactly the live blocks; returns the
- * provider's alloc calls and the number of failed allocs. */
-static void run_scenario(const alloc_fault_config_t *fc, uint64_t *n_calls, uint64_t *n_failed)
-{
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, fc, NULL);
-    void *ptr[N_SLOTS] = {0};
-    size_t size[N_SLOTS] = {0};
-    uint64_t failed = 0;
-    for (size_t i = 0; i < sizeof(scenario) / sizeof(scenario[0]); i++) {
-        const scen_op_t *op = &scenario[i];
-        switch (op->kind) {
-        case OP_ALLOC: {
-            cr_assert_null(ptr[op->slot], "scenario bug at op %zu", i);
-            void *p = NULL;
-            int rc = alloc_cache_alloc(f.cache, op->bytes, op->stream, ALLOC_OWNER_SERVER, &p);
-            if (rc == 0) {
-                ptr[op->slot] = p;
-                size[op->slot] = block_size(f.cache, p);
-            } else {
-                cr_assert_eq(rc, FS_ENOMEM, "op %zu (fail_from %llu x%llu): rc %d: %s", i,
-                             (unsigned long long)fc->fail_from_call,
-                             (unsigned long long)fc->fail_count, rc, fs_errmsg());
-                cr_expect_neq(fs_errmsg()[0], '\0');
-                failed++;
-            }
-            break;
-        }
-        case OP_FREE:
-            if (ptr[op->slot]) {
-                xfree(f.cache, ptr[op->slot]);
-                ptr[op->slot] = NULL;
-                size[op->slot] = 0;
-            }
-            break;
-        case OP_EMPTY:
-            alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY);
-            break;
-        case OP_TRIM:
-            alloc_cache_trim(f.cache, op->bytes, ALLOC_RELEASE_TRIM);
-            break;
-        }
-        size_t live = 0;
-        for (int s = 0; s < N_SLOTS; s++)
-            live += size[s];
-        alloc_cache_stats_t st = alloc_test_stats(f.cache);
-        alloc_fault_counts_t cnt = alloc_test_fault_counts(f.fault);
-        cr_assert_eq((size_t)st.allocated.current, live,
-                     "op %zu (fail_from %llu x%llu): allocated %lld, live blocks %zu", i,
-                     (unsigned long long)fc->fail_from_call, (unsigned long long)fc->fail_count,
-                     (long long)st.allocated.current, live);
-        cr_assert_eq(cnt.live_bytes, (uint64_t)st.reserved.current,
-                     "op %zu (fail_from %llu x%llu): provider holds %llu, reserved %lld", i,
-                     (unsigned long long)fc->fail_from_call, (unsigned long long)fc->fail_count,
-                     (unsigned long long)cnt.live_bytes, (long long)st.reserved.current);
-        cr_assert_eq(st.n_ooms, failed, "op %zu: n_ooms %llu, failed %llu", i,
-                     (unsigned long long)st.n_ooms, (unsigned long long)failed);
-        cr_assert_eq(cnt.live_allocs, (uint64_t)st.segments.current);
-    }
-    alloc_test_check_consistent(f.cache);
-    for (int s = 0; s < N_SLOTS; s++)
-        if (ptr[s])
-            xfree(f.cache, ptr[s]);
-    *n_calls = alloc_test_fault_counts(f.fault).n_alloc_calls;
-    *n_failed = failed;
-    alloc_fixture_fini(&f);
-}
-
-Test(alloc_cache_fault, scenario_survives_a_provider_failure_at_every_call)
-{
-    alloc_fault_config_t none = {0};
-    uint64_t k = 0, failed = 0;
-    run_scenario(&none, &k, &failed);
-    cr_assert_eq(failed, 0);
-    cr_assert_geq(k, 8, "the scenario takes %llu segments", (unsigned long long)k);
-    for (uint64_t count = 1; count <= 3; count++) {
-        for (uint64_t i = 1; i <= k; i++) {
-            alloc_fault_config_t fc = {.fail_from_call = i, .fail_count = count};
-            uint64_t calls = 0;
-            run_scenario(&fc, &calls, &failed);
-            if (count > 1)
-                cr_expect_geq(failed, 1, "a run of %llu failures from call %llu: no alloc failed",
-                              (unsigned long long)count, (unsigned long long)i);
-        }
-    }
-}
-
 /* ---- empty and trim -------------------------------------------------------- */
 
 Test(alloc_cache_release, empty_releases_only_fully_free_segments)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *live = xalloc(f.cache, 4 * KiB, STREAM_A); /* small segment 1, stays */
+    void *live = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A); /* small segment 1, stays */
     void *s2[2];
     for (int i = 0; i < 2; i++)                      /* fill segment 1, spill into 2 */
-        s2[i] = xalloc(f.cache, MiB, STREAM_A);
-    void *l1 = xalloc(f.cache, 2 * MiB, STREAM_A);   /* large 20 MiB */
-    void *l2 = xalloc(f.cache, 3 * MiB, STREAM_A);   /* same segment, stays */
-    void *l3 = xalloc(f.cache, 12 * MiB, STREAM_A);  /* large 12 MiB */
+        s2[i] = alloc_test_alloc(f.cache, MiB, STREAM_A);
+    void *l1 = alloc_test_alloc(f.cache, 2 * MiB, STREAM_A);   /* large 20 MiB */
+    void *l2 = alloc_test_alloc(f.cache, 3 * MiB, STREAM_A);   /* same segment, stays */
+    void *l3 = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);  /* large 12 MiB */
     cr_assert_eq(alloc_test_stats(f.cache).segments.current, 4);
-    xfree(f.cache, s2[0]);
-    xfree(f.cache, s2[1]);
-    xfree(f.cache, l1);
-    xfree(f.cache, l3);
+    alloc_test_free(f.cache, s2[0]);
+    alloc_test_free(f.cache, s2[1]);
+    alloc_test_free(f.cache, l1);
+    alloc_test_free(f.cache, l3);
     alloc_cache_stats_t before = alloc_test_stats(f.cache);
     size_t released = alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY);
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
@@ -1082,13 +568,13 @@ Test(alloc_cache_release, empty_releases_only_fully_free_segments)
     cr_expect_eq((size_t)st.reserved.current, 22 * MiB);
     cr_expect_eq(st.n_device_frees, before.n_device_frees + 2);
     cr_expect_eq(st.allocated.current, before.allocated.current);
-    cr_expect_eq(block_size(f.cache, live), 4 * KiB);
-    cr_expect_eq(block_size(f.cache, l2), 3 * MiB);
+    cr_expect_eq(alloc_test_block_size(f.cache, live), 4 * KiB);
+    cr_expect_eq(alloc_test_block_size(f.cache, l2), 3 * MiB);
     cr_expect_eq(alloc_test_fault_counts(f.fault).live_bytes, 22 * MiB);
     cr_expect_eq(alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY), 0, "nothing more to release");
     alloc_test_check_consistent(f.cache);
-    xfree(f.cache, live);
-    xfree(f.cache, l2);
+    alloc_test_free(f.cache, live);
+    alloc_test_free(f.cache, l2);
     cr_expect_eq(alloc_cache_empty(f.cache, ALLOC_RELEASE_PERIODIC), 22 * MiB);
     st = alloc_test_stats(f.cache);
     cr_expect_eq(st.released_bytes[ALLOC_RELEASE_PERIODIC], 22 * MiB);
@@ -1100,10 +586,10 @@ Test(alloc_cache_release, trim_releases_free_segments_oldest_first_down_to_keep)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *live = xalloc(f.cache, 512, STREAM_A);    /* oldest segment, in use */
-    void *a = xalloc(f.cache, 16 * MiB, STREAM_A);  /* then 16, 12, 14 MiB */
-    void *b = xalloc(f.cache, 12 * MiB, STREAM_A);
-    void *c = xalloc(f.cache, 14 * MiB, STREAM_A);
+    void *live = alloc_test_alloc(f.cache, 512, STREAM_A);    /* oldest segment, in use */
+    void *a = alloc_test_alloc(f.cache, 16 * MiB, STREAM_A);  /* then 16, 12, 14 MiB */
+    void *b = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    void *c = alloc_test_alloc(f.cache, 14 * MiB, STREAM_A);
     alloc_snapshot_t *s = alloc_test_snapshot(f.cache);
     const alloc_segment_info_t *sl = alloc_test_find_segment(s, live);
     const alloc_segment_info_t *sa = alloc_test_find_segment(s, a);
@@ -1115,9 +601,9 @@ Test(alloc_cache_release, trim_releases_free_segments_oldest_first_down_to_keep)
     cr_expect_lt(sb->age_seq, sc->age_seq);
     uint64_t age_c = sc->age_seq;
     alloc_snapshot_free(s);
-    xfree(f.cache, c);
-    xfree(f.cache, b);
-    xfree(f.cache, a);
+    alloc_test_free(f.cache, c);
+    alloc_test_free(f.cache, b);
+    alloc_test_free(f.cache, a);
     /* reserved - allocated = 44 MiB - 512. Dropping 16 leaves 28 MiB - 512,
      * then 12 leaves 16 MiB - 512 <= 17 MiB: the 14 MiB segment stays. */
     size_t released = alloc_cache_trim(f.cache, 17 * MiB, ALLOC_RELEASE_TRIM);
@@ -1142,7 +628,7 @@ Test(alloc_cache_release, trim_releases_free_segments_oldest_first_down_to_keep)
     st = alloc_test_stats(f.cache);
     cr_expect_eq(st.released_bytes[ALLOC_RELEASE_IDLE_TRIM], 14 * MiB);
     cr_expect_eq((size_t)st.reserved.current, 2 * MiB);
-    xfree(f.cache, live);
+    alloc_test_free(f.cache, live);
     alloc_fixture_fini(&f);
 }
 
@@ -1150,17 +636,17 @@ Test(alloc_cache_release, release_before_grow_drops_the_pools_free_segments)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *small = xalloc(f.cache, 4 * KiB, STREAM_A);
-    void *big = xalloc(f.cache, 12 * MiB, STREAM_A);
-    xfree(f.cache, small);
-    xfree(f.cache, big);
+    void *small = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
+    void *big = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    alloc_test_free(f.cache, small);
+    alloc_test_free(f.cache, big);
     void *p = NULL;
     /* Served from the cache: nothing is released. */
     cr_assert_eq(alloc_cache_alloc_flags(f.cache, 12 * MiB, STREAM_A, ALLOC_OWNER_SERVER,
                                          ALLOC_F_RELEASE_BEFORE_GROW, &p), 0);
     cr_expect_eq(p, big);
     cr_expect_eq(alloc_test_stats(f.cache).released_bytes[ALLOC_RELEASE_ARENA], 0);
-    xfree(f.cache, p);
+    alloc_test_free(f.cache, p);
     /* Needs a new segment: the large pool's free segment goes first. */
     cr_assert_eq(alloc_cache_alloc_flags(f.cache, 14 * MiB, STREAM_A, ALLOC_OWNER_SERVER,
                                          ALLOC_F_RELEASE_BEFORE_GROW, &p), 0);
@@ -1170,7 +656,7 @@ Test(alloc_cache_release, release_before_grow_drops_the_pools_free_segments)
     cr_expect_eq((size_t)st.pool_reserved[ALLOC_POOL_SMALL].current, 2 * MiB,
                  "the small pool is another pool: kept");
     cr_expect_eq((size_t)st.reserved.current, 16 * MiB);
-    xfree(f.cache, p);
+    alloc_test_free(f.cache, p);
     alloc_fixture_fini(&f);
 }
 
@@ -1231,13 +717,13 @@ Test(alloc_cache_owners, counts_exact_bytes_per_owner)
     /* A busy owner cannot go; the message names it. */
     cr_expect_eq(alloc_cache_owner_destroy(f.cache, ma), FS_EBUSY);
     cr_expect_not_null(strstr(fs_errmsg(), "model-a"), "message: %s", fs_errmsg());
-    xfree(f.cache, a1);
+    alloc_test_free(f.cache, a1);
     oa = owner_stats(f.cache, ma);
     cr_expect_eq(oa.allocated.current, 3 * MiB + 512);
     cr_expect_eq(oa.allocated.peak, 1024 + 3 * MiB + 512);
     cr_expect_eq(oa.allocated.total, 1024 + 3 * MiB + 512);
     cr_expect_eq(oa.blocks.current, 1);
-    xfree(f.cache, a2);
+    alloc_test_free(f.cache, a2);
     oa = owner_stats(f.cache, ma);
     cr_expect_eq(oa.allocated.current, 0);
     cr_expect_eq(oa.requested.current, 0);
@@ -1249,8 +735,8 @@ Test(alloc_cache_owners, counts_exact_bytes_per_owner)
     cr_expect_eq(alloc_cache_alloc(f.cache, 512, STREAM_A, ma, &p), FS_EINVAL);
     cr_expect_eq(alloc_cache_owner_stats(f.cache, ma, &oa), FS_EINVAL);
     cr_expect_eq(alloc_cache_owner_destroy(f.cache, ma), FS_EINVAL);
-    xfree(f.cache, b1);
-    xfree(f.cache, s1);
+    alloc_test_free(f.cache, b1);
+    alloc_test_free(f.cache, s1);
     cr_expect_eq(alloc_cache_owner_destroy(f.cache, mb), 0);
     alloc_fixture_fini(&f);
 }
@@ -1300,10 +786,10 @@ Test(alloc_cache_stats, reset_peak_sets_every_peak_to_current)
     void *p[3];
     for (int i = 0; i < 3; i++)
         cr_assert_eq(alloc_cache_alloc(f.cache, 12 * MiB, STREAM_A, o, &p[i]), 0);
-    void *s = xalloc(f.cache, 1000, STREAM_A);
-    xfree(f.cache, p[0]);
-    xfree(f.cache, p[1]);
-    xfree(f.cache, s);
+    void *s = alloc_test_alloc(f.cache, 1000, STREAM_A);
+    alloc_test_free(f.cache, p[0]);
+    alloc_test_free(f.cache, p[1]);
+    alloc_test_free(f.cache, s);
     alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY);
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
     cr_expect_eq((size_t)st.allocated.peak, 36 * MiB + 1024);
@@ -1332,7 +818,7 @@ Test(alloc_cache_stats, reset_peak_sets_every_peak_to_current)
     cr_expect_eq((size_t)st.allocated.total, 36 * MiB + 1024, "totals survive the reset");
     cr_expect_eq((size_t)st.reserved.total, 38 * MiB);
     cr_expect_eq(st.segments.total, 4);
-    xfree(f.cache, p[2]);
+    alloc_test_free(f.cache, p[2]);
     cr_expect_eq(alloc_cache_owner_destroy(f.cache, o), 0);
     alloc_fixture_fini(&f);
 }
@@ -1341,11 +827,11 @@ Test(alloc_cache_stats, counts_device_calls_hits_and_misses)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *a = xalloc(f.cache, 4 * KiB, STREAM_A);  /* miss */
-    void *b = xalloc(f.cache, 8 * KiB, STREAM_A);  /* hit: the segment's tail */
-    void *c = xalloc(f.cache, 12 * MiB, STREAM_A); /* miss */
-    xfree(f.cache, c);
-    void *d = xalloc(f.cache, 11 * MiB, STREAM_A); /* hit */
+    void *a = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);  /* miss */
+    void *b = alloc_test_alloc(f.cache, 8 * KiB, STREAM_A);  /* hit: the segment's tail */
+    void *c = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A); /* miss */
+    alloc_test_free(f.cache, c);
+    void *d = alloc_test_alloc(f.cache, 11 * MiB, STREAM_A); /* hit */
     alloc_cache_stats_t st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_cache_misses, 2);
     cr_expect_eq(st.n_cache_hits, 2);
@@ -1354,9 +840,9 @@ Test(alloc_cache_stats, counts_device_calls_hits_and_misses)
     cr_expect_eq(st.n_retries, 0);
     cr_expect_eq(st.n_ooms, 0);
     cr_expect_eq(st.blocks.total, 4);
-    xfree(f.cache, a);
-    xfree(f.cache, b);
-    xfree(f.cache, d);
+    alloc_test_free(f.cache, a);
+    alloc_test_free(f.cache, b);
+    alloc_test_free(f.cache, d);
     alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY);
     st = alloc_test_stats(f.cache);
     cr_expect_eq(st.n_device_frees, 2);
@@ -1371,9 +857,9 @@ Test(alloc_cache_free, rejects_unknown_and_double_frees_without_change)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    void *p = xalloc(f.cache, 4 * KiB, STREAM_A);
-    void *q = xalloc(f.cache, 4 * KiB, STREAM_A);
-    xfree(f.cache, p);
+    void *p = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
+    void *q = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
+    alloc_test_free(f.cache, p);
     alloc_cache_stats_t before = alloc_test_stats(f.cache);
     alloc_snapshot_t *s0 = alloc_test_snapshot(f.cache);
 
@@ -1403,10 +889,10 @@ Test(alloc_cache_free, rejects_unknown_and_double_frees_without_change)
     alloc_snapshot_free(s0);
     alloc_snapshot_free(s1);
     /* The cache still works. */
-    void *r = xalloc(f.cache, 4 * KiB, STREAM_A);
+    void *r = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
     cr_expect_eq(r, p);
-    xfree(f.cache, r);
-    xfree(f.cache, q);
+    alloc_test_free(f.cache, r);
+    alloc_test_free(f.cache, q);
     alloc_fixture_fini(&f);
 }
 
@@ -1470,9 +956,9 @@ Test(alloc_cache_snapshot, lists_segments_and_blocks_in_address_order)
     cr_expect_eq(st.largest_free_bytes, 20 * MiB - 2 * MiB - 512);
     cr_expect_eq(st.free_cached_bytes, 22 * MiB - (1024 + 3072 + 2 * MiB + 512));
     alloc_test_check_consistent(f.cache);
-    xfree(f.cache, a);
-    xfree(f.cache, b);
-    xfree(f.cache, l);
+    alloc_test_free(f.cache, a);
+    alloc_test_free(f.cache, b);
+    alloc_test_free(f.cache, l);
     s = alloc_test_snapshot(f.cache);
     cr_expect_eq(s->n_segments, 2, "freeing keeps segments cached");
     for (size_t i = 0; i < s->n_segments; i++) {
