@@ -1,0 +1,31 @@
+#!/bin/sh
+# gpu_run.sh -- the GPU machine's whole job in one call: build the CUDA
+# variant from the bundled Debian packages, run every suite on the GPU, run
+# the allocator benchmark on the device and on the host, and leave the logs
+# in $OUT. Usage (from the repository root, with .deps carried):
+#   sh bench/gpu_run.sh
+set -eu
+: "${OUT:=/tmp/flatserve-gpu-out}"
+mkdir -p "$OUT"
+eval "$(sh .deps/unpack-debs.sh .deps)"
+{
+    date -u '+%Y-%m-%d %H:%M UTC'
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    grep -m1 'model name' /proc/cpuinfo
+    nproc
+} > "$OUT/device.txt" 2>&1
+cat "$OUT/device.txt"
+
+echo "=== build (CUDA=1)"
+make CUDA=1 WERROR=1 -j"$(nproc)" all > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+
+echo "=== tests on the GPU"
+build/cuda/bin/flatserve-tests > "$OUT/tests.txt" 2>&1 || true
+grep -E '^\[(FAIL|SKIP)|Synthesis' "$OUT/tests.txt" | head -40
+grep -c 'alloc_provider_cuda\|alloc_cache_cuda' "$OUT/tests.txt" > /dev/null || true
+
+echo "=== alloc_bench (cuda)"
+build/cuda/bin/alloc_bench --markdown > "$OUT/bench_cuda.md" 2>&1
+echo "=== alloc_bench (host provider on the GPU machine's CPU)"
+build/cuda/bin/alloc_bench --provider host --markdown > "$OUT/bench_host.md" 2>&1
+tail -30 "$OUT/bench_cuda.md"
