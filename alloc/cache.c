@@ -19,11 +19,13 @@
  *     2 MiB for small requests, 20 MiB for requests under 10 MiB, else the
  *     size rounded up to 2 MiB. Segments are only ever returned whole.
  *  5. A freed block merges with free neighbours on both sides in its
- *     segment (same stream), so a segment whose blocks are all free is one
- *     free block again and can be released.
+ *     segment (of its stream, or already safe for it), so a segment whose
+ *     blocks are all free is usually one free block again; a segment with
+ *     no allocated or pending block is released whole either way.
  *  6. The OOM ladder: when the limit or the provider refuses a segment, the
- *     cache releases every fully free segment, retries once, then tries a
- *     segment of exactly the rounded size if that is smaller, then fails
+ *     cache releases every fully free segment and retries once; if the
+ *     segment was larger than the request needs (a 20 MiB segment for a
+ *     3 MiB block), it tries a segment of just the rounded size. Then it fails
  *     with FS_ENOMEM and a message giving requested, allocated, reserved,
  *     limit and the provider's free memory. It never aborts.
  *
@@ -287,19 +289,27 @@ static void block_make_free_locked(alloc_cache_t *c, cache_block_t *b)
         if (s)
             s->last_free_seq = b->free_seq;
     }
-    cache_block_t *prev = b->prev;
-    if (prev && prev->state == ALLOC_BLOCK_FREE && prev->stream == b->stream) {
+    /* A neighbour merges when it is FREE and safe for b's stream (its own,
+     * or its fence passed): the merged block is b's, with b's newer
+     * free_seq, so other streams wait for b's stream and thereby for both.
+     * A merged neighbour may have kept apart from the one beyond it only
+     * because their streams differed, hence the loops. */
+    cache_block_t *prev;
+    while ((prev = b->prev) && prev->state == ALLOC_BLOCK_FREE &&
+           block_usable_by(c, prev, b->stream)) {
         RB_REMOVE(cache_free_tree, tree, prev);
         prev->size += b->size;
         prev->next = b->next;
         if (b->next)
             b->next->prev = prev;
+        prev->stream = b->stream;
         prev->free_seq = b->free_seq;
         block_recycle(c, b);
         b = prev;
     }
-    cache_block_t *next = b->next;
-    if (next && next->state == ALLOC_BLOCK_FREE && next->stream == b->stream) {
+    cache_block_t *next;
+    while ((next = b->next) && next->state == ALLOC_BLOCK_FREE &&
+           block_usable_by(c, next, b->stream)) {
         RB_REMOVE(cache_free_tree, tree, next);
         b->size += next->size;
         b->next = next->next;
@@ -312,17 +322,22 @@ static void block_make_free_locked(alloc_cache_t *c, cache_block_t *b)
 
 /* ---- segments ----------------------------------------------------------------- */
 
+/* All blocks FREE. Usually that is one block, but free neighbours of
+ * different streams do not merge, so it may be several. */
 static bool segment_fully_free(const cache_segment_t *s)
 {
-    return s->first->next == NULL && s->first->state == ALLOC_BLOCK_FREE;
+    return s->n_busy == 0;
 }
 
 /* Returns a fully free segment to the provider. */
 static void segment_release_locked(alloc_cache_t *c, cache_segment_t *s,
                                    alloc_release_reason_t reason)
 {
-    RB_REMOVE(cache_free_tree, &c->free_tree[s->pool], s->first);
-    block_recycle(c, s->first);
+    for (cache_block_t *b = s->first, *next; b; b = next) {
+        next = b->next;
+        RB_REMOVE(cache_free_tree, &c->free_tree[s->pool], b);
+        block_recycle(c, b);
+    }
     if (s->older)
         s->older->newer = s->newer;
     else
@@ -592,10 +607,8 @@ static int block_obtain_locked(alloc_cache_t *c, size_t bytes, size_t rounded,
         b = find_free_locked(c, pool, rounded, stream);
     if (b) {
         RB_REMOVE(cache_free_tree, &c->free_tree[pool], b);
-        if (b->stream != stream) {
+        if (b->stream != stream)
             c->stats.n_cross_stream_reuses++;
-            b->stream = stream;
-        }
         c->stats.n_cache_hits++;
         *out = b;
         return 0;
@@ -668,6 +681,9 @@ int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t strea
         /* Without a struct for the remainder the whole block is handed out:
          * wasteful but correct, and the stats count its true size. */
     }
+    /* Retagged only now: a remainder split off a block reused from another
+     * stream keeps that stream, so it still merges with its neighbours. */
+    b->stream = stream;
 
     int hash_oom = 0;
     HASH_ADD(hh, c->by_ptr, ptr, sizeof(void *), b);

@@ -168,6 +168,13 @@ void alloc_snapshot_free(alloc_snapshot_t *s)
     free(s);
 }
 
+static int segment_info_cmp(const void *a, const void *b)
+{
+    uintptr_t x = ((const alloc_segment_info_t *)a)->address;
+    uintptr_t y = ((const alloc_segment_info_t *)b)->address;
+    return x < y ? -1 : x > y;
+}
+
 int alloc_cache_snapshot(alloc_cache_t *c, alloc_snapshot_t **out)
 {
     alloc_snapshot_t *snap = calloc(1, sizeof *snap);
@@ -205,6 +212,8 @@ int alloc_cache_snapshot(alloc_cache_t *c, alloc_snapshot_t **out)
         }
     }
     pthread_mutex_unlock(&c->lock);
+    if (snap->n_segments > 1)
+        qsort(snap->segments, snap->n_segments, sizeof *snap->segments, segment_info_cmp);
     *out = snap;
     return 0;
 fail:

@@ -7,21 +7,19 @@
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
-#include <time.h>
 
 #include "alloc/arena.h"
 #include "alloc/cache.h"
 #include "alloc/plan.h"
 #include "alloc/policy.h"
 #include "alloc/provider.h"
+#include "bench/bench_out.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/parse.h"
@@ -38,144 +36,6 @@ typedef struct bench_opts {
     uint64_t n_requests;  /* trace length */
     uint64_t seed;        /* trace generator seed */
 } bench_opts_t;
-
-/* ---- output: sections, notes and tables, as text or Markdown -------------- */
-
-static bool out_markdown;
-
-static void bench_section(const char *title)
-{
-    if (out_markdown)
-        printf("\n#### %s\n\n", title);
-    else
-        printf("\n== %s\n", title);
-}
-
-static void bench_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void bench_note(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fputs(out_markdown ? "\n\n" : "\n", stdout);
-}
-
-#define TABLE_COLS_MAX 12
-#define TABLE_ROWS_MAX 16
-#define TABLE_CELL_MAX 32
-
-/* Cells are filled row by row; the first column is a label (left-aligned),
- * the others are figures (right-aligned). */
-typedef struct bench_table {
-    size_t n_cols;
-    size_t n_cells;
-    const char *heads[TABLE_COLS_MAX];
-    char cells[TABLE_ROWS_MAX * TABLE_COLS_MAX][TABLE_CELL_MAX];
-} bench_table_t;
-
-static void bench_table_init(bench_table_t *t, size_t n_cols, const char *const *heads)
-{
-    t->n_cols = n_cols;
-    t->n_cells = 0;
-    for (size_t i = 0; i < n_cols; i++)
-        t->heads[i] = heads[i];
-}
-
-static void bench_table_add(bench_table_t *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void bench_table_add(bench_table_t *t, const char *fmt, ...)
-{
-    assert(t->n_cells < TABLE_ROWS_MAX * t->n_cols); /* every table here is fixed in size */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->cells[t->n_cells++], TABLE_CELL_MAX, fmt, ap);
-    va_end(ap);
-}
-
-static void bench_table_print(const bench_table_t *t)
-{
-    size_t width[TABLE_COLS_MAX];
-    for (size_t c = 0; c < t->n_cols; c++)
-        width[c] = strlen(t->heads[c]);
-    for (size_t i = 0; i < t->n_cells; i++) {
-        size_t len = strlen(t->cells[i]);
-        if (len > width[i % t->n_cols])
-            width[i % t->n_cols] = len;
-    }
-    const char *sep = out_markdown ? " | " : "  ";
-    const char *lead = out_markdown ? "| " : "";
-    const char *tail = out_markdown ? " |" : "";
-    printf("%s", lead);
-    for (size_t c = 0; c < t->n_cols; c++)
-        printf("%s%-*s", c ? sep : "", (int)width[c], t->heads[c]);
-    printf("%s\n", tail);
-    if (out_markdown) {
-        fputs("|", stdout);
-        for (size_t c = 0; c < t->n_cols; c++)
-            fputs(c ? "---:|" : "---|", stdout);
-        fputs("\n", stdout);
-    }
-    for (size_t i = 0; i < t->n_cells; i++) {
-        size_t c = i % t->n_cols;
-        if (c == 0)
-            printf("%s%-*s", lead, (int)width[c], t->cells[i]);
-        else
-            printf("%s%*s", sep, (int)width[c], t->cells[i]);
-        if (c == t->n_cols - 1 || i == t->n_cells - 1)
-            printf("%s\n", tail);
-    }
-    if (out_markdown)
-        printf("\n");
-}
-
-/* ---- the machine ------------------------------------------------------------ */
-
-/* The CPU model from /proc/cpuinfo, or "unknown CPU". */
-static void bench_cpu_model(char *buf, size_t len)
-{
-    snprintf(buf, len, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) == 0 && colon) {
-            colon += 1 + (colon[1] == ' ');
-            colon[strcspn(colon, "\n")] = '\0';
-            snprintf(buf, len, "%s", colon);
-            break;
-        }
-    }
-    fclose(f);
-}
-
-static void bench_header_print(const alloc_provider_t *p, int argc, char **argv)
-{
-    struct utsname un;
-    const char *host = uname(&un) == 0 ? un.nodename : "unknown host";
-    char cpu[128], date[32], cmd[512] = "";
-    bench_cpu_model(cpu, sizeof cpu);
-    time_t now = time(NULL);
-    struct tm tm;
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
-    for (int i = 0; i < argc; i++) {
-        size_t used = strlen(cmd);
-        snprintf(cmd + used, sizeof cmd - used, "%s%s", i ? " " : "", argv[i]);
-    }
-    if (out_markdown) {
-        printf("### alloc_bench: provider %s on %s, %s\n\n", alloc_provider_name(p), host, date);
-        printf("- Command: `%s`\n- CPU: %s\n", cmd, cpu);
-        if (alloc_provider_is_device(p))
-            printf("- GPU: (model from nvidia-smi)\n");
-        printf("\n");
-    } else {
-        printf("alloc_bench: provider %s on %s (%s), %s\n", alloc_provider_name(p), host, cpu,
-               date);
-        printf("command: %s\n", cmd);
-    }
-}
 
 /* ---- pair latency (sections a, b, c) --------------------------------------- */
 
@@ -339,6 +199,28 @@ static int bench_pairs_measure(alloc_cache_t *cache, alloc_provider_t *provider,
     return rc;
 }
 
+/* A table of `x` per size (`what`: "raw", "async") against the one-thread
+ * cached medians. */
+static void bench_pairs_print_against(const char *what, const bench_latency_t x[N_PAIR_SIZES],
+                                      const bench_latency_t cached[N_PAIR_SIZES])
+{
+    char median[32], p99[32], ratio[32], sz[32];
+    snprintf(median, sizeof median, "%s median", what);
+    snprintf(p99, sizeof p99, "%s p99", what);
+    snprintf(ratio, sizeof ratio, "%s/cached median", what);
+    const char *const heads[] = {"size", median, p99, "samples", ratio};
+    bench_table_t t;
+    bench_table_init(&t, 5, heads);
+    for (size_t i = 0; i < N_PAIR_SIZES; i++) {
+        bench_table_add(&t, "%s", fs_format_size(pair_sizes[i], sz, sizeof sz));
+        bench_table_add(&t, "%.1f", x[i].median_ns);
+        bench_table_add(&t, "%.1f", x[i].p99_ns);
+        bench_table_add(&t, "%zu", x[i].n_samples);
+        bench_table_add(&t, "%.1fx", x[i].median_ns / cached[i].median_ns);
+    }
+    bench_table_print(&t);
+}
+
 /* Sections a, b and c. 0, or the error that stopped a measurement. */
 static int bench_pairs_run(alloc_provider_t *provider, const bench_opts_t *o)
 {
@@ -407,17 +289,7 @@ static int bench_pairs_run(alloc_provider_t *provider, const bench_opts_t *o)
     bench_note("%s: %zu pairs per sample, up to %zu samples or %.1f s per size.",
                alloc_provider_name(provider), raw.batch, raw.max_samples,
                (double)raw.budget_ns / 1e9);
-    static const char *const heads_b[] = {"size", "raw median", "raw p99", "samples",
-                                          "raw/cached median"};
-    bench_table_init(&t, 5, heads_b);
-    for (size_t i = 0; i < N_PAIR_SIZES; i++) {
-        bench_table_add(&t, "%s", fs_format_size(pair_sizes[i], sz, sizeof sz));
-        bench_table_add(&t, "%.1f", direct[i].median_ns);
-        bench_table_add(&t, "%.1f", direct[i].p99_ns);
-        bench_table_add(&t, "%zu", direct[i].n_samples);
-        bench_table_add(&t, "%.1fx", direct[i].median_ns / one[i].median_ns);
-    }
-    bench_table_print(&t);
+    bench_pairs_print_against("raw", direct, one);
 
     bench_section("c) cudaMallocAsync pool alloc+free pair latency (ns per pair, 1 thread)");
     if (async_why[0]) {
@@ -425,17 +297,7 @@ static int bench_pairs_run(alloc_provider_t *provider, const bench_opts_t *o)
         return 0;
     }
     bench_note("cuda_async: default pool, release threshold UINT64_MAX, warmed up first.");
-    static const char *const heads_c[] = {"size", "async median", "async p99", "samples",
-                                          "async/cached median"};
-    bench_table_init(&t, 5, heads_c);
-    for (size_t i = 0; i < N_PAIR_SIZES; i++) {
-        bench_table_add(&t, "%s", fs_format_size(pair_sizes[i], sz, sizeof sz));
-        bench_table_add(&t, "%.1f", async[i].median_ns);
-        bench_table_add(&t, "%.1f", async[i].p99_ns);
-        bench_table_add(&t, "%zu", async[i].n_samples);
-        bench_table_add(&t, "%.1fx", async[i].median_ns / one[i].median_ns);
-    }
-    bench_table_print(&t);
+    bench_pairs_print_against("async", async, one);
     return 0;
 }
 
@@ -925,13 +787,15 @@ int main(int argc, char **argv)
 {
     bench_opts_t o;
     bench_opts_parse(argc, argv, &o);
-    out_markdown = o.markdown;
+    bench_out_markdown = o.markdown;
     alloc_provider_t *provider = NULL;
     if (bench_provider_create(&o, &provider) != 0) {
         fprintf(stderr, "alloc_bench: no provider: %s\n", fs_errmsg());
         return 1;
     }
-    bench_header_print(provider, argc, argv);
+    char subject[64];
+    snprintf(subject, sizeof subject, "provider %s", alloc_provider_name(provider));
+    bench_header_print("alloc_bench", subject, alloc_provider_is_device(provider), argc, argv);
     int rc = bench_pairs_run(provider, &o);
     if (rc == 0)
         rc = bench_trace_run(provider, &o);
