@@ -348,9 +348,9 @@ static void segment_release_locked(alloc_cache_t *c, cache_segment_t *s,
         c->newest = s->older;
     alloc_provider_free(c->provider, s->base, s->size);
     alloc_cache_stats_t *st = &c->stats;
-    cache_stat_add(&st->reserved, -(int64_t)s->size);
-    cache_stat_add(&st->pool_reserved[s->pool], -(int64_t)s->size);
-    cache_stat_add(&st->segments, -1);
+    cache_stat_dec(&st->reserved, s->size);
+    cache_stat_dec(&st->pool_reserved[s->pool], s->size);
+    cache_stat_dec(&st->segments, 1);
     st->n_device_frees++;
     st->released_bytes[reason] += s->size;
     st->released_segments[reason]++;
@@ -427,9 +427,9 @@ static int segment_grow_locked(alloc_cache_t *c, alloc_pool_t pool, size_t size,
         c->oldest = s;
     c->newest = s;
     alloc_cache_stats_t *st = &c->stats;
-    cache_stat_add(&st->reserved, (int64_t)size);
-    cache_stat_add(&st->pool_reserved[pool], (int64_t)size);
-    cache_stat_add(&st->segments, 1);
+    cache_stat_inc(&st->reserved, size);
+    cache_stat_inc(&st->pool_reserved[pool], size);
+    cache_stat_inc(&st->segments, 1);
     st->n_device_allocs++;
     *out = b;
     return 0;
@@ -466,7 +466,7 @@ static void pending_process_locked(alloc_cache_t *c)
         b->pending_next = NULL;
         HASH_DEL(c->by_ptr, b);
         b->seg->n_busy--;
-        cache_stat_add(&c->stats.active, -(int64_t)b->size);
+        cache_stat_dec(&c->stats.active, b->size);
         block_make_free_locked(c, b);
     }
 }
@@ -699,15 +699,15 @@ int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t strea
 
     alloc_cache_stats_t *st = &c->stats;
     alloc_pool_t pool = b->seg->pool;
-    cache_stat_add(&st->allocated, (int64_t)b->size);
-    cache_stat_add(&st->pool_allocated[pool], (int64_t)b->size);
-    cache_stat_add(&st->active, (int64_t)b->size);
-    cache_stat_add(&st->requested, (int64_t)bytes);
-    cache_stat_add(&st->blocks, 1);
+    cache_stat_inc(&st->allocated, b->size);
+    cache_stat_inc(&st->pool_allocated[pool], b->size);
+    cache_stat_inc(&st->active, b->size);
+    cache_stat_inc(&st->requested, bytes);
+    cache_stat_inc(&st->blocks, 1);
     cache_owner_t *o = &c->owners[owner];
-    cache_stat_add(&o->allocated, (int64_t)b->size);
-    cache_stat_add(&o->requested, (int64_t)bytes);
-    cache_stat_add(&o->blocks, 1);
+    cache_stat_inc(&o->allocated, b->size);
+    cache_stat_inc(&o->requested, bytes);
+    cache_stat_inc(&o->blocks, 1);
     *out = b->ptr;
     pthread_mutex_unlock(&c->lock);
     return 0;
@@ -740,14 +740,14 @@ int alloc_cache_free(alloc_cache_t *c, void *ptr)
     }
     alloc_cache_stats_t *st = &c->stats;
     alloc_pool_t pool = b->seg->pool;
-    cache_stat_add(&st->allocated, -(int64_t)b->size);
-    cache_stat_add(&st->pool_allocated[pool], -(int64_t)b->size);
-    cache_stat_add(&st->requested, -(int64_t)b->requested);
-    cache_stat_add(&st->blocks, -1);
+    cache_stat_dec(&st->allocated, b->size);
+    cache_stat_dec(&st->pool_allocated[pool], b->size);
+    cache_stat_dec(&st->requested, b->requested);
+    cache_stat_dec(&st->blocks, 1);
     cache_owner_t *o = &c->owners[b->owner];
-    cache_stat_add(&o->allocated, -(int64_t)b->size);
-    cache_stat_add(&o->requested, -(int64_t)b->requested);
-    cache_stat_add(&o->blocks, -1);
+    cache_stat_dec(&o->allocated, b->size);
+    cache_stat_dec(&o->requested, b->requested);
+    cache_stat_dec(&o->blocks, 1);
 
     bool deferred = false;
     if (b->n_uses > 0 && c->has_fences) {
@@ -770,7 +770,7 @@ int alloc_cache_free(alloc_cache_t *c, void *ptr)
             alloc_provider_fence_destroy(c->provider, b->fences[i]);
         HASH_DEL(c->by_ptr, b);
         b->seg->n_busy--;
-        cache_stat_add(&st->active, -(int64_t)b->size);
+        cache_stat_dec(&st->active, b->size);
         block_make_free_locked(c, b);
     }
     pthread_mutex_unlock(&c->lock);

@@ -123,14 +123,20 @@ struct alloc_cache {
     alloc_cache_stats_t stats;       /* largest_free/free_cached/limit filled on read */
 };
 
-/* Adds `delta` to a stat: current moves, peak follows, total adds rises. */
-static inline void cache_stat_add(alloc_stat_t *s, int64_t delta)
+/* Stat updates: an increase moves current and total and may raise the
+ * peak; a decrease only moves current. Split so the hot path never
+ * branches on a sign. */
+static inline void cache_stat_inc(alloc_stat_t *s, uint64_t n)
 {
-    s->current += delta;
-    if (delta > 0)
-        s->total += (uint64_t)delta;
+    s->current += (int64_t)n;
+    s->total += n;
     if (s->current > s->peak)
         s->peak = s->current;
+}
+
+static inline void cache_stat_dec(alloc_stat_t *s, uint64_t n)
+{
+    s->current -= (int64_t)n;
 }
 
 /* cache.c: the largest FREE block of either pool; lock held. */
