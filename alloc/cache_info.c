@@ -286,22 +286,26 @@ void cache_policies_oom(alloc_cache_t *c, size_t requested_bytes)
         alloc_policy_on_oom(ps[i], c, requested_bytes);
 }
 
-void alloc_cache_request_begin(alloc_cache_t *c)
+/* Runs a timed hook of every policy, unlocked, with one reading of the
+ * clock (none when no policy is attached). */
+static void policies_run_timed(alloc_cache_t *c,
+                               void (*hook)(alloc_policy_t *, alloc_cache_t *, uint64_t))
 {
     alloc_policy_t *ps[CACHE_MAX_POLICIES];
     size_t n = policies_copy(c, ps);
     uint64_t now = n ? fs_clock_now_ns() : 0;
     for (size_t i = 0; i < n; i++)
-        alloc_policy_on_request_begin(ps[i], c, now);
+        hook(ps[i], c, now);
+}
+
+void alloc_cache_request_begin(alloc_cache_t *c)
+{
+    policies_run_timed(c, alloc_policy_on_request_begin);
 }
 
 void alloc_cache_request_end(alloc_cache_t *c)
 {
-    alloc_policy_t *ps[CACHE_MAX_POLICIES];
-    size_t n = policies_copy(c, ps);
-    uint64_t now = n ? fs_clock_now_ns() : 0;
-    for (size_t i = 0; i < n; i++)
-        alloc_policy_on_request_end(ps[i], c, now);
+    policies_run_timed(c, alloc_policy_on_request_end);
 }
 
 int alloc_cache_batch_begin(alloc_cache_t *c, size_t plan_bytes, alloc_stream_t stream,
@@ -332,9 +336,5 @@ void alloc_cache_batch_end(alloc_cache_t *c, alloc_arena_t *arena)
 void alloc_cache_tick(alloc_cache_t *c)
 {
     alloc_cache_process_fences(c);
-    alloc_policy_t *ps[CACHE_MAX_POLICIES];
-    size_t n = policies_copy(c, ps);
-    uint64_t now = n ? fs_clock_now_ns() : 0;
-    for (size_t i = 0; i < n; i++)
-        alloc_policy_on_tick(ps[i], c, now);
+    policies_run_timed(c, alloc_policy_on_tick);
 }

@@ -113,6 +113,21 @@ static int cuda_alloc(alloc_provider_t *p, size_t bytes, void **out)
     return 0;
 }
 
+/* The end of every free: on success the live count drops; on failure the
+ * memory is lost to the provider, which is logged (never fatal) and the
+ * sticky-free error cleared. `call` names the CUDA function. */
+static void cuda_free_finish(alloc_provider_t *p, cuda_provider_t *c, cudaError_t err,
+                             const char *call, void *ptr, size_t bytes)
+{
+    if (err != cudaSuccess) {
+        FS_LOG_E("alloc", "%s: %s(%p) of %zu bytes failed (%s: %s)", p->name, call, ptr, bytes,
+                 cudaGetErrorName(err), cudaGetErrorString(err));
+        (void)cudaGetLastError();
+        return;
+    }
+    cuda_live_sub(c, bytes);
+}
+
 static void cuda_free(alloc_provider_t *p, void *ptr, size_t bytes)
 {
     cuda_provider_t *c = p->ctx;
@@ -122,13 +137,7 @@ static void cuda_free(alloc_provider_t *p, void *ptr, size_t bytes)
         err = cudaFree(ptr);
         cuda_device_leave(c->device, prev);
     }
-    if (err != cudaSuccess) {
-        FS_LOG_E("alloc", "%s: cudaFree(%p) of %zu bytes failed (%s: %s)", p->name, ptr, bytes,
-                 cudaGetErrorName(err), cudaGetErrorString(err));
-        (void)cudaGetLastError();
-        return;
-    }
-    cuda_live_sub(c, bytes);
+    cuda_free_finish(p, c, err, "cudaFree", ptr, bytes);
 }
 
 /* Stream-ordered on the legacy default stream (stream 0), from the pool
@@ -162,13 +171,7 @@ static void cuda_async_free(alloc_provider_t *p, void *ptr, size_t bytes)
         err = cudaFreeAsync(ptr, (cudaStream_t)0);
         cuda_device_leave(c->device, prev);
     }
-    if (err != cudaSuccess) {
-        FS_LOG_E("alloc", "%s: cudaFreeAsync(%p) of %zu bytes failed (%s: %s)", p->name, ptr, bytes,
-                 cudaGetErrorName(err), cudaGetErrorString(err));
-        (void)cudaGetLastError();
-        return;
-    }
-    cuda_live_sub(c, bytes);
+    cuda_free_finish(p, c, err, "cudaFreeAsync", ptr, bytes);
 }
 
 static int pinned_alloc(alloc_provider_t *p, size_t bytes, void **out)
@@ -188,13 +191,7 @@ static void pinned_free(alloc_provider_t *p, void *ptr, size_t bytes)
 {
     cuda_provider_t *c = p->ctx;
     cudaError_t err = cudaFreeHost(ptr);
-    if (err != cudaSuccess) {
-        FS_LOG_E("alloc", "%s: cudaFreeHost(%p) of %zu bytes failed (%s: %s)", p->name, ptr, bytes,
-                 cudaGetErrorName(err), cudaGetErrorString(err));
-        (void)cudaGetLastError();
-        return;
-    }
-    cuda_live_sub(c, bytes);
+    cuda_free_finish(p, c, err, "cudaFreeHost", ptr, bytes);
 }
 
 /* Device-wide free and total bytes, used by cuda and cuda_async. */
