@@ -54,7 +54,12 @@ int alloc_provider_default_create(alloc_provider_t **out);
  * FS_ENODEV with a message. */
 int alloc_cuda_probe(int *n_devices);
 
-/* The fault provider. `inner` is borrowed and must outlive the wrapper. */
+/* The fault provider. `inner` is borrowed and must outlive the wrapper;
+ * `config` may be NULL (no capacity, no injection). It always reports
+ * fences (alloc_provider_has_fences is true), since manual fences may be
+ * switched on later; without them it passes the inner provider's fences
+ * through, which for host means NULL fences that read as passed.
+ * live_bytes counts allocations in flight as well as those handed out. */
 typedef struct alloc_fault_config {
     size_t capacity_bytes;   /* 0: no capacity beyond the inner provider's */
     uint64_t fail_from_call; /* 1-based alloc call index to start failing; 0: never */

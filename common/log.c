@@ -57,6 +57,9 @@ __attribute__((constructor)) static void log_read_env(void)
     fs_log_level_t level;
     if (env && fs_log_level_parse(env, &level) == 0)
         fs_log_level_current = (int)level;
+    const char *format = getenv("FLATSERVE_LOG_FORMAT");
+    if (format && strcmp(format, "json") == 0)
+        log_state.format = FS_LOG_JSON;
 }
 
 void fs_log_set_level(fs_log_level_t level)

@@ -32,7 +32,8 @@ typedef enum fs_log_format {
 } fs_log_format_t;
 
 /* The current level; records above it are dropped. Default FS_LOG_INFO, or
- * the value of $FLATSERVE_LOG_LEVEL, read once at program start. */
+ * the value of $FLATSERVE_LOG_LEVEL, read once at program start
+ * ($FLATSERVE_LOG_FORMAT=json likewise selects JSON lines). */
 extern int fs_log_level_current;
 
 #define FS_LOG(level, module, ...)                                             \
