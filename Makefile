@@ -64,34 +64,75 @@ ifeq ($(CUDA),1)
   NVCCFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Wextra,-fPIC
 endif
 
+# --- libraries ------------------------------------------------------------------
+# The ONNX schema (libonnx-dev) and OpenBLAS's headers, from the system or from
+# the unpacked Debian bundle ($DEPS_ROOT, see ../shared/tools/unpack-debs.sh).
+ONNX_PROTO ?= $(firstword $(wildcard /usr/include/onnx/onnx.proto $(DEPS_ROOT)/usr/include/onnx/onnx.proto))
+OPENBLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread \
+                  /usr/include/openblas $(DEPS_ROOT)/usr/include/x86_64-linux-gnu/openblas-pthread))
+PROTOC_C ?= protoc-c
+GEN := $(BUILD)/gen
+PROTO_H := $(GEN)/onnx/onnx.pb-c.h
+PROTO_C := $(GEN)/onnx/onnx.pb-c.c
+CPPFLAGS += -I$(GEN) $(if $(OPENBLAS_INC),-I$(OPENBLAS_INC))
+LDLIBS := -lopenblas -lprotobuf-c $(LDLIBS)
+
 # --- sources ------------------------------------------------------------------
-LIB_DIRS := common alloc engine config server
+LIB_DIRS := common alloc engine engine/ops engine/cpu config server
 LIB_SRC := $(filter-out server/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CU_SRC := $(if $(filter 1,$(CUDA)),$(wildcard engine/cuda/*.cu))
 TEST_SRC := $(wildcard tests/*/test_*.c)
 BENCH_SRC := $(wildcard bench/*_bench.c)
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libflatserve.a
+
+# The conformance runner and the tools: one program per file.
+CONF_SRC := $(wildcard tests/conformance/*.c)
+CONF_OBJ := $(CONF_SRC:%.c=$(BUILD)/%.o)
+CONFORMANCE := $(if $(CONF_SRC),$(BIN)/conformance)
+TOOLS_SRC := $(wildcard tools/*.c)
+TOOLS_OBJ := $(TOOLS_SRC:%.c=$(BUILD)/%.o)
+TOOLS := $(TOOLS_SRC:tools/%.c=$(BIN)/%)
+# ONNX's conformance data: $FLATSERVE_ONNX_TESTS, else ../shared/onnx-tests.
+ONNX_TESTS ?= $(or $(FLATSERVE_ONNX_TESTS),$(wildcard ../shared/onnx-tests))
 
 SERVER := $(BIN)/flatserve
 TESTS := $(BIN)/flatserve-tests
 BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 
-.PHONY: all test run bench deps clean info
-all: $(SERVER) $(TESTS) $(BENCHES)
+.PHONY: all test run bench deps clean info conformance
+all: $(SERVER) $(TESTS) $(BENCHES) $(CONFORMANCE) $(TOOLS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# Generated at build time from the system's onnx.proto; never in git.
+$(PROTO_C) $(PROTO_H) &: $(ONNX_PROTO)
+	@test -n "$(ONNX_PROTO)" || { echo "onnx.proto not found: install libonnx-dev (make deps)"; exit 1; }
+	@mkdir -p $(GEN)
+	$(PROTOC_C) --c_out=$(GEN) -I$(patsubst %/onnx/onnx.proto,%,$(ONNX_PROTO)) $(ONNX_PROTO)
+
+# Generated code is compiled without the project's stricter warnings.
+$(PROTO_C:%.c=%.o): $(PROTO_C)
+	$(CC) $(CPPFLAGS) -O2 -g -w $(if $(filter 1,$(SANITIZE)),$(SAN)) -c $< -o $@
+
+# Every object may include the generated header.
+$(filter-out $(PROTO_C:%.c=%.o),$(LIB_OBJ)) $(TEST_OBJ) $(BUILD)/server/main.o \
+  $(BENCH_SRC:%.c=$(BUILD)/%.o) $(CONF_OBJ) $(TOOLS_OBJ): | $(PROTO_H)
+
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@
 
+# ar keeps one member per file name, so two sources with one basename
+# (engine/ops/x.c, engine/cpu/x.c) would silently lose one: refuse that.
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
+	@dups=$$(printf '%s\n' $(notdir $^) | sort | uniq -d); \
+	  [ -z "$$dups" ] || { echo "Makefile: object names must be unique in $@: $$dups"; exit 1; }
 	rm -f $@ && $(AR) rcs $@ $^
 
 $(SERVER): $(BUILD)/server/main.o $(LIB)
@@ -106,13 +147,31 @@ $(BIN)/%_bench: $(BUILD)/bench/%_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+$(BIN)/conformance: $(CONF_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(TOOLS): $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 deps:
 	@sh tools/deps.sh
 
 # Criterion prints its synthesis line last; extra arguments via TEST_ARGS.
 test: deps
-	@$(MAKE) --no-print-directory $(TESTS)
+	@$(MAKE) --no-print-directory $(TESTS) $(CONFORMANCE)
 	$(TESTS) $(TEST_ARGS)
+	@$(MAKE) --no-print-directory conformance
+
+# Runs the ONNX conformance data and fails if a case listed in
+# tests/conformance/expected_pass.txt does not pass. Skips, saying so, when
+# the data is absent.
+conformance: $(CONFORMANCE)
+	@if [ -z "$(CONFORMANCE)" ]; then echo "conformance: no runner built yet"; \
+	elif [ -z "$(ONNX_TESTS)" ] || [ ! -d "$(ONNX_TESTS)" ]; then \
+	  echo "conformance: skipped: no ONNX test data (set FLATSERVE_ONNX_TESTS or provide ../shared/onnx-tests)"; \
+	else $(CONFORMANCE) --expect tests/conformance/expected_pass.txt $(ONNX_TESTS); fi
 
 run: deps
 	@$(MAKE) --no-print-directory $(SERVER)
@@ -127,4 +186,5 @@ info:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/server/main.d $(BENCH_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/server/main.d $(BENCH_SRC:%.c=$(BUILD)/%.d) \
+  $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d)

@@ -32,7 +32,8 @@ extern "C" {
     X(FS_EPARSE, -11, "parse error")                                           \
     X(FS_ESTATE, -12, "operation not valid in this state")                     \
     X(FS_ETIMEDOUT, -13, "timed out")                                          \
-    X(FS_EFULL, -14, "queue full")
+    X(FS_EFULL, -14, "queue full")                                             \
+    X(FS_EDYNAMIC, -15, "shape depends on data only known at run time")
 
 enum fs_errno {
 #define FS_ERRNO_ENUM_(name, value, text) name = value,

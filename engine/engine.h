@@ -1,0 +1,94 @@
+/* engine.h -- loading an ONNX model and running it: the engine as the server
+ * sees it.
+ *
+ * A model is loaded from an .onnx file (external data beside it, confined to
+ * its directory). Its weights are allocated once from the given cache under
+ * an owner tag of the model's own; destroying the model frees them and
+ * checks that owner is back to zero bytes. Running takes host input tensors
+ * in the model's input order, builds (or reuses, from an LRU of
+ * `max_plans`) the plan for their shape signature, executes it from one
+ * activation block (taken through the cache's batch hooks, so the arena
+ * policy applies), and returns host output tensors.
+ *
+ * Threading: a model is immutable after load apart from its plan cache,
+ * which is locked; eng_model_run may be called from several threads. */
+#ifndef FS_ENGINE_ENGINE_H
+#define FS_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "alloc/cache.h"
+#include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eng_model eng_model_t;
+
+typedef struct eng_model_config {
+    const char *name;       /* owner tag name and log name; NULL: the file name */
+    alloc_cache_t *cache;   /* borrowed; host memory for the CPU engine */
+    size_t max_plans;       /* plan LRU bound; 0 means 16 */
+    int n_threads;          /* kernel threads; 0 means 1 */
+} eng_model_config_t;
+
+/* Loads a model. 0 and *out (caller frees with eng_model_destroy), or:
+ * FS_ENOENT / FS_EIO (file), FS_EPARSE (corrupt or truncated: the message
+ * says what could not be read), FS_ENOTSUP (unsupported IR version, opset,
+ * op, attribute or dtype: the message lists every offending node, with its
+ * name, op type, opset and what is missing), FS_ENOMEM (weights did not fit
+ * the cache). Nothing stays allocated on error. */
+int eng_model_load(const char *path, const eng_model_config_t *cfg, eng_model_t **out);
+/* The same from bytes in memory; `dir` (may be NULL) is where external data
+ * files are looked up. */
+int eng_model_load_bytes(const void *data, size_t len, const char *dir,
+                         const eng_model_config_t *cfg, eng_model_t **out);
+
+/* Frees the model; logs an error if its owner did not return to zero bytes.
+ * NULL is a no-op. */
+void eng_model_destroy(eng_model_t *m);
+
+typedef struct eng_io_info {
+    const char *name;
+    eng_dtype_t dtype;
+    int rank;                            /* -1 when the model does not say */
+    int64_t dims[ENG_MAX_RANK];          /* -1 for a symbolic or unknown dim */
+    const char *dim_params[ENG_MAX_RANK]; /* the symbol, or NULL */
+} eng_io_info_t;
+
+size_t eng_model_n_inputs(const eng_model_t *m);
+size_t eng_model_n_outputs(const eng_model_t *m);
+/* 0 and *out (strings borrowed from the model), or FS_EINVAL for a bad
+ * index. */
+int eng_model_input(const eng_model_t *m, size_t i, eng_io_info_t *out);
+int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out);
+alloc_owner_t eng_model_owner(const eng_model_t *m);
+const char *eng_model_name(const eng_model_t *m);
+
+/* Runs the model. `inputs[i]` (host data) goes to model input i; n_inputs
+ * must equal eng_model_n_inputs. On success outputs[j] (j < n_outputs)
+ * receives a host tensor the caller frees with eng_tensor_free. Errors:
+ * FS_EINVAL naming the input and the expected vs actual dtype or shape,
+ * FS_ENOMEM (activations did not fit; the message gives the bytes), a
+ * kernel's error naming the node. No output is returned on error. */
+int eng_model_run(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inputs,
+                  eng_tensor_t **outputs);
+
+typedef struct eng_plan_info {
+    size_t activation_bytes;   /* the plan's one activation block */
+    size_t lower_bound_bytes;  /* most bytes live at once (the bound) */
+    size_t n_steps;            /* nodes executed */
+    size_t n_folded;           /* nodes computed at plan time */
+    bool dynamic;              /* shapes depend on data: per-tensor allocation */
+} eng_plan_info_t;
+
+/* Builds (or finds) the plan for these input shapes without running it. */
+int eng_model_plan_info(eng_model_t *m, const eng_shape_t *input_shapes, size_t n_inputs,
+                        eng_plan_info_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,156 @@
+/* graph.h -- the engine's IR: values, nodes and attributes of a loaded ONNX
+ * graph, nodes in topological order. Engine-internal: the server sees only
+ * engine.h.
+ *
+ * Types and invariants:
+ *  - eng_value: every tensor name in the graph, once. Graph inputs (kind
+ *    INPUT), constants (CONST: initializers and Constant nodes' outputs,
+ *    with host data), and node outputs (NODE). `dtype`/`rank`/`dims` are
+ *    what the model declares (dims may be symbolic: value -1 with `param`
+ *    set, or unknown: -1 and NULL); concrete shapes come from the plan.
+ *  - eng_node: inputs and outputs index `values`; an absent optional input
+ *    or output is -1. Nodes are in topological order: a node's inputs are
+ *    produced by earlier nodes, constants or graph inputs.
+ *  - All strings and arrays belong to the graph and live as long as it.
+ *
+ * Threading: immutable after load; shared by every plan and batch. */
+#ifndef FS_ENGINE_GRAPH_H
+#define FS_ENGINE_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ONNX AttributeProto.AttributeType values. */
+typedef enum eng_attr_type {
+    ENG_ATTR_UNDEFINED = 0,
+    ENG_ATTR_FLOAT = 1,
+    ENG_ATTR_INT = 2,
+    ENG_ATTR_STRING = 3,
+    ENG_ATTR_TENSOR = 4,
+    ENG_ATTR_GRAPH = 5,
+    ENG_ATTR_FLOATS = 6,
+    ENG_ATTR_INTS = 7,
+    ENG_ATTR_STRINGS = 8,
+    ENG_ATTR_TENSORS = 9,
+    ENG_ATTR_GRAPHS = 10,
+} eng_attr_type_t;
+
+typedef struct eng_attr {
+    const char *name;
+    eng_attr_type_t type;
+    float f;                  /* FLOAT */
+    int64_t i;                /* INT */
+    const char *s;            /* STRING (NUL-terminated; s_len bytes) */
+    size_t s_len;
+    size_t n;                 /* FLOATS / INTS / STRINGS: element count */
+    const float *floats;
+    const int64_t *ints;
+    const char *const *strings;
+    eng_tensor_t t;           /* TENSOR: host data owned by the graph */
+} eng_attr_t;
+
+typedef struct eng_dim {
+    int64_t value;            /* >= 0 known; -1 symbolic or unknown */
+    const char *param;        /* the symbol ("batch") or NULL */
+} eng_dim_t;
+
+typedef enum eng_value_kind {
+    ENG_VALUE_INPUT = 0,
+    ENG_VALUE_CONST = 1,
+    ENG_VALUE_NODE = 2,
+} eng_value_kind_t;
+
+typedef struct eng_value {
+    const char *name;
+    eng_value_kind_t kind;
+    eng_dtype_t dtype;        /* ENG_DT_UNDEFINED when not declared */
+    int rank;                 /* -1 when not declared */
+    eng_dim_t dims[ENG_MAX_RANK];
+    eng_tensor_t constant;    /* CONST: dtype, shape and host data */
+    int producer;             /* node index, or -1 */
+    int n_consumers;          /* node inputs that read it */
+    bool is_output;           /* a graph output */
+} eng_value_t;
+
+struct eng_op_def;
+
+typedef struct eng_node {
+    const char *name;         /* "" when the model gave none */
+    const char *op_type;
+    const char *domain;       /* "" for the default domain */
+    int n_inputs;
+    const int *inputs;        /* value indices; -1 absent */
+    int n_outputs;
+    const int *outputs;
+    int n_attrs;
+    const eng_attr_t *attrs;
+    const struct eng_op_def *op; /* resolved at load */
+} eng_node_t;
+
+typedef struct eng_graph {
+    int64_t ir_version;
+    int opset;                /* default-domain opset */
+    size_t n_values;
+    eng_value_t *values;
+    size_t n_nodes;
+    eng_node_t *nodes;        /* topological order */
+    size_t n_inputs;
+    const int *inputs;        /* graph inputs that are not constants */
+    size_t n_outputs;
+    const int *outputs;
+    size_t weight_bytes;      /* bytes of constant data */
+    void *pool;               /* the memory everything above lives in */
+} eng_graph_t;
+
+/* Where constant data (initializers, Constant outputs) is put: the model
+ * allocates weights from its cache under its owner tag. NULL callbacks mean
+ * malloc/free. alloc returns NULL when out of memory. */
+typedef struct eng_weight_alloc {
+    void *(*alloc)(void *user, size_t bytes);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} eng_weight_alloc_t;
+
+/* Parses an ONNX ModelProto into a graph (engine/onnx_load.c). `dir` (may be
+ * NULL) is where external data files live; a location that leaves it is
+ * rejected. `wa` may be NULL. 0 and *out (caller frees with
+ * eng_graph_destroy), or FS_EPARSE (corrupt/truncated: what could not be
+ * read), FS_ENOTSUP (IR version outside 3..11, default-domain opset outside
+ * 7..23, another domain, unsupported ops/attributes/dtypes: one message
+ * listing every offending node: name, op type, opset, what is missing),
+ * FS_EINVAL (a malformed graph: unknown input name, a cycle), FS_EIO
+ * (external data), FS_ENOMEM. Nothing stays allocated on error. */
+int eng_graph_load(const void *data, size_t len, const char *dir, const eng_weight_alloc_t *wa,
+                   eng_graph_t **out);
+/* Frees the graph and, through `wa` given at load, its constant data. */
+void eng_graph_destroy(eng_graph_t *g);
+
+/* Parses one serialized TensorProto (the conformance data's input_N.pb /
+ * output_N.pb) into a host tensor the caller frees with eng_tensor_free;
+ * *name (may be NULL) receives a malloc'd copy of its name or NULL. Errors
+ * as eng_graph_load. */
+int eng_tensor_load_proto(const void *data, size_t len, eng_tensor_t **out, char **name);
+
+/* Attribute lookup. eng_node_attr: the attribute or NULL. The typed
+ * getters return `def` when absent (or of another type). */
+const eng_attr_t *eng_node_attr(const eng_node_t *n, const char *name);
+int64_t eng_attr_i(const eng_node_t *n, const char *name, int64_t def);
+float eng_attr_f(const eng_node_t *n, const char *name, float def);
+const char *eng_attr_s(const eng_node_t *n, const char *name, const char *def);
+/* INTS / FLOATS: the array and *count, or NULL (and *count 0) when absent. */
+const int64_t *eng_attr_ints(const eng_node_t *n, const char *name, size_t *count);
+const float *eng_attr_floats(const eng_node_t *n, const char *name, size_t *count);
+/* TENSOR: the tensor or NULL. */
+const eng_tensor_t *eng_attr_tensor(const eng_node_t *n, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

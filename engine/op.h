@@ -1,0 +1,115 @@
+/* op.h -- the op tables: what each ONNX op means (device-neutral) and how
+ * each device computes it.
+ *
+ * An op definition (eng_op_def_t) validates a node at load and infers its
+ * outputs' dtypes and shapes from its inputs'. A kernel (eng_cpu_kernel_t;
+ * the CUDA backend adds its own table) computes the outputs. Both see one
+ * context type, eng_op_ctx_t:
+ *  - at inference, every present input has dtype and shape; its data is
+ *    set when the value is known before running (a constant, or a shape
+ *    computed at plan time), else NULL. infer sets each output's dtype and
+ *    shape, and may compute the output data itself when all it needs is
+ *    known and the output is small (shape arithmetic) -- the planner then
+ *    treats the output as known (constant folding at plan time);
+ *  - at run, every input and output has dtype, shape and data (outputs
+ *    point into the activation block; an in-place output may share its
+ *    input's memory).
+ * Semantics follow the ONNX operator docs for opsets 7 to 23; an op reads
+ * ctx->opset for version differences (Softmax's axis before 13, Split's
+ * `split` input from 13, ...).
+ *
+ * Errors: FS_EINVAL for a node that is wrong for its inputs (message: node
+ * name, op, expected vs actual), FS_ENOTSUP for an unsupported attribute
+ * value or dtype (message says which), FS_EDYNAMIC from infer when an
+ * output shape needs an input value that is not known before running.
+ *
+ * Threading: op tables are static const; kernels may be called from several
+ * threads at once on different contexts. */
+#ifndef FS_ENGINE_OP_H
+#define FS_ENGINE_OP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/graph.h"
+#include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eng_op_ctx {
+    const eng_node_t *node;
+    int opset;                      /* the model's default-domain opset */
+    int n_inputs;
+    const eng_tensor_t *const *inputs; /* NULL entry: absent optional input */
+    int n_outputs;
+    eng_tensor_t *const *outputs;   /* NULL entry: output not requested */
+    void *scratch;                  /* run: the kernel's workspace, if it asked */
+    size_t scratch_bytes;
+    int n_threads;                  /* run: threads the kernel may use (>= 1) */
+} eng_op_ctx_t;
+
+typedef struct eng_op_def {
+    const char *op_type;            /* default domain */
+    /* Optional: load-time check of attributes against what is supported. */
+    int (*check)(const eng_node_t *n, int opset);
+    /* Required: outputs' dtypes and shapes (and data, when cheap and
+     * known), as described above. */
+    int (*infer)(eng_op_ctx_t *ctx);
+    /* The input whose buffer output 0 may take over when that input dies at
+     * this node (same dtype and size): element-wise ops and views. -1: none. */
+    int inplace_input;
+} eng_op_def_t;
+
+typedef struct eng_cpu_kernel {
+    const char *op_type;
+    int (*run)(eng_op_ctx_t *ctx);
+    /* Optional: workspace bytes for this context (shapes set). */
+    size_t (*scratch_bytes)(const eng_op_ctx_t *ctx);
+} eng_cpu_kernel_t;
+
+/* Families. Each engine/ops/<family>.c defines eng_ops_<family>, and each
+ * engine/cpu/<family>.c defines eng_cpu_<family>: NULL-terminated arrays.
+ * The registry (engine/ops.c) searches all of them. */
+#define ENG_OP_FAMILIES(X)                                                     \
+    X(unary)                                                                   \
+    X(binary)                                                                  \
+    X(reduce)                                                                  \
+    X(shape)                                                                   \
+    X(nn)                                                                      \
+    X(linalg)                                                                  \
+    X(misc)
+
+#define ENG_OP_FAMILY_DECL_(f)                                                 \
+    extern const eng_op_def_t *const eng_ops_##f[];                           \
+    extern const eng_cpu_kernel_t *const eng_cpu_##f[];
+ENG_OP_FAMILIES(ENG_OP_FAMILY_DECL_)
+#undef ENG_OP_FAMILY_DECL_
+
+/* The definition / CPU kernel for an op type, or NULL. */
+const eng_op_def_t *eng_op_find(const char *op_type);
+const eng_cpu_kernel_t *eng_cpu_kernel_find(const char *op_type);
+
+/* Helpers for op code. */
+/* The input at i, or NULL when absent or out of range. */
+static inline const eng_tensor_t *eng_ctx_in(const eng_op_ctx_t *c, int i)
+{
+    return i < c->n_inputs ? c->inputs[i] : NULL;
+}
+/* Sets fs_err(code, "<node name> (<op>): <message>") and returns code. */
+int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* FS_ENOTSUP naming the input and its dtype unless `dt` is in `allowed`
+ * (ENG_DT_UNDEFINED-terminated). */
+int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *allowed);
+/* Reads element i of an int32/int64 tensor with known data as int64. */
+int64_t eng_tensor_get_i64(const eng_tensor_t *t, int64_t i);
+/* Normalises a possibly negative axis for `rank`; FS_EINVAL if out of
+ * range [-rank, rank-1]. */
+int eng_op_axis(const eng_op_ctx_t *c, int64_t axis, int rank, int *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

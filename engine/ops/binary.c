@@ -1,0 +1,4 @@
+/* binary.c -- definitions (validation, dtype and shape inference) of the binary ops. */
+#include "engine/op.h"
+
+const eng_op_def_t *const eng_ops_binary[] = {NULL};

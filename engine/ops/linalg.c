@@ -1,0 +1,4 @@
+/* linalg.c -- definitions (validation, dtype and shape inference) of the linalg ops. */
+#include "engine/op.h"
+
+const eng_op_def_t *const eng_ops_linalg[] = {NULL};

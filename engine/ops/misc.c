@@ -1,0 +1,4 @@
+/* misc.c -- definitions (validation, dtype and shape inference) of the misc ops. */
+#include "engine/op.h"
+
+const eng_op_def_t *const eng_ops_misc[] = {NULL};

@@ -1,0 +1,4 @@
+/* nn.c -- definitions (validation, dtype and shape inference) of the nn ops. */
+#include "engine/op.h"
+
+const eng_op_def_t *const eng_ops_nn[] = {NULL};

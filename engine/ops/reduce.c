@@ -1,0 +1,4 @@
+/* reduce.c -- definitions (validation, dtype and shape inference) of the reduce ops. */
+#include "engine/op.h"
+
+const eng_op_def_t *const eng_ops_reduce[] = {NULL};

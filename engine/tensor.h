@@ -1,0 +1,87 @@
+/* tensor.h -- dtypes, shapes and tensor views: the engine's common currency.
+ *
+ * Dtype values are ONNX's TensorProto.DataType numbers, so a model's type
+ * fields map directly. An eng_tensor_t is a view: it never owns its data
+ * unless a function says so. Shapes are concrete (every dim >= 0); symbolic
+ * dims live in the IR (graph.h) and become concrete per input signature.
+ *
+ * Threading: pure functions and plain data. */
+#ifndef FS_ENGINE_TENSOR_H
+#define FS_ENGINE_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum eng_dtype {
+    ENG_DT_UNDEFINED = 0,
+    ENG_DT_FLOAT = 1,
+    ENG_DT_UINT8 = 2,
+    ENG_DT_INT8 = 3,
+    ENG_DT_UINT16 = 4,
+    ENG_DT_INT16 = 5,
+    ENG_DT_INT32 = 6,
+    ENG_DT_INT64 = 7,
+    ENG_DT_STRING = 8,
+    ENG_DT_BOOL = 9,
+    ENG_DT_FLOAT16 = 10,
+    ENG_DT_DOUBLE = 11,
+    ENG_DT_UINT32 = 12,
+    ENG_DT_UINT64 = 13,
+    ENG_DT_COMPLEX64 = 14,
+    ENG_DT_COMPLEX128 = 15,
+    ENG_DT_BFLOAT16 = 16,
+} eng_dtype_t;
+
+#define ENG_MAX_RANK 8
+
+typedef struct eng_shape {
+    int rank;                      /* 0 for a scalar */
+    int64_t dims[ENG_MAX_RANK];
+} eng_shape_t;
+
+typedef struct eng_tensor {
+    eng_dtype_t dtype;
+    eng_shape_t shape;
+    void *data;                    /* NULL where only the type is known */
+} eng_tensor_t;
+
+/* Bytes of one element; 0 for dtypes without a fixed size (string,
+ * undefined). */
+size_t eng_dtype_size(eng_dtype_t dt);
+/* "float", "int64", ...; "unknown" for values outside the table. Never
+ * NULL. */
+const char *eng_dtype_name(eng_dtype_t dt);
+/* Whether the CPU engine computes with this dtype at all (float, int32,
+ * int64, bool, uint8). Ops narrow this further. */
+bool eng_dtype_supported(eng_dtype_t dt);
+
+/* Elements in the shape (1 for a scalar). Saturates at INT64_MAX. */
+int64_t eng_shape_numel(const eng_shape_t *s);
+bool eng_shape_equal(const eng_shape_t *a, const eng_shape_t *b);
+/* "[1,3,224,224]" into buf (always terminated); returns buf. */
+char *eng_shape_format(const eng_shape_t *s, char *buf, size_t len);
+/* Numpy (ONNX multidirectional) broadcasting of a and b into *out. 0, or
+ * FS_EINVAL with a message naming both shapes. */
+int eng_shape_broadcast(const eng_shape_t *a, const eng_shape_t *b, eng_shape_t *out);
+/* Row-major strides in elements. */
+void eng_shape_strides(const eng_shape_t *s, int64_t strides[ENG_MAX_RANK]);
+
+/* numel * dtype size, or 0 when unknown. */
+size_t eng_tensor_bytes(const eng_tensor_t *t);
+
+/* A host tensor that owns its data (malloc); caller frees with
+ * eng_tensor_free. 0, or FS_ENOMEM / FS_EINVAL (unsized dtype). Data is
+ * zeroed. */
+int eng_tensor_alloc_host(eng_dtype_t dt, const eng_shape_t *shape, eng_tensor_t **out);
+/* Frees a tensor from eng_tensor_alloc_host (struct and data). NULL: no-op. */
+void eng_tensor_free(eng_tensor_t *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
