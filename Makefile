@@ -103,7 +103,14 @@ TESTS := $(BIN)/flatserve-tests
 BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 
 .PHONY: all test run bench deps clean info conformance
-all: $(SERVER) $(TESTS) $(BENCHES) $(CONFORMANCE) $(TOOLS)
+# The demo model repository (the server's embedded default), written by the
+# project's own generator: never in git, byte-identical on every build.
+MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx
+
+all: $(SERVER) $(TESTS) $(BENCHES) $(CONFORMANCE) $(TOOLS) $(MODELS)
+
+$(MODELS) &: $(BIN)/make_models
+	$(BIN)/make_models models
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -160,7 +167,7 @@ deps:
 
 # Criterion prints its synthesis line last; extra arguments via TEST_ARGS.
 test: deps
-	@$(MAKE) --no-print-directory $(TESTS) $(CONFORMANCE)
+	@$(MAKE) --no-print-directory $(TESTS) $(CONFORMANCE) $(MODELS)
 	$(TESTS) $(TEST_ARGS)
 	@$(MAKE) --no-print-directory conformance
 

@@ -1,4 +1,546 @@
-/* binary_kernels.c -- CPU kernels of the binary ops. */
+/* binary_kernels.c -- CPU kernels of the broadcasting element-wise ops.
+ *
+ * One strided loop serves every op: the operands (output first) are laid
+ * over the output's shape with stride 0 on broadcast dims; dims of size 1 are
+ * dropped and neighbours that are contiguous in every operand are merged.
+ * Same-shape operands thus collapse to a single row, a scalar operand to a
+ * row with stride 0, and only true broadcasting leaves outer dims. The row
+ * functions specialise on the inner strides (each 0 or 1) so that the common
+ * cases are plain vectorisable loops. Rows read element i of every operand
+ * before writing element i of the output, so an output may share memory with
+ * an input of its own shape (in place). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/error.h"
 #include "engine/op.h"
 
-const eng_cpu_kernel_t *const eng_cpu_binary[] = {NULL};
+#define BC_MAX_OPERANDS 4 /* the output and up to three inputs (Where) */
+
+typedef struct bc_loop {
+    int n_operands;
+    int rank;                                     /* >= 1 after collapsing */
+    int64_t dims[ENG_MAX_RANK];
+    int64_t step[BC_MAX_OPERANDS][ENG_MAX_RANK];  /* bytes per index of each dim */
+    int64_t inner[BC_MAX_OPERANDS];               /* element stride of the last dim: 0 or 1 */
+} bc_loop_t;
+
+/* p: each operand's first element of the row; s: their inner strides. */
+typedef void (*bc_row_fn)(char *const *p, const int64_t *s, int64_t n, const void *arg);
+
+/* Lays the inputs over y's shape and collapses dims. 0, or FS_EINVAL when an
+ * input does not broadcast to y or has an unsized dtype; *l is then
+ * undefined. */
+static int bc_setup(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_tensor_t *const *in,
+                    int n_in, bc_loop_t *l)
+{
+    const int rank = y->shape.rank;
+    int64_t stride[BC_MAX_OPERANDS][ENG_MAX_RANK];
+    size_t es[BC_MAX_OPERANDS];
+    for (int k = 0; k <= n_in; k++) {
+        const eng_tensor_t *t = k == 0 ? y : in[k - 1];
+        const int r = t->shape.rank, off = rank - r;
+        es[k] = eng_dtype_size(t->dtype);
+        if (r > rank || es[k] == 0)
+            return eng_op_err(c, FS_EINVAL, "operand %d (rank %d, dtype %s) does not fit the "
+                              "output of rank %d", k, r, eng_dtype_name(t->dtype), rank);
+        int64_t acc = 1;
+        for (int d = rank - 1; d >= 0; d--) {
+            const int64_t dim = d < off ? 1 : t->shape.dims[d - off];
+            if (dim != 1 && dim != y->shape.dims[d])
+                return eng_op_err(c, FS_EINVAL, "input %d's dim %d is %lld, the output's %lld",
+                                  k - 1, d - off, (long long)dim, (long long)y->shape.dims[d]);
+            stride[k][d] = dim == 1 ? 0 : acc;
+            acc *= dim;
+        }
+    }
+    l->n_operands = n_in + 1;
+    l->rank = 0;
+    for (int d = 0; d < rank; d++) {
+        const int64_t dim = y->shape.dims[d];
+        if (dim == 1)
+            continue;
+        int p = l->rank - 1;
+        bool merge = p >= 0;
+        for (int k = 0; merge && k <= n_in; k++)
+            merge = stride[k][p] == stride[k][d] * dim;
+        if (merge) {
+            l->dims[p] *= dim;
+            for (int k = 0; k <= n_in; k++)
+                stride[k][p] = stride[k][d];
+            continue;
+        }
+        p = l->rank++;
+        l->dims[p] = dim;
+        for (int k = 0; k <= n_in; k++)
+            stride[k][p] = stride[k][d];
+    }
+    if (l->rank == 0) { /* every dim is 1: one element */
+        l->rank = 1;
+        l->dims[0] = 1;
+        for (int k = 0; k <= n_in; k++)
+            stride[k][0] = k == 0;
+    }
+    for (int k = 0; k <= n_in; k++) {
+        l->inner[k] = stride[k][l->rank - 1];
+        for (int d = 0; d < l->rank; d++)
+            l->step[k][d] = stride[k][d] * (int64_t)es[k];
+    }
+    return 0;
+}
+
+/* Calls `row` once per innermost row of the collapsed shape. Cannot fail. */
+static void bc_run(const bc_loop_t *l, char *const *base, bc_row_fn row, const void *arg)
+{
+    char *p[BC_MAX_OPERANDS];
+    int64_t idx[ENG_MAX_RANK] = {0}, outer = 1;
+    const int nk = l->n_operands, last = l->rank - 1;
+    for (int k = 0; k < nk; k++)
+        p[k] = base[k];
+    for (int d = 0; d < last; d++)
+        outer *= l->dims[d];
+    for (int64_t o = 0; o < outer; o++) {
+        row(p, l->inner, l->dims[last], arg);
+        for (int d = last - 1; d >= 0; d--) {
+            for (int k = 0; k < nk; k++)
+                p[k] += l->step[k][d];
+            if (++idx[d] < l->dims[d])
+                break;
+            idx[d] = 0;
+            for (int k = 0; k < nk; k++)
+                p[k] -= l->step[k][d] * l->dims[d];
+        }
+    }
+}
+
+/* y = row(in...) over y's shape. 0 or FS_EINVAL (shapes); y untouched on error. */
+static int bc_apply(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *const *in,
+                    int n_in, bc_row_fn row, const void *arg)
+{
+    bc_loop_t l;
+    int rc = bc_setup(c, y, in, n_in, &l);
+    if (rc || eng_shape_numel(&y->shape) == 0)
+        return rc;
+    char *base[BC_MAX_OPERANDS] = {y->data};
+    for (int k = 0; k < n_in; k++)
+        base[k + 1] = in[k]->data;
+    bc_run(&l, base, row, arg);
+    return 0;
+}
+
+/* --- rows ------------------------------------------------------------------------- */
+
+/* A two-input row computing EXPR of a and b into type TO. */
+#define BIN_ROW(fn, T, TO, EXPR)                                                        \
+    static void fn(char *const *p, const int64_t *s, int64_t n, const void *arg)        \
+    {                                                                                   \
+        TO *o = (TO *)p[0];                                                             \
+        const T *pa = (const T *)p[1], *pb = (const T *)p[2];                           \
+        if (s[1] && s[2]) {                                                             \
+            for (int64_t i = 0; i < n; i++) {                                           \
+                const T a = pa[i], b = pb[i];                                           \
+                o[i] = (TO)(EXPR);                                                      \
+            }                                                                           \
+        } else if (s[2]) {                                                              \
+            const T a = pa[0];                                                          \
+            for (int64_t i = 0; i < n; i++) {                                           \
+                const T b = pb[i];                                                      \
+                o[i] = (TO)(EXPR);                                                      \
+            }                                                                           \
+        } else if (s[1]) {                                                              \
+            const T b = pb[0];                                                          \
+            for (int64_t i = 0; i < n; i++) {                                           \
+                const T a = pa[i];                                                      \
+                o[i] = (TO)(EXPR);                                                      \
+            }                                                                           \
+        } else {                                                                        \
+            const T a = pa[0], b = pb[0];                                               \
+            const TO v = (TO)(EXPR);                                                    \
+            for (int64_t i = 0; i < n; i++)                                             \
+                o[i] = v;                                                               \
+        }                                                                               \
+    }
+
+/* X(op, dtype, C type, unsigned type integer arithmetic wraps in, suffix).
+ * Signed arithmetic is done in the unsigned type so that overflow wraps
+ * instead of being undefined. */
+#define FLOAT_TYPES(X, op)                                                              \
+    X(op, ENG_DT_FLOAT, float, float, f32)                                              \
+    X(op, ENG_DT_DOUBLE, double, double, f64)
+#define SINT_TYPES(X, op)                                                               \
+    X(op, ENG_DT_INT8, int8_t, uint32_t, i8)                                            \
+    X(op, ENG_DT_INT16, int16_t, uint32_t, i16)                                         \
+    X(op, ENG_DT_INT32, int32_t, uint32_t, i32)                                         \
+    X(op, ENG_DT_INT64, int64_t, uint64_t, i64)
+#define UINT_TYPES(X, op)                                                               \
+    X(op, ENG_DT_UINT8, uint8_t, uint32_t, u8)                                          \
+    X(op, ENG_DT_UINT16, uint16_t, uint32_t, u16)                                       \
+    X(op, ENG_DT_UINT32, uint32_t, uint32_t, u32)                                       \
+    X(op, ENG_DT_UINT64, uint64_t, uint64_t, u64)
+#define NUM_TYPES(X, op) FLOAT_TYPES(X, op) SINT_TYPES(X, op) UINT_TYPES(X, op)
+
+/* Rows every numeric type has. Max and Min propagate NaN (as numpy's
+ * maximum does). Integer division and modulo by 0 give 0 (ONNX leaves it
+ * undefined; this never traps). */
+#define COMMON_ROWS(op, DT, T, UT, S)                                                   \
+    BIN_ROW(add_##S, T, T, (UT)a + (UT)b)                                               \
+    BIN_ROW(sub_##S, T, T, (UT)a - (UT)b)                                               \
+    BIN_ROW(mul_##S, T, T, (UT)a * (UT)b)                                               \
+    BIN_ROW(eq_##S, T, uint8_t, a == b)                                                 \
+    BIN_ROW(gt_##S, T, uint8_t, a > b)                                                  \
+    BIN_ROW(ge_##S, T, uint8_t, a >= b)                                                 \
+    BIN_ROW(lt_##S, T, uint8_t, a < b)                                                  \
+    BIN_ROW(le_##S, T, uint8_t, a <= b)
+#define FLOAT_ROWS(op, DT, T, UT, S)                                                    \
+    BIN_ROW(div_##S, T, T, a / b)                                                       \
+    BIN_ROW(fmod_##S, T, T, fmod(a, b))                                                 \
+    BIN_ROW(max_##S, T, T, (a > b || isnan(a)) ? a : b)                                 \
+    BIN_ROW(min_##S, T, T, (a < b || isnan(a)) ? a : b)
+/* Python's modulo (sign of the divisor) for fmod=0, C's (sign of the
+ * dividend) for fmod=1. b == -1 is special-cased: INT_MIN / -1 overflows. */
+#define SINT_ROWS(op, DT, T, UT, S)                                                     \
+    static T pymod_##S(T a, T b)                                                        \
+    {                                                                                   \
+        if (b == 0 || b == -1)                                                          \
+            return 0;                                                                   \
+        const T r = (T)(a % b);                                                         \
+        return r != 0 && (r < 0) != (b < 0) ? (T)(r + b) : r;                           \
+    }                                                                                   \
+    BIN_ROW(div_##S, T, T, b == 0 ? 0 : b == -1 ? (T)(0 - (UT)a) : a / b)               \
+    BIN_ROW(mod_##S, T, T, pymod_##S(a, b))                                             \
+    BIN_ROW(fmod_##S, T, T, b == 0 || b == -1 ? 0 : a % b)                              \
+    BIN_ROW(max_##S, T, T, a > b ? a : b)                                               \
+    BIN_ROW(min_##S, T, T, a < b ? a : b)
+#define UINT_ROWS(op, DT, T, UT, S)                                                     \
+    BIN_ROW(div_##S, T, T, b == 0 ? 0 : a / b)                                          \
+    BIN_ROW(mod_##S, T, T, b == 0 ? 0 : a % b)                                          \
+    BIN_ROW(max_##S, T, T, a > b ? a : b)                                               \
+    BIN_ROW(min_##S, T, T, a < b ? a : b)
+
+NUM_TYPES(COMMON_ROWS, _)
+FLOAT_TYPES(FLOAT_ROWS, _)
+SINT_TYPES(SINT_ROWS, _)
+UINT_TYPES(UINT_ROWS, _)
+BIN_ROW(prelu_f32, float, float, a < 0 ? a * b : a)
+BIN_ROW(prelu_f64, double, double, a < 0 ? a * b : a)
+BIN_ROW(prelu_i32, int32_t, int32_t, a < 0 ? (uint32_t)a * (uint32_t)b : (uint32_t)a)
+BIN_ROW(prelu_i64, int64_t, int64_t, a < 0 ? (uint64_t)a * (uint64_t)b : (uint64_t)a)
+BIN_ROW(and_b, uint8_t, uint8_t, (a != 0) & (b != 0))
+BIN_ROW(or_b, uint8_t, uint8_t, (a != 0) | (b != 0))
+BIN_ROW(xor_b, uint8_t, uint8_t, (a != 0) ^ (b != 0))
+BIN_ROW(eq_b, uint8_t, uint8_t, (a != 0) == (b != 0))
+
+typedef struct bin_row {
+    eng_dtype_t dtype;
+    bc_row_fn fn;
+} bin_row_t;
+
+#define ROW_ENTRY(op, DT, T, UT, S) {DT, op##_##S},
+#define ROWS_END {ENG_DT_UNDEFINED, NULL}
+
+static const bin_row_t add_rows[] = {NUM_TYPES(ROW_ENTRY, add) ROWS_END};
+static const bin_row_t sub_rows[] = {NUM_TYPES(ROW_ENTRY, sub) ROWS_END};
+static const bin_row_t mul_rows[] = {NUM_TYPES(ROW_ENTRY, mul) ROWS_END};
+static const bin_row_t div_rows[] = {NUM_TYPES(ROW_ENTRY, div) ROWS_END};
+static const bin_row_t max_rows[] = {NUM_TYPES(ROW_ENTRY, max) ROWS_END};
+static const bin_row_t min_rows[] = {NUM_TYPES(ROW_ENTRY, min) ROWS_END};
+static const bin_row_t sum_rows[] = {FLOAT_TYPES(ROW_ENTRY, add) ROWS_END};
+static const bin_row_t mod_rows[] = {SINT_TYPES(ROW_ENTRY, mod) UINT_TYPES(ROW_ENTRY, mod)
+                                         ROWS_END};
+/* Unsigned remainders agree in both modes. */
+static const bin_row_t fmod_rows[] = {FLOAT_TYPES(ROW_ENTRY, fmod) SINT_TYPES(ROW_ENTRY, fmod)
+                                          UINT_TYPES(ROW_ENTRY, mod) ROWS_END};
+static const bin_row_t eq_rows[] = {NUM_TYPES(ROW_ENTRY, eq){ENG_DT_BOOL, eq_b}, ROWS_END};
+static const bin_row_t gt_rows[] = {NUM_TYPES(ROW_ENTRY, gt) ROWS_END};
+static const bin_row_t ge_rows[] = {NUM_TYPES(ROW_ENTRY, ge) ROWS_END};
+static const bin_row_t lt_rows[] = {NUM_TYPES(ROW_ENTRY, lt) ROWS_END};
+static const bin_row_t le_rows[] = {NUM_TYPES(ROW_ENTRY, le) ROWS_END};
+static const bin_row_t prelu_rows[] = {{ENG_DT_FLOAT, prelu_f32}, {ENG_DT_DOUBLE, prelu_f64},
+                                       {ENG_DT_INT32, prelu_i32}, {ENG_DT_INT64, prelu_i64},
+                                       ROWS_END};
+static const bin_row_t and_rows[] = {{ENG_DT_BOOL, and_b}, ROWS_END};
+static const bin_row_t or_rows[] = {{ENG_DT_BOOL, or_b}, ROWS_END};
+static const bin_row_t xor_rows[] = {{ENG_DT_BOOL, xor_b}, ROWS_END};
+
+/* The row of `dt`, or NULL after setting FS_ENOTSUP. */
+static bc_row_fn row_find(const eng_op_ctx_t *c, const bin_row_t *rows, eng_dtype_t dt)
+{
+    for (const bin_row_t *r = rows; r->fn; r++)
+        if (r->dtype == dt)
+            return r->fn;
+    eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
+    return NULL;
+}
+
+/* Checks that inputs [0, n) are present and share input 0's dtype, and that
+ * output 0 is present with dtype `out_dt` (ENG_DT_UNDEFINED: the inputs').
+ * 0 or FS_EINVAL. */
+static int check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
+{
+    for (int i = 0; i < n; i++) {
+        const eng_tensor_t *t = eng_ctx_in(c, i);
+        if (!t)
+            return eng_op_err(c, FS_EINVAL, "input %d is missing", i);
+        if (t->dtype != c->inputs[0]->dtype)
+            return eng_op_err(c, FS_EINVAL, "input %d has dtype %s, input 0 has %s", i,
+                              eng_dtype_name(t->dtype), eng_dtype_name(c->inputs[0]->dtype));
+    }
+    const eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!y)
+        return eng_op_err(c, FS_EINVAL, "output 0 is missing");
+    eng_dtype_t want = out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt;
+    if (y->dtype != want)
+        return eng_op_err(c, FS_EINVAL, "output dtype is %s, expected %s",
+                          eng_dtype_name(y->dtype), eng_dtype_name(want));
+    return 0;
+}
+
+/* Two inputs of one dtype through its row. 0, FS_EINVAL or FS_ENOTSUP;
+ * the output is untouched on error. */
+static int binary_run(eng_op_ctx_t *c, const bin_row_t *rows, eng_dtype_t out_dt)
+{
+    int rc = check_io(c, 2, out_dt);
+    if (rc)
+        return rc;
+    bc_row_fn row = row_find(c, rows, c->inputs[0]->dtype);
+    if (!row)
+        return FS_ENOTSUP;
+    return bc_apply(c, c->outputs[0], c->inputs, 2, row, NULL);
+}
+
+#define BINARY_KERNEL(fn, name, rows, out_dt)                                           \
+    static int fn##_run(eng_op_ctx_t *c) { return binary_run(c, rows, out_dt); }        \
+    static const eng_cpu_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run};
+
+BINARY_KERNEL(add, "Add", add_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(sub, "Sub", sub_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(mul, "Mul", mul_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(div, "Div", div_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(and, "And", and_rows, ENG_DT_BOOL)
+BINARY_KERNEL(or, "Or", or_rows, ENG_DT_BOOL)
+BINARY_KERNEL(xor, "Xor", xor_rows, ENG_DT_BOOL)
+BINARY_KERNEL(equal, "Equal", eq_rows, ENG_DT_BOOL)
+BINARY_KERNEL(greater, "Greater", gt_rows, ENG_DT_BOOL)
+BINARY_KERNEL(greater_equal, "GreaterOrEqual", ge_rows, ENG_DT_BOOL)
+BINARY_KERNEL(less, "Less", lt_rows, ENG_DT_BOOL)
+BINARY_KERNEL(less_equal, "LessOrEqual", le_rows, ENG_DT_BOOL)
+BINARY_KERNEL(prelu, "PRelu", prelu_rows, ENG_DT_UNDEFINED)
+
+static int mod_run(eng_op_ctx_t *c)
+{
+    const int64_t fm = eng_attr_i(c->node, "fmod", 0);
+    const eng_tensor_t *a = eng_ctx_in(c, 0);
+    if (fm == 0 && a && (a->dtype == ENG_DT_FLOAT || a->dtype == ENG_DT_DOUBLE))
+        return eng_op_err(c, FS_EINVAL, "fmod must be 1 for dtype %s", eng_dtype_name(a->dtype));
+    return binary_run(c, fm ? fmod_rows : mod_rows, ENG_DT_UNDEFINED);
+}
+static const eng_cpu_kernel_t mod_kernel = {.op_type = "Mod", .run = mod_run};
+
+/* --- Pow -----------------------------------------------------------------------------
+ * float^float and double^double have their own rows (x^2 as x*x); every
+ * other pairing reads both sides as double, and integer results saturate. */
+
+static void pow_f32(char *const *p, const int64_t *s, int64_t n, const void *arg)
+{
+    float *o = (float *)p[0];
+    const float *pa = (const float *)p[1], *pb = (const float *)p[2];
+    if (s[2] == 0 && pb[0] == 2.0f) {
+        for (int64_t i = 0; i < n; i++)
+            o[i] = pa[i * s[1]] * pa[i * s[1]];
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        o[i] = powf(pa[i * s[1]], pb[i * s[2]]);
+}
+
+static void pow_f64(char *const *p, const int64_t *s, int64_t n, const void *arg)
+{
+    double *o = (double *)p[0];
+    const double *pa = (const double *)p[1], *pb = (const double *)p[2];
+    for (int64_t i = 0; i < n; i++)
+        o[i] = pow(pa[i * s[1]], pb[i * s[2]]);
+}
+
+static double load_f64(const char *p, eng_dtype_t dt, int64_t i)
+{
+    switch (dt) {
+    case ENG_DT_FLOAT: return ((const float *)p)[i];
+    case ENG_DT_DOUBLE: return ((const double *)p)[i];
+    case ENG_DT_INT8: return ((const int8_t *)p)[i];
+    case ENG_DT_INT16: return ((const int16_t *)p)[i];
+    case ENG_DT_INT32: return ((const int32_t *)p)[i];
+    case ENG_DT_INT64: return (double)((const int64_t *)p)[i];
+    case ENG_DT_UINT8: return ((const uint8_t *)p)[i];
+    case ENG_DT_UINT16: return ((const uint16_t *)p)[i];
+    case ENG_DT_UINT32: return ((const uint32_t *)p)[i];
+    case ENG_DT_UINT64: return (double)((const uint64_t *)p)[i];
+    default: return NAN; /* pow_dtypes_ok() admits none of these */
+    }
+}
+
+static bool pow_dtypes_ok(eng_dtype_t base, eng_dtype_t exp)
+{
+    static const eng_dtype_t numeric[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT8,
+                                          ENG_DT_INT16, ENG_DT_INT32,  ENG_DT_INT64,
+                                          ENG_DT_UINT8, ENG_DT_UINT16, ENG_DT_UINT32,
+                                          ENG_DT_UINT64};
+    if (base != ENG_DT_FLOAT && base != ENG_DT_DOUBLE && base != ENG_DT_INT32 &&
+        base != ENG_DT_INT64)
+        return false;
+    for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++)
+        if (exp == numeric[i])
+            return true;
+    return false;
+}
+
+/* arg: the two input dtypes; the output has the base's. */
+static void pow_mixed(char *const *p, const int64_t *s, int64_t n, const void *arg)
+{
+    const eng_dtype_t *dt = arg;
+    for (int64_t i = 0; i < n; i++) {
+        double v = pow(load_f64(p[1], dt[0], i * s[1]), load_f64(p[2], dt[1], i * s[2]));
+        switch (dt[0]) {
+        case ENG_DT_FLOAT: ((float *)p[0])[i] = (float)v; break;
+        case ENG_DT_DOUBLE: ((double *)p[0])[i] = v; break;
+        case ENG_DT_INT32:
+            ((int32_t *)p[0])[i] = isnan(v) ? 0 : v <= INT32_MIN ? INT32_MIN
+                                 : v >= INT32_MAX ? INT32_MAX : (int32_t)v;
+            break;
+        default:
+            ((int64_t *)p[0])[i] = isnan(v) ? 0 : v <= (double)INT64_MIN ? INT64_MIN
+                                 : v >= (double)INT64_MAX ? INT64_MAX : (int64_t)v;
+            break;
+        }
+    }
+}
+
+static int pow_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *a = eng_ctx_in(c, 0), *b = eng_ctx_in(c, 1);
+    eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!a || !b || !y)
+        return eng_op_err(c, FS_EINVAL, "an input or the output is missing");
+    if (!pow_dtypes_ok(a->dtype, b->dtype) || y->dtype != a->dtype)
+        return eng_op_err(c, FS_ENOTSUP, "dtype not supported: %s ^ %s -> %s",
+                          eng_dtype_name(a->dtype), eng_dtype_name(b->dtype),
+                          eng_dtype_name(y->dtype));
+    const eng_dtype_t dt[2] = {a->dtype, b->dtype};
+    bc_row_fn row = pow_mixed;
+    if (a->dtype == b->dtype && a->dtype == ENG_DT_FLOAT)
+        row = pow_f32;
+    else if (a->dtype == b->dtype && a->dtype == ENG_DT_DOUBLE)
+        row = pow_f64;
+    return bc_apply(c, y, c->inputs, 2, row, dt);
+}
+static const eng_cpu_kernel_t pow_kernel = {.op_type = "Pow", .run = pow_run};
+
+/* --- Where ---------------------------------------------------------------------------
+ * Selection only moves bytes, so one row per element size serves every
+ * dtype. */
+
+#define WHERE_ROW(fn, T)                                                                \
+    static void fn(char *const *p, const int64_t *s, int64_t n, const void *arg)        \
+    {                                                                                   \
+        T *o = (T *)p[0];                                                               \
+        const uint8_t *cond = (const uint8_t *)p[1];                                    \
+        const T *x = (const T *)p[2], *y = (const T *)p[3];                             \
+        if (s[1] && s[2] && s[3]) {                                                     \
+            for (int64_t i = 0; i < n; i++)                                             \
+                o[i] = cond[i] ? x[i] : y[i];                                           \
+            return;                                                                     \
+        }                                                                               \
+        for (int64_t i = 0; i < n; i++)                                                 \
+            o[i] = cond[i * s[1]] ? x[i * s[2]] : y[i * s[3]];                          \
+    }
+WHERE_ROW(where_1, uint8_t)
+WHERE_ROW(where_2, uint16_t)
+WHERE_ROW(where_4, uint32_t)
+WHERE_ROW(where_8, uint64_t)
+
+static int where_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *cond = eng_ctx_in(c, 0), *x = eng_ctx_in(c, 1), *yv = eng_ctx_in(c, 2);
+    eng_tensor_t *out = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!cond || !x || !yv || !out)
+        return eng_op_err(c, FS_EINVAL, "an input or the output is missing");
+    if (cond->dtype != ENG_DT_BOOL || x->dtype != yv->dtype || out->dtype != x->dtype)
+        return eng_op_err(c, FS_EINVAL, "dtypes condition %s, X %s, Y %s, output %s: expected "
+                          "bool and three equal", eng_dtype_name(cond->dtype),
+                          eng_dtype_name(x->dtype), eng_dtype_name(yv->dtype),
+                          eng_dtype_name(out->dtype));
+    bc_row_fn row;
+    switch (eng_dtype_size(x->dtype)) {
+    case 1: row = where_1; break;
+    case 2: row = where_2; break;
+    case 4: row = where_4; break;
+    case 8: row = where_8; break;
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(x->dtype));
+    }
+    return bc_apply(c, out, c->inputs, 3, row, NULL);
+}
+static const eng_cpu_kernel_t where_kernel = {.op_type = "Where", .run = where_run};
+
+/* --- variadic ---------------------------------------------------------------------------- */
+
+/* y = in0 op in1, then y = y op in_k for the rest; Mean divides the sum by
+ * the count. 0, FS_EINVAL or FS_ENOTSUP; every shape is checked before the
+ * output is written, so it is untouched on error. */
+static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
+{
+    if (c->n_inputs < 1)
+        return eng_op_err(c, FS_EINVAL, "needs at least one input");
+    int rc = check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
+    if (rc)
+        return rc;
+    eng_tensor_t *y = c->outputs[0];
+    bc_row_fn row = row_find(c, rows, y->dtype);
+    if (!row)
+        return FS_ENOTSUP;
+    if (c->n_inputs == 1) {
+        const eng_tensor_t *x = c->inputs[0];
+        if (!eng_shape_equal(&x->shape, &y->shape))
+            return eng_op_err(c, FS_EINVAL, "the output's shape differs from the input's");
+        if (x->data != y->data)
+            memcpy(y->data, x->data, eng_tensor_bytes(x));
+        return 0;
+    }
+    bc_loop_t l;
+    for (int k = 0; k < c->n_inputs; k++)
+        if ((rc = bc_setup(c, y, &c->inputs[k], 1, &l)) != 0)
+            return rc;
+    rc = bc_apply(c, y, c->inputs, 2, row, NULL);
+    for (int k = 2; rc == 0 && k < c->n_inputs; k++) {
+        const eng_tensor_t *pair[2] = {y, c->inputs[k]};
+        rc = bc_apply(c, y, pair, 2, row, NULL);
+    }
+    if (rc || !mean)
+        return rc;
+    const int64_t n = eng_shape_numel(&y->shape);
+    if (y->dtype == ENG_DT_FLOAT)
+        for (int64_t i = 0; i < n; i++)
+            ((float *)y->data)[i] /= (float)c->n_inputs;
+    else
+        for (int64_t i = 0; i < n; i++)
+            ((double *)y->data)[i] /= (double)c->n_inputs;
+    return 0;
+}
+
+static int max_run(eng_op_ctx_t *c) { return variadic_run(c, max_rows, false); }
+static int min_run(eng_op_ctx_t *c) { return variadic_run(c, min_rows, false); }
+static int sum_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, false); }
+static int mean_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, true); }
+
+static const eng_cpu_kernel_t max_kernel = {.op_type = "Max", .run = max_run};
+static const eng_cpu_kernel_t min_kernel = {.op_type = "Min", .run = min_run};
+static const eng_cpu_kernel_t sum_kernel = {.op_type = "Sum", .run = sum_run};
+static const eng_cpu_kernel_t mean_kernel = {.op_type = "Mean", .run = mean_run};
+
+const eng_cpu_kernel_t *const eng_cpu_binary[] = {
+    &add_kernel,   &sub_kernel,     &mul_kernel,    &div_kernel,           &pow_kernel,
+    &mod_kernel,   &and_kernel,     &or_kernel,     &xor_kernel,           &equal_kernel,
+    &greater_kernel, &greater_equal_kernel, &less_kernel, &less_equal_kernel, &prelu_kernel,
+    &where_kernel, &max_kernel,     &min_kernel,    &mean_kernel,          &sum_kernel,
+    NULL,
+};

@@ -1,4 +1,312 @@
-/* linalg_kernels.c -- CPU kernels of the linalg ops. */
-#include "engine/op.h"
+/* linalg_kernels.c -- CPU kernels of the linalg ops.
+ *
+ * MatMul and Gemm call OpenBLAS's sgemm (with its own threads): MatMul once
+ * per broadcast batch matrix, or once for the whole batch when B is one
+ * matrix shared by every batch and A's matrices are contiguous (then A is
+ * one [batch * M, K] matrix).
+ *
+ * Einsum of two operands whose labels each appear once per operand, with
+ * no broadcasting and no label summed inside one operand alone, is a
+ * batched GEMM: each label is a batch (in A, B and Y), M (A and Y), N (B and
+ * Y) or K (A and B) label; A and B are copied into the scratch as
+ * [batch, M, K] and [batch, K, N], multiplied, and the [batch, M, N] result
+ * is copied into Y's label order. Every other Einsum is a direct loop: an
+ * odometer over the output labels, then the summed labels, multiplying one
+ * element of each operand (found through per-label strides, where a
+ * repeated label adds its axes' strides, which walks a diagonal) and
+ * summing in double. */
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
 
-const eng_cpu_kernel_t *const eng_cpu_linalg[] = {NULL};
+#include "common/error.h"
+#include "engine/ops/linalg_impl.h"
+
+/* Fails with FS_ENOTSUP when a GEMM dimension does not fit OpenBLAS's int. */
+static int check_blas_dims(const eng_op_ctx_t *c, int64_t m, int64_t n, int64_t k)
+{
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+        return eng_op_err(c, FS_ENOTSUP, "GEMM dimensions %lld x %lld x %lld exceed the BLAS "
+                          "int range", (long long)m, (long long)n, (long long)k);
+    return 0;
+}
+
+/* Y [m, n] = A [m, k] x B [k, n], row-major and packed. Cannot fail. */
+static void sgemm_nn(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *y)
+{
+    if (m == 0 || n == 0)
+        return;
+    if (k == 0) {
+        memset(y, 0, (size_t)(m * n) * sizeof *y);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
+                (int)k, b, (int)n, 0.0f, y, (int)n);
+}
+
+/* MatMul. On error (BLAS range) Y is untouched. */
+static int matmul_run(eng_op_ctx_t *c)
+{
+    eng_matmul_dims_t d;
+    int rc = eng_matmul_dims(c, &d);
+    if (rc)
+        return rc;
+    int64_t batches = 1;
+    bool b_shared = true, a_full = true;
+    for (int i = 0; i < d.batch_rank; i++) {
+        batches *= d.batch[i];
+        b_shared = b_shared && (d.b_stride[i] == 0 || d.batch[i] == 1);
+        a_full = a_full && (d.a_stride[i] != 0 || d.batch[i] == 1);
+    }
+    const float *a = c->inputs[0]->data, *b = c->inputs[1]->data;
+    float *y = c->outputs[0]->data;
+    if (b_shared && a_full) {
+        if ((rc = check_blas_dims(c, batches * d.m, d.n, d.k)))
+            return rc;
+        sgemm_nn(batches * d.m, d.n, d.k, a, b, y);
+        return 0;
+    }
+    if ((rc = check_blas_dims(c, d.m, d.n, d.k)))
+        return rc;
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t rem = bi, a_off = 0, b_off = 0;
+        for (int i = d.batch_rank - 1; i >= 0; i--) {
+            int64_t at = rem % d.batch[i];
+            rem /= d.batch[i];
+            a_off += at * d.a_stride[i];
+            b_off += at * d.b_stride[i];
+        }
+        sgemm_nn(d.m, d.n, d.k, a + a_off, b + b_off, y + bi * d.m * d.n);
+    }
+    return 0;
+}
+
+/* Gemm: Y = alpha * A' x B' + beta * C, C broadcast to [M, N]. On error
+ * (BLAS range) Y is untouched. */
+static int gemm_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
+    bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
+    float alpha = eng_attr_f(c->node, "alpha", 1.0f), beta = eng_attr_f(c->node, "beta", 1.0f);
+    int64_t m = at->shape.dims[ta ? 1 : 0], k = at->shape.dims[ta ? 0 : 1];
+    int64_t n = bt->shape.dims[tb ? 0 : 1];
+    int rc = check_blas_dims(c, m, n, k);
+    if (rc)
+        return rc;
+    float *y = c->outputs[0]->data;
+    if (ct) {
+        const float *cv = ct->data;
+        const eng_shape_t *cs = &ct->shape;
+        int64_t rows = cs->rank == 2 ? cs->dims[0] : 1, cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                y[i * n + j] = beta * cv[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+    } else {
+        memset(y, 0, (size_t)(m * n) * sizeof *y);
+    }
+    if (m == 0 || n == 0 || k == 0)
+        return 0;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, alpha, at->data, (int)(ta ? m : k), bt->data,
+                (int)(tb ? k : n), 1.0f, y, (int)n);
+    return 0;
+}
+
+/* Per-label element strides of each operand (0 for a broadcast dim; a
+ * repeated label sums its axes' strides). Cannot fail. */
+static void einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
+                           int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
+{
+    memset(stride, 0, sizeof(int64_t) * ENG_EINSUM_MAX_OPERANDS * ENG_EINSUM_MAX_LABELS);
+    for (int op = 0; op < e->n_operands; op++) {
+        const eng_shape_t *s = &c->inputs[op]->shape;
+        int64_t st = 1;
+        for (int ax = s->rank - 1; ax >= 0; ax--) {
+            int l = e->label[op][ax];
+            if (s->dims[ax] == e->size[l])
+                stride[op][l] += st;
+            st *= s->dims[ax];
+        }
+    }
+}
+
+/* An Einsum recast as a batched GEMM: the labels of each role, in order. */
+typedef struct einsum_gemm {
+    int n[4];                         /* labels per role: batch, M, N, K */
+    int lab[4][ENG_EINSUM_MAX_LABELS];
+    int64_t len[4];                   /* product of each role's sizes */
+} einsum_gemm_t;
+
+enum { ROLE_BATCH, ROLE_M, ROLE_N, ROLE_K };
+
+/* Whether e is a batched GEMM (see the file header), filling *p if so. */
+static bool einsum_as_gemm(const eng_op_ctx_t *c, const eng_einsum_t *e, einsum_gemm_t *p)
+{
+    if (e->n_operands != 2)
+        return false;
+    int in[ENG_EINSUM_MAX_LABELS] = {0}; /* bit 0: A, bit 1: B, bit 2: Y */
+    for (int op = 0; op < 2; op++)
+        for (int ax = 0; ax < e->rank[op]; ax++) {
+            int l = e->label[op][ax];
+            if (in[l] & (1 << op) || c->inputs[op]->shape.dims[ax] != e->size[l])
+                return false;
+            in[l] |= 1 << op;
+        }
+    for (int i = 0; i < e->n_out; i++)
+        in[e->out[i]] |= 4;
+    memset(p, 0, sizeof *p);
+    for (int r = 0; r < 4; r++)
+        p->len[r] = 1;
+    static const int role_of[8] = {-1, -1, -1, ROLE_K, -1, ROLE_M, ROLE_N, ROLE_BATCH};
+    /* Y's label order for batch, M and N keeps the final copy cheap. */
+    for (int i = 0; i < e->n_out; i++) {
+        int l = e->out[i], r = role_of[in[l]];
+        p->lab[r][p->n[r]++] = l;
+        p->len[r] *= e->size[l];
+    }
+    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++) {
+        if (!in[l] || in[l] & 4)
+            continue;
+        if (role_of[in[l]] != ROLE_K)
+            return false;
+        p->lab[ROLE_K][p->n[ROLE_K]++] = l;
+        p->len[ROLE_K] *= e->size[l];
+    }
+    return true;
+}
+
+/* Copies between a strided tensor and a packed buffer laid out in the
+ * row-major order of the labels of roles r0, r1, r2 (-1: none): to the
+ * buffer when `gather`, else from it. Cannot fail. */
+static void einsum_copy(const eng_einsum_t *e, const einsum_gemm_t *p, const int roles[3],
+                        const int64_t *stride, float *strided, float *packed, bool gather)
+{
+    int lab[ENG_EINSUM_MAX_LABELS], nl = 0;
+    int64_t total = 1, cnt[ENG_EINSUM_MAX_LABELS] = {0}, off = 0;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; roles[i] >= 0 && j < p->n[roles[i]]; j++) {
+            lab[nl++] = p->lab[roles[i]][j];
+            total *= e->size[lab[nl - 1]];
+        }
+    for (int64_t it = 0; it < total; it++) {
+        if (gather)
+            packed[it] = strided[off];
+        else
+            strided[off] = packed[it];
+        for (int j = nl - 1; j >= 0; j--) {
+            if (++cnt[j] < e->size[lab[j]]) {
+                off += stride[lab[j]];
+                break;
+            }
+            cnt[j] = 0;
+            off -= stride[lab[j]] * (e->size[lab[j]] - 1);
+        }
+    }
+}
+
+static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
+{
+    eng_einsum_t e;
+    einsum_gemm_t p;
+    if (eng_einsum_parse(c, &e) != 0 || !einsum_as_gemm(c, &e, &p))
+        return 0;
+    int64_t b = p.len[ROLE_BATCH], m = p.len[ROLE_M], n = p.len[ROLE_N], k = p.len[ROLE_K];
+    return (size_t)(b * (m * k + k * n + m * n)) * sizeof(float);
+}
+
+/* Einsum as a batched GEMM. 0, or FS_ENOTSUP (BLAS range) / FS_EINVAL
+ * (scratch too small) with Y untouched. */
+static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_gemm_t *p,
+                           int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
+{
+    int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
+    size_t need = (size_t)(b * (m * k + k * n + m * n)) * sizeof(float);
+    if (c->scratch_bytes < need)
+        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
+                          c->scratch_bytes, need);
+    int rc = check_blas_dims(c, m, n, k);
+    if (rc)
+        return rc;
+    float *a = c->scratch, *bm = a + b * m * k, *y = bm + b * k * n;
+    int64_t ystride[ENG_EINSUM_MAX_LABELS] = {0}, st = 1;
+    for (int i = e->n_out - 1; i >= 0; i--) {
+        ystride[e->out[i]] = st;
+        st *= e->size[e->out[i]];
+    }
+    static const int a_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_K};
+    static const int b_roles[3] = {ROLE_BATCH, ROLE_K, ROLE_N};
+    static const int y_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_N};
+    einsum_copy(e, p, a_roles, stride[0], c->inputs[0]->data, a, true);
+    einsum_copy(e, p, b_roles, stride[1], c->inputs[1]->data, bm, true);
+    for (int64_t i = 0; i < b; i++)
+        sgemm_nn(m, n, k, a + i * m * k, bm + i * k * n, y + i * m * n);
+    einsum_copy(e, p, y_roles, ystride, c->outputs[0]->data, y, false);
+    return 0;
+}
+
+/* Einsum (see the file header). On error (the equation, the scratch) Y is
+ * untouched. */
+static int einsum_run(eng_op_ctx_t *c)
+{
+    eng_einsum_t e;
+    einsum_gemm_t p;
+    int rc = eng_einsum_parse(c, &e);
+    if (rc)
+        return rc;
+    int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
+    einsum_strides(c, &e, stride);
+    if (einsum_as_gemm(c, &e, &p))
+        return einsum_gemm_run(c, &e, &p, stride);
+    const float *x[ENG_EINSUM_MAX_OPERANDS];
+    for (int op = 0; op < e.n_operands; op++)
+        x[op] = c->inputs[op]->data;
+    /* Loop order: the output labels, then every other label in use. */
+    int lab[ENG_EINSUM_MAX_LABELS], nl = e.n_out;
+    bool in_out[ENG_EINSUM_MAX_LABELS] = {false};
+    int64_t out_total = 1, red_total = 1;
+    for (int i = 0; i < e.n_out; i++) {
+        lab[i] = e.out[i];
+        in_out[e.out[i]] = true;
+        out_total *= e.size[e.out[i]];
+    }
+    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++)
+        if (e.size[l] >= 0 && !in_out[l]) {
+            lab[nl++] = l;
+            red_total *= e.size[l];
+        }
+    float *y = c->outputs[0]->data;
+    if (red_total == 0) {
+        memset(y, 0, (size_t)out_total * sizeof *y);
+        return 0;
+    }
+    int64_t cnt[ENG_EINSUM_MAX_LABELS] = {0}, off[ENG_EINSUM_MAX_OPERANDS] = {0};
+    double acc = 0;
+    for (int64_t it = 0, o = 0; it < out_total * red_total; it++) {
+        double prod = 1;
+        for (int op = 0; op < e.n_operands; op++)
+            prod *= x[op][off[op]];
+        acc += prod;
+        if ((it + 1) % red_total == 0) {
+            y[o++] = (float)acc;
+            acc = 0;
+        }
+        for (int j = nl - 1; j >= 0; j--) {
+            int l = lab[j];
+            if (++cnt[j] < e.size[l]) {
+                for (int op = 0; op < e.n_operands; op++)
+                    off[op] += stride[op][l];
+                break;
+            }
+            cnt[j] = 0;
+            for (int op = 0; op < e.n_operands; op++)
+                off[op] -= stride[op][l] * (e.size[l] - 1);
+        }
+    }
+    return 0;
+}
+
+static const eng_cpu_kernel_t k_matmul = {"MatMul", matmul_run, NULL};
+static const eng_cpu_kernel_t k_gemm = {"Gemm", gemm_run, NULL};
+static const eng_cpu_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
+
+const eng_cpu_kernel_t *const eng_cpu_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};

@@ -1,4 +1,435 @@
-/* misc_kernels.c -- CPU kernels of the misc ops. */
-#include "engine/op.h"
+/* misc_kernels.c -- CPU kernels of the misc ops: TopK, Trilu, Resize.
+ *
+ * Resize builds, per axis, a table of taps for every output coordinate
+ * (input offsets and weights, neighbours that clamp to the same input index
+ * merged, zero weights dropped; misc_impl.h says how the taps are chosen),
+ * then computes the output a row (the last axis) at a time: for each
+ * combination of the outer axes' taps, the row gains the weighted sum of
+ * the last axis's taps. Axes that are not resized get one tap of weight 1,
+ * so an element costs the product of the resized axes' tap counts. The tables
+ * live in the kernel's scratch, bounded from the shapes alone: an axis of
+ * `in` elements resized to `out` has a scale of at least (out - 0.5) / in,
+ * which bounds an antialiasing filter's width.
+ *
+ * TopK sorts each slice's (value, index) pairs in scratch, ties broken by
+ * the lower index, NaN above every number. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-const eng_cpu_kernel_t *const eng_cpu_misc[] = {NULL};
+#include "common/error.h"
+#include "engine/ops/misc_impl.h"
+
+/* ---- TopK --------------------------------------------------------------- */
+
+typedef struct topk_item {
+    union {
+        double f;   /* float and int32 keys (exact in a double) */
+        int64_t i;  /* int64 keys */
+    } key;
+    int64_t idx;
+} topk_item_t;
+
+/* -1 when a ranks before b; larger first when `desc`. NaN ranks as the
+ * largest value; equal keys rank by index. */
+static int topk_cmp_f(const topk_item_t *a, const topk_item_t *b, bool desc)
+{
+    double x = a->key.f, y = b->key.f;
+    bool nx = isnan(x), ny = isnan(y);
+    int order = nx || ny ? (nx && ny ? 0 : nx ? 1 : -1) : (x > y) - (x < y);
+    if (order)
+        return desc ? -order : order;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int topk_cmp_i(const topk_item_t *a, const topk_item_t *b, bool desc)
+{
+    int order = (a->key.i > b->key.i) - (a->key.i < b->key.i);
+    if (order)
+        return desc ? -order : order;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int topk_f_desc(const void *a, const void *b) { return topk_cmp_f(a, b, true); }
+static int topk_f_asc(const void *a, const void *b) { return topk_cmp_f(a, b, false); }
+static int topk_i_desc(const void *a, const void *b) { return topk_cmp_i(a, b, true); }
+static int topk_i_asc(const void *a, const void *b) { return topk_cmp_i(a, b, false); }
+
+/* One (value, index) pair per element along the axis. */
+static size_t topk_scratch(const eng_op_ctx_t *c)
+{
+    int axis;
+    int64_t k;
+    if (eng_topk_params(c, &axis, &k))
+        return 0; /* run reports the same error */
+    return (size_t)c->inputs[0]->shape.dims[axis] * sizeof(topk_item_t);
+}
+
+/* Like every kernel here, it checks before it writes: on error the outputs
+ * are untouched and the message names the node. */
+static int topk_run(eng_op_ctx_t *c)
+{
+    int axis;
+    int64_t k;
+    int rc = eng_topk_params(c, &axis, &k);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    int64_t n = x->shape.dims[axis], outer = 1, inner = 1;
+    for (int d = 0; d < x->shape.rank; d++)
+        if (d != axis)
+            *(d < axis ? &outer : &inner) *= x->shape.dims[d];
+    if (k == 0 || outer * inner == 0)
+        return 0;
+    if (c->scratch_bytes < (size_t)n * sizeof(topk_item_t))
+        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
+                          c->scratch_bytes, (size_t)n * sizeof(topk_item_t));
+    bool desc = eng_attr_i(c->node, "largest", 1) != 0;
+    bool is_f = x->dtype == ENG_DT_FLOAT;
+    int (*cmp)(const void *, const void *) =
+        is_f ? (desc ? topk_f_desc : topk_f_asc) : (desc ? topk_i_desc : topk_i_asc);
+    topk_item_t *items = c->scratch;
+    eng_tensor_t *vals = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    eng_tensor_t *idxs = c->n_outputs > 1 ? c->outputs[1] : NULL;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t in0 = o * n * inner + i, out0 = o * k * inner + i;
+            for (int64_t j = 0; j < n; j++) {
+                int64_t at = in0 + j * inner;
+                items[j].idx = j;
+                if (is_f)
+                    items[j].key.f = ((const float *)x->data)[at];
+                else
+                    items[j].key.i = eng_tensor_get_i64(x, at);
+            }
+            qsort(items, (size_t)n, sizeof *items, cmp);
+            for (int64_t j = 0; j < k; j++) {
+                int64_t at = out0 + j * inner;
+                if (idxs)
+                    ((int64_t *)idxs->data)[at] = items[j].idx;
+                if (!vals)
+                    continue;
+                if (is_f)
+                    ((float *)vals->data)[at] = (float)items[j].key.f;
+                else if (x->dtype == ENG_DT_INT32)
+                    ((int32_t *)vals->data)[at] = (int32_t)items[j].key.i;
+                else
+                    ((int64_t *)vals->data)[at] = items[j].key.i;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- Trilu -------------------------------------------------------------- */
+
+static int trilu_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0];
+    const eng_tensor_t *kt = eng_ctx_in(c, 1);
+    int r = x->shape.rank;
+    int64_t rows = x->shape.dims[r - 2], cols = x->shape.dims[r - 1];
+    int64_t k = kt ? eng_tensor_get_i64(kt, 0) : 0;
+    /* Beyond +-(rows + cols) every k means the same; clamping keeps i + k
+     * from overflowing. */
+    int64_t lim = rows + cols + 1;
+    k = k < -lim ? -lim : k > lim ? lim : k;
+    bool upper = eng_attr_i(c->node, "upper", 1) != 0;
+    size_t es = eng_dtype_size(x->dtype);
+    int64_t mats = rows * cols > 0 ? eng_shape_numel(&x->shape) / (rows * cols) : 0;
+    const char *src = x->data;
+    char *dst = c->outputs[0]->data;
+    for (int64_t m = 0; m < mats; m++) {
+        for (int64_t i = 0; i < rows; i++) {
+            /* Kept columns: [lo, hi). */
+            int64_t lo = upper ? i + k : 0, hi = upper ? cols : i + k + 1;
+            lo = lo < 0 ? 0 : lo > cols ? cols : lo;
+            hi = hi < lo ? lo : hi > cols ? cols : hi;
+            size_t row = (size_t)((m * rows + i) * cols) * es;
+            memset(dst + row, 0, (size_t)lo * es);
+            memcpy(dst + row + (size_t)lo * es, src + row + (size_t)lo * es, (size_t)(hi - lo) * es);
+            memset(dst + row + (size_t)hi * es, 0, (size_t)(cols - hi) * es);
+        }
+    }
+    return 0;
+}
+
+/* ---- Resize ------------------------------------------------------------- */
+
+typedef struct resize_axis {
+    int64_t width;    /* tap slots per output coordinate */
+    int64_t *count;   /* [out]: taps used; -1: extrapolate the element */
+    int64_t *offset;  /* [out][width]: input index times the axis's stride */
+    double *weight;   /* [out][width] */
+} resize_axis_t;
+
+/* The neighbours the mode weighs for an axis of scale s (before merging). */
+static int64_t resize_footprint(const eng_resize_attrs_t *a, double s)
+{
+    if (!a->antialias)
+        return a->mode == ENG_RESIZE_CUBIC ? 4 : 2;
+    double sa = s < 1.0 ? s : 1.0;
+    double reach = a->mode == ENG_RESIZE_CUBIC ? 2.0 : 1.0;
+    return 2 - 2 * ((int64_t)floor(-reach / sa) + 1);
+}
+
+/* Tap slots for an axis: no more neighbours than the footprint, and no more
+ * distinct (clamped) input indices than the axis has. */
+static int64_t resize_width(const eng_resize_attrs_t *a, double s, int64_t in)
+{
+    int64_t n = resize_footprint(a, s);
+    return n < in ? n : in;
+}
+
+/* Bytes of one axis's tables. Cannot fail. */
+static size_t resize_table_bytes(int64_t out, int64_t width)
+{
+    return (size_t)out * (sizeof(int64_t) + (size_t)width * (sizeof(int64_t) + sizeof(double)));
+}
+
+/* Scratch bound from the shapes: the scale of an axis resized from `in` to
+ * `out` is at least (out - 0.5) / in, and the footprint only shrinks as
+ * the scale grows. */
+static size_t resize_scratch(const eng_op_ctx_t *c)
+{
+    eng_resize_attrs_t a;
+    if (eng_resize_attrs(c, &a))
+        return 0; /* run reports the same error */
+    const eng_shape_t *xs = &c->inputs[0]->shape, *ys = &c->outputs[0]->shape;
+    size_t bytes = 0;
+    for (int d = 0; d < xs->rank; d++) {
+        int64_t in = xs->dims[d], out = ys->dims[d];
+        if (out == 0 || in == 0)
+            continue;
+        double s_min = ((double)out - 0.5) / (double)in * (1.0 - 1e-9);
+        bytes += resize_table_bytes(out, resize_width(&a, s_min, in));
+    }
+    return bytes;
+}
+
+/* The weight of neighbour j of n (neighbour 0 sits at base - n/2 + 1) for an
+ * input coordinate `ratio` past base, ratio in (0, 1]. The ONNX reference's
+ * coefficient functions. */
+static double resize_coeff(const eng_resize_attrs_t *a, int64_t n, int64_t j, double ratio,
+                           double s)
+{
+    double A = a->cubic_a;
+    if (a->antialias) {
+        double sa = s < 1.0 ? s : 1.0;
+        double t = fabs(sa * ((double)(1 - n / 2 + j) - ratio));
+        if (a->mode == ENG_RESIZE_LINEAR)
+            return t < 1.0 ? 1.0 - t : 0.0;
+        if (t <= 1.0)
+            return ((A + 2) * t - (A + 3)) * t * t + 1;
+        return t < 2.0 ? ((A * t - 5 * A) * t + 8 * A) * t - 4 * A : 0.0;
+    }
+    if (a->mode == ENG_RESIZE_LINEAR)
+        return j == 0 ? 1.0 - ratio : ratio;
+    if (a->mode == ENG_RESIZE_CUBIC) {
+        double t = j < 2 ? ratio + (double)(1 - j) : (double)(j - 1) - ratio;
+        if (t <= 1.0)
+            return ((A + 2) * t - (A + 3)) * t * t + 1;
+        return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+    }
+    bool take_upper;
+    if (ratio == 1.0) {
+        take_upper = true;
+    } else {
+        switch (a->nearest) {
+        case ENG_RESIZE_ROUND_PREFER_FLOOR: take_upper = ratio > 0.5; break;
+        case ENG_RESIZE_ROUND_PREFER_CEIL: take_upper = ratio >= 0.5; break;
+        case ENG_RESIZE_FLOOR: take_upper = false; break;
+        default: take_upper = true; break;
+        }
+    }
+    return (j == 1) == take_upper ? 1.0 : 0.0;
+}
+
+/* The input coordinate of output coordinate x on axis d. Sets *outside for
+ * tf_crop_and_resize when it leaves the input. */
+static double resize_source(const eng_resize_geom_t *g, int d, int64_t x, bool *outside)
+{
+    double in = (double)g->in[d], s = g->scale[d], out_w = s * in, xd = (double)x;
+    *outside = false;
+    switch (g->attrs.coord) {
+    case ENG_RESIZE_HALF_PIXEL:
+        return (xd + 0.5) / s - 0.5;
+    case ENG_RESIZE_HALF_PIXEL_SYMMETRIC: {
+        double adjustment = (double)g->out[d] / out_w;
+        return in / 2 * (1 - adjustment) + (xd + 0.5) / s - 0.5;
+    }
+    case ENG_RESIZE_PYTORCH_HALF_PIXEL:
+        return out_w == 1.0 ? -0.5 : (xd + 0.5) / s - 0.5;
+    case ENG_RESIZE_ALIGN_CORNERS:
+        return out_w == 1.0 ? 0.0 : xd * (in - 1) / (out_w - 1);
+    case ENG_RESIZE_ASYMMETRIC:
+        return xd / s;
+    case ENG_RESIZE_TF_HALF_PIXEL_FOR_NN:
+        return (xd + 0.5) / s;
+    case ENG_RESIZE_TF_CROP_AND_RESIZE:
+        break;
+    }
+    double r0 = g->roi_start[d], r1 = g->roi_end[d];
+    double xo = out_w == 1.0 ? (r1 - r0) * (in - 1) / 2 : xd * (r1 - r0) * (in - 1) / (out_w - 1);
+    xo += r0 * (in - 1);
+    *outside = xo < 0 || xo > in - 1;
+    return xo;
+}
+
+/* Fills t (tables already carved) for axis d. Cannot fail. */
+static void resize_axis_build(const eng_resize_geom_t *g, int d, int64_t stride, resize_axis_t *t)
+{
+    const eng_resize_attrs_t *a = &g->attrs;
+    int64_t in = g->in[d];
+    double s = g->scale[d];
+    int64_t n = resize_footprint(a, s);
+    for (int64_t x = 0; x < g->out[d]; x++) {
+        bool outside;
+        double xo = resize_source(g, d, x, &outside);
+        if (outside) {
+            t->count[x] = -1;
+            continue;
+        }
+        /* The neighbours lie left of xo when it is a whole number, so the
+         * ratio is in (0, 1] as the reference has it. */
+        double fl = floor(xo);
+        int64_t base = (int64_t)fl - (xo == fl);
+        double ratio = xo == fl ? 1.0 : xo - fl;
+        int64_t first = base - n / 2 + 1;
+        double sum_all = 0.0, sum_in = 0.0;
+        for (int64_t j = 0; j < n; j++) {
+            double w = resize_coeff(a, n, j, ratio, s);
+            sum_all += w;
+            if (first + j >= 0 && first + j < in)
+                sum_in += w;
+        }
+        double norm = a->exclude_outside ? sum_in : a->antialias ? sum_all : 1.0;
+        int64_t *off = t->offset + x * t->width;
+        double *wt = t->weight + x * t->width;
+        int64_t used = 0;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t idx = first + j;
+            if (a->exclude_outside && (idx < 0 || idx >= in))
+                continue;
+            double w = resize_coeff(a, n, j, ratio, s) / norm;
+            if (w == 0.0)
+                continue;
+            idx = idx < 0 ? 0 : idx >= in ? in - 1 : idx;
+            if (used > 0 && off[used - 1] == idx * stride) {
+                wt[used - 1] += w;
+            } else {
+                off[used] = idx * stride;
+                wt[used++] = w;
+            }
+        }
+        t->count[x] = used;
+    }
+}
+
+/* One output row (all of the last axis) at outer output position `at`: for
+ * each combination of the outer axes' taps, the row gains that weight times
+ * the last axis's taps over the input row it selects. An element any axis
+ * sends outside the input (tf_crop_and_resize) is extrapolation_value.
+ * Cannot fail. */
+static void resize_row(const eng_resize_geom_t *g, const resize_axis_t *ax, const int64_t *at,
+                       const float *in, float *row)
+{
+    int r = g->rank, last = r - 1;
+    const resize_axis_t *L = &ax[last];
+    int64_t n = g->out[last];
+    const int64_t *off[ENG_MAX_RANK];
+    const double *wt[ENG_MAX_RANK];
+    int64_t cnt[ENG_MAX_RANK], t[ENG_MAX_RANK];
+    float fill = 0.0f;
+    bool filled = false;
+    for (int d = 0; d < last && !filled; d++) {
+        cnt[d] = ax[d].count[at[d]];
+        off[d] = ax[d].offset + at[d] * ax[d].width;
+        wt[d] = ax[d].weight + at[d] * ax[d].width;
+        t[d] = 0;
+        if (cnt[d] <= 0) {
+            fill = cnt[d] < 0 ? g->attrs.extrapolation : 0.0f;
+            filled = true;
+        }
+    }
+    for (int64_t x = 0; x < n; x++)
+        row[x] = fill;
+    if (filled)
+        return;
+    for (;;) {
+        double w = 1.0;
+        int64_t o = 0;
+        for (int d = 0; d < last; d++) {
+            w *= wt[d][t[d]];
+            o += off[d][t[d]];
+        }
+        const float *src = in + o;
+        for (int64_t x = 0; x < n; x++) {
+            const int64_t *lo = L->offset + x * L->width;
+            const double *lw = L->weight + x * L->width;
+            double acc = 0.0;
+            for (int64_t j = 0; j < L->count[x]; j++)
+                acc += lw[j] * src[lo[j]];
+            row[x] += (float)(w * acc);
+        }
+        int d = last - 1;
+        for (; d >= 0; d--) {
+            if (++t[d] < cnt[d])
+                break;
+            t[d] = 0;
+        }
+        if (d < 0)
+            break;
+    }
+    for (int64_t x = 0; x < n; x++)
+        if (L->count[x] < 0)
+            row[x] = g->attrs.extrapolation;
+}
+
+static int resize_run(eng_op_ctx_t *c)
+{
+    eng_resize_geom_t g;
+    int rc = eng_resize_geom(c, &g);
+    if (rc)
+        return rc;
+    eng_tensor_t *y = c->outputs[0];
+    if (eng_shape_numel(&y->shape) == 0)
+        return 0;
+    resize_axis_t ax[ENG_MAX_RANK];
+    size_t need = 0;
+    for (int d = 0; d < g.rank; d++) {
+        ax[d].width = resize_width(&g.attrs, g.scale[d], g.in[d]);
+        need += resize_table_bytes(g.out[d], ax[d].width);
+    }
+    if (c->scratch_bytes < need)
+        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
+                          c->scratch_bytes, need);
+    char *p = c->scratch;
+    int64_t stride = 1;
+    for (int d = g.rank - 1; d >= 0; d--) {
+        ax[d].count = (int64_t *)p;
+        ax[d].offset = ax[d].count + g.out[d];
+        ax[d].weight = (double *)(ax[d].offset + g.out[d] * ax[d].width);
+        p += resize_table_bytes(g.out[d], ax[d].width);
+        resize_axis_build(&g, d, stride, &ax[d]);
+        stride *= g.in[d];
+    }
+    const float *x = c->inputs[0]->data;
+    float *out = y->data;
+    /* rank >= 1: a scalar cannot carry scales or sizes, so geom failed. */
+    int64_t at[ENG_MAX_RANK] = {0}, n_rows = eng_shape_numel(&y->shape) / g.out[g.rank - 1];
+    for (int64_t e = 0; e < n_rows; e++) {
+        resize_row(&g, ax, at, x, out + e * g.out[g.rank - 1]);
+        for (int d = g.rank - 2; d >= 0 && ++at[d] == g.out[d]; d--)
+            at[d] = 0;
+    }
+    return 0;
+}
+
+static const eng_cpu_kernel_t k_topk = {.op_type = "TopK", .run = topk_run,
+                                        .scratch_bytes = topk_scratch};
+static const eng_cpu_kernel_t k_trilu = {.op_type = "Trilu", .run = trilu_run};
+static const eng_cpu_kernel_t k_resize = {.op_type = "Resize", .run = resize_run,
+                                          .scratch_bytes = resize_scratch};
+
+const eng_cpu_kernel_t *const eng_cpu_misc[] = {&k_topk, &k_trilu, &k_resize, NULL};

@@ -1,4 +1,349 @@
-/* reduce_kernels.c -- CPU kernels of the reduce ops. */
-#include "engine/op.h"
+/* reduce_kernels.c -- CPU kernels of the reduce ops.
+ *
+ * Reduce*: the input's dims are coalesced into runs of reduced and kept
+ * dims (size-1 dims dropped), the output is set to the reduction's
+ * identity, and the input is streamed once in memory order: each innermost
+ * run is either folded into one output element (reduced) or combined
+ * element-wise into a row of outputs (kept). Mean and L2 then finish each
+ * output element. A reduction over zero elements leaves the identity (0
+ * for sums, 1 for products, -inf/+inf or the type's min/max for max/min,
+ * NaN for a float mean); an empty axes list with noop_with_empty_axes
+ * reduces each element alone (so ReduceSumSquare squares, ReduceL2 takes
+ * the absolute value, as the ONNX reference does). Integer sums and
+ * products wrap (computed unsigned), as numpy's do.
+ *
+ * The axis ops (ArgMax/ArgMin, Softmax/LogSoftmax, CumSum) view their input
+ * as [outer, n, inner] and walk the axis with stride `inner`. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
 
-const eng_cpu_kernel_t *const eng_cpu_reduce[] = {NULL};
+#include "common/error.h"
+#include "engine/ops/reduce_impl.h"
+
+/* ---- Reduce* ------------------------------------------------------------ */
+
+typedef struct red_layout {
+    int n;                          /* runs, >= 1 */
+    int64_t size[ENG_MAX_RANK];
+    bool reduced[ENG_MAX_RANK];
+    int64_t ostride[ENG_MAX_RANK];  /* output elements per step; 0 when reduced */
+} red_layout_t;
+
+/* The run layout of shape s reduced along `reduced`. Cannot fail. */
+static void red_layout_build(const eng_shape_t *s, const bool *reduced, red_layout_t *L)
+{
+    L->n = 0;
+    for (int d = 0; d < s->rank; d++) {
+        if (s->dims[d] == 1)
+            continue;
+        if (L->n > 0 && L->reduced[L->n - 1] == reduced[d]) {
+            L->size[L->n - 1] *= s->dims[d];
+        } else {
+            L->size[L->n] = s->dims[d];
+            L->reduced[L->n] = reduced[d];
+            L->n++;
+        }
+    }
+    if (L->n == 0) {
+        L->n = 1;
+        L->size[0] = 1;
+        L->reduced[0] = false;
+    }
+    int64_t stride = 1;
+    for (int g = L->n - 1; g >= 0; g--) {
+        L->ostride[g] = L->reduced[g] ? 0 : stride;
+        if (!L->reduced[g])
+            stride *= L->size[g];
+    }
+}
+
+/* Accumulation steps; U is the type the arithmetic runs in (unsigned for
+ * integers, so overflow wraps instead of being undefined). */
+#define RED_SUM(T, U, a, v) ((T)((U)(a) + (U)(v)))
+#define RED_SUMSQ(T, U, a, v) ((T)((U)(a) + (U)(v) * (U)(v)))
+#define RED_PROD(T, U, a, v) ((T)((U)(a) * (U)(v)))
+#define RED_MAX(T, U, a, v) ((v) > (a) ? (v) : (a))
+#define RED_MIN(T, U, a, v) ((v) < (a) ? (v) : (a))
+/* Floats propagate NaN, as numpy's max and min do. */
+#define RED_FMAX(T, U, a, v) ((v) > (a) || isnan(v) ? (v) : (a))
+#define RED_FMIN(T, U, a, v) ((v) < (a) || isnan(v) ? (v) : (a))
+
+/* Streams `total` input elements into `out` (already holding the identity)
+ * along layout L. Cannot fail. */
+#define RED_STREAM(fn, T, U, OP)                                                                   \
+    static void fn(const red_layout_t *L, int64_t total, const T *restrict in, T *restrict out)    \
+    {                                                                                              \
+        int last = L->n - 1;                                                                       \
+        int64_t inner = L->size[last];                                                            \
+        int64_t idx[ENG_MAX_RANK] = {0};                                                           \
+        int64_t o = 0;                                                                             \
+        for (int64_t b = 0; b < total; b += inner) {                                               \
+            const T *src = in + b;                                                                 \
+            if (L->reduced[last]) {                                                                \
+                T acc = out[o];                                                                    \
+                for (int64_t j = 0; j < inner; j++)                                                \
+                    acc = OP(T, U, acc, src[j]);                                                   \
+                out[o] = acc;                                                                      \
+            } else {                                                                               \
+                T *dst = out + o;                                                                  \
+                for (int64_t j = 0; j < inner; j++)                                                \
+                    dst[j] = OP(T, U, dst[j], src[j]);                                             \
+            }                                                                                      \
+            for (int g = last - 1; g >= 0; g--) {                                                  \
+                o += L->ostride[g];                                                                \
+                if (++idx[g] < L->size[g])                                                         \
+                    break;                                                                         \
+                o -= L->ostride[g] * L->size[g];                                                   \
+                idx[g] = 0;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* One typed driver per dtype: identity, stream, finish. Cannot fail. */
+typedef enum red_kind { RED_K_SUM, RED_K_SUMSQ, RED_K_PROD, RED_K_MAX, RED_K_MIN } red_kind_t;
+typedef enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT } red_finish_t;
+
+#define RED_TYPED(sfx, T, U, MAXOP, MINOP, LOWEST, HIGHEST, MEAN, SQRT)                            \
+    RED_STREAM(sum_##sfx, T, U, RED_SUM)                                                           \
+    RED_STREAM(sumsq_##sfx, T, U, RED_SUMSQ)                                                       \
+    RED_STREAM(prod_##sfx, T, U, RED_PROD)                                                         \
+    RED_STREAM(max_##sfx, T, U, MAXOP)                                                             \
+    RED_STREAM(min_##sfx, T, U, MINOP)                                                             \
+    static void reduce_##sfx(red_kind_t k, red_finish_t f, const red_layout_t *L, int64_t total,   \
+                             int64_t n_out, const T *in, T *out)                                   \
+    {                                                                                              \
+        T init = k == RED_K_PROD ? (T)1 : k == RED_K_MAX ? (LOWEST) : k == RED_K_MIN ? (HIGHEST)   \
+                                                                                      : (T)0;      \
+        for (int64_t i = 0; i < n_out; i++)                                                        \
+            out[i] = init;                                                                         \
+        switch (k) {                                                                               \
+        case RED_K_SUM: sum_##sfx(L, total, in, out); break;                                       \
+        case RED_K_SUMSQ: sumsq_##sfx(L, total, in, out); break;                                   \
+        case RED_K_PROD: prod_##sfx(L, total, in, out); break;                                     \
+        case RED_K_MAX: max_##sfx(L, total, in, out); break;                                       \
+        case RED_K_MIN: min_##sfx(L, total, in, out); break;                                       \
+        }                                                                                          \
+        int64_t count = n_out ? total / n_out : 0;                                                 \
+        for (int64_t i = 0; f != RED_F_NONE && i < n_out; i++)                                     \
+            out[i] = f == RED_F_MEAN ? MEAN(T, out[i], count) : SQRT(T, out[i]);                   \
+    }
+
+#define RED_FMEAN(T, v, n) ((v) / (float)(n))
+#define RED_FSQRT(T, v) sqrtf(v)
+/* Integer mean truncates towards zero (numpy's mean, then the cast). */
+#define RED_IMEAN(T, v, n) ((n) ? (T)((v) / (n)) : (T)0)
+#define RED_ISQRT(T, v) ((T)sqrt((double)(v)))
+
+RED_TYPED(f32, float, float, RED_FMAX, RED_FMIN, -INFINITY, INFINITY, RED_FMEAN, RED_FSQRT)
+RED_TYPED(i32, int32_t, uint32_t, RED_MAX, RED_MIN, INT32_MIN, INT32_MAX, RED_IMEAN, RED_ISQRT)
+RED_TYPED(i64, int64_t, uint64_t, RED_MAX, RED_MIN, INT64_MIN, INT64_MAX, RED_IMEAN, RED_ISQRT)
+/* bool: max is any, min is all. */
+RED_TYPED(u8, uint8_t, unsigned, RED_MAX, RED_MIN, 0, 1, RED_IMEAN, RED_ISQRT)
+
+/* Like every kernel here, it checks before it writes: on error the output
+ * is untouched and the message names the node. */
+static int reduce_run(eng_op_ctx_t *c)
+{
+    const char *op = c->node->op_type;
+    red_kind_t k = RED_K_SUM;
+    red_finish_t f = RED_F_NONE;
+    if (strcmp(op, "ReduceL2") == 0)
+        k = RED_K_SUMSQ, f = RED_F_SQRT;
+    else if (strcmp(op, "ReduceMax") == 0)
+        k = RED_K_MAX;
+    else if (strcmp(op, "ReduceMean") == 0)
+        f = RED_F_MEAN;
+    else if (strcmp(op, "ReduceMin") == 0)
+        k = RED_K_MIN;
+    else if (strcmp(op, "ReduceProd") == 0)
+        k = RED_K_PROD;
+    else if (strcmp(op, "ReduceSumSquare") == 0)
+        k = RED_K_SUMSQ;
+    eng_reduce_axes_t ax;
+    int rc = eng_reduce_axes(c, &ax);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    eng_tensor_t *y = c->outputs[0];
+    red_layout_t L;
+    red_layout_build(&x->shape, ax.reduced, &L);
+    int64_t total = eng_shape_numel(&x->shape), n_out = eng_shape_numel(&y->shape);
+    switch (x->dtype) {
+    case ENG_DT_FLOAT: reduce_f32(k, f, &L, total, n_out, x->data, y->data); return 0;
+    case ENG_DT_INT32: reduce_i32(k, f, &L, total, n_out, x->data, y->data); return 0;
+    case ENG_DT_INT64: reduce_i64(k, f, &L, total, n_out, x->data, y->data); return 0;
+    case ENG_DT_BOOL: reduce_u8(k, f, &L, total, n_out, x->data, y->data); return 0;
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(x->dtype));
+    }
+}
+
+/* ---- ArgMax / ArgMin ---------------------------------------------------- */
+
+/* y[o, i] = the index along n of the max (or min) of x[o, :, i]; ties go to
+ * the first index, or the last with select_last_index. The running best is
+ * re-read through y so the walk over x stays in memory order. */
+#define ARG_TYPED(fn, T)                                                                           \
+    static void fn(const T *restrict x, int64_t *restrict y, int64_t outer, int64_t n,             \
+                   int64_t inner, bool is_max, bool last)                                          \
+    {                                                                                              \
+        for (int64_t o = 0; o < outer; o++) {                                                      \
+            const T *xo = x + o * n * inner;                                                       \
+            int64_t *yo = y + o * inner;                                                           \
+            memset(yo, 0, (size_t)inner * sizeof *yo);                                             \
+            for (int64_t j = 1; j < n; j++) {                                                      \
+                const T *row = xo + j * inner;                                                     \
+                for (int64_t i = 0; i < inner; i++) {                                              \
+                    T v = row[i], b = xo[yo[i] * inner + i];                                       \
+                    bool better = is_max ? (last ? v >= b : v > b) : (last ? v <= b : v < b);      \
+                    if (better)                                                                    \
+                        yo[i] = j;                                                                 \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+ARG_TYPED(arg_f32, float)
+ARG_TYPED(arg_i32, int32_t)
+ARG_TYPED(arg_i64, int64_t)
+
+static int arg_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0];
+    int axis;
+    int rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), x->shape.rank, &axis);
+    if (rc)
+        return rc;
+    int64_t outer, n, inner;
+    eng_axis_extent(&x->shape, axis, false, &outer, &n, &inner);
+    bool is_max = strcmp(c->node->op_type, "ArgMax") == 0;
+    bool last = eng_attr_i(c->node, "select_last_index", 0) != 0;
+    int64_t *y = c->outputs[0]->data;
+    switch (x->dtype) {
+    case ENG_DT_FLOAT: arg_f32(x->data, y, outer, n, inner, is_max, last); return 0;
+    case ENG_DT_INT32: arg_i32(x->data, y, outer, n, inner, is_max, last); return 0;
+    case ENG_DT_INT64: arg_i64(x->data, y, outer, n, inner, is_max, last); return 0;
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(x->dtype));
+    }
+}
+
+/* ---- Softmax / LogSoftmax ----------------------------------------------- */
+
+/* Normalises x[o, :, i] for every o, i, shifting by the max first so large
+ * inputs do not overflow expf. Cannot fail. */
+static void softmax_f32(const float *restrict x, float *restrict y, int64_t outer, int64_t n,
+                        int64_t inner, bool log_out)
+{
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xs = x + o * n * inner + i;
+            float *ys = y + o * n * inner + i;
+            float max = -INFINITY;
+            for (int64_t j = 0; j < n; j++)
+                max = fmaxf(max, xs[j * inner]);
+            float sum = 0.0f;
+            for (int64_t j = 0; j < n; j++) {
+                float e = expf(xs[j * inner] - max);
+                ys[j * inner] = e;
+                sum += e;
+            }
+            if (log_out) {
+                /* (x - max) first: max + log(sum) would round away the
+                 * small part when the inputs are large. */
+                float log_sum = logf(sum);
+                for (int64_t j = 0; j < n; j++)
+                    ys[j * inner] = (xs[j * inner] - max) - log_sum;
+            } else {
+                float inv = 1.0f / sum;
+                for (int64_t j = 0; j < n; j++)
+                    ys[j * inner] *= inv;
+            }
+        }
+    }
+}
+
+static int softmax_run(eng_op_ctx_t *c)
+{
+    int axis;
+    bool flatten_tail;
+    int rc = eng_softmax_axis(c, &axis, &flatten_tail);
+    if (rc)
+        return rc;
+    int64_t outer, n, inner;
+    eng_axis_extent(&c->inputs[0]->shape, axis, flatten_tail, &outer, &n, &inner);
+    softmax_f32(c->inputs[0]->data, c->outputs[0]->data, outer, n, inner,
+                strcmp(c->node->op_type, "LogSoftmax") == 0);
+    return 0;
+}
+
+/* ---- CumSum ------------------------------------------------------------- */
+
+/* Row by row along the axis (rows of `inner` elements), from the far end
+ * when reversed; an exclusive sum adds the previous row's input instead of
+ * this one's. Integers wrap (computed unsigned). */
+#define CUMSUM_TYPED(fn, T, U)                                                                     \
+    static void fn(const T *restrict x, T *restrict y, int64_t outer, int64_t n, int64_t inner,    \
+                   bool exclusive, bool reverse)                                                   \
+    {                                                                                              \
+        for (int64_t o = 0; o < outer; o++) {                                                      \
+            for (int64_t k = 0; k < n; k++) {                                                      \
+                int64_t at = reverse ? n - 1 - k : k, prev = reverse ? at + 1 : at - 1;            \
+                T *dst = y + (o * n + at) * inner;                                                 \
+                if (k == 0) {                                                                      \
+                    for (int64_t i = 0; i < inner; i++)                                            \
+                        dst[i] = exclusive ? (T)0 : x[(o * n + at) * inner + i];                   \
+                    continue;                                                                      \
+                }                                                                                  \
+                const T *src = x + (o * n + (exclusive ? prev : at)) * inner;                      \
+                const T *acc = y + (o * n + prev) * inner;                                         \
+                for (int64_t i = 0; i < inner; i++)                                                \
+                    dst[i] = (T)((U)acc[i] + (U)src[i]);                                           \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+CUMSUM_TYPED(cumsum_f32, float, float)
+CUMSUM_TYPED(cumsum_i32, int32_t, uint32_t)
+CUMSUM_TYPED(cumsum_i64, int64_t, uint64_t)
+
+static int cumsum_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0];
+    int axis;
+    int rc = eng_cumsum_axis(c, &axis);
+    if (rc)
+        return rc;
+    int64_t outer, n, inner;
+    eng_axis_extent(&x->shape, axis, false, &outer, &n, &inner);
+    bool exclusive = eng_attr_i(c->node, "exclusive", 0) != 0;
+    bool reverse = eng_attr_i(c->node, "reverse", 0) != 0;
+    void *y = c->outputs[0]->data;
+    switch (x->dtype) {
+    case ENG_DT_FLOAT: cumsum_f32(x->data, y, outer, n, inner, exclusive, reverse); return 0;
+    case ENG_DT_INT32: cumsum_i32(x->data, y, outer, n, inner, exclusive, reverse); return 0;
+    case ENG_DT_INT64: cumsum_i64(x->data, y, outer, n, inner, exclusive, reverse); return 0;
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(x->dtype));
+    }
+}
+
+#define KERNEL(name, op, fn) static const eng_cpu_kernel_t name = {.op_type = op, .run = fn}
+KERNEL(k_reduce_l2, "ReduceL2", reduce_run);
+KERNEL(k_reduce_max, "ReduceMax", reduce_run);
+KERNEL(k_reduce_mean, "ReduceMean", reduce_run);
+KERNEL(k_reduce_min, "ReduceMin", reduce_run);
+KERNEL(k_reduce_prod, "ReduceProd", reduce_run);
+KERNEL(k_reduce_sum, "ReduceSum", reduce_run);
+KERNEL(k_reduce_sum_square, "ReduceSumSquare", reduce_run);
+KERNEL(k_argmax, "ArgMax", arg_run);
+KERNEL(k_argmin, "ArgMin", arg_run);
+KERNEL(k_softmax, "Softmax", softmax_run);
+KERNEL(k_log_softmax, "LogSoftmax", softmax_run);
+KERNEL(k_cumsum, "CumSum", cumsum_run);
+
+const eng_cpu_kernel_t *const eng_cpu_reduce[] = {
+    &k_reduce_l2, &k_reduce_max, &k_reduce_mean, &k_reduce_min, &k_reduce_prod,
+    &k_reduce_sum, &k_reduce_sum_square, &k_argmax, &k_argmin, &k_softmax,
+    &k_log_softmax, &k_cumsum, NULL};

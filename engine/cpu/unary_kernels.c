@@ -1,4 +1,518 @@
-/* unary_kernels.c -- CPU kernels of the unary ops. */
+/* unary_kernels.c -- CPU kernels of the unary ops: one loop per op and dtype
+ * over the flat element range. Input and output have one shape and may share
+ * memory (the planner runs these ops in place), so every loop reads element i
+ * before it writes element i and nothing else. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/cpu/elementwise_impl.h"
 #include "engine/op.h"
 
-const eng_cpu_kernel_t *const eng_cpu_unary[] = {NULL};
+/* Input 0, output 0 and their common element count. 0, or FS_EINVAL when one
+ * is missing or the counts differ; nothing is written. */
+static int flat_io(eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y, int64_t *n)
+{
+    *x = eng_ctx_in(c, 0);
+    *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!*x || !*y)
+        return eng_op_err(c, FS_EINVAL, "input 0 or output 0 is missing");
+    *n = eng_shape_numel(&(*x)->shape);
+    if (eng_shape_numel(&(*y)->shape) != *n)
+        return eng_op_err(c, FS_EINVAL, "output has %lld elements, the input %lld",
+                          (long long)eng_shape_numel(&(*y)->shape), (long long)*n);
+    return 0;
+}
+
+static int dtype_err(eng_op_ctx_t *c, eng_dtype_t dt)
+{
+    return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
+}
+
+/* --- float ops ------------------------------------------------------------------ */
+
+typedef struct unary_attrs {
+    float alpha, beta, gamma;
+} unary_attrs_t;
+
+typedef void (*float_row_fn)(const float *xs, float *ys, int64_t n, const unary_attrs_t *a);
+
+/* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP with output untouched. */
+static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    if (x->dtype != ENG_DT_FLOAT || y->dtype != ENG_DT_FLOAT)
+        return dtype_err(c, x->dtype != ENG_DT_FLOAT ? x->dtype : y->dtype);
+    row(x->data, y->data, n, a);
+    return 0;
+}
+
+/* One float op: its row loop (EXPR of x, alpha, beta, gamma), its run
+ * function reading the attributes with their ONNX defaults, and its kernel. */
+#define FLOAT_OP(fn, name, ALPHA, BETA, GAMMA, EXPR)                                    \
+    static void fn##_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a) \
+    {                                                                                   \
+        const float alpha = a->alpha, beta = a->beta, gamma = a->gamma;                 \
+        (void)alpha, (void)beta, (void)gamma;                                           \
+        EW_LOOP(n, const float x = xs[i]; ys[i] = (EXPR););                             \
+    }                                                                                   \
+    static int fn##_run(eng_op_ctx_t *c)                                                \
+    {                                                                                   \
+        const unary_attrs_t a = {eng_attr_f(c->node, "alpha", ALPHA),                   \
+                                 eng_attr_f(c->node, "beta", BETA),                     \
+                                 eng_attr_f(c->node, "gamma", GAMMA)};                  \
+        return run_float(c, fn##_row, &a);                                              \
+    }                                                                                   \
+    static const eng_cpu_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run};
+
+/* Sigmoid and Softplus are split at 0 so that exp never overflows. LeakyRelu
+ * selects its factor rather than its result: with -ftrapping-math GCC will
+ * not vectorise a multiply under a condition. */
+FLOAT_OP(acos, "Acos", 0, 0, 0, acosf(x))
+FLOAT_OP(asin, "Asin", 0, 0, 0, asinf(x))
+FLOAT_OP(atan, "Atan", 0, 0, 0, atanf(x))
+FLOAT_OP(ceil, "Ceil", 0, 0, 0, ceilf(x))
+FLOAT_OP(cos, "Cos", 0, 0, 0, cosf(x))
+FLOAT_OP(elu, "Elu", 1.0f, 0, 0, x < 0 ? alpha * expm1f(x) : x)
+FLOAT_OP(erf, "Erf", 0, 0, 0, erff(x))
+FLOAT_OP(exp, "Exp", 0, 0, 0, expf(x))
+FLOAT_OP(floor, "Floor", 0, 0, 0, floorf(x))
+FLOAT_OP(hardsigmoid, "HardSigmoid", 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta)))
+FLOAT_OP(hardswish, "HardSwish", 0, 0, 0,
+         x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))
+FLOAT_OP(leakyrelu, "LeakyRelu", 0.01f, 0, 0, (x < 0 ? alpha : 1.0f) * x)
+FLOAT_OP(log, "Log", 0, 0, 0, logf(x))
+FLOAT_OP(reciprocal, "Reciprocal", 0, 0, 0, 1.0f / x)
+FLOAT_OP(round, "Round", 0, 0, 0, nearbyintf(x)) /* the default mode rounds half to even */
+FLOAT_OP(selu, "Selu", 1.67326319217681884765625f, 0, 1.05070102214813232421875f,
+         x > 0 ? gamma * x : gamma * alpha * expm1f(x))
+FLOAT_OP(sigmoid, "Sigmoid", 0, 0, 0,
+         x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x)))
+FLOAT_OP(sin, "Sin", 0, 0, 0, sinf(x))
+FLOAT_OP(softplus, "Softplus", 0, 0, 0, x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x)))
+FLOAT_OP(softsign, "Softsign", 0, 0, 0, x / (1.0f + fabsf(x)))
+FLOAT_OP(sqrt, "Sqrt", 0, 0, 0, sqrtf(x))
+FLOAT_OP(tan, "Tan", 0, 0, 0, tanf(x))
+FLOAT_OP(tanh, "Tanh", 0, 0, 0, tanhf(x))
+FLOAT_OP(thresholdedrelu, "ThresholdedRelu", 1.0f, 0, 0, x > alpha ? x : 0.0f)
+
+static void gelu_erf_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
+{
+    EW_LOOP(n, ys[i] = 0.5f * xs[i] * (1.0f + erff(xs[i] * 0.70710678118654752f)););
+}
+
+static void gelu_tanh_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
+{
+    EW_LOOP(n, const float x = xs[i];
+            ys[i] = 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))););
+}
+
+static int gelu_run(eng_op_ctx_t *c)
+{
+    const char *approx = eng_attr_s(c->node, "approximate", "none");
+    if (strcmp(approx, "tanh") == 0)
+        return run_float(c, gelu_tanh_row, NULL);
+    if (strcmp(approx, "none") == 0)
+        return run_float(c, gelu_erf_row, NULL);
+    return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
+}
+static const eng_cpu_kernel_t gelu_kernel = {.op_type = "Gelu", .run = gelu_run};
+
+/* --- ops over several dtypes --------------------------------------------------- */
+
+typedef void (*typed_row_fn)(const void *xs, void *ys, int64_t n, const void *arg);
+
+typedef struct typed_row {
+    eng_dtype_t dtype;
+    typed_row_fn fn;
+} typed_row_t;
+
+#define ROW_ENTRY(op, DT, T, UT, S, LO, HI) {DT, op##_##S},
+#define ROWS_END {ENG_DT_UNDEFINED, NULL}
+
+/* Runs the row of x's dtype from `rows`; y must have that dtype. 0, or
+ * FS_EINVAL / FS_ENOTSUP with output untouched. */
+static int run_typed(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    for (const typed_row_t *r = rows; r->fn; r++)
+        if (r->dtype == x->dtype) {
+            if (y->dtype != x->dtype)
+                return eng_op_err(c, FS_EINVAL, "output dtype %s differs from input dtype %s",
+                                  eng_dtype_name(y->dtype), eng_dtype_name(x->dtype));
+            r->fn(x->data, y->data, n, arg);
+            return 0;
+        }
+    return dtype_err(c, x->dtype);
+}
+
+/* A row applying EXPR (of x) to every element. */
+#define TYPED_ROW(fn, T, EXPR)                                                          \
+    static void fn(const void *xv, void *yv, int64_t n, const void *arg)                \
+    {                                                                                   \
+        const T *xs = xv;                                                               \
+        T *ys = yv;                                                                     \
+        EW_LOOP(n, const T x = xs[i]; ys[i] = (T)(EXPR););                              \
+    }
+
+#define ABS_F(op, DT, T, UT, S, LO, HI) TYPED_ROW(abs_##S, T, fabs(x))
+#define ABS_S(op, DT, T, UT, S, LO, HI) TYPED_ROW(abs_##S, T, x < 0 ? (T)(0 - (UT)x) : x)
+#define ABS_U(op, DT, T, UT, S, LO, HI) TYPED_ROW(abs_##S, T, x)
+#define NEG_F(op, DT, T, UT, S, LO, HI) TYPED_ROW(neg_##S, T, -x)
+#define NEG_S(op, DT, T, UT, S, LO, HI) TYPED_ROW(neg_##S, T, 0 - (UT)x)
+/* Sign keeps 0 (and -0) and NaN as they are. */
+#define SIGN_F(op, DT, T, UT, S, LO, HI) TYPED_ROW(sign_##S, T, x > 0 ? 1 : x < 0 ? -1 : x)
+#define SIGN_S(op, DT, T, UT, S, LO, HI) TYPED_ROW(sign_##S, T, (x > 0) - (x < 0))
+#define SIGN_U(op, DT, T, UT, S, LO, HI) TYPED_ROW(sign_##S, T, x > 0)
+/* Relu lets NaN through (x < 0 is false), as max(x, 0) does in numpy. */
+#define RELU_FS(op, DT, T, UT, S, LO, HI) TYPED_ROW(relu_##S, T, x < 0 ? 0 : x)
+
+EW_FLOAT_TYPES(ABS_F, abs)
+EW_SINT_TYPES(ABS_S, abs)
+EW_UINT_TYPES(ABS_U, abs)
+EW_FLOAT_TYPES(NEG_F, neg)
+EW_SINT_TYPES(NEG_S, neg)
+EW_FLOAT_TYPES(SIGN_F, sign)
+EW_SINT_TYPES(SIGN_S, sign)
+EW_UINT_TYPES(SIGN_U, sign)
+EW_FLOAT_TYPES(RELU_FS, relu)
+EW_SINT_TYPES(RELU_FS, relu)
+TYPED_ROW(not_b, uint8_t, !x)
+
+static const typed_row_t abs_rows[] = {
+    EW_FLOAT_TYPES(ROW_ENTRY, abs) EW_SINT_TYPES(ROW_ENTRY, abs) EW_UINT_TYPES(ROW_ENTRY, abs) ROWS_END};
+static const typed_row_t neg_rows[] = {
+    EW_FLOAT_TYPES(ROW_ENTRY, neg) EW_SINT_TYPES(ROW_ENTRY, neg) ROWS_END};
+static const typed_row_t sign_rows[] = {
+    EW_FLOAT_TYPES(ROW_ENTRY, sign) EW_SINT_TYPES(ROW_ENTRY, sign) EW_UINT_TYPES(ROW_ENTRY, sign) ROWS_END};
+static const typed_row_t relu_rows[] = {
+    EW_FLOAT_TYPES(ROW_ENTRY, relu) EW_SINT_TYPES(ROW_ENTRY, relu) ROWS_END};
+static const typed_row_t not_rows[] = {{ENG_DT_BOOL, not_b}, ROWS_END};
+
+static int abs_run(eng_op_ctx_t *c) { return run_typed(c, abs_rows, NULL); }
+static int neg_run(eng_op_ctx_t *c) { return run_typed(c, neg_rows, NULL); }
+static int sign_run(eng_op_ctx_t *c) { return run_typed(c, sign_rows, NULL); }
+static int relu_run(eng_op_ctx_t *c) { return run_typed(c, relu_rows, NULL); }
+static int not_run(eng_op_ctx_t *c) { return run_typed(c, not_rows, NULL); }
+
+static const eng_cpu_kernel_t abs_kernel = {.op_type = "Abs", .run = abs_run};
+static const eng_cpu_kernel_t neg_kernel = {.op_type = "Neg", .run = neg_run};
+static const eng_cpu_kernel_t sign_kernel = {.op_type = "Sign", .run = sign_run};
+static const eng_cpu_kernel_t relu_kernel = {.op_type = "Relu", .run = relu_run};
+static const eng_cpu_kernel_t not_kernel = {.op_type = "Not", .run = not_run};
+
+/* --- Clip ------------------------------------------------------------------------- */
+
+/* Bounds of the input's type; NULL: unbounded on that side. */
+typedef struct clip_bounds {
+    const void *lo, *hi;
+} clip_bounds_t;
+
+/* min(max(x, lo), hi): with lo > hi every element becomes hi (as ONNX says);
+ * NaN stays NaN. */
+#define CLIP_ROW(op, DT, T, UT, S, LO, HI)                                              \
+    static void clip_##S(const void *xv, void *yv, int64_t n, const void *arg)          \
+    {                                                                                   \
+        const clip_bounds_t *b = arg;                                                   \
+        const T lo = b->lo ? *(const T *)b->lo : (T)LO;                                 \
+        const T hi = b->hi ? *(const T *)b->hi : (T)HI;                                 \
+        const T *xs = xv;                                                               \
+        T *ys = yv;                                                                     \
+        EW_LOOP(n, const T v = xs[i] < lo ? lo : xs[i]; ys[i] = v > hi ? hi : v;);       \
+    }
+EW_FLOAT_TYPES(CLIP_ROW, clip)
+EW_SINT_TYPES(CLIP_ROW, clip)
+EW_UINT_TYPES(CLIP_ROW, clip)
+static const typed_row_t clip_rows[] = {
+    EW_FLOAT_TYPES(ROW_ENTRY, clip) EW_SINT_TYPES(ROW_ENTRY, clip) EW_UINT_TYPES(ROW_ENTRY, clip) ROWS_END};
+
+/* Before opset 11 the bounds are float attributes; from 11, optional scalar
+ * inputs of the input's type. */
+static int clip_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    if (!x)
+        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
+    if (c->opset < 11) {
+        if (x->dtype != ENG_DT_FLOAT)
+            return dtype_err(c, x->dtype);
+        const float lo = eng_attr_f(c->node, "min", -INFINITY);
+        const float hi = eng_attr_f(c->node, "max", INFINITY);
+        const clip_bounds_t b = {&lo, &hi};
+        return run_typed(c, clip_rows, &b);
+    }
+    const eng_tensor_t *lo = eng_ctx_in(c, 1), *hi = eng_ctx_in(c, 2);
+    for (int i = 1; i <= 2; i++) {
+        const eng_tensor_t *t = i == 1 ? lo : hi;
+        if (t && (t->dtype != x->dtype || eng_shape_numel(&t->shape) != 1))
+            return eng_op_err(c, FS_EINVAL, "%s must be a scalar of dtype %s",
+                              i == 1 ? "min" : "max", eng_dtype_name(x->dtype));
+    }
+    const clip_bounds_t b = {lo ? lo->data : NULL, hi ? hi->data : NULL};
+    return run_typed(c, clip_rows, &b);
+}
+static const eng_cpu_kernel_t clip_kernel = {.op_type = "Clip", .run = clip_run};
+
+/* --- Identity and Dropout ------------------------------------------------------------ */
+
+/* Copies input 0 to output 0 unless they share memory. 0 or FS_EINVAL. */
+static int copy_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    size_t es = eng_dtype_size(x->dtype);
+    if (es == 0 || y->dtype != x->dtype)
+        return dtype_err(c, x->dtype);
+    if (y->data != x->data && n > 0)
+        memcpy(y->data, x->data, (size_t)n * es);
+    return 0;
+}
+static const eng_cpu_kernel_t identity_kernel = {.op_type = "Identity", .run = copy_run};
+
+/* Inference: output = input, and the optional mask all ones (bool, or the
+ * input's type before opset 10). A training_mode input that is true at run
+ * time is refused with FS_ENOTSUP and nothing written. */
+static int dropout_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *train = c->opset >= 12 ? eng_ctx_in(c, 2) : NULL;
+    if (train && train->data && *(const unsigned char *)train->data)
+        return eng_op_err(c, FS_ENOTSUP, "training_mode true is not supported (inference only)");
+    int rc = copy_run(c);
+    eng_tensor_t *mask = c->n_outputs > 1 ? c->outputs[1] : NULL;
+    if (rc || !mask)
+        return rc;
+    int64_t n = eng_shape_numel(&mask->shape);
+    switch (mask->dtype) {
+    case ENG_DT_BOOL:
+        memset(mask->data, 1, (size_t)n);
+        return 0;
+    case ENG_DT_FLOAT:
+        for (int64_t i = 0; i < n; i++)
+            ((float *)mask->data)[i] = 1.0f;
+        return 0;
+    case ENG_DT_DOUBLE:
+        for (int64_t i = 0; i < n; i++)
+            ((double *)mask->data)[i] = 1.0;
+        return 0;
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "mask dtype %s not supported",
+                          eng_dtype_name(mask->dtype));
+    }
+}
+static const eng_cpu_kernel_t dropout_kernel = {.op_type = "Dropout", .run = dropout_run};
+
+/* --- Cast -------------------------------------------------------------------------------
+ * Every conversion goes through one of three wide types, a chunk at a time:
+ * floating sources widen to double, signed integers and bool to int64,
+ * unsigned integers to uint64; each target converts from all three. So an
+ * integer never passes through double (int64 stays exact), and float to
+ * integer saturates (NaN gives 0) instead of being undefined. float16 and
+ * bfloat16 convert through float with round-to-nearest-even. */
+
+#define CAST_CHUNK 256
+
+typedef enum wide_kind { WIDE_F64, WIDE_I64, WIDE_U64 } wide_kind_t;
+
+typedef union wide_buf {
+    double f[CAST_CHUNK];
+    int64_t i[CAST_CHUNK];
+    uint64_t u[CAST_CHUNK];
+} wide_buf_t;
+
+typedef struct cast_type {
+    eng_dtype_t dtype;
+    size_t size;
+    wide_kind_t kind;
+    void (*widen)(const void *src, wide_buf_t *w, int64_t n);
+    void (*from_f64)(const double *w, void *dst, int64_t n);
+    void (*from_i64)(const int64_t *w, void *dst, int64_t n);
+    void (*from_u64)(const uint64_t *w, void *dst, int64_t n);
+} cast_type_t;
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
+    if (e == 0) {
+        float f = (float)m * 0x1p-24f; /* zero or subnormal */
+        return sign ? -f : f;
+    }
+    bits = sign | (e == 0x1f ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Round to nearest even (after F. Giesen's float_to_half_fast3_rtne). */
+static uint16_t float_to_half(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    u &= 0x7fffffffu;
+    if (u >= 0x47800000u) /* 65536 or more, inf, NaN */
+        return sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u);
+    if (u < 0x38800000u) { /* a subnormal half: let the FPU round */
+        float a;
+        memcpy(&a, &u, sizeof a);
+        a += 0.5f;
+        memcpy(&u, &a, sizeof u);
+        return sign | (uint16_t)(u - 0x3f000000u);
+    }
+    uint32_t odd = (u >> 13) & 1u;
+    u += (uint32_t)(15 - 127) * (1u << 23) + 0xfffu + odd;
+    return sign | (uint16_t)(u >> 13);
+}
+
+static float bf16_to_float(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u); /* keep NaN a quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+#define CV_SAME(v) (v)
+#define CV_BOOL(v) ((v) != 0)
+#define CV_F16_IN(v) half_to_float(v)
+#define CV_F16_OUT(v) float_to_half((float)(v))
+#define CV_BF16_IN(v) bf16_to_float(v)
+#define CV_BF16_OUT(v) float_to_bf16((float)(v))
+
+/* The four converters of one type. W: the union member its source widens
+ * to; WIDEN, FROM_F, FROM_I, FROM_U: per-element conversions. */
+#define CAST_FNS(S, T, W, WIDEN, FROM_F, FROM_I, FROM_U)                                \
+    static void widen_##S(const void *src, wide_buf_t *w, int64_t n)                    \
+    {                                                                                   \
+        const T *s = src;                                                               \
+        EW_LOOP(n, w->W[i] = WIDEN(s[i]););                                             \
+    }                                                                                   \
+    static void from_f64_##S(const double *w, void *dst, int64_t n)                     \
+    {                                                                                   \
+        T *d = dst;                                                                     \
+        EW_LOOP(n, d[i] = (T)FROM_F(w[i]););                                            \
+    }                                                                                   \
+    static void from_i64_##S(const int64_t *w, void *dst, int64_t n)                    \
+    {                                                                                   \
+        T *d = dst;                                                                     \
+        EW_LOOP(n, d[i] = (T)FROM_I(w[i]););                                            \
+    }                                                                                   \
+    static void from_u64_##S(const uint64_t *w, void *dst, int64_t n)                   \
+    {                                                                                   \
+        T *d = dst;                                                                     \
+        EW_LOOP(n, d[i] = (T)FROM_U(w[i]););                                            \
+    }
+
+/* Saturating double -> integer for each integer type. */
+#define CAST_INT_FNS(op, DT, T, UT, S, LO, HI)                                          \
+    static T sat_##S(double d)                                                          \
+    {                                                                                   \
+        if (isnan(d))                                                                   \
+            return 0;                                                                   \
+        if (d <= (double)(LO))                                                          \
+            return (T)(LO);                                                             \
+        return d >= (double)(HI) ? (T)(HI) : (T)d;                                      \
+    }                                                                                   \
+    CAST_FNS(S, T, op, CV_SAME, sat_##S, CV_SAME, CV_SAME)
+#define CAST_FLOAT_FNS(op, DT, T, UT, S, LO, HI) CAST_FNS(S, T, f, CV_SAME, CV_SAME, CV_SAME, CV_SAME)
+
+EW_FLOAT_TYPES(CAST_FLOAT_FNS, f)
+EW_SINT_TYPES(CAST_INT_FNS, i)
+EW_UINT_TYPES(CAST_INT_FNS, u)
+CAST_FNS(f16, uint16_t, f, CV_F16_IN, CV_F16_OUT, CV_F16_OUT, CV_F16_OUT)
+CAST_FNS(bf16, uint16_t, f, CV_BF16_IN, CV_BF16_OUT, CV_BF16_OUT, CV_BF16_OUT)
+CAST_FNS(b, uint8_t, i, CV_BOOL, CV_BOOL, CV_BOOL, CV_BOOL)
+
+#define CAST_ENTRY_(DT, T, K, S)                                                        \
+    {DT, sizeof(T), K, widen_##S, from_f64_##S, from_i64_##S, from_u64_##S},
+#define CAST_ENTRY(K, DT, T, UT, S, LO, HI) CAST_ENTRY_(DT, T, K, S)
+
+static const cast_type_t cast_types[] = {
+    EW_FLOAT_TYPES(CAST_ENTRY, WIDE_F64) EW_SINT_TYPES(CAST_ENTRY, WIDE_I64)
+    EW_UINT_TYPES(CAST_ENTRY, WIDE_U64)
+    CAST_ENTRY_(ENG_DT_FLOAT16, uint16_t, WIDE_F64, f16)
+    CAST_ENTRY_(ENG_DT_BFLOAT16, uint16_t, WIDE_F64, bf16)
+    CAST_ENTRY_(ENG_DT_BOOL, uint8_t, WIDE_I64, b)
+};
+
+static const cast_type_t *cast_type_find(eng_dtype_t dt)
+{
+    for (size_t i = 0; i < sizeof cast_types / sizeof cast_types[0]; i++)
+        if (cast_types[i].dtype == dt)
+            return &cast_types[i];
+    return NULL;
+}
+
+/* Cast and CastLike: the target is output 0's dtype. 0, or FS_EINVAL /
+ * FS_ENOTSUP with output untouched. */
+static int cast_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    const cast_type_t *from = cast_type_find(x->dtype), *to = cast_type_find(y->dtype);
+    if (!from || !to)
+        return eng_op_err(c, FS_ENOTSUP, "dtype not supported: cast from %s to %s",
+                          eng_dtype_name(x->dtype), eng_dtype_name(y->dtype));
+    if (from == to) {
+        if (y->data != x->data && n > 0)
+            memcpy(y->data, x->data, (size_t)n * from->size);
+        return 0;
+    }
+    wide_buf_t w;
+    const char *src = x->data;
+    char *dst = y->data;
+    for (int64_t off = 0; off < n; off += CAST_CHUNK) {
+        int64_t m = n - off < CAST_CHUNK ? n - off : CAST_CHUNK;
+        from->widen(src + off * (int64_t)from->size, &w, m);
+        void *d = dst + off * (int64_t)to->size;
+        if (from->kind == WIDE_F64)
+            to->from_f64(w.f, d, m);
+        else if (from->kind == WIDE_I64)
+            to->from_i64(w.i, d, m);
+        else
+            to->from_u64(w.u, d, m);
+    }
+    return 0;
+}
+static const eng_cpu_kernel_t cast_kernel = {.op_type = "Cast", .run = cast_run};
+static const eng_cpu_kernel_t castlike_kernel = {.op_type = "CastLike", .run = cast_run};
+
+const eng_cpu_kernel_t *const eng_cpu_unary[] = {
+    &abs_kernel,       &acos_kernel,      &asin_kernel,     &atan_kernel,
+    &ceil_kernel,      &cos_kernel,       &elu_kernel,      &erf_kernel,
+    &exp_kernel,       &floor_kernel,     &gelu_kernel,     &hardsigmoid_kernel,
+    &hardswish_kernel, &leakyrelu_kernel, &log_kernel,      &neg_kernel,
+    &not_kernel,       &reciprocal_kernel, &relu_kernel,    &round_kernel,
+    &selu_kernel,      &sigmoid_kernel,   &sign_kernel,     &sin_kernel,
+    &softplus_kernel,  &softsign_kernel,  &sqrt_kernel,     &tan_kernel,
+    &tanh_kernel,      &thresholdedrelu_kernel, &cast_kernel, &castlike_kernel,
+    &clip_kernel,      &identity_kernel,  &dropout_kernel,  NULL,
+};

@@ -1,4 +1,248 @@
-/* binary.c -- definitions (validation, dtype and shape inference) of the binary ops. */
+/* binary.c -- definitions (validation, dtype and shape inference) of the
+ * broadcasting element-wise ops: arithmetic, comparisons, logic, PRelu, Where
+ * and the variadic Max/Min/Mean/Sum. The output shape is the numpy broadcast
+ * of the inputs' shapes (PRelu's slope broadcasts to X only). */
+#include <stdio.h>
+
+#include "common/error.h"
 #include "engine/op.h"
 
-const eng_op_def_t *const eng_ops_binary[] = {NULL};
+static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_INT8,
+                                         ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
+                                         ENG_DT_UINT8,  ENG_DT_UINT16, ENG_DT_UINT32,
+                                         ENG_DT_UINT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_numeric_bool[] = {
+    ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT8,   ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
+    ENG_DT_UINT8, ENG_DT_UINT16, ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_BOOL,   ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_bool[] = {ENG_DT_BOOL, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_pow_base[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32,
+                                          ENG_DT_INT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_prelu[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
+                                       ENG_DT_UNDEFINED};
+
+/* Sets output 0's dtype and shape when it is requested; cannot fail. */
+static void set_output(eng_op_ctx_t *c, eng_dtype_t dt, const eng_shape_t *shape)
+{
+    if (c->n_outputs > 0 && c->outputs[0]) {
+        c->outputs[0]->dtype = dt;
+        c->outputs[0]->shape = *shape;
+    }
+}
+
+/* The broadcast of inputs [first, n_inputs), all present. 0, or FS_EINVAL
+ * naming the input that is missing or does not broadcast; *out is then
+ * undefined. */
+static int broadcast_inputs(const eng_op_ctx_t *c, int first, eng_shape_t *out)
+{
+    for (int i = first; i < c->n_inputs; i++) {
+        const eng_tensor_t *t = c->inputs[i];
+        if (!t)
+            return eng_op_err(c, FS_EINVAL, "input %d is missing", i);
+        if (i == first) {
+            *out = t->shape;
+            continue;
+        }
+        eng_shape_t acc = *out;
+        if (eng_shape_broadcast(&acc, &t->shape, out) != 0) {
+            char a[96], b[96];
+            return eng_op_err(c, FS_EINVAL, "input %d's shape %s does not broadcast with %s", i,
+                              eng_shape_format(&t->shape, b, sizeof b),
+                              eng_shape_format(&acc, a, sizeof a));
+        }
+    }
+    return 0;
+}
+
+/* Inputs [first, n_inputs) must share input `first`'s dtype, one of
+ * `allowed`. 0, or FS_ENOTSUP (dtype) / FS_EINVAL (mixed or missing). */
+static int same_dtype(const eng_op_ctx_t *c, int first, const eng_dtype_t *allowed)
+{
+    int rc = eng_op_require_dtype(c, first, allowed);
+    if (rc)
+        return rc;
+    eng_dtype_t dt = c->inputs[first]->dtype;
+    for (int i = first + 1; i < c->n_inputs; i++) {
+        const eng_tensor_t *t = c->inputs[i];
+        if (!t)
+            return eng_op_err(c, FS_EINVAL, "input %d is missing", i);
+        if (t->dtype != dt)
+            return eng_op_err(c, FS_EINVAL, "input %d has dtype %s, input %d has %s", i,
+                              eng_dtype_name(t->dtype), first, eng_dtype_name(dt));
+    }
+    return 0;
+}
+
+/* `min_in`..`max_in` inputs of one dtype from `allowed`, broadcast; output
+ * of dtype `out_dt` (ENG_DT_UNDEFINED: the inputs'). */
+static int infer_elementwise(eng_op_ctx_t *c, int min_in, int max_in, const eng_dtype_t *allowed,
+                             eng_dtype_t out_dt)
+{
+    if (c->n_inputs < min_in || c->n_inputs > max_in)
+        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected %d to %d", c->n_inputs, min_in,
+                          max_in);
+    int rc = same_dtype(c, 0, allowed);
+    eng_shape_t shape;
+    if (rc == 0)
+        rc = broadcast_inputs(c, 0, &shape);
+    if (rc)
+        return rc;
+    set_output(c, out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt, &shape);
+    return 0;
+}
+
+static int infer_arith(eng_op_ctx_t *c)
+{
+    return infer_elementwise(c, 2, 2, dt_numeric, ENG_DT_UNDEFINED);
+}
+
+static int infer_logic(eng_op_ctx_t *c)
+{
+    return infer_elementwise(c, 2, 2, dt_bool, ENG_DT_BOOL);
+}
+
+static int infer_equal(eng_op_ctx_t *c)
+{
+    return infer_elementwise(c, 2, 2, dt_numeric_bool, ENG_DT_BOOL);
+}
+
+static int infer_compare(eng_op_ctx_t *c)
+{
+    return infer_elementwise(c, 2, 2, dt_numeric, ENG_DT_BOOL);
+}
+
+static int infer_minmax(eng_op_ctx_t *c)
+{
+    return infer_elementwise(c, 1, 1 << 30, dt_numeric, ENG_DT_UNDEFINED);
+}
+
+static int infer_sum(eng_op_ctx_t *c)
+{
+    return infer_elementwise(c, 1, 1 << 30, dt_float, ENG_DT_UNDEFINED);
+}
+
+/* Pow's base and exponent may differ in type (T1, T2 from opset 12); the
+ * output has the base's. */
+static int infer_pow(eng_op_ctx_t *c)
+{
+    if (c->n_inputs != 2)
+        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected 2", c->n_inputs);
+    int rc = eng_op_require_dtype(c, 0, dt_pow_base);
+    if (rc == 0)
+        rc = eng_op_require_dtype(c, 1, dt_numeric);
+    eng_shape_t shape;
+    if (rc == 0)
+        rc = broadcast_inputs(c, 0, &shape);
+    if (rc)
+        return rc;
+    set_output(c, c->inputs[0]->dtype, &shape);
+    return 0;
+}
+
+static int check_mod(const eng_node_t *n, int opset)
+{
+    int64_t fmod = eng_attr_i(n, "fmod", 0);
+    if (fmod != 0 && fmod != 1) {
+        eng_op_ctx_t c = {.node = n, .opset = opset}; /* at load there is no context yet */
+        return eng_op_err(&c, FS_EINVAL, "fmod is %lld, must be 0 or 1", (long long)fmod);
+    }
+    return 0;
+}
+
+/* Floating-point Mod must have fmod=1 (the ONNX spec). */
+static int infer_mod(eng_op_ctx_t *c)
+{
+    int rc = check_mod(c->node, c->opset);
+    if (rc == 0)
+        rc = infer_arith(c);
+    if (rc)
+        return rc;
+    eng_dtype_t dt = c->inputs[0]->dtype;
+    if ((dt == ENG_DT_FLOAT || dt == ENG_DT_DOUBLE) && eng_attr_i(c->node, "fmod", 0) != 1)
+        return eng_op_err(c, FS_EINVAL, "fmod must be 1 for dtype %s", eng_dtype_name(dt));
+    return 0;
+}
+
+/* slope broadcasts to X (unidirectionally): the output has X's shape. */
+static int infer_prelu(eng_op_ctx_t *c)
+{
+    if (c->n_inputs != 2)
+        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected 2", c->n_inputs);
+    eng_shape_t shape;
+    int rc = same_dtype(c, 0, dt_prelu);
+    if (rc == 0)
+        rc = broadcast_inputs(c, 0, &shape);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0], *slope = c->inputs[1];
+    if (!eng_shape_equal(&shape, &x->shape)) {
+        char xs[96], ss[96];
+        return eng_op_err(c, FS_EINVAL, "slope %s does not broadcast to X %s",
+                          eng_shape_format(&slope->shape, ss, sizeof ss),
+                          eng_shape_format(&x->shape, xs, sizeof xs));
+    }
+    set_output(c, x->dtype, &shape);
+    return 0;
+}
+
+/* condition (bool), X and Y (one dtype of 1, 2, 4 or 8 bytes), all three
+ * broadcast. */
+static int infer_where(eng_op_ctx_t *c)
+{
+    if (c->n_inputs != 3)
+        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected 3", c->n_inputs);
+    int rc = eng_op_require_dtype(c, 0, dt_bool);
+    if (rc == 0 && !c->inputs[1])
+        rc = eng_op_err(c, FS_EINVAL, "input 1 is missing");
+    if (rc)
+        return rc;
+    eng_dtype_t dt = c->inputs[1]->dtype;
+    size_t es = eng_dtype_size(dt);
+    if (es != 1 && es != 2 && es != 4 && es != 8)
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
+    const eng_dtype_t allowed[] = {dt, ENG_DT_UNDEFINED};
+    eng_shape_t shape;
+    rc = same_dtype(c, 1, allowed);
+    if (rc == 0)
+        rc = broadcast_inputs(c, 0, &shape);
+    if (rc)
+        return rc;
+    set_output(c, dt, &shape);
+    return 0;
+}
+
+#define BINARY_DEF(var, name, chk, inf, inplace)                                       \
+    static const eng_op_def_t var = {                                                  \
+        .op_type = name, .check = chk, .infer = inf, .inplace_input = inplace};
+
+/* In place on input 0 (input 1 for Where's X) is safe: each output element
+ * reads the same index of that input, when the planner gives it the same
+ * shape, before writing it. The variadic ops fold input 0 into the output
+ * first. */
+BINARY_DEF(op_add, "Add", NULL, infer_arith, 0)
+BINARY_DEF(op_sub, "Sub", NULL, infer_arith, 0)
+BINARY_DEF(op_mul, "Mul", NULL, infer_arith, 0)
+BINARY_DEF(op_div, "Div", NULL, infer_arith, 0)
+BINARY_DEF(op_pow, "Pow", NULL, infer_pow, 0)
+BINARY_DEF(op_mod, "Mod", check_mod, infer_mod, 0)
+BINARY_DEF(op_and, "And", NULL, infer_logic, 0)
+BINARY_DEF(op_or, "Or", NULL, infer_logic, 0)
+BINARY_DEF(op_xor, "Xor", NULL, infer_logic, 0)
+BINARY_DEF(op_equal, "Equal", NULL, infer_equal, 0)
+BINARY_DEF(op_greater, "Greater", NULL, infer_compare, 0)
+BINARY_DEF(op_greater_equal, "GreaterOrEqual", NULL, infer_compare, 0)
+BINARY_DEF(op_less, "Less", NULL, infer_compare, 0)
+BINARY_DEF(op_less_equal, "LessOrEqual", NULL, infer_compare, 0)
+BINARY_DEF(op_prelu, "PRelu", NULL, infer_prelu, 0)
+BINARY_DEF(op_where, "Where", NULL, infer_where, 1)
+BINARY_DEF(op_max, "Max", NULL, infer_minmax, 0)
+BINARY_DEF(op_min, "Min", NULL, infer_minmax, 0)
+BINARY_DEF(op_mean, "Mean", NULL, infer_sum, 0)
+BINARY_DEF(op_sum, "Sum", NULL, infer_sum, 0)
+
+const eng_op_def_t *const eng_ops_binary[] = {
+    &op_add,   &op_sub,     &op_mul,           &op_div,  &op_pow,        &op_mod,
+    &op_and,   &op_or,      &op_xor,           &op_equal, &op_greater,   &op_greater_equal,
+    &op_less,  &op_less_equal, &op_prelu,      &op_where, &op_max,       &op_min,
+    &op_mean,  &op_sum,     NULL,
+};

@@ -1,4 +1,291 @@
-/* linalg.c -- definitions (validation, dtype and shape inference) of the linalg ops. */
-#include "engine/op.h"
+/* linalg.c -- definitions (validation, dtype and shape inference) of the
+ * linalg ops (MatMul, Gemm, Einsum) and the shape analysis their kernels
+ * share. */
+#include <ctype.h>
+#include <string.h>
 
-const eng_op_def_t *const eng_ops_linalg[] = {NULL};
+#include "common/error.h"
+#include "engine/ops/linalg_impl.h"
+
+static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+
+int eng_matmul_dims(const eng_op_ctx_t *c, eng_matmul_dims_t *d)
+{
+    const eng_shape_t *as = &c->inputs[0]->shape, *bs = &c->inputs[1]->shape;
+    char sa[96], sb[96];
+    if (as->rank < 1 || bs->rank < 1)
+        return eng_op_err(c, FS_EINVAL, "A %s and B %s: operands must have rank >= 1",
+                          eng_shape_format(as, sa, sizeof sa), eng_shape_format(bs, sb, sizeof sb));
+    memset(d, 0, sizeof *d);
+    d->m = as->rank == 1 ? 1 : as->dims[as->rank - 2];
+    d->k = as->dims[as->rank - 1];
+    int64_t bk = bs->rank == 1 ? bs->dims[0] : bs->dims[bs->rank - 2];
+    d->n = bs->rank == 1 ? 1 : bs->dims[bs->rank - 1];
+    if (bk != d->k)
+        return eng_op_err(c, FS_EINVAL, "A %s and B %s: inner dims %lld and %lld differ",
+                          eng_shape_format(as, sa, sizeof sa), eng_shape_format(bs, sb, sizeof sb),
+                          (long long)d->k, (long long)bk);
+    int ab = as->rank > 2 ? as->rank - 2 : 0, bb = bs->rank > 2 ? bs->rank - 2 : 0;
+    d->batch_rank = ab > bb ? ab : bb;
+    int64_t a_acc = d->m * d->k, b_acc = d->k * d->n;
+    for (int i = d->batch_rank - 1; i >= 0; i--) {
+        int ia = i - (d->batch_rank - ab), ib = i - (d->batch_rank - bb);
+        int64_t da = ia >= 0 ? as->dims[ia] : 1, db = ib >= 0 ? bs->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return eng_op_err(c, FS_EINVAL, "A %s and B %s: batch dims do not broadcast",
+                              eng_shape_format(as, sa, sizeof sa),
+                              eng_shape_format(bs, sb, sizeof sb));
+        d->batch[i] = da == 1 ? db : da;
+        d->a_stride[i] = da == 1 ? 0 : a_acc;
+        d->b_stride[i] = db == 1 ? 0 : b_acc;
+        a_acc *= da;
+        b_acc *= db;
+    }
+    d->out.rank = d->batch_rank;
+    memcpy(d->out.dims, d->batch, sizeof(int64_t) * (size_t)d->batch_rank);
+    if (as->rank > 1)
+        d->out.dims[d->out.rank++] = d->m;
+    if (bs->rank > 1)
+        d->out.dims[d->out.rank++] = d->n;
+    return 0;
+}
+
+static int matmul_infer(eng_op_ctx_t *c)
+{
+    eng_matmul_dims_t d;
+    int rc;
+    if ((rc = eng_op_require_dtype(c, 0, dt_float)) || (rc = eng_op_require_dtype(c, 1, dt_float)) ||
+        (rc = eng_matmul_dims(c, &d)))
+        return rc;
+    c->outputs[0]->dtype = ENG_DT_FLOAT;
+    c->outputs[0]->shape = d.out;
+    return 0;
+}
+
+static int gemm_infer(eng_op_ctx_t *c)
+{
+    int rc;
+    if ((rc = eng_op_require_dtype(c, 0, dt_float)) || (rc = eng_op_require_dtype(c, 1, dt_float)))
+        return rc;
+    const eng_shape_t *as = &c->inputs[0]->shape, *bs = &c->inputs[1]->shape;
+    const eng_tensor_t *ct = eng_ctx_in(c, 2);
+    char sa[96], sb[96], sc[96];
+    if (as->rank != 2 || bs->rank != 2)
+        return eng_op_err(c, FS_EINVAL, "A %s and B %s must both have rank 2",
+                          eng_shape_format(as, sa, sizeof sa), eng_shape_format(bs, sb, sizeof sb));
+    bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
+    int64_t m = as->dims[ta ? 1 : 0], k = as->dims[ta ? 0 : 1];
+    int64_t kb = bs->dims[tb ? 1 : 0], n = bs->dims[tb ? 0 : 1];
+    if (k != kb)
+        return eng_op_err(c, FS_EINVAL, "A %s (transA=%d) and B %s (transB=%d): inner dims "
+                          "%lld and %lld differ", eng_shape_format(as, sa, sizeof sa), ta,
+                          eng_shape_format(bs, sb, sizeof sb), tb, (long long)k, (long long)kb);
+    if (!ct && c->opset < 11)
+        return eng_op_err(c, FS_EINVAL, "input C is required before opset 11");
+    if (ct) {
+        if ((rc = eng_op_require_dtype(c, 2, dt_float)))
+            return rc;
+        const eng_shape_t *cs = &ct->shape;
+        bool ok = cs->rank <= 2;
+        for (int i = 0; ok && i < cs->rank; i++) {
+            int64_t want = i == cs->rank - 1 ? n : m;
+            ok = cs->dims[i] == want || cs->dims[i] == 1;
+        }
+        if (!ok)
+            return eng_op_err(c, FS_EINVAL, "C %s does not broadcast to [%lld,%lld]",
+                              eng_shape_format(cs, sc, sizeof sc), (long long)m, (long long)n);
+    }
+    eng_tensor_t *y = c->outputs[0];
+    y->dtype = ENG_DT_FLOAT;
+    y->shape.rank = 2;
+    y->shape.dims[0] = m;
+    y->shape.dims[1] = n;
+    return 0;
+}
+
+/* Label id of an equation letter, or -1. */
+static int einsum_letter(char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return 26 + ch - 'a';
+    return -1;
+}
+
+/* One term of the equation ("ij", "...k"): its letters' labels in order,
+ * and where the ellipsis stands (-1: none). */
+typedef struct einsum_term {
+    int n;                     /* letters */
+    int letter[ENG_MAX_RANK + 1];
+    int ellipsis_at;           /* letters before the "..." */
+} einsum_term_t;
+
+/* Parses the term at *p up to ',' / '-' / end. 0, or FS_EINVAL. */
+static int einsum_term(const eng_op_ctx_t *c, const char *eq, const char **p, einsum_term_t *t)
+{
+    t->n = 0;
+    t->ellipsis_at = -1;
+    const char *s = *p;
+    for (; *s && *s != ',' && *s != '-'; s++) {
+        if (isspace((unsigned char)*s))
+            continue;
+        if (strncmp(s, "...", 3) == 0 && t->ellipsis_at < 0) {
+            t->ellipsis_at = t->n;
+            s += 2;
+            continue;
+        }
+        int l = einsum_letter(*s);
+        if (l < 0 || t->n > ENG_MAX_RANK)
+            return eng_op_err(c, FS_EINVAL, "equation '%s': unexpected '%c' or too many "
+                              "letters in a term", eq, *s);
+        t->letter[t->n++] = l;
+    }
+    *p = s;
+    return 0;
+}
+
+/* Binds one operand's term to its shape: labels per axis and label sizes.
+ * 0, or FS_EINVAL. */
+static int einsum_bind(const eng_op_ctx_t *c, const char *eq, int op, const einsum_term_t *t,
+                       int ell_rank, eng_einsum_t *e)
+{
+    const eng_shape_t *s = &c->inputs[op]->shape;
+    int own = s->rank - t->n;
+    if (own < 0 || (t->ellipsis_at < 0 && own != 0))
+        return eng_op_err(c, FS_EINVAL, "equation '%s': term %d has %d letters for input "
+                          "rank %d", eq, op, t->n, s->rank);
+    e->rank[op] = s->rank;
+    for (int ax = 0, li = 0; ax < s->rank; ax++) {
+        int l;
+        if (t->ellipsis_at >= 0 && ax >= t->ellipsis_at && ax < t->ellipsis_at + own)
+            l = 52 + ell_rank - own + (ax - t->ellipsis_at);
+        else
+            l = t->letter[li++];
+        e->label[op][ax] = l;
+        int64_t dim = s->dims[ax], *size = &e->size[l];
+        if (*size < 0 || (l >= 52 && *size == 1))
+            *size = dim;
+        else if (dim != *size && !(l >= 52 && dim == 1))
+            return eng_op_err(c, FS_EINVAL, "equation '%s': input %d axis %d has size %lld, "
+                              "another use of its label has %lld", eq, op, ax, (long long)dim,
+                              (long long)*size);
+    }
+    return 0;
+}
+
+int eng_einsum_parse(const eng_op_ctx_t *c, eng_einsum_t *e)
+{
+    const char *eq = eng_attr_s(c->node, "equation", NULL);
+    if (!eq)
+        return eng_op_err(c, FS_EINVAL, "attribute equation is missing");
+    if (c->n_inputs > ENG_EINSUM_MAX_OPERANDS)
+        return eng_op_err(c, FS_ENOTSUP, "%d operands; at most %d are supported", c->n_inputs,
+                          ENG_EINSUM_MAX_OPERANDS);
+    memset(e, 0, sizeof *e);
+    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++)
+        e->size[l] = -1;
+    einsum_term_t terms[ENG_EINSUM_MAX_OPERANDS];
+    const char *p = eq;
+    int n = 0, ell_rank = 0, rc;
+    for (;;) {
+        if (n == c->n_inputs)
+            return eng_op_err(c, FS_EINVAL, "equation '%s' has more terms than the %d inputs",
+                              eq, c->n_inputs);
+        if ((rc = einsum_term(c, eq, &p, &terms[n])))
+            return rc;
+        if (!c->inputs[n])
+            return eng_op_err(c, FS_EINVAL, "input %d is missing", n);
+        int own = c->inputs[n]->shape.rank - terms[n].n;
+        if (terms[n].ellipsis_at >= 0 && own > ell_rank)
+            ell_rank = own;
+        n++;
+        if (*p != ',')
+            break;
+        p++;
+    }
+    if (n != c->n_inputs)
+        return eng_op_err(c, FS_EINVAL, "equation '%s' has %d terms for %d inputs", eq, n,
+                          c->n_inputs);
+    e->n_operands = n;
+    for (int i = 0; i < n; i++)
+        if ((rc = einsum_bind(c, eq, i, &terms[i], ell_rank, e)))
+            return rc;
+    if (*p == '-') {
+        if (p[1] != '>')
+            return eng_op_err(c, FS_EINVAL, "equation '%s': expected '->'", eq);
+        p += 2;
+        einsum_term_t out;
+        if ((rc = einsum_term(c, eq, &p, &out)))
+            return rc;
+        if (*p)
+            return eng_op_err(c, FS_EINVAL, "equation '%s': unexpected '%c' in the output", eq,
+                              *p);
+        for (int i = 0, li = 0; i < out.n + (out.ellipsis_at >= 0 ? ell_rank : 0); i++) {
+            int l;
+            if (out.ellipsis_at >= 0 && i >= out.ellipsis_at && i < out.ellipsis_at + ell_rank)
+                l = 52 + i - out.ellipsis_at;
+            else
+                l = out.letter[li++];
+            for (int j = 0; j < e->n_out; j++)
+                if (e->out[j] == l)
+                    return eng_op_err(c, FS_EINVAL, "equation '%s': an output label repeats", eq);
+            if (e->size[l] < 0)
+                return eng_op_err(c, FS_EINVAL, "equation '%s': an output label is not in any "
+                                  "input", eq);
+            if (e->n_out == ENG_MAX_RANK)
+                return eng_op_err(c, FS_EINVAL, "equation '%s': output rank over %d", eq,
+                                  ENG_MAX_RANK);
+            e->out[e->n_out++] = l;
+        }
+    } else {
+        int uses[ENG_EINSUM_MAX_LABELS] = {0};
+        for (int i = 0; i < n; i++)
+            for (int ax = 0; ax < e->rank[i]; ax++)
+                uses[e->label[i][ax]]++;
+        for (int l = 52; l < 52 + ell_rank; l++)
+            e->out[e->n_out++] = l;
+        for (int l = 0; l < 52; l++)
+            if (uses[l] == 1) {
+                if (e->n_out == ENG_MAX_RANK)
+                    return eng_op_err(c, FS_EINVAL, "equation '%s': output rank over %d", eq,
+                                      ENG_MAX_RANK);
+                e->out[e->n_out++] = l;
+            }
+    }
+    return 0;
+}
+
+static int einsum_infer(eng_op_ctx_t *c)
+{
+    eng_einsum_t e;
+    int rc;
+    for (int i = 0; i < c->n_inputs; i++)
+        if ((rc = eng_op_require_dtype(c, i, dt_float)))
+            return rc;
+    if ((rc = eng_einsum_parse(c, &e)))
+        return rc;
+    eng_tensor_t *y = c->outputs[0];
+    y->dtype = ENG_DT_FLOAT;
+    y->shape.rank = e.n_out;
+    for (int i = 0; i < e.n_out; i++)
+        y->shape.dims[i] = e.size[e.out[i]];
+    return 0;
+}
+
+static const eng_op_def_t op_matmul = {"MatMul", NULL, matmul_infer, -1};
+static const eng_op_def_t op_gemm = {"Gemm", NULL, gemm_infer, -1};
+static int einsum_check(const eng_node_t *n, int opset)
+{
+    eng_op_ctx_t c = {.node = n, .opset = opset};
+    if (!eng_attr_s(n, "equation", NULL))
+        return eng_op_err(&c, FS_EINVAL, "attribute equation is missing");
+    if (n->n_inputs > ENG_EINSUM_MAX_OPERANDS)
+        return eng_op_err(&c, FS_ENOTSUP, "%d operands; at most %d are supported", n->n_inputs,
+                          ENG_EINSUM_MAX_OPERANDS);
+    return 0;
+}
+
+static const eng_op_def_t op_einsum = {"Einsum", einsum_check, einsum_infer, -1};
+
+const eng_op_def_t *const eng_ops_linalg[] = {&op_matmul, &op_gemm, &op_einsum, NULL};

@@ -1,4 +1,447 @@
-/* nn.c -- definitions (validation, dtype and shape inference) of the nn ops. */
-#include "engine/op.h"
+/* nn.c -- definitions (validation, dtype and shape inference) of the nn ops:
+ * convolutions, pools and normalisations, and their shared window geometry. */
+#include <string.h>
 
-const eng_op_def_t *const eng_ops_nn[] = {NULL};
+#include "common/error.h"
+#include "engine/ops/nn_impl.h"
+
+static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_float_u8[] = {ENG_DT_FLOAT, ENG_DT_UINT8, ENG_DT_UNDEFINED};
+
+typedef enum auto_pad { PAD_NOTSET, PAD_VALID, PAD_SAME_UPPER, PAD_SAME_LOWER } auto_pad_t;
+
+/* Reads auto_pad. 0, or FS_ENOTSUP naming the value; *out untouched then. */
+static int read_auto_pad(const eng_op_ctx_t *c, auto_pad_t *out)
+{
+    const char *s = eng_attr_s(c->node, "auto_pad", "NOTSET");
+    static const struct { const char *name; auto_pad_t v; } names[] = {
+        {"NOTSET", PAD_NOTSET}, {"", PAD_NOTSET}, {"VALID", PAD_VALID},
+        {"SAME_UPPER", PAD_SAME_UPPER}, {"SAME_LOWER", PAD_SAME_LOWER},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].v;
+            return 0;
+        }
+    return eng_op_err(c, FS_ENOTSUP, "auto_pad '%s' is not supported (NOTSET, VALID, "
+                      "SAME_UPPER, SAME_LOWER)", s);
+}
+
+/* Reads an INTS attribute of `want` values, each >= `min`, into the
+ * normalised slots of `dst` (left as they are when the attribute is absent).
+ * 0, or FS_EINVAL naming the attribute. */
+static int read_spatial_ints(const eng_op_ctx_t *c, const char *name, int want, int64_t min,
+                             int64_t dst[ENG_NN_DIMS])
+{
+    size_t n;
+    const int64_t *v = eng_attr_ints(c->node, name, &n);
+    if (!v)
+        return 0;
+    if (n != (size_t)want)
+        return eng_op_err(c, FS_EINVAL, "attribute %s has %zu values, expected %d", name, n, want);
+    for (int i = 0; i < want; i++) {
+        if (v[i] < min)
+            return eng_op_err(c, FS_EINVAL, "attribute %s[%d] is %lld, must be >= %lld", name, i,
+                              (long long)v[i], (long long)min);
+        dst[ENG_NN_DIMS - want + i] = v[i];
+    }
+    return 0;
+}
+
+/* Channel counts from X and W for the convolutions. 0 or FS_EINVAL. */
+static int conv_channels(const eng_op_ctx_t *c, eng_nn_kind_t kind, const eng_tensor_t *x,
+                         const eng_tensor_t *w, eng_nn_geom_t *g)
+{
+    char xs[96], ws[96];
+    g->group = eng_attr_i(c->node, "group", 1);
+    if (g->group < 1)
+        return eng_op_err(c, FS_EINVAL, "group is %lld, must be >= 1", (long long)g->group);
+    if (w->shape.rank != x->shape.rank)
+        return eng_op_err(c, FS_EINVAL, "W %s and X %s differ in rank",
+                          eng_shape_format(&w->shape, ws, sizeof ws),
+                          eng_shape_format(&x->shape, xs, sizeof xs));
+    const int64_t *wd = w->shape.dims;
+    bool ok;
+    if (kind == ENG_NN_CONV) {
+        ok = wd[1] * g->group == g->in_channels && wd[0] % g->group == 0;
+        g->out_channels = wd[0];
+    } else {
+        ok = wd[0] == g->in_channels && g->in_channels % g->group == 0;
+        g->out_channels = wd[1] * g->group;
+    }
+    if (!ok)
+        return eng_op_err(c, FS_EINVAL, "W %s does not fit X %s with group %lld",
+                          eng_shape_format(&w->shape, ws, sizeof ws),
+                          eng_shape_format(&x->shape, xs, sizeof xs), (long long)g->group);
+    return 0;
+}
+
+/* Splits a total padding between begin and end as auto_pad says: the
+ * odd pixel goes to the end for SAME_UPPER, else to the begin. The half is
+ * floored (as ONNX's reference does), so a negative total (ConvTranspose's
+ * output_shape larger than the natural size) extends the end. */
+static void split_pad(auto_pad_t ap, int64_t total, int64_t *begin, int64_t *end)
+{
+    int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+    if (ap == PAD_SAME_UPPER) {
+        *begin = half;
+        *end = total - half;
+    } else {
+        *begin = total - half;
+        *end = half;
+    }
+}
+
+/* Output dims of Conv and the pools (slot i of g). 0 or FS_EINVAL. */
+static int window_out(const eng_op_ctx_t *c, auto_pad_t ap, bool ceil_mode, int i,
+                      eng_nn_geom_t *g)
+{
+    int64_t ek = (g->kernel[i] - 1) * g->dilation[i] + 1, s = g->stride[i];
+    if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
+        g->out[i] = (g->in[i] + s - 1) / s;
+        int64_t total = (g->out[i] - 1) * s + ek - g->in[i];
+        split_pad(ap, total > 0 ? total : 0, &g->pad_begin[i], &g->pad_end[i]);
+        return 0;
+    }
+    if (ap == PAD_VALID)
+        g->pad_begin[i] = g->pad_end[i] = 0;
+    int64_t span = g->in[i] + g->pad_begin[i] + g->pad_end[i] - ek;
+    if (span < 0)
+        return eng_op_err(c, FS_EINVAL, "spatial dim %d: the window (%lld with dilation) is "
+                          "larger than the padded input (%lld)", i - (ENG_NN_DIMS - g->n_spatial),
+                          (long long)ek, (long long)(g->in[i] + g->pad_begin[i] + g->pad_end[i]));
+    g->out[i] = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    /* A last window that would start inside the end padding is dropped. */
+    if (ceil_mode && (g->out[i] - 1) * s >= g->in[i] + g->pad_begin[i])
+        g->out[i]--;
+    return 0;
+}
+
+/* Output dims of ConvTranspose (every slot of g). 0 or FS_EINVAL. */
+static int transpose_out(const eng_op_ctx_t *c, auto_pad_t ap, eng_nn_geom_t *g)
+{
+    int ns = g->n_spatial, base = ENG_NN_DIMS - ns;
+    int64_t opad[ENG_NN_DIMS] = {0, 0, 0};
+    int rc = read_spatial_ints(c, "output_padding", ns, 0, opad);
+    if (rc)
+        return rc;
+    size_t n_os;
+    const int64_t *os = eng_attr_ints(c->node, "output_shape", &n_os);
+    if (os && n_os != (size_t)ns && n_os != (size_t)ns + 2)
+        return eng_op_err(c, FS_EINVAL, "attribute output_shape has %zu values, expected %d",
+                          n_os, ns);
+    for (int i = base; i < ENG_NN_DIMS; i++) {
+        int64_t ek = (g->kernel[i] - 1) * g->dilation[i] + 1;
+        int64_t full = g->stride[i] * (g->in[i] - 1) + opad[i] + ek;
+        if (os || ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
+            g->out[i] = os ? os[n_os - (size_t)ns + (size_t)(i - base)] : g->in[i] * g->stride[i];
+            split_pad(ap, full - g->out[i], &g->pad_begin[i], &g->pad_end[i]);
+        } else {
+            if (ap == PAD_VALID)
+                g->pad_begin[i] = g->pad_end[i] = 0;
+            g->out[i] = full - g->pad_begin[i] - g->pad_end[i];
+        }
+        if (g->out[i] < 1)
+            return eng_op_err(c, FS_EINVAL, "spatial dim %d of the output would be %lld",
+                              i - base, (long long)g->out[i]);
+    }
+    return 0;
+}
+
+int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g)
+{
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    const eng_tensor_t *w = kind == ENG_NN_POOL ? NULL : eng_ctx_in(c, 1);
+    char xs[96];
+    if (!x || (kind != ENG_NN_POOL && !w))
+        return eng_op_err(c, FS_EINVAL, "input %s is missing", x ? "W" : "X");
+    int rank = x->shape.rank, ns = rank - 2, base = ENG_NN_DIMS - ns;
+    if (rank < 3)
+        return eng_op_err(c, FS_EINVAL, "X %s must have rank >= 3 ([N, C, spatial...])",
+                          eng_shape_format(&x->shape, xs, sizeof xs));
+    if (ns > ENG_NN_DIMS)
+        return eng_op_err(c, FS_ENOTSUP, "X %s has %d spatial dims; at most %d are supported",
+                          eng_shape_format(&x->shape, xs, sizeof xs), ns, ENG_NN_DIMS);
+    memset(g, 0, sizeof *g);
+    g->n_spatial = ns;
+    g->batch = x->shape.dims[0];
+    g->in_channels = g->out_channels = x->shape.dims[1];
+    g->group = 1;
+    for (int i = 0; i < ENG_NN_DIMS; i++) {
+        g->in[i] = i < base ? 1 : x->shape.dims[2 + i - base];
+        g->out[i] = g->kernel[i] = g->stride[i] = g->dilation[i] = 1;
+    }
+    int rc = w ? conv_channels(c, kind, x, w, g) : 0;
+    if (rc)
+        return rc;
+    size_t nk;
+    const int64_t *ks = eng_attr_ints(c->node, "kernel_shape", &nk);
+    if (!ks && !w)
+        return eng_op_err(c, FS_EINVAL, "attribute kernel_shape is missing");
+    if (ks && nk != (size_t)ns)
+        return eng_op_err(c, FS_EINVAL, "attribute kernel_shape has %zu values, expected %d",
+                          nk, ns);
+    for (int i = 0; i < ns; i++) {
+        int64_t k = ks ? ks[i] : w->shape.dims[2 + i];
+        if (k < 1 || (ks && w && ks[i] != w->shape.dims[2 + i]))
+            return eng_op_err(c, FS_EINVAL, "kernel dim %d is %lld (W dim %lld)", i,
+                              (long long)k, w ? (long long)w->shape.dims[2 + i] : -1LL);
+        g->kernel[base + i] = k;
+    }
+    auto_pad_t ap = PAD_NOTSET;
+    int64_t pads[2 * ENG_NN_DIMS] = {0};
+    size_t np;
+    const int64_t *pv = eng_attr_ints(c->node, "pads", &np);
+    if ((rc = read_auto_pad(c, &ap)) || (rc = read_spatial_ints(c, "strides", ns, 1, g->stride)) ||
+        (rc = read_spatial_ints(c, "dilations", ns, 1, g->dilation)))
+        return rc;
+    if (pv && np != (size_t)(2 * ns))
+        return eng_op_err(c, FS_EINVAL, "attribute pads has %zu values, expected %d", np, 2 * ns);
+    for (int i = 0; pv && i < 2 * ns; i++) {
+        if (pv[i] < 0)
+            return eng_op_err(c, FS_EINVAL, "attribute pads[%d] is %lld, must be >= 0", i,
+                              (long long)pv[i]);
+        pads[i] = pv[i];
+    }
+    for (int i = 0; i < ns; i++) {
+        g->pad_begin[base + i] = pads[i];
+        g->pad_end[base + i] = pads[ns + i];
+    }
+    if (kind == ENG_NN_CONV_TRANSPOSE)
+        return transpose_out(c, ap, g);
+    bool ceil_mode = kind == ENG_NN_POOL && eng_attr_i(c->node, "ceil_mode", 0) != 0;
+    for (int i = base; i < ENG_NN_DIMS; i++)
+        if ((rc = window_out(c, ap, ceil_mode, i, g)))
+            return rc;
+    return 0;
+}
+
+/* Sets output `i` (when requested) to dtype dt and shape [N, M, out...]. */
+static void set_window_output(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_nn_geom_t *g)
+{
+    if (i >= c->n_outputs || !c->outputs[i])
+        return;
+    eng_tensor_t *y = c->outputs[i];
+    y->dtype = dt;
+    y->shape.rank = g->n_spatial + 2;
+    y->shape.dims[0] = g->batch;
+    y->shape.dims[1] = g->out_channels;
+    for (int d = 0; d < g->n_spatial; d++)
+        y->shape.dims[2 + d] = g->out[ENG_NN_DIMS - g->n_spatial + d];
+}
+
+/* Checks that optional input i, when present, is a float vector of `len`.
+ * 0, FS_ENOTSUP (dtype) or FS_EINVAL naming the input and its shape. */
+static int check_vector(const eng_op_ctx_t *c, int i, const char *what, int64_t len)
+{
+    const eng_tensor_t *t = eng_ctx_in(c, i);
+    if (!t)
+        return 0;
+    int rc = eng_op_require_dtype(c, i, dt_float);
+    if (rc)
+        return rc;
+    char ts[96];
+    if (t->shape.rank != 1 || t->shape.dims[0] != len)
+        return eng_op_err(c, FS_EINVAL, "%s (input %d) has shape %s, expected [%lld]", what, i,
+                          eng_shape_format(&t->shape, ts, sizeof ts), (long long)len);
+    return 0;
+}
+
+static int conv_infer(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g;
+    int rc;
+    bool transpose = strcmp(c->node->op_type, "ConvTranspose") == 0;
+    if ((rc = eng_op_require_dtype(c, 0, dt_float)) || (rc = eng_op_require_dtype(c, 1, dt_float)) ||
+        (rc = eng_nn_geom(c, transpose ? ENG_NN_CONV_TRANSPOSE : ENG_NN_CONV, &g)) ||
+        (rc = check_vector(c, 2, "B", g.out_channels)))
+        return rc;
+    set_window_output(c, 0, ENG_DT_FLOAT, &g);
+    return 0;
+}
+
+static int pool_infer(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g;
+    bool max = strcmp(c->node->op_type, "MaxPool") == 0;
+    int rc = eng_op_require_dtype(c, 0, max ? dt_float_u8 : dt_float);
+    if (rc || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
+        return rc;
+    set_window_output(c, 0, c->inputs[0]->dtype, &g);
+    set_window_output(c, 1, ENG_DT_INT64, &g);
+    return 0;
+}
+
+/* Load-time check of Conv, ConvTranspose and the pools: attribute values
+ * this implementation does not support fail the load, not the first run. */
+static int window_check(const eng_node_t *n, int opset)
+{
+    eng_op_ctx_t c = {.node = n, .opset = opset};
+    auto_pad_t ap;
+    int rc = read_auto_pad(&c, &ap);
+    if (rc)
+        return rc;
+    size_t nk;
+    if (eng_attr_ints(n, "kernel_shape", &nk) && nk > ENG_NN_DIMS)
+        return eng_op_err(&c, FS_ENOTSUP, "kernel_shape has %zu dims; at most %d spatial dims "
+                          "are supported", nk, ENG_NN_DIMS);
+    int64_t so = eng_attr_i(n, "storage_order", 0);
+    if (strcmp(n->op_type, "MaxPool") == 0 && so != 0 && so != 1)
+        return eng_op_err(&c, FS_EINVAL, "storage_order is %lld, must be 0 or 1", (long long)so);
+    return 0;
+}
+
+static int global_pool_infer(eng_op_ctx_t *c)
+{
+    int rc = eng_op_require_dtype(c, 0, dt_float);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    char xs[96];
+    if (x->shape.rank < 3)
+        return eng_op_err(c, FS_EINVAL, "X %s must have rank >= 3 ([N, C, spatial...])",
+                          eng_shape_format(&x->shape, xs, sizeof xs));
+    eng_tensor_t *y = c->outputs[0];
+    y->dtype = ENG_DT_FLOAT;
+    y->shape = x->shape;
+    for (int d = 2; d < x->shape.rank; d++)
+        y->shape.dims[d] = 1;
+    return 0;
+}
+
+/* X [N, C, ...] in float, rank >= min_rank; the output takes its type. */
+static int channel_input(eng_op_ctx_t *c, int min_rank)
+{
+    int rc = eng_op_require_dtype(c, 0, dt_float);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    char xs[96];
+    if (x->shape.rank < min_rank)
+        return eng_op_err(c, FS_EINVAL, "X %s must have rank >= %d ([N, C, ...])",
+                          eng_shape_format(&x->shape, xs, sizeof xs), min_rank);
+    c->outputs[0]->dtype = ENG_DT_FLOAT;
+    c->outputs[0]->shape = x->shape;
+    return 0;
+}
+
+static int batchnorm_check(const eng_node_t *n, int opset)
+{
+    eng_op_ctx_t c = {.node = n, .opset = opset};
+    if (eng_attr_i(n, "training_mode", 0) != 0)
+        return eng_op_err(&c, FS_ENOTSUP, "training_mode=1 is not supported (inference only)");
+    if (eng_attr_i(n, "spatial", 1) != 1)
+        return eng_op_err(&c, FS_ENOTSUP, "spatial=0 is not supported");
+    for (int i = 1; i < n->n_outputs; i++)
+        if (n->outputs[i] >= 0)
+            return eng_op_err(&c, FS_ENOTSUP, "output %d (training statistics) is not "
+                              "supported (inference only)", i);
+    return 0;
+}
+
+static int batchnorm_infer(eng_op_ctx_t *c)
+{
+    static const char *const names[] = {"scale", "B", "mean", "var"};
+    int rc = channel_input(c, 2);
+    if (rc)
+        return rc;
+    for (int i = 1; i <= 4; i++) {
+        if (!eng_ctx_in(c, i))
+            return eng_op_err(c, FS_EINVAL, "input %s is missing", names[i - 1]);
+        if ((rc = check_vector(c, i, names[i - 1], c->inputs[0]->shape.dims[1])))
+            return rc;
+    }
+    return 0;
+}
+
+static int instancenorm_infer(eng_op_ctx_t *c)
+{
+    int rc = channel_input(c, 3);
+    if (rc)
+        return rc;
+    for (int i = 1; i <= 2; i++) {
+        if (!eng_ctx_in(c, i))
+            return eng_op_err(c, FS_EINVAL, "input %s is missing", i == 1 ? "scale" : "B");
+        if ((rc = check_vector(c, i, i == 1 ? "scale" : "B", c->inputs[0]->shape.dims[1])))
+            return rc;
+    }
+    return 0;
+}
+
+/* Whether `p` broadcasts unidirectionally to X's dims from `axis` on. */
+static bool broadcasts_to_tail(const eng_shape_t *p, const eng_shape_t *x, int axis)
+{
+    if (p->rank > x->rank - axis)
+        return false;
+    for (int i = 0; i < p->rank; i++) {
+        int64_t pd = p->dims[p->rank - 1 - i], xd = x->dims[x->rank - 1 - i];
+        if (pd != xd && pd != 1)
+            return false;
+    }
+    return true;
+}
+
+static int layernorm_infer(eng_op_ctx_t *c)
+{
+    int rc = eng_op_require_dtype(c, 0, dt_float), axis;
+    if (rc || (rc = eng_op_axis(c, eng_attr_i(c->node, "axis", -1), c->inputs[0]->shape.rank,
+                                &axis)))
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    if (!eng_ctx_in(c, 1))
+        return eng_op_err(c, FS_EINVAL, "input Scale is missing");
+    for (int i = 1; i <= 2; i++) {
+        const eng_tensor_t *p = eng_ctx_in(c, i);
+        char ps[96], xs[96];
+        if (!p)
+            continue;
+        if ((rc = eng_op_require_dtype(c, i, dt_float)))
+            return rc;
+        if (!broadcasts_to_tail(&p->shape, &x->shape, axis))
+            return eng_op_err(c, FS_EINVAL, "%s %s does not broadcast to X %s from axis %d",
+                              i == 1 ? "Scale" : "B", eng_shape_format(&p->shape, ps, sizeof ps),
+                              eng_shape_format(&x->shape, xs, sizeof xs), axis);
+    }
+    c->outputs[0]->dtype = ENG_DT_FLOAT;
+    c->outputs[0]->shape = x->shape;
+    for (int i = 1; i <= 2 && i < c->n_outputs; i++) {
+        eng_tensor_t *s = c->outputs[i];
+        if (!s)
+            continue;
+        s->dtype = ENG_DT_FLOAT;
+        s->shape = x->shape;
+        for (int d = axis; d < x->shape.rank; d++)
+            s->shape.dims[d] = 1;
+    }
+    return 0;
+}
+
+static int lrn_infer(eng_op_ctx_t *c)
+{
+    int64_t size = eng_attr_i(c->node, "size", 0);
+    if (size < 1)
+        return eng_op_err(c, FS_EINVAL, "attribute size is %lld (missing or < 1)",
+                          (long long)size);
+    return channel_input(c, 2);
+}
+
+static const eng_op_def_t op_conv = {"Conv", window_check, conv_infer, -1};
+static const eng_op_def_t op_conv_transpose = {"ConvTranspose", window_check, conv_infer, -1};
+static const eng_op_def_t op_average_pool = {"AveragePool", window_check, pool_infer, -1};
+static const eng_op_def_t op_max_pool = {"MaxPool", window_check, pool_infer, -1};
+static const eng_op_def_t op_global_average_pool = {"GlobalAveragePool", NULL,
+                                                    global_pool_infer, -1};
+static const eng_op_def_t op_global_max_pool = {"GlobalMaxPool", NULL, global_pool_infer, -1};
+/* The normalisations read each row's (or channel's) statistics before they
+ * write it, so Y may take X's buffer. */
+static const eng_op_def_t op_batchnorm = {"BatchNormalization", batchnorm_check,
+                                          batchnorm_infer, 0};
+static const eng_op_def_t op_instancenorm = {"InstanceNormalization", NULL,
+                                             instancenorm_infer, 0};
+static const eng_op_def_t op_layernorm = {"LayerNormalization", NULL, layernorm_infer, 0};
+static const eng_op_def_t op_lrn = {"LRN", NULL, lrn_infer, -1};
+
+const eng_op_def_t *const eng_ops_nn[] = {
+    &op_conv, &op_conv_transpose, &op_average_pool, &op_max_pool, &op_global_average_pool,
+    &op_global_max_pool, &op_batchnorm, &op_instancenorm, &op_layernorm, &op_lrn, NULL,
+};

@@ -1,4 +1,242 @@
-/* unary.c -- definitions (validation, dtype and shape inference) of the unary ops. */
+/* unary.c -- definitions (validation, dtype and shape inference) of the unary ops:
+ * element-wise math and activations, Cast, Clip, Identity and Dropout. Every
+ * output has its input's shape; none computes data at inference (the planner
+ * folds constants by running the CPU kernel). */
+#include <string.h>
+
+#include "common/error.h"
 #include "engine/op.h"
 
-const eng_op_def_t *const eng_ops_unary[] = {NULL};
+static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_bool[] = {ENG_DT_BOOL, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_signed[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT8, ENG_DT_INT16,
+                                        ENG_DT_INT32, ENG_DT_INT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_INT8,
+                                         ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
+                                         ENG_DT_UINT8,  ENG_DT_UINT16, ENG_DT_UINT32,
+                                         ENG_DT_UINT64, ENG_DT_UNDEFINED};
+/* What Cast converts between (engine/cpu/unary_kernels.c). */
+static const eng_dtype_t dt_cast[] = {
+    ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,
+    ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,   ENG_DT_UINT8,    ENG_DT_UINT16,
+    ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_BOOL,    ENG_DT_UNDEFINED};
+
+static bool dtype_in(eng_dtype_t dt, const eng_dtype_t *set)
+{
+    for (; *set != ENG_DT_UNDEFINED; set++)
+        if (*set == dt)
+            return true;
+    return false;
+}
+
+/* Sets output i's dtype and shape when it is requested; cannot fail. */
+static void set_output(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shape_t *shape)
+{
+    if (i < c->n_outputs && c->outputs[i]) {
+        c->outputs[i]->dtype = dt;
+        c->outputs[i]->shape = *shape;
+    }
+}
+
+/* Output 0 takes input 0's dtype and shape, which must be in `allowed`.
+ * 0, or FS_EINVAL (input missing) / FS_ENOTSUP (dtype); outputs untouched
+ * on error. */
+static int infer_same(eng_op_ctx_t *c, const eng_dtype_t *allowed)
+{
+    int rc = eng_op_require_dtype(c, 0, allowed);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    set_output(c, 0, x->dtype, &x->shape);
+    return 0;
+}
+
+static int infer_float(eng_op_ctx_t *c) { return infer_same(c, dt_float); }
+static int infer_signed(eng_op_ctx_t *c) { return infer_same(c, dt_signed); }
+static int infer_numeric(eng_op_ctx_t *c) { return infer_same(c, dt_numeric); }
+static int infer_bool(eng_op_ctx_t *c) { return infer_same(c, dt_bool); }
+
+static int infer_identity(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    if (!x)
+        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
+    if (eng_dtype_size(x->dtype) == 0)
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(x->dtype));
+    set_output(c, 0, x->dtype, &x->shape);
+    return 0;
+}
+
+/* --- Gelu ------------------------------------------------------------------ */
+
+static int check_gelu(const eng_node_t *n, int opset)
+{
+    const char *a = eng_attr_s(n, "approximate", "none");
+    if (strcmp(a, "none") != 0 && strcmp(a, "tanh") != 0) {
+        eng_op_ctx_t c = {.node = n, .opset = opset};
+        return eng_op_err(&c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", a);
+    }
+    return 0;
+}
+
+static int infer_gelu(eng_op_ctx_t *c)
+{
+    int rc = check_gelu(c->node, c->opset);
+    return rc ? rc : infer_same(c, dt_float);
+}
+
+/* --- Cast and CastLike ------------------------------------------------------ */
+
+/* The target dtype of Cast's `to`. 0, or FS_EINVAL (absent) / FS_ENOTSUP
+ * (a dtype Cast does not convert to); *out untouched on error. */
+static int cast_target(const eng_node_t *n, eng_dtype_t *out)
+{
+    eng_op_ctx_t c = {.node = n}; /* at load there is no context yet */
+    const eng_attr_t *to = eng_node_attr(n, "to");
+    if (!to || to->type != ENG_ATTR_INT)
+        return eng_op_err(&c, FS_EINVAL, "attribute 'to' is missing or not an int");
+    if (to->i < 0 || to->i > 64 || !dtype_in((eng_dtype_t)to->i, dt_cast))
+        return eng_op_err(&c, FS_ENOTSUP, "dtype not supported: cannot cast to %s (%lld)",
+                          eng_dtype_name((eng_dtype_t)to->i), (long long)to->i);
+    *out = (eng_dtype_t)to->i;
+    return 0;
+}
+
+static int check_cast(const eng_node_t *n, int opset)
+{
+    eng_dtype_t to;
+    return cast_target(n, &to);
+}
+
+static int infer_cast(eng_op_ctx_t *c)
+{
+    eng_dtype_t to;
+    int rc = cast_target(c->node, &to);
+    if (rc == 0)
+        rc = eng_op_require_dtype(c, 0, dt_cast);
+    if (rc)
+        return rc;
+    set_output(c, 0, to, &eng_ctx_in(c, 0)->shape);
+    return 0;
+}
+
+static int infer_castlike(eng_op_ctx_t *c)
+{
+    int rc = eng_op_require_dtype(c, 0, dt_cast);
+    if (rc == 0)
+        rc = eng_op_require_dtype(c, 1, dt_cast);
+    if (rc)
+        return rc;
+    set_output(c, 0, eng_ctx_in(c, 1)->dtype, &eng_ctx_in(c, 0)->shape);
+    return 0;
+}
+
+/* --- Clip ------------------------------------------------------------------- */
+
+/* Before opset 11 min and max are float attributes; from 11 they are
+ * optional scalar inputs of the input's type. */
+static int infer_clip(eng_op_ctx_t *c)
+{
+    if (c->opset < 11)
+        return infer_same(c, dt_float);
+    int rc = infer_same(c, dt_numeric);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    for (int i = 1; i <= 2; i++) {
+        const eng_tensor_t *b = eng_ctx_in(c, i);
+        if (!b)
+            continue;
+        if (b->dtype != x->dtype)
+            return eng_op_err(c, FS_EINVAL, "%s has dtype %s, the input has %s",
+                              i == 1 ? "min" : "max", eng_dtype_name(b->dtype),
+                              eng_dtype_name(x->dtype));
+        if (eng_shape_numel(&b->shape) != 1) {
+            char s[96];
+            return eng_op_err(c, FS_EINVAL, "%s must be a scalar, has shape %s",
+                              i == 1 ? "min" : "max", eng_shape_format(&b->shape, s, sizeof s));
+        }
+    }
+    return 0;
+}
+
+/* --- Dropout ------------------------------------------------------------------ */
+
+/* Inference only: output = input, mask all true (of the input's type before
+ * opset 10, when the mask was T). From opset 12 ratio and training_mode are
+ * inputs; a training_mode known to be true is refused here, one known only
+ * at run time by the kernel. */
+static int infer_dropout(eng_op_ctx_t *c)
+{
+    int rc = infer_same(c, dt_float_double);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    if (c->opset >= 12) {
+        const eng_tensor_t *ratio = eng_ctx_in(c, 1), *train = eng_ctx_in(c, 2);
+        if (ratio && (!dtype_in(ratio->dtype, dt_float_double) ||
+                      eng_shape_numel(&ratio->shape) != 1))
+            return eng_op_err(c, FS_EINVAL, "ratio must be a float scalar");
+        if (train && (train->dtype != ENG_DT_BOOL || eng_shape_numel(&train->shape) != 1))
+            return eng_op_err(c, FS_EINVAL, "training_mode must be a bool scalar");
+        if (train && train->data && *(const unsigned char *)train->data)
+            return eng_op_err(c, FS_ENOTSUP, "training_mode true is not supported (inference "
+                              "only)");
+    }
+    set_output(c, 1, c->opset < 10 ? x->dtype : ENG_DT_BOOL, &x->shape);
+    return 0;
+}
+
+/* --- the table ---------------------------------------------------------------- */
+
+#define UNARY_DEF(var, name, chk, inf, inplace)                                        \
+    static const eng_op_def_t var = {                                                  \
+        .op_type = name, .check = chk, .infer = inf, .inplace_input = inplace};
+
+UNARY_DEF(op_abs, "Abs", NULL, infer_numeric, 0)
+UNARY_DEF(op_acos, "Acos", NULL, infer_float, 0)
+UNARY_DEF(op_asin, "Asin", NULL, infer_float, 0)
+UNARY_DEF(op_atan, "Atan", NULL, infer_float, 0)
+UNARY_DEF(op_ceil, "Ceil", NULL, infer_float, 0)
+UNARY_DEF(op_cos, "Cos", NULL, infer_float, 0)
+UNARY_DEF(op_elu, "Elu", NULL, infer_float, 0)
+UNARY_DEF(op_erf, "Erf", NULL, infer_float, 0)
+UNARY_DEF(op_exp, "Exp", NULL, infer_float, 0)
+UNARY_DEF(op_floor, "Floor", NULL, infer_float, 0)
+UNARY_DEF(op_gelu, "Gelu", check_gelu, infer_gelu, 0)
+UNARY_DEF(op_hardsigmoid, "HardSigmoid", NULL, infer_float, 0)
+UNARY_DEF(op_hardswish, "HardSwish", NULL, infer_float, 0)
+UNARY_DEF(op_leakyrelu, "LeakyRelu", NULL, infer_float, 0)
+UNARY_DEF(op_log, "Log", NULL, infer_float, 0)
+UNARY_DEF(op_neg, "Neg", NULL, infer_signed, 0)
+UNARY_DEF(op_not, "Not", NULL, infer_bool, 0)
+UNARY_DEF(op_reciprocal, "Reciprocal", NULL, infer_float, 0)
+UNARY_DEF(op_relu, "Relu", NULL, infer_signed, 0)
+UNARY_DEF(op_round, "Round", NULL, infer_float, 0)
+UNARY_DEF(op_selu, "Selu", NULL, infer_float, 0)
+UNARY_DEF(op_sigmoid, "Sigmoid", NULL, infer_float, 0)
+UNARY_DEF(op_sign, "Sign", NULL, infer_numeric, 0)
+UNARY_DEF(op_sin, "Sin", NULL, infer_float, 0)
+UNARY_DEF(op_softplus, "Softplus", NULL, infer_float, 0)
+UNARY_DEF(op_softsign, "Softsign", NULL, infer_float, 0)
+UNARY_DEF(op_sqrt, "Sqrt", NULL, infer_float, 0)
+UNARY_DEF(op_tan, "Tan", NULL, infer_float, 0)
+UNARY_DEF(op_tanh, "Tanh", NULL, infer_float, 0)
+UNARY_DEF(op_thresholdedrelu, "ThresholdedRelu", NULL, infer_float, 0)
+UNARY_DEF(op_cast, "Cast", check_cast, infer_cast, -1)
+UNARY_DEF(op_castlike, "CastLike", NULL, infer_castlike, -1)
+UNARY_DEF(op_clip, "Clip", NULL, infer_clip, 0)
+UNARY_DEF(op_identity, "Identity", NULL, infer_identity, 0)
+UNARY_DEF(op_dropout, "Dropout", NULL, infer_dropout, 0)
+
+const eng_op_def_t *const eng_ops_unary[] = {
+    &op_abs,         &op_acos,     &op_asin,         &op_atan,     &op_ceil,
+    &op_cos,         &op_elu,      &op_erf,          &op_exp,      &op_floor,
+    &op_gelu,        &op_hardsigmoid, &op_hardswish, &op_leakyrelu, &op_log,
+    &op_neg,         &op_not,      &op_reciprocal,   &op_relu,     &op_round,
+    &op_selu,        &op_sigmoid,  &op_sign,         &op_sin,      &op_softplus,
+    &op_softsign,    &op_sqrt,     &op_tan,          &op_tanh,     &op_thresholdedrelu,
+    &op_cast,        &op_castlike, &op_clip,         &op_identity, &op_dropout,
+    NULL,
+};

@@ -1,0 +1,61 @@
+/* elementwise_impl.h -- what the element-wise CPU kernels (unary_kernels.c,
+ * binary_kernels.c) share: the loop shape that GCC vectorises at -O2, and
+ * the dtype lists their per-type rows are generated from.
+ *
+ * Threading: macros only. */
+#ifndef FS_ENGINE_CPU_ELEMENTWISE_IMPL_H
+#define FS_ENGINE_CPU_ELEMENTWISE_IMPL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "engine/tensor.h"
+
+#if defined(__clang__)
+#define EW_IVDEP_ _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define EW_IVDEP_ _Pragma("GCC ivdep")
+#else
+#define EW_IVDEP_
+#endif
+
+/* Runs the statement (the variadic part, which sees `const int64_t i`) for
+ * i in [0, n). GCC's -O2 cost model vectorises only loops whose trip count
+ * is a known multiple of the vector length, so the range goes in blocks of
+ * 16 and a scalar tail. ivdep holds for element-wise rows: an output may
+ * share memory with an input only element for element (in place), which is
+ * no dependence between iterations. */
+#define EW_LOOP(n, ...)                                                                 \
+    do {                                                                                \
+        const int64_t n_ = (n);                                                         \
+        for (int64_t blk_ = 0; blk_ + 16 <= n_; blk_ += 16) {                           \
+            EW_IVDEP_                                                                   \
+            for (int j_ = 0; j_ < 16; j_++) {                                           \
+                const int64_t i = blk_ + j_;                                            \
+                __VA_ARGS__                                                             \
+            }                                                                           \
+        }                                                                               \
+        for (int64_t i = n_ & ~(int64_t)15; i < n_; i++) {                              \
+            __VA_ARGS__                                                                 \
+        }                                                                               \
+    } while (0)
+
+/* X(op, dtype, C type, unsigned type integer arithmetic wraps in, suffix,
+ * lowest, highest). Signed arithmetic is done in the unsigned type so that
+ * overflow wraps instead of being undefined (and never traps under UBSan). */
+#define EW_FLOAT_TYPES(X, op)                                                           \
+    X(op, ENG_DT_FLOAT, float, float, f32, -INFINITY, INFINITY)                         \
+    X(op, ENG_DT_DOUBLE, double, double, f64, -INFINITY, INFINITY)
+#define EW_SINT_TYPES(X, op)                                                            \
+    X(op, ENG_DT_INT8, int8_t, uint32_t, i8, INT8_MIN, INT8_MAX)                        \
+    X(op, ENG_DT_INT16, int16_t, uint32_t, i16, INT16_MIN, INT16_MAX)                   \
+    X(op, ENG_DT_INT32, int32_t, uint32_t, i32, INT32_MIN, INT32_MAX)                   \
+    X(op, ENG_DT_INT64, int64_t, uint64_t, i64, INT64_MIN, INT64_MAX)
+#define EW_UINT_TYPES(X, op)                                                            \
+    X(op, ENG_DT_UINT8, uint8_t, uint32_t, u8, 0, UINT8_MAX)                            \
+    X(op, ENG_DT_UINT16, uint16_t, uint32_t, u16, 0, UINT16_MAX)                        \
+    X(op, ENG_DT_UINT32, uint32_t, uint32_t, u32, 0, UINT32_MAX)                        \
+    X(op, ENG_DT_UINT64, uint64_t, uint64_t, u64, 0, UINT64_MAX)
+#define EW_NUM_TYPES(X, op) EW_FLOAT_TYPES(X, op) EW_SINT_TYPES(X, op) EW_UINT_TYPES(X, op)
+
+#endif

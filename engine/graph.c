@@ -1,0 +1,64 @@
+/* graph.c -- attribute lookup on IR nodes: by name, with typed getters that
+ * fall back to a default. */
+#include "engine/graph.h"
+
+#include <string.h>
+
+/* Linear: nodes carry a handful of attributes, and ops read them at load and
+ * plan time, not per element. */
+const eng_attr_t *eng_node_attr(const eng_node_t *n, const char *name)
+{
+    for (int i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    return NULL;
+}
+
+/* The attribute when present with type `type`, else NULL. */
+static const eng_attr_t *attr_typed(const eng_node_t *n, const char *name, eng_attr_type_t type)
+{
+    const eng_attr_t *a = eng_node_attr(n, name);
+    return a && a->type == type ? a : NULL;
+}
+
+int64_t eng_attr_i(const eng_node_t *n, const char *name, int64_t def)
+{
+    const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_INT);
+    return a ? a->i : def;
+}
+
+float eng_attr_f(const eng_node_t *n, const char *name, float def)
+{
+    const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_FLOAT);
+    return a ? a->f : def;
+}
+
+const char *eng_attr_s(const eng_node_t *n, const char *name, const char *def)
+{
+    const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_STRING);
+    return a ? a->s : def;
+}
+
+/* A present but empty list returns non-NULL with *count 0 when the graph
+ * came from the loader, which never leaves a list pointer NULL. */
+const int64_t *eng_attr_ints(const eng_node_t *n, const char *name, size_t *count)
+{
+    const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_INTS);
+    if (count)
+        *count = a ? a->n : 0;
+    return a ? a->ints : NULL;
+}
+
+const float *eng_attr_floats(const eng_node_t *n, const char *name, size_t *count)
+{
+    const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_FLOATS);
+    if (count)
+        *count = a ? a->n : 0;
+    return a ? a->floats : NULL;
+}
+
+const eng_tensor_t *eng_attr_tensor(const eng_node_t *n, const char *name)
+{
+    const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_TENSOR);
+    return a ? &a->t : NULL;
+}

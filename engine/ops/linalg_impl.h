@@ -1,0 +1,61 @@
+/* linalg_impl.h -- the shape analysis that the linalg op definitions
+ * (engine/ops/linalg.c) and their kernels (engine/cpu/linalg_kernels.c)
+ * share: MatMul's batch broadcasting and Einsum's parsed equation.
+ *
+ * Threading: pure functions. */
+#ifndef FS_ENGINE_OPS_LINALG_IMPL_H
+#define FS_ENGINE_OPS_LINALG_IMPL_H
+
+#include <stdint.h>
+
+#include "engine/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* MatMul of A [..., M, K] and B [..., K, N] with numpy's rules: a 1-D A is
+ * [1, K] and a 1-D B is [K, 1] (the added dim is dropped from the output),
+ * and the batch dims broadcast. */
+typedef struct eng_matmul_dims {
+    int64_t m, k, n;
+    int batch_rank;                   /* rank of the broadcast batch dims */
+    int64_t batch[ENG_MAX_RANK];      /* the broadcast batch dims */
+    int64_t a_stride[ENG_MAX_RANK];   /* A's matrix stride per batch dim, 0 where broadcast */
+    int64_t b_stride[ENG_MAX_RANK];
+    eng_shape_t out;                  /* Y's shape */
+} eng_matmul_dims_t;
+
+/* Fills *d from the shapes of A and B (inputs 0 and 1 of c). 0, or
+ * FS_EINVAL naming both shapes (a scalar operand, K differs, batch dims do
+ * not broadcast); *d is undefined on error. */
+int eng_matmul_dims(const eng_op_ctx_t *c, eng_matmul_dims_t *d);
+
+#define ENG_EINSUM_MAX_OPERANDS 8
+/* 'A'..'Z', 'a'..'z', then one label per broadcast ellipsis dim. */
+#define ENG_EINSUM_MAX_LABELS (52 + ENG_MAX_RANK)
+
+/* An Einsum equation bound to its operands' shapes. Every axis of every
+ * operand carries a label; an operand's dim may be 1 where the label is
+ * larger only for ellipsis labels (broadcasting). */
+typedef struct eng_einsum {
+    int n_operands;
+    int rank[ENG_EINSUM_MAX_OPERANDS];
+    int label[ENG_EINSUM_MAX_OPERANDS][ENG_MAX_RANK]; /* label of each axis */
+    int64_t size[ENG_EINSUM_MAX_LABELS];              /* -1: label unused */
+    int n_out;
+    int out[ENG_MAX_RANK];                            /* labels of Y's axes */
+} eng_einsum_t;
+
+/* Parses the node's equation against its inputs' shapes: explicit ("ij,jk->ik")
+ * or implicit output (the ellipsis dims, then the labels used once, in
+ * ASCII order), repeated labels (diagonals), "..." broadcasting. Ellipsis
+ * dims left out of an explicit output are summed. 0, or FS_EINVAL (a
+ * malformed equation or sizes that disagree: the message quotes the
+ * equation) or FS_ENOTSUP (more than ENG_EINSUM_MAX_OPERANDS operands). */
+int eng_einsum_parse(const eng_op_ctx_t *c, eng_einsum_t *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,54 @@
+/* reduce_impl.h -- what the reduce op definitions (engine/ops/reduce.c) and
+ * their kernels (engine/cpu/reduce_kernels.c) share: which axes a Reduce*
+ * node reduces, and how an axis op (Softmax, ArgMax, CumSum, ...) splits its
+ * input into [outer, axis, inner].
+ *
+ * Both are read from the node's attributes and, for Reduce* from opset 13
+ * (ReduceSum) or 18 (the others), from the `axes` input, so infer and run
+ * see the same answer.
+ *
+ * Threading: pure functions. */
+#ifndef FS_ENGINE_OPS_REDUCE_IMPL_H
+#define FS_ENGINE_OPS_REDUCE_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eng_reduce_axes {
+    bool reduced[ENG_MAX_RANK]; /* per dim of input 0 */
+    bool noop;                  /* empty axes with noop_with_empty_axes: Y = X */
+    bool keepdims;
+} eng_reduce_axes_t;
+
+/* The axes the Reduce* node in `c` reduces over input 0 (rank and shape
+ * set): the `axes` attribute or input as the opset says, all axes when
+ * empty. 0, or FS_EDYNAMIC (the axes input's value is not known yet),
+ * FS_EINVAL (an axis out of range or repeated, an axes input that is not
+ * 1-D int64/int32); *out is undefined on error. */
+int eng_reduce_axes(const eng_op_ctx_t *c, eng_reduce_axes_t *out);
+
+/* An axis op's view of input 0 as [outer, axis, inner] (row-major): Softmax
+ * and LogSoftmax (before opset 13: the dims from `axis` on, flattened),
+ * ArgMax, ArgMin, and any op whose normalised axis is `axis`. Cannot fail. */
+void eng_axis_extent(const eng_shape_t *s, int axis, bool flatten_tail, int64_t *outer,
+                     int64_t *n, int64_t *inner);
+
+/* The normalised softmax axis of the node in `c` and whether the dims from
+ * it on are flattened into one (opset < 13). 0, or FS_EINVAL (axis out of
+ * range for input 0). */
+int eng_softmax_axis(const eng_op_ctx_t *c, int *axis, bool *flatten_tail);
+
+/* The normalised axis of a CumSum node whose axis input has data. 0, or
+ * FS_EINVAL (not a one-element int32/int64 tensor, or out of range). */
+int eng_cumsum_axis(const eng_op_ctx_t *c, int *axis);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* shape_impl.h -- the shape ops' parameters that both their definitions
+ * (engine/ops/shape.c) and every device's kernels need, resolved from a
+ * context in one place so that inference and execution never disagree.
+ *
+ * Each eng_<op>_params function reads the node's attributes (or, by opset,
+ * the inputs that replaced them) and the inputs' shapes, validates them, and
+ * fills a plain struct. They return 0, FS_EINVAL (message: node, what was
+ * wrong, the shapes), FS_ENOTSUP, or FS_EDYNAMIC when an input value they
+ * need is not known (its data is NULL); on error the struct is unspecified.
+ * They never read data that the op's output shape does not depend on, so
+ * inference can call them before running.
+ *
+ * Threading: pure functions of the context. */
+#ifndef FS_ENGINE_OPS_SHAPE_IMPL_H
+#define FS_ENGINE_OPS_SHAPE_IMPL_H
+
+#include <stdint.h>
+
+#include "engine/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Helpers of the definitions (shape.c, shape_make.c). */
+/* Input i, which the op requires, with a fixed-size element type (these
+ * ops move elements by size, so any such dtype works). 0 and *out, or
+ * FS_EINVAL (missing) / FS_ENOTSUP (dtype). */
+int eng_shapeops_in_data(const eng_op_ctx_t *c, int i, const char *what, const eng_tensor_t **out);
+/* Input i as an int32/int64 list whose values the output shape needs:
+ * scalar or 1-D, data known (else FS_EDYNAMIC). *n is its length; NULL
+ * *out (and 0) when absent and not required. */
+int eng_shapeops_in_ints(const eng_op_ctx_t *c, int i, const char *what, bool required,
+                         const eng_tensor_t **out, int64_t *n);
+/* Sets output i's dtype and shape unless that output is not requested.
+ * Cannot fail. */
+void eng_shapeops_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shape_t *s);
+/* Errors of check() functions, which have a node but no context. */
+#define ENG_NODE_ERR(n, code, ...) eng_op_err(&(eng_op_ctx_t){.node = (n)}, (code), __VA_ARGS__)
+
+/* The definitions shape_make.c adds to the family's table. */
+extern const eng_op_def_t eng_op_def_shape, eng_op_def_size, eng_op_def_constant_of_shape,
+    eng_op_def_constant, eng_op_def_range;
+
+/* Transpose: output dim d is input dim perm[d]. */
+int eng_transpose_params(const eng_op_ctx_t *c, int perm[ENG_MAX_RANK]);
+
+/* Slice: per input dim, the first element taken and the step (1 and 0 on
+ * dims the node does not slice); `out` is the output shape. */
+typedef struct eng_slice_params {
+    int64_t starts[ENG_MAX_RANK];
+    int64_t steps[ENG_MAX_RANK];
+    eng_shape_t out;
+} eng_slice_params_t;
+int eng_slice_params(const eng_op_ctx_t *c, eng_slice_params_t *p);
+
+/* Split: output k takes eng_split_size(p, k) elements of `axis`, in order.
+ * Sizes come from the `split` list (split_in or split_attr) or are `chunk`
+ * each, the last output taking what remains. */
+typedef struct eng_split_params {
+    int axis;
+    int n;                          /* outputs */
+    int64_t dim;                    /* the input's size along axis */
+    int64_t chunk;
+    const eng_tensor_t *split_in;   /* borrowed from the context */
+    const int64_t *split_attr;      /* borrowed from the node */
+} eng_split_params_t;
+int eng_split_params(const eng_op_ctx_t *c, eng_split_params_t *p);
+static inline int64_t eng_split_size(const eng_split_params_t *p, int k)
+{
+    if (p->split_in)
+        return eng_tensor_get_i64(p->split_in, k);
+    if (p->split_attr)
+        return p->split_attr[k];
+    return k < p->n - 1 ? p->chunk : p->dim - p->chunk * (p->n - 1);
+}
+
+/* Pad: per input dim, elements added before and after (negative: cropped). */
+typedef enum eng_pad_mode {
+    ENG_PAD_CONSTANT,
+    ENG_PAD_REFLECT,
+    ENG_PAD_EDGE,
+    ENG_PAD_WRAP,
+} eng_pad_mode_t;
+typedef struct eng_pad_params {
+    eng_pad_mode_t mode;
+    int64_t begin[ENG_MAX_RANK];
+    int64_t end[ENG_MAX_RANK];
+    eng_shape_t out;
+} eng_pad_params_t;
+int eng_pad_params(const eng_op_ctx_t *c, eng_pad_params_t *p);
+/* Pad's constant, as one element of the input's dtype, into value (at
+ * least 16 bytes). Reads the constant_value input's data (opset >= 11),
+ * so call it at run; FS_EDYNAMIC while that data is unknown. */
+int eng_pad_value(const eng_op_ctx_t *c, void *value);
+
+/* Shape (the op): the output lists input dims [start, start + n). */
+int eng_shapeof_params(const eng_op_ctx_t *c, int *start, int *n);
+
+/* ConstantOfShape: the fill value, one element of its dtype. *value
+ * points into the node's attribute (or a static float zero). */
+int eng_constant_of_shape_value(const eng_op_ctx_t *c, eng_dtype_t *dtype, const void **value);
+
+/* Constant: the node's value attribute as a tensor view into the node's
+ * attributes (never written through). */
+int eng_constant_params(const eng_op_ctx_t *c, eng_tensor_t *value);
+
+/* DepthToSpace / SpaceToDepth: blocksize, and for DepthToSpace whether the
+ * mode is CRD (else DCR). */
+int eng_space_depth_params(const eng_op_ctx_t *c, int64_t *blocksize, bool *crd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,72 @@
+/* plan.h -- a model's execution plan for one input-shape signature, and the
+ * executor that runs it. Engine-internal (model.c builds, caches and runs
+ * plans).
+ *
+ * A plan holds, for every value of the graph, its concrete dtype and shape
+ * and where its data lives: a constant (graph weights, or a shape value
+ * computed at plan time), a caller's input, or an offset into the one
+ * activation block; and for every node still to run, its CPU kernel and
+ * workspace. A plan whose shapes depend on data (an op's infer said
+ * FS_EDYNAMIC) is marked dynamic: it runs node by node, inferring shapes as
+ * it goes and taking each tensor from the cache, freeing it after its last
+ * reader.
+ *
+ * Threading: a built plan is immutable; any number of threads may execute
+ * it at once (each run has its own activation block). */
+#ifndef FS_ENGINE_PLAN_H
+#define FS_ENGINE_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "alloc/cache.h"
+#include "engine/engine.h"
+#include "engine/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eng_plan eng_plan_t;
+
+/* What a plan needs from its model. */
+typedef struct eng_plan_env {
+    const eng_graph_t *graph;
+    const bool *node_done;       /* nodes folded at load: never run */
+    alloc_cache_t *cache;
+    alloc_owner_t const_owner;   /* plan-time constants (the model's owner) */
+    alloc_owner_t act_owner;     /* activation memory */
+    int n_threads;
+} eng_plan_env_t;
+
+/* Builds the plan for `inputs` (host tensors whose dtype and shape matter,
+ * data ignored; in graph-input order). 0 and *out (caller frees with
+ * eng_plan_destroy), or FS_EINVAL naming the input or node whose dtype or
+ * shape is wrong, FS_ENOTSUP (no CPU kernel, an unsupported dtype), or
+ * FS_ENOMEM. */
+int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t n_inputs,
+                   eng_plan_t **out);
+void eng_plan_destroy(eng_plan_t *p);
+
+/* Whether `inputs` have exactly the dtypes and shapes this plan was built
+ * for. */
+bool eng_plan_matches(const eng_plan_t *p, const eng_tensor_t *inputs, size_t n_inputs);
+void eng_plan_info(const eng_plan_t *p, eng_plan_info_t *out);
+
+/* Runs the plan on `inputs`, returning host copies of the graph outputs in
+ * outputs[] (caller frees each with eng_tensor_free). Errors: FS_ENOMEM (the
+ * activation block or a tensor did not fit), a kernel's error naming the
+ * node. Nothing is returned or left allocated on error. */
+int eng_plan_run(const eng_plan_t *p, const eng_tensor_t *inputs, size_t n_inputs,
+                 eng_tensor_t **outputs);
+
+/* Runs every node whose inputs are all constants once, at load: its outputs
+ * become constants in `wa` memory (the model's weights). `done[i]` is set
+ * for each folded node. Errors as a kernel's, naming the node; on error the
+ * already folded constants stay in the graph (freed with it). */
+int eng_fold_constants(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

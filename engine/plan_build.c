@@ -1,0 +1,232 @@
+/* plan_build.c -- building a plan for one input-shape signature, and folding
+ * constants at load.
+ *
+ * The planner walks the nodes in topological order once:
+ *  1. Shapes. Each node's op infers its outputs' dtypes and shapes from the
+ *     concrete input shapes. A node whose inputs are all known (constants,
+ *     or values computed earlier at plan time) runs right away on the host
+ *     and its outputs become plan-time constants: shape subgraphs (Shape,
+ *     Gather, Concat, Unsqueeze ... feeding Reshape) fold this way, since
+ *     Shape and Size read only their input's shape. An op that answers
+ *     FS_EDYNAMIC (its output shape needs a value only known when running)
+ *     makes the whole plan dynamic.
+ *  2. Lifetimes. Every remaining output is a buffer live from the step that
+ *     writes it to the last step that reads it (graph outputs: to the end).
+ *     An element-wise op whose designated input dies at this step, is an
+ *     activation of the same byte size, and is not a graph output, writes in
+ *     place: its output takes over the input's buffer. A kernel workspace is
+ *     a buffer live for its step only.
+ *  3. Offsets. alloc_plan_build places the buffers greedily by size (best
+ *     fit among buffers whose lifetimes overlap) in one block.
+ * Guarantee: no two buffers live at the same step overlap; the block's size
+ * is reported with the lower bound (the most bytes live at one step). */
+#include "engine/plan_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/plan.h"
+#include "common/error.h"
+#include "common/log.h"
+
+/* Ops that read only their input's shape, never its data. */
+static bool op_reads_shape_only(const char *op_type)
+{
+    return strcmp(op_type, "Shape") == 0 || strcmp(op_type, "Size") == 0;
+}
+
+void eng_plan_destroy(eng_plan_t *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_values; i++)
+        if (p->values[i].storage == PV_FOLDED && p->values[i].t.data)
+            alloc_cache_free(p->cache, p->values[i].t.data);
+    free(p->values);
+    free(p->steps);
+    free(p->inputs);
+    free(p);
+}
+
+/* Prepares ctx views for `node` over plan values (data as in `values`). */
+static void node_views(const eng_node_t *n, plan_value_t *values, const eng_tensor_t **ins,
+                       eng_tensor_t **outs)
+{
+    for (int i = 0; i < n->n_inputs; i++)
+        ins[i] = n->inputs[i] >= 0 && values[n->inputs[i]].storage != PV_NONE
+                     ? &values[n->inputs[i]].t
+                     : NULL;
+    for (int i = 0; i < n->n_outputs; i++)
+        outs[i] = n->outputs[i] >= 0 ? &values[n->outputs[i]].t : NULL;
+}
+
+/* Checks an input tensor against the graph input's declared dtype/dims. */
+static int check_input(const eng_value_t *v, const eng_tensor_t *t)
+{
+    char want[96], got[96];
+    if (v->dtype != ENG_DT_UNDEFINED && t->dtype != v->dtype)
+        return fs_err(FS_EINVAL, "input '%s': expected dtype %s, got %s", v->name,
+                      eng_dtype_name(v->dtype), eng_dtype_name(t->dtype));
+    if (v->rank < 0)
+        return 0;
+    bool ok = t->shape.rank == v->rank;
+    for (int d = 0; ok && d < v->rank; d++)
+        ok = v->dims[d].value < 0 || v->dims[d].value == t->shape.dims[d];
+    if (ok)
+        return 0;
+    size_t len = 0;
+    len += (size_t)snprintf(want + len, sizeof want - len, "[");
+    for (int d = 0; d < v->rank && len < sizeof want; d++) {
+        if (v->dims[d].value >= 0)
+            len += (size_t)snprintf(want + len, sizeof want - len, "%s%lld", d ? "," : "",
+                                    (long long)v->dims[d].value);
+        else
+            len += (size_t)snprintf(want + len, sizeof want - len, "%s%s", d ? "," : "",
+                                    v->dims[d].param ? v->dims[d].param : "?");
+    }
+    if (len < sizeof want)
+        snprintf(want + len, sizeof want - len, "]");
+    return fs_err(FS_EINVAL, "input '%s': expected shape %s, got %s", v->name, want,
+                  eng_shape_format(&t->shape, got, sizeof got));
+}
+
+/* Step 1: shapes, folding, steps. Sets p->dynamic instead of failing when an
+ * op needs run-time values. */
+static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
+{
+    const eng_graph_t *g = env->graph;
+    const eng_tensor_t **ins = NULL;
+    eng_tensor_t **outs = NULL;
+    int max_io = 1;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_inputs > max_io)
+            max_io = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > max_io)
+            max_io = g->nodes[i].n_outputs;
+    }
+    p->max_io = max_io;
+    ins = calloc((size_t)max_io, sizeof *ins);
+    outs = calloc((size_t)max_io, sizeof *outs);
+    if (!ins || !outs) {
+        free(ins);
+        free(outs);
+        return fs_err(FS_ENOMEM, "out of host memory planning");
+    }
+    int rc = 0;
+    for (size_t i = 0; i < g->n_nodes && rc == 0; i++) {
+        if (env->node_done[i])
+            continue;
+        const eng_node_t *n = &g->nodes[i];
+        node_views(n, p->values, ins, outs);
+        eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
+                            .inputs = ins, .n_outputs = n->n_outputs, .outputs = outs,
+                            .n_threads = 1};
+        rc = n->op->infer(&ctx);
+        if (rc == FS_EDYNAMIC) {
+            FS_LOG_D("engine", "plan is dynamic: %s", fs_errmsg());
+            p->dynamic = true;
+            rc = 0;
+            break;
+        }
+        if (rc != 0)
+            break;
+        for (int o = 0; o < n->n_outputs; o++)
+            if (n->outputs[o] >= 0)
+                p->values[n->outputs[o]].storage = PV_ACT;
+
+        bool known = true;
+        for (int k = 0; k < n->n_inputs && known; k++) {
+            const plan_value_t *in = n->inputs[k] >= 0 ? &p->values[n->inputs[k]] : NULL;
+            known = !in || in->storage == PV_NONE || in->t.data ||
+                    (op_reads_shape_only(n->op_type) && k == 0);
+        }
+        const eng_cpu_kernel_t *kernel = eng_cpu_kernel_find(n->op_type);
+        if (!kernel) {
+            rc = eng_op_err(&ctx, FS_ENOTSUP, "no CPU kernel for this op");
+            break;
+        }
+        if (known)
+            rc = plan_fold_node(p, env, n, kernel, &ctx);
+        else
+            rc = plan_add_step(p, n, kernel, &ctx);
+    }
+    free(ins);
+    free(outs);
+    return rc;
+}
+
+int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t n_inputs,
+                   eng_plan_t **out)
+{
+    const eng_graph_t *g = env->graph;
+    if (n_inputs != g->n_inputs)
+        return fs_err(FS_EINVAL, "the model takes %zu inputs, %zu given", g->n_inputs, n_inputs);
+    eng_plan_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return fs_err(FS_ENOMEM, "out of host memory planning");
+    p->cache = env->cache;
+    p->act_owner = env->act_owner;
+    p->const_owner = env->const_owner;
+    p->graph = g;
+    p->node_done = env->node_done;
+    p->n_threads = env->n_threads > 0 ? env->n_threads : 1;
+    p->n_values = g->n_values;
+    p->values = calloc(g->n_values, sizeof *p->values);
+    p->steps = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->steps);
+    p->inputs = calloc(n_inputs ? n_inputs : 1, sizeof *p->inputs);
+    int rc = 0;
+    if (!p->values || !p->steps || !p->inputs) {
+        rc = fs_err(FS_ENOMEM, "out of host memory planning");
+        goto fail;
+    }
+    for (size_t i = 0; i < g->n_values; i++) {
+        const eng_value_t *v = &g->values[i];
+        plan_value_t *pv = &p->values[i];
+        pv->first_step = pv->last_step = -1;
+        if (v->kind == ENG_VALUE_CONST) {
+            pv->storage = PV_CONST;
+            pv->t = v->constant;
+        }
+    }
+    for (size_t i = 0; i < n_inputs; i++) {
+        const eng_value_t *v = &g->values[g->inputs[i]];
+        if ((rc = check_input(v, &inputs[i])) != 0)
+            goto fail;
+        plan_value_t *pv = &p->values[g->inputs[i]];
+        pv->storage = PV_INPUT;
+        pv->t = inputs[i];
+        pv->t.data = NULL;
+        p->inputs[i] = inputs[i];
+        p->inputs[i].data = NULL;
+    }
+    p->n_inputs = n_inputs;
+    if ((rc = plan_infer(p, env)) != 0)
+        goto fail;
+    if (!p->dynamic && (rc = plan_memory(p)) != 0)
+        goto fail;
+    *out = p;
+    return 0;
+fail:
+    eng_plan_destroy(p);
+    return rc;
+}
+
+bool eng_plan_matches(const eng_plan_t *p, const eng_tensor_t *inputs, size_t n_inputs)
+{
+    if (n_inputs != p->n_inputs)
+        return false;
+    for (size_t i = 0; i < n_inputs; i++)
+        if (inputs[i].dtype != p->inputs[i].dtype ||
+            !eng_shape_equal(&inputs[i].shape, &p->inputs[i].shape))
+            return false;
+    return true;
+}
+
+void eng_plan_info(const eng_plan_t *p, eng_plan_info_t *out)
+{
+    out->activation_bytes = p->block_bytes;
+    out->lower_bound_bytes = p->lower_bound_bytes;
+    out->n_steps = p->n_steps;
+    out->n_folded = p->n_folded;
+    out->dynamic = p->dynamic;
+}

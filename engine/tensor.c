@@ -1,0 +1,174 @@
+/* tensor.c -- dtype sizes and names, shape arithmetic (numel, broadcasting,
+ * strides) and host tensors that own their data. */
+#include "engine/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+/* Indexed by eng_dtype_t; ONNX's numbering has no holes up to bfloat16. */
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_table[] = {
+    [ENG_DT_UNDEFINED] = {"undefined", 0}, [ENG_DT_FLOAT] = {"float", 4},
+    [ENG_DT_UINT8] = {"uint8", 1},         [ENG_DT_INT8] = {"int8", 1},
+    [ENG_DT_UINT16] = {"uint16", 2},       [ENG_DT_INT16] = {"int16", 2},
+    [ENG_DT_INT32] = {"int32", 4},         [ENG_DT_INT64] = {"int64", 8},
+    [ENG_DT_STRING] = {"string", 0},       [ENG_DT_BOOL] = {"bool", 1},
+    [ENG_DT_FLOAT16] = {"float16", 2},     [ENG_DT_DOUBLE] = {"double", 8},
+    [ENG_DT_UINT32] = {"uint32", 4},       [ENG_DT_UINT64] = {"uint64", 8},
+    [ENG_DT_COMPLEX64] = {"complex64", 8}, [ENG_DT_COMPLEX128] = {"complex128", 16},
+    [ENG_DT_BFLOAT16] = {"bfloat16", 2},
+};
+
+#define DTYPE_COUNT (sizeof dtype_table / sizeof dtype_table[0])
+
+size_t eng_dtype_size(eng_dtype_t dt)
+{
+    return (unsigned)dt < DTYPE_COUNT ? dtype_table[dt].size : 0;
+}
+
+const char *eng_dtype_name(eng_dtype_t dt)
+{
+    return (unsigned)dt < DTYPE_COUNT ? dtype_table[dt].name : "unknown";
+}
+
+bool eng_dtype_supported(eng_dtype_t dt)
+{
+    switch (dt) {
+    case ENG_DT_FLOAT:
+    case ENG_DT_INT32:
+    case ENG_DT_INT64:
+    case ENG_DT_BOOL:
+    case ENG_DT_UINT8:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A dim below zero breaks the type's invariant; it counts as 0 here so that
+ * no caller sizes a buffer from a negative product. */
+int64_t eng_shape_numel(const eng_shape_t *s)
+{
+    int64_t n = 1;
+    bool saturated = false;
+    for (int i = 0; i < s->rank && i < ENG_MAX_RANK; i++) {
+        int64_t d = s->dims[i];
+        if (d <= 0)
+            return 0;
+        if (n > INT64_MAX / d)
+            saturated = true;
+        else
+            n *= d;
+    }
+    return saturated ? INT64_MAX : n;
+}
+
+bool eng_shape_equal(const eng_shape_t *a, const eng_shape_t *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank && i < ENG_MAX_RANK; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+char *eng_shape_format(const eng_shape_t *s, char *buf, size_t len)
+{
+    if (len == 0)
+        return buf;
+    size_t off = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < s->rank && i < ENG_MAX_RANK && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%lld", i ? "," : "",
+                                (long long)s->dims[i]);
+    if (off < len)
+        snprintf(buf + off, len - off, "]");
+    return buf;
+}
+
+int eng_shape_broadcast(const eng_shape_t *a, const eng_shape_t *b, eng_shape_t *out)
+{
+    char sa[96], sb[96];
+    if (a->rank < 0 || a->rank > ENG_MAX_RANK || b->rank < 0 || b->rank > ENG_MAX_RANK)
+        return fs_err(FS_EINVAL, "cannot broadcast shapes of rank %d and %d (ranks 0 to %d)",
+                      a->rank, b->rank, ENG_MAX_RANK);
+    eng_shape_t r = {.rank = a->rank > b->rank ? a->rank : b->rank};
+    /* Dims align from the right; a missing leading dim acts as 1. */
+    for (int i = 0; i < r.rank; i++) {
+        int ia = a->rank - r.rank + i, ib = b->rank - r.rank + i;
+        int64_t da = ia >= 0 ? a->dims[ia] : 1;
+        int64_t db = ib >= 0 ? b->dims[ib] : 1;
+        if (da < 0 || db < 0 || (da != db && da != 1 && db != 1))
+            return fs_err(FS_EINVAL, "shapes %s and %s do not broadcast (dimension %lld vs %lld)",
+                          eng_shape_format(a, sa, sizeof sa), eng_shape_format(b, sb, sizeof sb),
+                          (long long)da, (long long)db);
+        r.dims[i] = da == 1 ? db : da;
+    }
+    *out = r;
+    return 0;
+}
+
+void eng_shape_strides(const eng_shape_t *s, int64_t strides[ENG_MAX_RANK])
+{
+    int64_t st = 1;
+    for (int i = (s->rank < ENG_MAX_RANK ? s->rank : ENG_MAX_RANK) - 1; i >= 0; i--) {
+        strides[i] = st;
+        st *= s->dims[i] > 0 ? s->dims[i] : 1;
+    }
+}
+
+/* Saturates at SIZE_MAX, so that a caller allocating that many bytes fails
+ * cleanly instead of allocating a wrapped-around small buffer. */
+size_t eng_tensor_bytes(const eng_tensor_t *t)
+{
+    size_t es = eng_dtype_size(t->dtype);
+    if (es == 0)
+        return 0;
+    int64_t n = eng_shape_numel(&t->shape);
+    if ((uint64_t)n > SIZE_MAX / es)
+        return SIZE_MAX;
+    return (size_t)n * es;
+}
+
+int eng_tensor_alloc_host(eng_dtype_t dt, const eng_shape_t *shape, eng_tensor_t **out)
+{
+    char s[96];
+    if (eng_dtype_size(dt) == 0)
+        return fs_err(FS_EINVAL, "cannot allocate a tensor of dtype %s (no fixed element size)",
+                      eng_dtype_name(dt));
+    if (shape->rank < 0 || shape->rank > ENG_MAX_RANK)
+        return fs_err(FS_EINVAL, "cannot allocate a tensor of rank %d (ranks 0 to %d)",
+                      shape->rank, ENG_MAX_RANK);
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] < 0)
+            return fs_err(FS_EINVAL, "cannot allocate a tensor of shape %s (negative dimension)",
+                          eng_shape_format(shape, s, sizeof s));
+    eng_tensor_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return fs_err(FS_ENOMEM, "out of memory for a tensor header");
+    t->dtype = dt;
+    t->shape = *shape;
+    size_t bytes = eng_tensor_bytes(t);
+    /* At least one byte, so that even an empty tensor has non-NULL data. */
+    t->data = bytes == SIZE_MAX ? NULL : calloc(1, bytes ? bytes : 1);
+    if (!t->data) {
+        free(t);
+        return fs_err(FS_ENOMEM, "out of memory for a %s tensor of shape %s",
+                      eng_dtype_name(dt), eng_shape_format(shape, s, sizeof s));
+    }
+    *out = t;
+    return 0;
+}
+
+void eng_tensor_free(eng_tensor_t *t)
+{
+    if (!t)
+        return;
+    free(t->data);
+    free(t);
+}

@@ -1,0 +1,187 @@
+/* test_model.c -- tests of engine/model.c, plan*.c and exec.c through the
+ * public API, on the demo models that tools/make_models writes (make builds
+ * them into models/ before the tests run). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/policy.h"
+#include "common/error.h"
+#include "engine/engine.h"
+
+#define MLP_PATH "models/mlp/1/model.onnx"
+#define CNN_PATH "models/cnn/1/model.onnx"
+
+typedef struct model_fixture {
+    alloc_provider_t *host;
+    alloc_cache_t *cache;
+    eng_model_t *model;
+} model_fixture_t;
+
+static void fixture_open(model_fixture_t *f, const char *path, size_t max_plans)
+{
+    cr_assert_eq(alloc_provider_host_create(&f->host), 0);
+    cr_assert_eq(alloc_cache_create(f->host, NULL, &f->cache), 0);
+    eng_model_config_t cfg = {.cache = f->cache, .max_plans = max_plans};
+    int rc = eng_model_load(path, &cfg, &f->model);
+    cr_assert_eq(rc, 0, "loading %s: %s", path, fs_errmsg());
+}
+
+/* Destroys the model and checks every byte came back. */
+static void fixture_close(model_fixture_t *f)
+{
+    eng_model_destroy(f->model);
+    alloc_cache_stats_t st;
+    alloc_cache_stats(f->cache, &st);
+    cr_expect_eq(st.allocated.current, 0, "allocated after destroy: %lld",
+                 (long long)st.allocated.current);
+    alloc_cache_empty(f->cache, ALLOC_RELEASE_EMPTY);
+    alloc_cache_stats(f->cache, &st);
+    cr_expect_eq(st.reserved.current, 0);
+    alloc_cache_destroy(f->cache);
+    alloc_provider_destroy(f->host);
+}
+
+/* A float input of `shape` filled with a deterministic pattern. */
+static eng_tensor_t *input_new(const eng_shape_t *shape)
+{
+    eng_tensor_t *t = NULL;
+    cr_assert_eq(eng_tensor_alloc_host(ENG_DT_FLOAT, shape, &t), 0);
+    float *x = t->data;
+    for (int64_t i = 0; i < eng_shape_numel(shape); i++)
+        x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    return t;
+}
+
+/* Runs the model on `in` and checks each row of the [b, 10] output is a
+ * probability distribution. */
+static void run_and_check_probabilities(eng_model_t *m, const eng_tensor_t *in, int64_t batch)
+{
+    eng_tensor_t *out[1] = {NULL};
+    int rc = eng_model_run(m, in, 1, out);
+    cr_assert_eq(rc, 0, "run: %s", fs_errmsg());
+    cr_assert_eq(out[0]->shape.rank, 2);
+    cr_expect_eq(out[0]->shape.dims[0], batch);
+    cr_expect_eq(out[0]->shape.dims[1], 10);
+    const float *p = out[0]->data;
+    for (int64_t b = 0; b < batch; b++) {
+        double sum = 0;
+        for (int k = 0; k < 10; k++) {
+            cr_expect(p[b * 10 + k] >= 0.0f && p[b * 10 + k] <= 1.0f);
+            sum += p[b * 10 + k];
+        }
+        cr_expect(fabs(sum - 1.0) < 1e-4, "row %lld sums to %f", (long long)b, sum);
+    }
+    eng_tensor_free(out[0]);
+}
+
+Test(engine_model, mlp_runs_at_several_batch_sizes_and_returns_every_byte)
+{
+    model_fixture_t f;
+    fixture_open(&f, MLP_PATH, 0);
+    alloc_owner_stats_t os;
+    cr_assert_eq(alloc_cache_owner_stats(f.cache, eng_model_owner(f.model), &os), 0);
+    size_t weights = (64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10) * sizeof(float);
+    cr_expect_geq(os.requested.current, (int64_t)weights, "weights counted to the model");
+    for (int64_t batch = 1; batch <= 64; batch *= 8) {
+        eng_tensor_t *in = input_new(&(eng_shape_t){2, {batch, 64}});
+        run_and_check_probabilities(f.model, in, batch);
+        eng_tensor_free(in);
+    }
+    fixture_close(&f);
+}
+
+Test(engine_model, cnn_runs_and_its_plan_is_near_the_lower_bound)
+{
+    model_fixture_t f;
+    fixture_open(&f, CNN_PATH, 0);
+    eng_shape_t shape = {4, {8, 1, 28, 28}};
+    eng_plan_info_t info;
+    cr_assert_eq(eng_model_plan_info(f.model, &shape, 1, &info), 0, "%s", fs_errmsg());
+    cr_expect(!info.dynamic);
+    cr_expect_gt(info.activation_bytes, 0);
+    cr_expect_leq((double)info.activation_bytes, 1.10 * (double)info.lower_bound_bytes,
+                  "plan %zu bytes vs lower bound %zu", info.activation_bytes,
+                  info.lower_bound_bytes);
+    eng_tensor_t *in = input_new(&shape);
+    run_and_check_probabilities(f.model, in, 8);
+    eng_tensor_free(in);
+    fixture_close(&f);
+}
+
+Test(engine_model, same_input_gives_the_same_output_across_plans)
+{
+    model_fixture_t f;
+    fixture_open(&f, MLP_PATH, 1);
+    eng_tensor_t *one = input_new(&(eng_shape_t){2, {1, 64}});
+    eng_tensor_t *two = input_new(&(eng_shape_t){2, {2, 64}});
+    eng_tensor_t *a[1], *b[1], *c[1];
+    cr_assert_eq(eng_model_run(f.model, one, 1, a), 0, "%s", fs_errmsg());
+    /* A bound of one plan: the second signature evicts the first. */
+    cr_assert_eq(eng_model_run(f.model, two, 1, b), 0, "%s", fs_errmsg());
+    cr_assert_eq(eng_model_run(f.model, one, 1, c), 0, "%s", fs_errmsg());
+    cr_expect_eq(memcmp(a[0]->data, c[0]->data, 10 * sizeof(float)), 0);
+    cr_expect_eq(memcmp(a[0]->data, b[0]->data, 10 * sizeof(float)), 0,
+                 "row 0 does not depend on the batch size");
+    eng_tensor_free(a[0]);
+    eng_tensor_free(b[0]);
+    eng_tensor_free(c[0]);
+    eng_tensor_free(one);
+    eng_tensor_free(two);
+    fixture_close(&f);
+}
+
+Test(engine_model, runs_from_the_arena_policy_block)
+{
+    model_fixture_t f;
+    fixture_open(&f, MLP_PATH, 0);
+    alloc_policy_t *arena = NULL;
+    cr_assert_eq(alloc_policy_create(ALLOC_POLICY_ARENA, NULL, &arena), 0);
+    cr_assert_eq(alloc_cache_policy_add(f.cache, arena), 0);
+    eng_tensor_t *in = input_new(&(eng_shape_t){2, {16, 64}});
+    run_and_check_probabilities(f.model, in, 16);
+    alloc_policy_stats_t ps;
+    alloc_policy_stats(arena, &ps);
+    cr_expect_eq(ps.n_batches, 1, "the run took its activations from one arena");
+    eng_tensor_free(in);
+    fixture_close(&f);
+}
+
+Test(engine_model, rejects_wrong_inputs_with_a_message_naming_them)
+{
+    model_fixture_t f;
+    fixture_open(&f, MLP_PATH, 0);
+    eng_tensor_t *out[1] = {NULL};
+    eng_tensor_t *bad = input_new(&(eng_shape_t){2, {2, 63}});
+    cr_expect_eq(eng_model_run(f.model, bad, 1, out), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "input") && strstr(fs_errmsg(), "[2,63]"), "%s", fs_errmsg());
+    eng_tensor_free(bad);
+    eng_tensor_t *ints = NULL;
+    cr_assert_eq(eng_tensor_alloc_host(ENG_DT_INT64, &(eng_shape_t){2, {2, 64}}, &ints), 0);
+    cr_expect_eq(eng_model_run(f.model, ints, 1, out), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "int64"), "%s", fs_errmsg());
+    eng_tensor_free(ints);
+    cr_expect_null(out[0]);
+    fixture_close(&f);
+}
+
+Test(engine_model, missing_and_corrupt_files_fail_cleanly)
+{
+    alloc_provider_t *host = NULL;
+    alloc_cache_t *cache = NULL;
+    cr_assert_eq(alloc_provider_host_create(&host), 0);
+    cr_assert_eq(alloc_cache_create(host, NULL, &cache), 0);
+    eng_model_config_t cfg = {.cache = cache};
+    eng_model_t *m = NULL;
+    cr_expect_eq(eng_model_load("models/no-such-model.onnx", &cfg, &m), FS_ENOENT);
+    const char junk[] = "this is not a protobuf at all \xff\xff\xff\xff";
+    int rc = eng_model_load_bytes(junk, sizeof junk, NULL, &cfg, &m);
+    cr_expect_eq(rc, FS_EPARSE, "rc %d: %s", rc, fs_errmsg());
+    cr_expect_null(m);
+    alloc_cache_stats_t st;
+    alloc_cache_stats(cache, &st);
+    cr_expect_eq(st.allocated.current, 0);
+    alloc_cache_destroy(cache);
+    alloc_provider_destroy(host);
+}

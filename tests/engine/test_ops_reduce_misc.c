@@ -1,0 +1,899 @@
+/* test_ops_reduce_misc.c -- tests for the reduce and misc op families (engine/ops/{reduce,misc}.c, engine/cpu/{reduce,misc}_kernels.c): inference and CPU kernels called directly. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/op.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define MAX_IO 8
+
+/* --- building nodes and tensors ----------------------------------------------------------- */
+
+static eng_shape_t shp(int rank, ...)
+{
+    eng_shape_t s = {.rank = rank};
+    va_list ap;
+    va_start(ap, rank);
+    for (int d = 0; d < rank; d++)
+        s.dims[d] = va_arg(ap, int);
+    va_end(ap);
+    return s;
+}
+
+static eng_tensor_t ten(eng_dtype_t dt, eng_shape_t s, const void *data)
+{
+    return (eng_tensor_t){.dtype = dt, .shape = s, .data = (void *)data};
+}
+
+static eng_attr_t a_int(const char *name, int64_t v)
+{
+    return (eng_attr_t){.name = name, .type = ENG_ATTR_INT, .i = v};
+}
+
+static eng_attr_t a_ints(const char *name, const int64_t *v, size_t n)
+{
+    return (eng_attr_t){.name = name, .type = ENG_ATTR_INTS, .ints = v, .n = n};
+}
+
+static eng_attr_t a_float(const char *name, float v)
+{
+    return (eng_attr_t){.name = name, .type = ENG_ATTR_FLOAT, .f = v};
+}
+
+static eng_attr_t a_str(const char *name, const char *s)
+{
+    return (eng_attr_t){.name = name, .type = ENG_ATTR_STRING, .s = s, .s_len = strlen(s)};
+}
+
+/* One node with its inputs and outputs, run the way the planner runs it. */
+typedef struct op_case {
+    eng_node_t node;
+    eng_attr_t attrs[MAX_IO];
+    const eng_tensor_t *in[MAX_IO];
+    eng_tensor_t out_v[MAX_IO];
+    eng_tensor_t *out[MAX_IO];
+    eng_op_ctx_t ctx;
+    const eng_op_def_t *def;
+    const eng_cpu_kernel_t *kernel;
+} op_case_t;
+
+/* A case for op at opset with n_out outputs; add inputs with case_in
+ * (NULL: an absent optional input) and attributes with case_attr. */
+static op_case_t *case_new(const char *op, int opset, int n_out)
+{
+    op_case_t *c = calloc(1, sizeof *c);
+    cr_assert(c);
+    c->def = eng_op_find(op);
+    c->kernel = eng_cpu_kernel_find(op);
+    cr_assert(c->def && c->kernel, "%s is not registered", op);
+    c->node = (eng_node_t){.name = "n0", .op_type = op, .domain = "", .attrs = c->attrs,
+                           .n_outputs = n_out, .op = c->def};
+    for (int o = 0; o < n_out; o++)
+        c->out[o] = &c->out_v[o];
+    c->ctx = (eng_op_ctx_t){.node = &c->node, .opset = opset, .inputs = c->in,
+                            .n_outputs = n_out, .outputs = c->out, .n_threads = 1};
+    return c;
+}
+
+static void case_in(op_case_t *c, const eng_tensor_t *t)
+{
+    c->in[c->ctx.n_inputs++] = t;
+    c->node.n_inputs = c->ctx.n_inputs;
+}
+
+static void case_attr(op_case_t *c, eng_attr_t a)
+{
+    c->attrs[c->node.n_attrs++] = a;
+}
+
+/* The load-time check, then infer. */
+static int case_infer(op_case_t *c)
+{
+    fs_err_clear();
+    int rc = c->def->check ? c->def->check(&c->node, c->ctx.opset) : 0;
+    return rc != 0 ? rc : c->def->infer(&c->ctx);
+}
+
+/* Infers, allocates the outputs and the scratch the kernel asks for, and
+ * runs the kernel; asserts success. */
+static void case_run(op_case_t *c)
+{
+    int rc = case_infer(c);
+    cr_assert_eq(rc, 0, "%s infer: %s", c->node.op_type, fs_errmsg());
+    for (int o = 0; o < c->ctx.n_outputs; o++) {
+        if (!c->out[o])
+            continue;
+        size_t bytes = eng_tensor_bytes(c->out[o]);
+        c->out[o]->data = calloc(1, bytes ? bytes : 1);
+        cr_assert(c->out[o]->data);
+    }
+    c->ctx.scratch_bytes = c->kernel->scratch_bytes ? c->kernel->scratch_bytes(&c->ctx) : 0;
+    c->ctx.scratch = c->ctx.scratch_bytes ? malloc(c->ctx.scratch_bytes) : NULL;
+    rc = c->kernel->run(&c->ctx);
+    cr_assert_eq(rc, 0, "%s run: %s", c->node.op_type, fs_errmsg());
+}
+
+static void case_free(op_case_t *c)
+{
+    for (int o = 0; o < c->ctx.n_outputs; o++)
+        if (c->out[o])
+            free(c->out[o]->data);
+    free(c->ctx.scratch);
+    free(c);
+}
+
+/* --- checking results ------------------------------------------------------------------------ */
+
+static void expect_shape(const eng_tensor_t *t, eng_shape_t want)
+{
+    char b1[200], b2[200];
+    cr_expect(eng_shape_equal(&t->shape, &want), "shape %s, want %s",
+              eng_shape_format(&t->shape, b1, sizeof b1), eng_shape_format(&want, b2, sizeof b2));
+}
+
+/* Float results within 1e-5 relative (exact for what the kernels copy). */
+static void expect_f32(const eng_tensor_t *t, const float *want, int64_t n)
+{
+    cr_assert_eq(t->dtype, ENG_DT_FLOAT);
+    cr_assert_eq(eng_shape_numel(&t->shape), n, "numel %lld, want %lld",
+                 (long long)eng_shape_numel(&t->shape), (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        float got = ((const float *)t->data)[i];
+        bool same = got == want[i] || (isnan(got) && isnan(want[i])) ||
+                    fabsf(got - want[i]) <= 1e-5f * fmaxf(1.0f, fabsf(want[i]));
+        cr_expect(same, "element %lld: %.7g, want %.7g", (long long)i, got, want[i]);
+    }
+}
+
+static void expect_i64(const eng_tensor_t *t, const int64_t *want, int64_t n)
+{
+    cr_assert_eq(t->dtype, ENG_DT_INT64);
+    cr_assert_eq(eng_shape_numel(&t->shape), n, "numel %lld, want %lld",
+                 (long long)eng_shape_numel(&t->shape), (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        cr_expect_eq(((const int64_t *)t->data)[i], want[i], "element %lld: %lld, want %lld",
+                     (long long)i, (long long)((const int64_t *)t->data)[i], (long long)want[i]);
+}
+
+static void expect_i32(const eng_tensor_t *t, const int32_t *want, int64_t n)
+{
+    cr_assert_eq(t->dtype, ENG_DT_INT32);
+    cr_assert_eq(eng_shape_numel(&t->shape), n);
+    for (int64_t i = 0; i < n; i++)
+        cr_expect_eq(((const int32_t *)t->data)[i], want[i], "element %lld: %d, want %d",
+                     (long long)i, ((const int32_t *)t->data)[i], want[i]);
+}
+
+/* rc is `want` and the message names the node and contains `part`. */
+static void expect_err(int rc, int want, const char *part)
+{
+    cr_expect_eq(rc, want, "rc %s, want %s (%s)", fs_errname(rc), fs_errname(want), fs_errmsg());
+    cr_expect(strstr(fs_errmsg(), "n0") != NULL, "message does not name the node: %s",
+              fs_errmsg());
+    if (part)
+        cr_expect(strstr(fs_errmsg(), part) != NULL, "message lacks \"%s\": %s", part,
+                  fs_errmsg());
+}
+
+/* 0, 1, 2, ... */
+static float f_iota[64];
+
+static void iota_init(void)
+{
+    for (int i = 0; i < 64; i++)
+        f_iota[i] = (float)i;
+}
+
+TestSuite(engine_ops_reduce, .init = iota_init);
+TestSuite(engine_ops_misc, .init = iota_init);
+
+/* --- Reduce* ------------------------------------------------------------------------------- */
+
+Test(engine_ops_reduce, sum_reads_axes_attribute_before_opset_13)
+{
+    static const int64_t axes[] = {1};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    op_case_t *c = case_new("ReduceSum", 11, 1);
+    case_in(c, &x);
+    case_attr(c, a_ints("axes", axes, 1));
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 2, 1));
+    expect_f32(c->out[0], (const float[]){3, 12}, 2);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, sum_reads_axes_input_from_opset_13)
+{
+    static const int64_t axes[] = {0};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    eng_tensor_t a = ten(ENG_DT_INT64, shp(1, 1), axes);
+    op_case_t *c = case_new("ReduceSum", 13, 1);
+    case_in(c, &x);
+    case_in(c, &a);
+    case_attr(c, a_int("keepdims", 0));
+    case_run(c);
+    expect_shape(c->out[0], shp(1, 3));
+    expect_f32(c->out[0], (const float[]){3, 5, 7}, 3);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, mean_axes_attribute_until_opset_18)
+{
+    static const int64_t axes[] = {-1};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    op_case_t *c = case_new("ReduceMean", 17, 1);
+    case_in(c, &x);
+    case_attr(c, a_ints("axes", axes, 1));
+    case_attr(c, a_int("keepdims", 0));
+    case_run(c);
+    expect_shape(c->out[0], shp(1, 2));
+    expect_f32(c->out[0], (const float[]){1, 4}, 2);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, axes_attribute_where_opset_wants_input_fails_check)
+{
+    static const int64_t axes[] = {1};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    op_case_t *c = case_new("ReduceMax", 18, 1);
+    case_in(c, &x);
+    case_attr(c, a_ints("axes", axes, 1));
+    expect_err(case_infer(c), FS_EINVAL, "axes is an input from opset 18");
+    case_free(c);
+}
+
+Test(engine_ops_reduce, unknown_axes_value_is_dynamic)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    eng_tensor_t a = ten(ENG_DT_INT64, shp(1, 1), NULL);
+    op_case_t *c = case_new("ReduceL2", 18, 1);
+    case_in(c, &x);
+    case_in(c, &a);
+    expect_err(case_infer(c), FS_EDYNAMIC, "axes");
+    case_free(c);
+}
+
+Test(engine_ops_reduce, empty_axes_reduce_everything)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    eng_tensor_t a = ten(ENG_DT_INT64, shp(1, 0), NULL);
+    op_case_t *c = case_new("ReduceSum", 13, 1);
+    case_in(c, &x);
+    case_in(c, &a);
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 1, 1));
+    expect_f32(c->out[0], (const float[]){15}, 1);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, noop_with_empty_axes_reduces_each_element_alone)
+{
+    static const float v[] = {-3, 2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 2), v);
+    op_case_t *sum = case_new("ReduceSum", 13, 1);
+    case_in(sum, &x);
+    case_attr(sum, a_int("noop_with_empty_axes", 1));
+    case_run(sum);
+    expect_shape(sum->out[0], shp(1, 2));
+    expect_f32(sum->out[0], v, 2);
+    case_free(sum);
+    op_case_t *sq = case_new("ReduceSumSquare", 18, 1);
+    case_in(sq, &x);
+    case_attr(sq, a_int("noop_with_empty_axes", 1));
+    case_run(sq);
+    expect_f32(sq->out[0], (const float[]){9, 4}, 2);
+    case_free(sq);
+    op_case_t *l2 = case_new("ReduceL2", 18, 1);
+    case_in(l2, &x);
+    case_attr(l2, a_int("noop_with_empty_axes", 1));
+    case_run(l2);
+    expect_f32(l2->out[0], (const float[]){3, 2}, 2);
+    case_free(l2);
+}
+
+Test(engine_ops_reduce, each_reduction_over_two_of_three_axes)
+{
+    /* x[i][j][k] = i*4 + j*2 + k + 1; reduce axes 0 and 2 (negative form). */
+    static const float v[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    static const int64_t axes[] = {0, -1};
+    static const struct {
+        const char *op;
+        float want[2];
+    } cases[] = {
+        {"ReduceSum", {1 + 2 + 5 + 6, 3 + 4 + 7 + 8}},
+        {"ReduceSumSquare", {1 + 4 + 25 + 36, 9 + 16 + 49 + 64}},
+        {"ReduceL2", {8.124038f, 11.74734f}},
+        {"ReduceMean", {3.5f, 5.5f}},
+        {"ReduceProd", {1 * 2 * 5 * 6, 3 * 4 * 7 * 8}},
+        {"ReduceMax", {6, 8}},
+        {"ReduceMin", {1, 3}},
+    };
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 2, 2, 2), v);
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        op_case_t *c = case_new(cases[i].op, 11, 1);
+        case_in(c, &x);
+        case_attr(c, a_ints("axes", axes, 2));
+        case_attr(c, a_int("keepdims", 0));
+        case_run(c);
+        expect_shape(c->out[0], shp(1, 2));
+        expect_f32(c->out[0], cases[i].want, 2);
+        case_free(c);
+    }
+}
+
+Test(engine_ops_reduce, zero_size_axis_gives_the_identity)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 2, 0, 4), f_iota);
+    static const int64_t axes[] = {1};
+    static const struct {
+        const char *op;
+        float want;
+    } cases[] = {
+        {"ReduceSum", 0}, {"ReduceProd", 1}, {"ReduceMax", -INFINITY}, {"ReduceMin", INFINITY},
+        {"ReduceL2", 0},  {"ReduceMean", NAN},
+    };
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        op_case_t *c = case_new(cases[i].op, 11, 1);
+        case_in(c, &x);
+        case_attr(c, a_ints("axes", axes, 1));
+        case_run(c);
+        expect_shape(c->out[0], shp(3, 2, 1, 4));
+        float want[8];
+        for (int k = 0; k < 8; k++)
+            want[k] = cases[i].want;
+        expect_f32(c->out[0], want, 8);
+        case_free(c);
+    }
+}
+
+Test(engine_ops_reduce, integer_and_bool_inputs)
+{
+    static const int64_t v64[] = {5, -2, 7, 1};
+    static const int32_t v32[] = {5, -2, 7, 1};
+    static const uint8_t vb[] = {0, 1, 0, 0};
+    static const int64_t axes[] = {1};
+    eng_tensor_t x64 = ten(ENG_DT_INT64, shp(2, 2, 2), v64);
+    eng_tensor_t x32 = ten(ENG_DT_INT32, shp(2, 2, 2), v32);
+    eng_tensor_t xb = ten(ENG_DT_BOOL, shp(2, 2, 2), vb);
+    eng_tensor_t a = ten(ENG_DT_INT64, shp(1, 1), axes);
+    op_case_t *c = case_new("ReduceSum", 13, 1);
+    case_in(c, &x64);
+    case_in(c, &a);
+    case_run(c);
+    expect_i64(c->out[0], (const int64_t[]){3, 8}, 2);
+    case_free(c);
+    c = case_new("ReduceMean", 18, 1);
+    case_in(c, &x32);
+    case_in(c, &a);
+    case_run(c);
+    expect_i32(c->out[0], (const int32_t[]){1, 4}, 2); /* 3/2 and 8/2, truncated */
+    case_free(c);
+    c = case_new("ReduceMax", 20, 1);
+    case_in(c, &xb);
+    case_in(c, &a);
+    case_run(c);
+    cr_expect_eq(c->out[0]->dtype, ENG_DT_BOOL);
+    cr_expect(((uint8_t *)c->out[0]->data)[0] == 1 && ((uint8_t *)c->out[0]->data)[1] == 0);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, bad_axes_are_rejected)
+{
+    static const int64_t twice[] = {1, -1};
+    static const int64_t far[] = {2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    op_case_t *c = case_new("ReduceMin", 11, 1);
+    case_in(c, &x);
+    case_attr(c, a_ints("axes", twice, 2));
+    expect_err(case_infer(c), FS_EINVAL, "twice");
+    case_free(c);
+    c = case_new("ReduceMin", 11, 1);
+    case_in(c, &x);
+    case_attr(c, a_ints("axes", far, 1));
+    expect_err(case_infer(c), FS_EINVAL, "out of range");
+    case_free(c);
+    eng_tensor_t h = ten(ENG_DT_FLOAT16, shp(2, 2, 3), f_iota);
+    c = case_new("ReduceSum", 11, 1);
+    case_in(c, &h);
+    expect_err(case_infer(c), FS_ENOTSUP, "float16");
+    case_free(c);
+}
+
+/* --- ArgMax / ArgMin ------------------------------------------------------------------------ */
+
+Test(engine_ops_reduce, argmax_keepdims_and_select_last_index)
+{
+    static const float v[] = {2, 2, 1, 3, 3, 0};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 3, 2), v);
+    op_case_t *c = case_new("ArgMax", 13, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 0));
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 1, 2));
+    expect_i64(c->out[0], (const int64_t[]){2, 1}, 2);
+    case_free(c);
+    c = case_new("ArgMax", 13, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 1));
+    case_attr(c, a_int("keepdims", 0));
+    case_attr(c, a_int("select_last_index", 1));
+    case_run(c);
+    expect_shape(c->out[0], shp(1, 3));
+    expect_i64(c->out[0], (const int64_t[]){1, 1, 0}, 3);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, argmin_negative_axis_ties_take_first)
+{
+    static const int64_t v[] = {4, 1, 1, 7, 0, 0};
+    eng_tensor_t x = ten(ENG_DT_INT64, shp(2, 2, 3), v);
+    op_case_t *c = case_new("ArgMin", 11, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", -1));
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 2, 1));
+    expect_i64(c->out[0], (const int64_t[]){1, 1}, 2);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, argmax_over_empty_axis_fails)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 0), f_iota);
+    op_case_t *c = case_new("ArgMax", 13, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 1));
+    expect_err(case_infer(c), FS_EINVAL, "size 0");
+    case_free(c);
+}
+
+/* --- Softmax / LogSoftmax ------------------------------------------------------------------- */
+
+Test(engine_ops_reduce, softmax_axis_flattens_tail_before_13_only)
+{
+    static const float v[] = {0, 1, 2, 3, 0, 0, 0, 0};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 2, 2, 2), v);
+    float e[4], s = 0;
+    for (int i = 0; i < 4; i++)
+        s += e[i] = expf((float)i);
+    float old_want[8] = {e[0] / s, e[1] / s, e[2] / s, e[3] / s, .25f, .25f, .25f, .25f};
+    float new_want[8] = {e[0] / (e[0] + e[2]), e[1] / (e[1] + e[3]), e[2] / (e[0] + e[2]),
+                         e[3] / (e[1] + e[3]), .5f, .5f, .5f, .5f};
+    op_case_t *c = case_new("Softmax", 11, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 1));
+    case_run(c);
+    expect_shape(c->out[0], shp(3, 2, 2, 2));
+    expect_f32(c->out[0], old_want, 8);
+    case_free(c);
+    c = case_new("Softmax", 13, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 1));
+    case_run(c);
+    expect_f32(c->out[0], new_want, 8);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, softmax_default_axis_is_1_before_13_and_last_after)
+{
+    static const float v[] = {0, 1, 2, 3};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 1, 2, 2), v);
+    op_case_t *old = case_new("Softmax", 12, 1), *cur = case_new("Softmax", 13, 1);
+    case_in(old, &x);
+    case_in(cur, &x);
+    case_run(old);
+    case_run(cur);
+    float s4 = 1 + expf(1) + expf(2) + expf(3), s2 = 1 + expf(1);
+    expect_f32(old->out[0], (const float[]){1 / s4, expf(1) / s4, expf(2) / s4, expf(3) / s4}, 4);
+    expect_f32(cur->out[0], (const float[]){1 / s2, expf(1) / s2, 1 / s2, expf(1) / s2}, 4);
+    case_free(old);
+    case_free(cur);
+}
+
+Test(engine_ops_reduce, log_softmax_of_large_numbers_stays_finite)
+{
+    static const float v[] = {10000, 10001, 10002};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 1, 3), v);
+    op_case_t *c = case_new("LogSoftmax", 13, 1);
+    case_in(c, &x);
+    case_run(c);
+    float lse = logf(expf(-2) + expf(-1) + 1);
+    expect_f32(c->out[0], (const float[]){-2 - lse, -1 - lse, -lse}, 3);
+    case_free(c);
+    c = case_new("Softmax", 13, 1);
+    case_in(c, &x);
+    case_run(c);
+    float s = expf(-2) + expf(-1) + 1;
+    expect_f32(c->out[0], (const float[]){expf(-2) / s, expf(-1) / s, 1 / s}, 3);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, softmax_rejects_int_and_bad_axis)
+{
+    static const int64_t v[] = {1, 2};
+    eng_tensor_t xi = ten(ENG_DT_INT64, shp(1, 2), v);
+    op_case_t *c = case_new("Softmax", 13, 1);
+    case_in(c, &xi);
+    expect_err(case_infer(c), FS_ENOTSUP, "int64");
+    case_free(c);
+    eng_tensor_t xf = ten(ENG_DT_FLOAT, shp(2, 1, 2), f_iota);
+    c = case_new("LogSoftmax", 13, 1);
+    case_in(c, &xf);
+    case_attr(c, a_int("axis", 2));
+    expect_err(case_infer(c), FS_EINVAL, "axis 2");
+    case_free(c);
+}
+
+/* --- CumSum ------------------------------------------------------------------------------- */
+
+Test(engine_ops_reduce, cumsum_exclusive_and_reverse)
+{
+    static const float v[] = {1, 2, 3, 4};
+    static const int32_t ax0[] = {0};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 4), v);
+    eng_tensor_t axis = ten(ENG_DT_INT32, shp(0), ax0);
+    static const struct {
+        int exclusive, reverse;
+        float want[4];
+    } cases[] = {
+        {0, 0, {1, 3, 6, 10}},
+        {1, 0, {0, 1, 3, 6}},
+        {0, 1, {10, 9, 7, 4}},
+        {1, 1, {9, 7, 4, 0}},
+    };
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        op_case_t *c = case_new("CumSum", 14, 1);
+        case_in(c, &x);
+        case_in(c, &axis);
+        case_attr(c, a_int("exclusive", cases[i].exclusive));
+        case_attr(c, a_int("reverse", cases[i].reverse));
+        case_run(c);
+        expect_f32(c->out[0], cases[i].want, 4);
+        case_free(c);
+    }
+}
+
+Test(engine_ops_reduce, cumsum_2d_along_each_axis_with_int32)
+{
+    static const int32_t v[] = {1, 2, 3, 4, 5, 6};
+    static const int64_t ax0[] = {0}, axm1[] = {-1};
+    eng_tensor_t x = ten(ENG_DT_INT32, shp(2, 2, 3), v);
+    eng_tensor_t a0 = ten(ENG_DT_INT64, shp(1, 1), ax0);
+    eng_tensor_t a1 = ten(ENG_DT_INT64, shp(0), axm1);
+    op_case_t *c = case_new("CumSum", 11, 1);
+    case_in(c, &x);
+    case_in(c, &a0);
+    case_run(c);
+    expect_i32(c->out[0], (const int32_t[]){1, 2, 3, 5, 7, 9}, 6);
+    case_free(c);
+    c = case_new("CumSum", 11, 1);
+    case_in(c, &x);
+    case_in(c, &a1);
+    case_run(c);
+    expect_i32(c->out[0], (const int32_t[]){1, 3, 6, 4, 9, 15}, 6);
+    case_free(c);
+}
+
+Test(engine_ops_reduce, cumsum_axis_out_of_range_fails)
+{
+    static const int64_t ax[] = {2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    eng_tensor_t a = ten(ENG_DT_INT64, shp(0), ax);
+    op_case_t *c = case_new("CumSum", 14, 1);
+    case_in(c, &x);
+    case_in(c, &a);
+    expect_err(case_infer(c), FS_EINVAL, "out of range");
+    case_free(c);
+}
+
+/* --- TopK ----------------------------------------------------------------------------------- */
+
+Test(engine_ops_misc, topk_largest_ties_take_lower_index)
+{
+    static const float v[] = {3, 1, 3, 2, 0, 5, 5, 5};
+    static const int64_t k[] = {3};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 4), v);
+    eng_tensor_t kt = ten(ENG_DT_INT64, shp(1, 1), k);
+    op_case_t *c = case_new("TopK", 11, 2);
+    case_in(c, &x);
+    case_in(c, &kt);
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 2, 3));
+    expect_shape(c->out[1], shp(2, 2, 3));
+    expect_f32(c->out[0], (const float[]){3, 3, 2, 5, 5, 5}, 6);
+    expect_i64(c->out[1], (const int64_t[]){0, 2, 3, 1, 2, 3}, 6);
+    case_free(c);
+}
+
+Test(engine_ops_misc, topk_smallest_along_axis_0)
+{
+    static const int64_t v[] = {4, 1, 2, 8, 0, 9};
+    static const int64_t k[] = {2};
+    eng_tensor_t x = ten(ENG_DT_INT64, shp(2, 3, 2), v);
+    eng_tensor_t kt = ten(ENG_DT_INT64, shp(1, 1), k);
+    op_case_t *c = case_new("TopK", 11, 2);
+    case_in(c, &x);
+    case_in(c, &kt);
+    case_attr(c, a_int("axis", 0));
+    case_attr(c, a_int("largest", 0));
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 2, 2));
+    expect_i64(c->out[0], (const int64_t[]){0, 1, 2, 8}, 4);
+    expect_i64(c->out[1], (const int64_t[]){2, 0, 1, 1}, 4);
+    case_free(c);
+}
+
+Test(engine_ops_misc, topk_k_attribute_before_opset_10)
+{
+    static const float v[] = {1, 4, 2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 3), v);
+    op_case_t *c = case_new("TopK", 9, 2);
+    case_in(c, &x);
+    case_attr(c, a_int("k", 1));
+    case_run(c);
+    expect_f32(c->out[0], (const float[]){4}, 1);
+    expect_i64(c->out[1], (const int64_t[]){1}, 1);
+    case_free(c);
+}
+
+Test(engine_ops_misc, topk_unknown_or_bad_k)
+{
+    static const int64_t big[] = {4};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), f_iota);
+    eng_tensor_t unknown = ten(ENG_DT_INT64, shp(1, 1), NULL);
+    eng_tensor_t too_big = ten(ENG_DT_INT64, shp(1, 1), big);
+    op_case_t *c = case_new("TopK", 11, 2);
+    case_in(c, &x);
+    case_in(c, &unknown);
+    expect_err(case_infer(c), FS_EDYNAMIC, "K");
+    case_free(c);
+    c = case_new("TopK", 11, 2);
+    case_in(c, &x);
+    case_in(c, &too_big);
+    expect_err(case_infer(c), FS_EINVAL, "k = 4");
+    case_free(c);
+}
+
+/* --- Trilu ---------------------------------------------------------------------------------- */
+
+Test(engine_ops_misc, trilu_upper_and_lower_with_k)
+{
+    /* Two 3x3 matrices 1..9 and 10..18. */
+    float v[18];
+    for (int i = 0; i < 18; i++)
+        v[i] = (float)(i + 1);
+    static const int64_t k1[] = {1}, km1[] = {-1};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 2, 3, 3), v);
+    eng_tensor_t kp = ten(ENG_DT_INT64, shp(0), k1);
+    eng_tensor_t kn = ten(ENG_DT_INT64, shp(0), km1);
+    op_case_t *c = case_new("Trilu", 14, 1);
+    case_in(c, &x);
+    case_run(c);
+    expect_f32(c->out[0], (const float[]){1, 2, 3, 0, 5, 6, 0, 0, 9, 10, 11, 12, 0, 14, 15, 0, 0,
+                                          18},
+               18);
+    case_free(c);
+    c = case_new("Trilu", 14, 1);
+    case_in(c, &x);
+    case_in(c, &kp);
+    case_run(c);
+    expect_f32(c->out[0], (const float[]){0, 2, 3, 0, 0, 6, 0, 0, 0, 0, 11, 12, 0, 0, 15, 0, 0, 0},
+               18);
+    case_free(c);
+    c = case_new("Trilu", 14, 1);
+    case_in(c, &x);
+    case_in(c, &kn);
+    case_attr(c, a_int("upper", 0));
+    case_run(c);
+    expect_f32(c->out[0], (const float[]){0, 0, 0, 4, 0, 0, 7, 8, 0, 0, 0, 0, 13, 0, 0, 16, 17, 0},
+               18);
+    case_free(c);
+}
+
+Test(engine_ops_misc, trilu_non_square_and_far_k)
+{
+    static const int64_t v[] = {1, 2, 3, 4, 5, 6};
+    static const int64_t kfar[] = {INT64_MAX};
+    eng_tensor_t x = ten(ENG_DT_INT64, shp(2, 2, 3), v);
+    eng_tensor_t k = ten(ENG_DT_INT64, shp(0), kfar);
+    op_case_t *c = case_new("Trilu", 14, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("upper", 0));
+    case_run(c);
+    expect_i64(c->out[0], (const int64_t[]){1, 0, 0, 4, 5, 0}, 6);
+    case_free(c);
+    c = case_new("Trilu", 14, 1);
+    case_in(c, &x);
+    case_in(c, &k);
+    case_attr(c, a_int("upper", 0));
+    case_run(c);
+    expect_i64(c->out[0], v, 6);
+    case_free(c);
+    eng_tensor_t x1 = ten(ENG_DT_INT64, shp(1, 6), v);
+    c = case_new("Trilu", 14, 1);
+    case_in(c, &x1);
+    expect_err(case_infer(c), FS_EINVAL, "rank");
+    case_free(c);
+}
+
+/* --- Resize --------------------------------------------------------------------------------- */
+
+/* A Resize case at opset 13+: X, roi (absent), scales or sizes. */
+static op_case_t *resize_new(int opset, const eng_tensor_t *x, const eng_tensor_t *scales,
+                             const eng_tensor_t *sizes)
+{
+    op_case_t *c = case_new("Resize", opset, 1);
+    case_in(c, x);
+    case_in(c, NULL);
+    case_in(c, scales);
+    if (sizes)
+        case_in(c, sizes);
+    return c;
+}
+
+Test(engine_ops_misc, resize_nearest_upsample_by_scales)
+{
+    static const float v[] = {1, 2, 3, 4};
+    static const float sc[] = {1, 1, 2, 3};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(4, 1, 1, 2, 2), v);
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 4), sc);
+    op_case_t *c = resize_new(19, &x, &s, NULL);
+    case_attr(c, a_str("mode", "nearest"));
+    case_run(c);
+    expect_shape(c->out[0], shp(4, 1, 1, 4, 6));
+    expect_f32(c->out[0], (const float[]){1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2,
+                                          3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4},
+               24);
+    case_free(c);
+}
+
+Test(engine_ops_misc, resize_linear_half_pixel_and_align_corners)
+{
+    static const float v[] = {1, 2, 3, 4};
+    static const float sc[] = {1, 1, 2, 2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(4, 1, 1, 2, 2), v);
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 4), sc);
+    op_case_t *c = resize_new(13, &x, &s, NULL);
+    case_attr(c, a_str("mode", "linear"));
+    case_run(c);
+    /* half_pixel: source coords -0.25, 0.25, 0.75, 1.25 (clamped at the edges). */
+    expect_f32(c->out[0], (const float[]){1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f,
+                                          2.5f, 2.75f, 3.25f, 3.5f, 3, 3.25f, 3.75f, 4},
+               16);
+    case_free(c);
+    static const int64_t sz[] = {1, 1, 3, 3};
+    eng_tensor_t sizes = ten(ENG_DT_INT64, shp(1, 4), sz);
+    c = resize_new(13, &x, NULL, &sizes);
+    case_attr(c, a_str("mode", "linear"));
+    case_attr(c, a_str("coordinate_transformation_mode", "align_corners"));
+    case_run(c);
+    expect_shape(c->out[0], shp(4, 1, 1, 3, 3));
+    expect_f32(c->out[0], (const float[]){1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4}, 9);
+    case_free(c);
+}
+
+Test(engine_ops_misc, resize_cubic_keeps_a_linear_ramp)
+{
+    /* Cubic convolution reproduces a linear function away from the edges. */
+    float v[8];
+    for (int i = 0; i < 8; i++)
+        v[i] = (float)(2 * i);
+    static const float sc[] = {2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 8), v);
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 1), sc);
+    op_case_t *c = resize_new(13, &x, &s, NULL);
+    case_attr(c, a_str("mode", "cubic"));
+    case_attr(c, a_str("coordinate_transformation_mode", "asymmetric"));
+    case_run(c);
+    expect_shape(c->out[0], shp(1, 16));
+    const float *y = c->out[0]->data;
+    for (int i = 2; i < 12; i++)
+        cr_expect(fabsf(y[i] - (float)i) < 1e-5f, "y[%d] = %g, want %d", i, y[i], i);
+    case_free(c);
+}
+
+Test(engine_ops_misc, resize_linear_antialias_widens_the_filter)
+{
+    static const float v[] = {1, 2, 3, 4};
+    static const float sc[] = {0.5f};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 4), v);
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 1), sc);
+    op_case_t *c = resize_new(18, &x, &s, NULL);
+    case_attr(c, a_str("mode", "linear"));
+    case_attr(c, a_int("antialias", 1));
+    case_run(c);
+    /* Weights 1/8, 3/8, 3/8, 1/8 around source coords 0.5 and 2.5. */
+    expect_f32(c->out[0], (const float[]){1.625f, 3.375f}, 2);
+    case_free(c);
+}
+
+Test(engine_ops_misc, resize_opset_10_is_asymmetric_and_rounds_down)
+{
+    static const float v[] = {1, 2, 3};
+    static const float sc[] = {1, 0.7f};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 1, 3), v);
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 2), sc);
+    op_case_t *c = case_new("Resize", 10, 1);
+    case_in(c, &x);
+    case_in(c, &s);
+    case_run(c);
+    /* 3 * 0.7 = 2.1 -> 2 outputs at source 0 and 1/0.7 = 1.43 -> 1. */
+    expect_shape(c->out[0], shp(2, 1, 2));
+    expect_f32(c->out[0], (const float[]){1, 2}, 2);
+    case_free(c);
+}
+
+Test(engine_ops_misc, resize_tf_crop_and_resize_extrapolates_outside_roi)
+{
+    static const float v[] = {1, 2, 3, 4};
+    static const float roi_v[] = {0.5f, 1.5f};
+    static const int64_t sz[] = {3};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 4), v);
+    eng_tensor_t roi = ten(ENG_DT_FLOAT, shp(1, 2), roi_v);
+    eng_tensor_t sizes = ten(ENG_DT_INT64, shp(1, 1), sz);
+    op_case_t *c = case_new("Resize", 13, 1);
+    case_in(c, &x);
+    case_in(c, &roi);
+    case_in(c, NULL);
+    case_in(c, &sizes);
+    case_attr(c, a_str("mode", "linear"));
+    case_attr(c, a_str("coordinate_transformation_mode", "tf_crop_and_resize"));
+    case_attr(c, a_float("extrapolation_value", -1));
+    case_run(c);
+    /* Source coords 1.5, 3.0, 4.5: the last is past the input. */
+    expect_f32(c->out[0], (const float[]){2.5f, 4, -1}, 3);
+    case_free(c);
+}
+
+Test(engine_ops_misc, resize_axes_and_keep_aspect_ratio)
+{
+    static const int64_t axes[] = {2, 1};
+    static const int64_t sz[] = {4, 3};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 1, 2, 2), f_iota);
+    eng_tensor_t sizes = ten(ENG_DT_INT64, shp(1, 2), sz);
+    op_case_t *c = resize_new(18, &x, NULL, &sizes);
+    case_attr(c, a_ints("axes", axes, 2));
+    case_attr(c, a_str("keep_aspect_ratio_policy", "not_larger"));
+    cr_assert_eq(case_infer(c), 0, "%s", fs_errmsg());
+    /* Scales 2 (axis 2) and 1.5 (axis 1): not_larger takes 1.5 for both. */
+    expect_shape(c->out[0], shp(3, 1, 3, 3));
+    case_free(c);
+}
+
+Test(engine_ops_misc, resize_errors_name_what_is_wrong)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 2), f_iota);
+    static const float sc[] = {2, 2};
+    static const int64_t sz[] = {4, 4};
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 2), sc);
+    eng_tensor_t sizes = ten(ENG_DT_INT64, shp(1, 2), sz);
+    eng_tensor_t unknown = ten(ENG_DT_INT64, shp(1, 2), NULL);
+    eng_tensor_t short_s = ten(ENG_DT_FLOAT, shp(1, 1), sc);
+    op_case_t *c = resize_new(13, &x, &s, NULL);
+    case_attr(c, a_str("mode", "bicubic"));
+    expect_err(case_infer(c), FS_ENOTSUP, "bicubic");
+    case_free(c);
+    c = resize_new(13, &x, &s, NULL);
+    case_attr(c, a_str("coordinate_transformation_mode", "corners"));
+    expect_err(case_infer(c), FS_ENOTSUP, "coordinate_transformation_mode 'corners'");
+    case_free(c);
+    c = resize_new(13, &x, &s, &sizes);
+    expect_err(case_infer(c), FS_EINVAL, "both");
+    case_free(c);
+    c = resize_new(13, &x, NULL, &unknown);
+    expect_err(case_infer(c), FS_EDYNAMIC, "sizes");
+    case_free(c);
+    c = resize_new(13, &x, &short_s, NULL);
+    expect_err(case_infer(c), FS_EINVAL, "2 values");
+    case_free(c);
+    c = case_new("Resize", 10, 1);
+    case_in(c, &x);
+    case_in(c, &s);
+    case_attr(c, a_str("mode", "cubic"));
+    expect_err(case_infer(c), FS_EINVAL, "opset 11");
+    case_free(c);
+}

@@ -1,0 +1,346 @@
+/* make_models.c -- writes the demo model repository: small ONNX models with
+ * deterministic weights, the embedded default the server serves.
+ *
+ *   make_models DIR     writes DIR/mlp/1/model.onnx and DIR/cnn/1/model.onnx
+ *
+ * mlp: input "input" float [batch, 64] -> MatMul+Add 128 -> Relu -> MatMul+Add
+ *      64 -> Relu -> MatMul+Add 10 -> Softmax -> "probabilities" [batch, 10].
+ * cnn: input "image" float [batch, 1, 28, 28] -> Conv 8x3x3 (pad 1) -> Relu ->
+ *      MaxPool 2 -> Conv 16x3x3 (pad 1) -> Relu -> MaxPool 2 ->
+ *      GlobalAveragePool -> Flatten -> Gemm 10 -> Softmax -> "probabilities".
+ * Both use opset 13, IR version 8, and a symbolic "batch" dim. Weights come
+ * from a fixed-seed generator (uniform, scaled by 1/sqrt(fan-in)), so every
+ * build writes byte-identical files. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "onnx/onnx.pb-c.h"
+
+/* Everything a model's protobuf structs point to is allocated here and
+ * freed in one sweep after packing. */
+typedef struct pool {
+    void **ptrs;
+    size_t n, cap;
+} pool_t;
+
+static void *pool_alloc(pool_t *p, size_t bytes)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 256;
+        void **grown = realloc(p->ptrs, cap * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "make_models: out of memory\n");
+            exit(1);
+        }
+        p->ptrs = grown;
+        p->cap = cap;
+    }
+    void *mem = calloc(1, bytes ? bytes : 1);
+    if (!mem) {
+        fprintf(stderr, "make_models: out of memory\n");
+        exit(1);
+    }
+    return p->ptrs[p->n++] = mem;
+}
+
+static void pool_free(pool_t *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->ptrs[i]);
+    free(p->ptrs);
+}
+
+static char *pool_str(pool_t *p, const char *s)
+{
+    char *copy = pool_alloc(p, strlen(s) + 1);
+    memcpy(copy, s, strlen(s) + 1);
+    return copy;
+}
+
+/* splitmix64: the weights' deterministic source. */
+static uint64_t rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A graph under construction. */
+typedef struct builder {
+    pool_t pool;
+    Onnx__GraphProto graph;
+    Onnx__NodeProto *nodes[32];
+    Onnx__TensorProto *inits[32];
+    uint64_t rng;
+} builder_t;
+
+/* Adds a float initializer of `dims` with uniform weights in +-scale. */
+static void add_weight(builder_t *b, const char *name, const int64_t *dims, size_t rank,
+                       float scale)
+{
+    Onnx__TensorProto *t = pool_alloc(&b->pool, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = pool_str(&b->pool, name);
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_dims = rank;
+    t->dims = pool_alloc(&b->pool, rank * sizeof *t->dims);
+    size_t n = 1;
+    for (size_t i = 0; i < rank; i++) {
+        t->dims[i] = dims[i];
+        n *= (size_t)dims[i];
+    }
+    t->n_float_data = n;
+    t->float_data = pool_alloc(&b->pool, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(rng_next(&b->rng) >> 11) / 9007199254740992.0; /* [0, 1) */
+        t->float_data[i] = (float)((2.0 * u - 1.0) * scale);
+    }
+    b->inits[b->graph.n_initializer++] = t;
+}
+
+static Onnx__AttributeProto *attr_ints(builder_t *b, const char *name, const int64_t *v,
+                                       size_t n)
+{
+    Onnx__AttributeProto *a = pool_alloc(&b->pool, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = pool_str(&b->pool, name);
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    a->n_ints = n;
+    a->ints = pool_alloc(&b->pool, n * sizeof *a->ints);
+    memcpy(a->ints, v, n * sizeof *v);
+    return a;
+}
+
+static Onnx__AttributeProto *attr_int(builder_t *b, const char *name, int64_t v)
+{
+    Onnx__AttributeProto *a = pool_alloc(&b->pool, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = pool_str(&b->pool, name);
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    a->has_i = 1;
+    a->i = v;
+    return a;
+}
+
+/* Adds a node; `ins`/`outs` are NULL-terminated; `attrs` has n_attrs. */
+static void add_node(builder_t *b, const char *op, const char *name, const char *const *ins,
+                     const char *const *outs, Onnx__AttributeProto **attrs, size_t n_attrs)
+{
+    Onnx__NodeProto *n = pool_alloc(&b->pool, sizeof *n);
+    onnx__node_proto__init(n);
+    n->op_type = pool_str(&b->pool, op);
+    n->name = pool_str(&b->pool, name);
+    while (ins[n->n_input])
+        n->n_input++;
+    while (outs[n->n_output])
+        n->n_output++;
+    n->input = pool_alloc(&b->pool, n->n_input * sizeof *n->input);
+    n->output = pool_alloc(&b->pool, n->n_output * sizeof *n->output);
+    for (size_t i = 0; i < n->n_input; i++)
+        n->input[i] = pool_str(&b->pool, ins[i]);
+    for (size_t i = 0; i < n->n_output; i++)
+        n->output[i] = pool_str(&b->pool, outs[i]);
+    n->n_attribute = n_attrs;
+    n->attribute = attrs;
+    b->nodes[b->graph.n_node++] = n;
+}
+
+/* A float tensor value_info with dims; a dim < 0 is the symbol "batch". */
+static Onnx__ValueInfoProto *value_info(builder_t *b, const char *name, const int64_t *dims,
+                                        size_t rank)
+{
+    Onnx__ValueInfoProto *vi = pool_alloc(&b->pool, sizeof *vi);
+    onnx__value_info_proto__init(vi);
+    vi->name = pool_str(&b->pool, name);
+    Onnx__TypeProto *tp = pool_alloc(&b->pool, sizeof *tp);
+    onnx__type_proto__init(tp);
+    Onnx__TypeProto__Tensor *tt = pool_alloc(&b->pool, sizeof *tt);
+    onnx__type_proto__tensor__init(tt);
+    tt->has_elem_type = 1;
+    tt->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    Onnx__TensorShapeProto *sh = pool_alloc(&b->pool, sizeof *sh);
+    onnx__tensor_shape_proto__init(sh);
+    sh->n_dim = rank;
+    sh->dim = pool_alloc(&b->pool, rank * sizeof *sh->dim);
+    for (size_t i = 0; i < rank; i++) {
+        Onnx__TensorShapeProto__Dimension *d = pool_alloc(&b->pool, sizeof *d);
+        onnx__tensor_shape_proto__dimension__init(d);
+        if (dims[i] < 0) {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            d->dim_param = pool_str(&b->pool, "batch");
+        } else {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+            d->dim_value = dims[i];
+        }
+        sh->dim[i] = d;
+    }
+    tt->shape = sh;
+    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    vi->type = tp;
+    return vi;
+}
+
+/* Packs the graph as a model (IR 8, opset 13) into DIR/name/1/model.onnx. */
+static int write_model(builder_t *b, const char *dir, const char *name,
+                       Onnx__ValueInfoProto *input, Onnx__ValueInfoProto *output)
+{
+    b->graph.name = pool_str(&b->pool, name);
+    b->graph.node = b->nodes;
+    b->graph.initializer = b->inits;
+    b->graph.n_input = 1;
+    b->graph.input = pool_alloc(&b->pool, sizeof *b->graph.input);
+    b->graph.input[0] = input;
+    b->graph.n_output = 1;
+    b->graph.output = pool_alloc(&b->pool, sizeof *b->graph.output);
+    b->graph.output[0] = output;
+
+    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    opset.domain = pool_str(&b->pool, "");
+    opset.has_version = 1;
+    opset.version = 13;
+    Onnx__OperatorSetIdProto *opsets[1] = {&opset};
+    Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+    model.has_ir_version = 1;
+    model.ir_version = 8;
+    model.n_opset_import = 1;
+    model.opset_import = opsets;
+    model.producer_name = pool_str(&b->pool, "flatserve make_models");
+    model.graph = &b->graph;
+
+    size_t len = onnx__model_proto__get_packed_size(&model);
+    uint8_t *buf = pool_alloc(&b->pool, len);
+    onnx__model_proto__pack(&model, buf);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    mkdir(dir, 0755);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/1", dir, name);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/1/model.onnx", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+        fprintf(stderr, "make_models: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    printf("make_models: wrote %s (%zu bytes)\n", path, len);
+    return 0;
+}
+
+static void builder_init(builder_t *b, uint64_t seed)
+{
+    memset(b, 0, sizeof *b);
+    onnx__graph_proto__init(&b->graph);
+    b->rng = seed;
+}
+
+static int make_mlp(const char *dir)
+{
+    builder_t b;
+    builder_init(&b, 1);
+    const int64_t widths[] = {64, 128, 64, 10};
+    const char *x = "input";
+    char names[3][4][16];
+    for (int l = 0; l < 3; l++) {
+        snprintf(names[l][0], 16, "fc%d.weight", l + 1);
+        snprintf(names[l][1], 16, "fc%d.bias", l + 1);
+        snprintf(names[l][2], 16, "fc%d.mm", l + 1);
+        snprintf(names[l][3], 16, l < 2 ? "fc%d.add" : "logits", l + 1);
+        int64_t wd[2] = {widths[l], widths[l + 1]};
+        float scale = 1.0f / sqrtf((float)widths[l]);
+        add_weight(&b, names[l][0], wd, 2, scale);
+        add_weight(&b, names[l][1], &wd[1], 1, scale);
+        add_node(&b, "MatMul", names[l][2], (const char *[]){x, names[l][0], NULL},
+                 (const char *[]){names[l][2], NULL}, NULL, 0);
+        add_node(&b, "Add", names[l][3], (const char *[]){names[l][2], names[l][1], NULL},
+                 (const char *[]){names[l][3], NULL}, NULL, 0);
+        x = names[l][3];
+        if (l < 2) {
+            static char relu[2][16];
+            snprintf(relu[l], 16, "relu%d", l + 1);
+            add_node(&b, "Relu", relu[l], (const char *[]){x, NULL}, (const char *[]){relu[l], NULL},
+                     NULL, 0);
+            x = relu[l];
+        }
+    }
+    Onnx__AttributeProto **axis = pool_alloc(&b.pool, sizeof *axis);
+    axis[0] = attr_int(&b, "axis", -1);
+    add_node(&b, "Softmax", "softmax", (const char *[]){x, NULL},
+             (const char *[]){"probabilities", NULL}, axis, 1);
+    int rc = write_model(&b, dir, "mlp", value_info(&b, "input", (int64_t[]){-1, 64}, 2),
+                         value_info(&b, "probabilities", (int64_t[]){-1, 10}, 2));
+    pool_free(&b.pool);
+    return rc;
+}
+
+/* Conv (3x3, pad 1) + Relu + MaxPool 2, from `in` with `c_in` channels. */
+static const char *conv_block(builder_t *b, int idx, const char *in, int64_t c_in, int64_t c_out)
+{
+    static char names[2][5][24];
+    char(*n)[24] = names[idx];
+    snprintf(n[0], 24, "conv%d.weight", idx + 1);
+    snprintf(n[1], 24, "conv%d.bias", idx + 1);
+    snprintf(n[2], 24, "conv%d", idx + 1);
+    snprintf(n[3], 24, "relu%d", idx + 1);
+    snprintf(n[4], 24, "pool%d", idx + 1);
+    float scale = 1.0f / sqrtf((float)(c_in * 9));
+    add_weight(b, n[0], (int64_t[]){c_out, c_in, 3, 3}, 4, scale);
+    add_weight(b, n[1], &c_out, 1, scale);
+    Onnx__AttributeProto **ca = pool_alloc(&b->pool, 2 * sizeof *ca);
+    ca[0] = attr_ints(b, "kernel_shape", (int64_t[]){3, 3}, 2);
+    ca[1] = attr_ints(b, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+    add_node(b, "Conv", n[2], (const char *[]){in, n[0], n[1], NULL}, (const char *[]){n[2], NULL},
+             ca, 2);
+    add_node(b, "Relu", n[3], (const char *[]){n[2], NULL}, (const char *[]){n[3], NULL}, NULL, 0);
+    Onnx__AttributeProto **pa = pool_alloc(&b->pool, 2 * sizeof *pa);
+    pa[0] = attr_ints(b, "kernel_shape", (int64_t[]){2, 2}, 2);
+    pa[1] = attr_ints(b, "strides", (int64_t[]){2, 2}, 2);
+    add_node(b, "MaxPool", n[4], (const char *[]){n[3], NULL}, (const char *[]){n[4], NULL}, pa,
+             2);
+    return n[4];
+}
+
+static int make_cnn(const char *dir)
+{
+    builder_t b;
+    builder_init(&b, 2);
+    const char *x = conv_block(&b, 0, "image", 1, 8);
+    x = conv_block(&b, 1, x, 8, 16);
+    add_node(&b, "GlobalAveragePool", "gap", (const char *[]){x, NULL},
+             (const char *[]){"gap", NULL}, NULL, 0);
+    add_node(&b, "Flatten", "flatten", (const char *[]){"gap", NULL},
+             (const char *[]){"flat", NULL}, NULL, 0);
+    float scale = 1.0f / sqrtf(16.0f);
+    add_weight(&b, "fc.weight", (int64_t[]){10, 16}, 2, scale);
+    add_weight(&b, "fc.bias", (int64_t[]){10}, 1, scale);
+    Onnx__AttributeProto **ga = pool_alloc(&b.pool, sizeof *ga);
+    ga[0] = attr_int(&b, "transB", 1);
+    add_node(&b, "Gemm", "fc", (const char *[]){"flat", "fc.weight", "fc.bias", NULL},
+             (const char *[]){"logits", NULL}, ga, 1);
+    Onnx__AttributeProto **axis = pool_alloc(&b.pool, sizeof *axis);
+    axis[0] = attr_int(&b, "axis", -1);
+    add_node(&b, "Softmax", "softmax", (const char *[]){"logits", NULL},
+             (const char *[]){"probabilities", NULL}, axis, 1);
+    int rc = write_model(&b, dir, "cnn", value_info(&b, "image", (int64_t[]){-1, 1, 28, 28}, 4),
+                         value_info(&b, "probabilities", (int64_t[]){-1, 10}, 2));
+    pool_free(&b.pool);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: make_models DIR\n");
+        return 2;
+    }
+    return make_mlp(argv[1]) || make_cnn(argv[1]);
+}
