@@ -11,6 +11,15 @@
  *      equal gaps); if none fits, place it right after the highest end of
  *      those tensors (0 if there are none).
  *   4. The block size is the highest end over all tensors.
+ *   5. The same placement runs again in three other orders, and the
+ *      smallest block wins: greedy by breadth (Pisarchyk & Lee's other
+ *      strategy: the tensors of the steps with the most live bytes first),
+ *      by area (size x lifetime) and by lifetime. No order dominates: by
+ *      size suits chains; breadth, area and lifetime suit graphs where
+ *      short-lived workspaces sit among long-lived activations (residual
+ *      nets, attention).
+ *   6. While the block is still above the lower bound, a bounded seeded
+ *      local search tries the size order with a few nearby swaps.
  * Guarantee: two tensors whose step ranges intersect occupy disjoint byte
  * ranges [offset, offset + aligned size), because step 3 only places a
  * tensor in space that no intersecting placed tensor covers. Hence the
@@ -18,8 +27,8 @@
  * the block size is at least alloc_plan_peak_live_bytes. The plan is not
  * optimal in general (the problem is NP-hard); that function gives the
  * lower bound to compare against.
- * Cost: O(n log n) for the sort, O(n) per tensor for the scan and the
- * insertion into the offset-ordered list: O(n^2) in all, O(n) scratch. */
+ * Cost: O(n^2) per placement (O(n) scan and insertion per tensor), four
+ * fixed orders, then at most about 2e7 steps of search; O(n) scratch. */
 #include "alloc/plan.h"
 
 #include <stdbool.h>
@@ -136,6 +145,159 @@ static int plan_items_load(const alloc_plan_tensor_t *tensors, size_t n, size_t 
     return 0;
 }
 
+/* Places items in `order` (item indices), each at its best fit among the
+ * items placed before it. Writes offsets into items and *total. `placed` is
+ * scratch of n entries. false if the block size overflows. */
+static bool plan_place(plan_item_t *items, const size_t *order, size_t n, size_t *placed,
+                       size_t *total)
+{
+    size_t n_placed = 0, end = 0;
+    for (size_t k = 0; k < n; k++) {
+        plan_item_t *it = &items[order[k]];
+        it->offset = 0;
+        if (it->size == 0)
+            continue; /* occupies nothing: offset 0, never in anyone's way */
+        if (!plan_item_fit(items, placed, n_placed, it, &it->offset))
+            return false;
+        plan_placed_insert(items, placed, n_placed++, order[k]);
+        if (it->offset + it->size > end)
+            end = it->offset + it->size;
+    }
+    *total = end;
+    return true;
+}
+
+/* Greedy by breadth: steps by the bytes live at them, widest first; at each,
+ * its not yet ordered items by size (the sorted item order). Puts the
+ * tensors of the most crowded steps first, where packing matters most. */
+static bool plan_order_by_breadth(const plan_item_t *items, size_t n, size_t *order)
+{
+    uint32_t max_step = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].last > max_step)
+            max_step = items[i].last;
+    size_t n_steps = (size_t)max_step + 1;
+    size_t *breadth = calloc(n_steps, sizeof *breadth);
+    uint32_t *steps = malloc(n_steps * sizeof *steps);
+    bool *taken = calloc(n, sizeof *taken);
+    if (!breadth || !steps || !taken) {
+        free(breadth);
+        free(steps);
+        free(taken);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t s = items[i].first; s <= items[i].last; s++)
+            breadth[s] = breadth[s] > SIZE_MAX - items[i].size ? SIZE_MAX : breadth[s] + items[i].size;
+    for (size_t s = 0; s < n_steps; s++)
+        steps[s] = (uint32_t)s;
+    /* Insertion sort, widest first, earlier step on ties: steps are few. */
+    for (size_t a = 1; a < n_steps; a++) {
+        uint32_t s = steps[a];
+        size_t b = a;
+        while (b > 0 && breadth[steps[b - 1]] < breadth[s]) {
+            steps[b] = steps[b - 1];
+            b--;
+        }
+        steps[b] = s;
+    }
+    size_t k = 0;
+    for (size_t si = 0; si < n_steps; si++)
+        for (size_t i = 0; i < n; i++)
+            if (!taken[i] && items[i].first <= steps[si] && steps[si] <= items[i].last) {
+                taken[i] = true;
+                order[k++] = i;
+            }
+    free(breadth);
+    free(steps);
+    free(taken);
+    return true;
+}
+
+/* Orders tried after greedy by size: by breadth (0), by area (1: size x
+ * lifetime, largest first), by lifetime (2: longest first, then size). */
+#define PLAN_N_ALT_ORDERS 3
+
+/* The sort key of item i for strategy 1 or 2 (larger first). */
+static double plan_order_key(const plan_item_t *it, int strategy)
+{
+    double life = (double)(it->last - it->first + 1);
+    return strategy == 1 ? (double)it->size * life : life * 1e18 + (double)it->size;
+}
+
+/* Fills `order` by key, largest first; ties keep the size order (a stable
+ * insertion sort over the size-sorted items). */
+static void plan_order_by_key(const plan_item_t *items, size_t n, size_t *order, int strategy)
+{
+    for (size_t a = 0; a < n; a++) {
+        double key = plan_order_key(&items[a], strategy);
+        size_t b = a;
+        while (b > 0 && plan_order_key(&items[order[b - 1]], strategy) < key) {
+            order[b] = order[b - 1];
+            b--;
+        }
+        order[b] = a;
+    }
+}
+
+/* The most bytes live at one step, over aligned sizes: the lower bound. */
+static size_t plan_items_peak(const plan_item_t *items, size_t n)
+{
+    size_t peak = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t live = 0;
+        for (size_t j = 0; j < n; j++)
+            if (items[j].first <= items[i].first && items[i].first <= items[j].last)
+                live += items[j].size;
+        if (live > peak)
+            peak = live;
+    }
+    return peak;
+}
+
+/* Local search, while the block is above the lower bound: the size order
+ * with a few random swaps of nearby items, placed again, the best kept.
+ * Seeded, so plans are reproducible; bounded to about 2e7 placement steps
+ * (n^2 per try), and stops as soon as it meets the bound. On residual nets
+ * whose workspaces interleave with long-lived activations, the fixed orders
+ * leave 20% over the bound where a swap or two finds it. */
+static void plan_search(plan_item_t *items, size_t n, size_t align, size_t *order,
+                        size_t *placed, size_t *best, size_t *total)
+{
+    size_t bound = plan_items_peak(items, n);
+    if (n < 2 || *total <= bound)
+        return;
+    size_t tries = n > 4472 ? 8 : (size_t)(20000000.0 / ((double)n * (double)n));
+    if (tries > 512)
+        tries = 512;
+    if (tries < 8)
+        tries = 8;
+    uint64_t rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)n ^ (uint64_t)align;
+    for (size_t t = 0; t < tries && *total > bound; t++) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = i;
+        /* xorshift64 */
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        size_t swaps = 1 + (size_t)(rng % 20);
+        for (size_t k = 0; k < swaps; k++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            size_t a = (size_t)(rng % (n - 1));
+            size_t b = a + 1 + (size_t)((rng >> 32) % 8);
+            if (b >= n)
+                b = n - 1;
+            size_t tmp = order[a];
+            order[a] = order[b];
+            order[b] = tmp;
+        }
+        size_t alt = 0;
+        if (plan_place(items, order, n, placed, &alt) && alt < *total) {
+            *total = alt;
+            for (size_t i = 0; i < n; i++)
+                best[i] = items[i].offset;
+        }
+    }
+}
+
 int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_t *total_bytes)
 {
     if (align == 0)
@@ -152,15 +314,11 @@ int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_
         return fs_err(FS_ENOMEM, "plan: %zu tensors exceed the address space", n);
 
     int rc = 0;
-    size_t *placed = NULL;
-    size_t n_placed = 0, total = 0;
     plan_item_t *items = malloc(n * sizeof *items);
-    if (!items) {
-        rc = fs_err(FS_ENOMEM, "plan: no memory for %zu tensors", n);
-        goto fail;
-    }
-    placed = malloc(n * sizeof *placed);
-    if (!placed) {
+    size_t *placed = malloc(n * sizeof *placed);
+    size_t *order = malloc(n * sizeof *order);
+    size_t *best = malloc(n * sizeof *best);
+    if (!items || !placed || !order || !best) {
         rc = fs_err(FS_ENOMEM, "plan: no memory for %zu tensors", n);
         goto fail;
     }
@@ -169,24 +327,34 @@ int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_
         goto fail;
     qsort(items, n, sizeof *items, plan_item_cmp);
 
-    for (size_t i = 0; i < n; i++) {
-        plan_item_t *it = &items[i];
-        if (it->size == 0)
-            continue; /* occupies nothing: offset 0, never in anyone's way */
-        if (!plan_item_fit(items, placed, n_placed, it, &it->offset)) {
-            rc = fs_err(FS_ERANGE, "plan: block size overflows placing tensor %zu (%zu bytes)",
-                        it->index, it->size);
-            goto fail;
-        }
-        plan_placed_insert(items, placed, n_placed++, i);
-        if (it->offset + it->size > total)
-            total = it->offset + it->size;
-    }
-
+    /* Strategy 1, greedy by size: the sorted order itself. */
+    size_t total = 0, alt = 0;
     for (size_t i = 0; i < n; i++)
-        tensors[items[i].index].offset = items[i].offset;
+        order[i] = i;
+    if (!plan_place(items, order, n, placed, &total)) {
+        rc = fs_err(FS_ERANGE, "plan: the block size overflows size_t");
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++)
+        best[i] = items[i].offset;
+    /* The other strategies; each kept only if strictly smaller, so the
+     * result stays deterministic. */
+    for (int strategy = 0; strategy < PLAN_N_ALT_ORDERS; strategy++) {
+        bool ok = strategy == 0 ? plan_order_by_breadth(items, n, order)
+                                : (plan_order_by_key(items, n, order, strategy), true);
+        if (ok && plan_place(items, order, n, placed, &alt) && alt < total) {
+            total = alt;
+            for (size_t i = 0; i < n; i++)
+                best[i] = items[i].offset;
+        }
+    }
+    plan_search(items, n, align, order, placed, best, &total);
+    for (size_t i = 0; i < n; i++)
+        tensors[items[i].index].offset = best[i];
     *total_bytes = total;
 fail:
+    free(best);
+    free(order);
     free(placed);
     free(items);
     return rc;

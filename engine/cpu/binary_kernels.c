@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/cpu/elementwise_impl.h"
 #include "engine/op.h"
 
 #define BC_MAX_OPERANDS 4 /* the output and up to three inputs (Where) */
@@ -138,52 +139,24 @@ static int bc_apply(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *
         TO *o = (TO *)p[0];                                                             \
         const T *pa = (const T *)p[1], *pb = (const T *)p[2];                           \
         if (s[1] && s[2]) {                                                             \
-            for (int64_t i = 0; i < n; i++) {                                           \
-                const T a = pa[i], b = pb[i];                                           \
-                o[i] = (TO)(EXPR);                                                      \
-            }                                                                           \
+            EW_LOOP(n, const T a = pa[i]; const T b = pb[i]; o[i] = (TO)(EXPR););       \
         } else if (s[2]) {                                                              \
             const T a = pa[0];                                                          \
-            for (int64_t i = 0; i < n; i++) {                                           \
-                const T b = pb[i];                                                      \
-                o[i] = (TO)(EXPR);                                                      \
-            }                                                                           \
+            EW_LOOP(n, const T b = pb[i]; o[i] = (TO)(EXPR););                          \
         } else if (s[1]) {                                                              \
             const T b = pb[0];                                                          \
-            for (int64_t i = 0; i < n; i++) {                                           \
-                const T a = pa[i];                                                      \
-                o[i] = (TO)(EXPR);                                                      \
-            }                                                                           \
+            EW_LOOP(n, const T a = pa[i]; o[i] = (TO)(EXPR););                          \
         } else {                                                                        \
             const T a = pa[0], b = pb[0];                                               \
             const TO v = (TO)(EXPR);                                                    \
-            for (int64_t i = 0; i < n; i++)                                             \
-                o[i] = v;                                                               \
+            EW_LOOP(n, o[i] = v;);                                                      \
         }                                                                               \
     }
-
-/* X(op, dtype, C type, unsigned type integer arithmetic wraps in, suffix).
- * Signed arithmetic is done in the unsigned type so that overflow wraps
- * instead of being undefined. */
-#define FLOAT_TYPES(X, op)                                                              \
-    X(op, ENG_DT_FLOAT, float, float, f32)                                              \
-    X(op, ENG_DT_DOUBLE, double, double, f64)
-#define SINT_TYPES(X, op)                                                               \
-    X(op, ENG_DT_INT8, int8_t, uint32_t, i8)                                            \
-    X(op, ENG_DT_INT16, int16_t, uint32_t, i16)                                         \
-    X(op, ENG_DT_INT32, int32_t, uint32_t, i32)                                         \
-    X(op, ENG_DT_INT64, int64_t, uint64_t, i64)
-#define UINT_TYPES(X, op)                                                               \
-    X(op, ENG_DT_UINT8, uint8_t, uint32_t, u8)                                          \
-    X(op, ENG_DT_UINT16, uint16_t, uint32_t, u16)                                       \
-    X(op, ENG_DT_UINT32, uint32_t, uint32_t, u32)                                       \
-    X(op, ENG_DT_UINT64, uint64_t, uint64_t, u64)
-#define NUM_TYPES(X, op) FLOAT_TYPES(X, op) SINT_TYPES(X, op) UINT_TYPES(X, op)
 
 /* Rows every numeric type has. Max and Min propagate NaN (as numpy's
  * maximum does). Integer division and modulo by 0 give 0 (ONNX leaves it
  * undefined; this never traps). */
-#define COMMON_ROWS(op, DT, T, UT, S)                                                   \
+#define COMMON_ROWS(op, DT, T, UT, S, LO, HI)                                                   \
     BIN_ROW(add_##S, T, T, (UT)a + (UT)b)                                               \
     BIN_ROW(sub_##S, T, T, (UT)a - (UT)b)                                               \
     BIN_ROW(mul_##S, T, T, (UT)a * (UT)b)                                               \
@@ -192,14 +165,14 @@ static int bc_apply(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *
     BIN_ROW(ge_##S, T, uint8_t, a >= b)                                                 \
     BIN_ROW(lt_##S, T, uint8_t, a < b)                                                  \
     BIN_ROW(le_##S, T, uint8_t, a <= b)
-#define FLOAT_ROWS(op, DT, T, UT, S)                                                    \
+#define FLOAT_ROWS(op, DT, T, UT, S, LO, HI)                                                    \
     BIN_ROW(div_##S, T, T, a / b)                                                       \
     BIN_ROW(fmod_##S, T, T, fmod(a, b))                                                 \
     BIN_ROW(max_##S, T, T, (a > b || isnan(a)) ? a : b)                                 \
     BIN_ROW(min_##S, T, T, (a < b || isnan(a)) ? a : b)
 /* Python's modulo (sign of the divisor) for fmod=0, C's (sign of the
  * dividend) for fmod=1. b == -1 is special-cased: INT_MIN / -1 overflows. */
-#define SINT_ROWS(op, DT, T, UT, S)                                                     \
+#define SINT_ROWS(op, DT, T, UT, S, LO, HI)                                                     \
     static T pymod_##S(T a, T b)                                                        \
     {                                                                                   \
         if (b == 0 || b == -1)                                                          \
@@ -212,18 +185,19 @@ static int bc_apply(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *
     BIN_ROW(fmod_##S, T, T, b == 0 || b == -1 ? 0 : a % b)                              \
     BIN_ROW(max_##S, T, T, a > b ? a : b)                                               \
     BIN_ROW(min_##S, T, T, a < b ? a : b)
-#define UINT_ROWS(op, DT, T, UT, S)                                                     \
+#define UINT_ROWS(op, DT, T, UT, S, LO, HI)                                                     \
     BIN_ROW(div_##S, T, T, b == 0 ? 0 : a / b)                                          \
     BIN_ROW(mod_##S, T, T, b == 0 ? 0 : a % b)                                          \
     BIN_ROW(max_##S, T, T, a > b ? a : b)                                               \
     BIN_ROW(min_##S, T, T, a < b ? a : b)
 
-NUM_TYPES(COMMON_ROWS, _)
-FLOAT_TYPES(FLOAT_ROWS, _)
-SINT_TYPES(SINT_ROWS, _)
-UINT_TYPES(UINT_ROWS, _)
-BIN_ROW(prelu_f32, float, float, a < 0 ? a * b : a)
-BIN_ROW(prelu_f64, double, double, a < 0 ? a * b : a)
+EW_NUM_TYPES(COMMON_ROWS, _)
+EW_FLOAT_TYPES(FLOAT_ROWS, _)
+EW_SINT_TYPES(SINT_ROWS, _)
+EW_UINT_TYPES(UINT_ROWS, _)
+/* pos + slope * neg: see LeakyRelu in unary_kernels.c (vectorises). */
+BIN_ROW(prelu_f32, float, float, (a < 0 ? 0.0f : a) + b * (a < 0 ? a : -0.0f))
+BIN_ROW(prelu_f64, double, double, (a < 0 ? 0.0 : a) + b * (a < 0 ? a : -0.0))
 BIN_ROW(prelu_i32, int32_t, int32_t, a < 0 ? (uint32_t)a * (uint32_t)b : (uint32_t)a)
 BIN_ROW(prelu_i64, int64_t, int64_t, a < 0 ? (uint64_t)a * (uint64_t)b : (uint64_t)a)
 BIN_ROW(and_b, uint8_t, uint8_t, (a != 0) & (b != 0))
@@ -236,26 +210,26 @@ typedef struct bin_row {
     bc_row_fn fn;
 } bin_row_t;
 
-#define ROW_ENTRY(op, DT, T, UT, S) {DT, op##_##S},
+#define ROW_ENTRY(op, DT, T, UT, S, LO, HI) {DT, op##_##S},
 #define ROWS_END {ENG_DT_UNDEFINED, NULL}
 
-static const bin_row_t add_rows[] = {NUM_TYPES(ROW_ENTRY, add) ROWS_END};
-static const bin_row_t sub_rows[] = {NUM_TYPES(ROW_ENTRY, sub) ROWS_END};
-static const bin_row_t mul_rows[] = {NUM_TYPES(ROW_ENTRY, mul) ROWS_END};
-static const bin_row_t div_rows[] = {NUM_TYPES(ROW_ENTRY, div) ROWS_END};
-static const bin_row_t max_rows[] = {NUM_TYPES(ROW_ENTRY, max) ROWS_END};
-static const bin_row_t min_rows[] = {NUM_TYPES(ROW_ENTRY, min) ROWS_END};
-static const bin_row_t sum_rows[] = {FLOAT_TYPES(ROW_ENTRY, add) ROWS_END};
-static const bin_row_t mod_rows[] = {SINT_TYPES(ROW_ENTRY, mod) UINT_TYPES(ROW_ENTRY, mod)
+static const bin_row_t add_rows[] = {EW_NUM_TYPES(ROW_ENTRY, add) ROWS_END};
+static const bin_row_t sub_rows[] = {EW_NUM_TYPES(ROW_ENTRY, sub) ROWS_END};
+static const bin_row_t mul_rows[] = {EW_NUM_TYPES(ROW_ENTRY, mul) ROWS_END};
+static const bin_row_t div_rows[] = {EW_NUM_TYPES(ROW_ENTRY, div) ROWS_END};
+static const bin_row_t max_rows[] = {EW_NUM_TYPES(ROW_ENTRY, max) ROWS_END};
+static const bin_row_t min_rows[] = {EW_NUM_TYPES(ROW_ENTRY, min) ROWS_END};
+static const bin_row_t sum_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, add) ROWS_END};
+static const bin_row_t mod_rows[] = {EW_SINT_TYPES(ROW_ENTRY, mod) EW_UINT_TYPES(ROW_ENTRY, mod)
                                          ROWS_END};
 /* Unsigned remainders agree in both modes. */
-static const bin_row_t fmod_rows[] = {FLOAT_TYPES(ROW_ENTRY, fmod) SINT_TYPES(ROW_ENTRY, fmod)
-                                          UINT_TYPES(ROW_ENTRY, mod) ROWS_END};
-static const bin_row_t eq_rows[] = {NUM_TYPES(ROW_ENTRY, eq){ENG_DT_BOOL, eq_b}, ROWS_END};
-static const bin_row_t gt_rows[] = {NUM_TYPES(ROW_ENTRY, gt) ROWS_END};
-static const bin_row_t ge_rows[] = {NUM_TYPES(ROW_ENTRY, ge) ROWS_END};
-static const bin_row_t lt_rows[] = {NUM_TYPES(ROW_ENTRY, lt) ROWS_END};
-static const bin_row_t le_rows[] = {NUM_TYPES(ROW_ENTRY, le) ROWS_END};
+static const bin_row_t fmod_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, fmod) EW_SINT_TYPES(ROW_ENTRY, fmod)
+                                          EW_UINT_TYPES(ROW_ENTRY, mod) ROWS_END};
+static const bin_row_t eq_rows[] = {EW_NUM_TYPES(ROW_ENTRY, eq){ENG_DT_BOOL, eq_b}, ROWS_END};
+static const bin_row_t gt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, gt) ROWS_END};
+static const bin_row_t ge_rows[] = {EW_NUM_TYPES(ROW_ENTRY, ge) ROWS_END};
+static const bin_row_t lt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, lt) ROWS_END};
+static const bin_row_t le_rows[] = {EW_NUM_TYPES(ROW_ENTRY, le) ROWS_END};
 static const bin_row_t prelu_rows[] = {{ENG_DT_FLOAT, prelu_f32}, {ENG_DT_DOUBLE, prelu_f64},
                                        {ENG_DT_INT32, prelu_i32}, {ENG_DT_INT64, prelu_i64},
                                        ROWS_END};
@@ -446,8 +420,7 @@ static const eng_cpu_kernel_t pow_kernel = {.op_type = "Pow", .run = pow_run};
         const uint8_t *cond = (const uint8_t *)p[1];                                    \
         const T *x = (const T *)p[2], *y = (const T *)p[3];                             \
         if (s[1] && s[2] && s[3]) {                                                     \
-            for (int64_t i = 0; i < n; i++)                                             \
-                o[i] = cond[i] ? x[i] : y[i];                                           \
+            EW_LOOP(n, const T xv = x[i]; const T yv = y[i]; o[i] = cond[i] ? xv : yv;);  \
             return;                                                                     \
         }                                                                               \
         for (int64_t i = 0; i < n; i++)                                                 \
@@ -518,12 +491,15 @@ static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
     if (rc || !mean)
         return rc;
     const int64_t n = eng_shape_numel(&y->shape);
-    if (y->dtype == ENG_DT_FLOAT)
-        for (int64_t i = 0; i < n; i++)
-            ((float *)y->data)[i] /= (float)c->n_inputs;
-    else
-        for (int64_t i = 0; i < n; i++)
-            ((double *)y->data)[i] /= (double)c->n_inputs;
+    if (y->dtype == ENG_DT_FLOAT) {
+        float *yf = y->data;
+        const float count = (float)c->n_inputs;
+        EW_LOOP(n, yf[i] /= count;);
+    } else {
+        double *yd = y->data;
+        const double count = (double)c->n_inputs;
+        EW_LOOP(n, yd[i] /= count;);
+    }
     return 0;
 }
 

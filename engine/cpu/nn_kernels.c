@@ -275,6 +275,9 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* MaxPool (float or uint8) with the optional Indices output (flat indices
+ * into X, spatial part in storage_order). On error (geometry) nothing is
+ * written. */
 static int maxpool_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
@@ -337,6 +340,7 @@ static int64_t taps_between(const eng_nn_geom_t *g, int i, int64_t o, int64_t lo
     return w.k_end - w.k_begin;
 }
 
+/* AveragePool. On error (geometry) Y is untouched. */
 static int avgpool_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
@@ -380,6 +384,7 @@ static int avgpool_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* GlobalAveragePool / GlobalMaxPool, accumulating in double. Cannot fail. */
 static int global_pool_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
@@ -396,8 +401,8 @@ static int global_pool_run(eng_op_ctx_t *c)
     return 0;
 }
 
-/* Y may alias X (inplace_input 0): each element is read before it is
- * written. */
+/* BatchNormalization in inference mode. Y may alias X (inplace_input 0):
+ * each element is read before it is written. Cannot fail. */
 static int batchnorm_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
@@ -432,6 +437,8 @@ static void moments(const float *x, int64_t n, double eps, double *mean, double 
     *inv_std = 1.0 / sqrt((n ? sq / (double)n : 0) + eps);
 }
 
+/* InstanceNormalization; Y may alias X (each plane's moments are taken
+ * before it is written). Cannot fail. */
 static int instancenorm_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
@@ -528,6 +535,7 @@ static int layernorm_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* LRN across channels. Cannot fail. */
 static int lrn_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];

@@ -72,8 +72,9 @@ static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
     static const eng_cpu_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run};
 
 /* Sigmoid and Softplus are split at 0 so that exp never overflows. LeakyRelu
- * selects its factor rather than its result: with -ftrapping-math GCC will
- * not vectorise a multiply under a condition. */
+ * is written as pos + alpha * neg (NaN and -0 come out as they went in)
+ * because with -ftrapping-math GCC will not vectorise a multiply under a
+ * condition. */
 FLOAT_OP(acos, "Acos", 0, 0, 0, acosf(x))
 FLOAT_OP(asin, "Asin", 0, 0, 0, asinf(x))
 FLOAT_OP(atan, "Atan", 0, 0, 0, atanf(x))
@@ -86,7 +87,7 @@ FLOAT_OP(floor, "Floor", 0, 0, 0, floorf(x))
 FLOAT_OP(hardsigmoid, "HardSigmoid", 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta)))
 FLOAT_OP(hardswish, "HardSwish", 0, 0, 0,
          x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))
-FLOAT_OP(leakyrelu, "LeakyRelu", 0.01f, 0, 0, (x < 0 ? alpha : 1.0f) * x)
+FLOAT_OP(leakyrelu, "LeakyRelu", 0.01f, 0, 0, (x < 0 ? 0.0f : x) + alpha * (x < 0 ? x : -0.0f))
 FLOAT_OP(log, "Log", 0, 0, 0, logf(x))
 FLOAT_OP(reciprocal, "Reciprocal", 0, 0, 0, 1.0f / x)
 FLOAT_OP(round, "Round", 0, 0, 0, nearbyintf(x)) /* the default mode rounds half to even */
