@@ -45,7 +45,7 @@ static inline void bench_note(const char *fmt, ...)
 }
 
 #define BENCH_TABLE_COLS_MAX 12
-#define BENCH_TABLE_ROWS_MAX 16
+#define BENCH_TABLE_ROWS_MAX 64
 #define BENCH_TABLE_CELL_MAX 32
 
 /* Cells are filled row by row; the first column is a label (left-aligned),

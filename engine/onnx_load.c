@@ -84,6 +84,11 @@ static int report_fail(const report_t *r)
 
 /* ---- the loader ------------------------------------------------------------- */
 
+/* Each step below (load_*, sort_nodes, resolve_ops, read_constants) returns
+ * 0 or an error with its message set. What a failing step built stays in
+ * the graph's pool, and its constants' data stays on their values, so
+ * eng_graph_load frees all of it with the graph. */
+
 /* A constant whose data is read once the graph is known to be supported. */
 typedef struct pending_const {
     int value;
@@ -178,8 +183,8 @@ static const char *value_origin(const loader_t *L, const eng_value_t *v, char *b
         return "an initializer or Constant node";
     const eng_node_t *n = &L->g->nodes[v->producer];
     char nl[128];
-    snprintf(buf, len, "%s (%s)", node_label(nl, sizeof nl, n->name, L->extra[v->producer].file_index),
-             n->op_type);
+    node_label(nl, sizeof nl, n->name, L->extra[v->producer].file_index);
+    snprintf(buf, len, "%s (%s)", nl, n->op_type);
     return buf;
 }
 
@@ -229,8 +234,8 @@ static int load_header(loader_t *L)
         if (!is_default_domain(o->domain))
             continue;
         if (opset >= 0 && o->version != opset)
-            return fs_err(FS_EINVAL, "model imports the default domain twice (opsets %lld and %lld)",
-                          (long long)opset, (long long)o->version);
+            return fs_err(FS_EINVAL, "model imports the default domain twice (opsets %lld and "
+                          "%lld)", (long long)opset, (long long)o->version);
         opset = o->version;
     }
     L->g->ir_version = m->ir_version;
@@ -354,7 +359,8 @@ static int load_initializers(loader_t *L)
             report_add(&L->report, false, "%s", fs_errmsg());
         if ((rc = value_add(L, tp->name, ENG_VALUE_CONST, &idx)) != 0)
             return rc;
-        if (info.dtype != ENG_DT_UNDEFINED && (rc = pending_add(L, idx, tp, NULL, &info, label)) != 0)
+        if (info.dtype != ENG_DT_UNDEFINED &&
+            (rc = pending_add(L, idx, tp, NULL, &info, label)) != 0)
             return rc;
     }
     return 0;

@@ -77,7 +77,8 @@ static size_t field_count(const Onnx__TensorProto *tp, typed_field_t f, const ch
 
 static bool is_external(const Onnx__TensorProto *tp)
 {
-    return tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    return tp->has_data_location &&
+           tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 }
 
 /* raw_data is the encoding unless it is empty and a typed field is not. */

@@ -156,12 +156,14 @@ static int reason_cmp(const void *a, const void *b)
 }
 
 /* The grouping key of one skip reason: the message with what is particular
- * to one model removed -- quoted names ('...') and free-standing numbers --
- * so "node 'conv_3' (Foo, opset 13): ..." and "node 'x' (Foo, opset 11):
- * ..." count together. */
+ * to one model taken out -- quoted names ('...'), node numbers ("#12") and
+ * opsets inside parentheses ("(Foo, opset 13)") -- so the same missing op,
+ * attribute or dtype counts together; version numbers outside parentheses
+ * ("IR version 13") stay, as they are the reason. */
 static void reason_key(const char *msg, size_t len, char *key, size_t key_len)
 {
     size_t k = 0;
+    int depth = 0;
     for (size_t i = 0; i < len && k + 1 < key_len; i++) {
         char c = msg[i];
         if (c == '\'') {
@@ -171,8 +173,11 @@ static void reason_key(const char *msg, size_t len, char *key, size_t key_len)
                 continue;
             }
         }
-        if (isdigit((unsigned char)c) && (i == 0 || !isalpha((unsigned char)msg[i - 1]))) {
-            while (i + 1 < len && isalnum((unsigned char)msg[i + 1]))
+        depth += (c == '(') - (c == ')');
+        bool numbered = (k > 0 && key[k - 1] == '#') ||
+                        (depth > 0 && k >= 6 && memcmp(key + k - 6, "opset ", 6) == 0);
+        if (isdigit((unsigned char)c) && numbered) {
+            while (i + 1 < len && isdigit((unsigned char)msg[i + 1]))
                 i++;
             c = 'N';
         }
@@ -185,9 +190,11 @@ static void reason_key(const char *msg, size_t len, char *key, size_t key_len)
     key[k] = '\0';
 }
 
-/* Counts every distinct reason of every skipped case (a message listing
- * several offending nodes, separated by "; " or newlines, counts each
- * once per case) and prints them, most frequent first. */
+/* Counts every distinct reason of every skipped case and prints them, most
+ * frequent first. The loader's message lists every offending node and
+ * value, separated by "; ", after a summary ("model uses 2 unsupported
+ * nodes: ..."), and may end in "... and N more": each listed reason counts
+ * once per case; the summary and the ellipsis are not reasons. */
 static void skips_print(const conf_report_t *r, size_t n_skip)
 {
     if (n_skip == 0)
@@ -198,11 +205,17 @@ static void skips_print(const conf_report_t *r, size_t n_skip)
         if (r->res[i].status != CONF_SKIP)
             continue;
         const char *p = r->res[i].detail;
+        const char *colon = strstr(p, ": ");
+        if (colon && strncmp(p, "model ", 6) == 0) {
+            const char *u = strstr(p, " unsupported ");
+            if (u && u < colon)
+                p = colon + 2;
+        }
         while (*p) {
             size_t len = strcspn(p, ";\n");
             char key[CONF_TEXT_MAX];
             reason_key(p, len, key, sizeof key);
-            if (key[0])
+            if (key[0] && strncmp(key, "...", 3) != 0)
                 reason_add(&rc, &n, &cap, key, i);
             p += len;
             while (*p == ';' || *p == '\n')

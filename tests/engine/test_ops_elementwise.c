@@ -278,6 +278,28 @@ Test(engine_ops_unary, sigmoid_and_softplus_stay_finite_at_extremes)
     call_free(&c);
 }
 
+Test(engine_ops_unary, tanh_is_accurate_over_its_whole_range)
+{
+    enum { N = 4001 };
+    static float x[N], want[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(i - N / 2) / 100.0f; /* -20 .. 20 */
+        want[i] = (float)tanh(x[i]);
+    }
+    eng_tensor_t in = vec(ENG_DT_FLOAT, x, N);
+    const eng_tensor_t *ins[] = {&in};
+    call_t c;
+    run_ok(&c, "Tanh", 13, NULL, 0, ins, 1, 1, ENG_DT_FLOAT, N);
+    expect_floats(c.outs[0].data, want, N, 5e-7f, "Tanh");
+    call_free(&c);
+    static const float special[] = {INFINITY, -INFINITY, NAN, 1e-30f};
+    eng_tensor_t sp = vec(ENG_DT_FLOAT, special, 4);
+    const eng_tensor_t *sins[] = {&sp};
+    run_ok(&c, "Tanh", 13, NULL, 0, sins, 1, 1, ENG_DT_FLOAT, 4);
+    expect_floats(c.outs[0].data, (const float[]){1, -1, NAN, 1e-30f}, 4, 1e-6f, "Tanh special");
+    call_free(&c);
+}
+
 Test(engine_ops_unary, round_goes_half_to_even)
 {
     static const float x[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 2.4f, -2.6f, 3.5f};

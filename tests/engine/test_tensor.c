@@ -7,8 +7,10 @@
 #include "common/error.h"
 #include "engine/tensor.h"
 
-#define SHAPE(...) ((eng_shape_t){.rank = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
-                                   .dims = {__VA_ARGS__}})
+/* An eng_shape_t of the listed dims. */
+#define SHAPE(...)                                                                                 \
+    ((eng_shape_t){.rank = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),              \
+                   .dims = {__VA_ARGS__}})
 static const eng_shape_t scalar = {.rank = 0};
 
 Test(engine_tensor, dtype_sizes_follow_onnx_numbering)
