@@ -547,8 +547,10 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
                 exit(2);
             }
             o->n_threads = (int)v;
-        } else if ((strcmp(a, "--json") == 0 || strcmp(a, "--light") == 0) && i + 1 < argc) {
-            *(a[2] == 'j' ? &o->json_path : &o->light_dir) = argv[++i];
+        } else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
+            o->json_path = argv[++i];
+        } else if (strcmp(a, "--light") == 0 && i + 1 < argc) {
+            o->light_dir = argv[++i];
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             bench_usage(stdout);
             exit(0);

@@ -122,6 +122,7 @@ def time_session(sess, feed, rule):
 
 def ort_session(ort, path, threads):
     so = ort.SessionOptions()
+    so.log_severity_level = 3  # errors only: its warnings about unused initializers are noise here
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

@@ -172,7 +172,9 @@ static void result_error(conf_result_t *r, int rc, const char *where)
         result_set(r, CONF_FAIL, "%s: %s: %s", where, fs_errname(rc), fs_errmsg());
 }
 
-/* Records the plan's bytes against its lower bound for these inputs. */
+/* Records the plan's bytes against its lower bound for these inputs, when
+ * the plan is static; the ratio is reported, not judged, so a model with
+ * more inputs than this holds, or without a static plan, is left out. */
 static void plan_record(eng_model_t *m, const eng_tensor_t *inputs, size_t n, conf_result_t *r)
 {
     eng_shape_t shapes[64];
