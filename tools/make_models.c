@@ -249,12 +249,12 @@ static int make_mlp(const char *dir)
     builder_init(&b, 1);
     const int64_t widths[] = {64, 128, 64, 10};
     const char *x = "input";
-    char names[3][4][16];
+    char names[3][4][32];
     for (int l = 0; l < 3; l++) {
-        snprintf(names[l][0], 16, "fc%d.weight", l + 1);
-        snprintf(names[l][1], 16, "fc%d.bias", l + 1);
-        snprintf(names[l][2], 16, "fc%d.mm", l + 1);
-        snprintf(names[l][3], 16, l < 2 ? "fc%d.add" : "logits", l + 1);
+        snprintf(names[l][0], 32, "fc%d.weight", l + 1);
+        snprintf(names[l][1], 32, "fc%d.bias", l + 1);
+        snprintf(names[l][2], 32, "fc%d.mm", l + 1);
+        snprintf(names[l][3], 32, l < 2 ? "fc%d.add" : "logits", l + 1);
         int64_t wd[2] = {widths[l], widths[l + 1]};
         float scale = 1.0f / sqrtf((float)widths[l]);
         add_weight(&b, names[l][0], wd, 2, scale);
@@ -265,8 +265,8 @@ static int make_mlp(const char *dir)
                  (const char *[]){names[l][3], NULL}, NULL, 0);
         x = names[l][3];
         if (l < 2) {
-            static char relu[2][16];
-            snprintf(relu[l], 16, "relu%d", l + 1);
+            static char relu[2][32];
+            snprintf(relu[l], 32, "relu%d", l + 1);
             add_node(&b, "Relu", relu[l], (const char *[]){x, NULL}, (const char *[]){relu[l], NULL},
                      NULL, 0);
             x = relu[l];
@@ -285,13 +285,13 @@ static int make_mlp(const char *dir)
 /* Conv (3x3, pad 1) + Relu + MaxPool 2, from `in` with `c_in` channels. */
 static const char *conv_block(builder_t *b, int idx, const char *in, int64_t c_in, int64_t c_out)
 {
-    static char names[2][5][24];
-    char(*n)[24] = names[idx];
-    snprintf(n[0], 24, "conv%d.weight", idx + 1);
-    snprintf(n[1], 24, "conv%d.bias", idx + 1);
-    snprintf(n[2], 24, "conv%d", idx + 1);
-    snprintf(n[3], 24, "relu%d", idx + 1);
-    snprintf(n[4], 24, "pool%d", idx + 1);
+    static char names[2][5][32];
+    char(*n)[32] = names[idx];
+    snprintf(n[0], 32, "conv%d.weight", idx + 1);
+    snprintf(n[1], 32, "conv%d.bias", idx + 1);
+    snprintf(n[2], 32, "conv%d", idx + 1);
+    snprintf(n[3], 32, "relu%d", idx + 1);
+    snprintf(n[4], 32, "pool%d", idx + 1);
     float scale = 1.0f / sqrtf((float)(c_in * 9));
     add_weight(b, n[0], (int64_t[]){c_out, c_in, 3, 3}, 4, scale);
     add_weight(b, n[1], &c_out, 1, scale);
