@@ -2,7 +2,10 @@
 # gpu_run.sh -- the GPU machine's whole job in one call: build the CUDA
 # variant from the bundled Debian packages, run every suite on the GPU, run
 # the allocator benchmark on the device and on the host, and leave the logs
-# in $OUT. Usage (from the repository root, with .deps carried):
+# in $OUT; then the model benchmark against ONNX Runtime (CPU) at 1 and 8
+# threads. Usage (from the repository root, with .deps and .gpu carried;
+# .gpu/onnx-tests/light is a copy of ../shared/onnx-tests/light, which does
+# not travel):
 #   sh bench/gpu_run.sh
 set -eu
 : "${OUT:=/tmp/flatserve-gpu-out}"
@@ -31,3 +34,11 @@ build/cuda/bin/alloc_bench --markdown > "$OUT/bench_cuda.md" 2>&1
 echo "=== alloc_bench (host provider on the GPU machine's CPU)"
 build/cuda/bin/alloc_bench --provider host --markdown > "$OUT/bench_host.md" 2>&1
 tail -30 "$OUT/bench_cuda.md"
+
+echo "=== model_bench vs ONNX Runtime (CPU execution provider)"
+light=.gpu/onnx-tests/light
+for t in 1 8; do
+    python3 bench/ort_compare.py --bench build/cuda/bin/model_bench --threads "$t" \
+        ${light:+--light "$light"} > "$OUT/ort_t$t.md" 2>&1 || echo "ort_compare --threads $t: exit $?"
+    tail -25 "$OUT/ort_t$t.md"
+done
