@@ -6,8 +6,9 @@
 # threads. Usage (from the repository root, with .deps and .gpu carried;
 # .gpu/onnx-tests/light is a copy of ../shared/onnx-tests/light, which does
 # not travel):
-#   sh bench/gpu_run.sh
+#   sh bench/gpu_run.sh [all|tests|models]   (default all; each part builds)
 set -eu
+part=${1:-all}
 : "${OUT:=/tmp/flatserve-gpu-out}"
 mkdir -p "$OUT"
 eval "$(sh .deps/unpack-debs.sh .deps)"
@@ -22,6 +23,7 @@ cat "$OUT/device.txt"
 echo "=== build (CUDA=1)"
 make CUDA=1 WERROR=1 -j"$(nproc)" all > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 
+if [ "$part" != models ]; then
 echo "=== tests on the GPU"
 build/cuda/bin/flatserve-tests > "$OUT/tests.txt" 2>&1 || true
 grep -E '^\[FAIL|Synthesis' "$OUT/tests.txt" | head -40
@@ -34,7 +36,9 @@ build/cuda/bin/alloc_bench --markdown > "$OUT/bench_cuda.md" 2>&1
 echo "=== alloc_bench (host provider on the GPU machine's CPU)"
 build/cuda/bin/alloc_bench --provider host --markdown > "$OUT/bench_host.md" 2>&1
 tail -30 "$OUT/bench_cuda.md"
+fi
 
+[ "$part" = tests ] && exit 0
 echo "=== model_bench vs ONNX Runtime (CPU execution provider)"
 light=.gpu/onnx-tests/light
 for t in 1 8; do
