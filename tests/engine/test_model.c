@@ -121,9 +121,14 @@ Test(engine_model, same_input_gives_the_same_output_across_plans)
     /* A bound of one plan: the second signature evicts the first. */
     cr_assert_eq(eng_model_run(f.model, two, 1, b), 0, "%s", fs_errmsg());
     cr_assert_eq(eng_model_run(f.model, one, 1, c), 0, "%s", fs_errmsg());
+    /* The same signature, planned again after eviction: bit for bit. */
     cr_expect_eq(memcmp(a[0]->data, c[0]->data, 10 * sizeof(float)), 0);
-    cr_expect_eq(memcmp(a[0]->data, b[0]->data, 10 * sizeof(float)), 0,
-                 "row 0 does not depend on the batch size");
+    /* Another batch size may take another BLAS kernel (GEMV-like for one
+     * row), so row 0 agrees to rounding, not to the bit. */
+    const float *pa = a[0]->data, *pb = b[0]->data;
+    for (int k = 0; k < 10; k++)
+        cr_expect(fabsf(pa[k] - pb[k]) <= 1e-6f + 1e-5f * fabsf(pa[k]),
+                  "row 0, class %d: %g at batch 1, %g at batch 2", k, pa[k], pb[k]);
     eng_tensor_free(a[0]);
     eng_tensor_free(b[0]);
     eng_tensor_free(c[0]);
