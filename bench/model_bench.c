@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/parse.h"
+#include "engine/cpu/blas.h"
 #include "engine/engine.h"
 #include "engine/tensor.h"
 
@@ -607,6 +608,7 @@ static int bench_cache_check(alloc_cache_t *cache)
 
 int main(int argc, char **argv)
 {
+    eng_blas_ensure_fast_kernels(argv);
     bench_opts_t o;
     bench_opts_parse(argc, argv, &o);
     bench_out_markdown = o.markdown;

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "engine/cpu/blas.h"
 
 static void usage(FILE *out)
 {
@@ -23,6 +24,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    eng_blas_ensure_fast_kernels(argv);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
