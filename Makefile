@@ -181,7 +181,7 @@ conformance: $(CONFORMANCE)
 	else $(CONFORMANCE) --expect tests/conformance/expected_pass.txt $(ONNX_TESTS); fi
 
 run: deps
-	@$(MAKE) --no-print-directory $(SERVER)
+	@$(MAKE) --no-print-directory $(SERVER) $(MODELS)
 	$(SERVER) $(RUN_ARGS)
 
 bench: $(BENCHES)

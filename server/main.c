@@ -1,11 +1,14 @@
 /* main.c -- the flatserve executable.
  *
  * Today it brings up what exists: it picks the device (CUDA when the build
- * has it and a GPU answers, else the CPU, saying why once in the log) and
- * builds the device's caching allocator, then reports that serving is not
- * built yet and exits 1. The HTTP server, model repository and batching
- * replace that report as they land. */
+ * has it and a GPU answers, else the CPU, saying why once in the log),
+ * builds the caching allocator, loads every model of the repository
+ * (REPO/<model>/<version>/model.onnx, the newest version of each) with the
+ * engine and reports it, then says that serving is not built yet and exits
+ * 1. The HTTP server and batcher replace that report as they land. */
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc/cache.h"
@@ -14,21 +17,100 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "engine/cpu/blas.h"
+#include "engine/engine.h"
+
+#define DEFAULT_REPOSITORY "models"
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: flatserve [--help]\n"
-                 "Brings up the device and its caching allocator, then reports what is not\n"
-                 "built yet. Set FLATSERVE_LOG_LEVEL=debug for more detail.\n");
+    fprintf(out, "usage: flatserve [--model-repository DIR] [--help]\n"
+                 "Brings up the device, its caching allocator and the models of DIR\n"
+                 "(default: %s), then reports what is not built yet.\n"
+                 "Set FLATSERVE_LOG_LEVEL=debug for more detail.\n",
+            DEFAULT_REPOSITORY);
+}
+
+/* The highest numeric version directory of REPO/model, or -1. */
+static long newest_version(const char *model_dir)
+{
+    DIR *d = opendir(model_dir);
+    if (!d)
+        return -1;
+    long best = -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end = NULL;
+        long v = strtol(e->d_name, &end, 10);
+        if (end != e->d_name && *end == '\0' && v > best)
+            best = v;
+    }
+    closedir(d);
+    return best;
+}
+
+/* Loads one model with the engine and logs its interface and weights;
+ * returns 0 or the load error (logged). */
+static int report_model(alloc_cache_t *cache, const char *repo, const char *name)
+{
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    long version = newest_version(dir);
+    if (version < 0) {
+        FS_LOG_W("main", "model '%s': no numeric version directory in %s", name, dir);
+        return FS_ENOENT;
+    }
+    snprintf(path, sizeof path, "%s/%ld/model.onnx", dir, version);
+    eng_model_t *m = NULL;
+    eng_model_config_t cfg = {.name = name, .cache = cache};
+    int rc = eng_model_load(path, &cfg, &m);
+    if (rc != 0) {
+        FS_LOG_E("main", "model '%s' version %ld: %s", name, version, fs_errmsg());
+        return rc;
+    }
+    alloc_owner_stats_t os;
+    char weights[32] = "?";
+    if (alloc_cache_owner_stats(cache, eng_model_owner(m), &os) == 0)
+        fs_format_size((uint64_t)os.requested.current, weights, sizeof weights);
+    eng_io_info_t in, out;
+    eng_model_input(m, 0, &in);
+    eng_model_output(m, 0, &out);
+    FS_LOG_I("main", "model '%s' version %ld loaded: %zu input(s) ('%s', %s), %zu output(s) "
+             "('%s'), weights %s", name, version, eng_model_n_inputs(m), in.name,
+             eng_dtype_name(in.dtype), eng_model_n_outputs(m), out.name, weights);
+    eng_model_destroy(m);
+    return 0;
+}
+
+/* Reports every model directory of the repository; returns how many loaded. */
+static int report_repository(alloc_cache_t *cache, const char *repo)
+{
+    DIR *d = opendir(repo);
+    if (!d) {
+        FS_LOG_E("main", "model repository '%s' cannot be opened (run `make` to write the "
+                 "demo models)", repo);
+        return 0;
+    }
+    int loaded = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        loaded += report_model(cache, repo, e->d_name) == 0;
+    }
+    closedir(d);
+    return loaded;
 }
 
 int main(int argc, char **argv)
 {
     eng_blas_ensure_fast_kernels(argv);
+    const char *repo = DEFAULT_REPOSITORY;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(argv[i], "--model-repository") == 0 && i + 1 < argc) {
+            repo = argv[++i];
+            continue;
         }
         fprintf(stderr, "flatserve: unknown argument '%s'\n", argv[i]);
         usage(stderr);
@@ -53,11 +135,21 @@ int main(int argc, char **argv)
         fs_format_size(free_bytes, free_s, sizeof free_s);
         fs_format_size(total, total_s, sizeof total_s);
     }
-    FS_LOG_I("main", "device %s: %s free of %s; caching allocator ready", alloc_cache_name(cache),
-             free_s, total_s);
+    FS_LOG_I("main", "device %s: %s free of %s; caching allocator ready; OpenBLAS kernels %s",
+             alloc_cache_name(cache), free_s, total_s, eng_blas_core_name());
+
+    /* The engine runs on the CPU today, so models load into host memory
+     * whatever the device. */
+    alloc_provider_t *host = NULL;
+    alloc_cache_t *host_cache = NULL;
+    int loaded = 0;
+    if (alloc_provider_host_create(&host) == 0 && alloc_cache_create(host, NULL, &host_cache) == 0)
+        loaded = report_repository(host_cache, repo);
+    alloc_cache_destroy(host_cache);
+    alloc_provider_destroy(host);
     alloc_cache_destroy(cache);
     alloc_provider_destroy(provider);
-    FS_LOG_E("main", "serving is not built yet: the HTTP server, model repository and batcher "
-             "are still to come, so there is nothing to serve");
+    FS_LOG_E("main", "serving is not built yet: %d model(s) of '%s' load, but the HTTP server "
+             "and batcher are still to come, so there is nothing to serve", loaded, repo);
     return 1;
 }
