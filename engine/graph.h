@@ -123,7 +123,7 @@ typedef struct eng_weight_alloc {
  * rejected. `wa` may be NULL. 0 and *out (caller frees with
  * eng_graph_destroy), or FS_EPARSE (corrupt/truncated: what could not be
  * read), FS_ENOTSUP (IR version outside 3..13, default-domain opset outside
- * 7..28 (see onnx_load.c), another domain, unsupported ops/attributes/dtypes: one message
+ * 6..28 (see onnx_load.c), another domain, unsupported ops/attributes/dtypes: one message
  * listing every offending node: name, op type, opset, what is missing),
  * FS_EINVAL (a malformed graph: unknown input name, a cycle), FS_EIO
  * (external data), FS_ENOMEM. Nothing stays allocated on error. */

@@ -14,7 +14,7 @@
  *  - at run, every input and output has dtype, shape and data (outputs
  *    point into the activation block; an in-place output may share its
  *    input's memory).
- * Semantics follow the ONNX operator docs for opsets 7 to 28; an op reads
+ * Semantics follow the ONNX operator docs for opsets 6 to 28; an op reads
  * ctx->opset for version differences (Softmax's axis before 13, Split's
  * `split` input from 13, ...).
  *

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/op.h"
+#include "engine/ops/binary_impl.h"
 
 #define BC_MAX_OPERANDS 4 /* the output and up to three inputs (Where) */
 
@@ -272,9 +273,16 @@ static int check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
 
 /* Two inputs of one dtype through its row. 0, FS_EINVAL or FS_ENOTSUP;
  * the output is untouched on error. */
-static int binary_run(eng_op_ctx_t *c, const bin_row_t *rows, eng_dtype_t out_dt)
+static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_dt)
 {
-    int rc = check_io(c, 2, out_dt);
+    eng_op_ctx_t lc;
+    const eng_tensor_t *ins[2];
+    eng_tensor_t view;
+    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    if (rc)
+        return rc;
+    eng_op_ctx_t *c = &lc;
+    rc = check_io(c, 2, out_dt);
     if (rc)
         return rc;
     bc_row_fn row = row_find(c, rows, c->inputs[0]->dtype);
@@ -389,8 +397,15 @@ static void pow_mixed(char *const *p, const int64_t *s, int64_t n, const void *a
     }
 }
 
-static int pow_run(eng_op_ctx_t *c)
+static int pow_run(eng_op_ctx_t *oc)
 {
+    eng_op_ctx_t lc;
+    const eng_tensor_t *ins[2];
+    eng_tensor_t view;
+    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    if (rc)
+        return rc;
+    eng_op_ctx_t *c = &lc;
     const eng_tensor_t *a = eng_ctx_in(c, 0), *b = eng_ctx_in(c, 1);
     eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
     if (!a || !b || !y)

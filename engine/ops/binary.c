@@ -3,9 +3,11 @@
  * and the variadic Max/Min/Mean/Sum. The output shape is the numpy broadcast
  * of the inputs' shapes (PRelu's slope broadcasts to X only). */
 #include <stdio.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "engine/op.h"
+#include "engine/ops/binary_impl.h"
 
 static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_INT8,
                                          ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
@@ -73,14 +75,68 @@ static int same_dtype(const eng_op_ctx_t *c, int first, const eng_dtype_t *allow
     return 0;
 }
 
+int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_op_ctx_t *out, const eng_tensor_t **ins,
+                          eng_tensor_t *view)
+{
+    *out = *c;
+    if (c->opset >= 7 || c->n_inputs != 2 || !c->inputs[0] || !c->inputs[1])
+        return 0;
+    const eng_tensor_t *a = c->inputs[0], *b = c->inputs[1];
+    ins[0] = a;
+    ins[1] = b;
+    out->inputs = ins;
+    char as[96], bs[96];
+    int rank_a = a->shape.rank, rank_b = b->shape.rank;
+    int axis = -1; /* where B's dims start in A's; -1: as they are */
+    if (strcmp(c->node->op_type, "PRelu") == 0) {
+        if (rank_b == 1 && rank_a >= 2 && b->shape.dims[0] == a->shape.dims[1] &&
+            b->shape.dims[0] != 1)
+            axis = 1;
+    } else if (eng_attr_i(c->node, "broadcast", 0) == 0) {
+        if (!eng_shape_equal(&a->shape, &b->shape))
+            return eng_op_err(c, FS_EINVAL, "at opset %d without broadcast=1 the inputs need "
+                              "equal shapes, got %s and %s", c->opset,
+                              eng_shape_format(&a->shape, as, sizeof as),
+                              eng_shape_format(&b->shape, bs, sizeof bs));
+    } else if (eng_node_attr(c->node, "axis")) {
+        int64_t ax = eng_attr_i(c->node, "axis", 0);
+        if (ax < 0)
+            ax += rank_a;
+        if (ax < 0 || ax + rank_b > rank_a)
+            return eng_op_err(c, FS_EINVAL, "broadcast axis %lld does not fit %s into %s",
+                              (long long)eng_attr_i(c->node, "axis", 0),
+                              eng_shape_format(&b->shape, bs, sizeof bs),
+                              eng_shape_format(&a->shape, as, sizeof as));
+        axis = (int)ax;
+    }
+    if (axis < 0 || axis + rank_b == rank_a)
+        return 0;
+    *view = *b;
+    view->shape.rank = rank_a - axis;
+    for (int d = rank_b; d < view->shape.rank; d++)
+        view->shape.dims[d] = 1;
+    ins[1] = view;
+    return 0;
+}
+
 /* `min_in`..`max_in` inputs of one dtype from `allowed`, broadcast; output
  * of dtype `out_dt` (ENG_DT_UNDEFINED: the inputs'). */
-static int infer_elementwise(eng_op_ctx_t *c, int min_in, int max_in, const eng_dtype_t *allowed,
+static int infer_elementwise(eng_op_ctx_t *oc, int min_in, int max_in, const eng_dtype_t *allowed,
                              eng_dtype_t out_dt)
 {
-    if (c->n_inputs < min_in || c->n_inputs > max_in)
-        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected %d to %d", c->n_inputs, min_in,
+    if (oc->n_inputs < min_in || oc->n_inputs > max_in)
+        return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected %d to %d", oc->n_inputs, min_in,
                           max_in);
+    eng_op_ctx_t lc;
+    const eng_tensor_t *ins[2];
+    eng_tensor_t view;
+    eng_op_ctx_t *c = oc;
+    if (max_in == 2) {
+        int lrc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+        if (lrc)
+            return lrc;
+        c = &lc;
+    }
     int rc = same_dtype(c, 0, allowed);
     eng_shape_t shape;
     if (rc == 0)
@@ -123,11 +179,18 @@ static int infer_sum(eng_op_ctx_t *c)
 
 /* Pow's base and exponent may differ in type (T1, T2 from opset 12); the
  * output has the base's. */
-static int infer_pow(eng_op_ctx_t *c)
+static int infer_pow(eng_op_ctx_t *oc)
 {
-    if (c->n_inputs != 2)
-        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected 2", c->n_inputs);
-    int rc = eng_op_require_dtype(c, 0, dt_pow_base);
+    if (oc->n_inputs != 2)
+        return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected 2", oc->n_inputs);
+    eng_op_ctx_t lc;
+    const eng_tensor_t *ins[2];
+    eng_tensor_t view;
+    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    if (rc)
+        return rc;
+    eng_op_ctx_t *c = &lc;
+    rc = eng_op_require_dtype(c, 0, dt_pow_base);
     if (rc == 0)
         rc = eng_op_require_dtype(c, 1, dt_numeric);
     eng_shape_t shape;
@@ -164,12 +227,19 @@ static int infer_mod(eng_op_ctx_t *c)
 }
 
 /* slope broadcasts to X (unidirectionally): the output has X's shape. */
-static int infer_prelu(eng_op_ctx_t *c)
+static int infer_prelu(eng_op_ctx_t *oc)
 {
-    if (c->n_inputs != 2)
-        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected 2", c->n_inputs);
+    if (oc->n_inputs != 2)
+        return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected 2", oc->n_inputs);
+    eng_op_ctx_t lc;
+    const eng_tensor_t *ins[2];
+    eng_tensor_t view;
+    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    if (rc)
+        return rc;
+    eng_op_ctx_t *c = &lc;
     eng_shape_t shape;
-    int rc = same_dtype(c, 0, dt_prelu);
+    rc = same_dtype(c, 0, dt_prelu);
     if (rc == 0)
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)

@@ -330,6 +330,10 @@ static int batchnorm_check(const eng_node_t *n, int opset)
     eng_op_ctx_t c = {.node = n, .opset = opset};
     if (eng_attr_i(n, "training_mode", 0) != 0)
         return eng_op_err(&c, FS_ENOTSUP, "training_mode=1 is not supported (inference only)");
+    /* Before opset 7, is_test=0 (the default) meant training. */
+    if (opset < 7 && eng_attr_i(n, "is_test", 0) == 0)
+        return eng_op_err(&c, FS_ENOTSUP, "is_test=0 at opset %d means training, which is not "
+                          "supported (inference only)", opset);
     if (eng_attr_i(n, "spatial", 1) != 1)
         return eng_op_err(&c, FS_ENOTSUP, "spatial=0 is not supported");
     for (int i = 1; i < n->n_outputs; i++)

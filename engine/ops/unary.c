@@ -228,7 +228,18 @@ UNARY_DEF(op_cast, "Cast", check_cast, infer_cast, -1)
 UNARY_DEF(op_castlike, "CastLike", NULL, infer_castlike, -1)
 UNARY_DEF(op_clip, "Clip", NULL, infer_clip, 0)
 UNARY_DEF(op_identity, "Identity", NULL, infer_identity, 0)
-UNARY_DEF(op_dropout, "Dropout", NULL, infer_dropout, 0)
+/* Before opset 7, is_test=0 (the default) meant training: random drops. */
+static int check_dropout(const eng_node_t *n, int opset)
+{
+    if (opset < 7 && eng_attr_i(n, "is_test", 0) == 0) {
+        eng_op_ctx_t c = {.node = n, .opset = opset};
+        return eng_op_err(&c, FS_ENOTSUP, "is_test=0 at opset %d means training, which is not "
+                          "supported (inference only)", opset);
+    }
+    return 0;
+}
+
+UNARY_DEF(op_dropout, "Dropout", check_dropout, infer_dropout, 0)
 
 const eng_op_def_t *const eng_ops_unary[] = {
     &op_abs,         &op_acos,     &op_asin,         &op_atan,     &op_ceil,

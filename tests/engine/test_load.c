@@ -210,12 +210,12 @@ Test(engine_load, ir_versions_3_to_13_only)
     mb_free(&b);
 }
 
-Test(engine_load, default_domain_opsets_7_to_28_only)
+Test(engine_load, default_domain_opsets_6_to_28_only)
 {
     const struct {
         int64_t opset;
         int want;
-    } cases[] = {{6, FS_ENOTSUP}, {7, 0}, {13, 0}, {23, 0}, {28, 0}, {29, FS_ENOTSUP}};
+    } cases[] = {{5, FS_ENOTSUP}, {6, 0}, {7, 0}, {13, 0}, {23, 0}, {28, 0}, {29, FS_ENOTSUP}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mb_t b;
         mb_init(&b, 8, cases[i].opset);

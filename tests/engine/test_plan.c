@@ -186,3 +186,37 @@ Test(engine_plan, folds_constant_subgraphs_at_load_into_the_models_weights)
     close_model(&f);
     mb_free(&b);
 }
+
+/* Opset 6: Add with broadcast=1 and axis=1 aligns B [3] with A's dim 1,
+ * where numpy broadcasting alone would align it with the last dim. */
+Test(engine_plan, maps_opset_6_axis_broadcasting_onto_numpy_rules)
+{
+    mb_t b;
+    mb_init(&b, 3, 6);
+    mb_input(&b, "a", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){2, 3, 4}, NULL);
+    mb_input(&b, "b", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){3}, NULL);
+    Onnx__NodeProto *add = mb_node(&b, "Add", "add", "a,b", "y");
+    mb_attr_i(&b, add, "broadcast", 1);
+    mb_attr_i(&b, add, "axis", 1);
+    mb_output(&b, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, -1, NULL);
+    plan_fixture_t f;
+    open_model(&f, &b);
+    eng_shape_t sa = {3, {2, 3, 4}}, sb = {1, {3}};
+    eng_tensor_t *a = tensor_f32(&sa, 0.0f), *bt = tensor_f32(&sb, 100.0f);
+    eng_tensor_t ins[2] = {*a, *bt};
+    eng_tensor_t *out[1] = {NULL};
+    cr_assert_eq(eng_model_run(f.model, ins, 2, out), 0, "%s", fs_errmsg());
+    const float *y = out[0]->data;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) {
+                int at = (i * 3 + j) * 4 + k;
+                cr_expect_eq(y[at], (float)at + 100.0f + (float)j, "y[%d,%d,%d] = %g", i, j, k,
+                             y[at]);
+            }
+    eng_tensor_free(out[0]);
+    eng_tensor_free(a);
+    eng_tensor_free(bt);
+    close_model(&f);
+    mb_free(&b);
+}
