@@ -3,6 +3,7 @@
  * them into models/ before the tests run). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,4 +190,63 @@ Test(engine_model, missing_and_corrupt_files_fail_cleanly)
     cr_expect_eq(st.allocated.current, 0);
     alloc_cache_destroy(cache);
     alloc_provider_destroy(host);
+}
+
+/* Four threads run one model at once, each on its own batch size (so plans
+ * are built, shared and evicted concurrently); every output matches the
+ * single-threaded one. */
+typedef struct run_job {
+    eng_model_t *model;
+    int64_t batch;
+    const float *want; /* [batch, 10] */
+    int failures;
+} run_job_t;
+
+static void *run_many(void *arg)
+{
+    run_job_t *job = arg;
+    eng_tensor_t *in = NULL;
+    eng_shape_t shape = {2, {job->batch, 64}};
+    if (eng_tensor_alloc_host(ENG_DT_FLOAT, &shape, &in) != 0) {
+        job->failures++;
+        return NULL;
+    }
+    for (int64_t i = 0; i < job->batch * 64; i++)
+        ((float *)in->data)[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (int r = 0; r < 200; r++) {
+        eng_tensor_t *out[1] = {NULL};
+        if (eng_model_run(job->model, in, 1, out) != 0 ||
+            memcmp(out[0]->data, job->want, (size_t)job->batch * 10 * sizeof(float)) != 0)
+            job->failures++;
+        eng_tensor_free(out[0]);
+    }
+    eng_tensor_free(in);
+    return NULL;
+}
+
+Test(engine_model, runs_from_several_threads_at_once)
+{
+    model_fixture_t f;
+    fixture_open(&f, MLP_PATH, 2); /* a bound below the four signatures */
+    run_job_t jobs[4];
+    eng_tensor_t *refs[4];
+    for (int j = 0; j < 4; j++) {
+        int64_t batch = 1 + 3 * j;
+        eng_tensor_t *in = input_new(&(eng_shape_t){2, {batch, 64}});
+        eng_tensor_t *out[1];
+        cr_assert_eq(eng_model_run(f.model, in, 1, out), 0, "%s", fs_errmsg());
+        refs[j] = out[0];
+        eng_tensor_free(in);
+        jobs[j] = (run_job_t){.model = f.model, .batch = batch, .want = refs[j]->data};
+    }
+    pthread_t th[4];
+    for (int j = 0; j < 4; j++)
+        cr_assert_eq(pthread_create(&th[j], NULL, run_many, &jobs[j]), 0);
+    for (int j = 0; j < 4; j++) {
+        pthread_join(th[j], NULL);
+        cr_expect_eq(jobs[j].failures, 0, "thread %d (batch %lld): %d bad runs", j,
+                     (long long)jobs[j].batch, jobs[j].failures);
+        eng_tensor_free(refs[j]);
+    }
+    fixture_close(&f);
 }
