@@ -8,13 +8,17 @@
  * functions specialise on the inner strides (each 0 or 1) so that the common
  * cases are plain vectorisable loops. Rows read element i of every operand
  * before writing element i of the output, so an output may share memory with
- * an input of its own shape (in place). */
+ * an input of its own shape (in place). A large output is split over
+ * ctx->n_threads threads by flat output index (each chunk walks its own
+ * part of the rows); every element is computed alone, so the split does not
+ * change any result. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
+#include "engine/cpu/parallel.h"
 #include "engine/op.h"
 #include "engine/ops/binary_impl.h"
 
@@ -92,18 +96,45 @@ static int bc_setup(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_tens
     return 0;
 }
 
-/* Calls `row` once per innermost row of the collapsed shape. Cannot fail. */
-static void bc_run(const bc_loop_t *l, char *const *base, bc_row_fn row, const void *arg)
+/* Elements per parallel unit: chunks start at multiples of 16 output
+ * elements (whole cache lines for 4-byte types). */
+#define BC_UNIT 16
+
+/* One broadcast loop over the output's flat index range. */
+typedef struct bc_job {
+    const bc_loop_t *l;
+    char *const *base;      /* each operand's first element */
+    bc_row_fn row;
+    const void *arg;
+    int64_t n;              /* output elements */
+} bc_job_t;
+
+/* Calls `row` on the pieces of the innermost rows of the collapsed shape
+ * that hold the output's flat elements [begin, end): a partial first and
+ * last row, whole rows between. Cannot fail. */
+static void bc_run_range(const bc_loop_t *l, char *const *base, bc_row_fn row, const void *arg,
+                         int64_t begin, int64_t end)
 {
     char *p[BC_MAX_OPERANDS];
-    int64_t idx[ENG_MAX_RANK] = {0}, outer = 1;
+    int64_t idx[ENG_MAX_RANK] = {0};
     const int nk = l->n_operands, last = l->rank - 1;
+    const int64_t len = l->dims[last];
+    int64_t col = begin % len, rest = begin / len;
     for (int k = 0; k < nk; k++)
-        p[k] = base[k];
-    for (int d = 0; d < last; d++)
-        outer *= l->dims[d];
-    for (int64_t o = 0; o < outer; o++) {
-        row(p, l->inner, l->dims[last], arg);
+        p[k] = base[k] + col * l->step[k][last];
+    for (int d = last - 1; d >= 0; d--) {
+        idx[d] = rest % l->dims[d];
+        rest /= l->dims[d];
+        for (int k = 0; k < nk; k++)
+            p[k] += idx[d] * l->step[k][d];
+    }
+    for (int64_t at = begin; at < end;) {
+        const int64_t n = len - col < end - at ? len - col : end - at;
+        row(p, l->inner, n, arg);
+        at += n;
+        for (int k = 0; k < nk; k++)
+            p[k] -= col * l->step[k][last];
+        col = 0;
         for (int d = last - 1; d >= 0; d--) {
             for (int k = 0; k < nk; k++)
                 p[k] += l->step[k][d];
@@ -116,18 +147,29 @@ static void bc_run(const bc_loop_t *l, char *const *base, bc_row_fn row, const v
     }
 }
 
-/* y = row(in...) over y's shape. 0 or FS_EINVAL (shapes); y untouched on error. */
+static void bc_units(void *arg, int64_t begin, int64_t end)
+{
+    const bc_job_t *j = arg;
+    bc_run_range(j->l, j->base, j->row, j->arg, begin * BC_UNIT,
+                 end * BC_UNIT < j->n ? end * BC_UNIT : j->n);
+}
+
+/* y = row(in...) over y's shape, split over up to c->n_threads threads
+ * when y is large. 0 or FS_EINVAL (shapes); y untouched on error. */
 static int bc_apply(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *const *in,
                     int n_in, bc_row_fn row, const void *arg)
 {
     bc_loop_t l;
     int rc = bc_setup(c, y, in, n_in, &l);
-    if (rc || eng_shape_numel(&y->shape) == 0)
+    const int64_t n = eng_shape_numel(&y->shape);
+    if (rc || n == 0)
         return rc;
     char *base[BC_MAX_OPERANDS] = {y->data};
     for (int k = 0; k < n_in; k++)
         base[k + 1] = in[k]->data;
-    bc_run(&l, base, row, arg);
+    bc_job_t j = {&l, base, row, arg, n};
+    eng_parallel_for(c->n_threads, (n + BC_UNIT - 1) / BC_UNIT, eng_parallel_grain(BC_UNIT),
+                     bc_units, &j);
     return 0;
 }
 

@@ -11,13 +11,21 @@
  * row, and im2col would copy the input K times for it. Pools and
  * normalisations are plain
  * loops over the normalised 3-D geometry of nn_impl.h. Statistics are
- * accumulated in double. */
+ * accumulated in double.
+ *
+ * Threads (ctx->n_threads, through eng_parallel_for): im2col splits over
+ * the rows of the column matrix, the pools, depthwise Conv and the
+ * normalisations over independent output planes (or LayerNormalization's
+ * rows); each chunk writes only its own outputs and every statistic is
+ * taken within one chunk, so results do not depend on the thread count.
+ * The GEMMs run on the calling thread with OpenBLAS's own threads. */
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/cpu/parallel.h"
 #include "engine/ops/nn_impl.h"
 
 /* Fails with FS_ENOTSUP when a GEMM dimension does not fit OpenBLAS's int. */
@@ -48,36 +56,56 @@ static window_t window_at(const eng_nn_geom_t *g, int i, int64_t o, int64_t lo, 
     return w;
 }
 
+/* One im2col: the image planes, the geometry, the column matrix. */
+typedef struct im2col_job {
+    const float *img;
+    const int64_t *img_dims, *grid;
+    const eng_nn_geom_t *g;
+    float *col;
+} im2col_job_t;
+
+/* Rows [begin, end) of im2col_job's column matrix; row (c, kd, kh, kw) is
+ * c * K + (kd * k1 + kh) * k2 + kw. Cannot fail. */
+static void im2col_rows(void *arg, int64_t begin, int64_t end)
+{
+    const im2col_job_t *j = arg;
+    const int64_t *img_dims = j->img_dims, *grid = j->grid;
+    int64_t img_sz = eng_nn_prod(img_dims), grid_sz = eng_nn_prod(grid);
+    const int64_t *k = j->g->kernel, *s = j->g->stride, *d = j->g->dilation, *p = j->g->pad_begin;
+    int64_t taps = eng_nn_prod(k);
+    for (int64_t r = begin; r < end; r++) {
+        int64_t ch = r / taps, t = r % taps;
+        int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2];
+        float *dst = j->col + r * grid_sz;
+        for (int64_t od = 0; od < grid[0]; od++) {
+            int64_t id = od * s[0] - p[0] + kd * d[0];
+            for (int64_t oh = 0; oh < grid[1]; oh++, dst += grid[2]) {
+                int64_t ih = oh * s[1] - p[1] + kh * d[1];
+                if (id < 0 || id >= img_dims[0] || ih < 0 || ih >= img_dims[1]) {
+                    memset(dst, 0, (size_t)grid[2] * sizeof *dst);
+                    continue;
+                }
+                const float *src = j->img + ch * img_sz + (id * img_dims[1] + ih) * img_dims[2];
+                for (int64_t ow = 0; ow < grid[2]; ow++) {
+                    int64_t iw = ow * s[2] - p[2] + kw * d[2];
+                    dst[ow] = iw >= 0 && iw < img_dims[2] ? src[iw] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
 /* Copies the windows of `channels` image planes (dims img) into col [channels
  * * K, prod(grid)]: row (c, kd, kh, kw), column the grid position whose
- * window reads that tap; taps in the padding read 0. Cannot fail. */
-static void im2col(const float *img, int64_t channels, const int64_t img_dims[ENG_NN_DIMS],
-                   const int64_t grid[ENG_NN_DIMS], const eng_nn_geom_t *g, float *col)
+ * window reads that tap; taps in the padding read 0. Rows go to up to
+ * n_threads threads. Cannot fail. */
+static void im2col(int n_threads, const float *img, int64_t channels,
+                   const int64_t img_dims[ENG_NN_DIMS], const int64_t grid[ENG_NN_DIMS],
+                   const eng_nn_geom_t *g, float *col)
 {
-    int64_t img_sz = eng_nn_prod(img_dims), grid_sz = eng_nn_prod(grid);
-    const int64_t *k = g->kernel, *s = g->stride, *d = g->dilation, *p = g->pad_begin;
-    for (int64_t ch = 0; ch < channels; ch++)
-        for (int64_t kd = 0; kd < k[0]; kd++)
-            for (int64_t kh = 0; kh < k[1]; kh++)
-                for (int64_t kw = 0; kw < k[2]; kw++) {
-                    float *dst = col;
-                    col += grid_sz;
-                    for (int64_t od = 0; od < grid[0]; od++) {
-                        int64_t id = od * s[0] - p[0] + kd * d[0];
-                        for (int64_t oh = 0; oh < grid[1]; oh++, dst += grid[2]) {
-                            int64_t ih = oh * s[1] - p[1] + kh * d[1];
-                            if (id < 0 || id >= img_dims[0] || ih < 0 || ih >= img_dims[1]) {
-                                memset(dst, 0, (size_t)grid[2] * sizeof *dst);
-                                continue;
-                            }
-                            const float *src = img + ch * img_sz + (id * img_dims[1] + ih) * img_dims[2];
-                            for (int64_t ow = 0; ow < grid[2]; ow++) {
-                                int64_t iw = ow * s[2] - p[2] + kw * d[2];
-                                dst[ow] = iw >= 0 && iw < img_dims[2] ? src[iw] : 0.0f;
-                            }
-                        }
-                    }
-                }
+    im2col_job_t j = {img, img_dims, grid, g, col};
+    eng_parallel_for(n_threads, channels * eng_nn_prod(g->kernel),
+                     eng_parallel_grain(eng_nn_prod(grid)), im2col_rows, &j);
 }
 
 /* The reverse of im2col: adds every col entry into the image pixel its
@@ -120,12 +148,29 @@ static int64_t dims_from(const eng_shape_t *s, int from)
     return n;
 }
 
-/* Adds bias[m] to each of the `planes` planes of `plane` floats. */
-static void add_bias(float *y, const float *bias, int64_t planes, int64_t plane)
+/* Planes of `plane` floats and one bias value for each. */
+typedef struct bias_job {
+    float *y;
+    const float *bias;
+    int64_t plane;
+} bias_job_t;
+
+static void add_bias_planes(void *arg, int64_t begin, int64_t end)
 {
-    for (int64_t m = 0; m < planes; m++, y += plane)
-        for (int64_t i = 0; i < plane; i++)
-            y[i] += bias[m];
+    const bias_job_t *j = arg;
+    for (int64_t m = begin; m < end; m++) {
+        float *y = j->y + m * j->plane;
+        for (int64_t i = 0; i < j->plane; i++)
+            y[i] += j->bias[m];
+    }
+}
+
+/* Adds bias[m] to each of the `planes` planes of `plane` floats, planes
+ * split over up to n_threads threads. Cannot fail. */
+static void add_bias(int n_threads, float *y, const float *bias, int64_t planes, int64_t plane)
+{
+    bias_job_t j = {y, bias, plane};
+    eng_parallel_for(n_threads, planes, eng_parallel_grain(plane), add_bias_planes, &j);
 }
 
 /* Y [m, n] = op(A) x B with A [m, k] (or [k, m] when trans_a) and B [k, n],
@@ -158,14 +203,25 @@ static bool conv_is_depthwise(const eng_nn_geom_t *g)
     return g->group > 1 && g->group == g->in_channels && g->group == g->out_channels;
 }
 
-/* Depthwise Conv by direct summation over each output pixel's window.
- * Cannot fail. */
-static void conv_depthwise(const eng_nn_geom_t *g, const float *x, const float *w,
-                           const float *bias, float *y)
+/* A depthwise Conv's operands. */
+typedef struct depthwise_job {
+    const eng_nn_geom_t *g;
+    const float *x, *w, *bias;
+    float *y;
+} depthwise_job_t;
+
+/* Depthwise Conv by direct summation over each output pixel's window, for
+ * the (image, channel) planes [begin, end). Cannot fail. */
+static void conv_depthwise_planes(void *arg, int64_t begin, int64_t end)
 {
-    int64_t in_sz = eng_nn_prod(g->in), taps = eng_nn_prod(g->kernel);
+    const depthwise_job_t *j = arg;
+    const eng_nn_geom_t *g = j->g;
+    const float *w = j->w, *bias = j->bias;
+    int64_t in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out), taps = eng_nn_prod(g->kernel);
     const int64_t *k = g->kernel, *d = g->dilation;
-    for (int64_t pl = 0; pl < g->batch * g->in_channels; pl++, x += in_sz) {
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *x = j->x + pl * in_sz;
+        float *y = j->y + pl * out_sz;
         int64_t ch = pl % g->in_channels;
         const float *wk = w + ch * taps;
         for (int64_t od = 0; od < g->out[0]; od++) {
@@ -190,6 +246,16 @@ static void conv_depthwise(const eng_nn_geom_t *g, const float *x, const float *
     }
 }
 
+/* Depthwise Conv, planes split over up to n_threads threads. Cannot fail. */
+static void conv_depthwise(int n_threads, const eng_nn_geom_t *g, const float *x, const float *w,
+                           const float *bias, float *y)
+{
+    depthwise_job_t j = {g, x, w, bias, y};
+    eng_parallel_for(n_threads, g->batch * g->in_channels,
+                     eng_parallel_grain(eng_nn_prod(g->out) * eng_nn_prod(g->kernel)),
+                     conv_depthwise_planes, &j);
+}
+
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
@@ -210,7 +276,7 @@ static int conv_run(eng_op_ctx_t *c)
     const eng_tensor_t *b = eng_ctx_in(c, 2);
     float *y = c->outputs[0]->data, *col = c->scratch;
     if (conv_is_depthwise(&g)) {
-        conv_depthwise(&g, x, w, b ? b->data : NULL, y);
+        conv_depthwise(c->n_threads, &g, x, w, b ? b->data : NULL, y);
         return 0;
     }
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
@@ -227,10 +293,10 @@ static int conv_run(eng_op_ctx_t *c)
             const float *xg = x + (n * g.in_channels + gi * cg) * in_sz;
             float *yg = y + (n * g.out_channels + gi * mg) * out_sz;
             if (!pointwise)
-                im2col(xg, cg, g.in, g.out, &g, col);
+                im2col(c->n_threads, xg, cg, g.in, g.out, &g, col);
             gemm(false, mg, out_sz, cg * taps, w + gi * mg * cg * taps, pointwise ? xg : col, yg);
             if (b)
-                add_bias(yg, (const float *)b->data + gi * mg, mg, out_sz);
+                add_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
         }
     return 0;
 }
@@ -270,53 +336,58 @@ static int conv_transpose_run(eng_op_ctx_t *c)
             gemm(true, mg * taps, in_sz, cg, w + gi * cg * mg * taps, xg, col);
             col2im(col, mg, g.out, g.in, &g, yg);
             if (b)
-                add_bias(yg, (const float *)b->data + gi * mg, mg, out_sz);
+                add_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
         }
     return 0;
 }
 
-/* MaxPool (float or uint8) with the optional Indices output (flat indices
- * into X, spatial part in storage_order). On error (geometry) nothing is
- * written. */
-static int maxpool_run(eng_op_ctx_t *c)
+/* A pool's operands: float or uint8 X and Y, MaxPool's optional Indices. */
+typedef struct pool_job {
+    const eng_nn_geom_t *g;
+    const void *x;
+    void *y;
+    int64_t *idx;       /* MaxPool's Indices, or NULL */
+    bool u8;            /* MaxPool: X and Y are uint8 */
+    bool col_major;     /* MaxPool: Indices' spatial part in column-major order */
+    bool include_pad;   /* AveragePool: count_include_pad */
+} pool_job_t;
+
+/* MaxPool over the (image, channel) planes [begin, end). Cannot fail. */
+static void maxpool_planes(void *arg, int64_t begin, int64_t end)
 {
-    eng_nn_geom_t g;
-    int rc = eng_nn_geom(c, ENG_NN_POOL, &g);
-    if (rc)
-        return rc;
-    const eng_tensor_t *xt = c->inputs[0];
-    bool u8 = xt->dtype == ENG_DT_UINT8;
-    bool col_major = eng_attr_i(c->node, "storage_order", 0) == 1;
-    eng_tensor_t *it = c->n_outputs > 1 ? c->outputs[1] : NULL;
-    int64_t *idx = it ? it->data : NULL;
-    const float *xf = xt->data;
-    const uint8_t *xb = xt->data;
-    float *yf = c->outputs[0]->data;
-    uint8_t *yb = c->outputs[0]->data;
-    int64_t in_sz = eng_nn_prod(g.in), planes = g.batch * g.in_channels;
-    const int64_t *d = g.dilation;
-    int64_t o = 0;
-    for (int64_t pl = 0; pl < planes; pl++)
-        for (int64_t od = 0; od < g.out[0]; od++) {
-            window_t wd = window_at(&g, 0, od, 0, g.in[0]);
-            for (int64_t oh = 0; oh < g.out[1]; oh++) {
-                window_t wh = window_at(&g, 1, oh, 0, g.in[1]);
-                for (int64_t ow = 0; ow < g.out[2]; ow++, o++) {
-                    window_t ww = window_at(&g, 2, ow, 0, g.in[2]);
+    const pool_job_t *j = arg;
+    const eng_nn_geom_t *g = j->g;
+    const bool u8 = j->u8, col_major = j->col_major;
+    const float *xf = j->x;
+    const uint8_t *xb = j->x;
+    float *yf = j->y;
+    uint8_t *yb = j->y;
+    int64_t *idx = j->idx;
+    int64_t in_sz = eng_nn_prod(g->in);
+    const int64_t *d = g->dilation;
+    int64_t o = begin * eng_nn_prod(g->out);
+    for (int64_t pl = begin; pl < end; pl++)
+        for (int64_t od = 0; od < g->out[0]; od++) {
+            window_t wd = window_at(g, 0, od, 0, g->in[0]);
+            for (int64_t oh = 0; oh < g->out[1]; oh++) {
+                window_t wh = window_at(g, 1, oh, 0, g->in[1]);
+                for (int64_t ow = 0; ow < g->out[2]; ow++, o++) {
+                    window_t ww = window_at(g, 2, ow, 0, g->in[2]);
                     float best = -INFINITY;
                     int64_t best_at = -1;
                     for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++) {
                         int64_t id = wd.start + kd * d[0];
                         for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
                             int64_t ih = wh.start + kh * d[1];
-                            int64_t row = (id * g.in[1] + ih) * g.in[2];
+                            int64_t row = (id * g->in[1] + ih) * g->in[2];
                             for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++) {
                                 int64_t iw = ww.start + kw * d[2];
                                 float v = u8 ? (float)xb[pl * in_sz + row + iw]
                                              : xf[pl * in_sz + row + iw];
                                 if (v > best || best_at < 0) {
                                     best = v;
-                                    best_at = col_major ? id + ih * g.in[0] + iw * g.in[0] * g.in[1]
+                                    best_at = col_major ? id + ih * g->in[0] +
+                                                              iw * g->in[0] * g->in[1]
                                                         : row + iw;
                                 }
                             }
@@ -331,6 +402,25 @@ static int maxpool_run(eng_op_ctx_t *c)
                 }
             }
         }
+}
+
+/* MaxPool (float or uint8) with the optional Indices output (flat indices
+ * into X, spatial part in storage_order). On error (geometry) nothing is
+ * written. */
+static int maxpool_run(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g;
+    int rc = eng_nn_geom(c, ENG_NN_POOL, &g);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0];
+    eng_tensor_t *it = c->n_outputs > 1 ? c->outputs[1] : NULL;
+    pool_job_t j = {.g = &g, .x = xt->data, .y = c->outputs[0]->data,
+                    .idx = it ? it->data : NULL, .u8 = xt->dtype == ENG_DT_UINT8,
+                    .col_major = eng_attr_i(c->node, "storage_order", 0) == 1};
+    eng_parallel_for(c->n_threads, g.batch * g.in_channels,
+                     eng_parallel_grain(eng_nn_prod(g.out) * eng_nn_prod(g.kernel)),
+                     maxpool_planes, &j);
     return 0;
 }
 
@@ -340,30 +430,27 @@ static int64_t taps_between(const eng_nn_geom_t *g, int i, int64_t o, int64_t lo
     return w.k_end - w.k_begin;
 }
 
-/* AveragePool. On error (geometry) Y is untouched. */
-static int avgpool_run(eng_op_ctx_t *c)
+/* AveragePool over the (image, channel) planes [begin, end). Cannot fail. */
+static void avgpool_planes(void *arg, int64_t begin, int64_t end)
 {
-    eng_nn_geom_t g;
-    int rc = eng_nn_geom(c, ENG_NN_POOL, &g);
-    if (rc)
-        return rc;
-    bool include_pad = eng_attr_i(c->node, "count_include_pad", 0) != 0;
-    const float *x = c->inputs[0]->data;
-    float *y = c->outputs[0]->data;
-    int64_t in_sz = eng_nn_prod(g.in), planes = g.batch * g.in_channels;
-    const int64_t *d = g.dilation;
-    for (int64_t pl = 0; pl < planes; pl++, x += in_sz)
-        for (int64_t od = 0; od < g.out[0]; od++) {
-            window_t wd = window_at(&g, 0, od, 0, g.in[0]);
-            for (int64_t oh = 0; oh < g.out[1]; oh++) {
-                window_t wh = window_at(&g, 1, oh, 0, g.in[1]);
-                for (int64_t ow = 0; ow < g.out[2]; ow++) {
-                    window_t ww = window_at(&g, 2, ow, 0, g.in[2]);
+    const pool_job_t *j = arg;
+    const eng_nn_geom_t *g = j->g;
+    int64_t in_sz = eng_nn_prod(g->in);
+    const int64_t *d = g->dilation;
+    float *y = (float *)j->y + begin * eng_nn_prod(g->out);
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *x = (const float *)j->x + pl * in_sz;
+        for (int64_t od = 0; od < g->out[0]; od++) {
+            window_t wd = window_at(g, 0, od, 0, g->in[0]);
+            for (int64_t oh = 0; oh < g->out[1]; oh++) {
+                window_t wh = window_at(g, 1, oh, 0, g->in[1]);
+                for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                    window_t ww = window_at(g, 2, ow, 0, g->in[2]);
                     double sum = 0;
                     for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
                         for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
-                            const float *row = x + ((wd.start + kd * d[0]) * g.in[1] +
-                                                    wh.start + kh * d[1]) * g.in[2];
+                            const float *row = x + ((wd.start + kd * d[0]) * g->in[1] +
+                                                    wh.start + kh * d[1]) * g->in[2];
                             for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++)
                                 sum += row[ww.start + kw * d[2]];
                         }
@@ -371,34 +458,84 @@ static int avgpool_run(eng_op_ctx_t *c)
                      * taps beyond it (ceil_mode's overhang) do not. */
                     int64_t count = (wd.k_end - wd.k_begin) * (wh.k_end - wh.k_begin) *
                                     (ww.k_end - ww.k_begin);
-                    if (include_pad) {
+                    if (j->include_pad) {
                         count = 1;
                         for (int i = 0; i < ENG_NN_DIMS; i++)
-                            count *= taps_between(&g, i, i == 0 ? od : i == 1 ? oh : ow,
-                                                  -g.pad_begin[i], g.in[i] + g.pad_end[i]);
+                            count *= taps_between(g, i, i == 0 ? od : i == 1 ? oh : ow,
+                                                  -g->pad_begin[i], g->in[i] + g->pad_end[i]);
                     }
                     *y++ = count > 0 ? (float)(sum / (double)count) : 0.0f;
                 }
             }
         }
+    }
+}
+
+/* AveragePool. On error (geometry) Y is untouched. */
+static int avgpool_run(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g;
+    int rc = eng_nn_geom(c, ENG_NN_POOL, &g);
+    if (rc)
+        return rc;
+    pool_job_t j = {.g = &g, .x = c->inputs[0]->data, .y = c->outputs[0]->data,
+                    .include_pad = eng_attr_i(c->node, "count_include_pad", 0) != 0};
+    eng_parallel_for(c->n_threads, g.batch * g.in_channels,
+                     eng_parallel_grain(eng_nn_prod(g.out) * eng_nn_prod(g.kernel)),
+                     avgpool_planes, &j);
     return 0;
 }
 
-/* GlobalAveragePool / GlobalMaxPool, accumulating in double. Cannot fail. */
+/* A per-plane op over X [N, C, plane...]: the parameters each of them reads. */
+typedef struct plane_job {
+    const float *x;
+    float *y;
+    int64_t channels, plane;
+    bool max;                           /* GlobalMaxPool (else GlobalAveragePool) */
+    const float *scale, *bias, *mean, *var; /* BatchNormalization (scale, bias: also
+                                             * InstanceNormalization) */
+    double eps;
+    int64_t size;                       /* LRN */
+    double alpha, beta, lrn_bias;       /* LRN */
+} plane_job_t;
+
+static void global_pool_planes(void *arg, int64_t begin, int64_t end)
+{
+    const plane_job_t *j = arg;
+    const bool max = j->max;
+    for (int64_t p = begin; p < end; p++) {
+        const float *x = j->x + p * j->plane;
+        double acc = max ? -INFINITY : 0.0;
+        for (int64_t i = 0; i < j->plane; i++)
+            acc = max ? (x[i] > acc ? x[i] : acc) : acc + x[i];
+        j->y[p] = (float)(max ? acc : acc / (double)j->plane);
+    }
+}
+
+/* GlobalAveragePool / GlobalMaxPool, accumulating in double (each plane
+ * within one chunk). Cannot fail. */
 static int global_pool_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
-    bool max = strcmp(c->node->op_type, "GlobalMaxPool") == 0;
-    int64_t planes = xt->shape.dims[0] * xt->shape.dims[1], plane = dims_from(&xt->shape, 2);
-    const float *x = xt->data;
-    float *y = c->outputs[0]->data;
-    for (int64_t p = 0; p < planes; p++, x += plane) {
-        double acc = max ? -INFINITY : 0.0;
-        for (int64_t i = 0; i < plane; i++)
-            acc = max ? (x[i] > acc ? x[i] : acc) : acc + x[i];
-        y[p] = (float)(max ? acc : acc / (double)plane);
-    }
+    plane_job_t j = {.x = xt->data, .y = c->outputs[0]->data, .plane = dims_from(&xt->shape, 2),
+                     .max = strcmp(c->node->op_type, "GlobalMaxPool") == 0};
+    eng_parallel_for(c->n_threads, xt->shape.dims[0] * xt->shape.dims[1],
+                     eng_parallel_grain(j.plane), global_pool_planes, &j);
     return 0;
+}
+
+static void batchnorm_planes(void *arg, int64_t begin, int64_t end)
+{
+    const plane_job_t *j = arg;
+    const float eps = (float)j->eps;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t k = p % j->channels;
+        const float *x = j->x + p * j->plane;
+        float *y = j->y + p * j->plane;
+        float mul = j->scale[k] / sqrtf(j->var[k] + eps), add = j->bias[k] - j->mean[k] * mul;
+        for (int64_t i = 0; i < j->plane; i++)
+            y[i] = x[i] * mul + add;
+    }
 }
 
 /* BatchNormalization in inference mode. Y may alias X (inplace_input 0):
@@ -406,21 +543,12 @@ static int global_pool_run(eng_op_ctx_t *c)
 static int batchnorm_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
-    const float *scale = c->inputs[1]->data, *bias = c->inputs[2]->data;
-    const float *mean = c->inputs[3]->data, *var = c->inputs[4]->data;
-    float eps = eng_attr_f(c->node, "epsilon", 1e-5f);
-    int64_t n = xt->shape.dims[0], ch = xt->shape.dims[1];
-    int64_t plane = dims_from(&xt->shape, 2);
-    const float *x = xt->data;
-    float *y = c->outputs[0]->data;
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t k = 0; k < ch; k++) {
-            float mul = scale[k] / sqrtf(var[k] + eps), add = bias[k] - mean[k] * mul;
-            for (int64_t i = 0; i < plane; i++)
-                y[i] = x[i] * mul + add;
-            x += plane;
-            y += plane;
-        }
+    plane_job_t j = {.x = xt->data, .y = c->outputs[0]->data, .channels = xt->shape.dims[1],
+                     .plane = dims_from(&xt->shape, 2), .scale = c->inputs[1]->data,
+                     .bias = c->inputs[2]->data, .mean = c->inputs[3]->data,
+                     .var = c->inputs[4]->data, .eps = eng_attr_f(c->node, "epsilon", 1e-5f)};
+    eng_parallel_for(c->n_threads, xt->shape.dims[0] * j.channels, eng_parallel_grain(j.plane),
+                     batchnorm_planes, &j);
     return 0;
 }
 
@@ -437,27 +565,31 @@ static void moments(const float *x, int64_t n, double eps, double *mean, double 
     *inv_std = 1.0 / sqrt((n ? sq / (double)n : 0) + eps);
 }
 
+static void instancenorm_planes(void *arg, int64_t begin, int64_t end)
+{
+    const plane_job_t *j = arg;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t k = p % j->channels;
+        const float *x = j->x + p * j->plane;
+        float *y = j->y + p * j->plane;
+        double mean, inv_std;
+        moments(x, j->plane, j->eps, &mean, &inv_std);
+        double mul = j->scale[k] * inv_std;
+        for (int64_t i = 0; i < j->plane; i++)
+            y[i] = (float)((x[i] - mean) * mul + j->bias[k]);
+    }
+}
+
 /* InstanceNormalization; Y may alias X (each plane's moments are taken
- * before it is written). Cannot fail. */
+ * before it is written, within one chunk). Cannot fail. */
 static int instancenorm_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
-    const float *scale = c->inputs[1]->data, *bias = c->inputs[2]->data;
-    double eps = eng_attr_f(c->node, "epsilon", 1e-5f);
-    int64_t n = xt->shape.dims[0], ch = xt->shape.dims[1];
-    int64_t plane = dims_from(&xt->shape, 2);
-    const float *x = xt->data;
-    float *y = c->outputs[0]->data;
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t k = 0; k < ch; k++) {
-            double mean, inv_std;
-            moments(x, plane, eps, &mean, &inv_std);
-            double mul = scale[k] * inv_std;
-            for (int64_t i = 0; i < plane; i++)
-                y[i] = (float)((x[i] - mean) * mul + bias[k]);
-            x += plane;
-            y += plane;
-        }
+    plane_job_t j = {.x = xt->data, .y = c->outputs[0]->data, .channels = xt->shape.dims[1],
+                     .plane = dims_from(&xt->shape, 2), .scale = c->inputs[1]->data,
+                     .bias = c->inputs[2]->data, .eps = eng_attr_f(c->node, "epsilon", 1e-5f)};
+    eng_parallel_for(c->n_threads, xt->shape.dims[0] * j.channels,
+                     eng_parallel_grain(3 * j.plane), instancenorm_planes, &j);
     return 0;
 }
 
@@ -498,9 +630,36 @@ static size_t layernorm_scratch_bytes(const eng_op_ctx_t *c)
     return 2 * (size_t)dims_from(&c->inputs[0]->shape, layernorm_axis(c)) * sizeof(float);
 }
 
+/* LayerNormalization's rows: X, Y, the expanded scale and bias, the
+ * optional statistics outputs. */
+typedef struct layernorm_job {
+    const float *x, *scale, *bias;
+    float *y, *mean_out, *inv_out;
+    int64_t cols;
+    double eps;
+} layernorm_job_t;
+
+static void layernorm_rows(void *arg, int64_t begin, int64_t end)
+{
+    const layernorm_job_t *j = arg;
+    const int64_t cols = j->cols;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = j->x + r * cols;
+        float *y = j->y + r * cols;
+        double mean, inv_std;
+        moments(x, cols, j->eps, &mean, &inv_std);
+        for (int64_t k = 0; k < cols; k++)
+            y[k] = (float)((x[k] - mean) * inv_std * j->scale[k] + j->bias[k]);
+        if (j->mean_out)
+            j->mean_out[r] = (float)mean;
+        if (j->inv_out)
+            j->inv_out[r] = (float)inv_std;
+    }
+}
+
 /* LayerNormalization with the optional Mean and InvStdDev outputs. Y may
- * alias X: each row's statistics are taken before the row is written. On
- * error (scratch too small) no output is written. */
+ * alias X: each row's statistics are taken before the row is written, within
+ * one chunk. On error (scratch too small) no output is written. */
 static int layernorm_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
@@ -517,49 +676,50 @@ static int layernorm_run(eng_op_ctx_t *c)
         expand_tail(c->inputs[2], &xt->shape, axis, bias);
     else
         memset(bias, 0, (size_t)cols * sizeof *bias);
-    float *mean_out = c->n_outputs > 1 && c->outputs[1] ? c->outputs[1]->data : NULL;
-    float *inv_out = c->n_outputs > 2 && c->outputs[2] ? c->outputs[2]->data : NULL;
-    double eps = eng_attr_f(c->node, "epsilon", 1e-5f);
-    const float *x = xt->data;
-    float *y = c->outputs[0]->data;
-    for (int64_t r = 0; r < rows; r++, x += cols, y += cols) {
-        double mean, inv_std;
-        moments(x, cols, eps, &mean, &inv_std);
-        for (int64_t j = 0; j < cols; j++)
-            y[j] = (float)((x[j] - mean) * inv_std * scale[j] + bias[j]);
-        if (mean_out)
-            mean_out[r] = (float)mean;
-        if (inv_out)
-            inv_out[r] = (float)inv_std;
-    }
+    layernorm_job_t j = {
+        .x = xt->data, .scale = scale, .bias = bias, .y = c->outputs[0]->data,
+        .mean_out = c->n_outputs > 1 && c->outputs[1] ? c->outputs[1]->data : NULL,
+        .inv_out = c->n_outputs > 2 && c->outputs[2] ? c->outputs[2]->data : NULL,
+        .cols = cols, .eps = eng_attr_f(c->node, "epsilon", 1e-5f)};
+    eng_parallel_for(c->n_threads, rows, eng_parallel_grain(4 * cols), layernorm_rows, &j);
     return 0;
+}
+
+/* LRN over the (image, channel) planes [begin, end): each reads its
+ * neighbouring channels of X, writes only its own plane of Y. */
+static void lrn_planes(void *arg, int64_t begin, int64_t end)
+{
+    const plane_job_t *j = arg;
+    const int64_t ch = j->channels, plane = j->plane, size = j->size;
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t b = p / ch, k = p % ch;
+        int64_t lo = k - before < 0 ? 0 : k - before;
+        int64_t hi = k + after >= ch ? ch - 1 : k + after;
+        const float *xb = j->x + b * ch * plane;
+        float *yk = j->y + p * plane;
+        for (int64_t i = 0; i < plane; i++) {
+            double sq = 0;
+            for (int64_t m = lo; m <= hi; m++)
+                sq += (double)xb[m * plane + i] * xb[m * plane + i];
+            yk[i] = (float)(xb[k * plane + i] /
+                            pow(j->lrn_bias + j->alpha / (double)size * sq, j->beta));
+        }
+    }
 }
 
 /* LRN across channels. Cannot fail. */
 static int lrn_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
-    int64_t size = eng_attr_i(c->node, "size", 1);
-    double alpha = eng_attr_f(c->node, "alpha", 1e-4f), beta = eng_attr_f(c->node, "beta", 0.75f);
-    double bias = eng_attr_f(c->node, "bias", 1.0f);
-    int64_t n = xt->shape.dims[0], ch = xt->shape.dims[1];
-    int64_t plane = dims_from(&xt->shape, 2);
-    int64_t before = (size - 1) / 2, after = size - 1 - before;
-    const float *x = xt->data;
-    float *y = c->outputs[0]->data;
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t k = 0; k < ch; k++) {
-            int64_t lo = k - before < 0 ? 0 : k - before;
-            int64_t hi = k + after >= ch ? ch - 1 : k + after;
-            const float *xb = x + b * ch * plane;
-            float *yk = y + (b * ch + k) * plane;
-            for (int64_t i = 0; i < plane; i++) {
-                double sq = 0;
-                for (int64_t j = lo; j <= hi; j++)
-                    sq += (double)xb[j * plane + i] * xb[j * plane + i];
-                yk[i] = (float)(xb[k * plane + i] / pow(bias + alpha / (double)size * sq, beta));
-            }
-        }
+    plane_job_t j = {.x = xt->data, .y = c->outputs[0]->data, .channels = xt->shape.dims[1],
+                     .plane = dims_from(&xt->shape, 2), .size = eng_attr_i(c->node, "size", 1),
+                     .alpha = eng_attr_f(c->node, "alpha", 1e-4f),
+                     .beta = eng_attr_f(c->node, "beta", 0.75f),
+                     .lrn_bias = eng_attr_f(c->node, "bias", 1.0f)};
+    /* pow dominates: a few tens of operations per element. */
+    eng_parallel_for(c->n_threads, xt->shape.dims[0] * j.channels,
+                     eng_parallel_grain(j.plane * (j.size + 40)), lrn_planes, &j);
     return 0;
 }
 

@@ -13,12 +13,16 @@
  * products wrap (computed unsigned), as numpy's do.
  *
  * The axis ops (ArgMax/ArgMin, Softmax/LogSoftmax, CumSum) view their input
- * as [outer, n, inner] and walk the axis with stride `inner`. */
+ * as [outer, n, inner] and walk the axis with stride `inner`. Softmax
+ * splits its outer * inner independent lines over ctx->n_threads threads;
+ * each line's max and sum are taken within one chunk, so results do not
+ * depend on the thread count. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/cpu/parallel.h"
 #include "engine/ops/reduce_impl.h"
 
 /* ---- Reduce* ------------------------------------------------------------ */
@@ -231,35 +235,47 @@ static int arg_run(eng_op_ctx_t *c)
 
 /* ---- Softmax / LogSoftmax ----------------------------------------------- */
 
-/* Normalises x[o, :, i] for every o, i, shifting by the max first so large
- * inputs do not overflow expf. Cannot fail. */
-static void softmax_f32(const float *restrict x, float *restrict y, int64_t outer, int64_t n,
-                        int64_t inner, bool log_out)
+/* A Softmax's operands and its [outer, n, inner] view. */
+typedef struct softmax_job {
+    const float *x;
+    float *y;
+    int64_t n, inner;
+    bool log_out;
+} softmax_job_t;
+
+/* Normalises the lines x[o, :, i] with o * inner + i in [begin, end),
+ * shifting by the max first so large inputs do not overflow expf. Cannot
+ * fail. */
+static void softmax_lines(void *arg, int64_t begin, int64_t end)
 {
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t i = 0; i < inner; i++) {
-            const float *xs = x + o * n * inner + i;
-            float *ys = y + o * n * inner + i;
-            float max = -INFINITY;
+    const softmax_job_t *jb = arg;
+    const float *restrict x = jb->x;
+    float *restrict y = jb->y;
+    const int64_t n = jb->n, inner = jb->inner;
+    const bool log_out = jb->log_out;
+    for (int64_t line = begin; line < end; line++) {
+        const int64_t o = line / inner, i = line % inner;
+        const float *xs = x + o * n * inner + i;
+        float *ys = y + o * n * inner + i;
+        float max = -INFINITY;
+        for (int64_t j = 0; j < n; j++)
+            max = fmaxf(max, xs[j * inner]);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            float e = expf(xs[j * inner] - max);
+            ys[j * inner] = e;
+            sum += e;
+        }
+        if (log_out) {
+            /* (x - max) first: max + log(sum) would round away the
+             * small part when the inputs are large. */
+            float log_sum = logf(sum);
             for (int64_t j = 0; j < n; j++)
-                max = fmaxf(max, xs[j * inner]);
-            float sum = 0.0f;
-            for (int64_t j = 0; j < n; j++) {
-                float e = expf(xs[j * inner] - max);
-                ys[j * inner] = e;
-                sum += e;
-            }
-            if (log_out) {
-                /* (x - max) first: max + log(sum) would round away the
-                 * small part when the inputs are large. */
-                float log_sum = logf(sum);
-                for (int64_t j = 0; j < n; j++)
-                    ys[j * inner] = (xs[j * inner] - max) - log_sum;
-            } else {
-                float inv = 1.0f / sum;
-                for (int64_t j = 0; j < n; j++)
-                    ys[j * inner] *= inv;
-            }
+                ys[j * inner] = (xs[j * inner] - max) - log_sum;
+        } else {
+            float inv = 1.0f / sum;
+            for (int64_t j = 0; j < n; j++)
+                ys[j * inner] *= inv;
         }
     }
 }
@@ -273,8 +289,10 @@ static int softmax_run(eng_op_ctx_t *c)
         return rc;
     int64_t outer, n, inner;
     eng_axis_extent(&c->inputs[0]->shape, axis, flatten_tail, &outer, &n, &inner);
-    softmax_f32(c->inputs[0]->data, c->outputs[0]->data, outer, n, inner,
-                strcmp(c->node->op_type, "LogSoftmax") == 0);
+    softmax_job_t j = {c->inputs[0]->data, c->outputs[0]->data, n, inner,
+                       strcmp(c->node->op_type, "LogSoftmax") == 0};
+    /* expf dominates: some tens of operations per element. */
+    eng_parallel_for(c->n_threads, outer * inner, eng_parallel_grain(n * 30), softmax_lines, &j);
     return 0;
 }
 

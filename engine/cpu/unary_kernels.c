@@ -1,13 +1,16 @@
 /* unary_kernels.c -- CPU kernels of the unary ops: one loop per op and dtype
  * over the flat element range. Input and output have one shape and may share
  * memory (the planner runs these ops in place), so every loop reads element i
- * before it writes element i and nothing else. */
+ * before it writes element i and nothing else. Large ranges are split over
+ * ctx->n_threads threads at multiples of 16 elements, so every element goes
+ * through the same (vector or scalar) code as in one thread. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
+#include "engine/cpu/parallel.h"
 #include "engine/op.h"
 
 /* Input 0, output 0 and their common element count. 0, or FS_EINVAL when one
@@ -38,6 +41,46 @@ typedef struct unary_attrs {
 
 typedef void (*float_row_fn)(const float *xs, float *ys, int64_t n, const unary_attrs_t *a);
 
+/* A row over n elements of any dtype (the ops over several dtypes). */
+typedef void (*typed_row_fn)(const void *xs, void *ys, int64_t n, const void *arg);
+
+/* Elements per parallel unit: EW_LOOP's block, so a split never moves an
+ * element from the vector loop to the scalar tail. */
+#define UNARY_UNIT 16
+
+/* One row over a flat range, run on sub-ranges: exactly one of frow (float
+ * ops, farg) and trow (typed ops, targ) is set. */
+typedef struct unary_job {
+    float_row_fn frow;
+    const unary_attrs_t *farg;
+    typed_row_fn trow;
+    const void *targ;
+    const char *xs;
+    char *ys;
+    size_t x_size, y_size;  /* element sizes */
+    int64_t n;              /* elements */
+} unary_job_t;
+
+static void unary_units(void *arg, int64_t begin, int64_t end)
+{
+    const unary_job_t *j = arg;
+    int64_t lo = begin * UNARY_UNIT, hi = end * UNARY_UNIT < j->n ? end * UNARY_UNIT : j->n;
+    const char *xs = j->xs + (size_t)lo * j->x_size;
+    char *ys = j->ys + (size_t)lo * j->y_size;
+    if (j->frow)
+        j->frow((const float *)xs, (float *)ys, hi - lo, j->farg);
+    else
+        j->trow(xs, ys, hi - lo, j->targ);
+}
+
+/* Runs j's row over its n elements, split over up to n_threads threads when
+ * n is large (ranges start at multiples of UNARY_UNIT). Cannot fail. */
+static void unary_apply(int n_threads, const unary_job_t *j)
+{
+    eng_parallel_for(n_threads, (j->n + UNARY_UNIT - 1) / UNARY_UNIT,
+                     eng_parallel_grain(4 * UNARY_UNIT), unary_units, (void *)j);
+}
+
 /* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP with output untouched. */
 static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
 {
@@ -49,7 +92,9 @@ static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
         return rc;
     if (x->dtype != ENG_DT_FLOAT || y->dtype != ENG_DT_FLOAT)
         return dtype_err(c, x->dtype != ENG_DT_FLOAT ? x->dtype : y->dtype);
-    row(x->data, y->data, n, a);
+    const unary_job_t j = {.frow = row, .farg = a, .xs = x->data, .ys = y->data,
+                           .x_size = sizeof(float), .y_size = sizeof(float), .n = n};
+    unary_apply(c->n_threads, &j);
     return 0;
 }
 
@@ -156,8 +201,6 @@ static const eng_cpu_kernel_t gelu_kernel = {.op_type = "Gelu", .run = gelu_run}
 
 /* --- ops over several dtypes --------------------------------------------------- */
 
-typedef void (*typed_row_fn)(const void *xs, void *ys, int64_t n, const void *arg);
-
 typedef struct typed_row {
     eng_dtype_t dtype;
     typed_row_fn fn;
@@ -181,7 +224,10 @@ static int run_typed(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
             if (y->dtype != x->dtype)
                 return eng_op_err(c, FS_EINVAL, "output dtype %s differs from input dtype %s",
                                   eng_dtype_name(y->dtype), eng_dtype_name(x->dtype));
-            r->fn(x->data, y->data, n, arg);
+            size_t es = eng_dtype_size(x->dtype);
+            const unary_job_t j = {.trow = r->fn, .targ = arg, .xs = x->data, .ys = y->data,
+                                   .x_size = es, .y_size = es, .n = n};
+            unary_apply(c->n_threads, &j);
             return 0;
         }
     return dtype_err(c, x->dtype);

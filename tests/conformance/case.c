@@ -392,11 +392,33 @@ done:
     eng_tensor_free(expected);
 }
 
+/* The engine threads a case runs with: $FLATSERVE_THREADS when set (an
+ * integer in 1..1024), else 1. 0, or -1 with the case failed (the message
+ * quotes the bad value). */
+static int model_threads(conf_result_t *r, int *out)
+{
+    const char *env = getenv("FLATSERVE_THREADS");
+    *out = 1;
+    if (!env)
+        return 0;
+    char *end = NULL;
+    long v = strtol(env, &end, 10);
+    if (end == env || *end || v < 1 || v > 1024) {
+        result_set(r, CONF_FAIL, "FLATSERVE_THREADS='%s' is not an integer in 1..1024", env);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 /* Loads and runs the model over `cache`, recording the outcome. */
 static void model_run(const conf_case_t *c, alloc_cache_t *cache, const conf_tolerance_t *tol,
                       conf_result_t *r)
 {
-    eng_model_config_t cfg = {.name = c->name, .cache = cache, .n_threads = 1};
+    int n_threads;
+    if (model_threads(r, &n_threads) != 0)
+        return;
+    eng_model_config_t cfg = {.name = c->name, .cache = cache, .n_threads = n_threads};
     eng_model_t *m = NULL;
     int rc = eng_model_load(c->model_path, &cfg, &m);
     if (rc < 0) {
