@@ -317,13 +317,11 @@ static int check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
  * the output is untouched on error. */
 static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_dt)
 {
-    eng_op_ctx_t lc;
-    const eng_tensor_t *ins[2];
-    eng_tensor_t view;
-    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    eng_binary_legacy_t lg;
+    int rc = eng_binary_legacy_ctx(oc, &lg);
     if (rc)
         return rc;
-    eng_op_ctx_t *c = &lc;
+    eng_op_ctx_t *c = &lg.ctx;
     rc = check_io(c, 2, out_dt);
     if (rc)
         return rc;
@@ -441,13 +439,11 @@ static void pow_mixed(char *const *p, const int64_t *s, int64_t n, const void *a
 
 static int pow_run(eng_op_ctx_t *oc)
 {
-    eng_op_ctx_t lc;
-    const eng_tensor_t *ins[2];
-    eng_tensor_t view;
-    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    eng_binary_legacy_t lg;
+    int rc = eng_binary_legacy_ctx(oc, &lg);
     if (rc)
         return rc;
-    eng_op_ctx_t *c = &lc;
+    eng_op_ctx_t *c = &lg.ctx;
     const eng_tensor_t *a = eng_ctx_in(c, 0), *b = eng_ctx_in(c, 1);
     eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
     if (!a || !b || !y)

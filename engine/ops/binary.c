@@ -75,9 +75,11 @@ static int same_dtype(const eng_op_ctx_t *c, int first, const eng_dtype_t *allow
     return 0;
 }
 
-int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_op_ctx_t *out, const eng_tensor_t **ins,
-                          eng_tensor_t *view)
+int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *lg)
 {
+    eng_op_ctx_t *out = &lg->ctx;
+    const eng_tensor_t **ins = lg->ins;
+    eng_tensor_t *view = &lg->view;
     *out = *c;
     if (c->opset >= 7 || c->n_inputs != 2 || !c->inputs[0] || !c->inputs[1])
         return 0;
@@ -127,15 +129,13 @@ static int infer_elementwise(eng_op_ctx_t *oc, int min_in, int max_in, const eng
     if (oc->n_inputs < min_in || oc->n_inputs > max_in)
         return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected %d to %d", oc->n_inputs, min_in,
                           max_in);
-    eng_op_ctx_t lc;
-    const eng_tensor_t *ins[2];
-    eng_tensor_t view;
+    eng_binary_legacy_t lg;
     eng_op_ctx_t *c = oc;
     if (max_in == 2) {
-        int lrc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+        int lrc = eng_binary_legacy_ctx(oc, &lg);
         if (lrc)
             return lrc;
-        c = &lc;
+        c = &lg.ctx;
     }
     int rc = same_dtype(c, 0, allowed);
     eng_shape_t shape;
@@ -183,13 +183,11 @@ static int infer_pow(eng_op_ctx_t *oc)
 {
     if (oc->n_inputs != 2)
         return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected 2", oc->n_inputs);
-    eng_op_ctx_t lc;
-    const eng_tensor_t *ins[2];
-    eng_tensor_t view;
-    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    eng_binary_legacy_t lg;
+    int rc = eng_binary_legacy_ctx(oc, &lg);
     if (rc)
         return rc;
-    eng_op_ctx_t *c = &lc;
+    eng_op_ctx_t *c = &lg.ctx;
     rc = eng_op_require_dtype(c, 0, dt_pow_base);
     if (rc == 0)
         rc = eng_op_require_dtype(c, 1, dt_numeric);
@@ -231,13 +229,11 @@ static int infer_prelu(eng_op_ctx_t *oc)
 {
     if (oc->n_inputs != 2)
         return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected 2", oc->n_inputs);
-    eng_op_ctx_t lc;
-    const eng_tensor_t *ins[2];
-    eng_tensor_t view;
-    int rc = eng_binary_legacy_ctx(oc, &lc, ins, &view);
+    eng_binary_legacy_t lg;
+    int rc = eng_binary_legacy_ctx(oc, &lg);
     if (rc)
         return rc;
-    eng_op_ctx_t *c = &lc;
+    eng_op_ctx_t *c = &lg.ctx;
     eng_shape_t shape;
     rc = same_dtype(c, 0, dt_prelu);
     if (rc == 0)

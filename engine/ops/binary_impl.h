@@ -17,13 +17,19 @@
 extern "C" {
 #endif
 
-/* A copy of `c` whose input 1 is seen as numpy broadcasting needs it under
- * the model's opset. `ins` (2 entries) and `view` are the caller's storage
- * for the copy. At opset >= 7, or with fewer than two inputs, *out is `c`'s
- * inputs as they are. 0, or FS_EINVAL naming the shapes that do not match
- * the legacy rules. */
-int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_op_ctx_t *out, const eng_tensor_t **ins,
-                          eng_tensor_t *view);
+/* A copy of a context whose input 1 is seen as numpy broadcasting needs
+ * it under the model's opset. Self-referencing: use it where it was
+ * filled, never copy it. */
+typedef struct eng_binary_legacy {
+    eng_op_ctx_t ctx;            /* inputs point at `ins` */
+    const eng_tensor_t *ins[2];
+    eng_tensor_t view;           /* input 1 reshaped, when it had to be */
+} eng_binary_legacy_t;
+
+/* Fills *out from `c`. At opset >= 7, or with fewer than two inputs,
+ * out->ctx is `c` as it is. 0, or FS_EINVAL naming the shapes that do not
+ * match the legacy rules. */
+int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *out);
 
 #ifdef __cplusplus
 }
