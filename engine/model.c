@@ -194,22 +194,26 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
             m->plans->prev = e;
         m->plans = e;
         e->users++;
-        /* Evict least recently used idle plans over the bound. */
-        plan_entry_t *tail = m->plans;
-        while (tail->next)
-            tail = tail->next;
-        while (m->n_plans > m->max_plans && tail) {
-            plan_entry_t *prev = tail->prev;
-            if (tail->users == 0) {
-                if (prev)
-                    prev->next = NULL;
+        /* Evict least recently used idle plans over the bound; plans in use
+         * stay (the bound is exceeded until they are released and a later
+         * acquire comes by). */
+        plan_entry_t *t = m->plans;
+        while (t->next)
+            t = t->next;
+        while (m->n_plans > m->max_plans && t) {
+            plan_entry_t *prev = t->prev;
+            if (t->users == 0) {
+                if (t->prev)
+                    t->prev->next = t->next;
                 else
-                    m->plans = NULL;
-                eng_plan_destroy(tail->plan);
-                free(tail);
+                    m->plans = t->next;
+                if (t->next)
+                    t->next->prev = t->prev;
+                eng_plan_destroy(t->plan);
+                free(t);
                 m->n_plans--;
             }
-            tail = prev;
+            t = prev;
         }
         *out = e;
     }
