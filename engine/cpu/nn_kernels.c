@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/parallel.h"
 #include "engine/ops/nn_impl.h"
 
@@ -210,8 +211,23 @@ typedef struct depthwise_job {
     float *y;
 } depthwise_job_t;
 
-/* Depthwise Conv by direct summation over each output pixel's window, for
- * the (image, channel) planes [begin, end). Cannot fail. */
+/* The output columns [*lo, *hi) whose input column ow * stride + off lies
+ * in [0, in): where a kernel column contributes along a row. */
+static void tap_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo,
+                      int64_t *hi)
+{
+    *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    *hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
+    if (*hi > out)
+        *hi = out;
+}
+
+/* Depthwise Conv for the (image, channel) planes [begin, end), tap by tap:
+ * each output row starts at the bias, and every kernel tap adds its weight
+ * times a shifted input row, so the innermost loop runs along the output
+ * row (contiguous at stride 1, and vectorised). Each output still sums its
+ * taps in (kd, kh, kw) order, so the results equal a per-pixel loop's and
+ * do not depend on the thread count. Cannot fail. */
 static void conv_depthwise_planes(void *arg, int64_t begin, int64_t end)
 {
     const depthwise_job_t *j = arg;
@@ -219,28 +235,38 @@ static void conv_depthwise_planes(void *arg, int64_t begin, int64_t end)
     const float *w = j->w, *bias = j->bias;
     int64_t in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out), taps = eng_nn_prod(g->kernel);
     const int64_t *k = g->kernel, *d = g->dilation;
+    int64_t s2 = g->stride[2];
     for (int64_t pl = begin; pl < end; pl++) {
         const float *x = j->x + pl * in_sz;
         float *y = j->y + pl * out_sz;
         int64_t ch = pl % g->in_channels;
         const float *wk = w + ch * taps;
+        const float b0 = bias ? bias[ch] : 0.0f;
         for (int64_t od = 0; od < g->out[0]; od++) {
             window_t wd = window_at(g, 0, od, 0, g->in[0]);
             for (int64_t oh = 0; oh < g->out[1]; oh++) {
                 window_t wh = window_at(g, 1, oh, 0, g->in[1]);
-                for (int64_t ow = 0; ow < g->out[2]; ow++) {
-                    window_t ww = window_at(g, 2, ow, 0, g->in[2]);
-                    float acc = bias ? bias[ch] : 0.0f;
-                    for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
-                        for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
-                            const float *row = x + ((wd.start + kd * d[0]) * g->in[1] +
-                                                    wh.start + kh * d[1]) * g->in[2] + ww.start;
-                            const float *wr = wk + (kd * k[1] + kh) * k[2];
-                            for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++)
-                                acc += wr[kw] * row[kw * d[2]];
+                float *yr = y + (od * g->out[1] + oh) * g->out[2];
+                EW_LOOP(g->out[2], yr[i] = b0;);
+                for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
+                    for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
+                        const float *xr =
+                            x + ((wd.start + kd * d[0]) * g->in[1] + wh.start + kh * d[1]) * g->in[2];
+                        const float *wr = wk + (kd * k[1] + kh) * k[2];
+                        for (int64_t kw = 0; kw < k[2]; kw++) {
+                            int64_t off = kw * d[2] - g->pad_begin[2], lo, hi;
+                            tap_range(off, s2, g->in[2], g->out[2], &lo, &hi);
+                            const float wv = wr[kw];
+                            if (s2 == 1) {
+                                float *yo = yr + lo;
+                                const float *xo = xr + lo + off;
+                                EW_LOOP(hi - lo, yo[i] += wv * xo[i];);
+                            } else {
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    yr[ow] += wv * xr[ow * s2 + off];
+                            }
                         }
-                    *y++ = acc;
-                }
+                    }
             }
         }
     }
