@@ -410,7 +410,8 @@ static void maxpool_planes(void *arg, int64_t begin, int64_t end)
                                 int64_t iw = ww.start + kw * d[2];
                                 float v = u8 ? (float)xb[pl * in_sz + row + iw]
                                              : xf[pl * in_sz + row + iw];
-                                if (v > best || best_at < 0) {
+                                /* A NaN wins and stays, as in numpy and PyTorch. */
+                                if (v > best || best_at < 0 || (v != v && best == best)) {
                                     best = v;
                                     best_at = col_major ? id + ih * g->in[0] +
                                                               iw * g->in[0] * g->in[1]
@@ -433,6 +434,54 @@ static void maxpool_planes(void *arg, int64_t begin, int64_t end)
 /* MaxPool (float or uint8) with the optional Indices output (flat indices
  * into X, spatial part in storage_order). On error (geometry) nothing is
  * written. */
+/* MaxPool of float planes without Indices, tap by tap like the depthwise
+ * Conv: each output row starts at -inf and every kernel tap takes the
+ * maximum with a shifted input row, the innermost loop running along the
+ * output row. Same results as maxpool_planes (a NaN wins and stays; a
+ * window with no element inside the image gives -inf). Cannot fail. */
+static void maxpool_rows_f32(void *arg, int64_t begin, int64_t end)
+{
+    const pool_job_t *j = arg;
+    const eng_nn_geom_t *g = j->g;
+    int64_t in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
+    const int64_t *d = g->dilation;
+    int64_t s2 = g->stride[2];
+    for (int64_t pl = begin; pl < end; pl++) {
+        const float *x = (const float *)j->x + pl * in_sz;
+        float *y = (float *)j->y + pl * out_sz;
+        for (int64_t od = 0; od < g->out[0]; od++) {
+            window_t wd = window_at(g, 0, od, 0, g->in[0]);
+            for (int64_t oh = 0; oh < g->out[1]; oh++) {
+                window_t wh = window_at(g, 1, oh, 0, g->in[1]);
+                float *yr = y + (od * g->out[1] + oh) * g->out[2];
+                EW_LOOP(g->out[2], yr[i] = -INFINITY;);
+                for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
+                    for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
+                        const float *xr =
+                            x + ((wd.start + kd * d[0]) * g->in[1] + wh.start + kh * d[1]) * g->in[2];
+                        for (int64_t kw = 0; kw < g->kernel[2]; kw++) {
+                            int64_t off = kw * d[2] - g->pad_begin[2], lo, hi;
+                            tap_range(off, s2, g->in[2], g->out[2], &lo, &hi);
+                            float *yo = yr + lo;
+                            if (s2 == 1) {
+                                const float *xo = xr + lo + off;
+                                EW_LOOP(hi - lo, {
+                                    float v = xo[i], cur = yo[i];
+                                    yo[i] = (v > cur || (v != v && cur == cur)) ? v : cur;
+                                });
+                            } else {
+                                for (int64_t ow = lo; ow < hi; ow++) {
+                                    float v = xr[ow * s2 + off], cur = yr[ow];
+                                    yr[ow] = (v > cur || (v != v && cur == cur)) ? v : cur;
+                                }
+                            }
+                        }
+                    }
+            }
+        }
+    }
+}
+
 static int maxpool_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
@@ -446,7 +495,7 @@ static int maxpool_run(eng_op_ctx_t *c)
                     .col_major = eng_attr_i(c->node, "storage_order", 0) == 1};
     eng_parallel_for(c->n_threads, g.batch * g.in_channels,
                      eng_parallel_grain(eng_nn_prod(g.out) * eng_nn_prod(g.kernel)),
-                     maxpool_planes, &j);
+                     j.u8 || j.idx ? maxpool_planes : maxpool_rows_f32, &j);
     return 0;
 }
 
