@@ -842,3 +842,31 @@ Test(engine_ops_nn, lrn_by_hand)
     call_free(&c);
     cr_expect_eq(call_infer(&c, "LRN", NULL, 0, in, 1, 1), FS_EINVAL, "size is required");
 }
+
+/* The row-wise float path (no Indices) and the general path (with Indices)
+ * agree on random data with pads, strides and dilations, and a NaN anywhere
+ * in a window wins, in both. */
+Test(engine_ops_nn, maxpool_fast_path_matches_the_general_one_and_propagates_nan)
+{
+    rng_state = 7;
+    float *xs = rnd_array(2 * 3 * 9 * 11);
+    xs[3 * 11 + 5] = NAN; /* plane 0, row 3, column 5: not a window's first element */
+    eng_tensor_t x = ft(xs, 4, DIMS(2, 3, 9, 11));
+    const eng_tensor_t *in[] = {&x};
+    eng_attr_t attrs[] = {INTS("kernel_shape", 3, 3), INTS("pads", 1, 2, 1, 0),
+                          INTS("strides", 2, 1), INTS("dilations", 1, 2)};
+    call_t fast, general;
+    run_ok(&fast, "MaxPool", attrs, 4, in, 1, 1, 4, DIMS(2, 3, 5, 9));
+    run_ok(&general, "MaxPool", attrs, 4, in, 1, 2, 4, DIMS(2, 3, 5, 9));
+    const float *a = fast.outs[0].data, *b = general.outs[0].data;
+    int n_nan = 0;
+    for (int i = 0; i < 2 * 3 * 5 * 9; i++) {
+        cr_expect((a[i] != a[i] && b[i] != b[i]) || a[i] == b[i], "Y[%d]: %g vs %g", i, a[i],
+                  b[i]);
+        n_nan += a[i] != a[i];
+    }
+    cr_expect_gt(n_nan, 0, "the NaN reached the windows that hold it");
+    call_free(&fast);
+    call_free(&general);
+    free(xs);
+}
