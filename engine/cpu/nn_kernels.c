@@ -58,6 +58,17 @@ static window_t window_at(const eng_nn_geom_t *g, int i, int64_t o, int64_t lo, 
     return w;
 }
 
+/* The output columns [*lo, *hi) whose input column ow * stride + off lies
+ * in [0, in): where a kernel column contributes along a row. */
+static void tap_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo,
+                      int64_t *hi)
+{
+    *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    *hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
+    if (*hi > out)
+        *hi = out;
+}
+
 /* One im2col: the image planes, the geometry, the column matrix. */
 typedef struct im2col_job {
     const float *img;
@@ -88,10 +99,20 @@ static void im2col_rows(void *arg, int64_t begin, int64_t end)
                     continue;
                 }
                 const float *src = j->img + ch * img_sz + (id * img_dims[1] + ih) * img_dims[2];
-                for (int64_t ow = 0; ow < grid[2]; ow++) {
-                    int64_t iw = ow * s[2] - p[2] + kw * d[2];
-                    dst[ow] = iw >= 0 && iw < img_dims[2] ? src[iw] : 0.0f;
-                }
+                /* Columns [lo, hi) read the image, the rest the padding. */
+                int64_t off = kw * d[2] - p[2], lo, hi;
+                tap_range(off, s[2], img_dims[2], grid[2], &lo, &hi);
+                if (hi < lo)
+                    hi = lo;
+                if (lo > grid[2])
+                    lo = hi = grid[2];
+                memset(dst, 0, (size_t)lo * sizeof *dst);
+                if (s[2] == 1)
+                    memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
+                else
+                    for (int64_t ow = lo; ow < hi; ow++)
+                        dst[ow] = src[ow * s[2] + off];
+                memset(dst + hi, 0, (size_t)(grid[2] - hi) * sizeof *dst);
             }
         }
     }
@@ -211,17 +232,6 @@ typedef struct depthwise_job {
     const float *x, *w, *bias;
     float *y;
 } depthwise_job_t;
-
-/* The output columns [*lo, *hi) whose input column ow * stride + off lies
- * in [0, in): where a kernel column contributes along a row. */
-static void tap_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo,
-                      int64_t *hi)
-{
-    *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    *hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
-    if (*hi > out)
-        *hi = out;
-}
 
 /* Depthwise Conv for the (image, channel) planes [begin, end), tap by tap:
  * each output row starts at the bias, and every kernel tap adds its weight
