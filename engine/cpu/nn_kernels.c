@@ -196,20 +196,41 @@ static void add_bias(int n_threads, float *y, const float *bias, int64_t planes,
     eng_parallel_for(n_threads, planes, eng_parallel_grain(plane), add_bias_planes, &j);
 }
 
-/* Y [m, n] = op(A) x B with A [m, k] (or [k, m] when trans_a) and B [k, n],
- * row-major, packed; safe for empty dims (BLAS rejects a leading dimension
- * of 0). Cannot fail. */
+/* Y [m, n] = op(A) x B (+ Y when accumulate) with A [m, k] (or [k, m] when
+ * trans_a) and B [k, n], row-major, packed; safe for empty dims (BLAS
+ * rejects a leading dimension of 0). Cannot fail. */
 static void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
-                 float *y)
+                 float *y, bool accumulate)
 {
     if (m == 0 || n == 0)
         return;
     if (k == 0) {
-        memset(y, 0, (size_t)(m * n) * sizeof *y);
+        if (!accumulate)
+            memset(y, 0, (size_t)(m * n) * sizeof *y);
         return;
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                (int)k, 1.0f, a, (int)(trans_a ? m : k), b, (int)n, 0.0f, y, (int)n);
+                (int)k, 1.0f, a, (int)(trans_a ? m : k), b, (int)n, accumulate ? 1.0f : 0.0f, y,
+                (int)n);
+}
+
+static void fill_bias_planes(void *arg, int64_t begin, int64_t end)
+{
+    const bias_job_t *j = arg;
+    for (int64_t m = begin; m < end; m++) {
+        float *y = j->y + m * j->plane;
+        const float v = j->bias[m];
+        EW_LOOP(j->plane, y[i] = v;);
+    }
+}
+
+/* Sets each of the `planes` planes of `plane` floats to bias[m], so a GEMM
+ * can accumulate onto it: one write pass instead of BLAS zeroing Y and a
+ * second pass adding the bias. Cannot fail. */
+static void fill_bias(int n_threads, float *y, const float *bias, int64_t planes, int64_t plane)
+{
+    bias_job_t j = {y, bias, plane};
+    eng_parallel_for(n_threads, planes, eng_parallel_grain(plane), fill_bias_planes, &j);
 }
 
 static bool conv_is_pointwise(const eng_nn_geom_t *g)
@@ -331,9 +352,10 @@ static int conv_run(eng_op_ctx_t *c)
             float *yg = y + (n * g.out_channels + gi * mg) * out_sz;
             if (!pointwise)
                 im2col(c->n_threads, xg, cg, g.in, g.out, &g, col);
-            gemm(false, mg, out_sz, cg * taps, w + gi * mg * cg * taps, pointwise ? xg : col, yg);
             if (b)
-                add_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
+                fill_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
+            gemm(false, mg, out_sz, cg * taps, w + gi * mg * cg * taps, pointwise ? xg : col, yg,
+                 b != NULL);
         }
     return 0;
 }
@@ -370,7 +392,7 @@ static int conv_transpose_run(eng_op_ctx_t *c)
         for (int64_t gi = 0; gi < g.group; gi++) {
             const float *xg = x + (n * g.in_channels + gi * cg) * in_sz;
             float *yg = y + (n * g.out_channels + gi * mg) * out_sz;
-            gemm(true, mg * taps, in_sz, cg, w + gi * cg * mg * taps, xg, col);
+            gemm(true, mg * taps, in_sz, cg, w + gi * cg * mg * taps, xg, col, false);
             col2im(col, mg, g.out, g.in, &g, yg);
             if (b)
                 add_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
