@@ -305,13 +305,13 @@ static int value_declare(loader_t *L, eng_value_t *v, const Onnx__TypeProto *typ
     if (!type || type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
         return 0;
     if (type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-        return fs_err(FS_ENOTSUP, "%s '%.100s' is a %s; only tensors are supported", what,
+        return fs_err(FS_ENOTSUP, "%s '%.100s' is a %s (only tensors are supported)", what,
                       v->name, type_kind_name(type->value_case));
     const Onnx__TypeProto__Tensor *tt = type->tensor_type;
     eng_dtype_t dt = tt->has_elem_type ? (eng_dtype_t)tt->elem_type : ENG_DT_UNDEFINED;
     if (dt != ENG_DT_UNDEFINED && eng_dtype_size(dt) == 0)
-        return fs_err(FS_ENOTSUP, "%s '%.100s' has dtype %s, which is not supported", what,
-                      v->name, dt == ENG_DT_STRING ? "string" : "(unknown)");
+        return fs_err(FS_ENOTSUP, "%s '%.100s' has dtype %s (%d), which is not supported", what,
+                      v->name, eng_dtype_name(dt), (int)dt);
     const Onnx__TensorShapeProto *sh = tt->shape;
     if (sh && sh->n_dim > ENG_MAX_RANK)
         return fs_err(FS_ENOTSUP, "%s '%.100s' has rank %zu; at most %d is supported", what,

@@ -31,9 +31,21 @@ size_t eng_dtype_size(eng_dtype_t dt)
     return (unsigned)dt < DTYPE_COUNT ? dtype_table[dt].size : 0;
 }
 
+/* ONNX element types newer than the engine's table (TensorProto.DataType
+ * 17..23), named so that "not supported" messages say which. */
+static const char *const newer_dtype_names[] = {
+    "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+    "float4e2m1",
+};
+
 const char *eng_dtype_name(eng_dtype_t dt)
 {
-    return (unsigned)dt < DTYPE_COUNT ? dtype_table[dt].name : "unknown";
+    if ((unsigned)dt < DTYPE_COUNT)
+        return dtype_table[dt].name;
+    unsigned newer = (unsigned)dt - 17u;
+    if (newer < sizeof newer_dtype_names / sizeof newer_dtype_names[0])
+        return newer_dtype_names[newer];
+    return "unknown";
 }
 
 bool eng_dtype_supported(eng_dtype_t dt)
