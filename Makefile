@@ -105,7 +105,7 @@ BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 .PHONY: all test run bench deps clean info conformance
 # The demo model repository (the server's embedded default), written by the
 # project's own generator: never in git, byte-identical on every build.
-MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx
+MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx models/transformer/1/model.onnx
 
 all: $(SERVER) $(TESTS) $(BENCHES) $(CONFORMANCE) $(TOOLS) $(MODELS)
 

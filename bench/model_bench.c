@@ -32,7 +32,8 @@
 #define BENCH_MAX_BATCHES 3
 #define BENCH_NAME_MAX 64
 
-static const char *const demo_models[] = {"models/mlp/1/model.onnx", "models/cnn/1/model.onnx"};
+static const char *const demo_models[] = {"models/mlp/1/model.onnx", "models/cnn/1/model.onnx",
+                                           "models/transformer/1/model.onnx"};
 /* Batch sizes tried when the first input's first dim is symbolic. */
 static const int64_t batch_sizes[BENCH_MAX_BATCHES] = {1, 8, 64};
 

@@ -1,14 +1,21 @@
 /* make_models.c -- writes the demo model repository: small ONNX models with
  * deterministic weights, the embedded default the server serves.
  *
- *   make_models DIR     writes DIR/mlp/1/model.onnx and DIR/cnn/1/model.onnx
+ *   make_models DIR     writes DIR/{mlp,cnn,transformer}/1/model.onnx
  *
  * mlp: input "input" float [batch, 64] -> MatMul+Add 128 -> Relu -> MatMul+Add
  *      64 -> Relu -> MatMul+Add 10 -> Softmax -> "probabilities" [batch, 10].
  * cnn: input "image" float [batch, 1, 28, 28] -> Conv 8x3x3 (pad 1) -> Relu ->
  *      MaxPool 2 -> Conv 16x3x3 (pad 1) -> Relu -> MaxPool 2 ->
  *      GlobalAveragePool -> Flatten -> Gemm 10 -> Softmax -> "probabilities".
- * Both use opset 13, IR version 8, and a symbolic "batch" dim. Weights come
+ * transformer: input "embeddings" float [batch, 64, 64] -> one pre-norm
+ *      encoder block as PyTorch exports it at opset 17: LayerNormalization,
+ *      Q/K/V MatMul+Add, Reshape to 4 heads, Transpose, MatMul, scale,
+ *      Softmax, MatMul, Transpose, Reshape, output MatMul+Add, residual Add,
+ *      LayerNormalization, MatMul+Add 256, GELU (Div, Erf, Add, Mul, Mul),
+ *      MatMul+Add 64, residual Add -> "hidden" [batch, 64, 64].
+ * mlp and cnn use opset 13, the transformer 17; all IR version 8 and a
+ * symbolic "batch" dim. Weights come
  * from a fixed-seed generator (uniform, scaled by 1/sqrt(fan-in)), so every
  * build writes byte-identical files. */
 #include <errno.h>
@@ -70,14 +77,25 @@ static uint64_t rng_next(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* A graph under construction. */
+/* A graph under construction; BUILDER_MAX nodes and initializers at most
+ * (checked: exceeding it is a generator bug and stops the program). */
+#define BUILDER_MAX 64
 typedef struct builder {
     pool_t pool;
     Onnx__GraphProto graph;
-    Onnx__NodeProto *nodes[32];
-    Onnx__TensorProto *inits[32];
+    Onnx__NodeProto *nodes[BUILDER_MAX];
+    Onnx__TensorProto *inits[BUILDER_MAX];
     uint64_t rng;
 } builder_t;
+
+static void builder_check(size_t used)
+{
+    if (used >= BUILDER_MAX) {
+        fprintf(stderr, "make_models: a model needs more than %d nodes or initializers\n",
+                BUILDER_MAX);
+        exit(1);
+    }
+}
 
 /* Adds a float initializer of `dims` with uniform weights in +-scale. */
 static void add_weight(builder_t *b, const char *name, const int64_t *dims, size_t rank,
@@ -101,6 +119,7 @@ static void add_weight(builder_t *b, const char *name, const int64_t *dims, size
         double u = (double)(rng_next(&b->rng) >> 11) / 9007199254740992.0; /* [0, 1) */
         t->float_data[i] = (float)((2.0 * u - 1.0) * scale);
     }
+    builder_check(b->graph.n_initializer);
     b->inits[b->graph.n_initializer++] = t;
 }
 
@@ -150,6 +169,7 @@ static void add_node(builder_t *b, const char *op, const char *name, const char 
         n->output[i] = pool_str(&b->pool, outs[i]);
     n->n_attribute = n_attrs;
     n->attribute = attrs;
+    builder_check(b->graph.n_node);
     b->nodes[b->graph.n_node++] = n;
 }
 
@@ -189,8 +209,9 @@ static Onnx__ValueInfoProto *value_info(builder_t *b, const char *name, const in
     return vi;
 }
 
-/* Packs the graph as a model (IR 8, opset 13) into DIR/name/1/model.onnx. */
-static int write_model(builder_t *b, const char *dir, const char *name,
+/* Packs the graph as a model (IR 8, the given opset) into
+ * DIR/name/1/model.onnx. */
+static int write_model(builder_t *b, const char *dir, const char *name, int64_t opset_version,
                        Onnx__ValueInfoProto *input, Onnx__ValueInfoProto *output)
 {
     b->graph.name = pool_str(&b->pool, name);
@@ -206,7 +227,7 @@ static int write_model(builder_t *b, const char *dir, const char *name,
     Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
     opset.domain = pool_str(&b->pool, "");
     opset.has_version = 1;
-    opset.version = 13;
+    opset.version = opset_version;
     Onnx__OperatorSetIdProto *opsets[1] = {&opset};
     Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
     model.has_ir_version = 1;
@@ -276,7 +297,7 @@ static int make_mlp(const char *dir)
     axis[0] = attr_int(&b, "axis", -1);
     add_node(&b, "Softmax", "softmax", (const char *[]){x, NULL},
              (const char *[]){"probabilities", NULL}, axis, 1);
-    int rc = write_model(&b, dir, "mlp", value_info(&b, "input", (int64_t[]){-1, 64}, 2),
+    int rc = write_model(&b, dir, "mlp", 13, value_info(&b, "input", (int64_t[]){-1, 64}, 2),
                          value_info(&b, "probabilities", (int64_t[]){-1, 10}, 2));
     pool_free(&b.pool);
     return rc;
@@ -330,8 +351,134 @@ static int make_cnn(const char *dir)
     axis[0] = attr_int(&b, "axis", -1);
     add_node(&b, "Softmax", "softmax", (const char *[]){"logits", NULL},
              (const char *[]){"probabilities", NULL}, axis, 1);
-    int rc = write_model(&b, dir, "cnn", value_info(&b, "image", (int64_t[]){-1, 1, 28, 28}, 4),
+    int rc = write_model(&b, dir, "cnn", 13, value_info(&b, "image", (int64_t[]){-1, 1, 28, 28}, 4),
                          value_info(&b, "probabilities", (int64_t[]){-1, 10}, 2));
+    pool_free(&b.pool);
+    return rc;
+}
+
+/* A float initializer holding `v` (n values) with `dims`. */
+static void add_const(builder_t *b, const char *name, const int64_t *dims, size_t rank,
+                      const float *v, size_t n)
+{
+    add_weight(b, name, dims, rank, 0.0f);
+    Onnx__TensorProto *t = b->inits[b->graph.n_initializer - 1];
+    memcpy(t->float_data, v, n * sizeof *v);
+}
+
+/* An int64 initializer (shapes for Reshape). */
+static void add_shape(builder_t *b, const char *name, const int64_t *v, size_t n)
+{
+    Onnx__TensorProto *t = pool_alloc(&b->pool, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = pool_str(&b->pool, name);
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    t->n_dims = 1;
+    t->dims = pool_alloc(&b->pool, sizeof *t->dims);
+    t->dims[0] = (int64_t)n;
+    t->n_int64_data = n;
+    t->int64_data = pool_alloc(&b->pool, n * sizeof *t->int64_data);
+    memcpy(t->int64_data, v, n * sizeof *v);
+    builder_check(b->graph.n_initializer);
+    b->inits[b->graph.n_initializer++] = t;
+}
+
+#define NODE(op, name, ins, outs) add_node(&b, op, name, (const char *[]) ins, (const char *[]) outs, NULL, 0)
+#define L(...) {__VA_ARGS__, NULL}
+
+/* x -> MatMul(x, W [in, out]) + bias, named prefix.mm / prefix.out. */
+static void linear(builder_t *b, const char *prefix, const char *x, int64_t in, int64_t out,
+                   char names[4][32])
+{
+    snprintf(names[0], 32, "%s.weight", prefix);
+    snprintf(names[1], 32, "%s.bias", prefix);
+    snprintf(names[2], 32, "%s.mm", prefix);
+    snprintf(names[3], 32, "%s.out", prefix);
+    float scale = 1.0f / sqrtf((float)in);
+    add_weight(b, names[0], (int64_t[]){in, out}, 2, scale);
+    add_weight(b, names[1], &out, 1, scale);
+    add_node(b, "MatMul", names[2], (const char *[]){x, names[0], NULL},
+             (const char *[]){names[2], NULL}, NULL, 0);
+    add_node(b, "Add", names[3], (const char *[]){names[2], names[1], NULL},
+             (const char *[]){names[3], NULL}, NULL, 0);
+}
+
+/* LayerNormalization over the last axis with unit scale and zero bias. */
+static void layer_norm(builder_t *b, const char *name, const char *x, const char *out)
+{
+    char scale[32], bias[32];
+    snprintf(scale, sizeof scale, "%s.scale", name);
+    snprintf(bias, sizeof bias, "%s.bias", name);
+    float ones[64], zeros[64];
+    for (int i = 0; i < 64; i++) {
+        ones[i] = 1.0f;
+        zeros[i] = 0.0f;
+    }
+    add_const(b, scale, (int64_t[]){64}, 1, ones, 64);
+    add_const(b, bias, (int64_t[]){64}, 1, zeros, 64);
+    Onnx__AttributeProto **a = pool_alloc(&b->pool, sizeof *a);
+    a[0] = attr_int(b, "axis", -1);
+    add_node(b, "LayerNormalization", name, (const char *[]){x, scale, bias, NULL},
+             (const char *[]){out, NULL}, a, 1);
+}
+
+static int make_transformer(const char *dir)
+{
+    builder_t b;
+    builder_init(&b, 3);
+    enum { D = 64, HEADS = 4, DH = 16, FF = 256 };
+    char q[4][32], k[4][32], v[4][32], o[4][32], f1[4][32], f2[4][32];
+    layer_norm(&b, "ln1", "embeddings", "ln1.out");
+    linear(&b, "q", "ln1.out", D, D, q);
+    linear(&b, "k", "ln1.out", D, D, k);
+    linear(&b, "v", "ln1.out", D, D, v);
+    add_shape(&b, "heads_shape", (int64_t[]){0, 0, HEADS, DH}, 4);
+    add_shape(&b, "model_shape", (int64_t[]){0, 0, D}, 3);
+    Onnx__AttributeProto **perm = pool_alloc(&b.pool, 3 * sizeof *perm);
+    perm[0] = attr_ints(&b, "perm", (int64_t[]){0, 2, 1, 3}, 4); /* [b,s,h,dh] -> [b,h,s,dh] */
+    perm[1] = attr_ints(&b, "perm", (int64_t[]){0, 2, 3, 1}, 4); /* [b,s,h,dh] -> [b,h,dh,s] */
+    perm[2] = attr_ints(&b, "perm", (int64_t[]){0, 2, 1, 3}, 4); /* [b,h,s,dh] -> [b,s,h,dh] */
+    NODE("Reshape", "q.heads", L(q[3], "heads_shape"), L("q.heads"));
+    NODE("Reshape", "k.heads", L(k[3], "heads_shape"), L("k.heads"));
+    NODE("Reshape", "v.heads", L(v[3], "heads_shape"), L("v.heads"));
+    add_node(&b, "Transpose", "q.t", (const char *[]){"q.heads", NULL},
+             (const char *[]){"q.t", NULL}, &perm[0], 1);
+    add_node(&b, "Transpose", "k.t", (const char *[]){"k.heads", NULL},
+             (const char *[]){"k.t", NULL}, &perm[1], 1);
+    add_node(&b, "Transpose", "v.t", (const char *[]){"v.heads", NULL},
+             (const char *[]){"v.t", NULL}, &perm[0], 1);
+    add_const(&b, "attn.scale", (int64_t[]){1}, 1, (const float[]){0.25f}, 1); /* 1/sqrt(16) */
+    NODE("MatMul", "scores", L("q.t", "k.t"), L("scores"));
+    NODE("Mul", "scores.scaled", L("scores", "attn.scale"), L("scores.scaled"));
+    Onnx__AttributeProto **axis = pool_alloc(&b.pool, sizeof *axis);
+    axis[0] = attr_int(&b, "axis", -1);
+    add_node(&b, "Softmax", "attn", (const char *[]){"scores.scaled", NULL},
+             (const char *[]){"attn", NULL}, axis, 1);
+    NODE("MatMul", "context", L("attn", "v.t"), L("context"));
+    add_node(&b, "Transpose", "context.t", (const char *[]){"context", NULL},
+             (const char *[]){"context.t", NULL}, &perm[2], 1);
+    NODE("Reshape", "context.merged", L("context.t", "model_shape"), L("context.merged"));
+    linear(&b, "o", "context.merged", D, D, o);
+    NODE("Add", "residual1", L("embeddings", o[3]), L("residual1"));
+    layer_norm(&b, "ln2", "residual1", "ln2.out");
+    linear(&b, "ff1", "ln2.out", D, FF, f1);
+    /* GELU as x * 0.5 * (1 + erf(x / sqrt(2))), PyTorch's export at opset 17. */
+    add_const(&b, "gelu.sqrt2", (int64_t[]){1}, 1, (const float[]){1.41421356f}, 1);
+    add_const(&b, "gelu.one", (int64_t[]){1}, 1, (const float[]){1.0f}, 1);
+    add_const(&b, "gelu.half", (int64_t[]){1}, 1, (const float[]){0.5f}, 1);
+    NODE("Div", "gelu.div", L(f1[3], "gelu.sqrt2"), L("gelu.div"));
+    NODE("Erf", "gelu.erf", L("gelu.div"), L("gelu.erf"));
+    NODE("Add", "gelu.add", L("gelu.erf", "gelu.one"), L("gelu.add"));
+    NODE("Mul", "gelu.mul", L(f1[3], "gelu.add"), L("gelu.mul"));
+    NODE("Mul", "gelu.out", L("gelu.mul", "gelu.half"), L("gelu.out"));
+    linear(&b, "ff2", "gelu.out", FF, D, f2);
+    NODE("Add", "residual2", L("residual1", f2[3]), L("hidden"));
+#undef NODE
+#undef L
+    int rc = write_model(&b, dir, "transformer", 17,
+                         value_info(&b, "embeddings", (int64_t[]){-1, 64, D}, 3),
+                         value_info(&b, "hidden", (int64_t[]){-1, 64, D}, 3));
     pool_free(&b.pool);
     return rc;
 }
@@ -342,5 +489,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: make_models DIR\n");
         return 2;
     }
-    return make_mlp(argv[1]) || make_cnn(argv[1]);
+    return make_mlp(argv[1]) || make_cnn(argv[1]) || make_transformer(argv[1]);
 }

@@ -13,6 +13,7 @@
 
 #define MLP_PATH "models/mlp/1/model.onnx"
 #define CNN_PATH "models/cnn/1/model.onnx"
+#define TRANSFORMER_PATH "models/transformer/1/model.onnx"
 
 typedef struct model_fixture {
     alloc_provider_t *host;
@@ -248,5 +249,43 @@ Test(engine_model, runs_from_several_threads_at_once)
                      (long long)jobs[j].batch, jobs[j].failures);
         eng_tensor_free(refs[j]);
     }
+    fixture_close(&f);
+}
+
+/* The encoder block: samples of a batch do not mix (sample 0 of a batch of
+ * three equals the batch-of-one output to rounding), outputs are finite,
+ * and the plan sits at its lower bound's 1.10. */
+Test(engine_model, transformer_block_keeps_samples_apart)
+{
+    model_fixture_t f;
+    fixture_open(&f, TRANSFORMER_PATH, 0);
+    eng_tensor_t *one = input_new(&(eng_shape_t){3, {1, 64, 64}});
+    eng_tensor_t *three = input_new(&(eng_shape_t){3, {3, 64, 64}});
+    /* Samples 1 and 2 differ from sample 0. */
+    for (int64_t i = 64 * 64; i < 3 * 64 * 64; i++)
+        ((float *)three->data)[i] = (float)((i * 13) % 97) / 97.0f - 0.3f;
+    eng_tensor_t *a[1], *b[1];
+    cr_assert_eq(eng_model_run(f.model, one, 1, a), 0, "%s", fs_errmsg());
+    cr_assert_eq(eng_model_run(f.model, three, 1, b), 0, "%s", fs_errmsg());
+    cr_expect_eq(b[0]->shape.rank, 3);
+    cr_expect_eq(b[0]->shape.dims[0], 3);
+    const float *pa = a[0]->data, *pb = b[0]->data;
+    int bad = 0;
+    for (int64_t i = 0; i < 64 * 64; i++)
+        bad += !(fabsf(pa[i] - pb[i]) <= 1e-4f + 1e-4f * fabsf(pa[i]));
+    cr_expect_eq(bad, 0, "%d elements of sample 0 depend on the other samples", bad);
+    for (int64_t i = 0; i < 3 * 64 * 64; i++)
+        if (!isfinite(pb[i])) {
+            cr_expect(false, "hidden[%lld] is %g", (long long)i, pb[i]);
+            break;
+        }
+    eng_plan_info_t info;
+    eng_shape_t shape = {3, {3, 64, 64}};
+    cr_assert_eq(eng_model_plan_info(f.model, &shape, 1, &info), 0);
+    cr_expect_leq((double)info.activation_bytes, 1.10 * (double)info.lower_bound_bytes);
+    eng_tensor_free(a[0]);
+    eng_tensor_free(b[0]);
+    eng_tensor_free(one);
+    eng_tensor_free(three);
     fixture_close(&f);
 }
