@@ -998,3 +998,38 @@ Test(engine_ops_binary, max_and_min_propagate_nan_and_take_integers)
     cr_expect(y[0] == 1 && y[1] == 7, "Min uint16: %u %u", y[0], y[1]);
     call_free(&c);
 }
+
+/* Erf's rational approximation against double erf on a fine grid over
+ * [-6, 6] (it clamps at +-4, where float erf is +-1), plus NaN and +-inf. */
+Test(engine_ops_unary, erf_is_within_half_a_micro_of_the_exact_value)
+{
+    enum { N = 120001 };
+    float *x = malloc(N * sizeof *x);
+    cr_assert(x);
+    for (int i = 0; i < N; i++)
+        x[i] = -6.0f + 12.0f * (float)i / (float)(N - 1);
+    eng_tensor_t in = vec(ENG_DT_FLOAT, x, N);
+    const eng_tensor_t *ins[] = {&in};
+    call_t c;
+    run_ok(&c, "Erf", 13, NULL, 0, ins, 1, 1, ENG_DT_FLOAT, N);
+    const float *y = c.outs[0].data;
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double err = fabs((double)y[i] - erf((double)x[i]));
+        if (err > worst)
+            worst = err;
+    }
+    cr_expect_leq(worst, 5e-7, "largest error %g", worst);
+    call_free(&c);
+    const float special[] = {NAN, INFINITY, -INFINITY, 0.0f};
+    eng_tensor_t sin = vec(ENG_DT_FLOAT, special, 4);
+    const eng_tensor_t *sins[] = {&sin};
+    run_ok(&c, "Erf", 13, NULL, 0, sins, 1, 1, ENG_DT_FLOAT, 4);
+    y = c.outs[0].data;
+    cr_expect(isnan(y[0]));
+    cr_expect_eq(y[1], 1.0f);
+    cr_expect_eq(y[2], -1.0f);
+    cr_expect_eq(y[3], 0.0f);
+    call_free(&c);
+    free(x);
+}
