@@ -10,103 +10,16 @@
 
 #include "common/error.h"
 #include "engine/op.h"
+#include "op_call.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
-#define MAX_IO 8
 
 /* --- building and running one node --------------------------------------- */
-
-static eng_tensor_t tensor(eng_dtype_t dt, const void *data, int rank, const int64_t *dims)
-{
-    eng_tensor_t t = {.dtype = dt, .data = (void *)data};
-    t.shape.rank = rank;
-    for (int i = 0; i < rank; i++)
-        t.shape.dims[i] = dims[i];
-    return t;
-}
 
 static eng_tensor_t vec(eng_dtype_t dt, const void *data, int64_t n)
 {
     return tensor(dt, data, 1, &n);
-}
-
-static eng_attr_t attr_i(const char *name, int64_t v)
-{
-    return (eng_attr_t){.name = name, .type = ENG_ATTR_INT, .i = v};
-}
-
-static eng_attr_t attr_f(const char *name, float v)
-{
-    return (eng_attr_t){.name = name, .type = ENG_ATTR_FLOAT, .f = v};
-}
-
-static eng_attr_t attr_s(const char *name, const char *v)
-{
-    return (eng_attr_t){.name = name, .type = ENG_ATTR_STRING, .s = v, .s_len = strlen(v)};
-}
-
-typedef struct call {
-    eng_node_t node;
-    int in_idx[MAX_IO], out_idx[MAX_IO];
-    const eng_tensor_t *inputs[MAX_IO];
-    eng_tensor_t outs[MAX_IO];
-    eng_tensor_t *outputs[MAX_IO];
-    eng_op_ctx_t ctx;
-    bool owned[MAX_IO];
-} call_t;
-
-/* Builds the node (in[i] NULL: absent input) and runs check and infer. */
-static int call_infer(call_t *c, const char *op, int opset, const eng_attr_t *attrs, int n_attrs,
-                      const eng_tensor_t *const *in, int n_in, int n_out)
-{
-    memset(c, 0, sizeof *c);
-    for (int i = 0; i < n_in; i++) {
-        c->in_idx[i] = in[i] ? i : -1;
-        c->inputs[i] = in[i];
-    }
-    for (int i = 0; i < n_out; i++) {
-        c->out_idx[i] = MAX_IO + i;
-        c->outputs[i] = &c->outs[i];
-    }
-    const eng_op_def_t *def = eng_op_find(op);
-    cr_assert(def != NULL, "no definition for %s", op);
-    c->node = (eng_node_t){.name = "n0", .op_type = op, .domain = "", .n_inputs = n_in,
-                           .inputs = c->in_idx, .n_outputs = n_out, .outputs = c->out_idx,
-                           .n_attrs = n_attrs, .attrs = attrs, .op = def};
-    c->ctx = (eng_op_ctx_t){.node = &c->node, .opset = opset, .n_inputs = n_in,
-                            .inputs = c->inputs, .n_outputs = n_out, .outputs = c->outputs,
-                            .n_threads = 1};
-    fs_err_clear();
-    int rc = def->check ? def->check(&c->node, opset) : 0;
-    if (rc)
-        return rc;
-    rc = def->infer(&c->ctx);
-    for (int i = 0; rc == 0 && i < n_out; i++)
-        cr_assert_null(c->outs[i].data, "%s: infer wrote output data", op);
-    return rc;
-}
-
-/* Allocates the outputs that have no data yet and runs the CPU kernel. */
-static int call_run(call_t *c)
-{
-    const eng_cpu_kernel_t *k = eng_cpu_kernel_find(c->node.op_type);
-    cr_assert(k != NULL, "no CPU kernel for %s", c->node.op_type);
-    for (int i = 0; i < c->ctx.n_outputs; i++)
-        if (!c->outs[i].data) {
-            size_t bytes = eng_tensor_bytes(&c->outs[i]);
-            c->outs[i].data = calloc(1, bytes ? bytes : 1);
-            c->owned[i] = true;
-        }
-    fs_err_clear();
-    return k->run(&c->ctx);
-}
-
-static void call_free(call_t *c)
-{
-    for (int i = 0; i < MAX_IO; i++)
-        if (c->owned[i])
-            free(c->outs[i].data);
 }
 
 /* Infers and runs, asserting success and output 0's dtype and element count. */
@@ -114,7 +27,7 @@ static void run_ok(call_t *c, const char *op, int opset, const eng_attr_t *attrs
                    const eng_tensor_t *const *in, int n_in, int n_out, eng_dtype_t out_dt,
                    int64_t out_numel)
 {
-    int rc = call_infer(c, op, opset, attrs, n_attrs, in, n_in, n_out);
+    int rc = call_infer_at(c, op, opset, attrs, n_attrs, in, n_in, n_out);
     cr_assert_eq(rc, 0, "%s infer: %s", op, fs_errmsg());
     cr_assert_eq(c->outs[0].dtype, out_dt, "%s: output dtype %s, want %s", op,
                  eng_dtype_name(c->outs[0].dtype), eng_dtype_name(out_dt));
@@ -129,7 +42,7 @@ static void infer_fails(const char *op, int opset, const eng_attr_t *attrs, int 
                         const eng_tensor_t *const *in, int n_in, int want, const char *needle)
 {
     call_t c;
-    int rc = call_infer(&c, op, opset, attrs, n_attrs, in, n_in, 1);
+    int rc = call_infer_at(&c, op, opset, attrs, n_attrs, in, n_in, 1);
     cr_expect_eq(rc, want, "%s: rc %s, want %s (%s)", op, fs_errname(rc), fs_errname(want),
                  fs_errmsg());
     cr_expect(strstr(fs_errmsg(), "n0") != NULL, "%s: message does not name the node: %s", op,
@@ -412,7 +325,7 @@ Test(engine_ops_unary, runs_in_place)
     eng_tensor_t in = vec(ENG_DT_FLOAT, x, 4);
     const eng_tensor_t *ins[] = {&in};
     call_t c;
-    cr_assert_eq(call_infer(&c, "Relu", 14, NULL, 0, ins, 1, 1), 0);
+    cr_assert_eq(call_infer_at(&c, "Relu", 14, NULL, 0, ins, 1, 1), 0);
     cr_expect_eq(eng_op_find("Relu")->inplace_input, 0);
     c.outs[0].data = x;
     cr_assert_eq(call_run(&c), 0, "%s", fs_errmsg());
@@ -627,7 +540,7 @@ Test(engine_ops_unary, dropout_refuses_training_mode)
     eng_tensor_t unknown = tensor(ENG_DT_BOOL, NULL, 0, NULL);
     const eng_tensor_t *ins2[] = {&in, NULL, &unknown};
     call_t c;
-    cr_assert_eq(call_infer(&c, "Dropout", 13, NULL, 0, ins2, 3, 1), 0, "%s", fs_errmsg());
+    cr_assert_eq(call_infer_at(&c, "Dropout", 13, NULL, 0, ins2, 3, 1), 0, "%s", fs_errmsg());
     unknown.data = (void *)on;
     cr_expect_eq(call_run(&c), FS_ENOTSUP);
     call_free(&c);
@@ -866,7 +779,7 @@ Test(engine_ops_binary, runs_in_place_on_input_0)
     static const float b[] = {10, 20, 30};
     eng_tensor_t ta = tensor(ENG_DT_FLOAT, a, 2, DIMS(2, 3)), tb = vec(ENG_DT_FLOAT, b, 3);
     call_t c;
-    cr_assert_eq(call_infer(&c, "Add", 14, NULL, 0, (const eng_tensor_t *[]){&ta, &tb}, 2, 1), 0);
+    cr_assert_eq(call_infer_at(&c, "Add", 14, NULL, 0, (const eng_tensor_t *[]){&ta, &tb}, 2, 1), 0);
     cr_expect_eq(eng_op_find("Add")->inplace_input, 0);
     c.outs[0].data = a;
     cr_assert_eq(call_run(&c), 0, "%s", fs_errmsg());

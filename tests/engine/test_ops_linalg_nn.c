@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "engine/op.h"
+#include "op_call.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
@@ -16,96 +17,20 @@
 #define INTS(name, ...)                                                                  \
     attr_ints(name, (const int64_t[]){__VA_ARGS__},                                    \
               sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define MAX_IO 6
 #define OPSET 21
 
 /* --- building and running one node ------------------------------------- */
 
 static eng_tensor_t ft(const float *data, int rank, const int64_t *dims)
 {
-    eng_tensor_t t = {.dtype = ENG_DT_FLOAT, .data = (void *)data};
-    t.shape.rank = rank;
-    for (int i = 0; i < rank; i++)
-        t.shape.dims[i] = dims[i];
-    return t;
+    return tensor(ENG_DT_FLOAT, data, rank, dims);
 }
 
-static eng_attr_t attr_i(const char *name, int64_t v)
-{
-    return (eng_attr_t){.name = name, .type = ENG_ATTR_INT, .i = v};
-}
-
-static eng_attr_t attr_f(const char *name, float v)
-{
-    return (eng_attr_t){.name = name, .type = ENG_ATTR_FLOAT, .f = v};
-}
-
-static eng_attr_t attr_s(const char *name, const char *v)
-{
-    return (eng_attr_t){.name = name, .type = ENG_ATTR_STRING, .s = v, .s_len = strlen(v)};
-}
-
-static eng_attr_t attr_ints(const char *name, const int64_t *v, size_t n)
-{
-    return (eng_attr_t){.name = name, .type = ENG_ATTR_INTS, .ints = v, .n = n};
-}
-
-typedef struct call {
-    eng_node_t node;
-    int in_idx[MAX_IO], out_idx[MAX_IO];
-    const eng_tensor_t *inputs[MAX_IO];
-    eng_tensor_t outs[MAX_IO];
-    eng_tensor_t *outputs[MAX_IO];
-    eng_op_ctx_t ctx;
-} call_t;
-
-/* Builds the node (in[i] NULL: absent input), runs check and infer. */
+/* Builds the node at OPSET and runs check and infer. */
 static int call_infer(call_t *c, const char *op, const eng_attr_t *attrs, int n_attrs,
                       const eng_tensor_t *const *in, int n_in, int n_out)
 {
-    memset(c, 0, sizeof *c);
-    for (int i = 0; i < n_in; i++) {
-        c->in_idx[i] = in[i] ? i : -1;
-        c->inputs[i] = in[i];
-    }
-    for (int i = 0; i < n_out; i++) {
-        c->out_idx[i] = MAX_IO + i;
-        c->outputs[i] = &c->outs[i];
-    }
-    const eng_op_def_t *def = eng_op_find(op);
-    cr_assert(def != NULL, "no definition for %s", op);
-    c->node = (eng_node_t){.name = "n0", .op_type = op, .domain = "", .n_inputs = n_in,
-                           .inputs = c->in_idx, .n_outputs = n_out, .outputs = c->out_idx,
-                           .n_attrs = n_attrs, .attrs = attrs, .op = def};
-    c->ctx = (eng_op_ctx_t){.node = &c->node, .opset = OPSET, .n_inputs = n_in,
-                            .inputs = c->inputs, .n_outputs = n_out, .outputs = c->outputs,
-                            .n_threads = 1};
-    fs_err_clear();
-    int rc = def->check ? def->check(&c->node, OPSET) : 0;
-    return rc ? rc : def->infer(&c->ctx);
-}
-
-/* Allocates the outputs and the scratch and runs the CPU kernel. */
-static int call_run(call_t *c)
-{
-    const eng_cpu_kernel_t *k = eng_cpu_kernel_find(c->node.op_type);
-    cr_assert(k != NULL, "no CPU kernel for %s", c->node.op_type);
-    for (int i = 0; i < c->ctx.n_outputs; i++) {
-        size_t bytes = eng_tensor_bytes(&c->outs[i]);
-        c->outs[i].data = calloc(1, bytes ? bytes : 1);
-    }
-    c->ctx.scratch_bytes = k->scratch_bytes ? k->scratch_bytes(&c->ctx) : 0;
-    c->ctx.scratch = c->ctx.scratch_bytes ? malloc(c->ctx.scratch_bytes) : NULL;
-    int rc = k->run(&c->ctx);
-    free(c->ctx.scratch);
-    c->ctx.scratch = NULL;
-    return rc;
-}
-
-static void call_free(call_t *c)
-{
-    for (int i = 0; i < MAX_IO; i++)
-        free(c->outs[i].data);
+    return call_infer_at(c, op, OPSET, attrs, n_attrs, in, n_in, n_out);
 }
 
 /* Runs the op and checks rc 0 and output 0's shape; the caller frees. */
