@@ -7,21 +7,9 @@
 #include <stdlib.h>
 
 #include "common/error.h"
+#include "engine/graph.h"
 #include "engine/op.h"
 #include "engine/plan.h"
-
-static void *wa_alloc(const eng_weight_alloc_t *wa, size_t bytes)
-{
-    return wa && wa->alloc ? wa->alloc(wa->user, bytes) : malloc(bytes);
-}
-
-static void wa_free(const eng_weight_alloc_t *wa, void *p)
-{
-    if (wa && wa->free)
-        wa->free(wa->user, p);
-    else
-        free(p);
-}
 
 /* Folds node n; its outputs' data comes from `wa`. */
 static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n,
@@ -44,7 +32,7 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
         if (!outs[o])
             continue;
         size_t bytes = eng_tensor_bytes(outs[o]);
-        outs[o]->data = wa_alloc(wa, bytes ? bytes : 1);
+        outs[o]->data = eng_weights_alloc(wa, bytes ? bytes : 1);
         if (!outs[o]->data)
             rc = eng_op_err(&ctx, FS_ENOMEM, "out of memory folding a %zu-byte constant", bytes);
     }
@@ -62,7 +50,7 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
     if (rc != 0) {
         for (int o = 0; o < made; o++)
             if (outs[o] && outs[o]->data)
-                wa_free(wa, outs[o]->data);
+                eng_weights_free(wa, outs[o]->data);
         return rc;
     }
     for (int o = 0; o < n->n_outputs; o++) {

@@ -2,6 +2,7 @@
  * fall back to a default. */
 #include "engine/graph.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Linear: nodes carry a handful of attributes, and ops read them at load and
@@ -61,4 +62,17 @@ const eng_tensor_t *eng_attr_tensor(const eng_node_t *n, const char *name)
 {
     const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_TENSOR);
     return a ? &a->t : NULL;
+}
+
+void *eng_weights_alloc(const eng_weight_alloc_t *wa, size_t bytes)
+{
+    return wa && wa->alloc ? wa->alloc(wa->user, bytes) : malloc(bytes);
+}
+
+void eng_weights_free(const eng_weight_alloc_t *wa, void *ptr)
+{
+    if (wa && wa->free)
+        wa->free(wa->user, ptr);
+    else
+        free(ptr);
 }

@@ -118,6 +118,12 @@ typedef struct eng_weight_alloc {
     void *user;
 } eng_weight_alloc_t;
 
+/* Memory for constant data through `wa` (NULL, or NULL callbacks:
+ * malloc), or NULL when out of memory; and its release. The one place that
+ * rule lives, for the loader and for folding. */
+void *eng_weights_alloc(const eng_weight_alloc_t *wa, size_t bytes);
+void eng_weights_free(const eng_weight_alloc_t *wa, void *ptr);
+
 /* Parses an ONNX ModelProto into a graph (engine/onnx_load.c). `dir` (may be
  * NULL) is where external data files live; a location that leaves it is
  * rejected. `wa` may be NULL. 0 and *out (caller frees with

@@ -91,15 +91,7 @@ void onnx_pool_destroy(onnx_pool_t *p)
 
 void *onnx_pool_weight_alloc(const onnx_pool_t *p, size_t bytes)
 {
-    return p->wa.alloc ? p->wa.alloc(p->wa.user, bytes) : malloc(bytes);
-}
-
-static void weight_free(const onnx_pool_t *p, void *ptr)
-{
-    if (p->wa.free)
-        p->wa.free(p->wa.user, ptr);
-    else
-        free(ptr);
+    return eng_weights_alloc(&p->wa, bytes);
 }
 
 void eng_graph_destroy(eng_graph_t *g)
@@ -109,6 +101,6 @@ void eng_graph_destroy(eng_graph_t *g)
     onnx_pool_t *p = g->pool;
     for (size_t i = 0; i < g->n_values; i++)
         if (g->values[i].kind == ENG_VALUE_CONST && g->values[i].constant.data)
-            weight_free(p, g->values[i].constant.data);
+            eng_weights_free(&p->wa, g->values[i].constant.data);
     onnx_pool_destroy(p); /* g itself lives in the pool */
 }
