@@ -46,16 +46,19 @@ static void run_state_fini(run_state_t *rs)
     free(rs->outs);
 }
 
-/* Points the ctx arrays at node n's values; absent ones stay NULL. */
+/* Points the ctx arrays at node n's values; absent ones stay NULL. Where a
+ * value lives comes from `storage` (the dynamic path's, which changes as it
+ * runs) or, when that is NULL, from the plan itself. */
 static void run_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
                       const plan_storage_t *storage)
 {
-    for (int i = 0; i < n->n_inputs; i++)
-        rs->ins[i] = n->inputs[i] >= 0 && storage[n->inputs[i]] != PV_NONE ? &rs->t[n->inputs[i]]
-                                                                            : NULL;
+    for (int i = 0; i < n->n_inputs; i++) {
+        int v = n->inputs[i];
+        plan_storage_t where = v < 0 ? PV_NONE : storage ? storage[v] : p->values[v].storage;
+        rs->ins[i] = where != PV_NONE ? &rs->t[v] : NULL;
+    }
     for (int i = 0; i < n->n_outputs; i++)
         rs->outs[i] = n->outputs[i] >= 0 ? &rs->t[n->outputs[i]] : NULL;
-    (void)p;
 }
 
 /* Copies the graph outputs into new host tensors. */
@@ -79,15 +82,6 @@ static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, eng_tensor_t
     return 0;
 }
 
-static plan_storage_t *storage_of(const eng_plan_t *p)
-{
-    plan_storage_t *st = malloc(p->n_values * sizeof *st);
-    if (st)
-        for (size_t i = 0; i < p->n_values; i++)
-            st[i] = p->values[i].storage;
-    return st;
-}
-
 static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
@@ -95,14 +89,9 @@ static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tenso
     int rc = run_state_init(p, &rs);
     if (rc != 0)
         return rc;
-    plan_storage_t *storage = storage_of(p);
     alloc_arena_t *arena = NULL;
     void *block = NULL;
     bool own_block = false;
-    if (!storage) {
-        rc = fs_err(FS_ENOMEM, "out of host memory running a model");
-        goto done;
-    }
     if (p->block_bytes) {
         rc = alloc_cache_batch_begin(p->cache, p->block_bytes, 0, p->act_owner, &arena);
         if (rc == 0 && arena)
@@ -122,7 +111,7 @@ static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tenso
 
     for (size_t s = 0; s < p->n_steps && rc == 0; s++) {
         const plan_step_t *st = &p->steps[s];
-        run_views(p, &rs, st->node, storage);
+        run_views(p, &rs, st->node, NULL);
         eng_op_ctx_t ctx = {.node = st->node, .opset = g->opset, .n_inputs = st->node->n_inputs,
                             .inputs = rs.ins, .n_outputs = st->node->n_outputs,
                             .outputs = rs.outs, .n_threads = p->n_threads,
@@ -137,7 +126,6 @@ done:
         alloc_cache_free(p->cache, block);
     if (p->block_bytes)
         alloc_cache_batch_end(p->cache, arena);
-    free(storage);
     run_state_fini(&rs);
     return rc;
 }
