@@ -10,39 +10,18 @@
 #include "alloc/policy.h"
 #include "common/error.h"
 #include "engine/engine.h"
+#include "model_fixture.h"
 
 #define MLP_PATH "models/mlp/1/model.onnx"
 #define CNN_PATH "models/cnn/1/model.onnx"
 #define TRANSFORMER_PATH "models/transformer/1/model.onnx"
 
-typedef struct model_fixture {
-    alloc_provider_t *host;
-    alloc_cache_t *cache;
-    eng_model_t *model;
-} model_fixture_t;
-
 static void fixture_open(model_fixture_t *f, const char *path, size_t max_plans)
 {
-    cr_assert_eq(alloc_provider_host_create(&f->host), 0);
-    cr_assert_eq(alloc_cache_create(f->host, NULL, &f->cache), 0);
+    model_fixture_cache(f);
     eng_model_config_t cfg = {.cache = f->cache, .max_plans = max_plans};
     int rc = eng_model_load(path, &cfg, &f->model);
     cr_assert_eq(rc, 0, "loading %s: %s", path, fs_errmsg());
-}
-
-/* Destroys the model and checks every byte came back. */
-static void fixture_close(model_fixture_t *f)
-{
-    eng_model_destroy(f->model);
-    alloc_cache_stats_t st;
-    alloc_cache_stats(f->cache, &st);
-    cr_expect_eq(st.allocated.current, 0, "allocated after destroy: %lld",
-                 (long long)st.allocated.current);
-    alloc_cache_empty(f->cache, ALLOC_RELEASE_EMPTY);
-    alloc_cache_stats(f->cache, &st);
-    cr_expect_eq(st.reserved.current, 0);
-    alloc_cache_destroy(f->cache);
-    alloc_provider_destroy(f->host);
 }
 
 /* A float input of `shape` filled with a deterministic pattern. */
@@ -91,7 +70,7 @@ Test(engine_model, mlp_runs_at_several_batch_sizes_and_returns_every_byte)
         run_and_check_probabilities(f.model, in, batch);
         eng_tensor_free(in);
     }
-    fixture_close(&f);
+    model_fixture_close(&f);
 }
 
 Test(engine_model, cnn_runs_and_its_plan_is_near_the_lower_bound)
@@ -109,7 +88,7 @@ Test(engine_model, cnn_runs_and_its_plan_is_near_the_lower_bound)
     eng_tensor_t *in = input_new(&shape);
     run_and_check_probabilities(f.model, in, 8);
     eng_tensor_free(in);
-    fixture_close(&f);
+    model_fixture_close(&f);
 }
 
 Test(engine_model, same_input_gives_the_same_output_across_plans)
@@ -136,7 +115,7 @@ Test(engine_model, same_input_gives_the_same_output_across_plans)
     eng_tensor_free(c[0]);
     eng_tensor_free(one);
     eng_tensor_free(two);
-    fixture_close(&f);
+    model_fixture_close(&f);
 }
 
 Test(engine_model, runs_from_the_arena_policy_block)
@@ -152,7 +131,7 @@ Test(engine_model, runs_from_the_arena_policy_block)
     alloc_policy_stats(arena, &ps);
     cr_expect_eq(ps.n_batches, 1, "the run took its activations from one arena");
     eng_tensor_free(in);
-    fixture_close(&f);
+    model_fixture_close(&f);
 }
 
 Test(engine_model, rejects_wrong_inputs_with_a_message_naming_them)
@@ -170,7 +149,7 @@ Test(engine_model, rejects_wrong_inputs_with_a_message_naming_them)
     cr_expect(strstr(fs_errmsg(), "int64"), "%s", fs_errmsg());
     eng_tensor_free(ints);
     cr_expect_null(out[0]);
-    fixture_close(&f);
+    model_fixture_close(&f);
 }
 
 Test(engine_model, missing_and_corrupt_files_fail_cleanly)
@@ -249,7 +228,7 @@ Test(engine_model, runs_from_several_threads_at_once)
                      (long long)jobs[j].batch, jobs[j].failures);
         eng_tensor_free(refs[j]);
     }
-    fixture_close(&f);
+    model_fixture_close(&f);
 }
 
 /* The encoder block: samples of a batch do not mix (sample 0 of a batch of
@@ -287,5 +266,5 @@ Test(engine_model, transformer_block_keeps_samples_apart)
     eng_tensor_free(b[0]);
     eng_tensor_free(one);
     eng_tensor_free(three);
-    fixture_close(&f);
+    model_fixture_close(&f);
 }

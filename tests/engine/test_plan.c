@@ -5,33 +5,16 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "model_fixture.h"
 #include "onnx_build.h"
 
-typedef struct plan_fixture {
-    alloc_provider_t *host;
-    alloc_cache_t *cache;
-    eng_model_t *model;
-} plan_fixture_t;
-
-static void open_model(plan_fixture_t *f, mb_t *b)
+static void open_model(model_fixture_t *f, mb_t *b)
 {
-    cr_assert_eq(alloc_provider_host_create(&f->host), 0);
-    cr_assert_eq(alloc_cache_create(f->host, NULL, &f->cache), 0);
+    model_fixture_cache(f);
     size_t len;
     uint8_t *buf = mb_pack(b, &len);
     eng_model_config_t cfg = {.name = "t", .cache = f->cache};
     cr_assert_eq(eng_model_load_bytes(buf, len, NULL, &cfg, &f->model), 0, "%s", fs_errmsg());
-}
-
-static void close_model(plan_fixture_t *f)
-{
-    eng_model_destroy(f->model);
-    alloc_cache_stats_t st;
-    alloc_cache_stats(f->cache, &st);
-    cr_expect_eq(st.allocated.current, 0, "allocated after destroy: %lld",
-                 (long long)st.allocated.current);
-    alloc_cache_destroy(f->cache);
-    alloc_provider_destroy(f->host);
 }
 
 static eng_tensor_t *tensor_f32(const eng_shape_t *s, float start)
@@ -54,7 +37,7 @@ Test(engine_plan, runs_a_data_dependent_reshape_tensor_by_tensor)
     mb_node(&b, "Reshape", "reshape", "x,shape", "r");
     mb_node(&b, "Relu", "relu", "r", "y");
     mb_output(&b, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, -1, NULL);
-    plan_fixture_t f;
+    model_fixture_t f;
     open_model(&f, &b);
 
     eng_plan_info_t info;
@@ -96,7 +79,7 @@ Test(engine_plan, runs_a_data_dependent_reshape_tensor_by_tensor)
                  "between runs only the model's own bytes are held: no activation leaks");
     eng_tensor_free(x);
     eng_tensor_free(shape);
-    close_model(&f);
+    model_fixture_close(&f);
     mb_free(&b);
 }
 
@@ -123,7 +106,7 @@ Test(engine_plan, folds_a_shape_subgraph_at_plan_time)
     mb_node(&b, "Reshape", "reshape", "x,target", "flat");
     mb_node(&b, "Relu", "relu", "flat", "y");
     mb_output(&b, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, -1, NULL);
-    plan_fixture_t f;
+    model_fixture_t f;
     open_model(&f, &b);
 
     eng_shape_t shape = {3, {4, 2, 3}};
@@ -147,7 +130,7 @@ Test(engine_plan, folds_a_shape_subgraph_at_plan_time)
     cr_expect_eq(((float *)out[0]->data)[0], 0.0f);
     eng_tensor_free(out[0]);
     eng_tensor_free(x);
-    close_model(&f);
+    model_fixture_close(&f);
     mb_free(&b);
 }
 
@@ -165,7 +148,7 @@ Test(engine_plan, folds_constant_subgraphs_at_load_into_the_models_weights)
     mb_node(&b, "Transpose", "t", "w", "wt");
     mb_node(&b, "Add", "add", "x,wt", "y");
     mb_output(&b, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, -1, NULL);
-    plan_fixture_t f;
+    model_fixture_t f;
     open_model(&f, &b);
     alloc_owner_stats_t os;
     cr_assert_eq(alloc_cache_owner_stats(f.cache, eng_model_owner(f.model), &os), 0);
@@ -183,7 +166,7 @@ Test(engine_plan, folds_constant_subgraphs_at_load_into_the_models_weights)
     cr_expect_eq(memcmp(out[0]->data, want, sizeof want), 0);
     eng_tensor_free(out[0]);
     eng_tensor_free(x);
-    close_model(&f);
+    model_fixture_close(&f);
     mb_free(&b);
 }
 
@@ -199,7 +182,7 @@ Test(engine_plan, maps_opset_6_axis_broadcasting_onto_numpy_rules)
     mb_attr_i(&b, add, "broadcast", 1);
     mb_attr_i(&b, add, "axis", 1);
     mb_output(&b, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, -1, NULL);
-    plan_fixture_t f;
+    model_fixture_t f;
     open_model(&f, &b);
     eng_shape_t sa = {3, {2, 3, 4}}, sb = {1, {3}};
     eng_tensor_t *a = tensor_f32(&sa, 0.0f), *bt = tensor_f32(&sb, 100.0f);
@@ -217,6 +200,6 @@ Test(engine_plan, maps_opset_6_axis_broadcasting_onto_numpy_rules)
     eng_tensor_free(out[0]);
     eng_tensor_free(a);
     eng_tensor_free(bt);
-    close_model(&f);
+    model_fixture_close(&f);
     mb_free(&b);
 }

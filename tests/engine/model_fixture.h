@@ -1,0 +1,45 @@
+/* model_fixture.h -- a model over a fresh host cache for the engine's model
+ * suites, and the end-of-test check that destroying it returned every byte.
+ * Header-only. */
+#ifndef FS_TESTS_ENGINE_MODEL_FIXTURE_H
+#define FS_TESTS_ENGINE_MODEL_FIXTURE_H
+
+#include <criterion/criterion.h>
+
+#include "alloc/cache.h"
+#include "alloc/provider.h"
+#include "common/error.h"
+#include "engine/engine.h"
+
+typedef struct model_fixture {
+    alloc_provider_t *host;
+    alloc_cache_t *cache;
+    eng_model_t *model;
+} model_fixture_t;
+
+/* The provider and the cache; the caller loads f->model from them. */
+static inline void model_fixture_cache(model_fixture_t *f)
+{
+    cr_assert_eq(alloc_provider_host_create(&f->host), 0);
+    cr_assert_eq(alloc_cache_create(f->host, NULL, &f->cache), 0);
+    f->model = NULL;
+}
+
+/* Destroys the model and checks every byte came back: nothing allocated,
+ * nothing reserved once the cache is emptied. */
+static inline void model_fixture_close(model_fixture_t *f)
+{
+    eng_model_destroy(f->model);
+    alloc_cache_stats_t st;
+    alloc_cache_stats(f->cache, &st);
+    cr_expect_eq(st.allocated.current, 0, "allocated after destroy: %lld",
+                 (long long)st.allocated.current);
+    alloc_cache_empty(f->cache, ALLOC_RELEASE_EMPTY);
+    alloc_cache_stats(f->cache, &st);
+    cr_expect_eq(st.reserved.current, 0, "reserved after empty: %lld",
+                 (long long)st.reserved.current);
+    alloc_cache_destroy(f->cache);
+    alloc_provider_destroy(f->host);
+}
+
+#endif
