@@ -1,6 +1,8 @@
 /* linalg_kernels.c -- CPU kernels of the linalg ops.
  *
- * MatMul and Gemm call OpenBLAS's sgemm (with its own threads): MatMul once
+ * MatMul and Gemm call flatserve's GEMM (engine/cpu/gemm.h: every output
+ * element's bits independent of its position, so of the batch it is in),
+ * with the kernel's threads and its scratch for the packed B: MatMul once
  * per broadcast batch matrix, or once for the whole batch when B is one
  * matrix shared by every batch and A's matrices are contiguous (then A is
  * one [batch * M, K] matrix).
@@ -15,84 +17,111 @@
  * element of each operand (found through per-label strides, where a
  * repeated label adds its axes' strides, which walks a diagonal) and
  * summing in double. */
-#include <cblas.h>
-#include <limits.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/cpu/gemm.h"
 #include "engine/ops/linalg_impl.h"
 
-/* Fails with FS_ENOTSUP when a GEMM dimension does not fit OpenBLAS's int. */
-static int check_blas_dims(const eng_op_ctx_t *c, int64_t m, int64_t n, int64_t k)
+/* Y [m, n] = A [m, k] x B [k, n], row-major and packed, with up to n_threads
+ * threads and `scratch` (see eng_gemm_run). Cannot fail. */
+static void sgemm_nn(int n_threads, int64_t m, int64_t n, int64_t k, const float *a,
+                     const float *b, float *y, void *scratch, size_t scratch_bytes)
 {
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-        return eng_op_err(c, FS_ENOTSUP, "GEMM dimensions %lld x %lld x %lld exceed the BLAS "
-                          "int range", (long long)m, (long long)n, (long long)k);
-    return 0;
+    eng_gemm_t g = {.m = m, .n = n, .k = k, .a = a, .lda = k, .b = b, .ldb = n, .c = y,
+                    .ldc = n, .alpha = 1.0f};
+    eng_gemm_run(&g, n_threads, scratch, scratch_bytes);
 }
 
-/* Y [m, n] = A [m, k] x B [k, n], row-major and packed. Cannot fail. */
-static void sgemm_nn(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *y)
-{
-    if (m == 0 || n == 0)
-        return;
-    if (k == 0) {
-        memset(y, 0, (size_t)(m * n) * sizeof *y);
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
-                (int)k, b, (int)n, 0.0f, y, (int)n);
-}
-
-/* MatMul. On error (BLAS range) Y is untouched. */
-static int matmul_run(eng_op_ctx_t *c)
-{
+/* How MatMul runs: `batches` products of [m, k] x [k, n] (m is batch * M
+ * when one GEMM covers the batch, and batches 1). */
+typedef struct matmul_plan {
     eng_matmul_dims_t d;
-    int rc = eng_matmul_dims(c, &d);
+    int64_t batches, m;
+    bool one_gemm;
+} matmul_plan_t;
+
+static int matmul_plan(const eng_op_ctx_t *c, matmul_plan_t *p)
+{
+    int rc = eng_matmul_dims(c, &p->d);
     if (rc)
         return rc;
-    int64_t batches = 1;
+    const eng_matmul_dims_t *d = &p->d;
     bool b_shared = true, a_full = true;
-    for (int i = 0; i < d.batch_rank; i++) {
-        batches *= d.batch[i];
-        b_shared = b_shared && (d.b_stride[i] == 0 || d.batch[i] == 1);
-        a_full = a_full && (d.a_stride[i] != 0 || d.batch[i] == 1);
+    p->batches = 1;
+    for (int i = 0; i < d->batch_rank; i++) {
+        p->batches *= d->batch[i];
+        b_shared = b_shared && (d->b_stride[i] == 0 || d->batch[i] == 1);
+        a_full = a_full && (d->a_stride[i] != 0 || d->batch[i] == 1);
     }
+    p->one_gemm = b_shared && a_full;
+    p->m = p->one_gemm ? p->batches * d->m : d->m;
+    return 0;
+}
+
+static size_t matmul_scratch_bytes(const eng_op_ctx_t *c)
+{
+    matmul_plan_t p;
+    if (matmul_plan(c, &p) != 0)
+        return 0;
+    return eng_gemm_scratch_bytes(p.m, p.d.n, p.d.k);
+}
+
+/* MatMul. On error (shapes) Y is untouched. */
+static int matmul_run(eng_op_ctx_t *c)
+{
+    matmul_plan_t p;
+    int rc = matmul_plan(c, &p);
+    if (rc)
+        return rc;
+    const eng_matmul_dims_t *d = &p.d;
     const float *a = c->inputs[0]->data, *b = c->inputs[1]->data;
     float *y = c->outputs[0]->data;
-    if (b_shared && a_full) {
-        if ((rc = check_blas_dims(c, batches * d.m, d.n, d.k)))
-            return rc;
-        sgemm_nn(batches * d.m, d.n, d.k, a, b, y);
+    if (p.one_gemm) {
+        sgemm_nn(c->n_threads, p.m, d->n, d->k, a, b, y, c->scratch, c->scratch_bytes);
         return 0;
     }
-    if ((rc = check_blas_dims(c, d.m, d.n, d.k)))
-        return rc;
-    for (int64_t bi = 0; bi < batches; bi++) {
+    for (int64_t bi = 0; bi < p.batches; bi++) {
         int64_t rem = bi, a_off = 0, b_off = 0;
-        for (int i = d.batch_rank - 1; i >= 0; i--) {
-            int64_t at = rem % d.batch[i];
-            rem /= d.batch[i];
-            a_off += at * d.a_stride[i];
-            b_off += at * d.b_stride[i];
+        for (int i = d->batch_rank - 1; i >= 0; i--) {
+            int64_t at = rem % d->batch[i];
+            rem /= d->batch[i];
+            a_off += at * d->a_stride[i];
+            b_off += at * d->b_stride[i];
         }
-        sgemm_nn(d.m, d.n, d.k, a + a_off, b + b_off, y + bi * d.m * d.n);
+        sgemm_nn(c->n_threads, d->m, d->n, d->k, a + a_off, b + b_off, y + bi * d->m * d->n,
+                 c->scratch, c->scratch_bytes);
     }
     return 0;
 }
 
-/* Gemm: Y = alpha * A' x B' + beta * C, C broadcast to [M, N]. On error
- * (BLAS range) Y is untouched. */
+/* Gemm's product dims, from A, B and the trans attributes. */
+static void gemm_dims(const eng_op_ctx_t *c, int64_t *m, int64_t *n, int64_t *k)
+{
+    const eng_shape_t *as = &c->inputs[0]->shape, *bs = &c->inputs[1]->shape;
+    bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
+    *m = as->dims[ta ? 1 : 0];
+    *k = as->dims[ta ? 0 : 1];
+    *n = bs->dims[tb ? 0 : 1];
+}
+
+static size_t gemm_scratch_bytes(const eng_op_ctx_t *c)
+{
+    int64_t m, n, k;
+    gemm_dims(c, &m, &n, &k);
+    return eng_gemm_scratch_bytes(m, n, k);
+}
+
+/* Gemm: Y = alpha * A' x B' + beta * C, C broadcast to [M, N]: with C, Y
+ * is set to beta * C and the product (alpha folded into B's elements, see
+ * gemm.h) accumulates onto it. Cannot fail. */
 static int gemm_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
     bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
     float alpha = eng_attr_f(c->node, "alpha", 1.0f), beta = eng_attr_f(c->node, "beta", 1.0f);
-    int64_t m = at->shape.dims[ta ? 1 : 0], k = at->shape.dims[ta ? 0 : 1];
-    int64_t n = bt->shape.dims[tb ? 0 : 1];
-    int rc = check_blas_dims(c, m, n, k);
-    if (rc)
-        return rc;
+    int64_t m, n, k;
+    gemm_dims(c, &m, &n, &k);
     float *y = c->outputs[0]->data;
     if (ct) {
         const float *cv = ct->data;
@@ -101,14 +130,11 @@ static int gemm_run(eng_op_ctx_t *c)
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++)
                 y[i * n + j] = beta * cv[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
-    } else {
-        memset(y, 0, (size_t)(m * n) * sizeof *y);
     }
-    if (m == 0 || n == 0 || k == 0)
-        return 0;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, alpha, at->data, (int)(ta ? m : k), bt->data,
-                (int)(tb ? k : n), 1.0f, y, (int)n);
+    eng_gemm_t g = {.m = m, .n = n, .k = k, .a = at->data, .lda = ta ? m : k, .trans_a = ta,
+                    .b = bt->data, .ldb = tb ? k : n, .trans_b = tb, .c = y, .ldc = n,
+                    .alpha = alpha, .accumulate = ct != NULL};
+    eng_gemm_run(&g, c->n_threads, c->scratch, c->scratch_bytes);
     return 0;
 }
 
@@ -204,29 +230,37 @@ static void einsum_copy(const eng_einsum_t *e, const einsum_gemm_t *p, const int
     }
 }
 
+/* The scratch of a batched-GEMM Einsum: the copies of A, B and Y, then the
+ * GEMM's own (`copies` bytes in, `gemm` bytes long). */
+static void einsum_scratch_split(const einsum_gemm_t *p, size_t *copies, size_t *gemm)
+{
+    int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
+    *copies = (size_t)(b * (m * k + k * n + m * n)) * sizeof(float);
+    *gemm = eng_gemm_scratch_bytes(m, n, k);
+}
+
 static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     einsum_gemm_t p;
     if (eng_einsum_parse(c, &e) != 0 || !einsum_as_gemm(c, &e, &p))
         return 0;
-    int64_t b = p.len[ROLE_BATCH], m = p.len[ROLE_M], n = p.len[ROLE_N], k = p.len[ROLE_K];
-    return (size_t)(b * (m * k + k * n + m * n)) * sizeof(float);
+    size_t copies, gemm;
+    einsum_scratch_split(&p, &copies, &gemm);
+    return copies + gemm;
 }
 
-/* Einsum as a batched GEMM. 0, or FS_ENOTSUP (BLAS range) / FS_EINVAL
- * (scratch too small) with Y untouched. */
+/* Einsum as a batched GEMM. 0, or FS_EINVAL (scratch too small) with Y
+ * untouched. */
 static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_gemm_t *p,
                            int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
 {
     int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
-    size_t need = (size_t)(b * (m * k + k * n + m * n)) * sizeof(float);
-    if (c->scratch_bytes < need)
+    size_t copies, gemm;
+    einsum_scratch_split(p, &copies, &gemm);
+    if (c->scratch_bytes < copies)
         return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
-    int rc = check_blas_dims(c, m, n, k);
-    if (rc)
-        return rc;
+                          c->scratch_bytes, copies + gemm);
     float *a = c->scratch, *bm = a + b * m * k, *y = bm + b * k * n;
     int64_t ystride[ENG_EINSUM_MAX_LABELS] = {0}, st = 1;
     for (int i = e->n_out - 1; i >= 0; i--) {
@@ -239,7 +273,8 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
     einsum_copy(e, p, a_roles, stride[0], c->inputs[0]->data, a, true);
     einsum_copy(e, p, b_roles, stride[1], c->inputs[1]->data, bm, true);
     for (int64_t i = 0; i < b; i++)
-        sgemm_nn(m, n, k, a + i * m * k, bm + i * k * n, y + i * m * n);
+        sgemm_nn(c->n_threads, m, n, k, a + i * m * k, bm + i * k * n, y + i * m * n,
+                 (char *)c->scratch + copies, c->scratch_bytes - copies);
     einsum_copy(e, p, y_roles, ystride, c->outputs[0]->data, y, false);
     return 0;
 }
@@ -305,8 +340,8 @@ static int einsum_run(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_cpu_kernel_t k_matmul = {"MatMul", matmul_run, NULL};
-static const eng_cpu_kernel_t k_gemm = {"Gemm", gemm_run, NULL};
+static const eng_cpu_kernel_t k_matmul = {"MatMul", matmul_run, matmul_scratch_bytes};
+static const eng_cpu_kernel_t k_gemm = {"Gemm", gemm_run, gemm_scratch_bytes};
 static const eng_cpu_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
 
 const eng_cpu_kernel_t *const eng_cpu_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};

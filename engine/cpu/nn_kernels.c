@@ -1,6 +1,8 @@
 /* nn_kernels.c -- CPU kernels of the nn ops.
  *
- * Conv is im2col + sgemm: for each image and group, the input windows are
+ * Conv is im2col + GEMM (flatserve's, engine/cpu/gemm.h: each output
+ * element's bits independent of its position, so identical channels give
+ * identical outputs): for each image and group, the input windows are
  * copied into a column matrix col [C/group * K, OUT] (K kernel taps, OUT
  * output positions) in the scratch buffer, and Y_g = W_g [M/group, C/group
  * * K] x col. A 1x1 kernel with stride 1 and no padding needs no copy: X is
@@ -18,26 +20,17 @@
  * normalisations over independent output planes (or LayerNormalization's
  * rows); each chunk writes only its own outputs and every statistic is
  * taken within one chunk, so results do not depend on the thread count.
- * The GEMMs run on the calling thread with OpenBLAS's own threads. */
-#include <cblas.h>
-#include <limits.h>
+ * The GEMMs split their output over the same threads (never the sum over
+ * k), with their packed B after the column matrix in the scratch. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/parallel.h"
 #include "engine/ops/nn_impl.h"
-
-/* Fails with FS_ENOTSUP when a GEMM dimension does not fit OpenBLAS's int. */
-static int check_blas_dims(const eng_op_ctx_t *c, int64_t a, int64_t b, int64_t k)
-{
-    if (a > INT_MAX || b > INT_MAX || k > INT_MAX)
-        return eng_op_err(c, FS_ENOTSUP, "GEMM dimensions %lld x %lld x %lld exceed the BLAS "
-                          "int range", (long long)a, (long long)b, (long long)k);
-    return 0;
-}
 
 /* The taps of the window at output position o along dim i that land in
  * [lo, hi) of the image (lo = 0, hi = in: the taps that read X). */
@@ -196,22 +189,24 @@ static void add_bias(int n_threads, float *y, const float *bias, int64_t planes,
     eng_parallel_for(n_threads, planes, eng_parallel_grain(plane), add_bias_planes, &j);
 }
 
-/* Y [m, n] = op(A) x B (+ Y when accumulate) with A [m, k] (or [k, m] when
- * trans_a) and B [k, n], row-major, packed; safe for empty dims (BLAS
- * rejects a leading dimension of 0). Cannot fail. */
-static void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
-                 float *y, bool accumulate)
+/* The scratch a Conv or ConvTranspose GEMM step wants: the column matrix
+ * (`col_floats`), then the GEMM's own for an m x n x k product. */
+static size_t gemm_step_scratch_bytes(int64_t col_floats, int64_t m, int64_t n, int64_t k)
 {
-    if (m == 0 || n == 0)
-        return;
-    if (k == 0) {
-        if (!accumulate)
-            memset(y, 0, (size_t)(m * n) * sizeof *y);
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                (int)k, 1.0f, a, (int)(trans_a ? m : k), b, (int)n, accumulate ? 1.0f : 0.0f, y,
-                (int)n);
+    return (size_t)col_floats * sizeof(float) + eng_gemm_scratch_bytes(m, n, k);
+}
+
+/* Y [m, n] = op(A) x B (+ Y when accumulate) with A [m, k] (or [k, m] when
+ * trans_a) and B [k, n], row-major, packed, with up to n_threads threads and
+ * the scratch from `scratch_at` bytes on (see eng_gemm_run). Cannot fail. */
+static void gemm(const eng_op_ctx_t *c, size_t scratch_at, bool trans_a, int64_t m, int64_t n,
+                 int64_t k, const float *a, const float *b, float *y, bool accumulate)
+{
+    eng_gemm_t g = {.m = m, .n = n, .k = k, .a = a, .lda = trans_a ? m : k, .trans_a = trans_a,
+                    .b = b, .ldb = n, .c = y, .ldc = n, .alpha = 1.0f,
+                    .accumulate = accumulate};
+    size_t have = c->scratch_bytes > scratch_at ? c->scratch_bytes - scratch_at : 0;
+    eng_gemm_run(&g, c->n_threads, have ? (char *)c->scratch + scratch_at : NULL, have);
 }
 
 static void fill_bias_planes(void *arg, int64_t begin, int64_t end)
@@ -225,7 +220,7 @@ static void fill_bias_planes(void *arg, int64_t begin, int64_t end)
 }
 
 /* Sets each of the `planes` planes of `plane` floats to bias[m], so a GEMM
- * can accumulate onto it: one write pass instead of BLAS zeroing Y and a
+ * can accumulate onto it: one write pass instead of the GEMM zeroing Y and a
  * second pass adding the bias. Cannot fail. */
 static void fill_bias(int n_threads, float *y, const float *bias, int64_t planes, int64_t plane)
 {
@@ -314,16 +309,25 @@ static void conv_depthwise(int n_threads, const eng_nn_geom_t *g, const float *x
                      conv_depthwise_planes, &j);
 }
 
+/* The floats of Conv's column matrix (0 when it needs none). */
+static int64_t conv_col_floats(const eng_nn_geom_t *g)
+{
+    if (conv_is_pointwise(g))
+        return 0;
+    return g->in_channels / g->group * eng_nn_prod(g->kernel) * eng_nn_prod(g->out);
+}
+
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || conv_is_pointwise(&g) || conv_is_depthwise(&g))
+    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || conv_is_depthwise(&g))
         return 0;
-    return (size_t)(g.in_channels / g.group * eng_nn_prod(g.kernel) * eng_nn_prod(g.out)) *
-           sizeof(float);
+    int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+    return gemm_step_scratch_bytes(conv_col_floats(&g), mg, eng_nn_prod(g.out),
+                                   cg * eng_nn_prod(g.kernel));
 }
 
-/* Conv. On error (geometry, BLAS range, scratch too small) Y is untouched. */
+/* Conv. On error (geometry, scratch too small) Y is untouched. */
 static int conv_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
@@ -340,12 +344,10 @@ static int conv_run(eng_op_ctx_t *c)
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
     bool pointwise = conv_is_pointwise(&g);
-    size_t need = pointwise ? 0 : (size_t)(cg * taps * out_sz) * sizeof(float);
-    if (c->scratch_bytes < need)
+    size_t col_bytes = (size_t)conv_col_floats(&g) * sizeof(float);
+    if (c->scratch_bytes < col_bytes)
         return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
-    if ((rc = check_blas_dims(c, mg, out_sz, cg * taps)))
-        return rc;
+                          c->scratch_bytes, col_bytes);
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {
             const float *xg = x + (n * g.in_channels + gi * cg) * in_sz;
@@ -354,8 +356,8 @@ static int conv_run(eng_op_ctx_t *c)
                 im2col(c->n_threads, xg, cg, g.in, g.out, &g, col);
             if (b)
                 fill_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
-            gemm(false, mg, out_sz, cg * taps, w + gi * mg * cg * taps, pointwise ? xg : col, yg,
-                 b != NULL);
+            gemm(c, col_bytes, false, mg, out_sz, cg * taps, w + gi * mg * cg * taps,
+                 pointwise ? xg : col, yg, b != NULL);
         }
     return 0;
 }
@@ -365,8 +367,8 @@ static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g) != 0)
         return 0;
-    return (size_t)(g.out_channels / g.group * eng_nn_prod(g.kernel) * eng_nn_prod(g.in)) *
-           sizeof(float);
+    int64_t rows = g.out_channels / g.group * eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in);
+    return gemm_step_scratch_bytes(rows * in_sz, rows, in_sz, g.in_channels / g.group);
 }
 
 /* ConvTranspose. On error Y is untouched. */
@@ -378,12 +380,10 @@ static int conv_transpose_run(eng_op_ctx_t *c)
         return rc;
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
-    size_t need = (size_t)(mg * taps * in_sz) * sizeof(float);
-    if (c->scratch_bytes < need)
+    size_t col_bytes = (size_t)(mg * taps * in_sz) * sizeof(float);
+    if (c->scratch_bytes < col_bytes)
         return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
-    if ((rc = check_blas_dims(c, mg * taps, in_sz, cg)))
-        return rc;
+                          c->scratch_bytes, col_bytes);
     const float *x = c->inputs[0]->data, *w = c->inputs[1]->data;
     const eng_tensor_t *b = eng_ctx_in(c, 2);
     float *y = c->outputs[0]->data, *col = c->scratch;
@@ -392,7 +392,8 @@ static int conv_transpose_run(eng_op_ctx_t *c)
         for (int64_t gi = 0; gi < g.group; gi++) {
             const float *xg = x + (n * g.in_channels + gi * cg) * in_sz;
             float *yg = y + (n * g.out_channels + gi * mg) * out_sz;
-            gemm(true, mg * taps, in_sz, cg, w + gi * cg * mg * taps, xg, col, false);
+            gemm(c, col_bytes, true, mg * taps, in_sz, cg, w + gi * cg * mg * taps, xg, col,
+                 false);
             col2im(col, mg, g.out, g.in, &g, yg);
             if (b)
                 add_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
