@@ -60,8 +60,16 @@ ifeq ($(CUDA),1)
   CPPFLAGS += -I$(CUDA_HOME)/include
   # Static cudart: the binary needs no libcudart.so, and with no driver or no
   # GPU it still starts (the provider then reports FS_ENODEV).
-  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
-  NVCCFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Wextra,-fPIC
+  # The .cu objects are C++ (libstdc++). cuBLAS is linked as a shared library (the toolkit ships no static one
+  # everywhere), found through the rpath; it loads without a driver too.
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -lstdc++ -ldl -lrt
+  # Machine code for each CUDA_ARCH (A100, H100/H200) plus PTX of the newest
+  # for GPUs after it.
+  CUDA_ARCH ?= 80 90
+  NVCC_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+                  -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
+  NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-fPIC \
+               $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werror)
 endif
 
 # --- libraries ------------------------------------------------------------------

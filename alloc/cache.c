@@ -236,7 +236,7 @@ static bool streams_poll_locked(alloc_cache_t *c, alloc_stream_t stream)
             alloc_provider_fence_destroy(c->provider, s->fence);
             s->fence = NULL;
         }
-        if (s->id != stream && s->last_free_seq > s->done_seq) {
+        if (s->id != stream && !s->retired && s->last_free_seq > s->done_seq) {
             void *fence = NULL;
             if (alloc_provider_fence_record(c->provider, s->id, &fence) != 0) {
                 FS_LOG_W("alloc", "cache '%s': fence record on stream %#lx failed: %s", c->name,
@@ -286,8 +286,10 @@ static void block_make_free_locked(alloc_cache_t *c, cache_block_t *b)
     b->free_seq = ++c->free_seq;
     if (c->has_fences) {
         cache_stream_t *s = stream_get_locked(c, b->stream);
-        if (s)
+        if (s) {
             s->last_free_seq = b->free_seq;
+            s->retired = false; /* a live stream that reuses a retired handle */
+        }
     }
     /* A neighbour merges when it is FREE and safe for b's stream (its own,
      * or its fence passed): the merged block is b's, with b's newer
@@ -772,6 +774,39 @@ int alloc_cache_free(alloc_cache_t *c, void *ptr)
         b->seg->n_busy--;
         cache_stat_dec(&st->active, b->size);
         block_make_free_locked(c, b);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream)
+{
+    if (!c->has_fences || stream == 0)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_streams; i++) {
+        cache_stream_t *s = &c->streams[i];
+        if (s->id != stream)
+            continue;
+        if (s->fence) {
+            alloc_provider_fence_destroy(c->provider, s->fence);
+            s->fence = NULL;
+        }
+        /* The caller synchronised it: everything freed on it is safe. */
+        s->done_seq = c->free_seq;
+        s->retired = true;
+    }
+    /* Blocks still in use keep no reference to the stream: their frees (and
+     * extra uses) count as the default stream's from now on. */
+    cache_block_t *b, *tmp;
+    HASH_ITER(hh, c->by_ptr, b, tmp) {
+        if (b == &c->sentinel || b->state != ALLOC_BLOCK_ALLOCATED)
+            continue;
+        if (b->stream == stream)
+            b->stream = 0;
+        for (int u = 0; u < b->n_uses; u++)
+            if (b->uses[u] == stream)
+                b->uses[u] = 0;
     }
     pthread_mutex_unlock(&c->lock);
     return 0;

@@ -153,6 +153,12 @@ int alloc_cache_free(alloc_cache_t *c, void *ptr);
  * is reused only after that stream's work queued so far has finished.
  * FS_EINVAL for an unknown pointer. */
 int alloc_cache_record_stream(alloc_cache_t *c, void *ptr, alloc_stream_t stream);
+/* Forgets `stream` before its owner destroys it: the caller has
+ * synchronised it, so every block freed on it is safe for any stream, no
+ * fence is ever recorded on it again, and blocks still allocated on it
+ * count as the default stream's. A later stream with the same handle is a
+ * new stream. Cannot fail; a no-op without fences. */
+int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream);
 
 /* Size of the block at `ptr` (rounded) into *out. FS_EINVAL if unknown. */
 int alloc_cache_block_size(alloc_cache_t *c, const void *ptr, size_t *out);

@@ -85,6 +85,7 @@ typedef struct cache_stream {
     uint64_t done_seq;
     uint64_t fence_seq;              /* what the pending fence covers */
     void *fence;                     /* pending fence, or NULL */
+    bool retired;                    /* destroyed by its owner: never fenced again */
 } cache_stream_t;
 
 typedef struct cache_owner {

@@ -1,16 +1,23 @@
 #!/bin/sh
 # gpu_run.sh -- the GPU machine's whole job in one call: build the CUDA
-# variant from the bundled Debian packages, run every suite on the GPU, run
-# the allocator benchmark on the device and on the host, and leave the logs
-# in $OUT; then the model benchmark against ONNX Runtime (CPU) at 1 and 8
-# threads. Usage (from the repository root, with .deps and .gpu carried;
-# .gpu/onnx-tests/light is a copy of ../shared/onnx-tests/light, which does
-# not travel):
-#   sh bench/gpu_run.sh [all|tests|models]   (default all; each part builds)
+# variant from the bundled Debian packages, then run the selected parts and
+# leave the logs in $OUT. Usage (from the repository root, with .deps and
+# .gpu carried; .gpu/onnx-tests.tar.xz is ../shared/onnx-tests packed with
+# `tar -C ../shared -cJf .gpu/onnx-tests.tar.xz onnx-tests`, since ../shared
+# does not travel):
+#   sh bench/gpu_run.sh PART...   (default: all)
+# Parts:
+#   tests   every Criterion suite on the GPU (the CUDA ones must not skip)
+#   conf    the conformance runner with --device cuda, against the CPU's list
+#   alloc   the allocator benchmark on the device and on the host
+#   cuda    model_bench on the GPU (demo + light models), graphs on and off
+#   torch   bench/torch_ref.py: the CUDA engine against PyTorch eager
+#   ort     model_bench on the CPU against ONNX Runtime at 1 and 8 threads
 set -eu
-part=${1:-all}
+parts=${*:-all}
 : "${OUT:=/tmp/flatserve-gpu-out}"
 mkdir -p "$OUT"
+has() { case " $parts " in *" $1 "* | *" all "*) return 0 ;; esac; return 1; }
 eval "$(sh .deps/unpack-debs.sh .deps)"
 {
     date -u '+%Y-%m-%d %H:%M UTC'
@@ -19,30 +26,68 @@ eval "$(sh .deps/unpack-debs.sh .deps)"
     nproc
 } > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
+if [ -f .gpu/onnx-tests.tar.xz ] && [ ! -d .gpu/onnx-tests ]; then
+    tar -C .gpu -xJf .gpu/onnx-tests.tar.xz
+fi
+tests=.gpu/onnx-tests
+light=$tests/light
+FLATSERVE_ONNX_TESTS=$PWD/$tests
+export FLATSERVE_ONNX_TESTS
 
 echo "=== build (CUDA=1)"
-make CUDA=1 WERROR=1 -j"$(nproc)" all > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+start=$(date +%s)
+make CUDA=1 WERROR=1 -j"$(nproc)" all > "$OUT/build.txt" 2>&1 || { grep -E 'error|Error' "$OUT/build.txt" | head -40; exit 1; }
+echo "built in $(( $(date +%s) - start )) s"
 
-if [ "$part" != models ]; then
-echo "=== tests on the GPU"
-build/cuda/bin/flatserve-tests > "$OUT/tests.txt" 2>&1 || true
-grep -E '^\[FAIL|Synthesis' "$OUT/tests.txt" | head -40
-echo "=== the CUDA suites, one line a test (none may skip here)"
-build/cuda/bin/flatserve-tests --filter '*cuda*/*' --verbose 2>&1 |
-    grep -E '^\[(PASS|FAIL|SKIP)|Synthesis' | grep -v 'Test is disabled' | tee "$OUT/cuda_tests.txt"
-
-echo "=== alloc_bench (cuda)"
-build/cuda/bin/alloc_bench --markdown > "$OUT/bench_cuda.md" 2>&1
-echo "=== alloc_bench (host provider on the GPU machine's CPU)"
-build/cuda/bin/alloc_bench --provider host --markdown > "$OUT/bench_host.md" 2>&1
-tail -30 "$OUT/bench_cuda.md"
+if has tests; then
+    echo "=== tests on the GPU"
+    build/cuda/bin/flatserve-tests -j8 > "$OUT/tests.txt" 2>&1 || true
+    grep -E '^\[FAIL|Synthesis' "$OUT/tests.txt" | head -60
+    echo "=== the CUDA suites, one line a test (none may skip here)"
+    build/cuda/bin/flatserve-tests --filter '*cuda*/*' --verbose 2>&1 |
+        grep -E '^\[(PASS|FAIL|SKIP)|Synthesis' | grep -v 'Test is disabled' > "$OUT/cuda_tests.txt"
+    grep -E '^\[(FAIL|SKIP)|Synthesis' "$OUT/cuda_tests.txt" | head -60
+    echo "=== failed assertions"
+    grep -E '^\[----\] [a-z/_]+\.c:[0-9]+: ' "$OUT/tests.txt" | cut -c1-400 | head -60
 fi
 
-[ "$part" = tests ] && exit 0
-echo "=== model_bench vs ONNX Runtime (CPU execution provider)"
-light=.gpu/onnx-tests/light
-for t in 1 8; do
-    python3 bench/ort_compare.py --bench build/cuda/bin/model_bench --threads "$t" \
-        ${light:+--light "$light"} > "$OUT/ort_t$t.md" 2>&1 || echo "ort_compare --threads $t: exit $?"
-    tail -25 "$OUT/ort_t$t.md"
-done
+if has conf; then
+    echo "=== conformance on cuda (every case the CPU passes must pass)"
+    build/cuda/bin/conformance --device cuda -j8 --expect tests/conformance/expected_pass.txt \
+        --update-expect "$OUT/cuda_pass.txt" "$tests" > "$OUT/conf_cuda.txt" 2>&1 || true
+    grep -E '^FAIL' "$OUT/conf_cuda.txt" | head -80
+    tail -4 "$OUT/conf_cuda.txt"
+fi
+
+if has alloc; then
+    echo "=== alloc_bench (cuda, then the host provider on this machine's CPU)"
+    build/cuda/bin/alloc_bench --markdown > "$OUT/bench_cuda.md" 2>&1
+    build/cuda/bin/alloc_bench --provider host --markdown > "$OUT/bench_host.md" 2>&1
+    tail -30 "$OUT/bench_cuda.md"
+fi
+
+if has cuda; then
+    echo "=== model_bench on cuda (graphs on, then off)"
+    build/cuda/bin/model_bench --device cuda --markdown --light "$light" > "$OUT/model_cuda.md" 2>&1 || true
+    build/cuda/bin/model_bench --device cuda --no-graphs --markdown --light "$light" \
+        > "$OUT/model_cuda_nographs.md" 2>&1 || true
+    tail -32 "$OUT/model_cuda.md"
+    grep -E '^\| *[a-z_0-9]+ *\| *1 ' "$OUT/model_cuda_nographs.md" || tail -20 "$OUT/model_cuda_nographs.md"
+fi
+
+if has torch; then
+    echo "=== PyTorch eager vs the CUDA engine"
+    python3 bench/torch_ref.py --bench build/cuda/bin/model_bench --out-json "$OUT/torch_ref.json" \
+        > "$OUT/torch_ref.md" 2> "$OUT/torch_ref.err" || echo "torch_ref.py: exit $?"
+    tail -60 "$OUT/torch_ref.md"
+    tail -5 "$OUT/torch_ref.err"
+fi
+
+if has ort; then
+    echo "=== model_bench vs ONNX Runtime (CPU execution provider)"
+    for t in 1 8; do
+        python3 bench/ort_compare.py --bench build/cuda/bin/model_bench --threads "$t" \
+            --light "$light" > "$OUT/ort_t$t.md" 2>&1 || echo "ort_compare --threads $t: exit $?"
+        tail -25 "$OUT/ort_t$t.md"
+    done
+fi

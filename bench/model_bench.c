@@ -47,7 +47,17 @@ typedef struct bench_opts {
     size_t n_models;
     uint64_t budget_ns;     /* timing stops after this much, past BENCH_MIN_RUNS */
     size_t max_runs;
+    const char *device;     /* "cpu" (default), "cuda", "cuda:N" */
+    const char *precision;  /* CUDA: fp32 (default), tf32, ... */
+    bool no_graphs;         /* CUDA: launch by launch, no graph replay */
 } bench_opts_t;
+
+/* The memory models run in: the device's cache (host memory for the CPU)
+ * and, on a GPU, a host cache and a pinned staging cache. */
+typedef struct bench_mem {
+    alloc_provider_t *providers[3];
+    alloc_cache_t *caches[3];   /* device, host, staging */
+} bench_mem_t;
 
 /* One (model, batch) measurement, or a failure of its model or batch. */
 typedef struct bench_row {
@@ -59,6 +69,7 @@ typedef struct bench_row {
     size_t n_runs;
     eng_plan_info_t plan;
     uint64_t weights_bytes;
+    uint64_t peak_reserved_bytes;  /* the device cache's peak while running this batch */
     char error[FS_ERRMSG_MAX];  /* when !ok: what failed */
 } bench_row_t;
 
@@ -194,10 +205,11 @@ static void json_row(FILE *f, bool *first, const char *path, const bench_row_t *
     fprintf(f,
             ", \"median_ms\": %.6f, \"p90_ms\": %.6f, \"runs\": %zu, \"activation_bytes\": %zu, "
             "\"lower_bound_bytes\": %zu, \"plan_ratio\": %.6f, \"dynamic\": %s, "
-            "\"weights_bytes\": %llu}",
+            "\"weights_bytes\": %llu, \"peak_reserved_bytes\": %llu}",
             r->median_ms, r->p90_ms, r->n_runs, p->activation_bytes, p->lower_bound_bytes,
             p->lower_bound_bytes ? (double)p->activation_bytes / (double)p->lower_bound_bytes : 0.0,
-            p->dynamic ? "true" : "false", (unsigned long long)r->weights_bytes);
+            p->dynamic ? "true" : "false", (unsigned long long)r->weights_bytes,
+            (unsigned long long)r->peak_reserved_bytes);
 }
 
 /* ---- inputs ---------------------------------------------------------------------------- */
@@ -342,12 +354,16 @@ done:
 /* Loads one model and measures it at each of its batch sizes, adding a row
  * for each (or one failed row when it does not load). Returns 0, or 1 when
  * any of its measurements failed (reported on stderr). Exits on host OOM. */
-static int bench_model(const char *path, alloc_cache_t *cache, const bench_opts_t *o,
+static int bench_model(const char *path, const bench_mem_t *mem, const bench_opts_t *o,
                        bench_rows_t *rows, FILE *json, bool *json_first)
 {
     char name[BENCH_NAME_MAX];
     bench_model_name(path, name, sizeof name);
-    eng_model_config_t cfg = {.name = name, .cache = cache, .n_threads = o->n_threads};
+    alloc_cache_t *cache = mem->caches[0];
+    eng_model_config_t cfg = {.name = name, .cache = cache, .n_threads = o->n_threads,
+                              .device = o->device, .precision = o->precision,
+                              .host_cache = mem->caches[1], .staging = mem->caches[2],
+                              .no_cuda_graphs = o->no_graphs};
     eng_model_t *m = NULL;
     int64_t batches[BENCH_MAX_BATCHES];
     size_t n_batches = 0;
@@ -384,7 +400,11 @@ static int bench_model(const char *path, alloc_cache_t *cache, const bench_opts_
         if (rc == 0) {
             for (size_t i = 0; i < n_inputs; i++)
                 inputs[i] = *gen[i];
+            alloc_cache_reset_peak(cache);
             rc = bench_measure(m, inputs, n_inputs, o, r);
+            alloc_cache_stats_t st;
+            alloc_cache_stats(cache, &st);
+            r->peak_reserved_bytes = (uint64_t)st.reserved.peak;
         }
         if (rc != 0) {
             snprintf(r->error, sizeof r->error, "%s", fs_errmsg());
@@ -414,14 +434,20 @@ static void bench_rows_print(const bench_rows_t *rows, const bench_opts_t *o)
 {
     static const char *const heads[] = {"model", "batch", "median ms", "p90 ms", "runs",
                                         "items/s", "activations", "lower bound", "plan/bound",
-                                        "weights"};
-    char a[32], lb[32], w[32];
+                                        "weights", "peak reserved"};
+    char a[32], lb[32], w[32], pr[32];
     bench_section("Latency per batch, plan and weights");
-    bench_note("Engine on the CPU, %d thread%s (engine and OpenBLAS). Inputs: arange(N)/N as "
-               "float32. %d warm-up runs, then timed runs until %.1f s or %zu runs (at least "
-               "%d). Latency is one eng_model_run of the whole batch.",
-               o->n_threads, o->n_threads == 1 ? "" : "s", BENCH_WARMUP_RUNS,
-               (double)o->budget_ns / 1e9, o->max_runs, BENCH_MIN_RUNS);
+    char where[96];
+    if (o->device && strcmp(o->device, "cpu") != 0)
+        snprintf(where, sizeof where, "on %s at %s (inputs copied in and outputs out in each "
+                 "run)", o->device, o->precision ? o->precision : "fp32");
+    else
+        snprintf(where, sizeof where, "on the CPU, %d thread%s (engine and OpenBLAS)",
+                 o->n_threads, o->n_threads == 1 ? "" : "s");
+    bench_note("Engine %s. Inputs: arange(N)/N as float32. %d warm-up runs, then timed runs "
+               "until %.1f s or %zu runs (at least %d). Latency is one eng_model_run of the "
+               "whole batch.",
+               where, BENCH_WARMUP_RUNS, (double)o->budget_ns / 1e9, o->max_runs, BENCH_MIN_RUNS);
     bench_table_t t;
     size_t shown = 0;
     for (size_t i = 0; i < rows->n; i++) {
@@ -457,6 +483,7 @@ static void bench_rows_print(const bench_rows_t *rows, const bench_opts_t *o)
                 bench_table_add(&t, "-");
         }
         bench_table_add(&t, "%s", fs_format_size(r->weights_bytes, w, sizeof w));
+        bench_table_add(&t, "%s", fs_format_size(r->peak_reserved_bytes, pr, sizeof pr));
     }
     if (shown)
         bench_table_print(&t);
@@ -473,16 +500,21 @@ static void bench_rows_print(const bench_rows_t *rows, const bench_opts_t *o)
     }
     bench_note("weights: the model owner's bytes after load (initializers and load-time folded "
                "constants, rounded to the cache's blocks). activations: the plan's one block; "
-               "lower bound: the most bytes live at once.");
+               "lower bound: the most bytes live at once. peak reserved: the "
+               "model cache's peak reserved bytes while the batch ran (weights, activations, "
+               "and what the cache kept).");
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
 
 static void bench_usage(FILE *f)
 {
-    fprintf(f, "usage: model_bench [--threads N] [--quick] [--markdown] [--json FILE] "
-               "[--light DIR] [MODEL.onnx ...]\n"
+    fprintf(f, "usage: model_bench [--threads N] [--device D] [--precision P] [--quick] "
+               "[--markdown] [--json FILE] [--light DIR] [MODEL.onnx ...]\n"
                "  --threads N  engine and OpenBLAS threads (default 1)\n"
+               "  --device D   cpu (default), cuda or cuda:N\n"
+               "  --precision P  on CUDA: fp32 (default), tf32, fp16, bf16\n"
+               "  --no-graphs  on CUDA: launch every kernel, never replay a CUDA graph\n"
                "  --quick      0.3 s or 20 runs a measurement instead of 2 s or 200\n"
                "  --markdown   tables as Markdown, for bench/RESULTS.md\n"
                "  --json FILE  one object per (model, batch), for bench/ort_compare.py\n"
@@ -549,6 +581,12 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
                 exit(2);
             }
             o->n_threads = (int)v;
+        } else if (strcmp(a, "--no-graphs") == 0) {
+            o->no_graphs = true;
+        } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
+            o->device = argv[++i];
+        } else if (strcmp(a, "--precision") == 0 && i + 1 < argc) {
+            o->precision = argv[++i];
         } else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
             o->json_path = argv[++i];
         } else if (strcmp(a, "--light") == 0 && i + 1 < argc) {
@@ -621,13 +659,24 @@ int main(int argc, char **argv)
         bench_opts_fini(&o);
         return 2;
     }
-    alloc_provider_t *provider = NULL;
-    alloc_cache_t *cache = NULL;
+    bench_mem_t mem = {0};
+    bool cuda = o.device && strncmp(o.device, "cuda", 4) == 0;
     alloc_cache_config_t ccfg = {.name = "model_bench"};
-    if (alloc_provider_host_create(&provider) != 0 ||
-        alloc_cache_create(provider, &ccfg, &cache) != 0) {
-        fprintf(stderr, "model_bench: no host cache: %s\n", fs_errmsg());
-        alloc_provider_destroy(provider);
+    int rc = cuda ? alloc_provider_cuda_create(o.device[4] == ':' ? atoi(o.device + 5) : 0,
+                                               &mem.providers[0])
+                  : alloc_provider_host_create(&mem.providers[0]);
+    if (rc == 0 && cuda && (rc = alloc_provider_host_create(&mem.providers[1])) == 0)
+        rc = alloc_provider_pinned_create(&mem.providers[2]);
+    for (int i = 0; i < 3 && rc == 0; i++)
+        if (mem.providers[i])
+            rc = alloc_cache_create(mem.providers[i], i == 0 ? &ccfg : NULL, &mem.caches[i]);
+    if (rc != 0) {
+        fprintf(stderr, "model_bench: no %s memory: %s\n", o.device ? o.device : "cpu",
+                fs_errmsg());
+        for (int i = 0; i < 3; i++) {
+            alloc_cache_destroy(mem.caches[i]);
+            alloc_provider_destroy(mem.providers[i]);
+        }
         if (json)
             fclose(json);
         bench_opts_fini(&o);
@@ -635,14 +684,19 @@ int main(int argc, char **argv)
     }
 
     char subject[128];
-    snprintf(subject, sizeof subject, "CPU engine, %d thread%s, OpenBLAS %s", o.n_threads,
-             o.n_threads == 1 ? "" : "s", openblas_get_corename());
+    if (cuda)
+        snprintf(subject, sizeof subject, "CUDA engine on %s, precision %s, CUDA graphs %s",
+                 alloc_provider_name(mem.providers[0]), o.precision ? o.precision : "fp32",
+                 o.no_graphs ? "off" : "on");
+    else
+        snprintf(subject, sizeof subject, "CPU engine, %d thread%s, OpenBLAS %s", o.n_threads,
+                 o.n_threads == 1 ? "" : "s", openblas_get_corename());
     bench_header_print("model_bench", subject, false, argc, argv);
     if (json) {
-        fprintf(json, "{\"bench\": \"model_bench\", \"threads\": %d, \"quick\": %s, "
+        fprintf(json, "{\"bench\": \"model_bench\", \"device\": \"%s\", \"threads\": %d, \"quick\": %s, "
                       "\"warmup_runs\": %d, \"budget_s\": %.3f, \"max_runs\": %zu, "
                       "\"min_runs\": %d, \"results\": [",
-                o.n_threads, o.quick ? "true" : "false", BENCH_WARMUP_RUNS,
+                o.device ? o.device : "cpu", o.n_threads, o.quick ? "true" : "false", BENCH_WARMUP_RUNS,
                 (double)o.budget_ns / 1e9, o.max_runs, BENCH_MIN_RUNS);
     }
 
@@ -650,9 +704,11 @@ int main(int argc, char **argv)
     bool json_first = true;
     int failed = 0;
     for (size_t i = 0; i < o.n_models; i++)
-        failed |= bench_model(o.models[i], cache, &o, &rows, json, &json_first);
+        failed |= bench_model(o.models[i], &mem, &o, &rows, json, &json_first);
     bench_rows_print(&rows, &o);
-    failed |= bench_cache_check(cache);
+    for (int i = 0; i < 3; i++)
+        if (mem.caches[i])
+            failed |= bench_cache_check(mem.caches[i]);
 
     if (json) {
         fputs("\n]}\n", json);
@@ -661,8 +717,10 @@ int main(int argc, char **argv)
             failed = 1;
         }
     }
-    alloc_cache_destroy(cache);
-    alloc_provider_destroy(provider);
+    for (int i = 0; i < 3; i++) {
+        alloc_cache_destroy(mem.caches[i]);
+        alloc_provider_destroy(mem.providers[i]);
+    }
     free(rows.items);
     bench_opts_fini(&o);
     fflush(stdout);

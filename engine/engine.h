@@ -29,9 +29,24 @@ typedef struct eng_model eng_model_t;
 
 typedef struct eng_model_config {
     const char *name;       /* owner tag name and log name; NULL: the file name */
-    alloc_cache_t *cache;   /* borrowed; host memory for the CPU engine */
+    /* Borrowed. Where weights and activations live: host memory for the CPU
+     * engine, a cache over the `cuda` provider of the same device for CUDA. */
+    alloc_cache_t *cache;
     size_t max_plans;       /* plan LRU bound; 0 means 16 */
-    int n_threads;          /* kernel threads; 0 means 1 */
+    int n_threads;          /* CPU kernel threads; 0 means 1 */
+    /* "cpu" (also NULL), "cuda" (device 0) or "cuda:N". */
+    const char *device;
+    /* CUDA only: "fp32" (also NULL; TF32 off), "tf32", "fp16" or "bf16". */
+    const char *precision;
+    /* CUDA only, borrowed, optional: host memory for the loader's weights
+     * and the host copies of small constants (NULL: the C heap), and a
+     * cache over the `pinned` provider for input/output staging (NULL:
+     * copies from pageable memory). */
+    alloc_cache_t *host_cache;
+    alloc_cache_t *staging;
+    /* CUDA only: run every node one launch at a time instead of replaying a
+     * CUDA graph captured per plan (graphs are on by default). */
+    bool no_cuda_graphs;
 } eng_model_config_t;
 
 /* Loads a model. 0 and *out (caller frees with eng_model_destroy), or:
@@ -65,6 +80,8 @@ size_t eng_model_n_outputs(const eng_model_t *m);
 int eng_model_input(const eng_model_t *m, size_t i, eng_io_info_t *out);
 int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out);
 alloc_owner_t eng_model_owner(const eng_model_t *m);
+/* "cpu" or "cuda:N". */
+const char *eng_model_device(const eng_model_t *m);
 const char *eng_model_name(const eng_model_t *m);
 
 /* Runs the model. `inputs[i]` (host data) goes to model input i; n_inputs

@@ -8,32 +8,65 @@
  * and the graph outputs are copied out before the block goes back.
  * Dynamic: each node's op infers its output shapes with every input value
  * in hand, each output is allocated from the cache under the model's
- * activation owner, and a value is freed as soon as its last reader ran. */
+ * activation owner, and a value is freed as soon as its last reader ran.
+ *
+ * On a GPU (p->device == ENG_DEVICE_CUDA) the same walk queues every kernel
+ * on the instance's stream; memory is tagged with that stream. Inputs are
+ * copied into their place in the block and outputs out of it through one
+ * pinned staging buffer per run (pageable copies when the model has no
+ * staging cache), and the run synchronises with its stream once, at the
+ * end, so a kernel's asynchronous failure is reported by that run. On the
+ * dynamic path an op that needs an input's value to infer shapes gets a
+ * host copy of every small input (one stream synchronisation), then retries. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/arena.h"
 #include "common/error.h"
+#include "common/log.h"
+#include "engine/cuda/cuda.h"
 #include "engine/plan_impl.h"
+
+#define EXEC_ALIGN ((size_t)256)
+/* Dynamic device path: inputs up to this many elements are copied to the
+ * host when an op needs values to infer shapes (shape tensors, scalars). */
+#define EXEC_HOST_MIRROR_MAX 64
 
 /* Per-run state: the data pointers of every value, and the ctx arrays. */
 typedef struct run_state {
     eng_tensor_t *t;              /* n_values */
     const eng_tensor_t **ins;     /* max_io */
     eng_tensor_t **outs;          /* max_io */
+    const eng_tensor_t **hins;    /* max_io: host views of ins (device runs) */
+    alloc_stream_t stream;        /* device runs: the instance's stream */
 } run_state_t;
+
+static void run_state_fini(run_state_t *rs);
 
 static int run_state_init(const eng_plan_t *p, run_state_t *rs)
 {
     rs->t = calloc(p->n_values, sizeof *rs->t);
     rs->ins = calloc((size_t)p->max_io, sizeof *rs->ins);
     rs->outs = calloc((size_t)p->max_io, sizeof *rs->outs);
-    if (!rs->t || !rs->ins || !rs->outs) {
+    rs->hins = calloc((size_t)p->max_io, sizeof *rs->hins);
+    rs->stream = 0;
+    if (!rs->t || !rs->ins || !rs->outs || !rs->hins) {
         free(rs->t);
         free(rs->ins);
         free(rs->outs);
+        free(rs->hins);
         return fs_err(FS_ENOMEM, "out of host memory running a model");
     }
+#if FS_HAVE_CUDA
+    if (p->device == ENG_DEVICE_CUDA) {
+        rs->stream = (alloc_stream_t)eng_cuda_stream(p->cuda);
+        int rc = eng_cuda_bind(p->cuda);
+        if (rc != 0) {
+            run_state_fini(rs);
+            return rc;
+        }
+    }
+#endif
     for (size_t i = 0; i < p->n_values; i++)
         rs->t[i] = p->values[i].t;
     return 0;
@@ -44,6 +77,7 @@ static void run_state_fini(run_state_t *rs)
     free(rs->t);
     free(rs->ins);
     free(rs->outs);
+    free(rs->hins);
 }
 
 /* Points the ctx arrays at node n's values; absent ones stay NULL. Where a
@@ -61,67 +95,241 @@ static void run_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
         rs->outs[i] = n->outputs[i] >= 0 ? &rs->t[n->outputs[i]] : NULL;
 }
 
-/* Copies the graph outputs into new host tensors. */
-static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, eng_tensor_t **outputs)
+#if FS_HAVE_CUDA
+#define DEV_CALL(p, call) eng_cuda_##call
+#else
+/* A CPU-only build never makes a device plan; these keep the calls typed. */
+static int no_cuda(void)
+{
+    return fs_err(FS_ENOTSUP, "this build of flatserve has no CUDA support");
+}
+#define DEV_CALL(p, call) ((void)(p), no_cuda_##call)
+static int no_cuda_copy_h2d(eng_cuda_t *c, void *d, const void *s, size_t n)
+{
+    (void)c, (void)d, (void)s, (void)n;
+    return no_cuda();
+}
+static int no_cuda_copy_d2h(eng_cuda_t *c, void *d, const void *s, size_t n)
+{
+    (void)c, (void)d, (void)s, (void)n;
+    return no_cuda();
+}
+static int no_cuda_sync(eng_cuda_t *c)
+{
+    (void)c;
+    return no_cuda();
+}
+#endif
+#define dev_h2d(p, d, s, n) DEV_CALL(p, copy_h2d)((p)->cuda, (d), (s), (n))
+#define dev_d2h(p, d, s, n) DEV_CALL(p, copy_d2h)((p)->cuda, (d), (s), (n))
+#define dev_sync(p) DEV_CALL(p, sync)((p)->cuda)
+
+static size_t align_up(size_t n)
+{
+    return (n + EXEC_ALIGN - 1) & ~(EXEC_ALIGN - 1);
+}
+
+/* Device runs: value v's data in host memory when the host has it (a
+ * caller's input, a constant's host copy, a plan-time value), else NULL.
+ * `storage` is the dynamic path's (NULL: the plan's). */
+static const void *host_copy(const eng_plan_t *p, const eng_tensor_t *inputs,
+                             const plan_storage_t *storage, int v)
 {
     const eng_graph_t *g = p->graph;
-    for (size_t j = 0; j < g->n_outputs; j++) {
-        const eng_tensor_t *src = &rs->t[g->outputs[j]];
-        int rc = eng_tensor_alloc_host(src->dtype, &src->shape, &outputs[j]);
-        if (rc != 0) {
-            for (size_t k = 0; k < j; k++) {
-                eng_tensor_free(outputs[k]);
-                outputs[k] = NULL;
-            }
-            return rc;
-        }
+    for (size_t i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] == v)
+            return inputs[i].data;
+    if (storage)
+        return storage[v] == PV_CONST ? g->values[v].constant.data : NULL;
+    return p->values[v].host;
+}
+
+/* Copies the graph outputs into new host tensors. On a device, outputs the
+ * host already has are copied there; the rest come device-to-host through
+ * `staging` (NULL: straight into the output), then one stream sync. */
+static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, const eng_tensor_t *inputs,
+                        const plan_storage_t *storage, void *staging, size_t staging_off,
+                        eng_tensor_t **outputs)
+{
+    const eng_graph_t *g = p->graph;
+    bool dev = p->device != ENG_DEVICE_CPU;
+    int rc = 0;
+    size_t j = 0;
+    for (; j < g->n_outputs && rc == 0; j++)
+        rc = eng_tensor_alloc_host(rs->t[g->outputs[j]].dtype, &rs->t[g->outputs[j]].shape,
+                                   &outputs[j]);
+    size_t n_alloc = rc == 0 ? j : j - 1;
+    size_t off = staging_off;
+    bool queued = false;
+    for (j = 0; j < g->n_outputs && rc == 0; j++) {
+        int v = g->outputs[j];
+        const eng_tensor_t *src = &rs->t[v];
         size_t bytes = eng_tensor_bytes(src);
-        if (bytes)
-            memcpy(outputs[j]->data, src->data, bytes);
+        const void *host = dev ? host_copy(p, inputs, storage, v) : src->data;
+        if (!bytes)
+            continue;
+        if (host) {
+            memcpy(outputs[j]->data, host, bytes);
+        } else {
+            void *dst = staging ? (char *)staging + off : outputs[j]->data;
+            rc = dev_d2h(p, dst, src->data, bytes);
+            queued = true;
+        }
+        off += align_up(bytes);
     }
-    return 0;
+    if (queued) {
+        int src = dev_sync(p);
+        rc = rc ? rc : src;
+    }
+    off = staging_off;
+    for (j = 0; j < g->n_outputs && rc == 0 && staging; j++) {
+        int v = g->outputs[j];
+        size_t bytes = eng_tensor_bytes(&rs->t[v]);
+        if (bytes && !host_copy(p, inputs, storage, v))
+            memcpy(outputs[j]->data, (char *)staging + off, bytes);
+        off += align_up(bytes);
+    }
+    if (rc != 0)
+        for (size_t k = 0; k < n_alloc; k++) {
+            eng_tensor_free(outputs[k]);
+            outputs[k] = NULL;
+        }
+    return rc;
+}
+
+/* Device runs: the host views of node n's inputs. */
+static void host_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
+                       const eng_tensor_t *dyn_views)
+{
+    const eng_tensor_t *views = dyn_views ? dyn_views : p->host_views;
+    for (int i = 0; i < n->n_inputs; i++)
+        rs->hins[i] = n->inputs[i] >= 0 && rs->ins[i] && views[n->inputs[i]].data
+                          ? &views[n->inputs[i]]
+                          : NULL;
+}
+
+/* Runs (or, on a device, queues) every step of a static plan. */
+static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
+{
+    const eng_graph_t *g = p->graph;
+    bool dev = p->device != ENG_DEVICE_CPU;
+    int rc = 0;
+    for (size_t s = 0; s < p->n_steps && rc == 0; s++) {
+        const plan_step_t *st = &p->steps[s];
+        run_views(p, rs, st->node, NULL);
+        if (dev)
+            host_views(p, rs, st->node, NULL);
+        eng_op_ctx_t ctx = {.node = st->node, .opset = g->opset, .n_inputs = st->node->n_inputs,
+                            .inputs = rs->ins, .n_outputs = st->node->n_outputs,
+                            .outputs = rs->outs, .n_threads = p->n_threads,
+                            .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
+                            .scratch_bytes = st->scratch_bytes, .cuda = p->cuda,
+                            .host_inputs = dev ? rs->hins : NULL};
+        rc = st->kernel->run(&ctx);
+    }
+    return rc;
+}
+
+/* A device plan's steps: replayed from its CUDA graph when the graph was
+ * captured with this activation block, else captured now (from the second
+ * run on: the first warms up cuBLAS's choices) and replayed, else queued
+ * launch by launch. A plan whose capture fails stays on plain launches. */
+static int run_steps_device(eng_plan_t *p, run_state_t *rs, void *block)
+{
+#if FS_HAVE_CUDA
+    if (p->cuda_graph && p->graph_block == block)
+        return eng_cuda_graph_launch(p->cuda, p->cuda_graph);
+    bool capture = p->cuda_graphs && !p->graph_failed && p->graph_runs++ >= 1 && p->n_steps;
+    if (!capture)
+        return run_steps(p, rs, block);
+    eng_cuda_graph_destroy(p->cuda_graph);
+    p->cuda_graph = NULL;
+    int rc = eng_cuda_capture_begin(p->cuda);
+    if (rc != 0)
+        return rc;
+    int run_rc = run_steps(p, rs, block);
+    eng_cuda_graph_t *graph = NULL;
+    rc = eng_cuda_capture_end(p->cuda, &graph);
+    if (run_rc != 0) {
+        eng_cuda_graph_destroy(graph);
+        return run_rc;
+    }
+    if (rc != 0) {
+        /* Nothing ran: run the steps for real, without a graph from now on. */
+        FS_LOG_W("engine", "CUDA graph capture failed, running launch by launch: %s",
+                 fs_errmsg());
+        p->graph_failed = true;
+        return run_steps(p, rs, block);
+    }
+    p->cuda_graph = graph;
+    p->graph_block = block;
+    return eng_cuda_graph_launch(p->cuda, p->cuda_graph);
+#else
+    return run_steps(p, rs, block);
+#endif
 }
 
 static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
+    bool dev = p->device != ENG_DEVICE_CPU;
     run_state_t rs;
     int rc = run_state_init(p, &rs);
     if (rc != 0)
         return rc;
     alloc_arena_t *arena = NULL;
-    void *block = NULL;
+    void *block = NULL, *staging = NULL;
     bool own_block = false;
     if (p->block_bytes) {
-        rc = alloc_cache_batch_begin(p->cache, p->block_bytes, 0, p->act_owner, &arena);
+        rc = alloc_cache_batch_begin(p->cache, p->block_bytes, rs.stream, p->act_owner, &arena);
         if (rc == 0 && arena)
-            rc = alloc_arena_alloc(arena, p->block_bytes, 256, &block);
+            rc = alloc_arena_alloc(arena, p->block_bytes, EXEC_ALIGN, &block);
         else if (rc == 0) {
-            rc = alloc_cache_alloc(p->cache, p->block_bytes, 0, p->act_owner, &block);
+            rc = alloc_cache_alloc(p->cache, p->block_bytes, rs.stream, p->act_owner, &block);
             own_block = rc == 0;
         }
         if (rc != 0)
             goto done;
     }
+    if (dev && p->staging && p->staging_bytes &&
+        (rc = alloc_cache_alloc(p->staging, p->staging_bytes, 0, p->staging_owner, &staging)) != 0)
+        goto done;
     for (size_t i = 0; i < g->n_inputs; i++)
         rs.t[g->inputs[i]].data = inputs[i].data;
     for (size_t v = 0; v < p->n_values; v++)
         if (p->values[v].storage == PV_ACT)
             rs.t[v].data = (char *)block + p->values[v].offset;
 
-    for (size_t s = 0; s < p->n_steps && rc == 0; s++) {
-        const plan_step_t *st = &p->steps[s];
-        run_views(p, &rs, st->node, NULL);
-        eng_op_ctx_t ctx = {.node = st->node, .opset = g->opset, .n_inputs = st->node->n_inputs,
-                            .inputs = rs.ins, .n_outputs = st->node->n_outputs,
-                            .outputs = rs.outs, .n_threads = p->n_threads,
-                            .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
-                            .scratch_bytes = st->scratch_bytes};
-        rc = st->kernel->run(&ctx);
+    /* Device: inputs into their place in the block, through staging. */
+    size_t off = 0;
+    for (size_t v = 0; dev && v < p->n_values && rc == 0; v++) {
+        int i = p->values[v].input;
+        if (i < 0)
+            continue;
+        size_t bytes = eng_tensor_bytes(&inputs[i]);
+        const void *src = inputs[i].data;
+        if (staging && bytes) {
+            memcpy((char *)staging + off, src, bytes);
+            src = (char *)staging + off;
+        }
+        rc = dev_h2d(p, rs.t[v].data, src, bytes);
+        off += align_up(bytes);
     }
+
     if (rc == 0)
-        rc = copy_outputs(p, &rs, outputs);
+        rc = dev ? run_steps_device((eng_plan_t *)p, &rs, block) : run_steps(p, &rs, block);
+    if (rc == 0)
+        rc = copy_outputs(p, &rs, inputs, NULL, staging, off, outputs);
 done:
+    /* Work may still be queued (after an error, or with every output known
+     * on the host): let it finish before its memory goes back, since
+     * staging is host memory the next run rewrites. */
+    if (dev) {
+        int src = dev_sync(p);
+        rc = rc ? rc : src;
+    }
+    if (staging)
+        alloc_cache_free(p->staging, staging);
     if (own_block)
         alloc_cache_free(p->cache, block);
     if (p->block_bytes)
@@ -141,17 +349,62 @@ static void dyn_release(const eng_plan_t *p, run_state_t *rs, plan_storage_t *st
     storage[v] = PV_NONE;
 }
 
+/* Device runs of the dynamic path: what infer sees of node n's inputs (the
+ * host copy where there is one, else shape only). */
+static void infer_views(run_state_t *rs, const eng_node_t *n, eng_tensor_t *iv,
+                        const eng_tensor_t *hv)
+{
+    for (int i = 0; i < n->n_inputs; i++) {
+        if (!rs->ins[i])
+            continue;
+        iv[i] = *rs->ins[i];
+        iv[i].data = hv[n->inputs[i]].data;
+        rs->ins[i] = &iv[i];
+    }
+}
+
+/* Device runs of the dynamic path: host copies of node n's small inputs
+ * the host lacks, so an op can read the values that decide its shapes. */
+static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
+                         eng_tensor_t *hv, void **mirror)
+{
+    int rc = 0;
+    bool queued = false;
+    for (int i = 0; i < n->n_inputs && rc == 0; i++) {
+        int v = n->inputs[i];
+        if (v < 0 || hv[v].data || !rs->t[v].data ||
+            eng_shape_numel(&rs->t[v].shape) > EXEC_HOST_MIRROR_MAX)
+            continue;
+        size_t bytes = eng_tensor_bytes(&rs->t[v]);
+        if (!(mirror[v] = malloc(bytes ? bytes : 1)))
+            return fs_err(FS_ENOMEM, "out of host memory running a model");
+        rc = dev_d2h(p, mirror[v], rs->t[v].data, bytes);
+        hv[v] = rs->t[v];
+        hv[v].data = mirror[v];
+        queued = true;
+    }
+    if (queued) {
+        int src = dev_sync(p);
+        rc = rc ? rc : src;
+    }
+    return rc;
+}
+
 /* The dynamic path: infer, allocate, run, free, node by node. */
 static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
+    bool dev = p->device != ENG_DEVICE_CPU;
     run_state_t rs;
     int rc = run_state_init(p, &rs);
     if (rc != 0)
         return rc;
     plan_storage_t *storage = malloc(p->n_values * sizeof *storage);
     int *readers = calloc(p->n_values, sizeof *readers);
-    if (!storage || !readers) {
+    eng_tensor_t *hv = dev ? calloc(p->n_values, sizeof *hv) : NULL;
+    void **mirror = dev ? calloc(p->n_values, sizeof *mirror) : NULL;
+    eng_tensor_t *iv = dev ? calloc((size_t)p->max_io, sizeof *iv) : NULL;
+    if (!storage || !readers || (dev && (!hv || !mirror || !iv))) {
         rc = fs_err(FS_ENOMEM, "out of host memory running a model");
         goto done;
     }
@@ -159,10 +412,28 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         const eng_value_t *gv = &g->values[v];
         storage[v] = gv->kind == ENG_VALUE_CONST ? PV_CONST : PV_NONE;
         rs.t[v] = gv->kind == ENG_VALUE_CONST ? gv->constant : (eng_tensor_t){0};
+        if (dev) {
+            hv[v] = rs.t[v];
+            if (gv->kind == ENG_VALUE_CONST)
+                rs.t[v].data = p->dev_const[v];
+        }
     }
     for (size_t i = 0; i < g->n_inputs; i++) {
-        storage[g->inputs[i]] = PV_INPUT;
-        rs.t[g->inputs[i]] = inputs[i];
+        int v = g->inputs[i];
+        storage[v] = PV_INPUT;
+        rs.t[v] = inputs[i];
+        if (!dev)
+            continue;
+        /* The device copy is an activation like any other. */
+        hv[v] = inputs[i];
+        size_t bytes = eng_tensor_bytes(&inputs[i]);
+        rs.t[v].data = NULL;
+        if ((rc = alloc_cache_alloc(p->cache, bytes ? bytes : 1, rs.stream, p->act_owner,
+                                    &rs.t[v].data)) != 0)
+            goto done;
+        storage[v] = PV_ACT;
+        if ((rc = dev_h2d(p, rs.t[v].data, inputs[i].data, bytes)) != 0)
+            goto done;
     }
     for (size_t i = 0; i < g->n_nodes; i++)
         if (!p->node_done[i])
@@ -174,30 +445,50 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         if (p->node_done[i])
             continue;
         const eng_node_t *n = &g->nodes[i];
-        const eng_cpu_kernel_t *kernel = eng_cpu_kernel_find(n->op_type);
+        const eng_kernel_t *kernel = eng_kernel_find(p->device, n->op_type);
         run_views(p, &rs, n, storage);
         eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
                             .inputs = rs.ins, .n_outputs = n->n_outputs, .outputs = rs.outs,
-                            .n_threads = p->n_threads};
+                            .n_threads = p->n_threads, .cuda = p->cuda};
         if (!kernel) {
-            rc = eng_op_err(&ctx, FS_ENOTSUP, "no CPU kernel for this op");
+            rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", dev ? "CUDA" : "CPU");
             break;
         }
-        if ((rc = n->op->infer(&ctx)) != 0)
+        if (dev) {
+            infer_views(&rs, n, iv, hv);
+            rc = n->op->infer(&ctx);
+            if (rc == FS_EDYNAMIC) {
+                run_views(p, &rs, n, storage);
+                if ((rc = mirror_inputs(p, &rs, n, hv, mirror)) != 0)
+                    break;
+                infer_views(&rs, n, iv, hv);
+                rc = n->op->infer(&ctx);
+            }
+            run_views(p, &rs, n, storage);
+            host_views(p, &rs, n, hv);
+            ctx.host_inputs = rs.hins;
+        } else {
+            rc = n->op->infer(&ctx);
+        }
+        if (rc != 0)
             break;
         for (int o = 0; o < n->n_outputs && rc == 0; o++) {
             int v = n->outputs[o];
             if (v < 0)
                 continue;
             size_t bytes = eng_tensor_bytes(&rs.t[v]);
-            rc = alloc_cache_alloc(p->cache, bytes ? bytes : 1, 0, p->act_owner, &rs.t[v].data);
+            rs.t[v].data = NULL;
+            rc = alloc_cache_alloc(p->cache, bytes ? bytes : 1, rs.stream, p->act_owner,
+                                   &rs.t[v].data);
             if (rc == 0)
                 storage[v] = PV_ACT;
+            if (dev)
+                hv[v] = (eng_tensor_t){.dtype = rs.t[v].dtype, .shape = rs.t[v].shape};
         }
         void *scratch = NULL;
         size_t scratch_bytes = rc == 0 && kernel->scratch_bytes ? kernel->scratch_bytes(&ctx) : 0;
         if (scratch_bytes)
-            rc = alloc_cache_alloc(p->cache, scratch_bytes, 0, p->act_owner, &scratch);
+            rc = alloc_cache_alloc(p->cache, scratch_bytes, rs.stream, p->act_owner, &scratch);
         if (rc == 0) {
             ctx.scratch = scratch;
             ctx.scratch_bytes = scratch_bytes;
@@ -217,12 +508,22 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         }
     }
     if (rc == 0)
-        rc = copy_outputs(p, &rs, outputs);
+        rc = copy_outputs(p, &rs, inputs, storage, NULL, 0, outputs);
 done:
+    if (dev) {
+        int src = dev_sync(p);
+        rc = rc ? rc : src;
+    }
     if (storage)
         for (size_t v = 0; v < p->n_values; v++)
             if (storage[v] == PV_ACT)
                 alloc_cache_free(p->cache, rs.t[v].data);
+    if (mirror)
+        for (size_t v = 0; v < p->n_values; v++)
+            free(mirror[v]);
+    free(mirror);
+    free(hv);
+    free(iv);
     free(storage);
     free(readers);
     run_state_fini(&rs);

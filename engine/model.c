@@ -1,5 +1,15 @@
 /* model.c -- a loaded model: its graph and weights under its own owner
- * tags, constants folded once, and an LRU of plans by input signature. */
+ * tags, constants folded once, and an LRU of plans by input signature.
+ *
+ * On a GPU ("cuda:N") the model also owns its instance state (stream,
+ * cuBLAS handle; engine/cuda/cuda.h). The loader reads weights into host
+ * memory (the host cache, or the C heap) and folds constants there; then
+ * every constant is copied once to the device under the model's owner, and
+ * only the host copies that shape inference may read are kept (integer
+ * tensors up to MODEL_HOST_INT_MAX bytes, anything up to
+ * MODEL_HOST_ANY_MAX): a large float weight lives on the device only. Runs
+ * of one instance are serialised (one stream, one cuBLAS handle); the
+ * server gets concurrency from batching and from instances. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,10 +18,13 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/cuda/cuda.h"
 #include "engine/engine.h"
 #include "engine/plan.h"
 
 #define MODEL_DEFAULT_MAX_PLANS 16
+#define MODEL_HOST_INT_MAX ((size_t)64 << 10)
+#define MODEL_HOST_ANY_MAX ((size_t)1 << 10)
 
 /* A cached plan; `users` counts runs in progress, so eviction never frees a
  * plan being executed. */
@@ -32,20 +45,83 @@ struct eng_model {
     pthread_mutex_t lock;         /* guards the plan list */
     plan_entry_t *plans;
     size_t n_plans, max_plans;
+    /* Device models. */
+    eng_device_kind_t device;
+    int device_index;
+    char device_name[16];         /* "cpu", "cuda:N" */
+    eng_cuda_t *cuda;
+    void **dev_const;             /* per value: a constant's device copy */
+    alloc_cache_t *host_cache;    /* borrowed; NULL: the C heap */
+    alloc_owner_t host_owner;
+    alloc_cache_t *staging;       /* borrowed; may be NULL */
+    alloc_owner_t staging_owner;
+    pthread_mutex_t run_lock;     /* one run at a time on the stream */
+    void *workspace;              /* cuBLAS's, from the cache under the owner */
+    bool cuda_graphs;
 };
 
-/* Weights come from the cache under the model's owner. */
+/* Weights come from the cache under the model's owner (on the CPU), or
+ * from host memory to be copied to the device (host cache or heap). */
 static void *weight_alloc(void *user, size_t bytes)
 {
     eng_model_t *m = user;
     void *p = NULL;
-    return alloc_cache_alloc(m->cache, bytes, 0, m->owner, &p) == 0 ? p : NULL;
+    if (m->device != ENG_DEVICE_CPU && !m->host_cache)
+        return malloc(bytes ? bytes : 1);
+    alloc_cache_t *c = m->device != ENG_DEVICE_CPU ? m->host_cache : m->cache;
+    alloc_owner_t o = m->device != ENG_DEVICE_CPU ? m->host_owner : m->owner;
+    return alloc_cache_alloc(c, bytes, 0, o, &p) == 0 ? p : NULL;
 }
 
 static void weight_free(void *user, void *ptr)
 {
     eng_model_t *m = user;
-    alloc_cache_free(m->cache, ptr);
+    if (m->device != ENG_DEVICE_CPU && !m->host_cache)
+        free(ptr);
+    else
+        alloc_cache_free(m->device != ENG_DEVICE_CPU ? m->host_cache : m->cache, ptr);
+}
+
+/* "cpu" / NULL, "cuda", "cuda:N". */
+static int parse_device(const char *s, eng_device_kind_t *kind, int *index)
+{
+    *kind = ENG_DEVICE_CPU;
+    *index = 0;
+    if (!s || strcmp(s, "cpu") == 0)
+        return 0;
+    if (strncmp(s, "cuda", 4) == 0 && (s[4] == '\0' || s[4] == ':')) {
+        *kind = ENG_DEVICE_CUDA;
+        if (s[4] == '\0')
+            return 0;
+        const char *d = s + 5;
+        int v = 0;
+        for (; *d >= '0' && *d <= '9' && v < 1024; d++)
+            v = v * 10 + (*d - '0');
+        if (d != s + 5 && *d == '\0' && v < 1024) {
+            *index = v;
+            return 0;
+        }
+    }
+    return fs_err(FS_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", s);
+}
+
+/* The cache must hold the memory the device computes on. */
+static int check_cache_device(const eng_model_t *m)
+{
+    const alloc_provider_t *pv = alloc_cache_provider(m->cache);
+    bool is_dev = alloc_provider_is_device(pv);
+    if (m->device == ENG_DEVICE_CPU && is_dev)
+        return fs_err(FS_EINVAL, "model '%s' runs on the CPU but its cache holds %s memory",
+                      m->name, alloc_provider_name(pv));
+    if (m->device == ENG_DEVICE_CPU)
+        return 0;
+    const char *at = is_dev ? strstr(alloc_provider_name(pv), "cuda:") : NULL;
+    char *end = NULL;
+    long idx = at ? strtol(at + 5, &end, 10) : -1;
+    if (!is_dev || idx != m->device_index)
+        return fs_err(FS_EINVAL, "model '%s' runs on %s but its cache holds %s memory", m->name,
+                      m->device_name, alloc_provider_name(pv));
+    return 0;
 }
 
 static void plans_clear(eng_model_t *m)
@@ -64,6 +140,12 @@ void eng_model_destroy(eng_model_t *m)
     if (!m)
         return;
     plans_clear(m);
+    if (m->dev_const) {
+        for (size_t i = 0; i < m->graph->n_values; i++)
+            alloc_cache_free(m->cache, m->dev_const[i]);
+        free(m->dev_const);
+    }
+    alloc_cache_free(m->cache, m->workspace);
     eng_graph_destroy(m->graph);
     free(m->node_done);
     alloc_owner_t owners[2] = {m->owner, m->act_owner};
@@ -74,8 +156,108 @@ void eng_model_destroy(eng_model_t *m)
             FS_LOG_E("engine", "model '%s' destroyed without returning all its memory: %s",
                      m->name, fs_errmsg());
     }
+    if (m->staging && m->staging_owner != ALLOC_OWNER_SERVER &&
+        alloc_cache_owner_destroy(m->staging, m->staging_owner) != 0)
+        FS_LOG_E("engine", "model '%s' destroyed without returning its staging memory: %s",
+                 m->name, fs_errmsg());
+    if (m->host_cache && m->host_owner != ALLOC_OWNER_SERVER &&
+        alloc_cache_owner_destroy(m->host_cache, m->host_owner) != 0)
+        FS_LOG_E("engine", "model '%s' destroyed without returning all its host memory: %s",
+                 m->name, fs_errmsg());
+#if FS_HAVE_CUDA
+    if (m->cuda) {
+        /* The cache must never fence a destroyed stream. */
+        alloc_stream_t stream = (alloc_stream_t)eng_cuda_stream(m->cuda);
+        if (eng_cuda_sync(m->cuda) != 0)
+            FS_LOG_E("engine", "model '%s': %s", m->name, fs_errmsg());
+        alloc_cache_stream_retire(m->cache, stream);
+        if (m->staging)
+            alloc_cache_stream_retire(m->staging, stream);
+    }
+    eng_cuda_destroy(m->cuda);
+#endif
+    pthread_mutex_destroy(&m->run_lock);
     pthread_mutex_destroy(&m->lock);
     free(m);
+}
+
+/* Device models: every constant to the device once, under the model's
+ * owner; host copies kept only where shape inference may read them. */
+static int upload_constants(eng_model_t *m)
+{
+#if FS_HAVE_CUDA
+    eng_graph_t *g = m->graph;
+    if (!(m->dev_const = calloc(g->n_values ? g->n_values : 1, sizeof *m->dev_const)))
+        return fs_err(FS_ENOMEM, "out of host memory loading a model");
+    alloc_stream_t stream = (alloc_stream_t)eng_cuda_stream(m->cuda);
+    int rc = eng_cuda_bind(m->cuda);
+    if (rc == 0)
+        rc = alloc_cache_alloc(m->cache, ENG_CUDA_WORKSPACE_BYTES, stream, m->owner,
+                               &m->workspace);
+    if (rc == 0)
+        rc = eng_cuda_set_workspace(m->cuda, m->workspace, ENG_CUDA_WORKSPACE_BYTES);
+    for (size_t i = 0; i < g->n_values && rc == 0; i++) {
+        eng_value_t *v = &g->values[i];
+        if (v->kind != ENG_VALUE_CONST)
+            continue;
+        size_t bytes = eng_tensor_bytes(&v->constant);
+        rc = alloc_cache_alloc(m->cache, bytes ? bytes : 1, stream, m->owner, &m->dev_const[i]);
+        if (rc == 0)
+            rc = eng_cuda_copy_h2d(m->cuda, m->dev_const[i], v->constant.data, bytes);
+    }
+    /* The copies read host memory that is about to be freed. */
+    if (rc == 0)
+        rc = eng_cuda_sync(m->cuda);
+    for (size_t i = 0; i < g->n_values && rc == 0; i++) {
+        eng_value_t *v = &g->values[i];
+        if (v->kind != ENG_VALUE_CONST || !v->constant.data)
+            continue;
+        size_t bytes = eng_tensor_bytes(&v->constant);
+        bool is_int = v->constant.dtype == ENG_DT_INT64 || v->constant.dtype == ENG_DT_INT32;
+        if (bytes <= MODEL_HOST_ANY_MAX || (is_int && bytes <= MODEL_HOST_INT_MAX))
+            continue;
+        weight_free(m, v->constant.data);
+        v->constant.data = NULL;
+    }
+    return rc;
+#else
+    return fs_err(FS_ENOTSUP, "model '%s': this build of flatserve has no CUDA support", m->name);
+#endif
+}
+
+/* Device models: the instance state, and the host owner. */
+static int device_setup(eng_model_t *m, const eng_model_config_t *cfg)
+{
+    if (m->device == ENG_DEVICE_CPU) {
+        if (cfg->precision && strcmp(cfg->precision, "fp32") != 0)
+            return fs_err(FS_ENOTSUP, "model '%s': precision '%s' needs a CUDA device (the "
+                          "CPU computes in fp32)", m->name, cfg->precision);
+        return 0;
+    }
+#if FS_HAVE_CUDA
+    eng_precision_t prec = ENG_PREC_FP32;
+    int rc = cfg->precision ? eng_precision_parse(cfg->precision, &prec) : 0;
+    if (rc != 0)
+        return rc;
+    if (prec == ENG_PREC_FP16 || prec == ENG_PREC_BF16)
+        return fs_err(FS_ENOTSUP, "model '%s': precision '%s' is not supported yet (fp32 and "
+                      "tf32 are)", m->name, cfg->precision);
+    if ((rc = eng_cuda_create(m->device_index, prec, &m->cuda)) != 0)
+        return rc;
+    char sub[ALLOC_OWNER_NAME_MAX];
+    if (m->host_cache) {
+        snprintf(sub, sizeof sub, "%.*s/host", ALLOC_OWNER_NAME_MAX - 6, m->name);
+        rc = alloc_cache_owner_create(m->host_cache, sub, &m->host_owner);
+    }
+    if (rc == 0 && m->staging) {
+        snprintf(sub, sizeof sub, "%.*s/staging", ALLOC_OWNER_NAME_MAX - 9, m->name);
+        rc = alloc_cache_owner_create(m->staging, sub, &m->staging_owner);
+    }
+    return rc;
+#else
+    return fs_err(FS_ENOTSUP, "model '%s' asks for device %s: this build of flatserve has no "
+                  "CUDA support (build with CUDA=1)", m->name, m->device_name);
+#endif
 }
 
 int eng_model_load_bytes(const void *data, size_t len, const char *dir,
@@ -87,15 +269,33 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
     if (!m)
         return fs_err(FS_ENOMEM, "out of host memory loading a model");
     pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->run_lock, NULL);
     snprintf(m->name, sizeof m->name, "%s", cfg->name && cfg->name[0] ? cfg->name : "model");
     m->cache = cfg->cache;
     m->max_plans = cfg->max_plans ? cfg->max_plans : MODEL_DEFAULT_MAX_PLANS;
     m->n_threads = cfg->n_threads > 0 ? cfg->n_threads : 1;
-    m->owner = m->act_owner = ALLOC_OWNER_SERVER;
+    m->owner = m->act_owner = m->host_owner = m->staging_owner = ALLOC_OWNER_SERVER;
+
+    int rc = parse_device(cfg->device, &m->device, &m->device_index);
+    if (m->device == ENG_DEVICE_CPU)
+        snprintf(m->device_name, sizeof m->device_name, "cpu");
+    else
+        snprintf(m->device_name, sizeof m->device_name, "cuda:%d", m->device_index);
+    if (m->device != ENG_DEVICE_CPU) {
+        m->host_cache = cfg->host_cache;
+        m->staging = cfg->staging;
+        m->cuda_graphs = !cfg->no_cuda_graphs;
+    }
+    /* The device first: a missing one is FS_ENODEV, not a cache mismatch. */
+    if (rc == 0)
+        rc = device_setup(m, cfg);
+    if (rc == 0)
+        rc = check_cache_device(m);
 
     char act_name[ALLOC_OWNER_NAME_MAX];
     snprintf(act_name, sizeof act_name, "%.*s/activations", ALLOC_OWNER_NAME_MAX - 13, m->name);
-    int rc = alloc_cache_owner_create(m->cache, m->name, &m->owner);
+    if (rc == 0)
+        rc = alloc_cache_owner_create(m->cache, m->name, &m->owner);
     if (rc == 0)
         rc = alloc_cache_owner_create(m->cache, act_name, &m->act_owner);
     eng_weight_alloc_t wa = {.alloc = weight_alloc, .free = weight_free, .user = m};
@@ -105,6 +305,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
     if (rc == 0)
         rc = eng_fold_constants(m->graph, &wa, m->node_done);
+    if (rc == 0 && m->device != ENG_DEVICE_CPU)
+        rc = upload_constants(m);
     if (rc != 0) {
         int keep = rc;
         char msg[FS_ERRMSG_MAX];
@@ -167,7 +369,11 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
     if (!e) {
         eng_plan_env_t env = {.graph = m->graph, .node_done = m->node_done, .cache = m->cache,
                               .const_owner = m->owner, .act_owner = m->act_owner,
-                              .n_threads = m->n_threads};
+                              .n_threads = m->n_threads, .device = m->device,
+                              .cuda = m->cuda, .dev_const = m->dev_const,
+                              .host_cache = m->host_cache, .host_owner = m->host_owner,
+                              .staging = m->staging, .staging_owner = m->staging_owner,
+                              .cuda_graphs = m->cuda_graphs};
         eng_plan_t *plan = NULL;
         rc = eng_plan_build(&env, inputs, n_inputs, &plan);
         if (rc == 0 && !(e = calloc(1, sizeof *e))) {
@@ -235,7 +441,11 @@ int eng_model_run(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inputs,
     int rc = plan_acquire(m, inputs, n_inputs, &e);
     if (rc != 0)
         return rc;
+    if (m->device != ENG_DEVICE_CPU)
+        pthread_mutex_lock(&m->run_lock);
     rc = eng_plan_run(e->plan, inputs, n_inputs, outputs);
+    if (m->device != ENG_DEVICE_CPU)
+        pthread_mutex_unlock(&m->run_lock);
     plan_release(m, e);
     return rc;
 }
@@ -311,4 +521,9 @@ alloc_owner_t eng_model_owner(const eng_model_t *m)
 const char *eng_model_name(const eng_model_t *m)
 {
     return m->name;
+}
+
+const char *eng_model_device(const eng_model_t *m)
+{
+    return m->device_name;
 }

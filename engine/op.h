@@ -2,9 +2,10 @@
  * each device computes it.
  *
  * An op definition (eng_op_def_t) validates a node at load and infers its
- * outputs' dtypes and shapes from its inputs'. A kernel (eng_cpu_kernel_t;
- * the CUDA backend adds its own table) computes the outputs. Both see one
- * context type, eng_op_ctx_t:
+ * outputs' dtypes and shapes from its inputs'. A kernel (eng_kernel_t) computes
+ * the outputs on one device: each device has its own table (engine/cpu/ for
+ * the host, engine/cuda/ for NVIDIA GPUs), searched by eng_kernel_find. All
+ * see one context type, eng_op_ctx_t:
  *  - at inference, every present input has dtype and shape; its data is
  *    set when the value is known before running (a constant, or a shape
  *    computed at plan time), else NULL. infer sets each output's dtype and
@@ -13,7 +14,13 @@
  *    treats the output as known (constant folding at plan time);
  *  - at run, every input and output has dtype, shape and data (outputs
  *    point into the activation block; an in-place output may share its
- *    input's memory).
+ *    input's memory). On a GPU the data pointers are device memory; values
+ *    that were known before running (constants, plan-time results) are also
+ *    in host memory through eng_ctx_host_in. Every input an op's infer read
+ *    to decide output shapes (Reshape's shape, Slice's starts, TopK's k, ...)
+ *    is there; a scalar operand that does not decide shapes (Clip's min, Pad's
+ *    constant_value) may be known only on the device, so a device kernel
+ *    reads it there.
  * Semantics follow the ONNX operator docs for opsets 6 to 28; an op reads
  * ctx->opset for version differences (Softmax's axis before 13, Split's
  * `split` input from 13, ...).
@@ -48,6 +55,11 @@ typedef struct eng_op_ctx {
     void *scratch;                  /* run: the kernel's workspace, if it asked */
     size_t scratch_bytes;
     int n_threads;                  /* run: threads the kernel may use (>= 1) */
+    /* Device runs only (NULL on the CPU): the model instance's CUDA state
+     * (stream, cuBLAS handle; engine/cuda/cuda_impl.h), and per input the
+     * host copy of its value when known before running (else a NULL entry). */
+    struct eng_cuda *cuda;
+    const eng_tensor_t *const *host_inputs;
 } eng_op_ctx_t;
 
 typedef struct eng_op_def {
@@ -62,16 +74,28 @@ typedef struct eng_op_def {
     int inplace_input;
 } eng_op_def_t;
 
-typedef struct eng_cpu_kernel {
-    const char *op_type;
-    int (*run)(eng_op_ctx_t *ctx);
-    /* Optional: workspace bytes for this context (shapes set). */
-    size_t (*scratch_bytes)(const eng_op_ctx_t *ctx);
-} eng_cpu_kernel_t;
+/* Where kernels run. */
+typedef enum eng_device_kind {
+    ENG_DEVICE_CPU = 0,
+    ENG_DEVICE_CUDA = 1,
+} eng_device_kind_t;
 
-/* Families. Each engine/ops/<family>.c defines eng_ops_<family>, and each
- * engine/cpu/<family>.c defines eng_cpu_<family>: NULL-terminated arrays.
- * The registry (engine/ops.c) searches all of them. */
+typedef struct eng_kernel {
+    const char *op_type;
+    /* Computes the outputs. A device kernel only queues work on
+     * ctx->cuda's stream: it never synchronises, and returns an error only
+     * for what it can tell before or at launch. */
+    int (*run)(eng_op_ctx_t *ctx);
+    /* Optional: workspace bytes for this context (shapes set), in the
+     * device's memory. */
+    size_t (*scratch_bytes)(const eng_op_ctx_t *ctx);
+} eng_kernel_t;
+typedef eng_kernel_t eng_cpu_kernel_t;
+
+/* Families. Each engine/ops/<family>.c defines eng_ops_<family>, each
+ * engine/cpu/<family>_kernels.c defines eng_cpu_<family> and, in a CUDA
+ * build, each engine/cuda/<family>.cu defines eng_cuda_<family>:
+ * NULL-terminated arrays. The registry (engine/ops.c) searches them. */
 #define ENG_OP_FAMILIES(X)                                                     \
     X(unary)                                                                   \
     X(binary)                                                                  \
@@ -83,12 +107,15 @@ typedef struct eng_cpu_kernel {
 
 #define ENG_OP_FAMILY_DECL_(f)                                                 \
     extern const eng_op_def_t *const eng_ops_##f[];                           \
-    extern const eng_cpu_kernel_t *const eng_cpu_##f[];
+    extern const eng_kernel_t *const eng_cpu_##f[];                           \
+    extern const eng_kernel_t *const eng_cuda_##f[];
 ENG_OP_FAMILIES(ENG_OP_FAMILY_DECL_)
 #undef ENG_OP_FAMILY_DECL_
 
-/* The definition / CPU kernel for an op type, or NULL. */
+/* The definition / a device's kernel for an op type, or NULL (also for
+ * ENG_DEVICE_CUDA in a build without CUDA). */
 const eng_op_def_t *eng_op_find(const char *op_type);
+const eng_kernel_t *eng_kernel_find(eng_device_kind_t dev, const char *op_type);
 const eng_cpu_kernel_t *eng_cpu_kernel_find(const char *op_type);
 
 /* Helpers for op code. */
@@ -96,6 +123,17 @@ const eng_cpu_kernel_t *eng_cpu_kernel_find(const char *op_type);
 static inline const eng_tensor_t *eng_ctx_in(const eng_op_ctx_t *c, int i)
 {
     return i < c->n_inputs ? c->inputs[i] : NULL;
+}
+/* Input i's value in host memory, or NULL when absent or not known on the
+ * host (a device run's activation). On the CPU every input is host. */
+static inline const eng_tensor_t *eng_ctx_host_in(const eng_op_ctx_t *c, int i)
+{
+    if (i >= c->n_inputs || !c->inputs[i])
+        return NULL;
+    if (!c->host_inputs)
+        return c->inputs[i];
+    const eng_tensor_t *t = c->host_inputs[i];
+    return t && t->data ? t : NULL;
 }
 /* Sets fs_err(code, "<node name> (<op>): <message>") and returns code. */
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)

@@ -25,13 +25,41 @@ const eng_op_def_t *eng_op_find(const char *op_type)
     return NULL;
 }
 
-const eng_cpu_kernel_t *eng_cpu_kernel_find(const char *op_type)
+#if FS_HAVE_CUDA
+#define ENG_OP_FAMILY_CUDA_(f) eng_cuda_##f,
+static const eng_kernel_t *const *const cuda_families[] = {ENG_OP_FAMILIES(ENG_OP_FAMILY_CUDA_)};
+#undef ENG_OP_FAMILY_CUDA_
+#endif
+
+static const eng_kernel_t *kernel_search(const eng_kernel_t *const *const *families, size_t n,
+                                         const char *op_type)
 {
-    for (size_t f = 0; f < sizeof cpu_families / sizeof cpu_families[0]; f++)
-        for (const eng_cpu_kernel_t *const *k = cpu_families[f]; *k; k++)
+    for (size_t f = 0; f < n; f++)
+        for (const eng_kernel_t *const *k = families[f]; *k; k++)
             if (strcmp((*k)->op_type, op_type) == 0)
                 return *k;
     return NULL;
+}
+
+const eng_kernel_t *eng_kernel_find(eng_device_kind_t dev, const char *op_type)
+{
+    switch (dev) {
+    case ENG_DEVICE_CPU:
+        return kernel_search(cpu_families, sizeof cpu_families / sizeof cpu_families[0], op_type);
+    case ENG_DEVICE_CUDA:
+#if FS_HAVE_CUDA
+        return kernel_search(cuda_families, sizeof cuda_families / sizeof cuda_families[0],
+                             op_type);
+#else
+        return NULL;
+#endif
+    }
+    return NULL;
+}
+
+const eng_cpu_kernel_t *eng_cpu_kernel_find(const char *op_type)
+{
+    return eng_kernel_find(ENG_DEVICE_CPU, op_type);
 }
 
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)

@@ -5,8 +5,10 @@
  * A plan holds, for every value of the graph, its concrete dtype and shape
  * and where its data lives: a constant (graph weights, or a shape value
  * computed at plan time), a caller's input, or an offset into the one
- * activation block; and for every node still to run, its CPU kernel and
- * workspace. A plan whose shapes depend on data (an op's infer said
+ * activation block; and for every node still to run, its kernel (CPU or
+ * CUDA) and workspace. On a GPU the block, the constants and the plan-time
+ * values are device memory; the inputs get a place in the block and are
+ * copied in, and the outputs are copied out, through pinned staging memory. A plan whose shapes depend on data (an op's infer said
  * FS_EDYNAMIC) is marked dynamic: it runs node by node, inferring shapes as
  * it goes and taking each tensor from the cache, freeing it after its last
  * reader.
@@ -22,6 +24,7 @@
 #include "alloc/cache.h"
 #include "engine/engine.h"
 #include "engine/graph.h"
+#include "engine/op.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +40,20 @@ typedef struct eng_plan_env {
     alloc_owner_t const_owner;   /* plan-time constants (the model's owner) */
     alloc_owner_t act_owner;     /* activation memory */
     int n_threads;
+    /* Where steps run. On ENG_DEVICE_CUDA `cache` is device memory; the
+     * graph's constants live on the host (data NULL where only the device
+     * copy was kept) and on the device (dev_const, per value); plan-time
+     * results are computed on the host (in host_cache, or the C heap when
+     * NULL) and copied to the device; inputs and outputs are copied
+     * through `staging` (pinned; NULL: pageable copies). */
+    eng_device_kind_t device;
+    struct eng_cuda *cuda;
+    void *const *dev_const;
+    alloc_cache_t *host_cache;
+    alloc_owner_t host_owner;
+    alloc_cache_t *staging;
+    alloc_owner_t staging_owner;
+    bool cuda_graphs;            /* capture each static plan's steps once, replay */
 } eng_plan_env_t;
 
 /* Builds the plan for `inputs` (host tensors whose dtype and shape matter,

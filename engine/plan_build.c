@@ -21,6 +21,7 @@
  * Guarantee: no two buffers live at the same step overlap; the block's size
  * is reported with the lower bound (the most bytes live at one step). */
 #include "engine/plan_impl.h"
+#include "engine/cuda/cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,23 @@ void eng_plan_destroy(eng_plan_t *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->n_values; i++)
-        if (p->values[i].storage == PV_FOLDED && p->values[i].t.data)
-            alloc_cache_free(p->cache, p->values[i].t.data);
+    for (size_t i = 0; i < p->n_values; i++) {
+        plan_value_t *v = &p->values[i];
+        if (v->storage != PV_FOLDED)
+            continue;
+        if (p->device == ENG_DEVICE_CPU) {
+            alloc_cache_free(p->cache, v->t.data);
+            continue;
+        }
+        /* Device plan: before placement t.data is the host copy. */
+        plan_host_free(p, v->host ? v->host : v->t.data);
+        if (v->host && v->t.data)
+            alloc_cache_free(p->cache, v->t.data);
+    }
+#if FS_HAVE_CUDA
+    eng_cuda_graph_destroy(p->cuda_graph);
+#endif
+    free(p->host_views);
     free(p->values);
     free(p->steps);
     free(p->inputs);
@@ -120,7 +135,7 @@ static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
         node_views(n, p->values, ins, outs);
         eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
                             .inputs = ins, .n_outputs = n->n_outputs, .outputs = outs,
-                            .n_threads = 1};
+                            .n_threads = 1, .cuda = p->cuda};
         rc = n->op->infer(&ctx);
         if (rc == FS_EDYNAMIC) {
             FS_LOG_D("engine", "plan is dynamic: %s", fs_errmsg());
@@ -140,13 +155,16 @@ static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
             known = !in || in->storage == PV_NONE || in->t.data ||
                     (op_reads_shape_only(n->op_type) && k == 0);
         }
-        const eng_cpu_kernel_t *kernel = eng_cpu_kernel_find(n->op_type);
+        /* Plan-time nodes run on the host; steps on the plan's device. */
+        const eng_kernel_t *kernel = eng_kernel_find(known ? ENG_DEVICE_CPU : p->device,
+                                                     n->op_type);
         if (!kernel) {
-            rc = eng_op_err(&ctx, FS_ENOTSUP, "no CPU kernel for this op");
+            rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op",
+                            known || p->device == ENG_DEVICE_CPU ? "CPU" : "CUDA");
             break;
         }
         if (known)
-            rc = plan_fold_node(p, env, n, kernel, &ctx);
+            rc = plan_fold_node(p, n, kernel, &ctx);
         else
             rc = plan_add_step(p, n, kernel, &ctx);
     }
@@ -170,6 +188,14 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
     p->graph = g;
     p->node_done = env->node_done;
     p->n_threads = env->n_threads > 0 ? env->n_threads : 1;
+    p->device = env->device;
+    p->cuda = env->cuda;
+    p->dev_const = env->dev_const;
+    p->host_cache = env->host_cache;
+    p->host_owner = env->host_owner;
+    p->staging = env->staging;
+    p->staging_owner = env->staging_owner;
+    p->cuda_graphs = env->cuda_graphs;
     p->n_values = g->n_values;
     p->values = calloc(g->n_values, sizeof *p->values);
     p->steps = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->steps);
@@ -183,6 +209,7 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
         const eng_value_t *v = &g->values[i];
         plan_value_t *pv = &p->values[i];
         pv->first_step = pv->last_step = -1;
+        pv->input = -1;
         if (v->kind == ENG_VALUE_CONST) {
             pv->storage = PV_CONST;
             pv->t = v->constant;
@@ -202,7 +229,11 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
     p->n_inputs = n_inputs;
     if ((rc = plan_infer(p, env)) != 0)
         goto fail;
+    if (!p->dynamic && p->device != ENG_DEVICE_CPU)
+        plan_device_inputs(p);
     if (!p->dynamic && (rc = plan_memory(p)) != 0)
+        goto fail;
+    if (!p->dynamic && p->device != ENG_DEVICE_CPU && (rc = plan_device_place(p)) != 0)
         goto fail;
     *out = p;
     return 0;

@@ -28,11 +28,16 @@ typedef struct plan_value {
     plan_storage_t storage;
     size_t offset;             /* PV_ACT */
     int first_step, last_step; /* PV_ACT: written at first, last read at last */
+    /* Device plans: the value's host copy when known before running (CONST
+     * with a host copy, FOLDED), else NULL; `t.data` is the device copy.
+     * input >= 0: a graph input copied into the block (PV_ACT) at run start. */
+    void *host;
+    int input;
 } plan_value_t;
 
 typedef struct plan_step {
     const eng_node_t *node;
-    const eng_cpu_kernel_t *kernel;
+    const eng_kernel_t *kernel;
     size_t scratch_bytes;
     size_t scratch_offset;     /* in the activation block */
 } plan_step_t;
@@ -43,6 +48,23 @@ struct eng_plan {
     alloc_cache_t *cache;
     alloc_owner_t const_owner, act_owner;
     int n_threads;
+    eng_device_kind_t device;
+    struct eng_cuda *cuda;
+    void *const *dev_const;
+    alloc_cache_t *host_cache;   /* device plans: FOLDED host copies (NULL: heap) */
+    alloc_owner_t host_owner;
+    alloc_cache_t *staging;
+    alloc_owner_t staging_owner;
+    eng_tensor_t *host_views;    /* device plans: per value, data = host copy or NULL */
+    size_t staging_bytes;        /* device plans: inputs in + outputs out */
+    /* Device plans: the CUDA graph of the steps, valid for the block it was
+     * captured with. Runs of a device model are serialised, so these may
+     * change during a run. */
+    bool cuda_graphs;
+    bool graph_failed;           /* capture did not work: plain launches */
+    unsigned graph_runs;         /* runs so far (capture on the second) */
+    struct eng_cuda_graph *cuda_graph;
+    void *graph_block;
     size_t n_inputs;
     eng_tensor_t *inputs;      /* the signature: dtypes and shapes */
     size_t n_values;
@@ -57,11 +79,20 @@ struct eng_plan {
 };
 
 /* plan_memory.c */
-int plan_fold_node(eng_plan_t *p, const eng_plan_env_t *env, const eng_node_t *n,
-                   const eng_cpu_kernel_t *kernel, eng_op_ctx_t *ctx);
-int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_cpu_kernel_t *kernel,
+int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_kernel,
+                   eng_op_ctx_t *ctx);
+int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel,
                   const eng_op_ctx_t *ctx);
 int plan_memory(eng_plan_t *p);
+/* Host memory of a plan's host-side values: host_cache or the heap. */
+int plan_host_alloc(const eng_plan_t *p, size_t bytes, void **out);
+void plan_host_free(const eng_plan_t *p, void *ptr);
+/* Device plans: gives graph inputs their place in the block (before
+ * plan_memory) ... */
+void plan_device_inputs(eng_plan_t *p);
+/* ... and, after it, copies plan-time values to the device and builds the
+ * host views. */
+int plan_device_place(eng_plan_t *p);
 
 #ifdef __cplusplus
 }

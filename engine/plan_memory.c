@@ -6,12 +6,50 @@
 
 #include "alloc/plan.h"
 #include "common/error.h"
+#include "engine/cuda/cuda.h"
 #include "engine/plan_impl.h"
 
 #define PLAN_ALIGN ((size_t)256)
 
-int plan_fold_node(eng_plan_t *p, const eng_plan_env_t *env, const eng_node_t *n,
-                   const eng_cpu_kernel_t *kernel, eng_op_ctx_t *ctx)
+int plan_host_alloc(const eng_plan_t *p, size_t bytes, void **out)
+{
+    if (p->host_cache)
+        return alloc_cache_alloc(p->host_cache, bytes ? bytes : 1, 0, p->host_owner, out);
+    if (!(*out = malloc(bytes ? bytes : 1)))
+        return fs_err(FS_ENOMEM, "out of host memory for %zu bytes of plan-time values", bytes);
+    return 0;
+}
+
+void plan_host_free(const eng_plan_t *p, void *ptr)
+{
+    if (!ptr)
+        return;
+    if (p->host_cache)
+        alloc_cache_free(p->host_cache, ptr);
+    else
+        free(ptr);
+}
+
+/* Plan-time values are computed on the host: in the plan's cache on the
+ * CPU, in host memory for a device plan (plan_device_place copies them to
+ * the device afterwards). */
+static int fold_alloc(const eng_plan_t *p, size_t bytes, alloc_owner_t owner, void **out)
+{
+    if (p->device != ENG_DEVICE_CPU)
+        return plan_host_alloc(p, bytes, out);
+    return alloc_cache_alloc(p->cache, bytes ? bytes : 1, 0, owner, out);
+}
+
+static void fold_free(const eng_plan_t *p, void *ptr)
+{
+    if (p->device != ENG_DEVICE_CPU)
+        plan_host_free(p, ptr);
+    else
+        alloc_cache_free(p->cache, ptr);
+}
+
+int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_kernel,
+                   eng_op_ctx_t *ctx)
 {
     int rc = 0;
     void *scratch = NULL;
@@ -19,23 +57,23 @@ int plan_fold_node(eng_plan_t *p, const eng_plan_env_t *env, const eng_node_t *n
         if (n->outputs[o] < 0)
             continue;
         plan_value_t *v = &p->values[n->outputs[o]];
-        size_t bytes = eng_tensor_bytes(&v->t);
         /* Data is never NULL for a known value, even when it has no elements. */
-        rc = alloc_cache_alloc(env->cache, bytes ? bytes : 1, 0, env->const_owner, &v->t.data);
-        if (rc == 0)
+        if ((rc = fold_alloc(p, eng_tensor_bytes(&v->t), p->const_owner, &v->t.data)) == 0)
             v->storage = PV_FOLDED;
     }
-    size_t scratch_bytes = rc == 0 && kernel->scratch_bytes ? kernel->scratch_bytes(ctx) : 0;
-    if (rc == 0 && scratch_bytes &&
-        (rc = alloc_cache_alloc(env->cache, scratch_bytes, 0, env->act_owner, &scratch)) == 0) {
+    size_t scratch_bytes =
+        rc == 0 && cpu_kernel->scratch_bytes ? cpu_kernel->scratch_bytes(ctx) : 0;
+    if (rc == 0 && scratch_bytes) {
+        rc = fold_alloc(p, scratch_bytes, p->act_owner, &scratch);
         ctx->scratch = scratch;
         ctx->scratch_bytes = scratch_bytes;
     }
     if (rc == 0) {
         ctx->n_threads = p->n_threads;
-        rc = kernel->run(ctx);
+        rc = cpu_kernel->run(ctx);
     }
-    alloc_cache_free(env->cache, scratch);
+    if (scratch)
+        fold_free(p, scratch);
     ctx->scratch = NULL;
     ctx->scratch_bytes = 0;
     if (rc == 0)
@@ -45,7 +83,7 @@ int plan_fold_node(eng_plan_t *p, const eng_plan_env_t *env, const eng_node_t *n
     return rc;
 }
 
-int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_cpu_kernel_t *kernel,
+int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel,
                   const eng_op_ctx_t *ctx)
 {
     int s = (int)p->n_steps++;
@@ -166,5 +204,73 @@ done:
     free(buf_last);
     free(slot_of);
     free(ts);
+    return rc;
+}
+
+void plan_device_inputs(eng_plan_t *p)
+{
+    const eng_graph_t *g = p->graph;
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        plan_value_t *v = &p->values[g->inputs[i]];
+        v->input = (int)i;
+        v->first_step = 0;
+        v->last_step = -1;
+    }
+    for (size_t s = 0; s < p->n_steps; s++) {
+        const eng_node_t *n = p->steps[s].node;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && p->values[n->inputs[k]].input >= 0)
+                p->values[n->inputs[k]].last_step = (int)s;
+    }
+    /* Only inputs a step reads need a device copy; the rest (read by
+     * plan-time nodes for their shape, or unused) stay host-only. */
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        plan_value_t *v = &p->values[g->inputs[i]];
+        if (v->last_step >= 0)
+            v->storage = PV_ACT;
+        else
+            v->input = -1;
+    }
+}
+
+int plan_device_place(eng_plan_t *p)
+{
+    const eng_graph_t *g = p->graph;
+    if (!(p->host_views = calloc(p->n_values ? p->n_values : 1, sizeof *p->host_views)))
+        return fs_err(FS_ENOMEM, "out of host memory planning");
+    int rc = 0;
+    for (size_t i = 0; i < p->n_values && rc == 0; i++) {
+        plan_value_t *v = &p->values[i];
+        if (v->storage == PV_CONST) {
+            v->host = v->t.data;
+            v->t.data = p->dev_const[i];
+        } else if (v->storage == PV_FOLDED) {
+            v->host = v->t.data;
+            v->t.data = NULL;
+            size_t bytes = eng_tensor_bytes(&v->t);
+            rc = alloc_cache_alloc(p->cache, bytes ? bytes : 1, 0, p->const_owner, &v->t.data);
+#if FS_HAVE_CUDA
+            if (rc == 0)
+                rc = eng_cuda_copy_h2d(p->cuda, v->t.data, v->host, bytes);
+#endif
+        }
+        p->host_views[i] = v->t;
+        p->host_views[i].data = v->host;
+    }
+    /* Staging: every copied-in input and every output, each aligned. */
+    size_t staging = 0;
+    for (size_t i = 0; i < p->n_values; i++)
+        if (p->values[i].input >= 0)
+            staging += (eng_tensor_bytes(&p->values[i].t) + PLAN_ALIGN - 1) & ~(PLAN_ALIGN - 1);
+    for (size_t j = 0; j < g->n_outputs; j++)
+        staging += (eng_tensor_bytes(&p->values[g->outputs[j]].t) + PLAN_ALIGN - 1) &
+                   ~(PLAN_ALIGN - 1);
+    p->staging_bytes = staging;
+#if FS_HAVE_CUDA
+    /* Plan-time values came from host memory that stays with the plan, but
+     * a pageable copy may still be in flight: settle them once here. */
+    if (rc == 0)
+        rc = eng_cuda_sync(p->cuda);
+#endif
     return rc;
 }

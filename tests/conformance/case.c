@@ -411,14 +411,55 @@ static int model_threads(conf_result_t *r, int *out)
     return 0;
 }
 
-/* Loads and runs the model over `cache`, recording the outcome. */
-static void model_run(const conf_case_t *c, alloc_cache_t *cache, const conf_tolerance_t *tol,
-                      conf_result_t *r)
+/* The memory a case runs in: one cache over the device's memory and, for a
+ * GPU, a host cache (weights while loading, small host copies) and a pinned
+ * staging cache. Each must be back at zero bytes when the model is gone. */
+typedef struct case_mem {
+    alloc_provider_t *providers[3];
+    alloc_cache_t *caches[3];          /* device (or host), host, staging */
+} case_mem_t;
+
+static void case_mem_fini(case_mem_t *cm)
+{
+    for (int i = 0; i < 3; i++) {
+        alloc_cache_destroy(cm->caches[i]);
+        alloc_provider_destroy(cm->providers[i]);
+    }
+}
+
+static int case_mem_init(case_mem_t *cm, const char *device, conf_result_t *r)
+{
+    memset(cm, 0, sizeof *cm);
+    bool cuda = device && strncmp(device, "cuda", 4) == 0;
+    int index = cuda && device[4] == ':' ? atoi(device + 5) : 0;
+    int rc = cuda ? alloc_provider_cuda_create(index, &cm->providers[0])
+                  : alloc_provider_host_create(&cm->providers[0]);
+    if (rc == 0 && cuda)
+        rc = alloc_provider_host_create(&cm->providers[1]);
+    if (rc == 0 && cuda)
+        rc = alloc_provider_pinned_create(&cm->providers[2]);
+    for (int i = 0; i < 3 && rc == 0; i++)
+        if (cm->providers[i])
+            rc = alloc_cache_create(cm->providers[i], NULL, &cm->caches[i]);
+    if (rc < 0) {
+        result_set(r, CONF_FAIL, "%s memory: %s: %s", device ? device : "cpu", fs_errname(rc),
+                   fs_errmsg());
+        case_mem_fini(cm);
+        return rc;
+    }
+    return 0;
+}
+
+/* Loads and runs the model over `cm`, recording the outcome. */
+static void model_run(const conf_case_t *c, const case_mem_t *cm, const char *device,
+                      const conf_tolerance_t *tol, conf_result_t *r)
 {
     int n_threads;
     if (model_threads(r, &n_threads) != 0)
         return;
-    eng_model_config_t cfg = {.name = c->name, .cache = cache, .n_threads = n_threads};
+    eng_model_config_t cfg = {.name = c->name, .cache = cm->caches[0], .n_threads = n_threads,
+                              .device = device, .host_cache = cm->caches[1],
+                              .staging = cm->caches[2]};
     eng_model_t *m = NULL;
     int rc = eng_model_load(c->model_path, &cfg, &m);
     if (rc < 0) {
@@ -442,27 +483,27 @@ static void model_run(const conf_case_t *c, alloc_cache_t *cache, const conf_tol
     eng_model_destroy(m);
 }
 
-void conf_case_run(const conf_case_t *c, const conf_tolerance_t *tol, conf_result_t *out)
+void conf_case_run(const conf_case_t *c, const char *device, const conf_tolerance_t *tol,
+                   conf_result_t *out)
 {
+    static const char *const kinds[3] = {"device", "host", "staging"};
     memset(out, 0, sizeof *out);
     out->status = CONF_PASS;
-    alloc_provider_t *provider = NULL;
-    alloc_cache_t *cache = NULL;
-    int rc = alloc_provider_host_create(&provider);
-    if (rc == 0)
-        rc = alloc_cache_create(provider, NULL, &cache);
-    if (rc < 0) {
-        result_set(out, CONF_FAIL, "host cache: %s: %s", fs_errname(rc), fs_errmsg());
-        alloc_provider_destroy(provider);
+    case_mem_t cm;
+    if (case_mem_init(&cm, device, out) != 0)
         return;
-    }
-    model_run(c, cache, tol, out);
-    alloc_cache_stats_t st;
-    alloc_cache_stats(cache, &st);
-    if (st.allocated.current != 0) {
+    model_run(c, &cm, device, tol, out);
+    for (int i = 0; i < 3; i++) {
+        if (!cm.caches[i])
+            continue;
+        alloc_cache_stats_t st;
+        alloc_cache_stats(cm.caches[i], &st);
+        if (st.allocated.current == 0)
+            continue;
         char leak[160];
-        snprintf(leak, sizeof leak, "after destroy, %lld bytes in %lld blocks still allocated",
-                 (long long)st.allocated.current, (long long)st.blocks.current);
+        snprintf(leak, sizeof leak, "after destroy, %lld bytes in %lld blocks still allocated "
+                 "in the %s cache", (long long)st.allocated.current,
+                 (long long)st.blocks.current, kinds[i]);
         if (out->status == CONF_FAIL) {
             size_t len = strlen(out->detail);
             snprintf(out->detail + len, sizeof out->detail - len, "; also %s", leak);
@@ -470,6 +511,5 @@ void conf_case_run(const conf_case_t *c, const conf_tolerance_t *tol, conf_resul
             result_set(out, CONF_FAIL, "memory: %s", leak);
         }
     }
-    alloc_cache_destroy(cache);
-    alloc_provider_destroy(provider);
+    case_mem_fini(&cm);
 }

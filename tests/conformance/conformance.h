@@ -59,7 +59,8 @@ typedef struct conf_tolerance {
  * runs every data set, compares, destroys the model and checks the cache is
  * back to zero allocated bytes. Cannot fail: every outcome, errors
  * included, is written to *out. Nothing stays allocated afterwards. */
-void conf_case_run(const conf_case_t *c, const conf_tolerance_t *tol, conf_result_t *out);
+void conf_case_run(const conf_case_t *c, const char *device, const conf_tolerance_t *tol,
+                   conf_result_t *out);
 
 /* Compares `actual` with `expected` (output `index`, named `name` for the
  * message): dtype and shape exactly, integers and bools exactly, floats

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc/provider.h"
+#include "common/error.h"
 #include "tests/conformance/conformance.h"
 #include "tests/conformance/report.h"
 
@@ -37,6 +39,7 @@ typedef struct options {
     conf_tolerance_t tol;
     int jobs;
     int timeout_s;
+    const char *device;
 } options_t;
 
 /* One worker slot of the pool. */
@@ -229,7 +232,7 @@ static void child_main(const conf_case_t *c, const options_t *o, int fd, int err
     dup2(err_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     conf_result_t r;
-    conf_case_run(c, &o->tol, &r);
+    conf_case_run(c, o->device, &o->tol, &r);
     exit(write_all(fd, &r, sizeof r) ? 0 : 3);
 }
 
@@ -419,7 +422,8 @@ static void usage(FILE *f)
             "  --rtol X, --atol Y    tolerance |actual-expected| <= atol + rtol*|expected|\n"
             "                        (default %g and %g)\n"
             "  --jobs N, -j N        cases run at once (default: the number of CPUs)\n"
-            "  --timeout S           seconds per case before it is killed (default 60)\n",
+            "  --timeout S           seconds per case before it is killed (default 60)\n"
+            "  --device D            cpu (default), cuda or cuda:N\n",
             CONF_DEFAULT_RTOL, CONF_DEFAULT_ATOL);
 }
 
@@ -443,7 +447,8 @@ static void options_parse(int argc, char **argv, options_t *o)
         {"filter", required_argument, NULL, 'f'}, {"verbose", no_argument, NULL, 'v'},
         {"rtol", required_argument, NULL, 'r'},   {"atol", required_argument, NULL, 'a'},
         {"jobs", required_argument, NULL, 'j'},   {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (options_t){.tol = {CONF_DEFAULT_RTOL, CONF_DEFAULT_ATOL},
@@ -460,6 +465,7 @@ static void options_parse(int argc, char **argv, options_t *o)
         case 'a': o->tol.atol = number_arg("--atol", optarg, 0); break;
         case 'j': o->jobs = (int)number_arg("--jobs", optarg, 1); break;
         case 't': o->timeout_s = (int)number_arg("--timeout", optarg, 1); break;
+        case 'd': o->device = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -470,10 +476,45 @@ static void options_parse(int argc, char **argv, options_t *o)
     }
 }
 
+/* Whether --device can run at all, asked in a child: CUDA must not be
+ * initialised in this process, since every case runs in a forked child.
+ * Prints why not. */
+static bool device_usable(const char *device)
+{
+    if (!device || strcmp(device, "cpu") == 0)
+        return true;
+    if (strncmp(device, "cuda", 4) != 0 || (device[4] != '\0' && device[4] != ':')) {
+        fprintf(stderr, "conformance: --device %s: expected cpu, cuda or cuda:N\n", device);
+        return false;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "conformance: fork: %s\n", strerror(errno));
+        return false;
+    }
+    if (pid == 0) {
+        int n = 0, want = device[4] == ':' ? atoi(device + 5) : 0;
+        int rc = alloc_cuda_probe(&n);
+        if (rc == 0 && want >= n)
+            rc = fs_err(FS_ENODEV, "device %d does not exist (%d CUDA device%s)", want, n,
+                        n == 1 ? "" : "s");
+        if (rc != 0)
+            fprintf(stderr, "conformance: --device %s: %s\n", device, fs_errmsg());
+        _exit(rc == 0 ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 int main(int argc, char **argv)
 {
     options_t o;
     options_parse(argc, argv, &o);
+    if (!device_usable(o.device))
+        return 2;
     case_list_t all = {0};
     for (int a = optind; a < argc; a++) {
         if (!is_dir(argv[a])) {

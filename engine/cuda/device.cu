@@ -1,0 +1,199 @@
+/* device.cu -- a model instance's CUDA state: device, stream, cuBLAS handle
+ * (engine/cuda/cuda.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/cuda_impl.h"
+
+static const char *const precision_names[] = {"fp32", "tf32", "fp16", "bf16"};
+
+const char *eng_precision_name(eng_precision_t p)
+{
+    return (unsigned)p < sizeof precision_names / sizeof precision_names[0] ? precision_names[p]
+                                                                            : "unknown";
+}
+
+int eng_precision_parse(const char *s, eng_precision_t *out)
+{
+    for (unsigned i = 0; i < sizeof precision_names / sizeof precision_names[0]; i++)
+        if (s && strcmp(s, precision_names[i]) == 0) {
+            *out = (eng_precision_t)i;
+            return 0;
+        }
+    return fs_err(FS_EINVAL, "unknown precision '%s' (expected fp32, tf32, fp16 or bf16)",
+                  s ? s : "(null)");
+}
+
+#define TRY_CUDA(call)                                                                   \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            rc = fs_err(e_ == cudaErrorNoDevice || e_ == cudaErrorInsufficientDriver ||  \
+                                e_ == cudaErrorInvalidDevice                             \
+                            ? FS_ENODEV                                                  \
+                            : FS_EDEVICE,                                                \
+                        "%s failed: %s", #call, cudaGetErrorString(e_));                 \
+            goto fail;                                                                   \
+        }                                                                                \
+    } while (0)
+
+#define TRY_CUBLAS(call)                                                                 \
+    do {                                                                                 \
+        cublasStatus_t s_ = (call);                                                      \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                               \
+            rc = fs_err(FS_EDEVICE, "%s failed: %s", #call, cublasGetStatusString(s_));  \
+            goto fail;                                                                   \
+        }                                                                                \
+    } while (0)
+
+int eng_cuda_create(int device, eng_precision_t precision, eng_cuda_t **out)
+{
+    int rc = 0;
+    *out = NULL;
+    eng_cuda_t *c = (eng_cuda_t *)calloc(1, sizeof *c);
+    if (!c)
+        return fs_err(FS_ENOMEM, "out of host memory creating CUDA state");
+    c->device = device;
+    c->precision = precision;
+    int n = 0;
+    TRY_CUDA(cudaGetDeviceCount(&n));
+    if (device < 0 || device >= n) {
+        free(c);
+        return fs_err(FS_ENODEV, "CUDA device %d does not exist (%d device%s)", device, n,
+                      n == 1 ? "" : "s");
+    }
+    TRY_CUDA(cudaSetDevice(device));
+    TRY_CUDA(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
+    TRY_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    TRY_CUBLAS(cublasCreate(&c->blas));
+    TRY_CUBLAS(cublasSetStream(c->blas, c->stream));
+    /* fp32 means IEEE fp32: no TF32 unless asked for. */
+    TRY_CUBLAS(cublasSetMathMode(c->blas, precision == ENG_PREC_TF32
+                                              ? CUBLAS_TF32_TENSOR_OP_MATH
+                                              : CUBLAS_PEDANTIC_MATH));
+    *out = c;
+    return 0;
+fail:
+    eng_cuda_destroy(c);
+    return rc;
+}
+
+void eng_cuda_destroy(eng_cuda_t *c)
+{
+    if (!c)
+        return;
+    cudaSetDevice(c->device);
+    if (c->blas)
+        cublasDestroy(c->blas);
+    if (c->stream) {
+        cudaStreamSynchronize(c->stream);
+        cudaStreamDestroy(c->stream);
+    }
+    free(c);
+}
+
+int eng_cuda_device(const eng_cuda_t *c) { return c->device; }
+eng_precision_t eng_cuda_precision(const eng_cuda_t *c) { return c->precision; }
+uintptr_t eng_cuda_stream(const eng_cuda_t *c) { return (uintptr_t)c->stream; }
+
+static int check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    return fs_err(FS_EDEVICE, "%s failed: %s", what, cudaGetErrorString(e));
+}
+
+int eng_cuda_bind(const eng_cuda_t *c)
+{
+    return check(cudaSetDevice(c->device), "cudaSetDevice");
+}
+
+int eng_cuda_copy_h2d(eng_cuda_t *c, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream),
+                 "cudaMemcpyAsync (host to device)");
+}
+
+int eng_cuda_copy_d2h(eng_cuda_t *c, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream),
+                 "cudaMemcpyAsync (device to host)");
+}
+
+int eng_cuda_copy_d2d(eng_cuda_t *c, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream),
+                 "cudaMemcpyAsync (device to device)");
+}
+
+int eng_cuda_sync(eng_cuda_t *c)
+{
+    return check(cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
+}
+
+int eng_cuda_set_workspace(eng_cuda_t *c, void *ptr, size_t bytes)
+{
+    cublasStatus_t s = cublasSetWorkspace(c->blas, ptr, bytes);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return fs_err(FS_EDEVICE, "cublasSetWorkspace failed: %s", cublasGetStatusString(s));
+    return 0;
+}
+
+struct eng_cuda_graph {
+    cudaGraphExec_t exec;
+};
+
+int eng_cuda_capture_begin(eng_cuda_t *c)
+{
+    return check(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
+                 "cudaStreamBeginCapture");
+}
+
+int eng_cuda_capture_end(eng_cuda_t *c, eng_cuda_graph_t **out)
+{
+    *out = NULL;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    if (e != cudaSuccess) {
+        /* An uncapturable call invalidated the capture: clear the sticky
+         * launch error it left, and say why. */
+        (void)cudaGetLastError();
+        if (graph)
+            cudaGraphDestroy(graph);
+        return fs_err(FS_ENOTSUP, "CUDA graph capture failed: %s", cudaGetErrorString(e));
+    }
+    cudaGraphExec_t exec = NULL;
+    e = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fs_err(FS_ENOTSUP, "CUDA graph instantiation failed: %s", cudaGetErrorString(e));
+    }
+    eng_cuda_graph_t *g = (eng_cuda_graph_t *)calloc(1, sizeof *g);
+    if (!g) {
+        cudaGraphExecDestroy(exec);
+        return fs_err(FS_ENOMEM, "out of host memory for a CUDA graph");
+    }
+    g->exec = exec;
+    *out = g;
+    return 0;
+}
+
+int eng_cuda_graph_launch(eng_cuda_t *c, eng_cuda_graph_t *g)
+{
+    return check(cudaGraphLaunch(g->exec, c->stream), "cudaGraphLaunch");
+}
+
+void eng_cuda_graph_destroy(eng_cuda_graph_t *g)
+{
+    if (!g)
+        return;
+    cudaGraphExecDestroy(g->exec);
+    free(g);
+}

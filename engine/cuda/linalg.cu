@@ -1,0 +1,597 @@
+/* linalg.cu -- CUDA kernels of the linalg ops (engine/ops/linalg.c defines
+ * them; engine/cpu/linalg_kernels.c is the CPU reference).
+ *
+ * Every product goes through eng_cuda_sgemm (cuBLAS, strided-batched).
+ *
+ * MatMul splits the broadcast batch dims into an outer part and the longest
+ * inner run over which A's and B's matrix offsets are each a constant stride
+ * times the flat batch index (stride 0 for a broadcast operand): one
+ * strided-batched GEMM covers the inner run, and the outer part (only when
+ * the broadcast mixes, e.g. [2,1,M,K] x [1,3,K,N]) loops on the host. When B
+ * is one matrix for the whole run and A's matrices are contiguous, the run is
+ * one [run * M, K] x [K, N] GEMM (the CPU's fold, e.g. [B,S,K] x [K,N]).
+ *
+ * Gemm writes beta * C broadcast into Y with a kernel and the GEMM
+ * accumulates alpha * A' x B' onto it (GEMM beta 1), the CPU's order of
+ * operations, so 0 * inf in C gives NaN there as on the CPU and in ONNX's
+ * reference.
+ *
+ * Einsum takes the CPU's route: an equation that is a batched GEMM (two
+ * operands, each label once per operand, no broadcasting, no label summed
+ * inside one operand) becomes one strided-batched GEMM. Departure from the
+ * CPU: an operand already laid out as [batch, M, K] or [batch, K, M] (B:
+ * [batch, K, N] or [batch, N, K]) is used in place with cuBLAS's transpose
+ * flag, and a Y laid out as [batch, M, N] is written directly; only the
+ * others are gathered into / out of the scratch. Every other Einsum is a
+ * direct kernel summing in double as the CPU does: one thread per output
+ * element walking the summed labels with an odometer, or, when there are
+ * few outputs and long sums, one block per output element with a block
+ * reduction. */
+#include <limits.h>
+#include <string.h>
+
+#include "engine/cuda/cuda_impl.h"
+#include "engine/ops/linalg_impl.h"
+
+static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+
+/* FS_ENOTSUP unless inputs [0, n) that are present are float. */
+static int require_float_inputs(const eng_op_ctx_t *c, int n)
+{
+    for (int i = 0; i < n && i < c->n_inputs; i++) {
+        if (!c->inputs[i])
+            continue;
+        int rc = eng_op_require_dtype(c, i, dt_float);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- MatMul ------------------------------------------------------------ */
+
+/* The inner run of batch dims [split, batch_rank) over which A's and B's
+ * matrix offsets are sa and sb times the flat index within the run; `run`
+ * is its length. Cannot fail. */
+typedef struct matmul_run_split {
+    int split;
+    int64_t run, sa, sb;
+} matmul_run_split_t;
+
+static matmul_run_split_t matmul_split(const eng_matmul_dims_t *d)
+{
+    matmul_run_split_t r = {d->batch_rank, 1, 0, 0};
+    for (int i = d->batch_rank - 1; i >= 0; i--) {
+        if (d->batch[i] == 1) {
+            r.split = i;
+            continue;
+        }
+        if (r.run == 1) {
+            /* The first dim of size > 1 sets both strides. */
+            r.sa = d->a_stride[i];
+            r.sb = d->b_stride[i];
+        } else if (d->a_stride[i] != r.sa * r.run || d->b_stride[i] != r.sb * r.run) {
+            break;
+        }
+        r.run *= d->batch[i];
+        r.split = i;
+    }
+    return r;
+}
+
+/* MatMul. On error (cuBLAS range, launch) some of Y may be written. */
+static int matmul_run(eng_op_ctx_t *c)
+{
+    eng_matmul_dims_t d;
+    int rc = require_float_inputs(c, 2);
+    if (rc || (rc = eng_matmul_dims(c, &d)))
+        return rc;
+    int64_t batches = 1;
+    for (int i = 0; i < d.batch_rank; i++)
+        batches *= d.batch[i];
+    const float *a = (const float *)c->inputs[0]->data, *b = (const float *)c->inputs[1]->data;
+    float *y = (float *)c->outputs[0]->data;
+    if (batches == 0 || d.m == 0 || d.n == 0)
+        return 0;
+    if (d.k == 0) {
+        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(batches * d.m * d.n) * sizeof *y,
+                                        c->cuda->stream));
+        return 0;
+    }
+    matmul_run_split_t r = matmul_split(&d);
+    int64_t outer = batches / r.run;
+    /* One [run * M, K] x [K, N] product, unless its rows outgrow cuBLAS's int. */
+    bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t rem = o, a_off = 0, b_off = 0;
+        for (int i = r.split - 1; i >= 0; i--) {
+            int64_t at = rem % d.batch[i];
+            rem /= d.batch[i];
+            a_off += at * d.a_stride[i];
+            b_off += at * d.b_stride[i];
+        }
+        float *yo = y + o * r.run * d.m * d.n;
+        if (fold)
+            rc = eng_cuda_sgemm(c, false, false, r.run * d.m, d.n, d.k, 1.0f, a + a_off, d.k, 0,
+                                b + b_off, d.n, 0, 0.0f, yo, d.n, 0, 1);
+        else
+            rc = eng_cuda_sgemm(c, false, false, d.m, d.n, d.k, 1.0f, a + a_off, d.k, r.sa,
+                                b + b_off, d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- Gemm -------------------------------------------------------------- */
+
+/* y [m, n] = scale * C broadcast from [rows, cols] (rows 1 or m, cols 1 or
+ * n). */
+static __global__ void gemm_fill_c(float *y, const float *cv, int64_t m, int64_t n,
+                                   int64_t rows, int64_t cols, float scale)
+{
+    ENG_CUDA_FOR(i, m * n)
+    {
+        int64_t r = i / n, col = i - r * n;
+        y[i] = scale * cv[(rows == 1 ? 0 : r) * cols + (cols == 1 ? 0 : col)];
+    }
+}
+
+/* Gemm: Y = alpha * A' x B' + beta * C. On error Y may be partly written. */
+static int gemm_run(eng_op_ctx_t *c)
+{
+    int rc = require_float_inputs(c, 3);
+    if (rc)
+        return rc;
+    const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
+    bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
+    float alpha = eng_attr_f(c->node, "alpha", 1.0f), beta = eng_attr_f(c->node, "beta", 1.0f);
+    int64_t m = at->shape.dims[ta ? 1 : 0], k = at->shape.dims[ta ? 0 : 1];
+    int64_t n = bt->shape.dims[tb ? 0 : 1];
+    float *y = (float *)c->outputs[0]->data;
+    if (m == 0 || n == 0)
+        return 0;
+    if (ct) {
+        const eng_shape_t *cs = &ct->shape;
+        int64_t rows = cs->rank == 2 ? cs->dims[0] : 1;
+        int64_t cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
+        gemm_fill_c<<<eng_cuda_blocks(c, m * n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            y, (const float *)ct->data, m, n, rows, cols, beta);
+        ENG_CUDA_LAUNCHED(c);
+    }
+    if (k == 0) {
+        if (!ct)
+            ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof *y, c->cuda->stream));
+        return 0;
+    }
+    return eng_cuda_sgemm(c, ta, tb, m, n, k, alpha, (const float *)at->data, ta ? m : k, 0,
+                          (const float *)bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
+}
+
+/* ---- Einsum ------------------------------------------------------------ */
+
+enum { ROLE_BATCH, ROLE_M, ROLE_N, ROLE_K };
+
+/* An Einsum recast as a batched GEMM: the labels of each role, in order
+ * (as engine/cpu/linalg_kernels.c's einsum_as_gemm). */
+typedef struct einsum_gemm {
+    int n[4];                         /* labels per role: batch, M, N, K */
+    int lab[4][ENG_EINSUM_MAX_LABELS];
+    int64_t len[4];                   /* product of each role's sizes */
+} einsum_gemm_t;
+
+/* How the GEMM reaches its operands: in place (with a transpose flag) or
+ * through a packed copy in the scratch. */
+typedef struct einsum_plan {
+    einsum_gemm_t p;
+    bool pack_a, pack_b, pack_y;
+    bool trans_a, trans_b;            /* for operands used in place */
+    int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
+    int64_t ystride[ENG_EINSUM_MAX_LABELS];
+} einsum_plan_t;
+
+/* Per-label element strides of each operand (0 for a broadcast dim; a
+ * repeated label sums its axes' strides). Cannot fail. */
+static void einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
+                           int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
+{
+    memset(stride, 0, sizeof(int64_t) * ENG_EINSUM_MAX_OPERANDS * ENG_EINSUM_MAX_LABELS);
+    for (int op = 0; op < e->n_operands; op++) {
+        const eng_shape_t *s = &c->inputs[op]->shape;
+        int64_t st = 1;
+        for (int ax = s->rank - 1; ax >= 0; ax--) {
+            int l = e->label[op][ax];
+            if (s->dims[ax] == e->size[l])
+                stride[op][l] += st;
+            st *= s->dims[ax];
+        }
+    }
+}
+
+/* Whether e is a batched GEMM, filling *p if so; the same test and role
+ * order as the CPU kernel. */
+static bool einsum_as_gemm(const eng_op_ctx_t *c, const eng_einsum_t *e, einsum_gemm_t *p)
+{
+    if (e->n_operands != 2)
+        return false;
+    int in[ENG_EINSUM_MAX_LABELS] = {0}; /* bit 0: A, bit 1: B, bit 2: Y */
+    for (int op = 0; op < 2; op++)
+        for (int ax = 0; ax < e->rank[op]; ax++) {
+            int l = e->label[op][ax];
+            if (in[l] & (1 << op) || c->inputs[op]->shape.dims[ax] != e->size[l])
+                return false;
+            in[l] |= 1 << op;
+        }
+    for (int i = 0; i < e->n_out; i++)
+        in[e->out[i]] |= 4;
+    memset(p, 0, sizeof *p);
+    for (int r = 0; r < 4; r++)
+        p->len[r] = 1;
+    static const int role_of[8] = {-1, -1, -1, ROLE_K, -1, ROLE_M, ROLE_N, ROLE_BATCH};
+    for (int i = 0; i < e->n_out; i++) {
+        int l = e->out[i], r = role_of[in[l]];
+        p->lab[r][p->n[r]++] = l;
+        p->len[r] *= e->size[l];
+    }
+    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++) {
+        if (!in[l] || in[l] & 4)
+            continue;
+        if (role_of[in[l]] != ROLE_K)
+            return false;
+        p->lab[ROLE_K][p->n[ROLE_K]++] = l;
+        p->len[ROLE_K] *= e->size[l];
+    }
+    return true;
+}
+
+/* Whether the labels of roles r0, r1, r2 have, in that order, the
+ * row-major packed strides in `stride` (labels of size 1 aside): then the
+ * tensor is already that packed matrix stack. */
+static bool einsum_is_packed(const eng_einsum_t *e, const einsum_gemm_t *p, int r0, int r1, int r2,
+                             const int64_t *stride)
+{
+    const int roles[3] = {r0, r1, r2};
+    int64_t st = 1;
+    for (int r = 2; r >= 0; r--)
+        for (int j = p->n[roles[r]] - 1; j >= 0; j--) {
+            int l = p->lab[roles[r]][j];
+            if (e->size[l] != 1 && stride[l] != st)
+                return false;
+            st *= e->size[l];
+        }
+    return true;
+}
+
+/* Fills *pl for a GEMM-shaped Einsum: which operands are used in place. */
+static void einsum_plan(const eng_op_ctx_t *c, const eng_einsum_t *e, einsum_plan_t *pl)
+{
+    einsum_strides(c, e, pl->stride);
+    memset(pl->ystride, 0, sizeof pl->ystride);
+    int64_t st = 1;
+    for (int i = e->n_out - 1; i >= 0; i--) {
+        pl->ystride[e->out[i]] = st;
+        st *= e->size[e->out[i]];
+    }
+    const einsum_gemm_t *p = &pl->p;
+    pl->trans_a = pl->trans_b = false;
+    pl->pack_a = !einsum_is_packed(e, p, ROLE_BATCH, ROLE_M, ROLE_K, pl->stride[0]);
+    if (pl->pack_a && einsum_is_packed(e, p, ROLE_BATCH, ROLE_K, ROLE_M, pl->stride[0]))
+        pl->pack_a = false, pl->trans_a = true;
+    pl->pack_b = !einsum_is_packed(e, p, ROLE_BATCH, ROLE_K, ROLE_N, pl->stride[1]);
+    if (pl->pack_b && einsum_is_packed(e, p, ROLE_BATCH, ROLE_N, ROLE_K, pl->stride[1]))
+        pl->pack_b = false, pl->trans_b = true;
+    pl->pack_y = !einsum_is_packed(e, p, ROLE_BATCH, ROLE_M, ROLE_N, pl->ystride);
+}
+
+/* Scratch floats of a plan: the packed copies it makes. */
+static int64_t einsum_plan_floats(const einsum_plan_t *pl)
+{
+    const int64_t *len = pl->p.len;
+    int64_t b = len[ROLE_BATCH], m = len[ROLE_M], n = len[ROLE_N], k = len[ROLE_K];
+    return (pl->pack_a ? b * m * k : 0) + (pl->pack_b ? b * k * n : 0) +
+           (pl->pack_y ? b * m * n : 0);
+}
+
+/* out[i] = in[offset of i], i walking `dims` row-major and each dim adding
+ * in_stride per step: a strided gather, used for packing in both
+ * directions (the writes are coalesced either way). */
+typedef struct gather_map {
+    int rank;
+    int64_t dims[ENG_MAX_RANK];
+    int64_t in_stride[ENG_MAX_RANK];
+} gather_map_t;
+
+static __global__ void einsum_gather(const float *in, float *out, gather_map_t g, int64_t n)
+{
+    ENG_CUDA_FOR(i, n)
+    {
+        int64_t rem = i, off = 0;
+        for (int d = g.rank - 1; d >= 0; d--) {
+            int64_t q = rem / g.dims[d];
+            off += (rem - q * g.dims[d]) * g.in_stride[d];
+            rem = q;
+        }
+        out[i] = in[off];
+    }
+}
+
+/* Adds `label` to a gather map (size-1 labels move nothing and are left
+ * out). */
+static void gather_map_push(gather_map_t *g, const eng_einsum_t *e, int label, int64_t in_stride)
+{
+    if (e->size[label] == 1)
+        return;
+    g->dims[g->rank] = e->size[label];
+    g->in_stride[g->rank++] = in_stride;
+}
+
+/* Launches one gather of n elements. */
+static int einsum_launch_gather(const eng_op_ctx_t *c, const float *in, float *out,
+                                const gather_map_t *g, int64_t n)
+{
+    if (n == 0)
+        return 0;
+    einsum_gather<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(in, out, *g, n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* Packs operand `op` into [roles r0, r1, r2] order at dst. */
+static int einsum_pack(const eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_plan_t *pl,
+                       int op, int r0, int r1, int r2, float *dst)
+{
+    const einsum_gemm_t *p = &pl->p;
+    const int roles[3] = {r0, r1, r2};
+    gather_map_t g;
+    memset(&g, 0, sizeof g);
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < p->n[roles[r]]; j++) {
+            int l = p->lab[roles[r]][j];
+            gather_map_push(&g, e, l, pl->stride[op][l]);
+        }
+    return einsum_launch_gather(c, (const float *)c->inputs[op]->data, dst, &g,
+                                p->len[r0] * p->len[r1] * p->len[r2]);
+}
+
+/* Einsum as a batched GEMM. On error Y may be partly written. */
+static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_plan_t *pl)
+{
+    const einsum_gemm_t *p = &pl->p;
+    int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
+    size_t need = (size_t)einsum_plan_floats(pl) * sizeof(float);
+    if (c->scratch_bytes < need)
+        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
+                          c->scratch_bytes, need);
+    float *y = (float *)c->outputs[0]->data;
+    if (b == 0 || m == 0 || n == 0)
+        return 0;
+    if (k == 0) {
+        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(b * m * n) * sizeof *y, c->cuda->stream));
+        return 0;
+    }
+    float *next = (float *)c->scratch;
+    const float *a = (const float *)c->inputs[0]->data, *bm = (const float *)c->inputs[1]->data;
+    float *yp = y;
+    int rc;
+    if (pl->pack_a) {
+        if ((rc = einsum_pack(c, e, pl, 0, ROLE_BATCH, ROLE_M, ROLE_K, next)))
+            return rc;
+        a = next;
+        next += b * m * k;
+    }
+    if (pl->pack_b) {
+        if ((rc = einsum_pack(c, e, pl, 1, ROLE_BATCH, ROLE_K, ROLE_N, next)))
+            return rc;
+        bm = next;
+        next += b * k * n;
+    }
+    if (pl->pack_y)
+        yp = next;
+    if ((rc = eng_cuda_sgemm(c, pl->trans_a, pl->trans_b, m, n, k, 1.0f, a, pl->trans_a ? m : k,
+                             m * k, bm, pl->trans_b ? k : n, k * n, 0.0f, yp, n, m * n, b)))
+        return rc;
+    if (!pl->pack_y)
+        return 0;
+    /* Y in its own axis order, reading the packed [batch, M, N] result. */
+    int64_t pstride[ENG_EINSUM_MAX_LABELS] = {0}, st = 1;
+    const int y_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_N};
+    for (int r = 2; r >= 0; r--)
+        for (int j = p->n[y_roles[r]] - 1; j >= 0; j--) {
+            int l = p->lab[y_roles[r]][j];
+            pstride[l] = st;
+            st *= e->size[l];
+        }
+    gather_map_t g;
+    memset(&g, 0, sizeof g);
+    for (int i = 0; i < e->n_out; i++)
+        gather_map_push(&g, e, e->out[i], pstride[e->out[i]]);
+    return einsum_launch_gather(c, yp, y, &g, b * m * n);
+}
+
+/* A direct Einsum: the labels of size > 1 in loop order (Y's, then the
+ * summed ones) with each operand's stride per label. Passed by value: about
+ * 4.4 KB of kernel parameters, which CUDA 12.1+ allows on sm_70 and later
+ * (the build targets sm_80 and sm_90 with CUDA 13). */
+typedef struct einsum_direct {
+    int n_ops, n_out, n_red;
+    int64_t red_total;
+    int64_t size[ENG_EINSUM_MAX_LABELS];
+    int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
+    const float *x[ENG_EINSUM_MAX_OPERANDS];
+} einsum_direct_t;
+
+/* Each operand's offset for output element o. */
+static __device__ __forceinline__ void einsum_out_offsets(const einsum_direct_t &d, int64_t o,
+                                                          int64_t off[ENG_EINSUM_MAX_OPERANDS])
+{
+    for (int op = 0; op < d.n_ops; op++)
+        off[op] = 0;
+    for (int j = d.n_out - 1; j >= 0; j--) {
+        int64_t q = o / d.size[j], at = o - q * d.size[j];
+        o = q;
+        for (int op = 0; op < d.n_ops; op++)
+            off[op] += at * d.stride[op][j];
+    }
+}
+
+/* One thread per output element: an odometer over the summed labels, the
+ * product and the sum in double as on the CPU. */
+static __global__ void einsum_direct_thread(einsum_direct_t d, float *y, int64_t out_total)
+{
+    ENG_CUDA_FOR(o, out_total)
+    {
+        int64_t off[ENG_EINSUM_MAX_OPERANDS], cnt[ENG_EINSUM_MAX_LABELS];
+        einsum_out_offsets(d, o, off);
+        for (int j = 0; j < d.n_red; j++)
+            cnt[j] = 0;
+        double acc = 0;
+        for (int64_t it = 0; it < d.red_total; it++) {
+            double prod = 1;
+            for (int op = 0; op < d.n_ops; op++)
+                prod *= d.x[op][off[op]];
+            acc += prod;
+            for (int j = d.n_out + d.n_red - 1; j >= d.n_out; j--) {
+                int64_t *cj = &cnt[j - d.n_out];
+                if (++*cj < d.size[j]) {
+                    for (int op = 0; op < d.n_ops; op++)
+                        off[op] += d.stride[op][j];
+                    break;
+                }
+                *cj = 0;
+                for (int op = 0; op < d.n_ops; op++)
+                    off[op] -= d.stride[op][j] * (d.size[j] - 1);
+            }
+        }
+        y[o] = (float)acc;
+    }
+}
+
+#define EINSUM_BLOCK 128
+
+/* One block per output element: the threads split the sum, then a block
+ * reduction in double. */
+static __global__ void einsum_direct_block(einsum_direct_t d, float *y, int64_t out_total)
+{
+    __shared__ double part[EINSUM_BLOCK / 32];
+    for (int64_t o = blockIdx.x; o < out_total; o += gridDim.x) {
+        int64_t base[ENG_EINSUM_MAX_OPERANDS];
+        einsum_out_offsets(d, o, base);
+        double acc = 0;
+        for (int64_t it = threadIdx.x; it < d.red_total; it += blockDim.x) {
+            int64_t rem = it;
+            double prod = 1;
+            int64_t off[ENG_EINSUM_MAX_OPERANDS];
+            for (int op = 0; op < d.n_ops; op++)
+                off[op] = base[op];
+            for (int j = d.n_out + d.n_red - 1; j >= d.n_out; j--) {
+                int64_t q = rem / d.size[j], at = rem - q * d.size[j];
+                rem = q;
+                for (int op = 0; op < d.n_ops; op++)
+                    off[op] += at * d.stride[op][j];
+            }
+            for (int op = 0; op < d.n_ops; op++)
+                prod *= d.x[op][off[op]];
+            acc += prod;
+        }
+        for (int s = 16; s > 0; s >>= 1)
+            acc += __shfl_down_sync(0xffffffffu, acc, s);
+        __syncthreads(); /* part[] may still be read for the previous o */
+        if ((threadIdx.x & 31) == 0)
+            part[threadIdx.x >> 5] = acc;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double sum = 0;
+            for (int w = 0; w < EINSUM_BLOCK / 32; w++)
+                sum += part[w];
+            y[o] = (float)sum;
+        }
+    }
+}
+
+/* A direct Einsum (not a GEMM). On error Y is untouched. */
+static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
+{
+    int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
+    einsum_strides(c, e, stride);
+    einsum_direct_t d;
+    memset(&d, 0, sizeof d);
+    d.n_ops = e->n_operands;
+    for (int op = 0; op < e->n_operands; op++)
+        d.x[op] = (const float *)c->inputs[op]->data;
+    bool in_out[ENG_EINSUM_MAX_LABELS] = {false};
+    int64_t out_total = 1;
+    d.red_total = 1;
+    int nl = 0;
+    for (int i = 0; i < e->n_out; i++) {
+        int l = e->out[i];
+        in_out[l] = true;
+        out_total *= e->size[l];
+        if (e->size[l] == 1)
+            continue;
+        d.size[nl] = e->size[l];
+        for (int op = 0; op < d.n_ops; op++)
+            d.stride[op][nl] = stride[op][l];
+        nl++;
+    }
+    d.n_out = nl;
+    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++) {
+        if (e->size[l] < 0 || in_out[l])
+            continue;
+        d.red_total *= e->size[l];
+        if (e->size[l] == 1)
+            continue;
+        d.size[nl] = e->size[l];
+        for (int op = 0; op < d.n_ops; op++)
+            d.stride[op][nl] = stride[op][l];
+        nl++;
+    }
+    d.n_red = nl - d.n_out;
+    float *y = (float *)c->outputs[0]->data;
+    if (out_total == 0)
+        return 0;
+    if (d.red_total == 0) {
+        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)out_total * sizeof *y, c->cuda->stream));
+        return 0;
+    }
+    /* Few outputs with long sums: a block per output keeps the GPU busy. */
+    if (out_total < 65536 && d.red_total >= 64) {
+        unsigned blocks = (unsigned)(out_total < 65535 ? out_total : 65535);
+        einsum_direct_block<<<blocks, EINSUM_BLOCK, 0, c->cuda->stream>>>(d, y, out_total);
+    } else {
+        einsum_direct_thread<<<eng_cuda_blocks(c, out_total), ENG_CUDA_THREADS, 0,
+                               c->cuda->stream>>>(d, y, out_total);
+    }
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
+{
+    eng_einsum_t e;
+    einsum_plan_t pl;
+    if (eng_einsum_parse(c, &e) != 0 || !einsum_as_gemm(c, &e, &pl.p))
+        return 0;
+    einsum_plan(c, &e, &pl);
+    return (size_t)einsum_plan_floats(&pl) * sizeof(float);
+}
+
+/* Einsum (see the file header). On error (equation, scratch) Y is
+ * untouched; on a device error it may be partly written. */
+static int einsum_run(eng_op_ctx_t *c)
+{
+    eng_einsum_t e;
+    einsum_plan_t pl;
+    int rc = require_float_inputs(c, c->n_inputs);
+    if (rc || (rc = eng_einsum_parse(c, &e)))
+        return rc;
+    if (!einsum_as_gemm(c, &e, &pl.p))
+        return einsum_direct_run(c, &e);
+    einsum_plan(c, &e, &pl);
+    return einsum_gemm_run(c, &e, &pl);
+}
+
+static const eng_kernel_t k_matmul = {"MatMul", matmul_run, NULL};
+static const eng_kernel_t k_gemm = {"Gemm", gemm_run, NULL};
+static const eng_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
+
+extern "C" const eng_kernel_t *const eng_cuda_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};

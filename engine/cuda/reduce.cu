@@ -1,0 +1,1097 @@
+/* reduce.cu -- the CUDA kernels of the reduce ops (engine/ops/reduce.c defines them;
+ * engine/cpu/reduce_kernels.c is the CPU reference): Reduce*, ArgMax/ArgMin,
+ * Softmax/LogSoftmax and CumSum.
+ *
+ * Reduce* and ArgMax/ArgMin share one reduction. The input's dims are
+ * coalesced into runs of kept and reduced dims as the CPU kernel does (size-1
+ * dims dropped, neighbours of one kind merged; at most four runs of each
+ * kind), so output element o reads x[koff(o) + roff(r)] for r in [0, R), with
+ * koff and roff the offsets of o's and r's digits in those runs; for
+ * ArgMax/ArgMin the only reduced run is the axis and r is the index along
+ * it. Three launch shapes:
+ *  - the last run reduced (rows contiguous in memory): one warp per output
+ *    when R < RED_BLOCK_MIN, else one block per output;
+ *  - the last run kept: a 32 x RED_COL_Y block takes 32 consecutive outputs
+ *    (coalesced loads along the kept inner run), its rows of threads split R;
+ *  - either of the last two with too few outputs to fill the device: R is
+ *    cut into `split` segments over gridDim.y, each block writes a partial
+ *    accumulator to scratch, and a second kernel joins them per output in
+ *    segment order. The split depends on the shapes only (not on the GPU),
+ *    so scratch_bytes and run agree.
+ * The arithmetic is the CPU's: the accumulator has the element type (float
+ * sums in float; integer sums and products wrap, computed unsigned), max
+ * and min propagate NaN, the identity of an empty reduction is the CPU's,
+ * and Mean/L2 finish the same way. The order of float additions differs (a
+ * tree instead of a left-to-right walk), which is at least as accurate.
+ * ArgMax/ArgMin reproduce the CPU's left-to-right walk exactly: ties go to
+ * the first (or, with select_last_index, the last) index, a NaN is never
+ * picked unless it sits at index 0, in which case the walk never leaves it.
+ *
+ * Softmax/LogSoftmax view the input as [outer, n, inner] (eng_axis_extent,
+ * with the opset < 13 flattening) and use the CPU's formula: max, then the
+ * float sum of expf(x - max), then expf(x - max) * (1 / sum) or
+ * (x - max) - logf(sum). Contiguous rows (inner == 1) of up to 1024
+ * elements take one warp each with the row in registers; longer rows one
+ * block each (three passes over the row); inner > 1 one thread per line
+ * (coalesced along inner), in the CPU's order.
+ *
+ * CumSum: inner > 1 walks each line in one thread exactly as the CPU does
+ * (coalesced along inner); contiguous rows are scanned by one warp (short
+ * rows) or one block (long rows) per row, a tile at a time with a running
+ * carry, so float sums are added in a different order than on the CPU. The
+ * axis input decides no shape, so it may exist only on the device: then the
+ * kernel reads it and walks every line in one thread (correct, not fast),
+ * and an axis out of range -- which the CPU reports as FS_EINVAL -- leaves
+ * the output unwritten, since a queued kernel cannot report it. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "engine/cuda/cuda_impl.h"
+#include "engine/ops/reduce_impl.h"
+
+/* ---- the host view of a node's inputs -------------------------------------- */
+
+#define HOST_VIEW_MAX 8
+
+/* The node's context as the device-neutral helpers in engine/ops/ expect it:
+ * each input whose value is known before running is its host copy, every
+ * other input keeps its dtype and shape with no data, so a helper that reads
+ * a value either finds it on the host or reports it as not known (never
+ * dereferencing device memory). */
+typedef struct host_view {
+    eng_op_ctx_t c;
+    eng_tensor_t meta[HOST_VIEW_MAX];
+    const eng_tensor_t *in[HOST_VIEW_MAX];
+} host_view_t;
+
+/* Fills *v from c (v must outlive its use of v->c). 0, or FS_EINVAL for a
+ * node with more inputs than any op here takes. */
+static int host_view_init(const eng_op_ctx_t *c, host_view_t *v)
+{
+    if (c->n_inputs > HOST_VIEW_MAX)
+        return eng_op_err(c, FS_EINVAL, "%d inputs, at most %d expected", c->n_inputs,
+                          HOST_VIEW_MAX);
+    v->c = *c;
+    for (int i = 0; i < c->n_inputs; i++) {
+        const eng_tensor_t *h = eng_ctx_host_in(c, i);
+        v->in[i] = h;
+        if (!h && c->inputs[i]) {
+            v->meta[i] = *c->inputs[i];
+            v->meta[i].data = NULL;
+            v->in[i] = &v->meta[i];
+        }
+    }
+    v->c.inputs = v->in;
+    v->c.host_inputs = NULL;
+    return 0;
+}
+
+/* Blocks for a grid-stride loop over `need` work items of one block each. */
+static unsigned grid_cap(const eng_op_ctx_t *c, int64_t need)
+{
+    int64_t cap = (int64_t)(c->cuda->sm_count > 0 ? c->cuda->sm_count : 80) * 32;
+    return (unsigned)(need < cap ? need : cap);
+}
+
+/* ---- warp-level helpers ----------------------------------------------------- */
+
+#define FULL_MASK 0xffffffffu
+
+/* Shuffles of any trivially copyable value, a 32-bit word at a time. */
+template <typename V> __device__ __forceinline__ V shfl_down_any(V v, int d)
+{
+    constexpr int W = (int)((sizeof(V) + 3) / 4);
+    int w[W] = {};
+    memcpy(w, &v, sizeof(V));
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        w[i] = __shfl_down_sync(FULL_MASK, w[i], d);
+    V r;
+    memcpy(&r, w, sizeof(V));
+    return r;
+}
+
+template <typename V> __device__ __forceinline__ V shfl_up_any(V v, int d)
+{
+    constexpr int W = (int)((sizeof(V) + 3) / 4);
+    int w[W] = {};
+    memcpy(w, &v, sizeof(V));
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        w[i] = __shfl_up_sync(FULL_MASK, w[i], d);
+    V r;
+    memcpy(&r, w, sizeof(V));
+    return r;
+}
+
+template <typename V> __device__ __forceinline__ V shfl_idx_any(V v, int src)
+{
+    constexpr int W = (int)((sizeof(V) + 3) / 4);
+    int w[W] = {};
+    memcpy(w, &v, sizeof(V));
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        w[i] = __shfl_sync(FULL_MASK, w[i], src);
+    V r;
+    memcpy(&r, w, sizeof(V));
+    return r;
+}
+
+/* ---- Reduce* and ArgMax/ArgMin: the operations ------------------------------ */
+
+/* Per element type: the unsigned type integer arithmetic wraps in, and the
+ * identities of max and min (bool: max is any, min is all). */
+template <typename T> struct red_traits;
+template <> struct red_traits<float> {
+    using U = float;
+    static __device__ float lowest() { return -INFINITY; }
+    static __device__ float highest() { return INFINITY; }
+};
+template <> struct red_traits<int32_t> {
+    using U = uint32_t;
+    static __device__ int32_t lowest() { return INT32_MIN; }
+    static __device__ int32_t highest() { return INT32_MAX; }
+};
+template <> struct red_traits<int64_t> {
+    using U = uint64_t;
+    static __device__ int64_t lowest() { return INT64_MIN; }
+    static __device__ int64_t highest() { return INT64_MAX; }
+};
+template <> struct red_traits<uint8_t> {
+    using U = unsigned;
+    static __device__ uint8_t lowest() { return 0; }
+    static __device__ uint8_t highest() { return 1; }
+};
+
+template <typename T> __device__ __forceinline__ bool is_nan(T v)
+{
+    if constexpr (std::is_same<T, float>::value)
+        return isnan(v);
+    else
+        return false;
+}
+
+enum red_kind { RED_K_SUM, RED_K_SUMSQ, RED_K_PROD, RED_K_MAX, RED_K_MIN };
+enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT };
+
+/* An operation for the reduction kernels: init (the identity), step (fold
+ * element r of the reduced range into an accumulator), join (combine two
+ * accumulators; associative and commutative) and finish (the output from the
+ * accumulator and R). */
+template <typename T, int K, int F> struct red_op {
+    using In = T;
+    using Acc = T;
+    using Out = T;
+    using U = typename red_traits<T>::U;
+    static __device__ __forceinline__ Acc init()
+    {
+        return K == RED_K_PROD  ? (T)1
+               : K == RED_K_MAX ? red_traits<T>::lowest()
+               : K == RED_K_MIN ? red_traits<T>::highest()
+                                : (T)0;
+    }
+    static __device__ __forceinline__ Acc join(Acc a, Acc b)
+    {
+        if constexpr (K == RED_K_SUM || K == RED_K_SUMSQ)
+            return (T)((U)a + (U)b);
+        else if constexpr (K == RED_K_PROD)
+            return (T)((U)a * (U)b);
+        else if constexpr (K == RED_K_MAX)
+            return b > a || is_nan(b) ? b : a;
+        else
+            return b < a || is_nan(b) ? b : a;
+    }
+    static __device__ __forceinline__ Acc step(Acc a, T v, int64_t)
+    {
+        if constexpr (K == RED_K_SUMSQ)
+            return (T)((U)a + (U)v * (U)v);
+        else
+            return join(a, v);
+    }
+    static __device__ __forceinline__ Out finish(Acc a, int64_t count)
+    {
+        if constexpr (F == RED_F_MEAN) {
+            if constexpr (std::is_same<T, float>::value)
+                return a / (float)count;
+            else
+                return count ? (T)(a / count) : (T)0;
+        } else if constexpr (F == RED_F_SQRT) {
+            if constexpr (std::is_same<T, float>::value)
+                return sqrtf(a);
+            else
+                return (T)sqrt((double)a);
+        } else {
+            return a;
+        }
+    }
+};
+
+/* ArgMax/ArgMin's accumulator: the best element so far and its index along
+ * the axis (-1: none yet). The same size for every T (scratch_bytes relies
+ * on it). */
+template <typename T> struct arg_acc {
+    T v;
+    int64_t i;
+};
+#define ARG_ACC_BYTES sizeof(arg_acc<int64_t>)
+
+template <typename T, bool MAX, bool LAST> struct arg_op {
+    using In = T;
+    using Acc = arg_acc<T>;
+    using Out = int64_t;
+    /* Whether b ranks before a: the CPU's walk keeps index 0 when it holds
+     * NaN and otherwise never picks a NaN, so a NaN candidate (only ever
+     * index 0) beats everything; among numbers the larger (smaller) value,
+     * then the lower (with LAST, the higher) index. */
+    static __device__ __forceinline__ bool beats(const Acc &b, const Acc &a)
+    {
+        if (b.i < 0)
+            return false;
+        if (a.i < 0)
+            return true;
+        if (is_nan(a.v))
+            return false;
+        if (is_nan(b.v))
+            return true;
+        if (b.v != a.v)
+            return MAX ? b.v > a.v : b.v < a.v;
+        return LAST ? b.i > a.i : b.i < a.i;
+    }
+    static __device__ __forceinline__ Acc init() { return Acc{T(), -1}; }
+    static __device__ __forceinline__ Acc join(Acc a, Acc b) { return beats(b, a) ? b : a; }
+    static __device__ __forceinline__ Acc step(Acc a, T v, int64_t r)
+    {
+        if (is_nan(v) && r != 0)
+            return a;
+        return join(a, Acc{v, r});
+    }
+    static __device__ __forceinline__ Out finish(Acc a, int64_t) { return a.i < 0 ? 0 : a.i; }
+};
+
+/* ---- Reduce* and ArgMax/ArgMin: geometry and plan --------------------------- */
+
+#define RED_MAX_RUNS 4          /* runs of one kind: they alternate, rank <= 8 */
+#define RED_THREADS 256         /* block-per-output rows, finishing */
+#define RED_WARPS (RED_THREADS / 32)
+#define RED_COL_Y 8             /* rows of threads in a column block (x 32) */
+#define RED_BLOCK_MIN 2048      /* R from which a row takes a block, not a warp */
+#define RED_TARGET_BLOCKS 1024  /* fewer blocks than this: split R */
+#define RED_MAX_SPLIT 1024
+#define RED_ROW_SEG_MIN 4096    /* elements of a row segment, at least */
+#define RED_COL_SEG_MIN 256     /* rows of a column segment, at least */
+
+enum red_mode { RED_ROW_WARP, RED_ROW_BLOCK, RED_COLS };
+
+typedef struct red_geom {
+    int nk, nr;                     /* kept and reduced runs, outermost first */
+    int64_t ksize[RED_MAX_RUNS], kstride[RED_MAX_RUNS];
+    int64_t rsize[RED_MAX_RUNS], rstride[RED_MAX_RUNS];
+    int64_t n_out, n_red;           /* O outputs, R elements each */
+    int64_t seg;                    /* reduced elements per segment */
+    int split;                      /* segments (gridDim.y); 1: no partials */
+    int mode;                       /* red_mode */
+} red_geom_t;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Segments for `blocks` blocks of work over R elements, each segment at
+ * least `seg_min` long. */
+static int red_split(int64_t blocks, int64_t n_red, int64_t seg_min)
+{
+    if (blocks <= 0 || blocks >= RED_TARGET_BLOCKS)
+        return 1; /* no output (an empty tensor), or enough blocks already */
+    int64_t s = ceil_div(RED_TARGET_BLOCKS, blocks), by_len = n_red / seg_min;
+    s = s < by_len ? s : by_len;
+    s = s < RED_MAX_SPLIT ? s : RED_MAX_SPLIT;
+    return s > 1 ? (int)s : 1;
+}
+
+/* The runs of shape s reduced along `reduced`, and the launch plan.
+ * Cannot fail. */
+static void red_geom_build(const eng_shape_t *s, const bool *reduced, red_geom_t *g)
+{
+    int64_t size[ENG_MAX_RANK];
+    bool red[ENG_MAX_RANK];
+    int n = 0;
+    for (int d = 0; d < s->rank; d++) {
+        if (s->dims[d] == 1)
+            continue;
+        if (n > 0 && red[n - 1] == reduced[d]) {
+            size[n - 1] *= s->dims[d];
+        } else {
+            size[n] = s->dims[d];
+            red[n++] = reduced[d];
+        }
+    }
+    memset(g, 0, sizeof *g);
+    int64_t stride[ENG_MAX_RANK], st = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= size[i];
+    }
+    g->n_out = g->n_red = 1;
+    for (int i = 0; i < n; i++) {
+        if (red[i]) {
+            g->rsize[g->nr] = size[i];
+            g->rstride[g->nr++] = stride[i];
+            g->n_red *= size[i];
+        } else {
+            g->ksize[g->nk] = size[i];
+            g->kstride[g->nk++] = stride[i];
+            g->n_out *= size[i];
+        }
+    }
+    bool rows = n > 0 && red[n - 1];
+    if (rows && g->n_red < RED_BLOCK_MIN) {
+        g->mode = RED_ROW_WARP;
+        g->split = 1;
+    } else if (rows) {
+        g->mode = RED_ROW_BLOCK;
+        g->split = red_split(g->n_out, g->n_red, RED_ROW_SEG_MIN);
+    } else {
+        g->mode = RED_COLS;
+        g->split = red_split(ceil_div(g->n_out, 32), g->n_red, RED_COL_SEG_MIN);
+    }
+    g->seg = g->split > 1 ? ceil_div(g->n_red, g->split) : g->n_red;
+}
+
+/* The offset of index i's digits over n runs (row-major). The outermost
+ * digit needs no remainder; 32-bit division where it fits. */
+__device__ __forceinline__ int64_t red_offset(int64_t i, int n, const int64_t *size,
+                                              const int64_t *stride)
+{
+    int64_t off = 0;
+#pragma unroll
+    for (int d = RED_MAX_RUNS - 1; d >= 1; d--) {
+        if (d < n) {
+            int64_t q;
+            if ((uint64_t)i <= UINT32_MAX && (uint64_t)size[d] <= UINT32_MAX)
+                q = (int64_t)((uint32_t)i / (uint32_t)size[d]);
+            else
+                q = i / size[d];
+            off += (i - q * size[d]) * stride[d];
+            i = q;
+        }
+    }
+    return n > 0 ? off + i * stride[0] : 0;
+}
+
+__device__ __forceinline__ int64_t red_koff(const red_geom_t &g, int64_t o)
+{
+    return red_offset(o, g.nk, g.ksize, g.kstride);
+}
+
+__device__ __forceinline__ int64_t red_roff(const red_geom_t &g, int64_t r)
+{
+    return red_offset(r, g.nr, g.rsize, g.rstride);
+}
+
+/* Folds x[base + roff(r)] for r = r0, r0 + step, ... < r1 into a, four loads
+ * in flight at a time. */
+template <class Op>
+__device__ __forceinline__ typename Op::Acc red_fold(typename Op::Acc a,
+                                                     const typename Op::In *__restrict__ xo,
+                                                     const red_geom_t &g, int64_t r0, int64_t r1,
+                                                     int64_t step)
+{
+    using In = typename Op::In;
+    int64_t r = r0;
+    for (; r + 3 * step < r1; r += 4 * step) {
+        In v0 = xo[red_roff(g, r)], v1 = xo[red_roff(g, r + step)];
+        In v2 = xo[red_roff(g, r + 2 * step)], v3 = xo[red_roff(g, r + 3 * step)];
+        a = Op::step(a, v0, r);
+        a = Op::step(a, v1, r + step);
+        a = Op::step(a, v2, r + 2 * step);
+        a = Op::step(a, v3, r + 3 * step);
+    }
+    for (; r < r1; r += step)
+        a = Op::step(a, xo[red_roff(g, r)], r);
+    return a;
+}
+
+template <class Op> __device__ __forceinline__ typename Op::Acc warp_join(typename Op::Acc a)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+        a = Op::join(a, shfl_down_any(a, d));
+    return a;
+}
+
+/* The block's accumulators joined, in thread 0. sh: 32 slots of shared
+ * memory, free again when it returns. */
+template <class Op>
+__device__ __forceinline__ typename Op::Acc block_join(typename Op::Acc a, typename Op::Acc *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    a = warp_join<Op>(a);
+    if (lane == 0)
+        sh[w] = a;
+    __syncthreads();
+    if (w == 0) {
+        a = lane < nw ? sh[lane] : Op::init();
+        a = warp_join<Op>(a);
+    }
+    __syncthreads();
+    return a;
+}
+
+/* Stores output o's result, or segment s's partial when R is split. */
+template <class Op>
+__device__ __forceinline__ void red_store(const red_geom_t &g, typename Op::Out *y,
+                                          typename Op::Acc *part, int64_t o, int s,
+                                          typename Op::Acc a)
+{
+    if (g.split == 1)
+        y[o] = Op::finish(a, g.n_red);
+    else
+        part[(int64_t)s * g.n_out + o] = a;
+}
+
+/* One warp per output; the reduced runs end with a contiguous one. */
+template <class Op>
+__global__ void red_rows_warp(const typename Op::In *__restrict__ x, typename Op::Out *__restrict__ y,
+                              red_geom_t g)
+{
+    int lane = threadIdx.x & 31;
+    int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int64_t n_warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t o = warp; o < g.n_out; o += n_warps) {
+        typename Op::Acc a = red_fold<Op>(Op::init(), x + red_koff(g, o), g, lane, g.n_red, 32);
+        a = warp_join<Op>(a);
+        if (lane == 0)
+            y[o] = Op::finish(a, g.n_red);
+    }
+}
+
+/* One block per output and segment (blockIdx.y). */
+template <class Op>
+__global__ void red_rows_block(const typename Op::In *__restrict__ x,
+                               typename Op::Out *__restrict__ y, typename Op::Acc *part,
+                               red_geom_t g)
+{
+    __shared__ typename Op::Acc sh[32];
+    int s = blockIdx.y;
+    int64_t r0 = (int64_t)s * g.seg, r1 = r0 + g.seg < g.n_red ? r0 + g.seg : g.n_red;
+    for (int64_t o = blockIdx.x; o < g.n_out; o += gridDim.x) {
+        typename Op::Acc a =
+            red_fold<Op>(Op::init(), x + red_koff(g, o), g, r0 + threadIdx.x, r1, blockDim.x);
+        a = block_join<Op>(a, sh);
+        if (threadIdx.x == 0)
+            red_store<Op>(g, y, part, o, s, a);
+    }
+}
+
+/* 32 consecutive outputs per block (threadIdx.x), R split over threadIdx.y
+ * and segments (blockIdx.y). */
+template <class Op>
+__global__ void red_cols(const typename Op::In *__restrict__ x, typename Op::Out *__restrict__ y,
+                         typename Op::Acc *part, red_geom_t g)
+{
+    __shared__ typename Op::Acc sh[RED_COL_Y][32];
+    int s = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y;
+    int64_t r0 = (int64_t)s * g.seg, r1 = r0 + g.seg < g.n_red ? r0 + g.seg : g.n_red;
+    int64_t tiles = (g.n_out + 31) / 32;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int64_t o = t * 32 + tx;
+        typename Op::Acc a = Op::init();
+        if (o < g.n_out)
+            a = red_fold<Op>(a, x + red_koff(g, o), g, r0 + ty, r1, RED_COL_Y);
+        sh[ty][tx] = a;
+        __syncthreads();
+        if (ty == 0 && o < g.n_out) {
+            for (int j = 1; j < RED_COL_Y; j++)
+                a = Op::join(a, sh[j][tx]);
+            red_store<Op>(g, y, part, o, s, a);
+        }
+        __syncthreads();
+    }
+}
+
+/* Joins each output's segment partials in segment order and finishes. */
+template <class Op>
+__global__ void red_join_parts(const typename Op::Acc *__restrict__ part,
+                               typename Op::Out *__restrict__ y, red_geom_t g)
+{
+    ENG_CUDA_FOR(o, g.n_out)
+    {
+        typename Op::Acc a = part[o];
+        for (int s = 1; s < g.split; s++)
+            a = Op::join(a, part[(int64_t)s * g.n_out + o]);
+        y[o] = Op::finish(a, g.n_red);
+    }
+}
+
+/* Scratch for g's partials. */
+static size_t red_part_bytes(const red_geom_t *g, size_t acc_bytes)
+{
+    return g->split > 1 ? (size_t)g->split * (size_t)g->n_out * acc_bytes : 0;
+}
+
+/* Queues the reduction of x into y along g. 0, or FS_EINVAL (scratch too
+ * small), FS_EDEVICE (launch). */
+template <class Op>
+static int red_launch(eng_op_ctx_t *c, const red_geom_t &g, const void *xv, void *yv)
+{
+    using Acc = typename Op::Acc;
+    const typename Op::In *x = (const typename Op::In *)xv;
+    typename Op::Out *y = (typename Op::Out *)yv;
+    if (g.n_out == 0)
+        return 0;
+    size_t need = red_part_bytes(&g, sizeof(Acc));
+    if (c->scratch_bytes < need)
+        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
+                          c->scratch_bytes, need);
+    Acc *part = (Acc *)c->scratch;
+    cudaStream_t st = c->cuda->stream;
+    switch (g.mode) {
+    case RED_ROW_WARP:
+        red_rows_warp<Op><<<grid_cap(c, ceil_div(g.n_out, RED_WARPS)), RED_THREADS, 0, st>>>(x, y, g);
+        break;
+    case RED_ROW_BLOCK:
+        red_rows_block<Op><<<dim3(grid_cap(c, g.n_out), g.split), RED_THREADS, 0, st>>>(x, y, part, g);
+        break;
+    default:
+        red_cols<Op><<<dim3(grid_cap(c, ceil_div(g.n_out, 32)), g.split), dim3(32, RED_COL_Y), 0,
+                       st>>>(x, y, part, g);
+        break;
+    }
+    ENG_CUDA_LAUNCHED(c);
+    if (g.split > 1) {
+        red_join_parts<Op><<<eng_cuda_blocks(c, g.n_out), ENG_CUDA_THREADS, 0, st>>>(part, y, g);
+        ENG_CUDA_LAUNCHED(c);
+    }
+    return 0;
+}
+
+/* ---- Reduce* ---------------------------------------------------------------- */
+
+typedef enum reduce_which {
+    REDUCE_L2, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN, REDUCE_PROD, REDUCE_SUM, REDUCE_SUMSQ,
+} reduce_which_t;
+
+static reduce_which_t reduce_which(const char *op)
+{
+    return strcmp(op, "ReduceL2") == 0     ? REDUCE_L2
+           : strcmp(op, "ReduceMax") == 0  ? REDUCE_MAX
+           : strcmp(op, "ReduceMean") == 0 ? REDUCE_MEAN
+           : strcmp(op, "ReduceMin") == 0  ? REDUCE_MIN
+           : strcmp(op, "ReduceProd") == 0 ? REDUCE_PROD
+           : strcmp(op, "ReduceSumSquare") == 0 ? REDUCE_SUMSQ
+                                                 : REDUCE_SUM;
+}
+
+/* The geometry of the Reduce* node in c. 0, or eng_reduce_axes's errors. */
+static int reduce_geom(const eng_op_ctx_t *c, red_geom_t *g)
+{
+    host_view_t v;
+    eng_reduce_axes_t ax;
+    int rc = host_view_init(c, &v);
+    if (rc || (rc = eng_reduce_axes(&v.c, &ax)))
+        return rc;
+    red_geom_build(&c->inputs[0]->shape, ax.reduced, g);
+    return 0;
+}
+
+static size_t reduce_scratch(const eng_op_ctx_t *c)
+{
+    red_geom_t g;
+    if (reduce_geom(c, &g))
+        return 0; /* run reports the same error */
+    return red_part_bytes(&g, eng_dtype_size(c->inputs[0]->dtype));
+}
+
+template <typename T>
+static int reduce_typed(eng_op_ctx_t *c, reduce_which_t w, const red_geom_t &g)
+{
+    const void *x = c->inputs[0]->data;
+    void *y = c->outputs[0]->data;
+    switch (w) {
+    case REDUCE_L2: return red_launch<red_op<T, RED_K_SUMSQ, RED_F_SQRT>>(c, g, x, y);
+    case REDUCE_MAX: return red_launch<red_op<T, RED_K_MAX, RED_F_NONE>>(c, g, x, y);
+    case REDUCE_MEAN: return red_launch<red_op<T, RED_K_SUM, RED_F_MEAN>>(c, g, x, y);
+    case REDUCE_MIN: return red_launch<red_op<T, RED_K_MIN, RED_F_NONE>>(c, g, x, y);
+    case REDUCE_PROD: return red_launch<red_op<T, RED_K_PROD, RED_F_NONE>>(c, g, x, y);
+    case REDUCE_SUMSQ: return red_launch<red_op<T, RED_K_SUMSQ, RED_F_NONE>>(c, g, x, y);
+    default: return red_launch<red_op<T, RED_K_SUM, RED_F_NONE>>(c, g, x, y);
+    }
+}
+
+/* Like every kernel here, it checks before it queues: on error nothing is
+ * queued and the message names the node. */
+static int reduce_run(eng_op_ctx_t *c)
+{
+    red_geom_t g;
+    int rc = reduce_geom(c, &g);
+    if (rc)
+        return rc;
+    reduce_which_t w = reduce_which(c->node->op_type);
+    switch (c->inputs[0]->dtype) {
+    case ENG_DT_FLOAT: return reduce_typed<float>(c, w, g);
+    case ENG_DT_INT32: return reduce_typed<int32_t>(c, w, g);
+    case ENG_DT_INT64: return reduce_typed<int64_t>(c, w, g);
+    case ENG_DT_BOOL: return reduce_typed<uint8_t>(c, w, g);
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported",
+                          eng_dtype_name(c->inputs[0]->dtype));
+    }
+}
+
+/* ---- ArgMax / ArgMin -------------------------------------------------------- */
+
+/* The geometry of the ArgMax/ArgMin node in c: a reduction along its axis
+ * alone. 0, or FS_EINVAL (axis out of range). */
+static int arg_geom(const eng_op_ctx_t *c, red_geom_t *g)
+{
+    const eng_shape_t *xs = &c->inputs[0]->shape;
+    int axis;
+    int rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), xs->rank, &axis);
+    if (rc)
+        return rc;
+    bool reduced[ENG_MAX_RANK] = {false};
+    reduced[axis] = true;
+    red_geom_build(xs, reduced, g);
+    return 0;
+}
+
+static size_t arg_scratch(const eng_op_ctx_t *c)
+{
+    red_geom_t g;
+    if (arg_geom(c, &g))
+        return 0; /* run reports the same error */
+    return red_part_bytes(&g, ARG_ACC_BYTES);
+}
+
+template <typename T> static int arg_typed(eng_op_ctx_t *c, bool is_max, bool last, const red_geom_t &g)
+{
+    static_assert(sizeof(arg_acc<T>) == ARG_ACC_BYTES, "arg_acc sizes differ");
+    const void *x = c->inputs[0]->data;
+    void *y = c->outputs[0]->data;
+    if (is_max)
+        return last ? red_launch<arg_op<T, true, true>>(c, g, x, y)
+                    : red_launch<arg_op<T, true, false>>(c, g, x, y);
+    return last ? red_launch<arg_op<T, false, true>>(c, g, x, y)
+                : red_launch<arg_op<T, false, false>>(c, g, x, y);
+}
+
+static int arg_run(eng_op_ctx_t *c)
+{
+    red_geom_t g;
+    int rc = arg_geom(c, &g);
+    if (rc)
+        return rc;
+    bool is_max = strcmp(c->node->op_type, "ArgMax") == 0;
+    bool last = eng_attr_i(c->node, "select_last_index", 0) != 0;
+    switch (c->inputs[0]->dtype) {
+    case ENG_DT_FLOAT: return arg_typed<float>(c, is_max, last, g);
+    case ENG_DT_INT32: return arg_typed<int32_t>(c, is_max, last, g);
+    case ENG_DT_INT64: return arg_typed<int64_t>(c, is_max, last, g);
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported",
+                          eng_dtype_name(c->inputs[0]->dtype));
+    }
+}
+
+/* ---- Softmax / LogSoftmax --------------------------------------------------- */
+
+#define SOFTMAX_WARP_MAX 1024   /* longest contiguous row one warp takes */
+#define SOFTMAX_THREADS 512     /* block-per-row kernel */
+
+__device__ __forceinline__ float fmax_cmp(float a, float b) { return b > a ? b : a; }
+
+__device__ __forceinline__ float warp_all_max(float v)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+        v = fmax_cmp(v, __shfl_xor_sync(FULL_MASK, v, d));
+    return v;
+}
+
+__device__ __forceinline__ float warp_all_sum(float v)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+        v += __shfl_xor_sync(FULL_MASK, v, d);
+    return v;
+}
+
+/* The block's max (MAX) or sum of v, in every thread. sh: 32 floats of
+ * shared memory, free again when it returns. */
+template <bool MAX> __device__ __forceinline__ float block_all(float v, float *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = MAX ? warp_all_max(v) : warp_all_sum(v);
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    float r = sh[0];
+    for (int i = 1; i < nw; i++)
+        r = MAX ? fmax_cmp(r, sh[i]) : r + sh[i];
+    __syncthreads();
+    return r;
+}
+
+/* Contiguous rows of n <= 32 * E elements, one warp each, the row in
+ * registers. The max is a compare, as on the CPU: a NaN never becomes the
+ * max but makes the sum, and so the whole row, NaN. */
+template <int E>
+__global__ void softmax_rows_warp(const float *__restrict__ x, float *__restrict__ y, int64_t rows,
+                                  int n, bool log_out)
+{
+    int lane = threadIdx.x & 31;
+    int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int64_t n_warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t row = warp; row < rows; row += n_warps) {
+        const float *xr = x + row * n;
+        float *yr = y + row * n;
+        float v[E];
+        float m = -INFINITY;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            int j = lane + 32 * e;
+            v[e] = j < n ? xr[j] : -INFINITY;
+            m = fmax_cmp(m, v[e]);
+        }
+        m = warp_all_max(m);
+        float sum = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            if (lane + 32 * e < n)
+                sum += expf(v[e] - m);
+        sum = warp_all_sum(sum);
+        if (log_out) {
+            float log_sum = logf(sum);
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                if (lane + 32 * e < n)
+                    yr[lane + 32 * e] = (v[e] - m) - log_sum;
+        } else {
+            float inv = 1.0f / sum;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                if (lane + 32 * e < n)
+                    yr[lane + 32 * e] = expf(v[e] - m) * inv;
+        }
+    }
+}
+
+/* Contiguous rows, one block each: max, sum and output passes. */
+__global__ void softmax_rows_block(const float *__restrict__ x, float *__restrict__ y, int64_t rows,
+                                   int64_t n, bool log_out)
+{
+    __shared__ float sh[32];
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float *xr = x + row * n;
+        float *yr = y + row * n;
+        float m = -INFINITY;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+            m = fmax_cmp(m, xr[j]);
+        m = block_all<true>(m, sh);
+        float sum = 0.0f;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+            sum += expf(xr[j] - m);
+        sum = block_all<false>(sum, sh);
+        if (log_out) {
+            float log_sum = logf(sum);
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+                yr[j] = (xr[j] - m) - log_sum;
+        } else {
+            float inv = 1.0f / sum;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+                yr[j] = expf(xr[j] - m) * inv;
+        }
+    }
+}
+
+/* Lines x[o, :, i] with inner > 1, one thread each, in the CPU's order. */
+__global__ void softmax_lines(const float *__restrict__ x, float *__restrict__ y, int64_t outer,
+                              int64_t n, int64_t inner, bool log_out)
+{
+    ENG_CUDA_FOR(line, outer * inner)
+    {
+        int64_t o = line / inner, i = line - o * inner;
+        const float *xs = x + o * n * inner + i;
+        float *ys = y + o * n * inner + i;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < n; j++)
+            m = fmax_cmp(m, xs[j * inner]);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            sum += expf(xs[j * inner] - m);
+        if (log_out) {
+            float log_sum = logf(sum);
+            for (int64_t j = 0; j < n; j++)
+                ys[j * inner] = (xs[j * inner] - m) - log_sum;
+        } else {
+            float inv = 1.0f / sum;
+            for (int64_t j = 0; j < n; j++)
+                ys[j * inner] = expf(xs[j * inner] - m) * inv;
+        }
+    }
+}
+
+template <int E>
+static void softmax_warp_launch(eng_op_ctx_t *c, const float *x, float *y, int64_t rows, int n,
+                                bool log_out)
+{
+    softmax_rows_warp<E><<<grid_cap(c, ceil_div(rows, RED_WARPS)), RED_THREADS, 0,
+                           c->cuda->stream>>>(x, y, rows, n, log_out);
+}
+
+static int softmax_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *xt = c->inputs[0];
+    if (xt->dtype != ENG_DT_FLOAT)
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
+    int axis;
+    bool flatten_tail;
+    int rc = eng_softmax_axis(c, &axis, &flatten_tail);
+    if (rc)
+        return rc;
+    int64_t outer, n, inner;
+    eng_axis_extent(&xt->shape, axis, flatten_tail, &outer, &n, &inner);
+    if (outer * n * inner == 0)
+        return 0;
+    const float *x = (const float *)xt->data;
+    float *y = (float *)c->outputs[0]->data;
+    bool log_out = strcmp(c->node->op_type, "LogSoftmax") == 0;
+    if (inner > 1) {
+        softmax_lines<<<eng_cuda_blocks(c, outer * inner), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            x, y, outer, n, inner, log_out);
+    } else if (n <= SOFTMAX_WARP_MAX) {
+        int ni = (int)n;
+        if (ni <= 32)
+            softmax_warp_launch<1>(c, x, y, outer, ni, log_out);
+        else if (ni <= 64)
+            softmax_warp_launch<2>(c, x, y, outer, ni, log_out);
+        else if (ni <= 128)
+            softmax_warp_launch<4>(c, x, y, outer, ni, log_out);
+        else if (ni <= 256)
+            softmax_warp_launch<8>(c, x, y, outer, ni, log_out);
+        else if (ni <= 512)
+            softmax_warp_launch<16>(c, x, y, outer, ni, log_out);
+        else
+            softmax_warp_launch<32>(c, x, y, outer, ni, log_out);
+    } else {
+        softmax_rows_block<<<grid_cap(c, outer), SOFTMAX_THREADS, 0, c->cuda->stream>>>(
+            x, y, outer, n, log_out);
+    }
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* ---- CumSum ----------------------------------------------------------------- */
+
+#define CUMSUM_WARP_MAX 4096    /* longest contiguous row one warp scans */
+
+/* CumSum's [outer, n, inner] view, or what it takes to find it on the
+ * device when the axis is only there. */
+typedef struct cumsum_geom {
+    int64_t outer, n, inner;
+    const void *axis;               /* device axis to resolve from; NULL: set above */
+    bool axis_i64;                  /* its dtype: int64, else int32 */
+    int rank;
+    int64_t dims[ENG_MAX_RANK];
+} cumsum_geom_t;
+
+/* Sets g's view from its device axis, if it has one. False when that axis
+ * is out of range (eng_op_axis's rule), which the host cannot report. */
+__device__ __forceinline__ bool cumsum_resolve(cumsum_geom_t &g)
+{
+    if (!g.axis)
+        return true;
+    int64_t a = g.axis_i64 ? *(const int64_t *)g.axis : *(const int32_t *)g.axis;
+    if (a < -(int64_t)g.rank || a >= g.rank)
+        return false;
+    int axis = (int)(a < 0 ? a + g.rank : a);
+    g.outer = g.n = g.inner = 1;
+    for (int d = 0; d < g.rank; d++)
+        *(d < axis ? &g.outer : d == axis ? &g.n : &g.inner) *= g.dims[d];
+    return true;
+}
+
+/* Lines x[o, :, i], one thread each, exactly as the CPU walks them (the
+ * first inclusive element is x itself, not 0 + x): coalesced along inner
+ * when inner > 1; also every line when the axis is only on the device. */
+template <typename T, typename U>
+__global__ void cumsum_lines(const T *__restrict__ x, T *__restrict__ y, cumsum_geom_t g,
+                             bool exclusive, bool reverse)
+{
+    if (!cumsum_resolve(g))
+        return;
+    const int64_t n = g.n, inner = g.inner;
+    ENG_CUDA_FOR(line, g.outer * inner)
+    {
+        int64_t o = line / inner, i = line - o * inner;
+        const T *xs = x + o * n * inner + i;
+        T *ys = y + o * n * inner + i;
+        U acc = 0;
+        for (int64_t k = 0; k < n; k++) {
+            int64_t at = (reverse ? n - 1 - k : k) * inner;
+            U v = (U)xs[at];
+            if (exclusive) {
+                ys[at] = (T)acc;
+                acc = acc + v;
+            } else {
+                acc = k == 0 ? v : acc + v;
+                ys[at] = (T)acc;
+            }
+        }
+    }
+}
+
+/* Contiguous rows, W warps per row (W == 1: eight rows per block, W == 8:
+ * one), a tile of W * 32 * ITEMS elements at a time: each thread sums its
+ * ITEMS consecutive elements, the thread sums are scanned across the warp
+ * and the warps, and a carry runs from tile to tile. U: the type the sums
+ * are computed in (unsigned for integers, so they wrap). */
+template <typename T, typename U, int W>
+__global__ void cumsum_rows(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int64_t n,
+                            bool exclusive, bool reverse)
+{
+    constexpr int ITEMS = W == 1 ? 4 : 8, TILE = W * 32 * ITEMS, GROUPS = RED_WARPS / W;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gw = warp % W;
+    int t = gw * 32 + lane;
+    for (int64_t row = (int64_t)blockIdx.x * GROUPS + warp / W; row < rows;
+         row += (int64_t)gridDim.x * GROUPS) {
+        const T *xr = x + row * n;
+        T *yr = y + row * n;
+        U carry = 0;
+        for (int64_t base = 0; base < n; base += TILE) {
+            U v[ITEMS];
+            U total = 0;
+#pragma unroll
+            for (int e = 0; e < ITEMS; e++) {
+                int64_t p = base + (int64_t)t * ITEMS + e;
+                v[e] = p < n ? (U)xr[reverse ? n - 1 - p : p] : (U)0;
+                total = total + v[e];
+            }
+            U inc = total;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                U up = shfl_up_any(inc, d);
+                if (lane >= d)
+                    inc = inc + up;
+            }
+            U excl = shfl_up_any(inc, 1);
+            if (lane == 0)
+                excl = 0;
+            U before = 0, tile_total = shfl_idx_any(inc, 31);
+            if constexpr (W > 1) {
+                __shared__ U sh[W];
+                if (lane == 31)
+                    sh[gw] = inc;
+                __syncthreads();
+                tile_total = 0;
+                for (int i = 0; i < W; i++) {
+                    if (i < gw)
+                        before = before + sh[i];
+                    tile_total = tile_total + sh[i];
+                }
+                __syncthreads();
+            }
+            U acc = carry + before + excl;
+#pragma unroll
+            for (int e = 0; e < ITEMS; e++) {
+                int64_t p = base + (int64_t)t * ITEMS + e;
+                if (p >= n)
+                    break;
+                int64_t at = reverse ? n - 1 - p : p;
+                if (exclusive) {
+                    yr[at] = (T)acc;
+                    acc = acc + v[e];
+                } else {
+                    acc = acc + v[e];
+                    yr[at] = (T)acc;
+                }
+            }
+            carry = carry + tile_total;
+        }
+    }
+}
+
+template <typename T, typename U>
+static int cumsum_typed(eng_op_ctx_t *c, const cumsum_geom_t &g, bool exclusive, bool reverse)
+{
+    const T *x = (const T *)c->inputs[0]->data;
+    T *y = (T *)c->outputs[0]->data;
+    cudaStream_t st = c->cuda->stream;
+    int64_t total = eng_shape_numel(&c->inputs[0]->shape);
+    if (g.axis || g.inner > 1)
+        cumsum_lines<T, U><<<eng_cuda_blocks(c, g.axis ? total : g.outer * g.inner),
+                             ENG_CUDA_THREADS, 0, st>>>(x, y, g, exclusive, reverse);
+    else if (g.n <= CUMSUM_WARP_MAX)
+        cumsum_rows<T, U, 1><<<grid_cap(c, ceil_div(g.outer, RED_WARPS)), RED_THREADS, 0, st>>>(
+            x, y, g.outer, g.n, exclusive, reverse);
+    else
+        cumsum_rows<T, U, RED_WARPS><<<grid_cap(c, g.outer), RED_THREADS, 0, st>>>(
+            x, y, g.outer, g.n, exclusive, reverse);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* The axis comes from the host copy when there is one; an axis known only on
+ * the device (it decides no shape, so the plan may leave it there) is read
+ * by the kernel, which then walks every line in one thread. */
+static int cumsum_run(eng_op_ctx_t *c)
+{
+    static const eng_dtype_t index_types[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
+    const eng_tensor_t *xt = c->inputs[0];
+    host_view_t v;
+    int rc = host_view_init(c, &v);
+    if (rc)
+        return rc;
+    cumsum_geom_t g;
+    memset(&g, 0, sizeof g);
+    const eng_tensor_t *at = eng_ctx_in(&v.c, 1);
+    if (at && !at->data) {
+        if ((rc = eng_op_require_dtype(c, 1, index_types)))
+            return rc;
+        if (at->shape.rank > 1 || eng_shape_numel(&at->shape) != 1)
+            return eng_op_err(c, FS_EINVAL, "the axis input must hold one value, not %lld "
+                              "(rank %d)", (long long)eng_shape_numel(&at->shape), at->shape.rank);
+        g.axis = c->inputs[1]->data;
+        g.axis_i64 = at->dtype == ENG_DT_INT64;
+        g.rank = xt->shape.rank;
+        for (int d = 0; d < g.rank; d++)
+            g.dims[d] = xt->shape.dims[d];
+    } else {
+        int axis;
+        if ((rc = eng_cumsum_axis(&v.c, &axis)))
+            return rc;
+        eng_axis_extent(&xt->shape, axis, false, &g.outer, &g.n, &g.inner);
+    }
+    bool exclusive = eng_attr_i(c->node, "exclusive", 0) != 0;
+    bool reverse = eng_attr_i(c->node, "reverse", 0) != 0;
+    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_INT32 && xt->dtype != ENG_DT_INT64)
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
+    if (eng_shape_numel(&xt->shape) == 0)
+        return 0;
+    switch (xt->dtype) {
+    case ENG_DT_FLOAT: return cumsum_typed<float, float>(c, g, exclusive, reverse);
+    case ENG_DT_INT32: return cumsum_typed<int32_t, uint32_t>(c, g, exclusive, reverse);
+    default: return cumsum_typed<int64_t, uint64_t>(c, g, exclusive, reverse);
+    }
+}
+
+#define KERNEL(name, op, fn, scratch)                                                    \
+    static const eng_kernel_t name = {op, fn, scratch}
+KERNEL(k_reduce_l2, "ReduceL2", reduce_run, reduce_scratch);
+KERNEL(k_reduce_max, "ReduceMax", reduce_run, reduce_scratch);
+KERNEL(k_reduce_mean, "ReduceMean", reduce_run, reduce_scratch);
+KERNEL(k_reduce_min, "ReduceMin", reduce_run, reduce_scratch);
+KERNEL(k_reduce_prod, "ReduceProd", reduce_run, reduce_scratch);
+KERNEL(k_reduce_sum, "ReduceSum", reduce_run, reduce_scratch);
+KERNEL(k_reduce_sum_square, "ReduceSumSquare", reduce_run, reduce_scratch);
+KERNEL(k_argmax, "ArgMax", arg_run, arg_scratch);
+KERNEL(k_argmin, "ArgMin", arg_run, arg_scratch);
+KERNEL(k_softmax, "Softmax", softmax_run, NULL);
+KERNEL(k_log_softmax, "LogSoftmax", softmax_run, NULL);
+KERNEL(k_cumsum, "CumSum", cumsum_run, NULL);
+
+extern "C" const eng_kernel_t *const eng_cuda_reduce[] = {
+    &k_reduce_l2, &k_reduce_max, &k_reduce_mean, &k_reduce_min, &k_reduce_prod,
+    &k_reduce_sum, &k_reduce_sum_square, &k_argmax, &k_argmin, &k_softmax,
+    &k_log_softmax, &k_cumsum, NULL};

@@ -1,0 +1,1061 @@
+/* shape.cu -- the CUDA kernels of the shape ops (engine/ops/shape.c and
+ * shape_make.c define them; engine/cpu/shape_kernels.c is the CPU reference).
+ *
+ * These ops move bytes without looking at them, so, as on the CPU, every
+ * kernel works on any fixed-size dtype by element size. Most of them are one
+ * strided copy (copy_strided): the dense output, walked in row-major order,
+ * reads its source through per-dim strides -- Transpose permutes them, Slice
+ * scales them by the steps (negative for a reversed slice), Expand zeroes
+ * them on broadcast dims, Tile views each dim as (repeat, dim) with strides
+ * (0, stride), and DepthToSpace / SpaceToDepth are 6-D transposes. Before
+ * launching, the copy is restated in bytes (the element becomes a last dim
+ * of stride 1), dims of size 1 are dropped and dims the source walks as one
+ * are merged, and the innermost contiguous run is re-cut into the widest
+ * unit (16, 8, 4 or 2 bytes) that the sizes, strides and addresses allow.
+ * What remains is then
+ *  - one contiguous run: cudaMemcpyAsync;
+ *  - a transpose (the innermost dim strided, another dim contiguous in the
+ *    source): 32 x 32 tiles through shared memory, so that both the reads
+ *    and the writes of a warp are coalesced;
+ *  - anything else: one thread per output unit, its source offset from its
+ *    index by division, in 32-bit arithmetic when every index fits.
+ * Concat and Split copy each piece as a pitched 2-D copy (rows of one
+ * input/output inside the rows of the whole), Gather copies rows of `inner`
+ * elements widened the same way, and Pad and GatherElements work element by
+ * element. Shape, Size, Constant and ConstantOfShape write host-known values
+ * through kernels that take them by value. Every host value a kernel needs
+ * (geometry, fill values) goes into its launch by value, never through an
+ * async copy from host memory, so a plan captured into a CUDA graph replays
+ * correctly.
+ *
+ * Values that decide shapes (Slice's starts, Split's sizes, Pad's pads,
+ * Range's start and delta) come from their host copies (eng_ctx_host_in);
+ * Pad's constant_value input is read on the device. Data pointers are
+ * assumed aligned to their element size, as every kernel assumes of its
+ * typed pointers (the planner aligns buffers to 256 bytes).
+ *
+ * Departure from the CPU kernels: Gather and GatherElements cannot report a
+ * bad index, since the device cannot return an error without synchronising.
+ * An index outside [-dim, dim) makes its output element(s) all zero bytes
+ * (never a read out of bounds), where the CPU fails with FS_EINVAL. */
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "engine/cuda/cuda_impl.h"
+#include "engine/ops/shape_impl.h"
+
+/* Everything but the table has internal linkage: kernel templates named like
+ * another family's (fill_kernel<float>) must not merge at link time. */
+namespace {
+
+/* Tile's (repeat, dim) view doubles the rank; the bytes of an element add
+ * one more dim. */
+#define STRIDED_MAX_RANK (2 * ENG_MAX_RANK + 1)
+/* Transpose tiles: TILE x TILE elements, TILE x TILE_ROWS threads. */
+#define TILE 32
+#define TILE_ROWS 8
+/* Index arithmetic runs in 32 bits when every index and offset stays below
+ * this; the headroom keeps a grid-stride step from overflowing. */
+#define NARROW_MAX ((int64_t)1 << 30)
+/* Shape, Size, Constant: host bytes passed by value to one block (a
+ * Constant in pieces of this size). */
+#define SMALL_BYTES 256
+
+/* --- element units and dispatch ------------------------------------------------------- */
+
+template <typename T> struct unit_tag {
+    using type = T;
+};
+
+/* Calls f(unit_tag<T>{}) with T an opaque type of `bytes` bytes; FS_ENOTSUP
+ * for a size no dtype has. */
+template <typename F> static int with_unit(const eng_op_ctx_t *c, size_t bytes, F &&f)
+{
+    switch (bytes) {
+    case 1:
+        return f(unit_tag<uint8_t>{});
+    case 2:
+        return f(unit_tag<uint16_t>{});
+    case 4:
+        return f(unit_tag<uint32_t>{});
+    case 8:
+        return f(unit_tag<uint64_t>{});
+    case 16:
+        return f(unit_tag<uint4>{});
+    }
+    return eng_op_err(c, FS_ENOTSUP, "elements of %zu bytes are not supported", bytes);
+}
+
+/* The widest unit (16, 8, 4, 2, else 1 bytes) dividing every size and
+ * stride OR-ed into `m` (two's complement keeps a negative stride's low
+ * bits) and both addresses. */
+static size_t unit_for(uint64_t m, const void *a, const void *b)
+{
+    m |= (uint64_t)(uintptr_t)a | (uint64_t)(uintptr_t)b;
+    for (size_t w = 16; w > 1; w /= 2)
+        if (m % w == 0)
+            return w;
+    return 1;
+}
+
+/* n bytes, device to device, on the stream; nothing when n is 0 or the
+ * buffers are the same. */
+static int copy_bytes(const eng_op_ctx_t *c, void *dst, const void *src, size_t n)
+{
+    if (n > 0 && dst != src)
+        ENG_CUDA_TRY(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->cuda->stream));
+    return 0;
+}
+
+/* A grid-stride loop over [0, n) in index type I. */
+#define SHAPE_FOR_(I, i, n)                                                                      \
+    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (n);                          \
+         i += (I)blockDim.x * (I)gridDim.x)
+
+/* --- strided copies ------------------------------------------------------------------- */
+
+/* Dense output of shape dims; element (i_0..i_{r-1}) is source unit
+ * sum(i_d * strides[d]). */
+struct strided_t {
+    int rank;
+    int64_t dims[STRIDED_MAX_RANK];
+    int64_t strides[STRIDED_MAX_RANK];
+};
+
+/* The same copy as a batch of 2-D transposes: output dims k and r-1 are
+ * walked in tiles, the others (batch dims, in order) per tile. */
+struct tiled_t {
+    int nb;
+    int64_t dims[STRIDED_MAX_RANK]; /* batch dims */
+    int64_t src[STRIDED_MAX_RANK];  /* their source strides */
+    int64_t dst[STRIDED_MAX_RANK];  /* their (dense) output strides */
+    int64_t nk, nj;                 /* sizes of dims k and r-1 */
+    int64_t src_k, src_j, dst_k;    /* their strides (dst_j is 1) */
+    int64_t tiles_j, tiles_k, n_tiles;
+};
+
+template <typename T, typename I>
+__global__ void strided_kernel(T *__restrict__ y, const T *__restrict__ x, strided_t g, I n)
+{
+    using U = std::make_unsigned_t<I>;
+    SHAPE_FOR_(I, i, n)
+    {
+        U rem = (U)i;
+        I off = 0;
+#pragma unroll
+        for (int d = STRIDED_MAX_RANK - 1; d > 0; d--)
+            if (d < g.rank) {
+                U dim = (U)g.dims[d], q = rem / dim;
+                off += (I)(rem - q * dim) * (I)g.strides[d];
+                rem = q;
+            }
+        off += (I)rem * (I)g.strides[0];
+        y[i] = x[off];
+    }
+}
+
+template <typename T>
+__global__ void tiled_kernel(T *__restrict__ y, const T *__restrict__ x, tiled_t g)
+{
+    __shared__ T tile[TILE][TILE + 1];
+    for (int64_t b = blockIdx.x; b < g.n_tiles; b += gridDim.x) {
+        int64_t t = b, j0 = (t % g.tiles_j) * TILE;
+        t /= g.tiles_j;
+        int64_t k0 = (t % g.tiles_k) * TILE, so = 0, yo = 0;
+        t /= g.tiles_k;
+#pragma unroll
+        for (int d = STRIDED_MAX_RANK - 1; d >= 0; d--)
+            if (d < g.nb) {
+                int64_t q = t / g.dims[d], r = t - q * g.dims[d];
+                so += r * g.src[d];
+                yo += r * g.dst[d];
+                t = q;
+            }
+        /* Reads: threadIdx.x walks dim k (contiguous in the source). */
+        int64_t k = k0 + threadIdx.x;
+        for (int r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+            int64_t j = j0 + r;
+            if (k < g.nk && j < g.nj)
+                tile[r][threadIdx.x] = x[so + k * g.src_k + j * g.src_j];
+        }
+        __syncthreads();
+        /* Writes: threadIdx.x walks dim r-1 (contiguous in the output). */
+        int64_t j = j0 + threadIdx.x;
+        for (int r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+            int64_t kk = k0 + r;
+            if (kk < g.nk && j < g.nj)
+                y[yo + kk * g.dst_k + j] = tile[threadIdx.x][r];
+        }
+        __syncthreads();
+    }
+}
+
+/* Drops dims of size 1 and merges each dim into the one before it when the
+ * source walks the pair as one (strides[d-1] == strides[d] * dims[d]), in
+ * place; returns the new rank. Cannot fail. */
+static int coalesce(int rank, int64_t *dims, int64_t *strides)
+{
+    int r = 0;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1)
+            continue;
+        if (r > 0 && strides[r - 1] == strides[d] * dims[d]) {
+            dims[r - 1] *= dims[d];
+            strides[r - 1] = strides[d];
+            continue;
+        }
+        dims[r] = dims[d];
+        strides[r] = strides[d];
+        r++;
+    }
+    return r;
+}
+
+/* Output dim k < r-1 to tile with dim r-1, or -1: a transpose is worth
+ * tiling when the innermost dim jumps in the source and another dim, large
+ * enough to fill a tile's rows, is contiguous there. */
+static int tiled_dim(const strided_t *g)
+{
+    int r = g->rank;
+    if (r < 2 || g->strides[r - 1] == 0 || g->strides[r - 1] == 1 ||
+        g->strides[r - 1] == -1 || g->dims[r - 1] < TILE / 2)
+        return -1;
+    for (int k = r - 2; k >= 0; k--)
+        if (g->strides[k] == 1)
+            return g->dims[k] >= TILE / 2 ? k : -1;
+    return -1;
+}
+
+template <typename T>
+static int tiled_launch(const eng_op_ctx_t *c, void *y, const void *x, const strided_t *g, int k)
+{
+    int r = g->rank;
+    int64_t dense[STRIDED_MAX_RANK];
+    dense[r - 1] = 1;
+    for (int d = r - 2; d >= 0; d--)
+        dense[d] = dense[d + 1] * g->dims[d + 1];
+    tiled_t t;
+    t.nb = 0;
+    for (int d = 0; d < r - 1; d++)
+        if (d != k) {
+            t.dims[t.nb] = g->dims[d];
+            t.src[t.nb] = g->strides[d];
+            t.dst[t.nb] = dense[d];
+            t.nb++;
+        }
+    t.nk = g->dims[k];
+    t.nj = g->dims[r - 1];
+    t.src_k = g->strides[k];
+    t.src_j = g->strides[r - 1];
+    t.dst_k = dense[k];
+    t.tiles_k = (t.nk + TILE - 1) / TILE;
+    t.tiles_j = (t.nj + TILE - 1) / TILE;
+    t.n_tiles = t.tiles_k * t.tiles_j;
+    for (int d = 0; d < t.nb; d++)
+        t.n_tiles *= t.dims[d];
+    /* One block per tile, up to eng_cuda_blocks' cap; blocks loop over the rest. */
+    unsigned blocks = eng_cuda_blocks(c, t.n_tiles * ENG_CUDA_THREADS);
+    tiled_kernel<T><<<blocks, dim3(TILE, TILE_ROWS), 0, c->cuda->stream>>>((T *)y, (const T *)x,
+                                                                          t);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+template <typename T>
+static int strided_launch(const eng_op_ctx_t *c, void *y, const void *x, const strided_t *g)
+{
+    int k = tiled_dim(g);
+    if (k >= 0)
+        return tiled_launch<T>(c, y, x, g, k);
+    int64_t n = 1, extent = 0;
+    for (int d = 0; d < g->rank; d++) {
+        n *= g->dims[d];
+        extent += (g->dims[d] - 1) * (g->strides[d] < 0 ? -g->strides[d] : g->strides[d]);
+    }
+    unsigned blocks = eng_cuda_blocks(c, n);
+    if (n <= NARROW_MAX && extent <= NARROW_MAX)
+        strided_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, (const T *)x, *g, (int32_t)n);
+    else
+        strided_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, (const T *)x, *g, n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* Fills dense dst (shape dims) from src: element (i_0..i_{r-1}) comes from
+ * src + sum(i_d * strides[d]) elements of es bytes. FS_EDEVICE when a CUDA
+ * call fails. */
+static int copy_strided(const eng_op_ctx_t *c, void *dst, const void *src, size_t es, int rank,
+                        const int64_t *dims, const int64_t *strides)
+{
+    strided_t g;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 0)
+            return 0;
+        g.dims[d] = dims[d];
+        g.strides[d] = strides[d] * (int64_t)es;
+    }
+    g.dims[rank] = (int64_t)es;
+    g.strides[rank] = 1;
+    g.rank = coalesce(rank + 1, g.dims, g.strides);
+    int r = g.rank;
+    size_t w = 1;
+    if (r > 0 && g.strides[r - 1] == 1) {
+        uint64_t m = (uint64_t)g.dims[r - 1];
+        for (int d = 0; d < r - 1; d++)
+            m |= (uint64_t)g.strides[d];
+        w = unit_for(m, dst, src);
+        g.dims[r - 1] /= (int64_t)w;
+        for (int d = 0; d < r - 1; d++)
+            g.strides[d] /= (int64_t)w;
+        g.rank = coalesce(r, g.dims, g.strides);
+    }
+    /* Rank 0: one unit (a single element of one byte, or one widened unit). */
+    if (g.rank == 0)
+        return copy_bytes(c, dst, src, w);
+    if (g.rank == 1 && g.strides[0] == 1)
+        return copy_bytes(c, dst, src, (size_t)g.dims[0] * w);
+    return with_unit(c, w, [&](auto t) {
+        return strided_launch<typename decltype(t)::type>(c, dst, src, &g);
+    });
+}
+
+/* --- views -------------------------------------------------------------------------------- */
+
+/* Reshape, Flatten, Squeeze, Unsqueeze: the output is the input's bytes;
+ * nothing to do when the planner made it share the input's buffer. */
+static int view_run(eng_op_ctx_t *c)
+{
+    return copy_bytes(c, c->outputs[0]->data, c->inputs[0]->data,
+                      eng_tensor_bytes(c->outputs[0]));
+}
+
+/* --- host-side parameters ------------------------------------------------------------------ */
+
+/* The shape helpers (shape_impl.h) read the values they need from their
+ * context's inputs, which on the device are device memory. This is the
+ * context as they must see it: each input's host copy where there is one,
+ * else its dtype and shape with no data (so a value they need but that is
+ * not known answers FS_EDYNAMIC rather than a host read of device memory).
+ * Slice, the op with the most inputs, has 5. Not copyable (it points into
+ * itself). */
+#define HOST_VIEW_INPUTS 5
+struct host_view_t {
+    eng_op_ctx_t ctx;
+    eng_tensor_t shapes[HOST_VIEW_INPUTS];
+    const eng_tensor_t *inputs[HOST_VIEW_INPUTS];
+};
+
+static void host_view_init(host_view_t *v, const eng_op_ctx_t *c)
+{
+    v->ctx = *c;
+    v->ctx.n_inputs = c->n_inputs < HOST_VIEW_INPUTS ? c->n_inputs : HOST_VIEW_INPUTS;
+    for (int i = 0; i < v->ctx.n_inputs; i++) {
+        const eng_tensor_t *h = eng_ctx_host_in(c, i);
+        v->inputs[i] = h;
+        if (!h && c->inputs[i]) {
+            v->shapes[i] = *c->inputs[i];
+            v->shapes[i].data = NULL;
+            v->inputs[i] = &v->shapes[i];
+        }
+    }
+    v->ctx.inputs = v->inputs;
+    v->ctx.host_inputs = NULL;
+}
+
+/* --- strided ops ------------------------------------------------------------------------- */
+
+static int transpose_run(eng_op_ctx_t *c)
+{
+    int perm[ENG_MAX_RANK];
+    int rc = eng_transpose_params(c, perm);
+    if (rc != 0)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    int64_t xs[ENG_MAX_RANK], dims[ENG_MAX_RANK], strides[ENG_MAX_RANK];
+    eng_shape_strides(&x->shape, xs);
+    for (int d = 0; d < x->shape.rank; d++) {
+        dims[d] = x->shape.dims[perm[d]];
+        strides[d] = xs[perm[d]];
+    }
+    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype),
+                        x->shape.rank, dims, strides);
+}
+
+static int slice_run(eng_op_ctx_t *c)
+{
+    host_view_t v;
+    host_view_init(&v, c);
+    eng_slice_params_t p;
+    int rc = eng_slice_params(&v.ctx, &p);
+    if (rc != 0)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    size_t es = eng_dtype_size(x->dtype);
+    int64_t xs[ENG_MAX_RANK], dims[ENG_MAX_RANK], strides[ENG_MAX_RANK], base = 0;
+    eng_shape_strides(&x->shape, xs);
+    for (int d = 0; d < x->shape.rank; d++) {
+        dims[d] = p.out.dims[d];
+        strides[d] = xs[d] * p.steps[d];
+        base += p.starts[d] * xs[d];
+    }
+    if (eng_shape_numel(&p.out) == 0)
+        return 0;
+    return copy_strided(c, c->outputs[0]->data, (const char *)x->data + base * (int64_t)es, es,
+                        x->shape.rank, dims, strides);
+}
+
+static int expand_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0];
+    eng_tensor_t *y = c->outputs[0];
+    int r = y->shape.rank, lead = r - x->shape.rank;
+    int64_t xs[ENG_MAX_RANK], strides[ENG_MAX_RANK];
+    eng_shape_strides(&x->shape, xs);
+    for (int d = 0; d < r; d++)
+        strides[d] = d < lead || x->shape.dims[d - lead] == 1 ? 0 : xs[d - lead];
+    return copy_strided(c, y->data, x->data, eng_dtype_size(x->dtype), r, y->shape.dims,
+                        strides);
+}
+
+static int tile_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0];
+    eng_tensor_t *y = c->outputs[0];
+    int r = x->shape.rank;
+    if (eng_shape_numel(&y->shape) == 0)
+        return 0;
+    int64_t xs[ENG_MAX_RANK], dims[2 * ENG_MAX_RANK], strides[2 * ENG_MAX_RANK];
+    eng_shape_strides(&x->shape, xs);
+    for (int d = 0; d < r; d++) {
+        dims[2 * d] = y->shape.dims[d] / x->shape.dims[d];
+        strides[2 * d] = 0;
+        dims[2 * d + 1] = x->shape.dims[d];
+        strides[2 * d + 1] = xs[d];
+    }
+    return copy_strided(c, y->data, x->data, eng_dtype_size(x->dtype), 2 * r, dims, strides);
+}
+
+static int depth_to_space_run(eng_op_ctx_t *c)
+{
+    int64_t b;
+    bool crd;
+    int rc = eng_space_depth_params(c, &b, &crd);
+    if (rc != 0)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
+            w = x->shape.dims[3], oc = ch / (b * b);
+    /* Output (n, oc, h, b1, w, b2) reads input channel (b1, b2, oc) in DCR
+     * order and (oc, b1, b2) in CRD order. */
+    const int64_t dims[6] = {n, oc, h, b, w, b};
+    const int64_t strides[6] = {ch * h * w, (crd ? b * b : 1) * h * w, w,
+                                (crd ? b : b * oc) * h * w, 1, (crd ? 1 : oc) * h * w};
+    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims,
+                        strides);
+}
+
+static int space_to_depth_run(eng_op_ctx_t *c)
+{
+    int64_t b;
+    bool crd;
+    int rc = eng_space_depth_params(c, &b, &crd);
+    if (rc != 0)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
+            w = x->shape.dims[3];
+    /* Output channel (b1, b2, c) at (oh, ow) reads input (c, oh*b+b1, ow*b+b2). */
+    const int64_t dims[6] = {n, b, b, ch, h / b, w / b};
+    const int64_t strides[6] = {ch * h * w, w, 1, h * w, b * w, b};
+    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims,
+                        strides);
+}
+
+/* --- Concat, Split --------------------------------------------------------------------------- */
+
+/* Row r of y (pitch y_pitch units) gets row r of x (pitch x_pitch), width
+ * units each; n = rows * width. */
+template <typename T, typename I>
+__global__ void rows_kernel(T *__restrict__ y, I y_pitch, const T *__restrict__ x, I x_pitch,
+                            I width, I n)
+{
+    using U = std::make_unsigned_t<I>;
+    SHAPE_FOR_(I, i, n)
+    {
+        I r = (I)((U)i / (U)width), col = i - r * width;
+        y[r * y_pitch + col] = x[r * x_pitch + col];
+    }
+}
+
+template <typename T>
+static int rows_launch(const eng_op_ctx_t *c, void *y, int64_t y_pitch, const void *x,
+                       int64_t x_pitch, int64_t width, int64_t rows)
+{
+    int64_t n = rows * width, pitch = y_pitch > x_pitch ? y_pitch : x_pitch;
+    unsigned blocks = eng_cuda_blocks(c, n);
+    if ((rows - 1) * pitch + width <= NARROW_MAX)
+        rows_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, (int32_t)y_pitch, (const T *)x, (int32_t)x_pitch, (int32_t)width,
+            (int32_t)n);
+    else
+        rows_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, y_pitch, (const T *)x, x_pitch, width, n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* A 2-D copy in bytes: `rows` rows of `width` bytes, from src (a row every
+ * src_pitch bytes) to dst (every dst_pitch). FS_EDEVICE when a CUDA call
+ * fails. */
+static int copy_rows(const eng_op_ctx_t *c, void *dst, size_t dst_pitch, const void *src,
+                     size_t src_pitch, size_t width, int64_t rows)
+{
+    if (rows == 0 || width == 0)
+        return 0;
+    if (rows == 1 || (dst_pitch == width && src_pitch == width))
+        return copy_bytes(c, dst, src, (size_t)rows * width);
+    size_t w = unit_for(width | dst_pitch | src_pitch, dst, src);
+    return with_unit(c, w, [&](auto t) {
+        return rows_launch<typename decltype(t)::type>(c, dst, (int64_t)(dst_pitch / w), src,
+                                                       (int64_t)(src_pitch / w),
+                                                       (int64_t)(width / w), rows);
+    });
+}
+
+/* Elements of s before and after `axis`. */
+static void outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = 1;
+    *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= s->dims[d];
+    for (int d = axis + 1; d < s->rank; d++)
+        *inner *= s->dims[d];
+}
+
+static int concat_run(eng_op_ctx_t *c)
+{
+    eng_tensor_t *y = c->outputs[0];
+    int axis;
+    int rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), y->shape.rank, &axis);
+    if (rc != 0)
+        return rc;
+    size_t es = eng_dtype_size(y->dtype);
+    int64_t outer, inner;
+    outer_inner(&y->shape, axis, &outer, &inner);
+    size_t out_row = (size_t)(y->shape.dims[axis] * inner) * es, at = 0;
+    for (int i = 0; i < c->n_inputs; i++) {
+        const eng_tensor_t *x = c->inputs[i];
+        size_t row = (size_t)(x->shape.dims[axis] * inner) * es;
+        if ((rc = copy_rows(c, (char *)y->data + at, out_row, x->data, row, row, outer)) != 0)
+            return rc;
+        at += row;
+    }
+    return 0;
+}
+
+static int split_run(eng_op_ctx_t *c)
+{
+    host_view_t v;
+    host_view_init(&v, c);
+    eng_split_params_t p;
+    int rc = eng_split_params(&v.ctx, &p);
+    if (rc != 0)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    size_t es = eng_dtype_size(x->dtype);
+    int64_t outer, inner;
+    outer_inner(&x->shape, p.axis, &outer, &inner);
+    size_t in_row = (size_t)(p.dim * inner) * es, at = 0;
+    for (int k = 0; k < p.n; k++) {
+        size_t row = (size_t)(eng_split_size(&p, k) * inner) * es;
+        eng_tensor_t *y = c->outputs[k];
+        if (y && (rc = copy_rows(c, y->data, row, (const char *)x->data + at, in_row, row,
+                                 outer)) != 0)
+            return rc;
+        at += row;
+    }
+    return 0;
+}
+
+/* --- Gather, GatherElements ---------------------------------------------------------------- */
+
+static const eng_dtype_t index_dtypes[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
+
+/* y (outer, n_idx, row) from x (outer, dim, row); an index outside
+ * [-dim, dim) gives a row of zero units. */
+template <typename T, typename I, typename IDX>
+__global__ void gather_kernel(T *__restrict__ y, const T *__restrict__ x,
+                              const IDX *__restrict__ idx, I row, I n_idx, I dim, I n)
+{
+    using U = std::make_unsigned_t<I>;
+    SHAPE_FOR_(I, i, n)
+    {
+        U r = (U)i / (U)row, o = r / (U)n_idx;
+        I col = i - (I)r * row, j = (I)r - (I)o * n_idx;
+        int64_t v = (int64_t)idx[j];
+        v += v < 0 ? (int64_t)dim : 0;
+        y[i] = v >= 0 && v < (int64_t)dim ? x[((I)o * dim + (I)v) * row + col] : T{};
+    }
+}
+
+template <typename T, typename IDX>
+static int gather_launch(const eng_op_ctx_t *c, void *y, const void *x, const void *idx,
+                         int64_t row, int64_t n_idx, int64_t dim, int64_t n, int64_t x_units)
+{
+    unsigned blocks = eng_cuda_blocks(c, n);
+    if (n <= NARROW_MAX && x_units <= NARROW_MAX)
+        gather_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, (const T *)x, (const IDX *)idx, (int32_t)row, (int32_t)n_idx, (int32_t)dim,
+            (int32_t)n);
+    else
+        gather_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, (const T *)x, (const IDX *)idx, row, n_idx, dim, n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* A bad index cannot fail the run here (see the file comment): its output
+ * rows are zero. */
+static int gather_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0], *idx = c->inputs[1];
+    eng_tensor_t *y = c->outputs[0];
+    int axis;
+    int rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), x->shape.rank, &axis);
+    if (rc != 0 || (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
+        return rc;
+    size_t es = eng_dtype_size(x->dtype);
+    int64_t outer, inner, dim = x->shape.dims[axis], n_idx = eng_shape_numel(&idx->shape);
+    outer_inner(&x->shape, axis, &outer, &inner);
+    if (eng_tensor_bytes(y) == 0)
+        return 0;
+    /* Rows move in the widest unit their bytes and both buffers allow. */
+    size_t w = unit_for((uint64_t)inner * es, x->data, y->data);
+    int64_t row = (int64_t)((size_t)inner * es / w), n = outer * n_idx * row;
+    int64_t x_units = outer * dim * row;
+    bool i32 = idx->dtype == ENG_DT_INT32;
+    return with_unit(c, w, [&](auto t) {
+        using T = typename decltype(t)::type;
+        return i32 ? gather_launch<T, int32_t>(c, y->data, x->data, idx->data, row, n_idx, dim,
+                                               n, x_units)
+                   : gather_launch<T, int64_t>(c, y->data, x->data, idx->data, row, n_idx, dim,
+                                               n, x_units);
+    });
+}
+
+/* GatherElements: output position p (of the indices' shape) reads x at p
+ * with p[axis] replaced by the index there. */
+struct gather_elements_t {
+    int rank, axis;
+    int64_t idims[ENG_MAX_RANK]; /* the indices' (and output's) dims */
+    int64_t xs[ENG_MAX_RANK];    /* x's strides */
+    int64_t dim;                 /* x's size along axis */
+};
+
+template <typename T, typename I, typename IDX>
+__global__ void gather_elements_kernel(T *__restrict__ y, const T *__restrict__ x,
+                                       const IDX *__restrict__ idx, gather_elements_t g, I n)
+{
+    using U = std::make_unsigned_t<I>;
+    SHAPE_FOR_(I, i, n)
+    {
+        int64_t v = (int64_t)idx[i];
+        v += v < 0 ? g.dim : 0;
+        bool ok = v >= 0 && v < g.dim;
+        U rem = (U)i;
+        I off = 0;
+#pragma unroll
+        for (int d = ENG_MAX_RANK - 1; d >= 0; d--)
+            if (d < g.rank) {
+                U dim = (U)g.idims[d], q = rem / dim;
+                I p = d != g.axis ? (I)(rem - q * dim) : ok ? (I)v : 0;
+                off += p * (I)g.xs[d];
+                rem = q;
+            }
+        y[i] = ok ? x[off] : T{};
+    }
+}
+
+template <typename T, typename IDX>
+static int gather_elements_launch(const eng_op_ctx_t *c, void *y, const void *x, const void *idx,
+                                  const gather_elements_t *g, int64_t n, bool narrow)
+{
+    unsigned blocks = eng_cuda_blocks(c, n);
+    if (narrow)
+        gather_elements_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0,
+                                                  c->cuda->stream>>>(
+            (T *)y, (const T *)x, (const IDX *)idx, *g, (int32_t)n);
+    else
+        gather_elements_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0,
+                                                  c->cuda->stream>>>(
+            (T *)y, (const T *)x, (const IDX *)idx, *g, n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* A bad index cannot fail the run here (see the file comment): its output
+ * element is zero. */
+static int gather_elements_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0], *idx = c->inputs[1];
+    int axis, r = x->shape.rank;
+    int rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), r, &axis);
+    if (rc != 0 || (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
+        return rc;
+    int64_t n = eng_shape_numel(&idx->shape);
+    if (n == 0)
+        return 0;
+    gather_elements_t g;
+    g.rank = r;
+    g.axis = axis;
+    g.dim = x->shape.dims[axis];
+    eng_shape_strides(&x->shape, g.xs);
+    for (int d = 0; d < r; d++)
+        g.idims[d] = idx->shape.dims[d];
+    bool narrow = n <= NARROW_MAX && eng_shape_numel(&x->shape) <= NARROW_MAX;
+    bool i32 = idx->dtype == ENG_DT_INT32;
+    void *y = c->outputs[0]->data;
+    return with_unit(c, eng_dtype_size(x->dtype), [&](auto t) {
+        using T = typename decltype(t)::type;
+        return i32 ? gather_elements_launch<T, int32_t>(c, y, x->data, idx->data, &g, n, narrow)
+                   : gather_elements_launch<T, int64_t>(c, y, x->data, idx->data, &g, n, narrow);
+    });
+}
+
+/* --- Pad ----------------------------------------------------------------------------------- */
+
+/* Per dim: output o reads kept input lo + (o - shift) when that is in
+ * [0, kept); the mode decides outside. Negative pads crop first (lo and
+ * kept), as on the CPU. */
+struct pad_geom_t {
+    int rank;
+    int mode; /* eng_pad_mode_t */
+    int64_t out[ENG_MAX_RANK];
+    int64_t shift[ENG_MAX_RANK];
+    int64_t lo[ENG_MAX_RANK];
+    int64_t kept[ENG_MAX_RANK];
+    int64_t xs[ENG_MAX_RANK];
+};
+
+/* The kept-input index that output index o of dim d reads, or -1 for the
+ * constant (the CPU's pad_source). */
+template <typename I> __device__ __forceinline__ I pad_source(const pad_geom_t &g, int d, I o)
+{
+    I k = o - (I)g.shift[d], kept = (I)g.kept[d], lo = (I)g.lo[d];
+    if (k >= 0 && k < kept)
+        return lo + k;
+    switch (g.mode) {
+    case ENG_PAD_CONSTANT:
+        return -1;
+    case ENG_PAD_EDGE:
+        return lo + (k < 0 ? 0 : kept - 1);
+    case ENG_PAD_WRAP:
+        k %= kept;
+        return lo + (k < 0 ? k + kept : k);
+    default:
+        break;
+    }
+    if (kept == 1)
+        return lo;
+    /* A non-negative remainder without forming k % period + period, which
+     * could overflow 32 bits. */
+    I period = 2 * (kept - 1), m = k % period;
+    m += m < 0 ? period : 0;
+    return lo + (m < kept ? m : period - m);
+}
+
+/* The constant is *valp when given (Pad's constant_value input, on the
+ * device), else `value`. */
+template <typename T, typename I>
+__global__ void pad_kernel(T *__restrict__ y, const T *__restrict__ x, pad_geom_t g, T value,
+                           const T *__restrict__ valp, I n)
+{
+    using U = std::make_unsigned_t<I>;
+    T fill = valp ? *valp : value;
+    SHAPE_FOR_(I, i, n)
+    {
+        U rem = (U)i;
+        I off = 0;
+        bool constant = false;
+#pragma unroll
+        for (int d = ENG_MAX_RANK - 1; d >= 0; d--)
+            if (d < g.rank && !constant) {
+                U dim = (U)g.out[d], q = rem / dim;
+                I s = pad_source<I>(g, d, (I)(rem - q * dim));
+                constant = s < 0;
+                off += s * (I)g.xs[d];
+                rem = q;
+            }
+        y[i] = constant ? fill : x[off];
+    }
+}
+
+template <typename T>
+static int pad_launch(const eng_op_ctx_t *c, void *y, const void *x, const pad_geom_t *g,
+                      const unsigned char *value, const void *valp, int64_t n, bool narrow)
+{
+    T v;
+    memcpy(&v, value, sizeof v);
+    unsigned blocks = eng_cuda_blocks(c, n);
+    if (narrow)
+        pad_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, (const T *)x, *g, v, (const T *)valp, (int32_t)n);
+    else
+        pad_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+            (T *)y, (const T *)x, *g, v, (const T *)valp, n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+static int pad_run(eng_op_ctx_t *c)
+{
+    host_view_t v;
+    host_view_init(&v, c);
+    eng_pad_params_t p;
+    int rc = eng_pad_params(&v.ctx, &p);
+    if (rc != 0)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    const eng_tensor_t *cv = c->opset >= 11 ? eng_ctx_in(c, 2) : NULL;
+    /* The constant: the constant_value input, read on the device where it
+     * may only exist; else the attribute or zero (eng_pad_value). */
+    unsigned char value[16] = {0};
+    if (cv) {
+        if (cv->dtype != x->dtype || eng_shape_numel(&cv->shape) != 1)
+            return eng_op_err(c, FS_EINVAL,
+                              "constant_value must be one %s, not %s of %lld elements",
+                              eng_dtype_name(x->dtype), eng_dtype_name(cv->dtype),
+                              (long long)eng_shape_numel(&cv->shape));
+    } else if ((rc = eng_pad_value(&v.ctx, value)) != 0) {
+        return rc;
+    }
+    size_t es = eng_dtype_size(x->dtype);
+    int64_t n = eng_shape_numel(&p.out);
+    void *y = c->outputs[0]->data;
+    if (n == 0)
+        return 0;
+    if (p.out.rank == 0)
+        return copy_bytes(c, y, x->data, es);
+    pad_geom_t g;
+    g.rank = p.out.rank;
+    g.mode = (int)p.mode;
+    eng_shape_strides(&x->shape, g.xs);
+    for (int d = 0; d < g.rank; d++) {
+        g.out[d] = p.out.dims[d];
+        g.lo[d] = p.begin[d] < 0 ? -p.begin[d] : 0;
+        g.kept[d] = x->shape.dims[d] - g.lo[d] - (p.end[d] < 0 ? -p.end[d] : 0);
+        g.shift[d] = p.begin[d] > 0 ? p.begin[d] : 0;
+    }
+    bool narrow = n <= NARROW_MAX && eng_shape_numel(&x->shape) <= NARROW_MAX;
+    const void *valp = cv ? cv->data : NULL;
+    return with_unit(c, es, [&](auto t) {
+        return pad_launch<typename decltype(t)::type>(c, y, x->data, &g, value, valp, n, narrow);
+    });
+}
+
+/* --- producers: Shape, Size, ConstantOfShape, Range, Constant ------------------------------ */
+
+struct small_bytes_t {
+    unsigned char b[SMALL_BYTES];
+};
+
+__global__ void small_bytes_kernel(unsigned char *__restrict__ y, small_bytes_t v, int n)
+{
+    if ((int)threadIdx.x < n)
+        y[threadIdx.x] = v.b[threadIdx.x];
+}
+
+/* Writes n <= SMALL_BYTES host bytes to device dst, passed by value to the
+ * kernel (so src may be gone before it runs). */
+static int write_small(const eng_op_ctx_t *c, void *dst, const void *src, size_t n)
+{
+    if (n == 0)
+        return 0;
+    small_bytes_t v = {};
+    memcpy(v.b, src, n);
+    small_bytes_kernel<<<1, SMALL_BYTES, 0, c->cuda->stream>>>((unsigned char *)dst, v, (int)n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* Shape and Size read only their input's shape, never its data. */
+static int shape_run(eng_op_ctx_t *c)
+{
+    int start, n;
+    int rc = eng_shapeof_params(c, &start, &n);
+    if (rc != 0)
+        return rc;
+    int64_t dims[ENG_MAX_RANK];
+    for (int k = 0; k < n; k++)
+        dims[k] = c->inputs[0]->shape.dims[start + k];
+    return write_small(c, c->outputs[0]->data, dims, (size_t)n * sizeof dims[0]);
+}
+
+static int size_run(eng_op_ctx_t *c)
+{
+    int64_t n = eng_shape_numel(&c->inputs[0]->shape);
+    return write_small(c, c->outputs[0]->data, &n, sizeof n);
+}
+
+template <typename T> __global__ void fill_kernel(T *__restrict__ y, T v, int64_t n)
+{
+    ENG_CUDA_FOR(i, n) {
+        y[i] = v;
+    }
+}
+
+template <typename T>
+static int fill_launch(const eng_op_ctx_t *c, void *y, const unsigned char *value, int64_t n)
+{
+    T v;
+    memcpy(&v, value, sizeof v);
+    fill_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>((T *)y, v,
+                                                                                    n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+static int constant_of_shape_run(eng_op_ctx_t *c)
+{
+    eng_dtype_t dt;
+    const void *value;
+    int rc = eng_constant_of_shape_value(c, &dt, &value);
+    if (rc != 0)
+        return rc;
+    eng_tensor_t *y = c->outputs[0];
+    size_t es = eng_dtype_size(dt);
+    int64_t n = eng_shape_numel(&y->shape);
+    unsigned char v[16] = {0};
+    if (es > sizeof v)
+        return eng_op_err(c, FS_ENOTSUP, "elements of %zu bytes are not supported", es);
+    if (n == 0)
+        return 0;
+    memcpy(v, value, es);
+    /* A value of one repeated byte (zero, above all) is a memset. */
+    bool one_byte = true;
+    for (size_t k = 1; k < es; k++)
+        one_byte = one_byte && v[k] == v[0];
+    if (one_byte) {
+        ENG_CUDA_TRY(c, cudaMemsetAsync(y->data, v[0], (size_t)n * es, c->cuda->stream));
+        return 0;
+    }
+    return with_unit(c, es, [&](auto t) {
+        return fill_launch<typename decltype(t)::type>(c, y->data, v, n);
+    });
+}
+
+/* y[i] = start + i * delta in T, rounded as the CPU's C expression is:
+ * float and double products and sums round separately (no FMA). */
+template <typename T> __device__ __forceinline__ T range_at(T s, T d, int64_t i)
+{
+    return (T)(s + (T)i * d);
+}
+template <> __device__ __forceinline__ float range_at<float>(float s, float d, int64_t i)
+{
+    return __fadd_rn(s, __fmul_rn((float)i, d));
+}
+template <> __device__ __forceinline__ double range_at<double>(double s, double d, int64_t i)
+{
+    return __dadd_rn(s, __dmul_rn((double)i, d));
+}
+
+template <typename T> __global__ void range_kernel(T *__restrict__ y, T s, T d, int64_t n)
+{
+    ENG_CUDA_FOR(i, n) {
+        y[i] = range_at<T>(s, d, i);
+    }
+}
+
+/* start and delta from their host copies (they decide the output's length,
+ * so the engine keeps them on the host). */
+template <typename T> static int range_launch(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *start = eng_ctx_host_in(c, 0), *delta = eng_ctx_host_in(c, 2);
+    if (!start || !delta)
+        return eng_op_err(c, FS_EDYNAMIC, "start and delta are not known on the host");
+    eng_tensor_t *y = c->outputs[0];
+    int64_t n = eng_shape_numel(&y->shape);
+    if (n == 0)
+        return 0;
+    T s, d;
+    memcpy(&s, start->data, sizeof s);
+    memcpy(&d, delta->data, sizeof d);
+    range_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>((T *)y->data,
+                                                                                     s, d, n);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+static int range_run(eng_op_ctx_t *c)
+{
+    eng_dtype_t dt = c->outputs[0]->dtype;
+    switch (dt) {
+    case ENG_DT_FLOAT:
+        return range_launch<float>(c);
+    case ENG_DT_DOUBLE:
+        return range_launch<double>(c);
+    case ENG_DT_INT16:
+        return range_launch<int16_t>(c);
+    case ENG_DT_INT32:
+        return range_launch<int32_t>(c);
+    case ENG_DT_INT64:
+        return range_launch<int64_t>(c);
+    default:
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(dt));
+    }
+}
+
+/* Load-time folding makes every Constant a weight, so this runs only for a
+ * graph that was not folded. The value goes by value in SMALL_BYTES pieces,
+ * like Shape's: an async copy from pageable host memory could not be
+ * captured into the plan's CUDA graph. */
+static int constant_run(eng_op_ctx_t *c)
+{
+    eng_tensor_t v;
+    int rc = eng_constant_params(c, &v);
+    if (rc != 0)
+        return rc;
+    size_t bytes = eng_tensor_bytes(&v);
+    char *y = (char *)c->outputs[0]->data;
+    for (size_t at = 0; at < bytes && rc == 0; at += SMALL_BYTES)
+        rc = write_small(c, y + at, (const char *)v.data + at,
+                         bytes - at < SMALL_BYTES ? bytes - at : SMALL_BYTES);
+    return rc;
+}
+
+} // namespace
+
+/* --- the table ----------------------------------------------------------------------------- */
+
+#define SHAPE_KERNEL_(name, type, fn) static const eng_kernel_t name = {type, fn, NULL};
+SHAPE_KERNEL_(k_reshape, "Reshape", view_run)
+SHAPE_KERNEL_(k_flatten, "Flatten", view_run)
+SHAPE_KERNEL_(k_squeeze, "Squeeze", view_run)
+SHAPE_KERNEL_(k_unsqueeze, "Unsqueeze", view_run)
+SHAPE_KERNEL_(k_transpose, "Transpose", transpose_run)
+SHAPE_KERNEL_(k_concat, "Concat", concat_run)
+SHAPE_KERNEL_(k_split, "Split", split_run)
+SHAPE_KERNEL_(k_slice, "Slice", slice_run)
+SHAPE_KERNEL_(k_gather, "Gather", gather_run)
+SHAPE_KERNEL_(k_gather_elements, "GatherElements", gather_elements_run)
+SHAPE_KERNEL_(k_expand, "Expand", expand_run)
+SHAPE_KERNEL_(k_tile, "Tile", tile_run)
+SHAPE_KERNEL_(k_pad, "Pad", pad_run)
+SHAPE_KERNEL_(k_shape, "Shape", shape_run)
+SHAPE_KERNEL_(k_size, "Size", size_run)
+SHAPE_KERNEL_(k_constant_of_shape, "ConstantOfShape", constant_of_shape_run)
+SHAPE_KERNEL_(k_range, "Range", range_run)
+SHAPE_KERNEL_(k_depth_to_space, "DepthToSpace", depth_to_space_run)
+SHAPE_KERNEL_(k_space_to_depth, "SpaceToDepth", space_to_depth_run)
+SHAPE_KERNEL_(k_constant, "Constant", constant_run)
+#undef SHAPE_KERNEL_
+
+extern "C" const eng_kernel_t *const eng_cuda_shape[] = {
+    &k_reshape, &k_flatten, &k_squeeze, &k_unsqueeze, &k_transpose, &k_concat, &k_split,
+    &k_slice, &k_gather, &k_gather_elements, &k_expand, &k_tile, &k_pad, &k_shape, &k_size,
+    &k_constant_of_shape, &k_range, &k_depth_to_space, &k_space_to_depth, &k_constant, NULL};

@@ -1,0 +1,717 @@
+/* unary.cu -- the CUDA kernels of the unary ops (engine/ops/unary.c defines them;
+ * engine/cpu/unary_kernels.c is the CPU reference).
+ *
+ * One grid-stride kernel serves every op: a functor maps an element of the
+ * input type to an element of the output type. Where input and output are
+ * aligned for it, each thread moves 16 bytes of the wider type at a time
+ * (vector loads and stores) and the last n % width elements go one per
+ * thread; otherwise every thread takes single elements. A thread reads its
+ * elements before it writes them and touches nothing else, so the ops run in
+ * place (output sharing the input's memory) as the planner asks.
+ *
+ * The formulas are the CPU kernels', expression for expression: Eigen's tanh
+ * and erf approximations (Tanh, Erf, Gelu), Sigmoid and Softplus from
+ * exp(-|x|), LeakyRelu as pos + alpha * neg, Round half to even (rintf),
+ * Clip as min(max(x, lo), hi). Results agree within a few ulp: nvcc contracts
+ * a * b + c into one FMA, the CPU build does not, and CUDA's expf/logf/...
+ * are not glibc's.
+ *
+ * Cast follows the CPU rule exactly: floating sources widen to double,
+ * signed integers and bool to int64, unsigned integers to uint64, and each
+ * target converts from those (float -> integer saturates, NaN gives 0;
+ * integer -> integer wraps; float16/bfloat16 go through float, rounding to
+ * nearest even, with the CPU's bit-level conversions).
+ *
+ * Departure: Dropout refuses (FS_ENOTSUP) a training_mode input that is not
+ * known on the host. The CPU kernel reads it at run time and refuses true;
+ * a device kernel cannot read a device value and fail, and computing
+ * inference output for a training request would be silently wrong. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <limits>
+#include <type_traits>
+
+#include "engine/cuda/cuda_impl.h"
+
+namespace {
+
+/* --- the map kernel ------------------------------------------------------------------ */
+
+template <typename T, int N> struct alignas(sizeof(T) * N) vec_t {
+    T v[N];
+};
+
+/* Elements per thread on the vector path: 16 bytes of the wider type. */
+template <typename TI, typename TO> __host__ __device__ constexpr int map_width()
+{
+    return (int)(16 / (sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO)));
+}
+
+/* The functor a thread applies: the op itself, unless the op first reads
+ * operands from device memory (Clip's bounds; see its overload). */
+template <typename Op> __device__ Op map_bind(const Op &op)
+{
+    return op;
+}
+
+/* y[i] = op(x[i]) for i in [0, n). vec: x and y are aligned for vectors of
+ * map_width elements. */
+template <typename Op>
+__global__ void map_kernel(const typename Op::TI *x, typename Op::TO *y, int64_t n, bool vec,
+                           Op op)
+{
+    using TI = typename Op::TI;
+    using TO = typename Op::TO;
+    constexpr int N = map_width<TI, TO>();
+    const auto f = map_bind(op);
+    if (vec) {
+        const int64_t nv = n / N;
+        const vec_t<TI, N> *xv = reinterpret_cast<const vec_t<TI, N> *>(x);
+        vec_t<TO, N> *yv = reinterpret_cast<vec_t<TO, N> *>(y);
+        ENG_CUDA_FOR(v, nv) {
+            const vec_t<TI, N> a = xv[v];
+            vec_t<TO, N> b;
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                b.v[k] = f(a.v[k]);
+            yv[v] = b;
+        }
+        /* The tail: fewer than N elements, and a grid has at least one block. */
+        const int64_t e = nv * N + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+        if (e < n)
+            y[e] = f(x[e]);
+        return;
+    }
+    ENG_CUDA_FOR(i, n) y[i] = f(x[i]);
+}
+
+/* Queues y = op(x) over n elements on ctx's stream. 0, or FS_EDEVICE when
+ * the launch fails. */
+template <typename Op>
+int map_launch(const eng_op_ctx_t *c, const void *x, void *y, int64_t n, const Op &op)
+{
+    using TI = typename Op::TI;
+    using TO = typename Op::TO;
+    constexpr int N = map_width<TI, TO>();
+    if (n == 0)
+        return 0;
+    const bool vec = (uintptr_t)x % (N * sizeof(TI)) == 0 && (uintptr_t)y % (N * sizeof(TO)) == 0;
+    map_kernel<Op><<<eng_cuda_blocks(c, vec ? (n + N - 1) / N : n), ENG_CUDA_THREADS, 0,
+                     c->cuda->stream>>>((const TI *)x, (TO *)y, n, vec, op);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* Copies `bytes` from x to y on ctx's stream unless they are one buffer. */
+int copy_data(const eng_op_ctx_t *c, const void *x, void *y, size_t bytes)
+{
+    if (x != y && bytes > 0)
+        ENG_CUDA_TRY(c, cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, c->cuda->stream));
+    return 0;
+}
+
+/* --- dtypes ---------------------------------------------------------------------------- */
+
+/* Storage of the dtypes whose C type another dtype already uses. */
+struct f16_t {
+    uint16_t bits;
+};
+struct bf16_t {
+    uint16_t bits;
+};
+struct bool_t {
+    uint8_t v;
+};
+
+template <typename T> struct dtype_of;
+#define DTYPE_OF(T, DT)                                                                  \
+    template <> struct dtype_of<T> {                                                     \
+        static constexpr eng_dtype_t value = DT;                                         \
+    };
+DTYPE_OF(float, ENG_DT_FLOAT)
+DTYPE_OF(double, ENG_DT_DOUBLE)
+DTYPE_OF(f16_t, ENG_DT_FLOAT16)
+DTYPE_OF(bf16_t, ENG_DT_BFLOAT16)
+DTYPE_OF(int8_t, ENG_DT_INT8)
+DTYPE_OF(int16_t, ENG_DT_INT16)
+DTYPE_OF(int32_t, ENG_DT_INT32)
+DTYPE_OF(int64_t, ENG_DT_INT64)
+DTYPE_OF(uint8_t, ENG_DT_UINT8)
+DTYPE_OF(uint16_t, ENG_DT_UINT16)
+DTYPE_OF(uint32_t, ENG_DT_UINT32)
+DTYPE_OF(uint64_t, ENG_DT_UINT64)
+DTYPE_OF(bool_t, ENG_DT_BOOL)
+#undef DTYPE_OF
+
+template <typename... Ts> struct types {};
+
+/* The CPU's EW_FLOAT_TYPES, EW_SINT_TYPES and EW_UINT_TYPES. */
+using float_sint_types = types<float, double, int8_t, int16_t, int32_t, int64_t>;
+using numeric_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
+                            uint32_t, uint64_t>;
+using cast_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t, int64_t,
+                         uint8_t, uint16_t, uint32_t, uint64_t, bool_t>;
+
+/* dispatch's answer when dt is not in the list (never an FS_E* code). */
+constexpr int DISPATCH_NONE = 1;
+
+/* f(T{}) for the T of `types` whose dtype is dt, or DISPATCH_NONE. */
+template <typename F> int dispatch(eng_dtype_t, types<>, F &&)
+{
+    return DISPATCH_NONE;
+}
+template <typename T, typename... Ts, typename F>
+int dispatch(eng_dtype_t dt, types<T, Ts...>, F &&f)
+{
+    if (dt == dtype_of<T>::value)
+        return f(T{});
+    return dispatch(dt, types<Ts...>{}, f);
+}
+
+/* Integer arithmetic wraps in this unsigned type (the CPU's UT). */
+template <typename T>
+using wrap_t = typename std::conditional<sizeof(T) <= 4, uint32_t, uint64_t>::type;
+
+/* --- checks ---------------------------------------------------------------------------- */
+
+/* Input 0, output 0 and their common element count. 0, or FS_EINVAL when one
+ * is missing or the counts differ; nothing is queued. */
+int flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y, int64_t *n)
+{
+    *x = eng_ctx_in(c, 0);
+    *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!*x || !*y)
+        return eng_op_err(c, FS_EINVAL, "input 0 or output 0 is missing");
+    *n = eng_shape_numel(&(*x)->shape);
+    if (eng_shape_numel(&(*y)->shape) != *n)
+        return eng_op_err(c, FS_EINVAL, "output has %lld elements, the input %lld",
+                          (long long)eng_shape_numel(&(*y)->shape), (long long)*n);
+    return 0;
+}
+
+int dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt)
+{
+    return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
+}
+
+/* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
+template <typename Op> int run_float(eng_op_ctx_t *c, const Op &op)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n = 0;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    if (x->dtype != ENG_DT_FLOAT || y->dtype != ENG_DT_FLOAT)
+        return dtype_err(c, x->dtype != ENG_DT_FLOAT ? x->dtype : y->dtype);
+    return map_launch(c, x->data, y->data, n, op);
+}
+
+/* Runs the functor make(T{}) for x's dtype T from `list`; y must have that
+ * dtype. 0, or FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
+template <typename List, typename Make> int run_typed(eng_op_ctx_t *c, List list, Make make)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n = 0;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    rc = dispatch(x->dtype, list, [&](auto t) {
+        if (y->dtype != x->dtype)
+            return eng_op_err(c, FS_EINVAL, "output dtype %s differs from input dtype %s",
+                              eng_dtype_name(y->dtype), eng_dtype_name(x->dtype));
+        return map_launch(c, x->data, y->data, n, make(t));
+    });
+    return rc == DISPATCH_NONE ? dtype_err(c, x->dtype) : rc;
+}
+
+/* --- float ops --------------------------------------------------------------------------- */
+
+/* Eigen's tanh (x * P(x^2) / Q(x^2), inputs clamped to +-7.9053), as the
+ * CPU's tanh_f32. */
+__device__ float tanh_f32(float a)
+{
+    const float c = 7.90531110763549805f;
+    const float hi = a > c ? c : a, x = hi < -c ? -c : hi, x2 = x * x;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p / q;
+}
+
+/* Eigen's erf (x * P(x^2) / Q(x^2), inputs clamped to +-4), as the CPU's
+ * erf_f32. */
+__device__ float erf_f32(float a)
+{
+    const float hi = a > 4.0f ? 4.0f : a, x = hi < -4.0f ? -4.0f : hi, x2 = x * x;
+    float p = -2.72614225801306e-10f;
+    p = p * x2 + 2.77068142495902e-08f;
+    p = p * x2 - 2.10102402082508e-06f;
+    p = p * x2 - 5.69250639462346e-05f;
+    p = p * x2 - 7.34990630326855e-04f;
+    p = p * x2 - 2.95459980854025e-03f;
+    p = p * x2 - 1.60960333262415e-02f;
+    float q = -1.45660718464996e-05f;
+    q = q * x2 - 2.13374055278905e-04f;
+    q = q * x2 - 1.68282697438203e-03f;
+    q = q * x2 - 7.37332916720468e-03f;
+    q = q * x2 - 1.42647390514189e-02f;
+    return x * p / q;
+}
+
+/* One exp of -|x|, which never overflows. */
+__device__ float sigmoid_f32(float x)
+{
+    const float e = expf(-fabsf(x));
+    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+
+/* One float op: its functor (EXPR of x, alpha, beta, gamma), its run function
+ * reading the attributes with their ONNX defaults, and its kernel. */
+#define FLOAT_OP(fn, name, ALPHA, BETA, GAMMA, EXPR)                                     \
+    struct fn##_op {                                                                     \
+        using TI = float;                                                                \
+        using TO = float;                                                                \
+        float alpha, beta, gamma;                                                        \
+        __device__ float operator()(float x) const { return (EXPR); }                    \
+    };                                                                                   \
+    int fn##_run(eng_op_ctx_t *c)                                                        \
+    {                                                                                    \
+        const fn##_op op = {eng_attr_f(c->node, "alpha", ALPHA),                         \
+                            eng_attr_f(c->node, "beta", BETA),                           \
+                            eng_attr_f(c->node, "gamma", GAMMA)};                        \
+        return run_float(c, op);                                                         \
+    }                                                                                    \
+    const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
+
+FLOAT_OP(acos, "Acos", 0, 0, 0, acosf(x))
+FLOAT_OP(asin, "Asin", 0, 0, 0, asinf(x))
+FLOAT_OP(atan, "Atan", 0, 0, 0, atanf(x))
+FLOAT_OP(ceil, "Ceil", 0, 0, 0, ceilf(x))
+FLOAT_OP(cos, "Cos", 0, 0, 0, cosf(x))
+FLOAT_OP(elu, "Elu", 1.0f, 0, 0, x < 0 ? alpha * expm1f(x) : x)
+FLOAT_OP(erf, "Erf", 0, 0, 0, erf_f32(x))
+FLOAT_OP(exp, "Exp", 0, 0, 0, expf(x))
+FLOAT_OP(floor, "Floor", 0, 0, 0, floorf(x))
+FLOAT_OP(hardsigmoid, "HardSigmoid", 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta)))
+FLOAT_OP(hardswish, "HardSwish", 0, 0, 0,
+         x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))
+FLOAT_OP(leakyrelu, "LeakyRelu", 0.01f, 0, 0, (x < 0 ? 0.0f : x) + alpha * (x < 0 ? x : -0.0f))
+FLOAT_OP(log, "Log", 0, 0, 0, logf(x))
+FLOAT_OP(reciprocal, "Reciprocal", 0, 0, 0, 1.0f / x)
+FLOAT_OP(round, "Round", 0, 0, 0, rintf(x)) /* the default mode rounds half to even */
+FLOAT_OP(selu, "Selu", 1.67326319217681884765625f, 0, 1.05070102214813232421875f,
+         x > 0 ? gamma * x : gamma * alpha * expm1f(x))
+FLOAT_OP(sigmoid, "Sigmoid", 0, 0, 0, sigmoid_f32(x))
+FLOAT_OP(sin, "Sin", 0, 0, 0, sinf(x))
+FLOAT_OP(softplus, "Softplus", 0, 0, 0, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))))
+FLOAT_OP(softsign, "Softsign", 0, 0, 0, x / (1.0f + fabsf(x)))
+FLOAT_OP(sqrt, "Sqrt", 0, 0, 0, sqrtf(x))
+FLOAT_OP(tan, "Tan", 0, 0, 0, tanf(x))
+FLOAT_OP(tanh, "Tanh", 0, 0, 0, tanh_f32(x))
+FLOAT_OP(thresholdedrelu, "ThresholdedRelu", 1.0f, 0, 0, x > alpha ? x : 0.0f)
+#undef FLOAT_OP
+
+struct gelu_erf_op {
+    using TI = float;
+    using TO = float;
+    __device__ float operator()(float x) const
+    {
+        return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f));
+    }
+};
+
+struct gelu_tanh_op {
+    using TI = float;
+    using TO = float;
+    __device__ float operator()(float x) const
+    {
+        return 0.5f * x * (1.0f + tanh_f32(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    }
+};
+
+int gelu_run(eng_op_ctx_t *c)
+{
+    const char *approx = eng_attr_s(c->node, "approximate", "none");
+    if (strcmp(approx, "tanh") == 0)
+        return run_float(c, gelu_tanh_op{});
+    if (strcmp(approx, "none") == 0)
+        return run_float(c, gelu_erf_op{});
+    return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
+}
+const eng_kernel_t gelu_kernel = {.op_type = "Gelu", .run = gelu_run, .scratch_bytes = NULL};
+
+/* --- ops over several dtypes ------------------------------------------------------------- */
+
+template <typename T> struct abs_op {
+    using TI = T;
+    using TO = T;
+    __device__ T operator()(T x) const
+    {
+        if constexpr (std::is_floating_point<T>::value)
+            return fabs(x);
+        else if constexpr (std::is_signed<T>::value)
+            return x < 0 ? (T)(0 - (wrap_t<T>)x) : x;
+        else
+            return x;
+    }
+};
+
+template <typename T> struct neg_op {
+    using TI = T;
+    using TO = T;
+    __device__ T operator()(T x) const
+    {
+        if constexpr (std::is_floating_point<T>::value)
+            return -x;
+        else
+            return (T)(0 - (wrap_t<T>)x);
+    }
+};
+
+/* Sign keeps 0 (and -0) and NaN as they are. */
+template <typename T> struct sign_op {
+    using TI = T;
+    using TO = T;
+    __device__ T operator()(T x) const
+    {
+        if constexpr (std::is_floating_point<T>::value)
+            return x > 0 ? (T)1 : x < 0 ? (T)-1 : x;
+        else if constexpr (std::is_signed<T>::value)
+            return (T)((x > 0) - (x < 0));
+        else
+            return (T)(x > 0);
+    }
+};
+
+/* Relu lets NaN through (x < 0 is false). */
+template <typename T> struct relu_op {
+    using TI = T;
+    using TO = T;
+    __device__ T operator()(T x) const { return x < 0 ? (T)0 : x; }
+};
+
+struct not_op {
+    using TI = uint8_t;
+    using TO = uint8_t;
+    __device__ uint8_t operator()(uint8_t x) const { return !x; }
+};
+
+int abs_run(eng_op_ctx_t *c)
+{
+    return run_typed(c, numeric_types{}, [](auto t) { return abs_op<decltype(t)>{}; });
+}
+int neg_run(eng_op_ctx_t *c)
+{
+    return run_typed(c, float_sint_types{}, [](auto t) { return neg_op<decltype(t)>{}; });
+}
+int sign_run(eng_op_ctx_t *c)
+{
+    return run_typed(c, numeric_types{}, [](auto t) { return sign_op<decltype(t)>{}; });
+}
+int relu_run(eng_op_ctx_t *c)
+{
+    return run_typed(c, float_sint_types{}, [](auto t) { return relu_op<decltype(t)>{}; });
+}
+int not_run(eng_op_ctx_t *c)
+{
+    return run_typed(c, types<bool_t>{}, [](bool_t) { return not_op{}; });
+}
+
+const eng_kernel_t abs_kernel = {.op_type = "Abs", .run = abs_run, .scratch_bytes = NULL};
+const eng_kernel_t neg_kernel = {.op_type = "Neg", .run = neg_run, .scratch_bytes = NULL};
+const eng_kernel_t sign_kernel = {.op_type = "Sign", .run = sign_run, .scratch_bytes = NULL};
+const eng_kernel_t relu_kernel = {.op_type = "Relu", .run = relu_run, .scratch_bytes = NULL};
+const eng_kernel_t not_kernel = {.op_type = "Not", .run = not_run, .scratch_bytes = NULL};
+
+/* --- Clip ----------------------------------------------------------------------------------- */
+
+/* min(max(x, lo), hi) with bounds fixed for the thread: with lo > hi every
+ * element becomes hi (as ONNX says); NaN stays NaN. */
+template <typename T> struct clip_bound {
+    T lo, hi;
+    __device__ T operator()(T x) const
+    {
+        const T v = x < lo ? lo : x;
+        return v > hi ? hi : v;
+    }
+};
+
+/* Clip's launch form: a bound is read from device memory (lo_p, hi_p: a
+ * min/max input) or, where that pointer is NULL, is the value given. */
+template <typename T> struct clip_op {
+    using TI = T;
+    using TO = T;
+    const T *lo_p, *hi_p;
+    T lo, hi;
+};
+
+template <typename T> __device__ clip_bound<T> map_bind(const clip_op<T> &op)
+{
+    return clip_bound<T>{op.lo_p ? *op.lo_p : op.lo, op.hi_p ? *op.hi_p : op.hi};
+}
+
+/* The whole range of T: the bound where min or max is absent. */
+template <typename T> constexpr T type_lowest()
+{
+    return std::is_floating_point<T>::value ? -std::numeric_limits<T>::infinity()
+                                            : std::numeric_limits<T>::lowest();
+}
+template <typename T> constexpr T type_highest()
+{
+    return std::is_floating_point<T>::value ? std::numeric_limits<T>::infinity()
+                                            : std::numeric_limits<T>::max();
+}
+
+/* Before opset 11 the bounds are float attributes; from 11, optional scalar
+ * inputs of the input's type, read on the device. */
+int clip_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    if (!x)
+        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
+    if (c->opset < 11) {
+        if (x->dtype != ENG_DT_FLOAT)
+            return dtype_err(c, x->dtype);
+        const float lo = eng_attr_f(c->node, "min", -INFINITY);
+        const float hi = eng_attr_f(c->node, "max", INFINITY);
+        return run_typed(c, types<float>{},
+                         [&](float) { return clip_op<float>{NULL, NULL, lo, hi}; });
+    }
+    const eng_tensor_t *lo = eng_ctx_in(c, 1), *hi = eng_ctx_in(c, 2);
+    for (int i = 1; i <= 2; i++) {
+        const eng_tensor_t *t = i == 1 ? lo : hi;
+        if (t && (t->dtype != x->dtype || eng_shape_numel(&t->shape) != 1))
+            return eng_op_err(c, FS_EINVAL, "%s must be a scalar of dtype %s",
+                              i == 1 ? "min" : "max", eng_dtype_name(x->dtype));
+    }
+    return run_typed(c, numeric_types{}, [&](auto t) {
+        using T = decltype(t);
+        return clip_op<T>{lo ? (const T *)lo->data : NULL, hi ? (const T *)hi->data : NULL,
+                          type_lowest<T>(), type_highest<T>()};
+    });
+}
+const eng_kernel_t clip_kernel = {.op_type = "Clip", .run = clip_run, .scratch_bytes = NULL};
+
+/* --- Identity and Dropout ---------------------------------------------------------------- */
+
+/* Copies input 0 to output 0 unless they share memory. 0, FS_EINVAL,
+ * FS_ENOTSUP or FS_EDEVICE. */
+int copy_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n = 0;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    size_t es = eng_dtype_size(x->dtype);
+    if (es == 0 || y->dtype != x->dtype)
+        return dtype_err(c, x->dtype);
+    return copy_data(c, x->data, y->data, (size_t)n * es);
+}
+const eng_kernel_t identity_kernel = {.op_type = "Identity", .run = copy_run,
+                                      .scratch_bytes = NULL};
+
+template <typename T> __global__ void fill_kernel(T *p, int64_t n, T v)
+{
+    ENG_CUDA_FOR(i, n) p[i] = v;
+}
+
+/* Inference: output = input, and the optional mask all ones (bool, or the
+ * input's type before opset 10). training_mode must be known on the host and
+ * false (see the file comment). */
+int dropout_run(eng_op_ctx_t *c)
+{
+    if (c->opset >= 12 && eng_ctx_in(c, 2)) {
+        const eng_tensor_t *train = eng_ctx_host_in(c, 2);
+        if (!train)
+            return eng_op_err(c, FS_ENOTSUP, "a training_mode known only at run time is not "
+                              "supported on CUDA (inference only: make it a constant false)");
+        if (*(const unsigned char *)train->data)
+            return eng_op_err(c, FS_ENOTSUP, "training_mode true is not supported (inference "
+                              "only)");
+    }
+    eng_tensor_t *mask = c->n_outputs > 1 ? c->outputs[1] : NULL;
+    if (mask && mask->dtype != ENG_DT_BOOL && mask->dtype != ENG_DT_FLOAT &&
+        mask->dtype != ENG_DT_DOUBLE)
+        return eng_op_err(c, FS_ENOTSUP, "mask dtype %s not supported",
+                          eng_dtype_name(mask->dtype));
+    int rc = copy_run(c);
+    if (rc || !mask)
+        return rc;
+    const int64_t n = eng_shape_numel(&mask->shape);
+    if (n == 0)
+        return 0;
+    cudaStream_t s = c->cuda->stream;
+    const unsigned blocks = eng_cuda_blocks(c, n);
+    switch (mask->dtype) {
+    case ENG_DT_BOOL:
+        ENG_CUDA_TRY(c, cudaMemsetAsync(mask->data, 1, (size_t)n, s));
+        return 0;
+    case ENG_DT_FLOAT:
+        fill_kernel<float><<<blocks, ENG_CUDA_THREADS, 0, s>>>((float *)mask->data, n, 1.0f);
+        break;
+    default:
+        fill_kernel<double><<<blocks, ENG_CUDA_THREADS, 0, s>>>((double *)mask->data, n, 1.0);
+        break;
+    }
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+const eng_kernel_t dropout_kernel = {.op_type = "Dropout", .run = dropout_run,
+                                     .scratch_bytes = NULL};
+
+/* --- Cast ----------------------------------------------------------------------------------- */
+
+__device__ float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
+    if (e == 0) {
+        float f = (float)m * 5.9604644775390625e-08f; /* 2^-24: zero or subnormal */
+        return sign ? -f : f;
+    }
+    bits = sign | (e == 0x1f ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+    return __uint_as_float(bits);
+}
+
+/* Round to nearest even (after F. Giesen's float_to_half_fast3_rtne). */
+__device__ uint16_t float_to_half(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    u &= 0x7fffffffu;
+    if (u >= 0x47800000u) /* 65536 or more, inf, NaN */
+        return sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u);
+    if (u < 0x38800000u) { /* a subnormal half: let the FPU round */
+        float a = __uint_as_float(u);
+        a += 0.5f;
+        u = __float_as_uint(a);
+        return sign | (uint16_t)(u - 0x3f000000u);
+    }
+    uint32_t odd = (u >> 13) & 1u;
+    u += (uint32_t)(15 - 127) * (1u << 23) + 0xfffu + odd;
+    return sign | (uint16_t)(u >> 13);
+}
+
+__device__ float bf16_to_float(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+__device__ uint16_t float_to_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u); /* keep NaN a quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Widening: to double, int64 or uint64 by the source's kind. */
+__device__ double cast_widen(float x) { return x; }
+__device__ double cast_widen(double x) { return x; }
+__device__ double cast_widen(f16_t x) { return half_to_float(x.bits); }
+__device__ double cast_widen(bf16_t x) { return bf16_to_float(x.bits); }
+__device__ int64_t cast_widen(int8_t x) { return x; }
+__device__ int64_t cast_widen(int16_t x) { return x; }
+__device__ int64_t cast_widen(int32_t x) { return x; }
+__device__ int64_t cast_widen(int64_t x) { return x; }
+__device__ int64_t cast_widen(bool_t x) { return x.v != 0; }
+__device__ uint64_t cast_widen(uint8_t x) { return x; }
+__device__ uint64_t cast_widen(uint16_t x) { return x; }
+__device__ uint64_t cast_widen(uint32_t x) { return x; }
+__device__ uint64_t cast_widen(uint64_t x) { return x; }
+
+/* Narrowing from the three wide types. Integers: saturating from double
+ * (NaN gives 0), wrapping from the integer types. */
+template <typename D> struct cast_to {
+    static constexpr D lo = std::numeric_limits<D>::lowest();
+    static constexpr D hi = std::numeric_limits<D>::max();
+    __device__ static D from(double w)
+    {
+        if (isnan(w))
+            return 0;
+        if (w <= (double)lo)
+            return lo;
+        return w >= (double)hi ? hi : (D)w;
+    }
+    __device__ static D from(int64_t w) { return (D)w; }
+    __device__ static D from(uint64_t w) { return (D)w; }
+};
+template <> struct cast_to<float> {
+    template <typename W> __device__ static float from(W w) { return (float)w; }
+};
+template <> struct cast_to<double> {
+    template <typename W> __device__ static double from(W w) { return (double)w; }
+};
+template <> struct cast_to<f16_t> {
+    template <typename W> __device__ static f16_t from(W w) { return {float_to_half((float)w)}; }
+};
+template <> struct cast_to<bf16_t> {
+    template <typename W> __device__ static bf16_t from(W w) { return {float_to_bf16((float)w)}; }
+};
+template <> struct cast_to<bool_t> {
+    template <typename W> __device__ static bool_t from(W w) { return {(uint8_t)(w != 0)}; }
+};
+
+template <typename S, typename D> struct cast_op {
+    using TI = S;
+    using TO = D;
+    __device__ D operator()(S x) const { return cast_to<D>::from(cast_widen(x)); }
+};
+
+/* Cast and CastLike: the target is output 0's dtype. 0, or FS_EINVAL /
+ * FS_ENOTSUP / FS_EDEVICE. */
+int cast_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n = 0;
+    int rc = flat_io(c, &x, &y, &n);
+    if (rc)
+        return rc;
+    const auto known = [](auto) { return 0; };
+    if (dispatch(x->dtype, cast_types{}, known) || dispatch(y->dtype, cast_types{}, known))
+        return eng_op_err(c, FS_ENOTSUP, "dtype not supported: cast from %s to %s",
+                          eng_dtype_name(x->dtype), eng_dtype_name(y->dtype));
+    return dispatch(x->dtype, cast_types{}, [&](auto s) {
+        return dispatch(y->dtype, cast_types{}, [&](auto d) {
+            using S = decltype(s);
+            using D = decltype(d);
+            if constexpr (std::is_same<S, D>::value)
+                return copy_data(c, x->data, y->data, (size_t)n * sizeof(S));
+            else
+                return map_launch(c, x->data, y->data, n, cast_op<S, D>{});
+        });
+    });
+}
+const eng_kernel_t cast_kernel = {.op_type = "Cast", .run = cast_run, .scratch_bytes = NULL};
+const eng_kernel_t castlike_kernel = {.op_type = "CastLike", .run = cast_run,
+                                      .scratch_bytes = NULL};
+
+} /* namespace */
+
+extern "C" const eng_kernel_t *const eng_cuda_unary[] = {
+    &abs_kernel,       &acos_kernel,      &asin_kernel,     &atan_kernel,
+    &ceil_kernel,      &cos_kernel,       &elu_kernel,      &erf_kernel,
+    &exp_kernel,       &floor_kernel,     &gelu_kernel,     &hardsigmoid_kernel,
+    &hardswish_kernel, &leakyrelu_kernel, &log_kernel,      &neg_kernel,
+    &not_kernel,       &reciprocal_kernel, &relu_kernel,    &round_kernel,
+    &selu_kernel,      &sigmoid_kernel,   &sign_kernel,     &sin_kernel,
+    &softplus_kernel,  &softsign_kernel,  &sqrt_kernel,     &tan_kernel,
+    &tanh_kernel,      &thresholdedrelu_kernel, &cast_kernel, &castlike_kernel,
+    &clip_kernel,      &identity_kernel,  &dropout_kernel,  NULL,
+};

@@ -1,0 +1,1972 @@
+/* test_cuda_consistency.c -- every op, and whole models, give the same
+ * results on the device under test as on the CPU engine.
+ *
+ * Each op case builds a one-node model in memory (onnx_build.h), loads the
+ * same bytes twice -- once on the CPU (the reference), once on the device
+ * under test -- feeds both the same inputs from a fixed-seed generator, and
+ * compares every output: dtype and shape exactly, integers and bools
+ * exactly, floats within |dev - cpu| <= atol + rtol * |cpu| (NaN equals NaN,
+ * an infinity only itself). After each case every cache is back at zero
+ * allocated bytes. The demo models (models/, built by make) and ONNX's light
+ * models run the same way at several batch sizes.
+ *
+ * The device under test is $FLATSERVE_CONSISTENCY_DEVICE: "cuda" (the
+ * default), "cuda:N", or "cpu". With "cpu" the suite compares the CPU with
+ * itself and demands bit-for-bit equality, which proves the harness (model
+ * building, generators, comparisons, the coverage table) on a machine with
+ * no GPU. Without a usable GPU every test skips, saying why.
+ * $FLATSERVE_CONSISTENCY_CASE=SUBSTR runs only the op cases whose
+ * description contains SUBSTR, printing each as it starts and the first
+ * values it computed on the CPU (for chasing one kernel on the GPU
+ * machine; a crash then names its case).
+ *
+ * A case is a row of a table: op type, opset, attributes, input specs.
+ *   attributes  "axis=1 mode='reflect' alpha=0.5 pads=[1,1,0,0]
+ *               scales=[1.0,2.0] to=f16 value=f32[1]{2.5}": a quoted string,
+ *               a list, a float (has '.', 'e'), an int, a dtype name (an int:
+ *               its ONNX code) or a tensor (dtype[dims]{values}).
+ *   input       "f32[2,3]" a runtime input of random values; a leading '='
+ *               makes it an initializer; ":dist" picks the values (below);
+ *               "{1,2}" gives them instead; "-" is an absent optional input.
+ *               A runtime input of a dtype the engine takes no graph input
+ *               of (f16, f64, int8, uint64, ...) comes through a Cast.
+ *               A runtime input with given values that decides an output
+ *               shape (Reshape's shape, ...) makes the plan dynamic: the case
+ *               says .dyn and the suite checks the plan agrees.
+ *   dist        u (default: floats in [-2,2), ints in [-9,9], unsigned in
+ *               [0,9]), pos (floats [0.1,4), ints [1,9]), unit (-0.95,0.95),
+ *               nz (no zero: floats +-[0.5,2), ints +-[1,9]), distinct
+ *               (no two equal: ArgMax, TopK, MaxPool indices), frac (floats
+ *               at least 0.05 away from integers and halves: Round, Floor,
+ *               Ceil), int (integer-valued floats in [-3,3]: ties for the
+ *               comparisons), special (NaN, infinities, signed zeros,
+ *               subnormals, huge values among random ones), r(lo,hi).
+ * Tolerances default to rtol 1e-4, atol 1e-5; a case that needs more says
+ * why beside it. The tables, one row per case, are most of this file. */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc/cache.h"
+#include "alloc/provider.h"
+#include "common/error.h"
+#include "engine/cuda/cuda.h"
+#include "engine/engine.h"
+#include "engine/op.h"
+#include "onnx_build.h"
+
+#define OC_MAX_IN 8
+#define OC_MAX_OUT 8
+#define OC_MAX_VALS 64
+#define OC_RTOL 1e-4
+#define OC_ATOL 1e-5
+#define OC_IR_VERSION 10
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- the device under test, and the caches both sides use -------------- */
+
+typedef struct dut {
+    bool cuda;
+    int index;
+    char name[24]; /* "cpu", "cuda:N" */
+} dut_t;
+
+/* Reads $FLATSERVE_CONSISTENCY_DEVICE; skips the test when it names a GPU
+ * that is not there (or this build has no CUDA). */
+static void dut_select(dut_t *d)
+{
+    const char *env = getenv("FLATSERVE_CONSISTENCY_DEVICE");
+    if (!env || !env[0])
+        env = "cuda";
+    memset(d, 0, sizeof *d);
+    if (strcmp(env, "cpu") == 0) {
+        snprintf(d->name, sizeof d->name, "cpu");
+        return;
+    }
+    char *end = NULL;
+    if (strcmp(env, "cuda") == 0)
+        d->index = 0;
+    else if (strncmp(env, "cuda:", 5) == 0 && isdigit((unsigned char)env[5]))
+        d->index = (int)strtol(env + 5, &end, 10);
+    cr_assert(strcmp(env, "cuda") == 0 || (end && !*end && d->index < 1024),
+              "FLATSERVE_CONSISTENCY_DEVICE='%s': expected cpu, cuda or cuda:N", env);
+    d->cuda = true;
+    snprintf(d->name, sizeof d->name, "cuda:%d", d->index);
+    int n = 0;
+    if (alloc_cuda_probe(&n) != 0)
+        cr_skip_test("no usable GPU for %s: %s. FLATSERVE_CONSISTENCY_DEVICE=cpu checks the "
+                     "harness CPU against CPU", d->name, fs_errmsg());
+    if (d->index >= n)
+        cr_skip_test("%s is not there (%d CUDA device%s)", d->name, n, n == 1 ? "" : "s");
+}
+
+/* The reference's cache and the device under test's: device memory, host
+ * memory for the loader and small constants, pinned staging. In CPU mode
+ * the last three are host caches too (a CPU model ignores the other two),
+ * so every check reads the same. */
+typedef struct rig {
+    dut_t dut;
+    alloc_provider_t *host, *dev, *pinned;
+    alloc_cache_t *ref_cache, *dev_cache, *host_cache, *staging;
+    int n_threads; /* CPU kernel threads, both sides alike */
+} rig_t;
+
+static alloc_cache_t *rig_cache(alloc_provider_t *p, const char *name)
+{
+    alloc_cache_t *c = NULL;
+    alloc_cache_config_t cfg = {.name = name};
+    cr_assert_eq(alloc_cache_create(p, &cfg, &c), 0, "cache %s: %s", name, fs_errmsg());
+    return c;
+}
+
+static void rig_open(rig_t *r, int n_threads)
+{
+    memset(r, 0, sizeof *r);
+    dut_select(&r->dut);
+    r->n_threads = n_threads;
+    cr_assert_eq(alloc_provider_host_create(&r->host), 0, "%s", fs_errmsg());
+    if (r->dut.cuda) {
+        cr_assert_eq(alloc_provider_cuda_create(r->dut.index, &r->dev), 0, "%s: %s", r->dut.name,
+                     fs_errmsg());
+        cr_assert_eq(alloc_provider_pinned_create(&r->pinned), 0, "pinned: %s", fs_errmsg());
+    }
+    r->ref_cache = rig_cache(r->host, "reference");
+    r->dev_cache = rig_cache(r->dev ? r->dev : r->host, r->dut.name);
+    r->host_cache = rig_cache(r->host, "host");
+    r->staging = rig_cache(r->pinned ? r->pinned : r->host, "staging");
+}
+
+static eng_model_config_t rig_config(const rig_t *r, bool on_device)
+{
+    if (!on_device)
+        return (eng_model_config_t){.name = "cpu", .cache = r->ref_cache, .device = "cpu",
+                                    .n_threads = r->n_threads};
+    return (eng_model_config_t){.name = "dut", .cache = r->dev_cache, .device = r->dut.name,
+                                .n_threads = r->n_threads, .host_cache = r->host_cache,
+                                .staging = r->staging};
+}
+
+/* Expects every cache at zero allocated bytes; `what` names the case. */
+static void rig_expect_idle(rig_t *r, const char *what)
+{
+    alloc_cache_t *caches[4] = {r->ref_cache, r->dev_cache, r->host_cache, r->staging};
+    for (int i = 0; i < 4; i++) {
+        alloc_cache_stats_t st;
+        alloc_cache_stats(caches[i], &st);
+        cr_expect_eq(st.allocated.current, 0, "%s: cache '%s' holds %lld bytes after destroy",
+                     what, alloc_cache_name(caches[i]), (long long)st.allocated.current);
+    }
+}
+
+/* Empties every cache, checks nothing stays reserved, and frees the rig. */
+static void rig_close(rig_t *r)
+{
+    alloc_cache_t *caches[4] = {r->ref_cache, r->dev_cache, r->host_cache, r->staging};
+    for (int i = 0; i < 4; i++) {
+        alloc_cache_empty(caches[i], ALLOC_RELEASE_EMPTY);
+        alloc_cache_stats_t st;
+        alloc_cache_stats(caches[i], &st);
+        cr_expect_eq(st.reserved.current, 0, "cache '%s' keeps %lld bytes reserved after empty",
+                     alloc_cache_name(caches[i]), (long long)st.reserved.current);
+        alloc_cache_destroy(caches[i]);
+    }
+    alloc_provider_destroy(r->pinned);
+    alloc_provider_destroy(r->dev);
+    alloc_provider_destroy(r->host);
+}
+
+/* ---- values: a fixed-seed generator and the dtypes --------------------- */
+
+typedef struct rng {
+    uint64_t s;
+} rng_t;
+
+/* splitmix64: tiny, fast, and the same stream on every machine. */
+static uint64_t rng_next(rng_t *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(rng_t *r)
+{
+    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+static int64_t rng_int(rng_t *r, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rng_unit(r) * ((double)hi - (double)lo + 1.0));
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static const struct {
+    const char *name;
+    eng_dtype_t dt;
+} dtype_names[] = {
+    {"f32", ENG_DT_FLOAT}, {"f64", ENG_DT_DOUBLE}, {"f16", ENG_DT_FLOAT16},
+    {"bf16", ENG_DT_BFLOAT16}, {"i8", ENG_DT_INT8}, {"i16", ENG_DT_INT16},
+    {"i32", ENG_DT_INT32}, {"i64", ENG_DT_INT64}, {"u8", ENG_DT_UINT8},
+    {"u16", ENG_DT_UINT16}, {"u32", ENG_DT_UINT32}, {"u64", ENG_DT_UINT64},
+    {"bool", ENG_DT_BOOL},
+};
+
+static eng_dtype_t dtype_parse(const char *name)
+{
+    for (size_t i = 0; i < N_OF(dtype_names); i++)
+        if (strcmp(name, dtype_names[i].name) == 0)
+            return dtype_names[i].dt;
+    return ENG_DT_UNDEFINED;
+}
+
+static bool dtype_is_float(eng_dtype_t dt)
+{
+    return dt == ENG_DT_FLOAT || dt == ENG_DT_DOUBLE || dt == ENG_DT_FLOAT16 ||
+           dt == ENG_DT_BFLOAT16;
+}
+
+static bool dtype_is_unsigned(eng_dtype_t dt)
+{
+    return dt == ENG_DT_UINT8 || dt == ENG_DT_UINT16 || dt == ENG_DT_UINT32 ||
+           dt == ENG_DT_UINT64 || dt == ENG_DT_BOOL;
+}
+
+/* IEEE half from a double, rounding to nearest even (so generated f16
+ * inputs are exact halves). */
+static uint16_t f16_from_double(double v)
+{
+    uint16_t sign = signbit(v) ? 0x8000 : 0;
+    v = fabs(v);
+    if (isnan(v))
+        return 0x7e00;
+    if (v >= 65520.0)
+        return sign | 0x7c00;
+    if (v < 0x1.0p-14)
+        return sign | (uint16_t)lrint(v * 0x1.0p24); /* subnormal, may round up to 2^-14 */
+    int e;
+    long m = lrint(frexp(v, &e) * 2048.0); /* v = m / 1024 * 2^(e-1) */
+    if (m == 2048) {
+        m = 1024;
+        e++;
+    }
+    if (e - 1 + 15 >= 31)
+        return sign | 0x7c00;
+    return sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)(m - 1024);
+}
+
+static double f16_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0    ? ldexp(m, -24)
+               : e == 31 ? (m ? NAN : INFINITY)
+                         : ldexp(m | 0x400, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+static uint16_t bf16_from_float(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if (isnan(f))
+        return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static double bf16_to_double(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* Stores element k of t: `f` for a float dtype, `i` for the others. */
+static void elem_store(eng_tensor_t *t, int64_t k, double f, int64_t i)
+{
+    void *d = t->data;
+    switch (t->dtype) {
+    case ENG_DT_FLOAT: ((float *)d)[k] = (float)f; break;
+    case ENG_DT_DOUBLE: ((double *)d)[k] = f; break;
+    case ENG_DT_FLOAT16: ((uint16_t *)d)[k] = f16_from_double(f); break;
+    case ENG_DT_BFLOAT16: ((uint16_t *)d)[k] = bf16_from_float((float)f); break;
+    case ENG_DT_INT8: ((int8_t *)d)[k] = (int8_t)i; break;
+    case ENG_DT_INT16: ((int16_t *)d)[k] = (int16_t)i; break;
+    case ENG_DT_INT32: ((int32_t *)d)[k] = (int32_t)i; break;
+    case ENG_DT_INT64: ((int64_t *)d)[k] = i; break;
+    case ENG_DT_UINT8: ((uint8_t *)d)[k] = (uint8_t)i; break;
+    case ENG_DT_UINT16: ((uint16_t *)d)[k] = (uint16_t)i; break;
+    case ENG_DT_UINT32: ((uint32_t *)d)[k] = (uint32_t)i; break;
+    case ENG_DT_UINT64: ((uint64_t *)d)[k] = (uint64_t)i; break;
+    case ENG_DT_BOOL: ((uint8_t *)d)[k] = i != 0; break;
+    default: cr_assert_fail("no generator for dtype %s", eng_dtype_name(t->dtype));
+    }
+}
+
+static double elem_float(const eng_tensor_t *t, int64_t k)
+{
+    const void *d = t->data;
+    switch (t->dtype) {
+    case ENG_DT_FLOAT: return ((const float *)d)[k];
+    case ENG_DT_DOUBLE: return ((const double *)d)[k];
+    case ENG_DT_FLOAT16: return f16_to_double(((const uint16_t *)d)[k]);
+    case ENG_DT_BFLOAT16: return bf16_to_double(((const uint16_t *)d)[k]);
+    default: return NAN;
+    }
+}
+
+/* An integer or bool element, widened (little-endian hosts). */
+static uint64_t elem_bits(const eng_tensor_t *t, int64_t k)
+{
+    size_t es = eng_dtype_size(t->dtype);
+    uint64_t u = 0;
+    memcpy(&u, (const char *)t->data + (size_t)k * es, es);
+    if (dtype_is_unsigned(t->dtype) || es == 8)
+        return u;
+    int shift = 64 - 8 * (int)es; /* sign-extend */
+    return (uint64_t)((int64_t)(u << shift) >> shift);
+}
+
+static void elem_format(const eng_tensor_t *t, int64_t k, char *buf, size_t len)
+{
+    if (dtype_is_float(t->dtype))
+        snprintf(buf, len, "%.9g", elem_float(t, k));
+    else if (dtype_is_unsigned(t->dtype))
+        snprintf(buf, len, "%llu", (unsigned long long)elem_bits(t, k));
+    else
+        snprintf(buf, len, "%lld", (long long)(int64_t)elem_bits(t, k));
+}
+
+/* ---- input specs ------------------------------------------------------- */
+
+typedef enum dist {
+    DIST_DEFAULT, DIST_POS, DIST_UNIT, DIST_NZ, DIST_DISTINCT, DIST_FRAC, DIST_INT,
+    DIST_SPECIAL, DIST_RANGE,
+} dist_t;
+
+typedef struct spec {
+    bool absent, init;
+    eng_dtype_t dt;
+    eng_shape_t shape;
+    dist_t dist;
+    double lo, hi;           /* DIST_RANGE */
+    int n_vals;              /* -1: generated */
+    double fv[OC_MAX_VALS];  /* given values, float dtypes */
+    int64_t iv[OC_MAX_VALS]; /* given values, the others */
+} spec_t;
+
+static const struct {
+    const char *name;
+    dist_t dist;
+} dist_names[] = {
+    {"u", DIST_DEFAULT}, {"pos", DIST_POS}, {"unit", DIST_UNIT}, {"nz", DIST_NZ},
+    {"distinct", DIST_DISTINCT}, {"frac", DIST_FRAC}, {"int", DIST_INT},
+    {"special", DIST_SPECIAL},
+};
+
+/* Parses "=f32[2,3]:pos{...}" (the grammar at the top). A malformed spec is
+ * a bug in a table: the test stops there. */
+static void spec_parse(const char *text, spec_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_vals = -1;
+    if (strcmp(text, "-") == 0) {
+        s->absent = true;
+        return;
+    }
+    const char *p = text;
+    if (*p == '=') {
+        s->init = true;
+        p++;
+    }
+    char word[32];
+    size_t len = strcspn(p, "[");
+    cr_assert(len < sizeof word && p[len] == '[', "spec '%s': expected dtype[dims]", text);
+    memcpy(word, p, len);
+    word[len] = '\0';
+    s->dt = dtype_parse(word);
+    cr_assert(s->dt != ENG_DT_UNDEFINED, "spec '%s': unknown dtype '%s'", text, word);
+    for (p += len + 1; *p != ']';) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        cr_assert(end != p && v >= 0 && s->shape.rank < ENG_MAX_RANK, "spec '%s': bad dims",
+                  text);
+        s->shape.dims[s->shape.rank++] = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    p++;
+    if (*p == ':') {
+        p++;
+        len = strcspn(p, "{");
+        cr_assert(len < sizeof word, "spec '%s': bad distribution", text);
+        memcpy(word, p, len);
+        word[len] = '\0';
+        p += len;
+        bool known = sscanf(word, "r(%lf,%lf)", &s->lo, &s->hi) == 2;
+        if (known)
+            s->dist = DIST_RANGE;
+        for (size_t i = 0; !known && i < N_OF(dist_names); i++)
+            if (strcmp(word, dist_names[i].name) == 0) {
+                s->dist = dist_names[i].dist;
+                known = true;
+            }
+        cr_assert(known, "spec '%s': unknown distribution '%s'", text, word);
+    }
+    if (*p == '{') {
+        s->n_vals = 0;
+        for (p++; *p != '}';) {
+            char *end;
+            cr_assert_lt(s->n_vals, OC_MAX_VALS, "spec '%s': too many values", text);
+            if (dtype_is_float(s->dt))
+                s->fv[s->n_vals] = strtod(p, &end);
+            else
+                s->iv[s->n_vals] = (int64_t)strtoll(p, &end, 10);
+            cr_assert(end != p, "spec '%s': bad value at '%s'", text, p);
+            s->n_vals++;
+            p = *end == ',' ? end + 1 : end;
+        }
+        p++;
+        cr_assert_eq(s->n_vals, eng_shape_numel(&s->shape), "spec '%s': %d values for %lld "
+                     "elements", text, s->n_vals, (long long)eng_shape_numel(&s->shape));
+    }
+    cr_assert(*p == '\0', "spec '%s': unexpected '%s'", text, p);
+}
+
+/* Values of one float element, as the distribution says. */
+static double gen_float(const spec_t *s, rng_t *r, int64_t k, const int64_t *perm, int64_t n)
+{
+    static const double special[12] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-40,
+                                       -1e-40, 3e38, -3e38, 1.0, -1.0, 0.5};
+    double u = rng_unit(r);
+    switch (s->dist) {
+    case DIST_POS: return 0.1 + 3.9 * u;
+    case DIST_UNIT: return -0.95 + 1.9 * u;
+    case DIST_NZ: return (u < 0.5 ? -1.0 : 1.0) * (0.5 + 1.5 * rng_unit(r));
+    case DIST_DISTINCT: return (double)(perm[k] - n / 2) / 8.0; /* exact in float */
+    case DIST_FRAC: {
+        double f = 0.05 + 0.4 * rng_unit(r);
+        return floor(-6.0 + 12.0 * u) + (rng_unit(r) < 0.5 ? f : 1.0 - f);
+    }
+    case DIST_INT: return floor(u * 7.0) - 3.0;
+    case DIST_SPECIAL: return k % 16 < 12 ? special[k % 16] : -2.0 + 4.0 * u;
+    case DIST_RANGE: return s->lo + (s->hi - s->lo) * u;
+    case DIST_DEFAULT: break;
+    }
+    return -2.0 + 4.0 * u;
+}
+
+static int64_t gen_int(const spec_t *s, rng_t *r, int64_t k, const int64_t *perm, int64_t n)
+{
+    bool sign = !dtype_is_unsigned(s->dt);
+    switch (s->dist) {
+    case DIST_DEFAULT:
+        return s->dt == ENG_DT_BOOL ? rng_int(r, 0, 1) : rng_int(r, sign ? -9 : 0, 9);
+    case DIST_POS: return rng_int(r, 1, 9);
+    case DIST_NZ: return (sign && rng_unit(r) < 0.5 ? -1 : 1) * rng_int(r, 1, 9);
+    case DIST_DISTINCT: return perm[k] - (sign ? n / 2 : 0);
+    case DIST_RANGE: return rng_int(r, (int64_t)s->lo, (int64_t)s->hi);
+    default: cr_assert_fail("distribution %d is for float dtypes only", (int)s->dist);
+    }
+    return 0;
+}
+
+/* A host tensor (caller frees with eng_tensor_free) holding the spec's
+ * values: the given ones, or generated from `seed`. */
+static eng_tensor_t *spec_tensor(const spec_t *s, uint64_t seed)
+{
+    eng_tensor_t *t = NULL;
+    cr_assert_eq(eng_tensor_alloc_host(s->dt, &s->shape, &t), 0, "%s", fs_errmsg());
+    int64_t n = eng_shape_numel(&s->shape);
+    rng_t r = {seed};
+    int64_t *perm = NULL;
+    if (s->dist == DIST_DISTINCT && s->n_vals < 0) {
+        cr_assert(perm = malloc((size_t)(n ? n : 1) * sizeof *perm));
+        for (int64_t k = 0; k < n; k++)
+            perm[k] = k;
+        for (int64_t k = n - 1; k > 0; k--) { /* Fisher-Yates */
+            int64_t j = rng_int(&r, 0, k), tmp = perm[k];
+            perm[k] = perm[j];
+            perm[j] = tmp;
+        }
+    }
+    bool fl = dtype_is_float(s->dt);
+    for (int64_t k = 0; k < n; k++) {
+        if (s->n_vals >= 0)
+            elem_store(t, k, s->fv[k], s->iv[k]);
+        else if (fl)
+            elem_store(t, k, gen_float(s, &r, k, perm, n), 0);
+        else
+            elem_store(t, k, 0.0, gen_int(s, &r, k, perm, n));
+    }
+    free(perm);
+    return t;
+}
+
+/* A TensorProto (freed by mb_free) holding the spec's values. */
+static Onnx__TensorProto *spec_proto(mb_t *b, const char *name, const spec_t *s, uint64_t seed)
+{
+    eng_tensor_t *t = spec_tensor(s, seed);
+    Onnx__TensorProto *tp = mb_tensor(b, name, (int)s->dt, s->shape.rank, s->shape.dims);
+    mb_raw(b, tp, t->data, eng_tensor_bytes(t));
+    eng_tensor_free(t);
+    return tp;
+}
+
+/* ---- attributes -------------------------------------------------------- */
+
+/* Adds "key=value ..." to node n (the grammar at the top). */
+static void attrs_add(mb_t *b, Onnx__NodeProto *n, const char *attrs, uint64_t seed)
+{
+    char buf[512];
+    cr_assert_lt(strlen(attrs), sizeof buf, "attributes '%s' are too long", attrs);
+    strcpy(buf, attrs);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *val = strchr(tok, '=');
+        cr_assert(val && val != tok, "attribute '%s': expected key=value", tok);
+        *val++ = '\0';
+        size_t len = strlen(val);
+        if (val[0] == '\'') {
+            cr_assert(len >= 2 && val[len - 1] == '\'', "attribute %s: unterminated string", tok);
+            val[len - 1] = '\0';
+            mb_attr_s(b, n, tok, val + 1);
+        } else if (val[0] == '[') {
+            bool fl = strpbrk(val, ".eE") != NULL;
+            int64_t iv[OC_MAX_VALS];
+            float fv[OC_MAX_VALS];
+            size_t count = 0;
+            for (char *p = val + 1; *p && *p != ']';) {
+                char *end;
+                cr_assert_lt(count, OC_MAX_VALS);
+                if (fl)
+                    fv[count] = strtof(p, &end);
+                else
+                    iv[count] = (int64_t)strtoll(p, &end, 10);
+                cr_assert(end != p, "attribute %s: bad list '%s'", tok, val);
+                count++;
+                p = *end == ',' ? end + 1 : end;
+            }
+            if (fl)
+                mb_attr_floats(b, n, tok, fv, count);
+            else
+                mb_attr_ints(b, n, tok, iv, count);
+        } else if (isalpha((unsigned char)val[0]) && strchr(val, '[')) {
+            spec_t s;
+            spec_parse(val, &s);
+            mb_attr_t(b, n, tok, spec_proto(b, NULL, &s, seed));
+        } else if (isalpha((unsigned char)val[0])) {
+            eng_dtype_t dt = dtype_parse(val);
+            cr_assert(dt != ENG_DT_UNDEFINED, "attribute %s: unknown dtype '%s'", tok, val);
+            mb_attr_i(b, n, tok, (int64_t)dt);
+        } else if (strpbrk(val, ".eE")) {
+            mb_attr_f(b, n, tok, strtof(val, NULL));
+        } else {
+            mb_attr_i(b, n, tok, (int64_t)strtoll(val, NULL, 10));
+        }
+    }
+}
+
+/* ---- comparing outputs ------------------------------------------------- */
+
+typedef struct tol {
+    double rtol, atol;
+    bool exact;     /* CPU against CPU: bit for bit */
+    bool unordered; /* rows along the last axis compare as sets (TopK sorted=0) */
+} tol_t;
+
+static bool close_enough(double got, double want, const tol_t *tol)
+{
+    if (isnan(got) || isnan(want))
+        return isnan(got) && isnan(want);
+    if (got == want)
+        return true;
+    if (isinf(got) || isinf(want))
+        return false;
+    return fabs(got - want) <= tol->atol + tol->rtol * fabs(want);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts each row along the last axis of a float32 or int64 tensor in place
+ * (floats through a double copy of the row). */
+static void rows_sort(eng_tensor_t *t)
+{
+    int64_t n = eng_shape_numel(&t->shape);
+    int64_t row = t->shape.rank ? t->shape.dims[t->shape.rank - 1] : 1;
+    if (n == 0 || row <= 1)
+        return;
+    cr_assert(t->dtype == ENG_DT_FLOAT || t->dtype == ENG_DT_INT64,
+              "unordered comparison of %s is not implemented", eng_dtype_name(t->dtype));
+    double *tmp = malloc((size_t)row * sizeof *tmp);
+    cr_assert(tmp);
+    for (int64_t r0 = 0; r0 < n; r0 += row) {
+        if (t->dtype == ENG_DT_INT64) {
+            qsort((int64_t *)t->data + r0, (size_t)row, sizeof(int64_t), cmp_i64);
+            continue;
+        }
+        float *f = (float *)t->data + r0;
+        for (int64_t k = 0; k < row; k++)
+            tmp[k] = f[k];
+        qsort(tmp, (size_t)row, sizeof *tmp, cmp_double);
+        for (int64_t k = 0; k < row; k++)
+            f[k] = (float)tmp[k];
+    }
+    free(tmp);
+}
+
+/* Expects `got` (device) to match `want` (CPU); `what` names the case and
+ * the output. Both are borrowed, and sorted in place for an unordered
+ * comparison. */
+static void expect_tensor_match(const char *what, eng_tensor_t *want, eng_tensor_t *got,
+                                const tol_t *tol)
+{
+    char a[96], b[96];
+    if (!want || !got) {
+        cr_expect(false, "%s: output missing on the %s", what, want ? "device" : "CPU");
+        return;
+    }
+    if (got->dtype != want->dtype || !eng_shape_equal(&got->shape, &want->shape)) {
+        cr_expect(false, "%s: the device gives %s%s, the CPU %s%s", what,
+                  eng_dtype_name(got->dtype), eng_shape_format(&got->shape, a, sizeof a),
+                  eng_dtype_name(want->dtype), eng_shape_format(&want->shape, b, sizeof b));
+        return;
+    }
+    if (tol->unordered) {
+        rows_sort(want);
+        rows_sort(got);
+    }
+    int64_t n = eng_shape_numel(&want->shape), bad = 0, first = -1;
+    size_t es = eng_dtype_size(want->dtype);
+    bool fl = dtype_is_float(want->dtype);
+    for (int64_t k = 0; k < n; k++) {
+        const char *pw = (const char *)want->data + (size_t)k * es;
+        const char *pg = (const char *)got->data + (size_t)k * es;
+        bool ok = tol->exact || !fl ? memcmp(pw, pg, es) == 0
+                                    : close_enough(elem_float(got, k), elem_float(want, k), tol);
+        if (!ok && bad++ == 0)
+            first = k;
+    }
+    if (bad) {
+        elem_format(want, first, a, sizeof a);
+        elem_format(got, first, b, sizeof b);
+        cr_expect(false, "%s: %lld of %lld elements differ; first at %lld: CPU %s, device %s "
+                  "(%s)", what, (long long)bad, (long long)n, (long long)first, a, b,
+                  tol->exact ? "bit for bit"
+                  : fl       ? "atol + rtol*|cpu|"
+                             : "exact");
+    }
+}
+
+/* The comparison and the generators themselves: what CPU against CPU
+ * cannot show, since there every value matches bit for bit. */
+Test(cuda_consistency, the_harness_compares_and_generates_as_documented)
+{
+    dut_t d;
+    dut_select(&d);
+    tol_t tol = {.rtol = OC_RTOL, .atol = OC_ATOL};
+    cr_expect(close_enough(NAN, NAN, &tol));
+    cr_expect(!close_enough(NAN, 1.0, &tol) && !close_enough(1.0, NAN, &tol));
+    cr_expect(close_enough(INFINITY, INFINITY, &tol));
+    cr_expect(!close_enough(-INFINITY, INFINITY, &tol) && !close_enough(3e38, INFINITY, &tol));
+    cr_expect(close_enough(1000.09, 1000.0, &tol), "within rtol of the CPU value");
+    cr_expect(!close_enough(1000.2, 1000.0, &tol));
+    cr_expect(close_enough(9e-6, 0.0, &tol) && !close_enough(2e-5, 0.0, &tol), "atol near 0");
+    /* Half precision round trips, and rounds to nearest even. */
+    for (double v = -70000.0; v <= 70000.0; v += 0.37 * fabs(v) + 1e-3)
+        cr_expect_eq(f16_from_double(f16_to_double(f16_from_double(v))), f16_from_double(v));
+    cr_expect_eq(f16_from_double(1.0 + 0x1.0p-11), 0x3c00, "a tie rounds to even");
+    cr_expect_eq(f16_from_double(65519.0), 0x7bff);
+    cr_expect_eq(f16_from_double(65520.0), 0x7c00);
+    cr_expect_eq(bf16_from_float(1.0f + 0x1.0p-8f), 0x3f80, "a tie rounds to even");
+    cr_expect_eq(bf16_to_double(0x3fc0), 1.5);
+    /* The distributions keep their promises. */
+    static const char *const specs[] = {"f32[4096]:distinct", "f32[4096]:frac",
+                                        "i32[4096]:nz", "f32[4096]:unit", "u8[4096]"};
+    for (size_t i = 0; i < N_OF(specs); i++) {
+        spec_t s;
+        spec_parse(specs[i], &s);
+        eng_tensor_t *t = spec_tensor(&s, 7);
+        int bad = 0;
+        double sorted[4096];
+        for (int64_t k = 0; k < 4096 && s.dist == DIST_DISTINCT; k++)
+            sorted[k] = elem_float(t, k);
+        if (s.dist == DIST_DISTINCT)
+            qsort(sorted, 4096, sizeof sorted[0], cmp_double);
+        for (int64_t k = 0; k < 4096; k++) {
+            double v = t->dtype == ENG_DT_FLOAT ? elem_float(t, k) : (double)elem_bits(t, k);
+            double f = v - floor(v);
+            switch (s.dist) {
+            case DIST_DISTINCT: bad += k > 0 && sorted[k] == sorted[k - 1]; break;
+            case DIST_FRAC: bad += f < 0.049 || f > 0.951 || fabs(f - 0.5) < 0.049; break;
+            case DIST_NZ: bad += (int32_t)elem_bits(t, k) == 0; break;
+            case DIST_UNIT: bad += !(fabs(v) < 1.0); break;
+            default: bad += v > 9; break;
+            }
+        }
+        cr_expect_eq(bad, 0, "%s: %d values break the distribution", specs[i], bad);
+        eng_tensor_free(t);
+    }
+    spec_t s;
+    spec_parse("=i64[2,2]{1,-2,3,9223372036854775807}", &s);
+    cr_expect(s.init && s.shape.rank == 2 && s.iv[3] == INT64_MAX && s.iv[1] == -2);
+    spec_parse("-", &s);
+    cr_expect(s.absent);
+}
+
+/* ---- op cases ---------------------------------------------------------- */
+
+typedef struct op_case {
+    const char *op;
+    int opset;
+    const char *attrs;
+    const char *in[OC_MAX_IN]; /* specs; NULL ends the list */
+    int n_out;                 /* outputs compared; 0 means 1 */
+    bool dyn;                  /* its plan must be dynamic */
+    bool unordered;            /* see tol_t */
+    double rtol, atol;         /* 0: OC_RTOL, OC_ATOL */
+} op_case_t;
+
+/* "Add/13 [broadcast=1] (f32[2,3], f32[3])": the case as messages name it;
+ * its hash seeds the generator, so a case keeps its inputs when rows are
+ * added around it. */
+static void case_describe(const op_case_t *c, char *buf, size_t len)
+{
+    int w = snprintf(buf, len, "%s/%d [%s] (", c->op, c->opset, c->attrs);
+    for (int i = 0; i < OC_MAX_IN && c->in[i] && w > 0 && (size_t)w < len; i++)
+        w += snprintf(buf + w, len - (size_t)w, "%s%s", i ? ", " : "", c->in[i]);
+    if (w > 0 && (size_t)w < len)
+        snprintf(buf + w, len - (size_t)w, ")");
+}
+
+/* The one-node model of a case, packed, and its runtime inputs. */
+typedef struct case_model {
+    mb_t mb;
+    uint8_t *bytes;
+    size_t len;
+    size_t n_inputs;
+    eng_tensor_t *owned[OC_MAX_IN];
+    eng_tensor_t inputs[OC_MAX_IN];
+    eng_shape_t shapes[OC_MAX_IN];
+} case_model_t;
+
+/* Graph inputs come only in the dtypes the engine computes (float, int32,
+ * int64, bool, uint8); a runtime input of another dtype (f16, f64, int8,
+ * uint64, ...) is fed as float or int64 and cast by a node in front of the
+ * op, so the op still sees exactly the generated values. feed_tensor
+ * converts t (taken) to the feeding dtype; feed_node adds the input and
+ * the Cast. */
+static eng_tensor_t *feed_tensor(eng_tensor_t *t)
+{
+    bool fl = dtype_is_float(t->dtype);
+    eng_tensor_t *f = NULL;
+    cr_assert_eq(eng_tensor_alloc_host(fl ? ENG_DT_FLOAT : ENG_DT_INT64, &t->shape, &f), 0);
+    for (int64_t k = 0; k < eng_shape_numel(&t->shape); k++)
+        elem_store(f, k, fl ? elem_float(t, k) : 0.0, fl ? 0 : (int64_t)elem_bits(t, k));
+    eng_tensor_free(t);
+    return f;
+}
+
+static void feed_node(mb_t *b, const char *name, const eng_tensor_t *feed, eng_dtype_t dt)
+{
+    char fed[32];
+    snprintf(fed, sizeof fed, "%s_fed", name);
+    mb_input(b, fed, (int)feed->dtype, feed->shape.rank, feed->shape.dims, NULL);
+    mb_attr_i(b, mb_node(b, "Cast", fed, fed, name), "to", (int64_t)dt);
+}
+
+static void case_build(const op_case_t *c, uint64_t seed, case_model_t *cm)
+{
+    memset(cm, 0, sizeof *cm);
+    mb_init(&cm->mb, OC_IR_VERSION, c->opset);
+    char ins[128] = "", outs[64] = "", name[16];
+    for (int i = 0; i < OC_MAX_IN && c->in[i]; i++) {
+        spec_t s;
+        spec_parse(c->in[i], &s);
+        snprintf(name, sizeof name, "x%d", i);
+        size_t w = strlen(ins);
+        snprintf(ins + w, sizeof ins - w, "%s%s", i ? "," : "", s.absent ? "" : name);
+        if (s.absent)
+            continue;
+        uint64_t in_seed = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
+        if (s.init) {
+            mb_initializer(&cm->mb, spec_proto(&cm->mb, name, &s, in_seed));
+            continue;
+        }
+        eng_tensor_t *t = spec_tensor(&s, in_seed);
+        if (eng_dtype_supported(s.dt)) {
+            mb_input(&cm->mb, name, (int)s.dt, s.shape.rank, s.shape.dims, NULL);
+        } else {
+            t = feed_tensor(t);
+            feed_node(&cm->mb, name, t, s.dt);
+        }
+        cm->owned[cm->n_inputs] = t;
+        cm->inputs[cm->n_inputs] = *t;
+        cm->shapes[cm->n_inputs++] = t->shape;
+    }
+    int n_out = c->n_out ? c->n_out : 1;
+    cr_assert_leq(n_out, OC_MAX_OUT, "%s: too many outputs for this harness", c->op);
+    for (int j = 0; j < n_out; j++) {
+        size_t w = strlen(outs);
+        snprintf(outs + w, sizeof outs - w, "%sy%d", j ? "," : "", j);
+    }
+    Onnx__NodeProto *node = mb_node(&cm->mb, c->op, "node", ins, outs);
+    attrs_add(&cm->mb, node, c->attrs, seed);
+    for (int j = 0; j < n_out; j++) {
+        snprintf(name, sizeof name, "y%d", j);
+        mb_output(&cm->mb, name, 0, -1, NULL);
+    }
+    cm->bytes = mb_pack(&cm->mb, &cm->len);
+}
+
+static void case_model_free(case_model_t *cm)
+{
+    for (size_t i = 0; i < cm->n_inputs; i++)
+        eng_tensor_free(cm->owned[i]);
+    mb_free(&cm->mb);
+}
+
+static void outputs_free(eng_tensor_t **outs, int n)
+{
+    for (int j = 0; j < n; j++) {
+        eng_tensor_free(outs[j]);
+        outs[j] = NULL;
+    }
+}
+
+/* "  -> float[3,4] {0.25, -1, ...}": what a chased case computed. */
+static void outputs_print(eng_tensor_t *const *outs, int n)
+{
+    for (int j = 0; j < n; j++) {
+        char shape[96], v[40];
+        if (!outs[j])
+            continue;
+        fprintf(stderr, "  -> %s%s {", eng_dtype_name(outs[j]->dtype),
+                eng_shape_format(&outs[j]->shape, shape, sizeof shape));
+        int64_t numel = eng_shape_numel(&outs[j]->shape);
+        for (int64_t k = 0; k < numel && k < 8; k++) {
+            elem_format(outs[j], k, v, sizeof v);
+            fprintf(stderr, "%s%s", k ? ", " : "", v);
+        }
+        fprintf(stderr, "%s}\n", numel > 8 ? ", ..." : "");
+    }
+}
+
+/* Runs one case on both sides and compares. Failures are expectations, so
+ * the family's other cases still run. */
+static void case_run(rig_t *r, const op_case_t *c)
+{
+    char desc[400], what[440];
+    case_describe(c, desc, sizeof desc);
+    const char *only = getenv("FLATSERVE_CONSISTENCY_CASE");
+    if (only && *only && !strstr(desc, only))
+        return;
+    if (only && *only)
+        fprintf(stderr, "cuda_consistency: %s\n", desc);
+    case_model_t cm;
+    case_build(c, fnv1a(desc), &cm);
+    int n_out = c->n_out ? c->n_out : 1;
+    eng_tensor_t *want[OC_MAX_OUT] = {NULL}, *got[OC_MAX_OUT] = {NULL};
+    eng_model_t *ref = NULL, *dev = NULL;
+    eng_model_config_t rcfg = rig_config(r, false), dcfg = rig_config(r, true);
+    int rc = eng_model_load_bytes(cm.bytes, cm.len, NULL, &rcfg, &ref);
+    cr_expect_eq(rc, 0, "%s: loading on the CPU: %s", desc, fs_errmsg());
+    if (rc == 0) {
+        rc = eng_model_load_bytes(cm.bytes, cm.len, NULL, &dcfg, &dev);
+        cr_expect_eq(rc, 0, "%s: loading on %s: %s", desc, r->dut.name, fs_errmsg());
+    }
+    if (rc == 0) {
+        eng_plan_info_t info = {0};
+        rc = eng_model_plan_info(dev, cm.shapes, cm.n_inputs, &info);
+        cr_expect_eq(rc, 0, "%s: planning on %s: %s", desc, r->dut.name, fs_errmsg());
+        cr_expect(rc != 0 || info.dynamic == c->dyn, "%s: the plan is %s, the case expects %s",
+                  desc, info.dynamic ? "dynamic" : "static", c->dyn ? "dynamic" : "static");
+    }
+    if (rc == 0) {
+        rc = eng_model_run(ref, cm.inputs, cm.n_inputs, want);
+        cr_expect_eq(rc, 0, "%s: running on the CPU: %s", desc, fs_errmsg());
+    }
+    if (rc == 0) {
+        rc = eng_model_run(dev, cm.inputs, cm.n_inputs, got);
+        cr_expect_eq(rc, 0, "%s: running on %s: %s", desc, r->dut.name, fs_errmsg());
+    }
+    if (rc == 0 && only && *only)
+        outputs_print(want, n_out);
+    tol_t tol = {.rtol = c->rtol > 0 ? c->rtol : OC_RTOL, .atol = c->atol > 0 ? c->atol : OC_ATOL,
+                 .exact = !r->dut.cuda, .unordered = c->unordered};
+    for (int j = 0; rc == 0 && j < n_out; j++) {
+        snprintf(what, sizeof what, "%s output %d", desc, j);
+        expect_tensor_match(what, want[j], got[j], &tol);
+    }
+    outputs_free(want, n_out);
+    outputs_free(got, n_out);
+    eng_model_destroy(dev);
+    eng_model_destroy(ref);
+    case_model_free(&cm);
+    rig_expect_idle(r, desc);
+}
+
+static void cases_run(const op_case_t *cases, size_t n)
+{
+    rig_t r;
+    rig_open(&r, 1);
+    for (size_t i = 0; i < n; i++)
+        case_run(&r, &cases[i]);
+    rig_close(&r);
+}
+
+/* A row: OC(op, opset, attributes, input specs...), then any of .n_out,
+ * .dyn, .unordered, .rtol, .atol. */
+#define OC(op_, opset_, attrs_, ...)                                                            \
+    .op = op_, .opset = opset_, .attrs = attrs_, .in = {__VA_ARGS__}
+
+/* ---- the tables: one per op family (engine/op.h) ----------------------- */
+
+static const op_case_t unary_cases[] = {
+    /* The shapes every element-wise kernel meets: rank 0 to 5, sizes off
+     * any block size, one element, 100003 elements, empty. */
+    {OC("Relu", 13, "", "f32[]")},
+    {OC("Relu", 13, "", "f32[1]")},
+    {OC("Relu", 13, "", "f32[3]")},
+    {OC("Relu", 13, "", "f32[257]")},
+    {OC("Relu", 13, "", "f32[100003]")},
+    {OC("Relu", 13, "", "f32[2,3,4,5,6]")},
+    {OC("Relu", 13, "", "f32[0,3]")},
+    {OC("Relu", 14, "", "i32[4,5]")},
+    {OC("Relu", 14, "", "i64[7]")},
+    {OC("Abs", 13, "", "f32[3,257]:special")},
+    {OC("Abs", 13, "", "i32[257]")},
+    {OC("Abs", 13, "", "u8[5]")},
+    {OC("Abs", 13, "", "f64[4,4]")},
+    {OC("Abs", 13, "", "i8[5,3]")},
+    {OC("Acos", 13, "", "f32[257]:unit")},
+    {OC("Asin", 13, "", "f32[3,5]:unit")},
+    {OC("Atan", 13, "", "f32[257]:r(-10,10)")},
+    {OC("Ceil", 13, "", "f32[257]:frac")},
+    {OC("Ceil", 13, "", "f32[]:frac")},
+    {OC("Cos", 13, "", "f32[257]:r(-6,6)")},
+    {OC("Elu", 13, "", "f32[257]")},
+    {OC("Elu", 13, "alpha=0.5", "f32[2,3,4]")},
+    {OC("Erf", 13, "", "f32[257]:r(-3,3)")},
+    {OC("Exp", 13, "", "f32[257]:r(-10,10)")},
+    {OC("Exp", 13, "", "f32[100003]")},
+    {OC("Exp", 13, "", "f32[16]:special")},
+    {OC("Floor", 13, "", "f32[257]:frac")},
+    {OC("Floor", 13, "", "f32[0]")},
+    {OC("Gelu", 20, "", "f32[257]:r(-4,4)")},
+    {OC("Gelu", 20, "approximate='tanh'", "f32[3,257]:r(-4,4)")},
+    {OC("HardSigmoid", 13, "", "f32[257]:r(-4,4)")},
+    {OC("HardSigmoid", 13, "alpha=0.5 beta=0.6", "f32[3,4,5]")},
+    {OC("HardSwish", 14, "", "f32[257]:r(-4,4)")},
+    {OC("LeakyRelu", 13, "", "f32[257]")},
+    {OC("LeakyRelu", 13, "alpha=0.1", "f32[2,3,4]")},
+    {OC("Log", 13, "", "f32[257]:pos")},
+    {OC("Log", 13, "", "f32[100003]:r(0.001,1000)")},
+    {OC("Neg", 13, "", "f32[257]:special")},
+    {OC("Neg", 13, "", "i64[3,4]")},
+    {OC("Neg", 13, "", "i8[7]")},
+    {OC("Neg", 13, "", "f64[7]:special")},
+    {OC("Not", 13, "", "bool[257]")},
+    {OC("Not", 13, "", "bool[2,3,4]")},
+    {OC("Reciprocal", 13, "", "f32[257]:nz")},
+    {OC("Round", 13, "", "f32[257]:frac")},
+    /* Exact halves given, not computed: ONNX rounds them to even, and a
+     * kernel using roundf (half away from zero) differs on every one. */
+    {OC("Round", 13, "", "f32[8]{0.5,1.5,2.5,-0.5,-1.5,-2.5,3.5,-0}")},
+    {OC("Selu", 13, "", "f32[257]")},
+    {OC("Selu", 13, "alpha=2.0 gamma=3.0", "f32[3,4]")},
+    {OC("Sigmoid", 13, "", "f32[257]:r(-20,20)")},
+    {OC("Sigmoid", 13, "", "f32[2,3,4,5,6]")},
+    {OC("Sign", 13, "", "f32[257]:int")},
+    {OC("Sign", 13, "", "i32[257]")},
+    {OC("Sin", 13, "", "f32[257]:r(-6,6)")},
+    {OC("Softplus", 13, "", "f32[257]:r(-20,20)")},
+    {OC("Softsign", 13, "", "f32[257]")},
+    {OC("Sqrt", 13, "", "f32[257]:pos")},
+    /* IEEE: sqrt(-0) = -0, sqrt(inf) = inf, NaN for NaN and negatives. */
+    {OC("Sqrt", 13, "", "f32[8]{0,-0,1,4,inf,nan,-1,2}")},
+    {OC("Tan", 13, "", "f32[257]:r(-1.2,1.2)")},
+    {OC("Tanh", 13, "", "f32[257]:r(-10,10)")},
+    {OC("Tanh", 13, "", "f32[1]")},
+    {OC("ThresholdedRelu", 13, "", "f32[257]")},
+    {OC("ThresholdedRelu", 13, "alpha=0.5", "f32[3,4]")},
+    /* Cast: every pair a model meets (sources the engine takes no graph
+     * input of come through a feeding Cast, see feed_tensor). Floats to
+     * integers truncate, values kept in the target's range: out of range
+     * is undefined. */
+    {OC("Cast", 13, "to=i32", "f32[257]:r(-100,100)")},
+    {OC("Cast", 13, "to=i64", "f32[3,5]:r(-1000,1000)")},
+    {OC("Cast", 13, "to=u8", "f32[257]:r(0,255)")},
+    {OC("Cast", 13, "to=i8", "f32[257]:r(-100,100)")},
+    {OC("Cast", 13, "to=bool", "f32[257]:int")},
+    {OC("Cast", 13, "to=f64", "f32[257]:special")},
+    /* Beyond fp16's largest finite value (65504) the result is infinite. */
+    {OC("Cast", 13, "to=f16", "f32[257]:r(-70000,70000)")},
+    {OC("Cast", 13, "to=f16", "f32[257]:r(-0.001,0.001)")},
+    {OC("Cast", 13, "to=bf16", "f32[257]")},
+    {OC("Cast", 13, "to=f32", "f64[257]")},
+    {OC("Cast", 13, "to=f32", "f16[257]")},
+    {OC("Cast", 13, "to=f32", "bf16[257]")},
+    {OC("Cast", 13, "to=f16", "f64[257]")},
+    {OC("Cast", 13, "to=f32", "u64[33]:r(0,1e18)")},
+    {OC("Cast", 13, "to=i64", "u32[33]:r(0,4e9)")},
+    {OC("Cast", 13, "to=f32", "i64[257]")},
+    {OC("Cast", 13, "to=f32", "i32[257]:r(-20000000,20000000)")},
+    {OC("Cast", 13, "to=f32", "u8[257]")},
+    {OC("Cast", 13, "to=f32", "bool[257]")},
+    {OC("Cast", 13, "to=i64", "i32[257]")},
+    {OC("Cast", 13, "to=i32", "i64[257]:r(-100000,100000)")},
+    {OC("Cast", 13, "to=bool", "i64[257]:r(-2,2)")},
+    {OC("Cast", 13, "to=i64", "bool[3,4]")},
+    {OC("Cast", 13, "to=u16", "i32[5]:r(0,60000)")},
+    {OC("Cast", 13, "to=f32", "f32[]")},
+    {OC("Cast", 13, "to=i32", "f32[0,4]")},
+    {OC("CastLike", 15, "", "f32[257]:r(-100,100)", "=i64[1]")},
+    {OC("CastLike", 15, "", "i32[3,4]", "f32[]")},
+    /* Clip: attributes before opset 11, optional scalar inputs after. */
+    {OC("Clip", 6, "min=-0.5 max=0.5", "f32[257]")},
+    {OC("Clip", 13, "", "f32[257]", "=f32[]{-0.5}", "=f32[]{0.5}")},
+    {OC("Clip", 13, "", "f32[3,4]", "-", "=f32[]{0.25}")},
+    {OC("Clip", 13, "", "f32[3,4]", "=f32[]{-0.25}")},
+    {OC("Clip", 13, "", "f32[3,4]")},
+    {OC("Clip", 13, "", "i32[257]", "=i32[]{-3}", "=i32[]{4}")},
+    /* min and max as runtime inputs: they decide no shape, so the plan
+     * stays static and a device kernel reads them from device memory. */
+    {OC("Clip", 13, "", "f32[257]", "f32[]{-0.5}", "f32[]{0.75}")},
+    {OC("Identity", 13, "", "f32[2,3,4]")},
+    {OC("Identity", 13, "", "i64[]")},
+    {OC("Identity", 13, "", "bool[0]")},
+    {OC("Dropout", 13, "", "f32[257]"), .n_out = 2},
+    {OC("Dropout", 13, "", "f32[3,4]", "=f32[]{0.5}")},
+    {OC("Dropout", 7, "ratio=0.3", "f32[3,4]")},
+    {OC("Dropout", 6, "is_test=1", "f32[3,4]")},
+};
+
+static const op_case_t binary_cases[] = {
+    /* Numpy broadcasting: equal shapes, suffixes, both sides stretched,
+     * scalars, rank 5, empty, 100003 elements. */
+    {OC("Add", 13, "", "f32[3,4]", "f32[3,4]")},
+    {OC("Add", 13, "", "f32[2,3,4]", "f32[4]")},
+    {OC("Add", 13, "", "f32[2,1,4]", "f32[3,1]")},
+    {OC("Add", 13, "", "f32[]", "f32[2,3]")},
+    {OC("Add", 13, "", "f32[]", "f32[]")},
+    {OC("Add", 13, "", "f32[1]", "f32[257]")},
+    {OC("Add", 13, "", "f32[2,1,3,1,2]", "f32[1,4,1,5,1]")},
+    {OC("Add", 13, "", "f32[0,3]", "f32[3]")},
+    {OC("Add", 13, "", "f32[100003]", "f32[100003]")},
+    {OC("Add", 13, "", "f32[3,257]", "=f32[257]")},
+    {OC("Add", 13, "", "i32[3,4]", "i32[4]")},
+    {OC("Add", 13, "", "i64[257]", "i64[]")},
+    {OC("Add", 14, "", "u8[3,4]", "u8[3,4]")},
+    {OC("Add", 13, "", "f64[3,4]", "f64[1,4]")},
+    {OC("Add", 14, "", "i8[5]", "i8[5]")},
+    {OC("Add", 14, "", "i16[5]", "i16[1]")},
+    {OC("Add", 14, "", "u16[5]", "u16[5]")},
+    {OC("Add", 14, "", "u32[5]", "u32[5]")},
+    {OC("Add", 14, "", "u64[5]", "u64[5]")},
+    /* Opset 6's legacy broadcast: B matches a run of A's dims from axis
+     * (from the end when axis is absent). */
+    {OC("Add", 6, "broadcast=1 axis=1", "f32[2,3,4,5]", "f32[3,4]")},
+    {OC("Mul", 6, "broadcast=1", "f32[2,3,4]", "f32[4]")},
+    {OC("Sub", 6, "broadcast=1 axis=0", "f32[3,4]", "f32[3]")},
+    {OC("Sub", 13, "", "f32[2,3,4]", "f32[3,1]")},
+    {OC("Sub", 13, "", "i64[2,3]", "i64[3]")},
+    {OC("Mul", 13, "", "f32[2,3,4,5]", "f32[3,1,1]")},
+    {OC("Mul", 13, "", "i32[257]", "i32[]")},
+    {OC("Div", 13, "", "f32[257]", "f32[257]:nz")},
+    {OC("Div", 13, "", "f32[2,3,4]", "f32[]:nz")},
+    /* Integer division truncates toward zero; divisors are never zero. */
+    {OC("Div", 13, "", "i32[257]:r(-100,100)", "i32[257]:nz")},
+    {OC("Div", 13, "", "i64[3,4]:r(-100,100)", "i64[4]:nz")},
+    {OC("Div", 14, "", "u8[257]:r(0,250)", "u8[257]:nz")},
+    {OC("Pow", 13, "", "f32[257]:pos", "f32[257]")},
+    {OC("Pow", 13, "", "f32[2,3]:pos", "f32[]{0.5}")},
+    {OC("Pow", 13, "", "f32[2,3]", "=f32[]{2}")},
+    {OC("Pow", 13, "", "f32[257]:pos", "i64[257]:r(-3,3)")},
+    {OC("Pow", 13, "", "i32[257]:r(-5,5)", "i32[257]:r(0,5)")},
+    {OC("Pow", 13, "", "i64[4,5]:r(-5,5)", "i64[5]:r(0,5)")},
+    /* Mod: fmod=0 takes the divisor's sign, fmod=1 the dividend's. */
+    {OC("Mod", 13, "", "i32[257]:r(-50,50)", "i32[257]:nz")},
+    {OC("Mod", 13, "", "i32[3,4]:r(-50,50)", "=i32[]{7}")},
+    {OC("Mod", 13, "fmod=1", "i64[257]:r(-50,50)", "i64[257]:nz")},
+    {OC("Mod", 13, "fmod=1", "f32[257]:r(-10,10)", "f32[257]:nz")},
+    {OC("Mod", 13, "", "u8[257]:r(0,200)", "u8[257]:nz")},
+    {OC("And", 13, "", "bool[257]", "bool[257]")},
+    {OC("And", 13, "", "bool[3,4,5]", "bool[5]")},
+    {OC("Or", 13, "", "bool[3,1,5]", "bool[4,1]")},
+    {OC("Xor", 13, "", "bool[257]", "bool[]")},
+    {OC("Equal", 13, "", "i64[257]:r(-3,3)", "i64[257]:r(-3,3)")},
+    {OC("Equal", 13, "", "f32[3,4]:int", "f32[4]:int")},
+    {OC("Equal", 13, "", "bool[257]", "bool[257]")},
+    {OC("Greater", 13, "", "f32[257]:int", "f32[257]:int")},
+    {OC("Greater", 13, "", "i32[2,3,4]:r(-3,3)", "i32[4]:r(-3,3)")},
+    {OC("GreaterOrEqual", 16, "", "f32[3,4]:int", "f32[]:int")},
+    {OC("GreaterOrEqual", 16, "", "i64[257]:r(-3,3)", "i64[257]:r(-3,3)")},
+    {OC("Less", 13, "", "f32[2,1,4]:int", "f32[3,1]:int")},
+    {OC("Less", 13, "", "i64[0,2]", "i64[2]")},
+    {OC("LessOrEqual", 16, "", "f32[257]:int", "f32[257]:int")},
+    {OC("PRelu", 16, "", "f32[2,3,4,5]", "=f32[3,1,1]")},
+    {OC("PRelu", 16, "", "f32[2,3,4,5]", "f32[5]")},
+    {OC("PRelu", 16, "", "f32[257]", "=f32[1]{0.25}")},
+    {OC("PRelu", 16, "", "i32[3,4]", "i32[4]")},
+    {OC("Where", 16, "", "bool[2,1,4]", "f32[3,1]", "f32[]")},
+    {OC("Where", 16, "", "bool[257]", "i64[257]", "i64[257]")},
+    {OC("Where", 16, "", "bool[100003]", "f32[100003]", "f32[100003]")},
+    {OC("Where", 16, "", "bool[0,3]", "f32[3]", "f32[3]")},
+    {OC("Where", 16, "", "bool[3,4]", "u8[4]", "u8[3,1]")},
+    {OC("Max", 13, "", "f32[257]")},
+    {OC("Max", 13, "", "f32[3,4]", "f32[4]")},
+    {OC("Max", 13, "", "f32[2,1,4]", "f32[3,1]", "f32[]")},
+    {OC("Max", 13, "", "i32[257]", "i32[257]")},
+    {OC("Min", 13, "", "f32[257]", "f32[257]")},
+    {OC("Min", 13, "", "f32[2,1,4]", "f32[3,1]", "f32[]")},
+    {OC("Min", 13, "", "i64[3,4]", "i64[1]")},
+    {OC("Mean", 13, "", "f32[257]")},
+    {OC("Mean", 13, "", "f32[3,4]", "f32[4]", "f32[3,1]")},
+    {OC("Sum", 13, "", "f32[3,4]", "f32[4]", "f32[3,1]", "f32[]")},
+    {OC("Sum", 13, "", "f32[100003]", "f32[100003]")},
+};
+
+static const op_case_t reduce_cases[] = {
+    /* ReduceSum takes axes as an input from opset 13, the others from 18. */
+    {OC("ReduceSum", 13, "", "f32[3,4,5]", "=i64[1]{1}")},
+    {OC("ReduceSum", 13, "keepdims=0", "f32[3,4,5]", "=i64[2]{0,-1}")},
+    {OC("ReduceSum", 13, "", "f32[3,4,5]")},
+    {OC("ReduceSum", 13, "keepdims=0", "f32[3,4,5]")},
+    {OC("ReduceSum", 13, "noop_with_empty_axes=1", "f32[3,4,5]", "=i64[0]{}")},
+    {OC("ReduceSum", 13, "", "f32[2,0,4]", "=i64[1]{1}")},
+    {OC("ReduceSum", 13, "keepdims=0", "f32[2,0,4]", "=i64[1]{0}")},
+    {OC("ReduceSum", 13, "", "f32[257,3]", "=i64[1]{0}")},
+    {OC("ReduceSum", 13, "", "f32[]")},
+    /* 100003 terms summed in another order (a tree on the GPU, blocks of
+     * the CPU's loop here): both are within ~n*eps of the exact sum, which
+     * for values of mean 2 is up to ~1e-3 relative in the worst case. */
+    {OC("ReduceSum", 13, "keepdims=0", "f32[100003]:pos"), .rtol = 1e-3},
+    {OC("ReduceSum", 13, "", "i32[3,4,5]", "=i64[1]{2}")},
+    {OC("ReduceSum", 13, "", "i64[257]")},
+    {OC("ReduceSum", 11, "axes=[1] keepdims=0", "f32[3,4,5]")},
+    /* Runtime axes decide the output shape: the dynamic path. */
+    {OC("ReduceSum", 13, "", "f32[3,4,5]", "i64[1]{1}"), .dyn = true},
+    {OC("ReduceMean", 13, "axes=[1]", "f32[3,4,5]")},
+    {OC("ReduceMean", 13, "keepdims=0", "f32[2,3,257]")},
+    {OC("ReduceMean", 18, "", "f32[2,3,4,5]", "=i64[2]{2,3}")},
+    {OC("ReduceMean", 18, "keepdims=0", "f32[2,3,4,5]", "=i64[2]{-1,0}")},
+    {OC("ReduceMax", 13, "axes=[-1]", "f32[3,257]")},
+    {OC("ReduceMax", 13, "", "i32[5,7]")},
+    {OC("ReduceMax", 18, "keepdims=0", "f32[2,3,4]", "=i64[1]{0}")},
+    {OC("ReduceMax", 20, "", "bool[3,4]", "=i64[1]{1}")},
+    {OC("ReduceMin", 13, "axes=[0,2]", "f32[3,4,5]")},
+    {OC("ReduceMin", 13, "keepdims=0", "i64[3,257]")},
+    {OC("ReduceMin", 18, "", "f32[4,6]", "=i64[1]{-1}")},
+    {OC("ReduceMin", 20, "keepdims=0", "bool[3,4]", "=i64[1]{0}")},
+    {OC("ReduceProd", 13, "axes=[1]", "f32[3,20,5]:r(0.8,1.25)")},
+    {OC("ReduceProd", 18, "", "i64[3,4]:r(-3,3)", "=i64[1]{1}")},
+    {OC("ReduceL2", 13, "axes=[1]", "f32[3,4,5]")},
+    {OC("ReduceL2", 18, "keepdims=0", "f32[3,257]", "=i64[1]{-1}")},
+    {OC("ReduceSumSquare", 13, "axes=[0]", "f32[3,4,5]")},
+    {OC("ReduceSumSquare", 18, "keepdims=0", "f32[4,257]", "=i64[1]{1}")},
+    /* ArgMax/ArgMin on distinct values: no tie to break. */
+    {OC("ArgMax", 13, "", "f32[3,4,5]:distinct")},
+    {OC("ArgMax", 13, "axis=1 keepdims=0", "f32[3,4,5]:distinct")},
+    {OC("ArgMax", 13, "axis=-1", "f32[3,257]:distinct")},
+    {OC("ArgMax", 13, "keepdims=0", "f32[100003]:distinct")},
+    {OC("ArgMax", 13, "axis=1 select_last_index=1", "i64[3,5,4]:distinct")},
+    /* Ties on purpose, in integers: ONNX defines the winner (the first
+     * index, or the last with select_last_index), so both must agree. */
+    {OC("ArgMax", 13, "axis=1 select_last_index=1", "i32[3,6,5]:r(0,2)")},
+    {OC("ArgMax", 13, "axis=1", "i32[3,6,5]:r(0,2)")},
+    {OC("ArgMin", 13, "", "f32[3,4,5]:distinct")},
+    {OC("ArgMin", 13, "axis=2 keepdims=0", "i32[3,4,5]:distinct")},
+    {OC("ArgMin", 13, "axis=-1 select_last_index=1", "f32[2,257]:distinct")},
+    {OC("ArgMin", 13, "axis=0 select_last_index=1", "i64[7,3]:r(0,2)")},
+    /* Softmax: opset 13 normalises one axis; before 13 the input is
+     * flattened to 2-D at axis. */
+    {OC("Softmax", 13, "", "f32[3,4,5]")},
+    {OC("Softmax", 13, "axis=0", "f32[3,4,5]")},
+    {OC("Softmax", 13, "axis=1", "f32[3,4,5]")},
+    {OC("Softmax", 13, "", "f32[1,257]")},
+    {OC("Softmax", 13, "", "f32[2,100003]")},
+    {OC("Softmax", 13, "", "f32[3,7]:r(-1000,1000)")},
+    {OC("Softmax", 13, "", "f32[0,3]")},
+    {OC("Softmax", 11, "", "f32[2,3,4]")},
+    {OC("Softmax", 11, "axis=2", "f32[2,3,4]")},
+    {OC("LogSoftmax", 13, "", "f32[3,4,5]")},
+    {OC("LogSoftmax", 13, "axis=1", "f32[3,4,5]")},
+    {OC("LogSoftmax", 13, "", "f32[2,257]:r(-50,50)")},
+    {OC("LogSoftmax", 11, "axis=1", "f32[2,3,4]")},
+    {OC("CumSum", 14, "", "f32[257]", "=i64[]{0}")},
+    {OC("CumSum", 14, "exclusive=1", "f32[257]", "=i64[]{0}")},
+    {OC("CumSum", 14, "reverse=1", "f32[3,4,5]", "=i32[]{1}")},
+    {OC("CumSum", 14, "exclusive=1 reverse=1", "f32[3,4,5]", "=i64[1]{-1}")},
+    {OC("CumSum", 14, "", "i32[3,257]", "=i64[]{1}")},
+    {OC("CumSum", 11, "", "i64[4,5]", "=i64[]{0}")},
+    /* 100003 prefix sums of positive values: the GPU scans in another
+     * order; the last sums (~2e5) carry up to ~n*eps relative error. */
+    {OC("CumSum", 14, "", "f32[100003]:pos", "=i64[]{0}"), .rtol = 1e-3},
+    /* A runtime axis decides no shape: static plan, axis on the device. */
+    {OC("CumSum", 14, "", "f32[3,4,5]", "i64[]{2}")},
+};
+
+static const op_case_t shape_cases[] = {
+    {OC("Reshape", 13, "", "f32[2,3,4]", "=i64[2]{4,-1}")},
+    {OC("Reshape", 13, "", "f32[2,3,4]", "=i64[3]{0,4,3}")},
+    {OC("Reshape", 14, "allowzero=1", "f32[0,3]", "=i64[2]{3,0}")},
+    {OC("Reshape", 13, "", "i64[257]", "=i64[3]{1,257,1}")},
+    {OC("Reshape", 13, "", "f32[1]", "=i64[0]{}")},
+    {OC("Reshape", 13, "", "f32[2,3,4]", "i64[2]{-1,6}"), .dyn = true},
+    {OC("Flatten", 13, "", "f32[2,3,4]")},
+    {OC("Flatten", 13, "axis=0", "f32[2,3,4]")},
+    {OC("Flatten", 13, "axis=-1", "f32[2,3,4,5]")},
+    {OC("Flatten", 13, "axis=2", "bool[2,3,4,5]")},
+    {OC("Squeeze", 13, "", "f32[1,3,1,4]")},
+    {OC("Squeeze", 13, "", "f32[1,3,1,4]", "=i64[1]{-2}")},
+    {OC("Squeeze", 11, "axes=[0]", "i64[1,257]")},
+    {OC("Squeeze", 13, "", "f32[1,3,1,4]", "i64[1]{0}"), .dyn = true},
+    {OC("Unsqueeze", 13, "", "f32[3,4]", "=i64[2]{0,-1}")},
+    {OC("Unsqueeze", 13, "", "f32[]", "=i64[1]{0}")},
+    {OC("Unsqueeze", 11, "axes=[1]", "i32[3,4]")},
+    {OC("Unsqueeze", 13, "", "f32[3,4]", "i64[1]{1}"), .dyn = true},
+    {OC("Transpose", 13, "", "f32[2,3,4]")},
+    {OC("Transpose", 13, "perm=[0,2,3,1]", "f32[2,3,4,5]")},
+    {OC("Transpose", 13, "perm=[4,2,0,3,1]", "f32[2,3,1,4,5]")},
+    {OC("Transpose", 13, "", "f32[257,3]")},
+    {OC("Transpose", 13, "perm=[1,0,2]", "f32[257,33,3]")},
+    {OC("Transpose", 13, "", "i64[3,5]")},
+    {OC("Transpose", 13, "", "bool[4,257]")},
+    {OC("Transpose", 13, "", "u8[3,5,7]")},
+    {OC("Transpose", 13, "perm=[1,0]", "f32[0,3]")},
+    {OC("Transpose", 13, "", "f32[]")},
+    {OC("Concat", 13, "axis=0", "f32[2,3]", "f32[4,3]")},
+    {OC("Concat", 13, "axis=-1", "f32[2,3,1]", "f32[2,3,4]", "=f32[2,3,2]")},
+    {OC("Concat", 13, "axis=0", "f32[0,3]", "f32[2,3]")},
+    {OC("Concat", 13, "axis=1", "i64[2,257]", "i64[2,3]")},
+    {OC("Concat", 11, "axis=0", "bool[3]", "bool[1]")},
+    {OC("Split", 13, "axis=1", "f32[2,5,3]", "=i64[2]{2,3}"), .n_out = 2},
+    {OC("Split", 13, "", "f32[6,4]"), .n_out = 3},
+    {OC("Split", 13, "", "f32[4]", "=i64[3]{0,2,2}"), .n_out = 3},
+    {OC("Split", 18, "num_outputs=3", "f32[7]"), .n_out = 3},
+    {OC("Split", 18, "axis=1 num_outputs=2", "i64[2,5]"), .n_out = 2},
+    {OC("Split", 11, "axis=0 split=[1,3]", "f32[4,3]"), .n_out = 2},
+    {OC("Split", 13, "", "f32[5,2]", "i64[2]{3,2}"), .n_out = 2, .dyn = true},
+    {OC("Slice", 13, "",
+        "f32[5,6,7]", "=i64[2]{1,0}", "=i64[2]{4,-1}", "=i64[2]{0,2}", "=i64[2]{2,3}")},
+    {OC("Slice", 13, "",
+        "f32[10]", "=i64[1]{-1}", "=i64[1]{-9223372036854775807}", "=i64[1]{0}", "=i64[1]{-1}")},
+    {OC("Slice", 13, "", "f32[6,8]", "=i64[1]{7}", "=i64[1]{0}", "=i64[1]{1}", "=i64[1]{-3}")},
+    {OC("Slice", 13, "", "f32[20,10,5]", "=i64[2]{0,0}", "=i64[2]{3,10}")},
+    {OC("Slice", 13, "", "f32[20,10,5]", "=i64[1]{1}", "=i64[1]{1000}", "=i64[1]{1}")},
+    {OC("Slice", 13, "", "f32[20,10,5]", "=i64[1]{1000}", "=i64[1]{1001}", "=i64[1]{1}")},
+    {OC("Slice", 13, "", "i64[20,10,5]", "=i64[2]{0,1}", "=i64[2]{3,10}", "=i64[2]{-1,-2}")},
+    {OC("Slice", 9, "starts=[0,1] ends=[2,3]", "f32[3,4]")},
+    {OC("Slice", 9, "starts=[1] ends=[1000] axes=[1]", "f32[3,257]")},
+    {OC("Slice", 13, "", "f32[10,4]", "i64[1]{2}", "=i64[1]{7}"), .dyn = true},
+    {OC("Gather", 13, "", "f32[5,4,3]", "i64[2,3]:r(-5,4)")},
+    {OC("Gather", 13, "axis=1", "f32[3,4,5]", "i64[3]:r(-4,3)")},
+    {OC("Gather", 13, "axis=-1", "f32[3,4,5]", "i32[2,2]:r(-5,4)")},
+    {OC("Gather", 13, "", "f32[5,4]", "i64[]:r(-5,4)")},
+    {OC("Gather", 13, "", "i64[6,2]", "=i64[3]{0,-1,2}")},
+    {OC("Gather", 13, "", "f32[1000,8]", "i64[1003]:r(-1000,999)")},
+    {OC("Gather", 13, "", "f32[5,4]", "i64[0]")},
+    {OC("GatherElements", 13, "", "f32[3,4]", "i64[3,4]:r(-3,2)")},
+    {OC("GatherElements", 13, "axis=1", "f32[3,4]", "i64[3,2]:r(-4,3)")},
+    {OC("GatherElements", 13, "axis=-1", "i64[2,3,5]", "i32[2,3,3]:r(-5,4)")},
+    {OC("Expand", 13, "", "f32[3,1]", "=i64[3]{2,3,4}")},
+    {OC("Expand", 13, "", "f32[2,1,4]", "=i64[2]{3,1}")},
+    {OC("Expand", 13, "", "f32[]", "=i64[1]{257}")},
+    {OC("Expand", 13, "", "bool[1,3]", "=i64[2]{4,1}")},
+    {OC("Expand", 13, "", "f32[3,1]", "i64[2]{3,5}"), .dyn = true},
+    {OC("Tile", 13, "", "f32[2,3]", "=i64[2]{2,3}")},
+    {OC("Tile", 13, "", "i64[3,1,2]", "=i64[3]{1,4,2}")},
+    {OC("Tile", 13, "", "f32[2,3]", "=i64[2]{0,2}")},
+    {OC("Tile", 13, "", "f32[2,3]", "i64[2]{3,1}"), .dyn = true},
+    {OC("Pad", 13, "", "f32[3,4]", "=i64[4]{1,2,0,1}")},
+    {OC("Pad", 13, "", "f32[3,4]", "=i64[4]{1,2,0,1}", "=f32[]{1.5}")},
+    {OC("Pad", 13, "mode='reflect'", "f32[2,3,4,5]", "=i64[8]{0,0,1,2,0,0,2,1}")},
+    {OC("Pad", 13, "mode='edge'", "f32[2,3,4]", "=i64[6]{0,1,2,1,0,3}")},
+    {OC("Pad", 19, "mode='wrap'", "f32[3,4]", "=i64[4]{1,2,3,1}")},
+    {OC("Pad", 18, "", "f32[2,3,4]", "=i64[4]{1,1,2,2}", "-", "=i64[2]{0,-1}")},
+    {OC("Pad", 13, "", "f32[4,5]", "=i64[4]{-1,1,0,-2}")},
+    {OC("Pad", 13, "", "i64[3,4]", "=i64[4]{1,1,1,1}", "=i64[]{7}")},
+    {OC("Pad", 13, "", "f32[0,3]", "=i64[4]{1,0,1,0}")},
+    {OC("Pad", 10, "pads=[1,0,1,0] value=2.0", "f32[3,4]")},
+    {OC("Pad", 10, "mode='reflect' pads=[0,1,0,1]", "f32[3,4]")},
+    /* A runtime constant_value decides no shape: static, value on the
+     * device. Runtime pads decide the shape: dynamic. */
+    {OC("Pad", 13, "", "f32[3,4]", "=i64[4]{1,2,0,1}", "f32[]{1.5}")},
+    {OC("Pad", 13, "", "f32[3,4]", "i64[4]{1,2,0,1}"), .dyn = true},
+    {OC("Shape", 13, "", "f32[2,3,4]")},
+    {OC("Shape", 15, "start=1 end=-1", "f32[2,3,4,5]")},
+    {OC("Shape", 15, "start=-2", "i64[2,3,4]")},
+    {OC("Size", 13, "", "f32[2,3,4]")},
+    {OC("Size", 13, "", "f32[0,3]")},
+    {OC("ConstantOfShape", 9, "value=f32[1]{2.5}", "=i64[2]{3,4}")},
+    {OC("ConstantOfShape", 9, "value=i64[1]{7}", "i64[3]{2,3,4}"), .dyn = true},
+    {OC("ConstantOfShape", 9, "", "i64[1]{257}"), .dyn = true},
+    {OC("ConstantOfShape", 20, "value=i32[1]{-3}", "i64[2]{0,5}"), .dyn = true},
+    {OC("Range", 11, "", "f32[]{1}", "f32[]{10}", "f32[]{0.7}"), .dyn = true},
+    {OC("Range", 11, "", "i64[]{10}", "i64[]{-5}", "i64[]{-3}"), .dyn = true},
+    {OC("Range", 11, "", "i32[]{0}", "i32[]{257}", "i32[]{1}"), .dyn = true},
+    {OC("Range", 11, "", "=f32[]{0}", "=f32[]{2}", "=f32[]{0.25}")},
+    {OC("DepthToSpace", 13, "blocksize=2", "f32[1,8,2,3]")},
+    {OC("DepthToSpace", 13, "blocksize=2 mode='CRD'", "f32[2,8,3,2]")},
+    {OC("DepthToSpace", 11, "blocksize=3", "f32[1,9,2,2]")},
+    {OC("SpaceToDepth", 13, "blocksize=2", "f32[1,2,4,6]")},
+    {OC("SpaceToDepth", 13, "blocksize=3", "f32[2,1,3,9]")},
+    {OC("Constant", 13, "value=f32[2,3]{1,2,3,4,5,6}", NULL)},
+    {OC("Constant", 13, "value=i64[]{-7}", NULL)},
+    {OC("Constant", 13, "value_float=2.5", NULL)},
+    {OC("Constant", 13, "value_floats=[1.0,-2.5,3.0]", NULL)},
+    {OC("Constant", 13, "value_int=3", NULL)},
+    {OC("Constant", 13, "value_ints=[1,-2,3]", NULL)},
+};
+
+static const op_case_t nn_cases[] = {
+    {OC("Conv", 11, "", "f32[1,3,7,7]", "=f32[4,3,3,3]")},
+    {OC("Conv", 11, "", "f32[2,3,7,7]", "=f32[4,3,3,3]", "=f32[4]")},
+    {OC("Conv", 11, "pads=[1,1,1,1]", "f32[1,3,7,7]", "=f32[4,3,3,3]", "=f32[4]")},
+    {OC("Conv", 11, "strides=[2,2] pads=[1,1,1,1]", "f32[1,3,8,9]", "=f32[2,3,3,3]")},
+    {OC("Conv", 11, "strides=[2,2] pads=[1,0,1,0]", "f32[1,1,7,5]", "=f32[1,1,3,3]")},
+    {OC("Conv", 11, "dilations=[2,2]", "f32[1,2,9,9]", "=f32[3,2,3,3]")},
+    {OC("Conv", 11, "group=2", "f32[1,4,6,6]", "=f32[6,2,3,3]")},
+    /* Depthwise: one group per channel. */
+    {OC("Conv", 11, "group=4 pads=[1,1,1,1]", "f32[2,4,6,6]", "=f32[4,1,3,3]", "=f32[4]")},
+    {OC("Conv", 11, "auto_pad='SAME_UPPER' strides=[2,2]", "f32[1,3,7,7]", "=f32[2,3,3,3]")},
+    {OC("Conv", 11, "auto_pad='SAME_LOWER'", "f32[1,3,6,6]", "=f32[2,3,2,2]")},
+    {OC("Conv", 11, "auto_pad='VALID' strides=[2,1]", "f32[1,3,7,7]", "=f32[2,3,3,3]")},
+    {OC("Conv", 11, "", "f32[1,2,257]", "=f32[3,2,5]", "=f32[3]")},
+    {OC("Conv", 11, "pads=[1,1,1,1,1,1]", "f32[1,2,5,6,7]", "=f32[3,2,3,3,3]")},
+    {OC("Conv", 11, "", "f32[2,8,5,5]", "=f32[16,8,1,1]")},
+    {OC("Conv", 11, "kernel_shape=[3,3]", "f32[1,3,7,7]", "f32[4,3,3,3]", "f32[4]")},
+    {OC("Conv", 11, "", "f32[0,3,7,7]", "=f32[4,3,3,3]")},
+    /* 144-term sums (16 channels x 3x3) in another order: absolute error
+     * up to ~144*eps*|x||w| where outputs cross zero. */
+    {OC("Conv", 11, "pads=[1,1,1,1]", "f32[2,16,32,32]", "=f32[32,16,3,3]", "=f32[32]"),
+     .atol = 1e-4},
+    {OC("ConvTranspose", 11, "", "f32[1,1,3,3]", "=f32[1,2,3,3]")},
+    {OC("ConvTranspose", 11, "strides=[3,2] output_padding=[1,1]",
+        "f32[1,1,3,3]", "=f32[1,2,3,3]")},
+    {OC("ConvTranspose", 11, "strides=[2,2] pads=[1,1,1,1]",
+        "f32[1,2,4,4]", "=f32[2,3,3,3]", "=f32[3]")},
+    {OC("ConvTranspose", 11, "strides=[3,2] output_shape=[10,8]",
+        "f32[1,1,3,3]", "=f32[1,2,3,3]")},
+    {OC("ConvTranspose", 11, "group=2", "f32[1,4,3,3]", "=f32[4,2,3,3]")},
+    {OC("ConvTranspose", 11, "dilations=[2,2]", "f32[1,1,3,3]", "=f32[1,1,2,2]")},
+    {OC("ConvTranspose", 11, "", "f32[1,1,5]", "=f32[1,2,3]")},
+    {OC("ConvTranspose", 11, "", "f32[1,1,3,4,5]", "=f32[1,2,3,3,3]")},
+    {OC("ConvTranspose", 11, "auto_pad='SAME_UPPER' strides=[2,2]",
+        "f32[1,1,3,3]", "=f32[1,2,3,3]")},
+    {OC("ConvTranspose", 11, "", "f32[2,3,5,5]", "f32[3,2,3,3]", "f32[2]")},
+    {OC("AveragePool", 11, "kernel_shape=[2,2]", "f32[1,3,32,32]")},
+    {OC("AveragePool", 11, "kernel_shape=[3,3] pads=[1,1,1,1]", "f32[1,3,7,7]")},
+    {OC("AveragePool", 11, "kernel_shape=[3,3] pads=[1,1,1,1] count_include_pad=1",
+        "f32[1,3,7,7]")},
+    {OC("AveragePool", 11, "kernel_shape=[3,3] strides=[2,2] ceil_mode=1", "f32[1,1,4,4]")},
+    {OC("AveragePool", 19, "kernel_shape=[3,3] strides=[2,2] pads=[1,1,1,1] ceil_mode=1 "
+                           "count_include_pad=1",
+        "f32[1,1,5,5]")},
+    {OC("AveragePool", 19, "kernel_shape=[2,2] dilations=[2,2]", "f32[1,1,4,4]")},
+    {OC("AveragePool", 11, "kernel_shape=[3,3] strides=[2,2] auto_pad='SAME_UPPER'",
+        "f32[1,3,7,7]")},
+    {OC("AveragePool", 11, "kernel_shape=[2,2] auto_pad='SAME_LOWER'", "f32[1,3,5,5]")},
+    {OC("AveragePool", 11, "kernel_shape=[3]", "f32[1,3,257]")},
+    {OC("AveragePool", 11, "kernel_shape=[2,2,2]", "f32[1,3,4,5,6]")},
+    {OC("MaxPool", 12, "kernel_shape=[2,2]", "f32[1,3,32,32]")},
+    {OC("MaxPool", 12, "kernel_shape=[3,3] pads=[1,1,1,1] strides=[2,2]", "f32[1,3,7,7]")},
+    {OC("MaxPool", 12, "kernel_shape=[3,3] strides=[2,2] ceil_mode=1", "f32[1,1,4,4]")},
+    {OC("MaxPool", 12, "kernel_shape=[2,2] dilations=[2,2]", "f32[1,1,4,4]")},
+    {OC("MaxPool", 12, "kernel_shape=[3,3] auto_pad='SAME_UPPER'", "f32[1,3,5,5]")},
+    {OC("MaxPool", 12, "kernel_shape=[2,2] auto_pad='SAME_LOWER' strides=[2,2]", "f32[1,2,5,5]")},
+    /* Indices: distinct values, so the argmax inside a window is unique. */
+    {OC("MaxPool", 12, "kernel_shape=[2,2] strides=[2,2]", "f32[2,2,5,5]:distinct"), .n_out = 2},
+    {OC("MaxPool", 12, "kernel_shape=[3,3] pads=[1,1,1,1] storage_order=1",
+        "f32[1,2,4,5]:distinct"), .n_out = 2},
+    {OC("MaxPool", 12, "kernel_shape=[2,2]", "u8[1,2,5,5]")},
+    {OC("MaxPool", 12, "kernel_shape=[3]", "f32[1,3,257]")},
+    {OC("MaxPool", 12, "kernel_shape=[2,2,2]", "f32[1,3,4,5,6]")},
+    {OC("GlobalAveragePool", 13, "", "f32[2,3,5,5]")},
+    {OC("GlobalAveragePool", 13, "", "f32[1,4,257]")},
+    {OC("GlobalAveragePool", 13, "", "f32[1,2,3,4,5]")},
+    {OC("GlobalMaxPool", 13, "", "f32[2,3,5,5]")},
+    {OC("GlobalMaxPool", 13, "", "f32[1,4,257]")},
+    {OC("GlobalMaxPool", 13, "", "f32[1,2,3,4,5]")},
+    {OC("BatchNormalization", 15, "",
+        "f32[2,3,4,5]", "=f32[3]", "=f32[3]", "=f32[3]", "=f32[3]:pos")},
+    {OC("BatchNormalization", 15, "epsilon=0.01",
+        "f32[4,3]", "=f32[3]", "=f32[3]", "=f32[3]", "=f32[3]:pos")},
+    {OC("BatchNormalization", 9, "",
+        "f32[2,3,257]", "=f32[3]", "=f32[3]", "=f32[3]", "=f32[3]:pos")},
+    {OC("BatchNormalization", 15, "", "f32[2,3,4,5]", "f32[3]", "f32[3]", "f32[3]", "f32[3]:pos")},
+    {OC("InstanceNormalization", 13, "", "f32[2,3,4,5]", "=f32[3]", "=f32[3]")},
+    {OC("InstanceNormalization", 13, "epsilon=0.01", "f32[1,2,257]", "=f32[2]", "=f32[2]")},
+    {OC("InstanceNormalization", 13, "", "f32[1,2,3,4,5]", "f32[2]", "f32[2]")},
+    {OC("LayerNormalization", 17, "", "f32[2,3,4]", "=f32[4]", "=f32[4]")},
+    {OC("LayerNormalization", 17, "axis=1", "f32[2,3,4,5]", "=f32[3,4,5]")},
+    {OC("LayerNormalization", 17, "axis=0 epsilon=0.01", "f32[4,5]", "=f32[4,5]", "=f32[5]")},
+    {OC("LayerNormalization", 17, "axis=-2", "f32[2,3,5]", "=f32[1,5]", "=f32[3,5]")},
+    {OC("LayerNormalization", 17, "", "f32[3,257]", "=f32[257]", "=f32[257]"), .n_out = 3},
+    {OC("LRN", 13, "size=3", "f32[2,5,4,4]")},
+    {OC("LRN", 13, "size=5 alpha=0.0002 beta=0.5 bias=2.0", "f32[1,8,3,3]")},
+    {OC("LRN", 13, "size=2", "f32[1,4,5]")},
+};
+
+static const op_case_t linalg_cases[] = {
+    {OC("MatMul", 13, "", "f32[3,4]", "f32[4,5]")},
+    {OC("MatMul", 13, "", "f32[4]", "f32[4]")},
+    {OC("MatMul", 13, "", "f32[4]", "f32[2,4,3]")},
+    {OC("MatMul", 13, "", "f32[2,3,4,5]", "f32[5]")},
+    {OC("MatMul", 13, "", "f32[2,1,3,4]", "f32[5,4,6]")},
+    /* 257-term dot products of values in [-2,2): an output near zero
+     * carries up to ~K*eps absolute error from the order of the sum. */
+    {OC("MatMul", 13, "", "f32[1,257]", "=f32[257,3]"), .atol = 1e-4},
+    {OC("MatMul", 13, "", "f32[3,257]", "=f32[257,130]"), .atol = 1e-4},
+    {OC("MatMul", 13, "", "f32[64,64]", "f32[64,64]")},
+    /* 1024-term dot products: outputs of size ~40 carry ~1e-5 absolute
+     * error from the order of the sum alone. */
+    {OC("MatMul", 13, "", "f32[8,1024]", "=f32[1024,16]"), .atol = 1e-3},
+    {OC("MatMul", 13, "", "f32[2,0]", "f32[0,3]")},
+    {OC("MatMul", 13, "", "f32[0,4]", "f32[4,3]")},
+    {OC("Gemm", 13, "", "f32[3,5]", "f32[5,4]", "f32[3,4]")},
+    {OC("Gemm", 13, "transA=1", "f32[5,3]", "f32[5,4]", "f32[4]")},
+    {OC("Gemm", 13, "transB=1", "f32[3,5]", "=f32[4,5]", "=f32[4]")},
+    {OC("Gemm", 13, "transA=1 transB=1 alpha=0.25 beta=0.35", "f32[4,3]", "f32[5,4]", "f32[1,5]")},
+    {OC("Gemm", 13, "alpha=0.5", "f32[3,5]", "f32[5,4]")},
+    {OC("Gemm", 13, "beta=2.0", "f32[3,5]", "f32[5,4]", "f32[]")},
+    {OC("Gemm", 13, "", "f32[3,5]", "f32[5,4]", "f32[3,1]")},
+    {OC("Gemm", 13, "", "f32[3,5]", "f32[5,4]", "f32[1]")},
+    {OC("Gemm", 9, "", "f32[3,5]", "f32[5,4]", "f32[3,4]")},
+    /* K = 257, as for MatMul above. */
+    {OC("Gemm", 13, "transB=1", "f32[64,257]", "=f32[100,257]", "=f32[100]"), .atol = 1e-4},
+    {OC("Einsum", 12, "equation='ij,jk->ik'", "f32[3,4]", "f32[4,5]")},
+    {OC("Einsum", 12, "equation='bij,bjk->bik'", "f32[2,3,4]", "f32[2,4,5]")},
+    {OC("Einsum", 12, "equation='ii->i'", "f32[4,4]")},
+    {OC("Einsum", 12, "equation='...ii->...i'", "f32[3,5,5]")},
+    {OC("Einsum", 12, "equation='i,i'", "f32[5]", "f32[5]")},
+    {OC("Einsum", 12, "equation='ij->ji'", "f32[3,4]")},
+    {OC("Einsum", 12, "equation='ij->'", "f32[3,4]")},
+    {OC("Einsum", 12, "equation='ij->j'", "f32[3,257]")},
+    {OC("Einsum", 12, "equation='i,j->ij'", "f32[3]", "f32[4]")},
+    {OC("Einsum", 12, "equation='ij,jk,kl->il'", "f32[2,3]", "f32[3,4]", "f32[4,5]")},
+    {OC("Einsum", 12, "equation='...ij,...jk->...ik'", "f32[2,1,3,4]", "f32[5,4,2]")},
+    {OC("Einsum", 12, "equation='ij,jk'", "f32[3,4]", "f32[4,5]")},
+};
+
+static const op_case_t misc_cases[] = {
+    {OC("TopK", 11, "", "f32[3,257]:distinct", "=i64[1]{5}"), .n_out = 2},
+    {OC("TopK", 11, "largest=0", "f32[3,257]:distinct", "=i64[1]{5}"), .n_out = 2},
+    {OC("TopK", 11, "axis=0", "f32[7,4]:distinct", "=i64[1]{3}"), .n_out = 2},
+    {OC("TopK", 11, "axis=1 largest=0", "f32[2,9,3]:distinct", "=i64[1]{4}"), .n_out = 2},
+    {OC("TopK", 11, "", "i64[3,10]:distinct", "=i64[1]{4}"), .n_out = 2},
+    {OC("TopK", 11, "", "f32[3,257]:distinct", "=i64[1]{0}"), .n_out = 2},
+    {OC("TopK", 11, "", "f32[3,17]:distinct", "=i64[1]{17}"), .n_out = 2},
+    {OC("TopK", 11, "", "f32[100003]:distinct", "=i64[1]{100}"), .n_out = 2},
+    /* sorted=0 leaves the order to the implementation: rows compare as
+     * sets. */
+    {OC("TopK", 11, "sorted=0", "f32[3,257]:distinct", "=i64[1]{7}"), .n_out = 2,
+     .unordered = true},
+    {OC("TopK", 9, "k=3", "f32[3,10]:distinct"), .n_out = 2},
+    {OC("TopK", 11, "", "f32[3,257]:distinct", "i64[1]{5}"), .n_out = 2, .dyn = true},
+    {OC("Trilu", 14, "", "f32[4,5]")},
+    {OC("Trilu", 14, "upper=0", "f32[3,4,5]")},
+    {OC("Trilu", 14, "", "f32[4,5]", "=i64[]{2}")},
+    {OC("Trilu", 14, "upper=0", "f32[2,3,4,5]", "=i64[]{-1}")},
+    {OC("Trilu", 14, "", "i64[3,3]", "=i64[]{10}")},
+    {OC("Trilu", 14, "upper=0", "bool[5,4]")},
+    {OC("Trilu", 14, "", "f32[0,5]")},
+    /* A runtime k decides no shape: static, k read on the device. */
+    {OC("Trilu", 14, "", "f32[5,5]", "i64[]{1}")},
+    /* Resize: every mode, coordinate transform and nearest rounding the
+     * node tests use; scales and sizes as initializers. */
+    {OC("Resize", 13, "", "f32[1,2,4,4]", "-", "=f32[4]{1,1,2,2}")},
+    {OC("Resize", 13, "", "f32[1,2,5,5]", "-", "=f32[4]{1,1,0.6,0.6}")},
+    {OC("Resize", 13, "mode='linear'", "f32[1,2,4,4]", "-", "=f32[4]{1,1,2,2}")},
+    {OC("Resize", 13, "mode='linear'", "f32[2,3,32,32]", "-", "=f32[4]{1,1,2,2}")},
+    {OC("Resize", 13, "mode='linear' coordinate_transformation_mode='align_corners'",
+        "f32[1,1,4,4]", "-", "=f32[4]{1,1,0.6,0.6}")},
+    {OC("Resize", 13, "mode='linear' coordinate_transformation_mode='asymmetric'",
+        "f32[1,1,4,4]", "-", "=f32[4]{1,1,2,3}")},
+    {OC("Resize", 13, "mode='linear' coordinate_transformation_mode='pytorch_half_pixel'",
+        "f32[1,1,4,4]", "-", "-", "=i64[4]{1,1,3,1}")},
+    {OC("Resize", 13, "mode='cubic'", "f32[1,1,4,4]", "-", "=f32[4]{1,1,2,2}")},
+    {OC("Resize", 13, "mode='cubic' cubic_coeff_a=-0.5 exclude_outside=1",
+        "f32[1,1,4,4]", "-", "=f32[4]{1,1,0.8,0.8}")},
+    {OC("Resize", 13, "mode='cubic' coordinate_transformation_mode='align_corners'",
+        "f32[1,1,4,4]", "-", "=f32[4]{1,1,2,2}")},
+    {OC("Resize", 13, "mode='cubic' coordinate_transformation_mode='asymmetric'",
+        "f32[1,1,4,4]", "-", "=f32[4]{1,1,2,2}")},
+    {OC("Resize", 13, "coordinate_transformation_mode='asymmetric' "
+                      "nearest_mode='round_prefer_ceil'",
+        "f32[1,1,2,2]", "-", "-", "=i64[4]{1,1,7,8}")},
+    {OC("Resize", 13, "coordinate_transformation_mode='align_corners' nearest_mode='floor'",
+        "f32[1,1,4,4]", "-", "-", "=i64[4]{1,1,8,8}")},
+    {OC("Resize", 13, "coordinate_transformation_mode='half_pixel' nearest_mode='ceil'",
+        "f32[1,1,4,4]", "-", "-", "=i64[4]{1,1,8,8}")},
+    {OC("Resize", 13, "coordinate_transformation_mode='tf_half_pixel_for_nn'",
+        "f32[1,1,4,4]", "-", "-", "=i64[4]{1,1,3,6}")},
+    {OC("Resize", 13, "mode='linear' coordinate_transformation_mode='tf_crop_and_resize' "
+                      "extrapolation_value=10.0",
+        "f32[1,1,4,4]", "=f32[8]{0,0,0.4,0.6,1,1,1.2,1.7}", "-", "=i64[4]{1,1,3,3}")},
+    {OC("Resize", 18, "axes=[2,3]", "f32[1,1,2,2]", "-", "=f32[2]{2,3}")},
+    {OC("Resize", 18, "axes=[3,2]", "f32[1,1,2,2]", "-", "-", "=i64[2]{3,2}")},
+    {OC("Resize", 18, "keep_aspect_ratio_policy='not_larger' axes=[2,3]",
+        "f32[1,1,2,2]", "-", "-", "=i64[2]{7,8}")},
+    {OC("Resize", 18, "keep_aspect_ratio_policy='not_smaller' axes=[2,3]",
+        "f32[1,1,2,2]", "-", "-", "=i64[2]{7,8}")},
+    {OC("Resize", 18, "mode='linear' antialias=1", "f32[1,1,8,8]", "-", "=f32[4]{1,1,0.6,0.6}")},
+    {OC("Resize", 18, "mode='cubic' antialias=1", "f32[1,1,8,8]", "-", "-", "=i64[4]{1,1,3,5}")},
+    {OC("Resize", 19, "mode='linear' coordinate_transformation_mode='half_pixel_symmetric'",
+        "f32[1,1,4,4]", "-", "=f32[4]{1,1,2,3}")},
+    {OC("Resize", 10, "mode='linear'", "f32[1,1,2,4]", "=f32[4]{1,1,2,2}")},
+    {OC("Resize", 10, "", "f32[1,1,2,4]", "=f32[4]{1,1,2,3}")},
+    {OC("Resize", 13, "mode='linear'", "f32[1,1,4,4]", "-", "-", "i64[4]{1,1,8,6}"), .dyn = true},
+};
+
+static const struct {
+    const char *family;
+    const op_case_t *cases;
+    size_t n;
+} case_tables[] = {
+    {"unary", unary_cases, N_OF(unary_cases)},    {"binary", binary_cases, N_OF(binary_cases)},
+    {"reduce", reduce_cases, N_OF(reduce_cases)}, {"shape", shape_cases, N_OF(shape_cases)},
+    {"nn", nn_cases, N_OF(nn_cases)},             {"linalg", linalg_cases, N_OF(linalg_cases)},
+    {"misc", misc_cases, N_OF(misc_cases)},
+};
+
+/* ---- op tests ---------------------------------------------------------- */
+
+Test(cuda_consistency, unary_ops_match_the_cpu)
+{
+    cases_run(unary_cases, N_OF(unary_cases));
+}
+
+Test(cuda_consistency, binary_ops_match_the_cpu)
+{
+    cases_run(binary_cases, N_OF(binary_cases));
+}
+
+Test(cuda_consistency, reduce_ops_match_the_cpu)
+{
+    cases_run(reduce_cases, N_OF(reduce_cases));
+}
+
+Test(cuda_consistency, shape_ops_match_the_cpu)
+{
+    cases_run(shape_cases, N_OF(shape_cases));
+}
+
+Test(cuda_consistency, nn_ops_match_the_cpu)
+{
+    cases_run(nn_cases, N_OF(nn_cases));
+}
+
+Test(cuda_consistency, linalg_ops_match_the_cpu)
+{
+    cases_run(linalg_cases, N_OF(linalg_cases));
+}
+
+Test(cuda_consistency, misc_ops_match_the_cpu)
+{
+    cases_run(misc_cases, N_OF(misc_cases));
+}
+
+static bool op_has_case(const char *op)
+{
+    for (size_t t = 0; t < N_OF(case_tables); t++)
+        for (size_t i = 0; i < case_tables[t].n; i++)
+            if (strcmp(case_tables[t].cases[i].op, op) == 0)
+                return true;
+    return false;
+}
+
+/* Every op with a CPU kernel has at least one case (so a new op cannot be
+ * forgotten here), and every case names an op the CPU runs (so a typo
+ * cannot hide one). In a CUDA build, ops without a CUDA kernel are listed:
+ * their cases fail above. */
+Test(cuda_consistency, every_cpu_kernel_has_a_case)
+{
+    dut_t d;
+    dut_select(&d);
+    char missing[1024] = "";
+    size_t w = 0, n_missing = 0, n_ops = 0;
+#define FAMILY_WALK_(f)                                                                     \
+    for (const eng_kernel_t *const *k = eng_cpu_##f; *k; k++, n_ops++)                      \
+        if (!op_has_case((*k)->op_type) && w < sizeof missing) {                           \
+            w += (size_t)snprintf(missing + w, sizeof missing - w, " %s (" #f ")",          \
+                                  (*k)->op_type);                                          \
+            n_missing++;                                                                    \
+        }
+    ENG_OP_FAMILIES(FAMILY_WALK_)
+#undef FAMILY_WALK_
+    cr_expect_gt(n_ops, 0);
+    cr_expect_eq(n_missing, 0, "%zu op(s) with a CPU kernel have no consistency case:%s",
+                 n_missing, missing);
+    char no_cuda[1024] = "";
+    w = 0;
+    for (size_t t = 0; t < N_OF(case_tables); t++)
+        for (size_t i = 0; i < case_tables[t].n; i++) {
+            const char *op = case_tables[t].cases[i].op;
+            cr_expect(eng_cpu_kernel_find(op), "a %s case names '%s', which has no CPU kernel",
+                      case_tables[t].family, op);
+            bool first = true;
+            for (size_t j = 0; j < i; j++)
+                first = first && strcmp(case_tables[t].cases[j].op, op) != 0;
+            if (FS_HAVE_CUDA && first && !eng_kernel_find(ENG_DEVICE_CUDA, op) &&
+                w < sizeof no_cuda)
+                w += (size_t)snprintf(no_cuda + w, sizeof no_cuda - w, " %s", op);
+        }
+    if (no_cuda[0])
+        cr_log_warn("ops with no CUDA kernel yet:%s", no_cuda);
+}
+
+/* ---- whole models ------------------------------------------------------ */
+
+/* Loads `path` on both sides, runs each batch size with the same random
+ * inputs (a symbolic dim takes the batch; values in [-1,1) for floats),
+ * compares every output, and checks every cache is idle after. */
+static void model_compare(rig_t *r, const char *path, const int64_t *batches, size_t n_batches,
+                          const tol_t *tol)
+{
+    eng_model_t *ref = NULL, *dev = NULL;
+    eng_model_config_t rcfg = rig_config(r, false), dcfg = rig_config(r, true);
+    int rc = eng_model_load(path, &rcfg, &ref);
+    cr_expect_eq(rc, 0, "%s: loading on the CPU: %s", path, fs_errmsg());
+    if (rc == 0) {
+        rc = eng_model_load(path, &dcfg, &dev);
+        cr_expect_eq(rc, 0, "%s: loading on %s: %s", path, r->dut.name, fs_errmsg());
+    }
+    size_t n_in = rc == 0 ? eng_model_n_inputs(ref) : 0;
+    size_t n_out = rc == 0 ? eng_model_n_outputs(ref) : 0;
+    cr_expect_leq(n_in, OC_MAX_IN, "%s: too many inputs for this harness", path);
+    cr_expect_leq(n_out, OC_MAX_OUT, "%s: too many outputs for this harness", path);
+    for (size_t bi = 0; rc == 0 && n_in <= OC_MAX_IN && n_out <= OC_MAX_OUT && bi < n_batches;
+         bi++) {
+        eng_tensor_t *owned[OC_MAX_IN] = {NULL}, views[OC_MAX_IN];
+        eng_tensor_t *want[OC_MAX_OUT] = {NULL}, *got[OC_MAX_OUT] = {NULL};
+        char what[300];
+        for (size_t i = 0; i < n_in; i++) {
+            eng_io_info_t info;
+            cr_assert_eq(eng_model_input(ref, i, &info), 0);
+            cr_assert_geq(info.rank, 0, "%s: input '%s' has no declared rank", path, info.name);
+            spec_t s = {.dt = info.dtype, .dist = DIST_RANGE, .lo = -1.0, .hi = 1.0,
+                        .n_vals = -1, .shape.rank = info.rank};
+            if (!dtype_is_float(info.dtype))
+                s.dist = DIST_DEFAULT;
+            for (int d = 0; d < info.rank; d++)
+                s.shape.dims[d] = info.dims[d] < 0 ? batches[bi] : info.dims[d];
+            snprintf(what, sizeof what, "%s/%lld/%zu", path, (long long)batches[bi], i);
+            owned[i] = spec_tensor(&s, fnv1a(what));
+            views[i] = *owned[i];
+        }
+        rc = eng_model_run(ref, views, n_in, want);
+        cr_expect_eq(rc, 0, "%s at batch %lld: running on the CPU: %s", path,
+                     (long long)batches[bi], fs_errmsg());
+        if (rc == 0) {
+            rc = eng_model_run(dev, views, n_in, got);
+            cr_expect_eq(rc, 0, "%s at batch %lld: running on %s: %s", path,
+                         (long long)batches[bi], r->dut.name, fs_errmsg());
+        }
+        for (size_t j = 0; rc == 0 && j < n_out; j++) {
+            snprintf(what, sizeof what, "%s at batch %lld, output %zu", path,
+                     (long long)batches[bi], j);
+            expect_tensor_match(what, want[j], got[j], tol);
+        }
+        outputs_free(want, (int)n_out);
+        outputs_free(got, (int)n_out);
+        for (size_t i = 0; i < n_in; i++)
+            eng_tensor_free(owned[i]);
+    }
+    eng_model_destroy(dev);
+    eng_model_destroy(ref);
+    rig_expect_idle(r, path);
+}
+
+static int cpu_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
+/* The demo models at batch 1, 8 and 64. fp32 with TF32 off on both sides:
+ * only the order of each sum differs. */
+Test(cuda_consistency, demo_models_match_the_cpu)
+{
+    static const struct {
+        const char *path;
+        double rtol, atol;
+    } models[] = {
+        /* Three GEMMs with K <= 128 and a softmax: nothing amplifies the
+         * reordering, the op defaults hold. */
+        {"models/mlp/1/model.onnx", OC_RTOL, OC_ATOL},
+        /* Convolutions of K <= 72, pools and a 16-wide Gemm head. */
+        {"models/cnn/1/model.onnx", OC_RTOL, OC_ATOL},
+        /* Two LayerNorms divide by standard deviations summed in another
+         * order, attention exponentiates K=64 dot products and the MLP
+         * sums K=256: each stage grows the ~1e-6 rounding differences, so
+         * 1e-3 relative, 1e-4 absolute near zero. */
+        {"models/transformer/1/model.onnx", 1e-3, 1e-4},
+    };
+    static const int64_t batches[] = {1, 8, 64};
+    rig_t r;
+    rig_open(&r, cpu_threads());
+    for (size_t i = 0; i < N_OF(models); i++) {
+        tol_t tol = {.rtol = models[i].rtol, .atol = models[i].atol, .exact = !r.dut.cuda};
+        model_compare(&r, models[i].path, batches, N_OF(batches), &tol);
+    }
+    rig_close(&r);
+}
+
+/* ONNX's light models (backend/test/data/light): the classic CNNs with
+ * every weight a ConstantOfShape, fixed input shapes. */
+Test(cuda_consistency, light_models_match_the_cpu)
+{
+    /* Tolerances per model, and why. Every one is a deep chain of
+     * convolutions whose K-term sums (K up to 4608) the GPU orders
+     * differently; the chain compounds ~1e-6 per layer, the softmax at the
+     * end compresses it again. */
+    static const struct {
+        const char *name;
+        double rtol, atol;
+        /* Seconds per CPU run or more (hundreds of MB of weights folded
+         * at load, VGG's 20 GFLOP): the GPU run covers them, CPU against
+         * CPU leaves them out to stay fast. */
+        bool heavy;
+    } light[] = {
+        {"light_bvlc_alexnet", 1e-3, 1e-5, true}, /* 8 layers, FC K = 9216 */
+        {"light_zfnet512", 1e-3, 1e-5, true},     /* 8 layers, FC K = 9216 */
+        {"light_vgg19", 1e-3, 1e-5, true},        /* 19 layers, FC K = 25088 */
+        {"light_squeezenet", 1e-3, 1e-5, false},  /* 26 convs, Concat fire modules */
+        {"light_inception_v1", 2e-3, 1e-5, false}, /* 57 convs in parallel branches, LRN */
+        {"light_inception_v2", 2e-3, 1e-5, false}, /* 69 convs with BatchNormalization */
+        {"light_resnet50", 2e-3, 1e-5, false},    /* 53 convs, residual adds */
+        {"light_shufflenet", 2e-3, 1e-5, false},  /* grouped convs and channel shuffles */
+        {"light_densenet121", 5e-3, 1e-5, false}, /* 120 convs, each reading every earlier map */
+    };
+    rig_t r;
+    rig_open(&r, cpu_threads());
+    const char *root = getenv("FLATSERVE_ONNX_TESTS");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/light", root && root[0] ? root : "../shared/onnx-tests");
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        rig_close(&r);
+        cr_skip_test("no light models at %s (set FLATSERVE_ONNX_TESTS)", dir);
+    }
+    char *names[64];
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(dp)) && n < N_OF(names);) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".onnx") == 0)
+            cr_assert(names[n++] = strdup(e->d_name));
+    }
+    closedir(dp);
+    qsort(names, n, sizeof *names, (int (*)(const void *, const void *))strcmp) ;
+    static const int64_t batch[] = {1};
+    for (size_t i = 0; i < n; i++) {
+        /* A model not in the table gets the loosest tolerance listed. */
+        tol_t tol = {.rtol = 5e-3, .atol = 1e-5, .exact = !r.dut.cuda};
+        bool heavy = false;
+        for (size_t k = 0; k < N_OF(light); k++)
+            if (strncmp(names[i], light[k].name, strlen(light[k].name)) == 0 &&
+                strcmp(names[i] + strlen(light[k].name), ".onnx") == 0) {
+                tol.rtol = light[k].rtol;
+                tol.atol = light[k].atol;
+                heavy = light[k].heavy;
+            }
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (heavy && !r.dut.cuda)
+            cr_log_info("%s: left out of CPU against CPU (seconds per run)", names[i]);
+        else
+            model_compare(&r, path, batch, 1, &tol);
+        free(names[i]);
+    }
+    cr_expect_gt(n, 0, "no .onnx files in %s", dir);
+    rig_close(&r);
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* The cache's rounding (alloc/cache.c): 512-byte units, 512 at least. */
+static size_t cache_rounded(size_t bytes)
+{
+    if (bytes < ALLOC_MIN_BLOCK_BYTES)
+        return ALLOC_MIN_BLOCK_BYTES;
+    return (bytes + ALLOC_MIN_BLOCK_BYTES - 1) / ALLOC_MIN_BLOCK_BYTES * ALLOC_MIN_BLOCK_BYTES;
+}
+
+/* x[4,513] -> MatMul W1[513,600] -> Relu -> MatMul W2[600,99] -> Add b[99]
+ * -> Reshape to [12,33]: one weight in the large pool (> 1 MiB), the rest
+ * small, none a multiple of 512 bytes, nothing to fold. */
+Test(cuda_consistency, weights_are_counted_to_the_model_and_all_come_back)
+{
+    rig_t r;
+    rig_open(&r, 1);
+    static const char *const inits[] = {"=f32[513,600]", "=f32[600,99]", "=f32[99]",
+                                        "=i64[2]{-1,33}"};
+    static const char *const names[] = {"w1", "w2", "b", "shape"};
+    mb_t b;
+    mb_init(&b, OC_IR_VERSION, 13);
+    size_t want_alloc = 0, want_req = 0;
+    for (size_t i = 0; i < N_OF(inits); i++) {
+        spec_t s;
+        spec_parse(inits[i], &s);
+        Onnx__TensorProto *tp = spec_proto(&b, names[i], &s, i + 1);
+        mb_initializer(&b, tp);
+        want_req += tp->raw_data.len;
+        want_alloc += cache_rounded(tp->raw_data.len);
+    }
+    if (r.dut.cuda) {
+        /* cuBLAS's workspace comes from the cache under the model's owner
+         * too (engine/cuda/cuda.h). */
+        want_req += ENG_CUDA_WORKSPACE_BYTES;
+        want_alloc += cache_rounded(ENG_CUDA_WORKSPACE_BYTES);
+    }
+    mb_input(&b, "x", ENG_DT_FLOAT, 2, (int64_t[]){4, 513}, NULL);
+    mb_node(&b, "MatMul", "mm1", "x,w1", "h");
+    mb_node(&b, "Relu", "relu", "h", "hr");
+    mb_node(&b, "MatMul", "mm2", "hr,w2", "z");
+    mb_node(&b, "Add", "add", "z,b", "zb");
+    mb_node(&b, "Reshape", "reshape", "zb,shape", "y");
+    mb_output(&b, "y", ENG_DT_FLOAT, -1, NULL);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+
+    alloc_cache_stats_t before, st;
+    alloc_cache_stats(r.dev_cache, &before);
+    eng_model_t *m = NULL;
+    eng_model_config_t cfg = rig_config(&r, true);
+    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &m), 0, "%s", fs_errmsg());
+    cr_expect_str_eq(eng_model_device(m), r.dut.name);
+    alloc_owner_t owner = eng_model_owner(m);
+    alloc_owner_stats_t os;
+    cr_assert_eq(alloc_cache_owner_stats(r.dev_cache, owner, &os), 0, "%s", fs_errmsg());
+    cr_expect_eq(os.allocated.current, (int64_t)want_alloc,
+                 "owner '%s' holds %lld bytes, the weights rounded as the cache rounds are %zu",
+                 os.name, (long long)os.allocated.current, want_alloc);
+    cr_expect_eq(os.requested.current, (int64_t)want_req, "owner '%s' asked for %lld bytes, the "
+                 "weights are %zu", os.name, (long long)os.requested.current, want_req);
+
+    eng_tensor_t *x = NULL, *out[1] = {NULL};
+    spec_t xs = {.dt = ENG_DT_FLOAT, .shape = {2, {4, 513}}, .n_vals = -1};
+    x = spec_tensor(&xs, 99);
+    cr_expect_eq(eng_model_run(m, x, 1, out), 0, "%s", fs_errmsg());
+    cr_expect(out[0] && out[0]->shape.rank == 2 && out[0]->shape.dims[0] == 12);
+    eng_tensor_free(out[0]);
+    eng_tensor_free(x);
+    eng_model_destroy(m);
+    fs_err_clear();
+    cr_expect_eq(alloc_cache_owner_stats(r.dev_cache, owner, &os), FS_EINVAL,
+                 "the model's owner outlives the model");
+    rig_expect_idle(&r, "the weights model");
+    alloc_cache_empty(r.dev_cache, ALLOC_RELEASE_EMPTY);
+    alloc_cache_stats(r.dev_cache, &st);
+    cr_expect_eq(st.reserved.current, before.reserved.current,
+                 "reserved %lld bytes after empty, %lld before the load",
+                 (long long)st.reserved.current, (long long)before.reserved.current);
+    mb_free(&b);
+    rig_close(&r);
+}
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* A Relu model's bytes (freed by mb_free). */
+static uint8_t *relu_model(mb_t *b, size_t *len)
+{
+    mb_init(b, OC_IR_VERSION, 13);
+    mb_input(b, "x", ENG_DT_FLOAT, 1, (int64_t[]){4}, NULL);
+    mb_node(b, "Relu", "relu", "x", "y");
+    mb_output(b, "y", ENG_DT_FLOAT, -1, NULL);
+    return mb_pack(b, len);
+}
+
+/* Loads the Relu model with `cfg` and expects `code`, a message holding
+ * `needle`, no model, and every cache idle. */
+static void expect_load_fails(rig_t *r, const eng_model_config_t *cfg, int code,
+                              const char *needle)
+{
+    mb_t b;
+    size_t len;
+    uint8_t *bytes = relu_model(&b, &len);
+    eng_model_t *m = NULL;
+    fs_err_clear();
+    int rc = eng_model_load_bytes(bytes, len, NULL, cfg, &m);
+    cr_expect_eq(rc, code, "device '%s': %s, expected %s (%s)", cfg->device ? cfg->device : "NULL",
+                 fs_errname(rc), fs_errname(code), fs_errmsg());
+    cr_expect(strstr(fs_errmsg(), needle), "device '%s': the message '%s' does not say '%s'",
+              cfg->device ? cfg->device : "NULL", fs_errmsg(), needle);
+    cr_expect_null(m);
+    eng_model_destroy(m);
+    mb_free(&b);
+    rig_expect_idle(r, cfg->device ? cfg->device : "NULL");
+}
+
+Test(cuda_consistency, an_unknown_device_is_einval)
+{
+    rig_t r;
+    rig_open(&r, 1);
+    eng_model_config_t cfg = rig_config(&r, false);
+    cfg.device = "tpu";
+    expect_load_fails(&r, &cfg, FS_EINVAL, "tpu");
+    rig_close(&r);
+}
+
+/* The tests below need a GPU under test: a CUDA cache to misuse. */
+static void rig_open_cuda(rig_t *r)
+{
+    rig_open(r, 1);
+    if (!r->dut.cuda) {
+        rig_close(r);
+        cr_skip_test("needs a CUDA device under test (FLATSERVE_CONSISTENCY_DEVICE is cpu)");
+    }
+}
+
+Test(cuda_consistency, a_missing_cuda_device_is_enodev)
+{
+    rig_t r;
+    rig_open_cuda(&r);
+    eng_model_config_t cfg = rig_config(&r, true);
+    cfg.device = "cuda:99";
+    expect_load_fails(&r, &cfg, FS_ENODEV, "99");
+    rig_close(&r);
+}
+
+Test(cuda_consistency, a_cpu_model_over_a_cuda_cache_is_einval)
+{
+    rig_t r;
+    rig_open_cuda(&r);
+    eng_model_config_t cfg = rig_config(&r, true);
+    cfg.device = "cpu";
+    expect_load_fails(&r, &cfg, FS_EINVAL, r.dut.name);
+    rig_close(&r);
+}
+
+Test(cuda_consistency, a_cuda_model_over_a_host_cache_is_einval)
+{
+    rig_t r;
+    rig_open_cuda(&r);
+    eng_model_config_t cfg = rig_config(&r, true);
+    cfg.cache = r.ref_cache;
+    expect_load_fails(&r, &cfg, FS_EINVAL, "host");
+    rig_close(&r);
+}
