@@ -6,7 +6,6 @@
  * speed. The one check is the cache's accounting: once every model is
  * destroyed, no byte may be left allocated (exit status 1). See
  * bench/README.md. */
-#include <cblas.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -22,7 +21,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/parse.h"
-#include "engine/cpu/blas.h"
+#include "engine/cpu/gemm.h"
 #include "engine/engine.h"
 #include "engine/tensor.h"
 
@@ -442,7 +441,7 @@ static void bench_rows_print(const bench_rows_t *rows, const bench_opts_t *o)
         snprintf(where, sizeof where, "on %s at %s (inputs copied in and outputs out in each "
                  "run)", o->device, o->precision ? o->precision : "fp32");
     else
-        snprintf(where, sizeof where, "on the CPU, %d thread%s (engine and OpenBLAS)",
+        snprintf(where, sizeof where, "on the CPU, %d thread%s",
                  o->n_threads, o->n_threads == 1 ? "" : "s");
     bench_note("Engine %s. Inputs: arange(N)/N as float32. %d warm-up runs, then timed runs "
                "until %.1f s or %zu runs (at least %d). Latency is one eng_model_run of the "
@@ -511,7 +510,7 @@ static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: model_bench [--threads N] [--device D] [--precision P] [--quick] "
                "[--markdown] [--json FILE] [--light DIR] [MODEL.onnx ...]\n"
-               "  --threads N  engine and OpenBLAS threads (default 1)\n"
+               "  --threads N  engine threads on the CPU (default 1)\n"
                "  --device D   cpu (default), cuda or cuda:N\n"
                "  --precision P  on CUDA: fp32 (default), tf32, fp16, bf16\n"
                "  --no-graphs  on CUDA: launch every kernel, never replay a CUDA graph\n"
@@ -647,11 +646,9 @@ static int bench_cache_check(alloc_cache_t *cache)
 
 int main(int argc, char **argv)
 {
-    eng_blas_ensure_fast_kernels(argv);
     bench_opts_t o;
     bench_opts_parse(argc, argv, &o);
     bench_out_markdown = o.markdown;
-    openblas_set_num_threads(o.n_threads);
 
     FILE *json = NULL;
     if (o.json_path && !(json = fopen(o.json_path, "w"))) {
@@ -689,8 +686,8 @@ int main(int argc, char **argv)
                  alloc_provider_name(mem.providers[0]), o.precision ? o.precision : "fp32",
                  o.no_graphs ? "off" : "on");
     else
-        snprintf(subject, sizeof subject, "CPU engine, %d thread%s, OpenBLAS %s", o.n_threads,
-                 o.n_threads == 1 ? "" : "s", openblas_get_corename());
+        snprintf(subject, sizeof subject, "CPU engine, %d thread%s, GEMM kernels %s",
+                 o.n_threads, o.n_threads == 1 ? "" : "s", eng_gemm_isa_name());
     bench_header_print("model_bench", subject, false, argc, argv);
     if (json) {
         fprintf(json, "{\"bench\": \"model_bench\", \"device\": \"%s\", \"threads\": %d, \"quick\": %s, "

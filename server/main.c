@@ -16,7 +16,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "engine/cpu/blas.h"
+#include "engine/cpu/gemm.h"
 #include "engine/engine.h"
 
 #define DEFAULT_REPOSITORY "models"
@@ -101,7 +101,6 @@ static int report_repository(alloc_cache_t *cache, const char *repo)
 
 int main(int argc, char **argv)
 {
-    eng_blas_ensure_fast_kernels(argv);
     const char *repo = DEFAULT_REPOSITORY;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -135,8 +134,8 @@ int main(int argc, char **argv)
         fs_format_size(free_bytes, free_s, sizeof free_s);
         fs_format_size(total, total_s, sizeof total_s);
     }
-    FS_LOG_I("main", "device %s: %s free of %s; caching allocator ready; OpenBLAS kernels %s",
-             alloc_cache_name(cache), free_s, total_s, eng_blas_core_name());
+    FS_LOG_I("main", "device %s: %s free of %s; caching allocator ready; CPU GEMM kernels %s",
+             alloc_cache_name(cache), free_s, total_s, eng_gemm_isa_name());
 
     /* The engine runs on the CPU today, so models load into host memory
      * whatever the device. */

@@ -9,6 +9,9 @@
  * changes it, so a program that finds the fallback restarts itself once
  * with the variable set.
  *
+ * The engine itself no longer calls OpenBLAS (engine/cpu/gemm.h says why);
+ * this keeps bench/gemm_bench's OpenBLAS baseline honest.
+ *
  * Threading: call first thing in main, before any thread starts. */
 #ifndef FS_ENGINE_CPU_BLAS_H
 #define FS_ENGINE_CPU_BLAS_H
