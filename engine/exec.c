@@ -358,6 +358,7 @@ static void infer_views(run_state_t *rs, const eng_node_t *n, eng_tensor_t *iv,
         if (!rs->ins[i])
             continue;
         iv[i] = *rs->ins[i];
+        iv[i].dtype = hv[n->inputs[i]].dtype; /* the graph's, not a weight's device dtype */
         iv[i].data = hv[n->inputs[i]].data;
         rs->ins[i] = &iv[i];
     }
@@ -416,6 +417,9 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
             hv[v] = rs.t[v];
             if (gv->kind == ENG_VALUE_CONST)
                 rs.t[v].data = p->dev_const[v];
+            if (gv->kind == ENG_VALUE_CONST && p->dev_dtype &&
+                p->dev_dtype[v] != ENG_DT_UNDEFINED)
+                rs.t[v].dtype = p->dev_dtype[v];
         }
     }
     for (size_t i = 0; i < g->n_inputs; i++) {

@@ -57,6 +57,8 @@ struct eng_model {
     alloc_owner_t staging_owner;
     pthread_mutex_t run_lock;     /* one run at a time on the stream */
     void *workspace;              /* cuBLAS's, from the cache under the owner */
+    eng_dtype_t lowp;             /* fp16/bf16 precision: the weights' dtype */
+    eng_dtype_t *dev_dtype;       /* per value: a constant's device dtype, if not its own */
     bool cuda_graphs;
 };
 
@@ -145,6 +147,7 @@ void eng_model_destroy(eng_model_t *m)
             alloc_cache_free(m->cache, m->dev_const[i]);
         free(m->dev_const);
     }
+    free(m->dev_dtype);
     alloc_cache_free(m->cache, m->workspace);
     eng_graph_destroy(m->graph);
     free(m->node_done);
@@ -181,8 +184,84 @@ void eng_model_destroy(eng_model_t *m)
     free(m);
 }
 
+/* Frees the data of every constant no node left to run reads and no graph
+ * output is: the inputs of nodes folded at load (a BatchNormalization's
+ * parameters once it is folded into its Conv, a weight transposed at load).
+ * The value stays a constant without data, which nothing reads. */
+static void release_dead_constants(eng_model_t *m, const eng_weight_alloc_t *wa)
+{
+    eng_graph_t *g = m->graph;
+    bool *live = calloc(g->n_values ? g->n_values : 1, sizeof *live);
+    if (!live)
+        return; /* keeping them is correct, only larger */
+    for (size_t n = 0; n < g->n_nodes; n++)
+        for (int k = 0; !m->node_done[n] && k < g->nodes[n].n_inputs; k++)
+            if (g->nodes[n].inputs[k] >= 0)
+                live[g->nodes[n].inputs[k]] = true;
+    for (size_t v = 0; v < g->n_values; v++) {
+        eng_value_t *val = &g->values[v];
+        if (val->kind != ENG_VALUE_CONST || live[v] || val->is_output || !val->constant.data)
+            continue;
+        eng_weights_free(wa, val->constant.data);
+        val->constant.data = NULL;
+    }
+    free(live);
+}
+
+#if FS_HAVE_CUDA
+/* Whether constant v is read only as a GEMM weight (MatMul's, Gemm's,
+ * Conv's or ConvTranspose's input 1) by nodes that run, and is float32 and
+ * no graph output: the values fp16/bf16 precision stores in that dtype. */
+static bool gemm_weight_only(const eng_model_t *m, int v)
+{
+    static const char *const gemm_ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
+    const eng_graph_t *g = m->graph;
+    if (g->values[v].constant.dtype != ENG_DT_FLOAT || g->values[v].is_output)
+        return false;
+    int readers = 0;
+    for (size_t n = 0; n < g->n_nodes; n++) {
+        if (m->node_done[n])
+            continue;
+        const eng_node_t *node = &g->nodes[n];
+        for (int k = 0; k < node->n_inputs; k++) {
+            if (node->inputs[k] != v)
+                continue;
+            bool ok = false;
+            for (size_t o = 0; o < sizeof gemm_ops / sizeof gemm_ops[0] && !ok; o++)
+                ok = k == 1 && strcmp(node->op_type, gemm_ops[o]) == 0;
+            if (!ok)
+                return false;
+            readers++;
+        }
+    }
+    return readers > 0;
+}
+
+/* Copies constant v to the device in the model's low precision: float32
+ * through a temporary device buffer, converted on the device. */
+static int upload_lowp(eng_model_t *m, int v, alloc_stream_t stream)
+{
+    const eng_tensor_t *t = &m->graph->values[v].constant;
+    size_t n = (size_t)eng_shape_numel(&t->shape), bytes = eng_tensor_bytes(t);
+    void *tmp = NULL;
+    int rc = alloc_cache_alloc(m->cache, bytes ? bytes : 1, stream, m->owner, &tmp);
+    if (rc == 0)
+        rc = alloc_cache_alloc(m->cache, n ? 2 * n : 1, stream, m->owner, &m->dev_const[v]);
+    if (rc == 0)
+        rc = eng_cuda_copy_h2d(m->cuda, tmp, t->data, bytes);
+    if (rc == 0)
+        rc = eng_cuda_convert_f32(m->cuda, m->dev_const[v], m->lowp, tmp, n);
+    if (rc == 0)
+        m->dev_dtype[v] = m->lowp;
+    /* Freed on the stream: the conversion finishes before any reuse. */
+    alloc_cache_free(m->cache, tmp);
+    return rc;
+}
+#endif
+
 /* Device models: every constant to the device once, under the model's
- * owner; host copies kept only where shape inference may read them. */
+ * owner; host copies kept only where shape inference may read them. With
+ * fp16/bf16 precision a GEMM weight is stored only in that dtype. */
 static int upload_constants(eng_model_t *m)
 {
 #if FS_HAVE_CUDA
@@ -196,11 +275,18 @@ static int upload_constants(eng_model_t *m)
                                &m->workspace);
     if (rc == 0)
         rc = eng_cuda_set_workspace(m->cuda, m->workspace, ENG_CUDA_WORKSPACE_BYTES);
+    if (rc == 0 && m->lowp != ENG_DT_UNDEFINED &&
+        !(m->dev_dtype = calloc(g->n_values ? g->n_values : 1, sizeof *m->dev_dtype)))
+        rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
     for (size_t i = 0; i < g->n_values && rc == 0; i++) {
         eng_value_t *v = &g->values[i];
-        if (v->kind != ENG_VALUE_CONST)
-            continue;
+        if (v->kind != ENG_VALUE_CONST || !v->constant.data)
+            continue; /* released: nothing reads it */
         size_t bytes = eng_tensor_bytes(&v->constant);
+        if (m->dev_dtype && gemm_weight_only(m, (int)i)) {
+            rc = upload_lowp(m, (int)i, stream);
+            continue;
+        }
         rc = alloc_cache_alloc(m->cache, bytes ? bytes : 1, stream, m->owner, &m->dev_const[i]);
         if (rc == 0)
             rc = eng_cuda_copy_h2d(m->cuda, m->dev_const[i], v->constant.data, bytes);
@@ -239,9 +325,9 @@ static int device_setup(eng_model_t *m, const eng_model_config_t *cfg)
     int rc = cfg->precision ? eng_precision_parse(cfg->precision, &prec) : 0;
     if (rc != 0)
         return rc;
-    if (prec == ENG_PREC_FP16 || prec == ENG_PREC_BF16)
-        return fs_err(FS_ENOTSUP, "model '%s': precision '%s' is not supported yet (fp32 and "
-                      "tf32 are)", m->name, cfg->precision);
+    m->lowp = prec == ENG_PREC_FP16 ? ENG_DT_FLOAT16
+              : prec == ENG_PREC_BF16 ? ENG_DT_BFLOAT16
+                                      : ENG_DT_UNDEFINED;
     if ((rc = eng_cuda_create(m->device_index, prec, &m->cuda)) != 0)
         return rc;
     char sub[ALLOC_OWNER_NAME_MAX];
@@ -305,6 +391,10 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
     if (rc == 0)
         rc = eng_fold_constants(m->graph, &wa, m->node_done);
+    if (rc == 0)
+        rc = eng_fuse_conv_bn(m->graph, &wa, m->node_done);
+    if (rc == 0)
+        release_dead_constants(m, &wa);
     if (rc == 0 && m->device != ENG_DEVICE_CPU)
         rc = upload_constants(m);
     if (rc != 0) {
@@ -373,6 +463,7 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
                               .cuda = m->cuda, .dev_const = m->dev_const,
                               .host_cache = m->host_cache, .host_owner = m->host_owner,
                               .staging = m->staging, .staging_owner = m->staging_owner,
+                              .dev_dtype = m->dev_dtype,
                               .cuda_graphs = m->cuda_graphs};
         eng_plan_t *plan = NULL;
         rc = eng_plan_build(&env, inputs, n_inputs, &plan);

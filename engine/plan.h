@@ -49,6 +49,8 @@ typedef struct eng_plan_env {
     eng_device_kind_t device;
     struct eng_cuda *cuda;
     void *const *dev_const;
+    const eng_dtype_t *dev_dtype;  /* NULL, or per value: the device copy's dtype (fp16/bf16
+                                    * weights), ENG_DT_UNDEFINED where it is the value's own */
     alloc_cache_t *host_cache;
     alloc_owner_t host_owner;
     alloc_cache_t *staging;
@@ -82,6 +84,15 @@ int eng_plan_run(const eng_plan_t *p, const eng_tensor_t *inputs, size_t n_input
  * for each folded node. Errors as a kernel's, naming the node; on error the
  * already folded constants stay in the graph (freed with it). */
 int eng_fold_constants(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
+
+/* Folds each inference BatchNormalization into the Conv that alone feeds
+ * it, when both have constant float parameters (engine/fuse.c says exactly
+ * when): the Conv gets new W and bias constants in `wa` memory and writes
+ * the BN's output; `done[i]` is set for each BN folded away. Runs after
+ * eng_fold_constants on the same `done`. 0, or FS_ENOMEM; on error the
+ * pairs already fused stay fused and the graph stays consistent (freed
+ * with it). */
+int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
 
 #ifdef __cplusplus
 }

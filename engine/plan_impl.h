@@ -51,6 +51,7 @@ struct eng_plan {
     eng_device_kind_t device;
     struct eng_cuda *cuda;
     void *const *dev_const;
+    const eng_dtype_t *dev_dtype;
     alloc_cache_t *host_cache;   /* device plans: FOLDED host copies (NULL: heap) */
     alloc_owner_t host_owner;
     alloc_cache_t *staging;

@@ -83,6 +83,45 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
     return rc;
 }
 
+/* A step's workspace, asked with the inputs as the kernel will see them:
+ * a constant stored in another dtype on the device (fp16/bf16 weights)
+ * shows that dtype. */
+static int step_scratch_bytes(const eng_plan_t *p, const eng_node_t *n,
+                              const eng_kernel_t *kernel, const eng_op_ctx_t *ctx, size_t *out)
+{
+    bool other = false;
+    for (int i = 0; p->dev_dtype && i < n->n_inputs && !other; i++)
+        other = n->inputs[i] >= 0 && p->values[n->inputs[i]].storage == PV_CONST &&
+                p->dev_dtype[n->inputs[i]] != ENG_DT_UNDEFINED;
+    if (!other) {
+        *out = kernel->scratch_bytes(ctx);
+        return 0;
+    }
+    eng_tensor_t *tv = calloc((size_t)n->n_inputs, sizeof *tv);
+    const eng_tensor_t **ins = calloc((size_t)n->n_inputs, sizeof *ins);
+    if (!tv || !ins) {
+        free(tv);
+        free(ins);
+        return fs_err(FS_ENOMEM, "out of host memory planning");
+    }
+    for (int i = 0; i < n->n_inputs; i++) {
+        ins[i] = ctx->inputs[i];
+        int v = n->inputs[i];
+        if (v < 0 || !ins[i] || p->values[v].storage != PV_CONST ||
+            p->dev_dtype[v] == ENG_DT_UNDEFINED)
+            continue;
+        tv[i] = *ins[i];
+        tv[i].dtype = p->dev_dtype[v];
+        ins[i] = &tv[i];
+    }
+    eng_op_ctx_t c = *ctx;
+    c.inputs = ins;
+    *out = kernel->scratch_bytes(&c);
+    free(tv);
+    free(ins);
+    return 0;
+}
+
 int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel,
                   const eng_op_ctx_t *ctx)
 {
@@ -90,7 +129,12 @@ int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel
     plan_step_t *st = &p->steps[s];
     st->node = n;
     st->kernel = kernel;
-    st->scratch_bytes = kernel->scratch_bytes ? kernel->scratch_bytes(ctx) : 0;
+    st->scratch_bytes = 0;
+    if (kernel->scratch_bytes) {
+        int rc = step_scratch_bytes(p, n, kernel, ctx, &st->scratch_bytes);
+        if (rc != 0)
+            return rc;
+    }
     for (int o = 0; o < n->n_outputs; o++) {
         if (n->outputs[o] < 0)
             continue;
@@ -241,9 +285,12 @@ int plan_device_place(eng_plan_t *p)
     int rc = 0;
     for (size_t i = 0; i < p->n_values && rc == 0; i++) {
         plan_value_t *v = &p->values[i];
+        p->host_views[i] = v->t;
         if (v->storage == PV_CONST) {
             v->host = v->t.data;
             v->t.data = p->dev_const[i];
+            if (p->dev_dtype && p->dev_dtype[i] != ENG_DT_UNDEFINED)
+                v->t.dtype = p->dev_dtype[i];
         } else if (v->storage == PV_FOLDED) {
             v->host = v->t.data;
             v->t.data = NULL;
@@ -254,7 +301,6 @@ int plan_device_place(eng_plan_t *p)
                 rc = eng_cuda_copy_h2d(p->cuda, v->t.data, v->host, bytes);
 #endif
         }
-        p->host_views[i] = v->t;
         p->host_views[i].data = v->host;
     }
     /* Staging: every copied-in input and every output, each aligned. */

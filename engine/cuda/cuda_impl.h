@@ -65,10 +65,53 @@ static inline unsigned eng_cuda_blocks(const eng_op_ctx_t *ctx, int64_t n)
     return (unsigned)(need < cap ? need : cap);
 }
 
+/* Blocks for a grid-stride loop over `need` work items of one block each:
+ * at most 32 per multiprocessor. */
+static inline unsigned eng_cuda_grid_cap(const eng_op_ctx_t *ctx, int64_t need)
+{
+    int64_t cap = (int64_t)(ctx->cuda->sm_count > 0 ? ctx->cuda->sm_count : 80) * 32;
+    return (unsigned)(need < cap ? need : cap);
+}
+
 /* A grid-stride loop over [0, n) with a 64-bit index. */
 #define ENG_CUDA_FOR(i, n)                                                               \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);            \
          i += (int64_t)blockDim.x * gridDim.x)
+
+/* A node's context as the device-neutral helpers in engine/ops/ expect it
+ * (they read values from inputs[i]->data): each input whose value is known
+ * before running is its host copy, every other input keeps its dtype and
+ * shape with no data, so a helper that needs a value either finds it on
+ * the host or answers that it is not known -- never a host read of device
+ * memory. Not copyable (it points into itself). */
+#define ENG_CUDA_HOST_VIEW_MAX 8
+typedef struct eng_cuda_host_view {
+    eng_op_ctx_t c;
+    eng_tensor_t meta[ENG_CUDA_HOST_VIEW_MAX];
+    const eng_tensor_t *in[ENG_CUDA_HOST_VIEW_MAX];
+} eng_cuda_host_view_t;
+
+/* Fills *v from c (v must outlive its use of v->c). 0, or FS_EINVAL for a
+ * node with more inputs than ENG_CUDA_HOST_VIEW_MAX. */
+static inline int eng_cuda_host_view(const eng_op_ctx_t *c, eng_cuda_host_view_t *v)
+{
+    if (c->n_inputs > ENG_CUDA_HOST_VIEW_MAX)
+        return eng_op_err(c, FS_EINVAL, "%d inputs, at most %d expected", c->n_inputs,
+                          ENG_CUDA_HOST_VIEW_MAX);
+    v->c = *c;
+    for (int i = 0; i < c->n_inputs; i++) {
+        const eng_tensor_t *h = eng_ctx_host_in(c, i);
+        v->in[i] = h;
+        if (!h && c->inputs[i]) {
+            v->meta[i] = *c->inputs[i];
+            v->meta[i].data = NULL;
+            v->in[i] = &v->meta[i];
+        }
+    }
+    v->c.inputs = v->in;
+    v->c.host_inputs = NULL;
+    return 0;
+}
 
 /* Row-major, strided-batched single-precision GEMM on ctx's stream at the
  * instance's precision: for each of `batch` problems,
@@ -82,5 +125,37 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
                    int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
                    const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
                    int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* fp16/bf16 precision: the engine stores every GEMM weight (input 1 of
+ * MatMul, Gemm, Conv, ConvTranspose) as IEEE half or bfloat16; everything
+ * else stays float32. A kernel that meets such a weight converts its float32
+ * operand into its scratch with eng_cuda_to_lowp (or writes it in that dtype
+ * directly, as im2col does) and multiplies with eng_cuda_gemm_lowp. */
+static inline bool eng_cuda_is_lowp(eng_dtype_t dt)
+{
+    return dt == ENG_DT_FLOAT16 || dt == ENG_DT_BFLOAT16;
+}
+
+/* Bytes per element of a low-precision operand. */
+#define ENG_CUDA_LOWP_BYTES 2
+
+/* dst[i] = src[i] rounded to nearest even in `dtype` (ENG_DT_FLOAT16 or
+ * ENG_DT_BFLOAT16; the rounding of __float2half_rn / __float2bfloat16_rn)
+ * for i < n, on ctx's stream, four elements per thread access when both
+ * pointers allow. n == 0 is a no-op. FS_EINVAL for another dtype;
+ * FS_EDEVICE for a launch error. (engine/cuda/gemm.cu) */
+int eng_cuda_to_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, void *dst, const float *src,
+                     int64_t n);
+
+/* eng_cuda_sgemm with A and B both in `dtype` (ENG_DT_FLOAT16 or
+ * ENG_DT_BFLOAT16) and C float32: cublasGemmEx / cublasGemmStridedBatchedEx
+ * with CUBLAS_COMPUTE_32F (tensor-core products, fp32 accumulation; the
+ * handle's math mode does not demote it). The same shapes, strides (in
+ * elements), no-op and error rules as eng_cuda_sgemm; FS_EINVAL for
+ * another dtype. (engine/cuda/gemm.cu) */
+int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
+                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+                       float *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
 #endif

@@ -42,49 +42,6 @@
 #include "engine/cuda/cuda_impl.h"
 #include "engine/ops/misc_impl.h"
 
-/* ---- the host view of a node's inputs -------------------------------------- */
-
-#define HOST_VIEW_MAX 8
-
-/* The node's context as the device-neutral helpers in engine/ops/ expect it:
- * each input whose value is known before running is its host copy, every
- * other input keeps its dtype and shape with no data, so a helper that reads
- * a value either finds it on the host or reports it as not known (never
- * dereferencing device memory). */
-typedef struct host_view {
-    eng_op_ctx_t c;
-    eng_tensor_t meta[HOST_VIEW_MAX];
-    const eng_tensor_t *in[HOST_VIEW_MAX];
-} host_view_t;
-
-/* Fills *v from c (v must outlive its use of v->c). 0, or FS_EINVAL for a
- * node with more inputs than any op here takes. */
-static int host_view_init(const eng_op_ctx_t *c, host_view_t *v)
-{
-    if (c->n_inputs > HOST_VIEW_MAX)
-        return eng_op_err(c, FS_EINVAL, "%d inputs, at most %d expected", c->n_inputs,
-                          HOST_VIEW_MAX);
-    v->c = *c;
-    for (int i = 0; i < c->n_inputs; i++) {
-        const eng_tensor_t *h = eng_ctx_host_in(c, i);
-        v->in[i] = h;
-        if (!h && c->inputs[i]) {
-            v->meta[i] = *c->inputs[i];
-            v->meta[i].data = NULL;
-            v->in[i] = &v->meta[i];
-        }
-    }
-    v->c.inputs = v->in;
-    v->c.host_inputs = NULL;
-    return 0;
-}
-
-/* Blocks for a grid-stride loop over `need` work items of one block each. */
-static unsigned grid_cap(const eng_op_ctx_t *c, int64_t need)
-{
-    int64_t cap = (int64_t)(c->cuda->sm_count > 0 ? c->cuda->sm_count : 80) * 32;
-    return (unsigned)(need < cap ? need : cap);
-}
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -329,10 +286,10 @@ typedef struct topk_plan {
  * (dtype, an axis of 2^32 - 1 elements or more). */
 static int topk_plan(const eng_op_ctx_t *c, topk_plan_t *p)
 {
-    host_view_t v;
+    eng_cuda_host_view_t v;
     int axis;
     int64_t k;
-    int rc = host_view_init(c, &v);
+    int rc = eng_cuda_host_view(c, &v);
     if (rc || (rc = eng_topk_params(&v.c, &axis, &k)))
         return rc;
     const eng_tensor_t *x = c->inputs[0];
@@ -382,7 +339,7 @@ static int topk_round(eng_op_ctx_t *c, const topk_plan_t *p, const T *x, const I
     int64_t chunks = ceil_div(m, p->chunk);
     int64_t P = pow2_ceil(m < p->chunk ? m : p->chunk);
     int threads = (int)(P / 2 < 32 ? 32 : P / 2 > 1024 ? 1024 : P / 2);
-    topk_chunks<T, Item><<<grid_cap(c, p->g.slices * chunks), threads, (size_t)P * sizeof(Item),
+    topk_chunks<T, Item><<<eng_cuda_grid_cap(c, p->g.slices * chunks), threads, (size_t)P * sizeof(Item),
                            c->cuda->stream>>>(x, src, dst, vals, idxs, p->g, m, chunks, keep);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -415,7 +372,7 @@ static int topk_typed(eng_op_ctx_t *c, const topk_plan_t *p, T *vals, int64_t *i
     int64_t P = p->pad, total = g.slices * P;
     topk_fill<T, Item><<<eng_cuda_blocks(c, total), ENG_CUDA_THREADS, 0, st>>>(x, buf, g, P);
     ENG_CUDA_LAUNCHED(c);
-    unsigned tiles = grid_cap(c, total / CH);
+    unsigned tiles = eng_cuda_grid_cap(c, total / CH);
     topk_tiles<Item><<<tiles, 1024, 0, st>>>(buf, total, P, 2, CH);
     ENG_CUDA_LAUNCHED(c);
     for (int64_t size = 2 * (int64_t)CH; size <= P; size <<= 1) {
@@ -784,9 +741,9 @@ __global__ void resize_apply(resize_plan_t p, char *scratch, const float *__rest
  * host), tables laid out, roi mapping. 0, or eng_resize_geom's errors. */
 static int resize_plan_make(const eng_op_ctx_t *c, resize_plan_t *p)
 {
-    host_view_t v;
+    eng_cuda_host_view_t v;
     memset(p, 0, sizeof *p);
-    int rc = host_view_init(c, &v);
+    int rc = eng_cuda_host_view(c, &v);
     if (rc || (rc = eng_resize_geom(&v.c, &p->g)))
         return rc;
     const eng_resize_geom_t *g = &p->g;

@@ -52,49 +52,6 @@
 #include "engine/cuda/cuda_impl.h"
 #include "engine/ops/reduce_impl.h"
 
-/* ---- the host view of a node's inputs -------------------------------------- */
-
-#define HOST_VIEW_MAX 8
-
-/* The node's context as the device-neutral helpers in engine/ops/ expect it:
- * each input whose value is known before running is its host copy, every
- * other input keeps its dtype and shape with no data, so a helper that reads
- * a value either finds it on the host or reports it as not known (never
- * dereferencing device memory). */
-typedef struct host_view {
-    eng_op_ctx_t c;
-    eng_tensor_t meta[HOST_VIEW_MAX];
-    const eng_tensor_t *in[HOST_VIEW_MAX];
-} host_view_t;
-
-/* Fills *v from c (v must outlive its use of v->c). 0, or FS_EINVAL for a
- * node with more inputs than any op here takes. */
-static int host_view_init(const eng_op_ctx_t *c, host_view_t *v)
-{
-    if (c->n_inputs > HOST_VIEW_MAX)
-        return eng_op_err(c, FS_EINVAL, "%d inputs, at most %d expected", c->n_inputs,
-                          HOST_VIEW_MAX);
-    v->c = *c;
-    for (int i = 0; i < c->n_inputs; i++) {
-        const eng_tensor_t *h = eng_ctx_host_in(c, i);
-        v->in[i] = h;
-        if (!h && c->inputs[i]) {
-            v->meta[i] = *c->inputs[i];
-            v->meta[i].data = NULL;
-            v->in[i] = &v->meta[i];
-        }
-    }
-    v->c.inputs = v->in;
-    v->c.host_inputs = NULL;
-    return 0;
-}
-
-/* Blocks for a grid-stride loop over `need` work items of one block each. */
-static unsigned grid_cap(const eng_op_ctx_t *c, int64_t need)
-{
-    int64_t cap = (int64_t)(c->cuda->sm_count > 0 ? c->cuda->sm_count : 80) * 32;
-    return (unsigned)(need < cap ? need : cap);
-}
 
 /* ---- warp-level helpers ----------------------------------------------------- */
 
@@ -548,13 +505,13 @@ static int red_launch(eng_op_ctx_t *c, const red_geom_t &g, const void *xv, void
     cudaStream_t st = c->cuda->stream;
     switch (g.mode) {
     case RED_ROW_WARP:
-        red_rows_warp<Op><<<grid_cap(c, ceil_div(g.n_out, RED_WARPS)), RED_THREADS, 0, st>>>(x, y, g);
+        red_rows_warp<Op><<<eng_cuda_grid_cap(c, ceil_div(g.n_out, RED_WARPS)), RED_THREADS, 0, st>>>(x, y, g);
         break;
     case RED_ROW_BLOCK:
-        red_rows_block<Op><<<dim3(grid_cap(c, g.n_out), g.split), RED_THREADS, 0, st>>>(x, y, part, g);
+        red_rows_block<Op><<<dim3(eng_cuda_grid_cap(c, g.n_out), g.split), RED_THREADS, 0, st>>>(x, y, part, g);
         break;
     default:
-        red_cols<Op><<<dim3(grid_cap(c, ceil_div(g.n_out, 32)), g.split), dim3(32, RED_COL_Y), 0,
+        red_cols<Op><<<dim3(eng_cuda_grid_cap(c, ceil_div(g.n_out, 32)), g.split), dim3(32, RED_COL_Y), 0,
                        st>>>(x, y, part, g);
         break;
     }
@@ -586,9 +543,9 @@ static reduce_which_t reduce_which(const char *op)
 /* The geometry of the Reduce* node in c. 0, or eng_reduce_axes's errors. */
 static int reduce_geom(const eng_op_ctx_t *c, red_geom_t *g)
 {
-    host_view_t v;
+    eng_cuda_host_view_t v;
     eng_reduce_axes_t ax;
-    int rc = host_view_init(c, &v);
+    int rc = eng_cuda_host_view(c, &v);
     if (rc || (rc = eng_reduce_axes(&v.c, &ax)))
         return rc;
     red_geom_build(&c->inputs[0]->shape, ax.reduced, g);
@@ -836,7 +793,7 @@ template <int E>
 static void softmax_warp_launch(eng_op_ctx_t *c, const float *x, float *y, int64_t rows, int n,
                                 bool log_out)
 {
-    softmax_rows_warp<E><<<grid_cap(c, ceil_div(rows, RED_WARPS)), RED_THREADS, 0,
+    softmax_rows_warp<E><<<eng_cuda_grid_cap(c, ceil_div(rows, RED_WARPS)), RED_THREADS, 0,
                            c->cuda->stream>>>(x, y, rows, n, log_out);
 }
 
@@ -875,7 +832,7 @@ static int softmax_run(eng_op_ctx_t *c)
         else
             softmax_warp_launch<32>(c, x, y, outer, ni, log_out);
     } else {
-        softmax_rows_block<<<grid_cap(c, outer), SOFTMAX_THREADS, 0, c->cuda->stream>>>(
+        softmax_rows_block<<<eng_cuda_grid_cap(c, outer), SOFTMAX_THREADS, 0, c->cuda->stream>>>(
             x, y, outer, n, log_out);
     }
     ENG_CUDA_LAUNCHED(c);
@@ -1023,10 +980,10 @@ static int cumsum_typed(eng_op_ctx_t *c, const cumsum_geom_t &g, bool exclusive,
         cumsum_lines<T, U><<<eng_cuda_blocks(c, g.axis ? total : g.outer * g.inner),
                              ENG_CUDA_THREADS, 0, st>>>(x, y, g, exclusive, reverse);
     else if (g.n <= CUMSUM_WARP_MAX)
-        cumsum_rows<T, U, 1><<<grid_cap(c, ceil_div(g.outer, RED_WARPS)), RED_THREADS, 0, st>>>(
+        cumsum_rows<T, U, 1><<<eng_cuda_grid_cap(c, ceil_div(g.outer, RED_WARPS)), RED_THREADS, 0, st>>>(
             x, y, g.outer, g.n, exclusive, reverse);
     else
-        cumsum_rows<T, U, RED_WARPS><<<grid_cap(c, g.outer), RED_THREADS, 0, st>>>(
+        cumsum_rows<T, U, RED_WARPS><<<eng_cuda_grid_cap(c, g.outer), RED_THREADS, 0, st>>>(
             x, y, g.outer, g.n, exclusive, reverse);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -1039,8 +996,8 @@ static int cumsum_run(eng_op_ctx_t *c)
 {
     static const eng_dtype_t index_types[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
     const eng_tensor_t *xt = c->inputs[0];
-    host_view_t v;
-    int rc = host_view_init(c, &v);
+    eng_cuda_host_view_t v;
+    int rc = eng_cuda_host_view(c, &v);
     if (rc)
         return rc;
     cumsum_geom_t g;

@@ -333,39 +333,6 @@ static int view_run(eng_op_ctx_t *c)
                       eng_tensor_bytes(c->outputs[0]));
 }
 
-/* --- host-side parameters ------------------------------------------------------------------ */
-
-/* The shape helpers (shape_impl.h) read the values they need from their
- * context's inputs, which on the device are device memory. This is the
- * context as they must see it: each input's host copy where there is one,
- * else its dtype and shape with no data (so a value they need but that is
- * not known answers FS_EDYNAMIC rather than a host read of device memory).
- * Slice, the op with the most inputs, has 5. Not copyable (it points into
- * itself). */
-#define HOST_VIEW_INPUTS 5
-struct host_view_t {
-    eng_op_ctx_t ctx;
-    eng_tensor_t shapes[HOST_VIEW_INPUTS];
-    const eng_tensor_t *inputs[HOST_VIEW_INPUTS];
-};
-
-static void host_view_init(host_view_t *v, const eng_op_ctx_t *c)
-{
-    v->ctx = *c;
-    v->ctx.n_inputs = c->n_inputs < HOST_VIEW_INPUTS ? c->n_inputs : HOST_VIEW_INPUTS;
-    for (int i = 0; i < v->ctx.n_inputs; i++) {
-        const eng_tensor_t *h = eng_ctx_host_in(c, i);
-        v->inputs[i] = h;
-        if (!h && c->inputs[i]) {
-            v->shapes[i] = *c->inputs[i];
-            v->shapes[i].data = NULL;
-            v->inputs[i] = &v->shapes[i];
-        }
-    }
-    v->ctx.inputs = v->inputs;
-    v->ctx.host_inputs = NULL;
-}
-
 /* --- strided ops ------------------------------------------------------------------------- */
 
 static int transpose_run(eng_op_ctx_t *c)
@@ -387,10 +354,12 @@ static int transpose_run(eng_op_ctx_t *c)
 
 static int slice_run(eng_op_ctx_t *c)
 {
-    host_view_t v;
-    host_view_init(&v, c);
+    eng_cuda_host_view_t v;
+    int hv_rc = eng_cuda_host_view(c, &v);
+    if (hv_rc != 0)
+        return hv_rc;
     eng_slice_params_t p;
-    int rc = eng_slice_params(&v.ctx, &p);
+    int rc = eng_slice_params(&v.c, &p);
     if (rc != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
@@ -560,10 +529,12 @@ static int concat_run(eng_op_ctx_t *c)
 
 static int split_run(eng_op_ctx_t *c)
 {
-    host_view_t v;
-    host_view_init(&v, c);
+    eng_cuda_host_view_t v;
+    int hv_rc = eng_cuda_host_view(c, &v);
+    if (hv_rc != 0)
+        return hv_rc;
     eng_split_params_t p;
-    int rc = eng_split_params(&v.ctx, &p);
+    int rc = eng_split_params(&v.c, &p);
     if (rc != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
@@ -814,10 +785,12 @@ static int pad_launch(const eng_op_ctx_t *c, void *y, const void *x, const pad_g
 
 static int pad_run(eng_op_ctx_t *c)
 {
-    host_view_t v;
-    host_view_init(&v, c);
+    eng_cuda_host_view_t v;
+    int hv_rc = eng_cuda_host_view(c, &v);
+    if (hv_rc != 0)
+        return hv_rc;
     eng_pad_params_t p;
-    int rc = eng_pad_params(&v.ctx, &p);
+    int rc = eng_pad_params(&v.c, &p);
     if (rc != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
@@ -831,7 +804,7 @@ static int pad_run(eng_op_ctx_t *c)
                               "constant_value must be one %s, not %s of %lld elements",
                               eng_dtype_name(x->dtype), eng_dtype_name(cv->dtype),
                               (long long)eng_shape_numel(&cv->shape));
-    } else if ((rc = eng_pad_value(&v.ctx, value)) != 0) {
+    } else if ((rc = eng_pad_value(&v.c, value)) != 0) {
         return rc;
     }
     size_t es = eng_dtype_size(x->dtype);
