@@ -177,7 +177,7 @@ static int bc_apply(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *
 
 /* A two-input row computing EXPR of a and b into type TO. */
 #define BIN_ROW(fn, T, TO, EXPR)                                                        \
-    static void fn(char *const *p, const int64_t *s, int64_t n, const void *arg)        \
+    EW_CLONES static void fn(char *const *p, const int64_t *s, int64_t n, const void *arg)        \
     {                                                                                   \
         TO *o = (TO *)p[0];                                                             \
         const T *pa = (const T *)p[1], *pb = (const T *)p[2];                           \

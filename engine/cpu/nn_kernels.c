@@ -83,6 +83,15 @@ static void im2col_rows(void *arg, int64_t begin, int64_t end)
         int64_t ch = r / taps, t = r % taps;
         int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2];
         float *dst = j->col + r * grid_sz;
+        /* Columns [lo, hi) of every output row read the image, the rest
+         * the padding: the same for all rows of this tap, so worked out
+         * once (the divisions cost more than copying a short row). */
+        int64_t off = kw * d[2] - p[2], lo, hi;
+        tap_range(off, s[2], img_dims[2], grid[2], &lo, &hi);
+        if (hi < lo)
+            hi = lo;
+        if (lo > grid[2])
+            lo = hi = grid[2];
         for (int64_t od = 0; od < grid[0]; od++) {
             int64_t id = od * s[0] - p[0] + kd * d[0];
             for (int64_t oh = 0; oh < grid[1]; oh++, dst += grid[2]) {
@@ -92,20 +101,15 @@ static void im2col_rows(void *arg, int64_t begin, int64_t end)
                     continue;
                 }
                 const float *src = j->img + ch * img_sz + (id * img_dims[1] + ih) * img_dims[2];
-                /* Columns [lo, hi) read the image, the rest the padding. */
-                int64_t off = kw * d[2] - p[2], lo, hi;
-                tap_range(off, s[2], img_dims[2], grid[2], &lo, &hi);
-                if (hi < lo)
-                    hi = lo;
-                if (lo > grid[2])
-                    lo = hi = grid[2];
-                memset(dst, 0, (size_t)lo * sizeof *dst);
+                for (int64_t ow = 0; ow < lo; ow++)
+                    dst[ow] = 0.0f;
                 if (s[2] == 1)
                     memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
                 else
                     for (int64_t ow = lo; ow < hi; ow++)
                         dst[ow] = src[ow * s[2] + off];
-                memset(dst + hi, 0, (size_t)(grid[2] - hi) * sizeof *dst);
+                for (int64_t ow = hi; ow < grid[2]; ow++)
+                    dst[ow] = 0.0f;
             }
         }
     }
@@ -209,7 +213,7 @@ static void gemm(const eng_op_ctx_t *c, size_t scratch_at, bool trans_a, int64_t
     eng_gemm_run(&g, c->n_threads, have ? (char *)c->scratch + scratch_at : NULL, have);
 }
 
-static void fill_bias_planes(void *arg, int64_t begin, int64_t end)
+EW_CLONES static void fill_bias_planes(void *arg, int64_t begin, int64_t end)
 {
     const bias_job_t *j = arg;
     for (int64_t m = begin; m < end; m++) {
@@ -255,7 +259,7 @@ typedef struct depthwise_job {
  * row (contiguous at stride 1, and vectorised). Each output still sums its
  * taps in (kd, kh, kw) order, so the results equal a per-pixel loop's and
  * do not depend on the thread count. Cannot fail. */
-static void conv_depthwise_planes(void *arg, int64_t begin, int64_t end)
+EW_CLONES static void conv_depthwise_planes(void *arg, int64_t begin, int64_t end)
 {
     const depthwise_job_t *j = arg;
     const eng_nn_geom_t *g = j->g;
@@ -468,18 +472,32 @@ static void maxpool_planes(void *arg, int64_t begin, int64_t end)
 /* MaxPool (float or uint8) with the optional Indices output (flat indices
  * into X, spatial part in storage_order). On error (geometry) nothing is
  * written. */
+/* Kernel columns up to which MaxPool's float rows (below) keep each
+ * column's output range in a table; wider kernels go output by output. */
+#define MAXPOOL_KW_MAX 16
+
 /* MaxPool of float planes without Indices, tap by tap like the depthwise
  * Conv: each output row starts at -inf and every kernel tap takes the
  * maximum with a shifted input row, the innermost loop running along the
- * output row. Same results as maxpool_planes (a NaN wins and stays; a
- * window with no element inside the image gives -inf). Cannot fail. */
-static void maxpool_rows_f32(void *arg, int64_t begin, int64_t end)
+ * output row (vectorised at strides 1 and 2). Same results as
+ * maxpool_planes (a NaN wins and stays; a window with no element inside
+ * the image gives -inf). The output columns each kernel column reaches
+ * are worked out once per chunk: their divisions cost more than the
+ * maxima of a short row. Cannot fail. */
+EW_CLONES static void maxpool_rows_f32(void *arg, int64_t begin, int64_t end)
 {
     const pool_job_t *j = arg;
     const eng_nn_geom_t *g = j->g;
     int64_t in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
     const int64_t *d = g->dilation;
-    int64_t s2 = g->stride[2];
+    const int64_t s2 = g->stride[2], k2 = g->kernel[2];
+    int64_t kw_off[MAXPOOL_KW_MAX], kw_lo[MAXPOOL_KW_MAX], kw_hi[MAXPOOL_KW_MAX];
+    for (int64_t kw = 0; kw < k2; kw++) {
+        kw_off[kw] = kw * d[2] - g->pad_begin[2];
+        tap_range(kw_off[kw], s2, g->in[2], g->out[2], &kw_lo[kw], &kw_hi[kw]);
+        if (kw_hi[kw] < kw_lo[kw])
+            kw_hi[kw] = kw_lo[kw];
+    }
     for (int64_t pl = begin; pl < end; pl++) {
         const float *x = (const float *)j->x + pl * in_sz;
         float *y = (float *)j->y + pl * out_sz;
@@ -493,22 +511,22 @@ static void maxpool_rows_f32(void *arg, int64_t begin, int64_t end)
                     for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
                         const float *xr =
                             x + ((wd.start + kd * d[0]) * g->in[1] + wh.start + kh * d[1]) * g->in[2];
-                        for (int64_t kw = 0; kw < g->kernel[2]; kw++) {
-                            int64_t off = kw * d[2] - g->pad_begin[2], lo, hi;
-                            tap_range(off, s2, g->in[2], g->out[2], &lo, &hi);
+                        for (int64_t kw = 0; kw < k2; kw++) {
+                            const int64_t lo = kw_lo[kw];
                             float *yo = yr + lo;
-                            if (s2 == 1) {
-                                const float *xo = xr + lo + off;
-                                EW_LOOP(hi - lo, {
-                                    float v = xo[i], cur = yo[i];
-                                    yo[i] = (v > cur || (v != v && cur == cur)) ? v : cur;
-                                });
-                            } else {
-                                for (int64_t ow = lo; ow < hi; ow++) {
-                                    float v = xr[ow * s2 + off], cur = yr[ow];
-                                    yr[ow] = (v > cur || (v != v && cur == cur)) ? v : cur;
-                                }
-                            }
+                            const float *xo = xr + lo * s2 + kw_off[kw];
+#define MAXPOOL_TAKE(S)                                                                 \
+    EW_LOOP(kw_hi[kw] - lo, {                                                           \
+        float v = xo[(S) * i], cur = yo[i];                                             \
+        yo[i] = (v > cur || (v != v && cur == cur)) ? v : cur;                          \
+    })
+                            if (s2 == 1)
+                                MAXPOOL_TAKE(1);
+                            else if (s2 == 2)
+                                MAXPOOL_TAKE(2);
+                            else
+                                MAXPOOL_TAKE(s2);
+#undef MAXPOOL_TAKE
                         }
                     }
             }
@@ -529,7 +547,9 @@ static int maxpool_run(eng_op_ctx_t *c)
                     .col_major = eng_attr_i(c->node, "storage_order", 0) == 1};
     eng_parallel_for(c->n_threads, g.batch * g.in_channels,
                      eng_parallel_grain(eng_nn_prod(g.out) * eng_nn_prod(g.kernel)),
-                     j.u8 || j.idx ? maxpool_planes : maxpool_rows_f32, &j);
+                     j.u8 || j.idx || g.kernel[2] > MAXPOOL_KW_MAX ? maxpool_planes
+                                                                   : maxpool_rows_f32,
+                     &j);
     return 0;
 }
 
@@ -723,20 +743,43 @@ static int batchnorm_run(eng_op_ctx_t *c)
     return 0;
 }
 
-/* Mean and 1/sqrt(variance + eps) of n floats, in double. */
-static void moments(const float *x, int64_t n, double eps, double *mean, double *inv_std)
+/* Partial sums per row in moments(): the loops over them vectorise, and
+ * they combine in one fixed order. */
+#define MOMENTS_LANES 8
+
+/* Mean and 1/sqrt(variance + eps) of n floats, in double, each sum kept
+ * in MOMENTS_LANES lanes (element i in lane i % MOMENTS_LANES) added
+ * pairwise at the end: the same bits wherever the row sits. Inlined into
+ * its callers, so it is compiled for their vector width. Cannot fail. */
+static inline __attribute__((always_inline)) void moments(const float *x, int64_t n, double eps,
+                                                          double *mean, double *inv_std)
 {
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < n; i++)
-        sum += x[i];
-    double m = n ? sum / (double)n : 0;
-    for (int64_t i = 0; i < n; i++)
-        sq += (x[i] - m) * (x[i] - m);
+    double lane[MOMENTS_LANES] = {0};
+    const int64_t n_blk = n & ~(int64_t)(MOMENTS_LANES - 1);
+    for (int64_t b = 0; b < n_blk; b += MOMENTS_LANES)
+        for (int l = 0; l < MOMENTS_LANES; l++)
+            lane[l] += x[b + l];
+    for (int64_t i = n_blk; i < n; i++)
+        lane[i - n_blk] += x[i];
+    for (int w = MOMENTS_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++)
+            lane[l] += lane[l + w];
+    const double m = n ? lane[0] / (double)n : 0;
+    for (int l = 0; l < MOMENTS_LANES; l++)
+        lane[l] = 0;
+    for (int64_t b = 0; b < n_blk; b += MOMENTS_LANES)
+        for (int l = 0; l < MOMENTS_LANES; l++)
+            lane[l] += (x[b + l] - m) * (x[b + l] - m);
+    for (int64_t i = n_blk; i < n; i++)
+        lane[i - n_blk] += (x[i] - m) * (x[i] - m);
+    for (int w = MOMENTS_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++)
+            lane[l] += lane[l + w];
     *mean = m;
-    *inv_std = 1.0 / sqrt((n ? sq / (double)n : 0) + eps);
+    *inv_std = 1.0 / sqrt((n ? lane[0] / (double)n : 0) + eps);
 }
 
-static void instancenorm_planes(void *arg, int64_t begin, int64_t end)
+EW_CLONES static void instancenorm_planes(void *arg, int64_t begin, int64_t end)
 {
     const plane_job_t *j = arg;
     for (int64_t p = begin; p < end; p++) {
@@ -810,7 +853,7 @@ typedef struct layernorm_job {
     double eps;
 } layernorm_job_t;
 
-static void layernorm_rows(void *arg, int64_t begin, int64_t end)
+EW_CLONES static void layernorm_rows(void *arg, int64_t begin, int64_t end)
 {
     const layernorm_job_t *j = arg;
     const int64_t cols = j->cols;

@@ -101,7 +101,7 @@ static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
 /* One float op: its row loop (EXPR of x, alpha, beta, gamma), its run
  * function reading the attributes with their ONNX defaults, and its kernel. */
 #define FLOAT_OP(fn, name, ALPHA, BETA, GAMMA, EXPR)                                    \
-    static void fn##_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a) \
+    EW_CLONES static void fn##_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a) \
     {                                                                                   \
         const float alpha = a->alpha, beta = a->beta, gamma = a->gamma;                 \
         (void)alpha, (void)beta, (void)gamma;                                           \
@@ -202,12 +202,12 @@ FLOAT_OP(tan, "Tan", 0, 0, 0, tanf(x))
 FLOAT_OP(tanh, "Tanh", 0, 0, 0, tanh_f32(x))
 FLOAT_OP(thresholdedrelu, "ThresholdedRelu", 1.0f, 0, 0, x > alpha ? x : 0.0f)
 
-static void gelu_erf_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
+EW_CLONES static void gelu_erf_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
 {
     EW_LOOP(n, ys[i] = 0.5f * xs[i] * (1.0f + erf_f32(xs[i] * 0.70710678118654752f)););
 }
 
-static void gelu_tanh_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
+EW_CLONES static void gelu_tanh_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
 {
     EW_LOOP(n, const float x = xs[i];
             ys[i] = 0.5f * x * (1.0f + tanh_f32(0.79788456080286536f * (x + 0.044715f * x * x * x))););
@@ -260,7 +260,7 @@ static int run_typed(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
 
 /* A row applying EXPR (of x) to every element. */
 #define TYPED_ROW(fn, T, EXPR)                                                          \
-    static void fn(const void *xv, void *yv, int64_t n, const void *arg)                \
+    EW_CLONES static void fn(const void *xv, void *yv, int64_t n, const void *arg)                \
     {                                                                                   \
         const T *xs = xv;                                                               \
         T *ys = yv;                                                                     \
