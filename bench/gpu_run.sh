@@ -47,6 +47,7 @@ if has tests; then
     build/cuda/bin/flatserve-tests --filter '*cuda*/*' --verbose 2>&1 |
         grep -E '^\[(PASS|FAIL|SKIP)|Synthesis' | grep -v 'Test is disabled' > "$OUT/cuda_tests.txt"
     grep -E '^\[(FAIL|SKIP)|Synthesis' "$OUT/cuda_tests.txt" | head -60
+    grep -E 'precision:|tf32 vs fp32' "$OUT/tests.txt" | head -20
     echo "=== failed assertions"
     grep -E '^\[----\] [a-z/_]+\.c:[0-9]+: ' "$OUT/tests.txt" | cut -c1-400 | head -60
 fi

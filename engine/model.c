@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "engine/cuda/cuda.h"
 #include "engine/engine.h"
+#include "engine/half.h"
 #include "engine/plan.h"
 
 #define MODEL_DEFAULT_MAX_PLANS 16
@@ -237,24 +238,27 @@ static bool gemm_weight_only(const eng_model_t *m, int v)
     return readers > 0;
 }
 
-/* Copies constant v to the device in the model's low precision: float32
- * through a temporary device buffer, converted on the device. */
+/* Copies constant v to the device in the model's low precision, converted
+ * on the host (round to nearest even, as the Cast kernel does), so the
+ * device never holds its float32 copy. */
 static int upload_lowp(eng_model_t *m, int v, alloc_stream_t stream)
 {
     const eng_tensor_t *t = &m->graph->values[v].constant;
-    size_t n = (size_t)eng_shape_numel(&t->shape), bytes = eng_tensor_bytes(t);
-    void *tmp = NULL;
-    int rc = alloc_cache_alloc(m->cache, bytes ? bytes : 1, stream, m->owner, &tmp);
+    size_t n = (size_t)eng_shape_numel(&t->shape);
+    uint16_t *h = weight_alloc(m, n ? 2 * n : 1);
+    if (!h)
+        return fs_err(FS_ENOMEM, "model '%s': out of host memory converting a weight to %s",
+                      m->name, eng_dtype_name(m->lowp));
+    const float *x = t->data;
+    for (size_t i = 0; i < n; i++)
+        h[i] = m->lowp == ENG_DT_FLOAT16 ? eng_float_to_half(x[i]) : eng_float_to_bf16(x[i]);
+    int rc = alloc_cache_alloc(m->cache, n ? 2 * n : 1, stream, m->owner, &m->dev_const[v]);
+    /* A copy from pageable memory has read it by the time it returns. */
     if (rc == 0)
-        rc = alloc_cache_alloc(m->cache, n ? 2 * n : 1, stream, m->owner, &m->dev_const[v]);
-    if (rc == 0)
-        rc = eng_cuda_copy_h2d(m->cuda, tmp, t->data, bytes);
-    if (rc == 0)
-        rc = eng_cuda_convert_f32(m->cuda, m->dev_const[v], m->lowp, tmp, n);
+        rc = eng_cuda_copy_h2d(m->cuda, m->dev_const[v], h, 2 * n);
     if (rc == 0)
         m->dev_dtype[v] = m->lowp;
-    /* Freed on the stream: the conversion finishes before any reuse. */
-    alloc_cache_free(m->cache, tmp);
+    weight_free(m, h);
     return rc;
 }
 #endif
@@ -393,6 +397,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_fold_constants(m->graph, &wa, m->node_done);
     if (rc == 0)
         rc = eng_fuse_conv_bn(m->graph, &wa, m->node_done);
+    if (rc == 0)
+        rc = eng_fuse_gelu(m->graph, m->node_done);
     if (rc == 0)
         release_dead_constants(m, &wa);
     if (rc == 0 && m->device != ENG_DEVICE_CPU)

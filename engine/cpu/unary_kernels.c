@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
+#include "engine/half.h"
 #include "engine/cpu/parallel.h"
 #include "engine/op.h"
 
@@ -445,64 +446,12 @@ typedef struct cast_type {
     void (*from_u64)(const uint64_t *w, void *dst, int64_t n);
 } cast_type_t;
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
-    if (e == 0) {
-        float f = (float)m * 0x1p-24f; /* zero or subnormal */
-        return sign ? -f : f;
-    }
-    bits = sign | (e == 0x1f ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-/* Round to nearest even (after F. Giesen's float_to_half_fast3_rtne). */
-static uint16_t float_to_half(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    u &= 0x7fffffffu;
-    if (u >= 0x47800000u) /* 65536 or more, inf, NaN */
-        return sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u);
-    if (u < 0x38800000u) { /* a subnormal half: let the FPU round */
-        float a;
-        memcpy(&a, &u, sizeof a);
-        a += 0.5f;
-        memcpy(&u, &a, sizeof u);
-        return sign | (uint16_t)(u - 0x3f000000u);
-    }
-    uint32_t odd = (u >> 13) & 1u;
-    u += (uint32_t)(15 - 127) * (1u << 23) + 0xfffu + odd;
-    return sign | (uint16_t)(u >> 13);
-}
-
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u); /* keep NaN a quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 #define CV_SAME(v) (v)
 #define CV_BOOL(v) ((v) != 0)
-#define CV_F16_IN(v) half_to_float(v)
-#define CV_F16_OUT(v) float_to_half((float)(v))
-#define CV_BF16_IN(v) bf16_to_float(v)
-#define CV_BF16_OUT(v) float_to_bf16((float)(v))
+#define CV_F16_IN(v) eng_half_to_float(v)
+#define CV_F16_OUT(v) eng_float_to_half((float)(v))
+#define CV_BF16_IN(v) eng_bf16_to_float(v)
+#define CV_BF16_OUT(v) eng_float_to_bf16((float)(v))
 
 /* The four converters of one type. W: the union member its source widens
  * to; WIDEN, FROM_F, FROM_I, FROM_U: per-element conversions. */

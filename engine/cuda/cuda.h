@@ -60,11 +60,6 @@ int eng_cuda_copy_d2d(eng_cuda_t *c, void *dst, const void *src, size_t bytes);
  * while running (FS_EDEVICE). */
 int eng_cuda_sync(eng_cuda_t *c);
 
-/* Converts n float32 elements at device address src to dst_dtype
- * (ENG_DT_FLOAT16 or ENG_DT_BFLOAT16, round to nearest even) at dst, on the
- * stream. FS_EINVAL for another dtype. */
-int eng_cuda_convert_f32(eng_cuda_t *c, void *dst, int dst_dtype, const void *src, size_t n);
-
 /* cuBLAS's workspace, from memory the caller accounts for (the model's
  * cache, under its owner): without one cuBLAS would cudaMalloc its own,
  * outside the allocator, and could not be captured into a graph safely.

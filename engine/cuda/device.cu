@@ -3,9 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "engine/cuda/cuda_impl.h"
 
 static const char *const precision_names[] = {"fp32", "tf32", "fp16", "bf16"};
@@ -201,35 +198,4 @@ void eng_cuda_graph_destroy(eng_cuda_graph_t *g)
         return;
     cudaGraphExecDestroy(g->exec);
     free(g);
-}
-
-__global__ void convert_f16(__half *dst, const float *src, int64_t n)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)blockDim.x * gridDim.x)
-        dst[i] = __float2half_rn(src[i]);
-}
-
-__global__ void convert_bf16(__nv_bfloat16 *dst, const float *src, int64_t n)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)blockDim.x * gridDim.x)
-        dst[i] = __float2bfloat16_rn(src[i]);
-}
-
-int eng_cuda_convert_f32(eng_cuda_t *c, void *dst, int dst_dtype, const void *src, size_t n)
-{
-    if (dst_dtype != ENG_DT_FLOAT16 && dst_dtype != ENG_DT_BFLOAT16)
-        return fs_err(FS_EINVAL, "eng_cuda_convert_f32: dtype %s is not float16 or bfloat16",
-                      eng_dtype_name((eng_dtype_t)dst_dtype));
-    if (!n)
-        return 0;
-    int64_t blocks = ((int64_t)n + 255) / 256;
-    unsigned grid = (unsigned)(blocks < (int64_t)c->sm_count * 32 ? blocks : (int64_t)c->sm_count * 32);
-    if (dst_dtype == ENG_DT_FLOAT16)
-        convert_f16<<<grid, 256, 0, c->stream>>>((__half *)dst, (const float *)src, (int64_t)n);
-    else
-        convert_bf16<<<grid, 256, 0, c->stream>>>((__nv_bfloat16 *)dst, (const float *)src,
-                                                  (int64_t)n);
-    return check(cudaGetLastError(), "the float32 conversion kernel");
 }

@@ -1,10 +1,33 @@
-/* gemm.cu -- the one GEMM entry every CUDA kernel uses (MatMul, Gemm,
+/* gemm.cu -- the GEMM entries every CUDA kernel uses (MatMul, Gemm,
  * Einsum, Conv's im2col products): row-major problems mapped onto cuBLAS's
  * column-major API, C^T = op(B)^T x op(A)^T, so no operand is ever copied
- * or transposed. */
+ * or transposed.
+ *
+ * eng_cuda_sgemm is the float32 product (at the handle's math mode: IEEE
+ * fp32, or TF32 when asked for). eng_cuda_gemm_lowp is fp16/bf16
+ * precision's: both operands in half or bfloat16 (the weight as the engine
+ * stored it at load, the activation converted by eng_cuda_to_lowp into the
+ * calling kernel's scratch), products on tensor cores accumulated in fp32
+ * (CUBLAS_COMPUTE_32F), C in float32. */
 #include <limits.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "engine/cuda/cuda_impl.h"
+
+/* FS_ENOTSUP when a size exceeds cuBLAS's int range, else 0. */
+static int gemm_check_range(const eng_op_ctx_t *ctx, int64_t m, int64_t n, int64_t k,
+                            int64_t lda, int64_t ldb, int64_t ldc, int64_t batch)
+{
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX || batch > INT_MAX)
+        return eng_op_err(ctx, FS_ENOTSUP,
+                          "GEMM %lld x %lld x %lld (batch %lld) exceeds cuBLAS's int range",
+                          (long long)m, (long long)n, (long long)k, (long long)batch);
+    return 0;
+}
 
 int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
                    int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
@@ -13,11 +36,9 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
 {
     if (m == 0 || n == 0 || batch == 0)
         return 0;
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
-        ldc > INT_MAX || batch > INT_MAX)
-        return eng_op_err(ctx, FS_ENOTSUP,
-                          "GEMM %lld x %lld x %lld (batch %lld) exceeds cuBLAS's int range",
-                          (long long)m, (long long)n, (long long)k, (long long)batch);
+    int rc = gemm_check_range(ctx, m, n, k, lda, ldb, ldc, batch);
+    if (rc)
+        return rc;
     /* cuBLAS requires ld >= 1 even for k == 0. */
     int ia = (int)(lda > 0 ? lda : 1), ib = (int)(ldb > 0 ? ldb : 1), ic = (int)ldc;
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -30,5 +51,94 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
         ENG_CUBLAS_TRY(ctx, cublasSgemmStridedBatched(h, op_b, op_a, (int)n, (int)m, (int)k,
                                                       &alpha, b, ib, stride_b, a, ia, stride_a,
                                                       &beta, c, ic, stride_c, (int)batch));
+    return 0;
+}
+
+int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
+                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+                       float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    if (!eng_cuda_is_lowp(dtype))
+        return eng_op_err(ctx, FS_EINVAL, "a low-precision GEMM of dtype %s (expected float16 "
+                          "or bfloat16)", eng_dtype_name(dtype));
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    int rc = gemm_check_range(ctx, m, n, k, lda, ldb, ldc, batch);
+    if (rc)
+        return rc;
+    int ia = (int)(lda > 0 ? lda : 1), ib = (int)(ldb > 0 ? ldb : 1), ic = (int)ldc;
+    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
+    cublasHandle_t h = ctx->cuda->blas;
+    /* An explicit cublasComputeType_t: CUBLAS_PEDANTIC_MATH on the handle
+     * would demote only a cudaDataType compute type. */
+    if (batch == 1)
+        ENG_CUBLAS_TRY(ctx, cublasGemmEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t, ib,
+                                         a, t, ia, &beta, c, CUDA_R_32F, ic, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT));
+    else
+        ENG_CUBLAS_TRY(ctx, cublasGemmStridedBatchedEx(
+                                h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t, ib,
+                                (long long)stride_b, a, t, ia, (long long)stride_a, &beta, c,
+                                CUDA_R_32F, ic, (long long)stride_c, (int)batch,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+/* ---- float32 -> half / bfloat16 ---------------------------------------- */
+
+template <typename T> static __device__ __forceinline__ T lowp_round(float v);
+template <> __device__ __forceinline__ __half lowp_round<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 lowp_round<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+/* dst[i] = round(src[i]) for i < n: the first n_vec * 4 elements as float4
+ * loads and 8-byte stores (src 16-byte and dst 8-byte aligned), the rest
+ * one at a time. */
+template <typename T>
+static __global__ void to_lowp_kernel(T *dst, const float *src, int64_t n, int64_t n_vec)
+{
+    static_assert(sizeof(T) == 2, "a low-precision element is 2 bytes");
+    ENG_CUDA_FOR(v, n_vec)
+    {
+        float4 x = reinterpret_cast<const float4 *>(src)[v];
+        T r[4] = {lowp_round<T>(x.x), lowp_round<T>(x.y), lowp_round<T>(x.z),
+                  lowp_round<T>(x.w)};
+        uint2 u;
+        memcpy(&u, r, sizeof u);
+        reinterpret_cast<uint2 *>(dst)[v] = u;
+    }
+    int64_t done = n_vec * 4;
+    ENG_CUDA_FOR(i, n - done)
+    {
+        dst[done + i] = lowp_round<T>(src[done + i]);
+    }
+}
+
+int eng_cuda_to_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, void *dst, const float *src,
+                     int64_t n)
+{
+    if (!eng_cuda_is_lowp(dtype))
+        return eng_op_err(ctx, FS_EINVAL, "a conversion of float32 to dtype %s (expected "
+                          "float16 or bfloat16)", eng_dtype_name(dtype));
+    if (n <= 0)
+        return 0;
+    bool vec = (uintptr_t)src % 16 == 0 && (uintptr_t)dst % 8 == 0;
+    int64_t n_vec = vec ? n / 4 : 0;
+    unsigned blocks = eng_cuda_blocks(ctx, n_vec > 0 ? n_vec : n);
+    if (dtype == ENG_DT_FLOAT16)
+        to_lowp_kernel<__half><<<blocks, ENG_CUDA_THREADS, 0, ctx->cuda->stream>>>(
+            (__half *)dst, src, n, n_vec);
+    else
+        to_lowp_kernel<__nv_bfloat16><<<blocks, ENG_CUDA_THREADS, 0, ctx->cuda->stream>>>(
+            (__nv_bfloat16 *)dst, src, n, n_vec);
+    ENG_CUDA_LAUNCHED(ctx);
     return 0;
 }

@@ -3,6 +3,13 @@
  *
  * Every product goes through eng_cuda_sgemm (cuBLAS, strided-batched).
  *
+ * fp16/bf16 precision: MatMul's and Gemm's input 1 (B) may be a weight the
+ * engine stored as half or bfloat16 at load. A (always float32) is then
+ * converted whole into the scratch in B's dtype (half A's float32 size),
+ * and the same products run through eng_cuda_gemm_lowp (tensor cores, fp32
+ * accumulation, Y float32), reading that copy at A's own offsets. With a
+ * float32 B nothing changes. Einsum's operands are never converted.
+ *
  * MatMul splits the broadcast batch dims into an outer part and the longest
  * inner run over which A's and B's matrix offsets are each a constant stride
  * times the flat batch index (stride 0 for a broadcast operand): one
@@ -34,6 +41,9 @@
 #include "engine/ops/linalg_impl.h"
 
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+/* A GEMM weight: float32, or as fp16/bf16 precision stored it. */
+static const eng_dtype_t dt_weight[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                        ENG_DT_UNDEFINED};
 
 /* FS_ENOTSUP unless inputs [0, n) that are present are float. */
 static int require_float_inputs(const eng_op_ctx_t *c, int n)
@@ -45,6 +55,39 @@ static int require_float_inputs(const eng_op_ctx_t *c, int n)
         if (rc)
             return rc;
     }
+    return 0;
+}
+
+/* FS_ENOTSUP unless inputs [0, n) that are present are float, input 1 (B,
+ * the weight) also half or bfloat16. */
+static int require_gemm_inputs(const eng_op_ctx_t *c, int n)
+{
+    for (int i = 0; i < n && i < c->n_inputs; i++) {
+        if (!c->inputs[i])
+            continue;
+        int rc = eng_op_require_dtype(c, i, i == 1 ? dt_weight : dt_float);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* MatMul's and Gemm's scratch: with a half / bfloat16 B, A converted to
+ * B's dtype; else none. */
+static size_t lowp_a_scratch_bytes(const eng_op_ctx_t *c)
+{
+    if (c->n_inputs < 2 || !c->inputs[1] || !eng_cuda_is_lowp(c->inputs[1]->dtype))
+        return 0;
+    return (size_t)eng_shape_numel(&c->inputs[0]->shape) * ENG_CUDA_LOWP_BYTES;
+}
+
+/* FS_EINVAL unless the scratch holds lowp_a_scratch_bytes. */
+static int lowp_a_scratch_check(const eng_op_ctx_t *c)
+{
+    size_t need = lowp_a_scratch_bytes(c);
+    if (c->scratch_bytes < need)
+        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
+                          c->scratch_bytes, need);
     return 0;
 }
 
@@ -79,12 +122,13 @@ static matmul_run_split_t matmul_split(const eng_matmul_dims_t *d)
     return r;
 }
 
-/* MatMul. On error (cuBLAS range, launch) some of Y may be written. */
+/* MatMul. On error (scratch) nothing is written; on another (cuBLAS
+ * range, launch) some of Y may be. */
 static int matmul_run(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
-    int rc = require_float_inputs(c, 2);
-    if (rc || (rc = eng_matmul_dims(c, &d)))
+    int rc = require_gemm_inputs(c, 2);
+    if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = lowp_a_scratch_check(c)))
         return rc;
     int64_t batches = 1;
     for (int i = 0; i < d.batch_rank; i++)
@@ -97,6 +141,15 @@ static int matmul_run(eng_op_ctx_t *c)
         ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(batches * d.m * d.n) * sizeof *y,
                                         c->cuda->stream));
         return 0;
+    }
+    /* fp16/bf16 B: all of A in B's dtype, read at the same offsets. */
+    eng_dtype_t wdt = c->inputs[1]->dtype;
+    const char *al = NULL, *bl = (const char *)c->inputs[1]->data;
+    if (eng_cuda_is_lowp(wdt)) {
+        if ((rc = eng_cuda_to_lowp(c, wdt, c->scratch, a,
+                                   eng_shape_numel(&c->inputs[0]->shape))))
+            return rc;
+        al = (const char *)c->scratch;
     }
     matmul_run_split_t r = matmul_split(&d);
     int64_t outer = batches / r.run;
@@ -111,7 +164,16 @@ static int matmul_run(eng_op_ctx_t *c)
             b_off += at * d.b_stride[i];
         }
         float *yo = y + o * r.run * d.m * d.n;
-        if (fold)
+        if (al) {
+            const char *ao = al + a_off * ENG_CUDA_LOWP_BYTES;
+            const char *bo = bl + b_off * ENG_CUDA_LOWP_BYTES;
+            if (fold)
+                rc = eng_cuda_gemm_lowp(c, wdt, false, false, r.run * d.m, d.n, d.k, 1.0f, ao,
+                                        d.k, 0, bo, d.n, 0, 0.0f, yo, d.n, 0, 1);
+            else
+                rc = eng_cuda_gemm_lowp(c, wdt, false, false, d.m, d.n, d.k, 1.0f, ao, d.k, r.sa,
+                                        bo, d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+        } else if (fold)
             rc = eng_cuda_sgemm(c, false, false, r.run * d.m, d.n, d.k, 1.0f, a + a_off, d.k, 0,
                                 b + b_off, d.n, 0, 0.0f, yo, d.n, 0, 1);
         else
@@ -137,11 +199,12 @@ static __global__ void gemm_fill_c(float *y, const float *cv, int64_t m, int64_t
     }
 }
 
-/* Gemm: Y = alpha * A' x B' + beta * C. On error Y may be partly written. */
+/* Gemm: Y = alpha * A' x B' + beta * C. On error (scratch) nothing is
+ * written; on another Y may be partly written. */
 static int gemm_run(eng_op_ctx_t *c)
 {
-    int rc = require_float_inputs(c, 3);
-    if (rc)
+    int rc = require_gemm_inputs(c, 3);
+    if (rc || (rc = lowp_a_scratch_check(c)))
         return rc;
     const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
     bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
@@ -163,6 +226,13 @@ static int gemm_run(eng_op_ctx_t *c)
         if (!ct)
             ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof *y, c->cuda->stream));
         return 0;
+    }
+    if (eng_cuda_is_lowp(bt->dtype)) {
+        /* fp16/bf16 B: A [m, k] (or [k, m]) in B's dtype. */
+        if ((rc = eng_cuda_to_lowp(c, bt->dtype, c->scratch, (const float *)at->data, m * k)))
+            return rc;
+        return eng_cuda_gemm_lowp(c, bt->dtype, ta, tb, m, n, k, alpha, c->scratch, ta ? m : k, 0,
+                                  bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
     }
     return eng_cuda_sgemm(c, ta, tb, m, n, k, alpha, (const float *)at->data, ta ? m : k, 0,
                           (const float *)bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
@@ -590,8 +660,8 @@ static int einsum_run(eng_op_ctx_t *c)
     return einsum_gemm_run(c, &e, &pl);
 }
 
-static const eng_kernel_t k_matmul = {"MatMul", matmul_run, NULL};
-static const eng_kernel_t k_gemm = {"Gemm", gemm_run, NULL};
+static const eng_kernel_t k_matmul = {"MatMul", matmul_run, lowp_a_scratch_bytes};
+static const eng_kernel_t k_gemm = {"Gemm", gemm_run, lowp_a_scratch_bytes};
 static const eng_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
 
 extern "C" const eng_kernel_t *const eng_cuda_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};

@@ -20,6 +20,16 @@
  * atomics and the result is deterministic; the bias is added at the end as
  * on the CPU.
  *
+ * fp16/bf16 precision: W (input 1 of Conv and ConvTranspose) may be a
+ * weight the engine stored as half or bfloat16 at load; X, B and Y stay
+ * float32. Conv's GEMMs then take their columns in W's dtype: im2col
+ * writes them so directly, and a pointwise Conv converts its chunk of X
+ * into the scratch (the same chunking, in 2-byte elements); ConvTranspose
+ * converts its chunk of X into the scratch after the float columns. Both
+ * multiply through eng_cuda_gemm_lowp (tensor cores, fp32 accumulation,
+ * float32 results). A depthwise Conv reads the half / bfloat16 taps as
+ * float and computes as before. With a float32 W nothing changes.
+ *
  * Pools: one thread per output element, summing (AveragePool, in double)
  * or taking the maximum (MaxPool, NaN wins, optional Indices in
  * storage_order) over the taps that fall inside X, in the CPU's tap order.
@@ -43,11 +53,18 @@
 
 #include <type_traits>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "engine/cuda/cuda_impl.h"
 #include "engine/ops/nn_impl.h"
 
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_float_u8[] = {ENG_DT_FLOAT, ENG_DT_UINT8, ENG_DT_UNDEFINED};
+/* A Conv / ConvTranspose weight: float32, or as fp16/bf16 precision stored
+ * it. */
+static const eng_dtype_t dt_weight[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                        ENG_DT_UNDEFINED};
 
 /* Most scratch a convolution's column buffer takes for a chunk of images
  * (a single image's columns may need more; they then get exactly that). */
@@ -248,6 +265,56 @@ static bool conv_is_depthwise(const eng_nn_geom_t *g)
     return g->group > 1 && g->group == g->in_channels && g->group == g->out_channels;
 }
 
+/* FS_ENOTSUP unless X and B (when present) are float and W is float, half
+ * or bfloat16. */
+static int require_conv_inputs(const eng_op_ctx_t *c)
+{
+    for (int i = 0; i < 3 && i < c->n_inputs; i++) {
+        if (!c->inputs[i])
+            continue;
+        int rc = eng_op_require_dtype(c, i, i == 1 ? dt_weight : dt_float);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Whether W (input 1) is half or bfloat16. */
+static bool weight_is_lowp(const eng_op_ctx_t *c)
+{
+    return c->n_inputs > 1 && c->inputs[1] && eng_cuda_is_lowp(c->inputs[1]->dtype);
+}
+
+/* A weight element as float. */
+static __device__ __forceinline__ float weight_float(float v)
+{
+    return v;
+}
+static __device__ __forceinline__ float weight_float(__half v)
+{
+    return __half2float(v);
+}
+static __device__ __forceinline__ float weight_float(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+/* A column element from float: itself, or rounded to nearest even (as
+ * eng_cuda_to_lowp rounds). */
+template <typename T> static __device__ __forceinline__ T col_elem(float v);
+template <> __device__ __forceinline__ float col_elem<float>(float v)
+{
+    return v;
+}
+template <> __device__ __forceinline__ __half col_elem<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 col_elem<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
 /* y[i] = bias[channel of i] over [N, M, plane]. */
 template <bool Small>
 static __global__ void conv_fill_bias(float *y, const float *bias, udiv_t plane,
@@ -261,18 +328,20 @@ static __global__ void conv_fill_bias(float *y, const float *bias, udiv_t plane,
 }
 
 /* im2col of `n` column entries for a chunk of images: entry i is column
- * (output position) i % OUT of row i / OUT = (image * C + c) * K + tap. */
+ * (output position) i % OUT of row i / OUT = (image * C + c) * K + tap,
+ * written as T (float, or W's half / bfloat16). */
 typedef struct im2col_args {
     const float *x;
-    float *col;
+    void *col;
     int64_t n, in_sz;
     out_index_t out;
     udiv_t taps, kh, kw;
 } im2col_args_t;
 
-template <bool Small>
+template <bool Small, typename T>
 static __global__ void conv_im2col(im2col_args_t a, eng_nn_geom_t g)
 {
+    T *col = (T *)a.col;
     ENG_CUDA_FOR(i, a.n)
     {
         int64_t o[3], k[3];
@@ -288,14 +357,29 @@ static __global__ void conv_im2col(im2col_args_t a, eng_nn_geom_t g)
             at[d] = o[d] * g.stride[d] - g.pad_begin[d] + k[d] * g.dilation[d];
             inside = inside && (uint64_t)at[d] < (uint64_t)g.in[d];
         }
-        a.col[i] = inside ? a.x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]] : 0.0f;
+        col[i] = col_elem<T>(
+            inside ? a.x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]] : 0.0f);
     }
 }
 
+/* Launches im2col writing columns of dtype dt (float, half, bfloat16). */
+static int conv_im2col_run(const eng_op_ctx_t *c, eng_dtype_t dt, bool small,
+                           const im2col_args_t &a, const eng_nn_geom_t &g)
+{
+    if (dt == ENG_DT_FLOAT16)
+        return launch(c, small ? conv_im2col<true, __half> : conv_im2col<false, __half>, a.n, a, g);
+    if (dt == ENG_DT_BFLOAT16)
+        return launch(c,
+                      small ? conv_im2col<true, __nv_bfloat16> : conv_im2col<false, __nv_bfloat16>,
+                      a.n, a, g);
+    return launch(c, small ? conv_im2col<true, float> : conv_im2col<false, float>, a.n, a, g);
+}
+
 /* Depthwise Conv, one thread per output: the bias, then weight x input
- * for each tap inside X in (kd, kh, kw) order, as the CPU sums them. */
-template <bool Small>
-static __global__ void conv_depthwise(const float *x, const float *w, const float *bias,
+ * for each tap inside X in (kd, kh, kw) order, as the CPU sums them (W of
+ * type Wt: float, or half / bfloat16 read as float). */
+template <bool Small, typename Wt>
+static __global__ void conv_depthwise(const float *x, const Wt *w, const float *bias,
                                       float *y, eng_nn_geom_t g, out_index_t out, udiv_t channels,
                                       int64_t n)
 {
@@ -307,16 +391,17 @@ static __global__ void conv_depthwise(const float *x, const float *w, const floa
         int64_t ch = pl - udiv_q<Small>(channels, pl) * channels.d;
         window_t wd = window_at(g, 0, o[0], 0, g.in[0]), wh = window_at(g, 1, o[1], 0, g.in[1]);
         window_t ww = window_at(g, 2, o[2], 0, g.in[2]);
-        const float *xp = x + pl * in_sz, *wk = w + ch * taps;
+        const float *xp = x + pl * in_sz;
+        const Wt *wk = w + ch * taps;
         float acc = bias ? bias[ch] : 0.0f;
         for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
             for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
                 /* Row start at tap kw = 0 (outside X when ww.k_begin > 0). */
                 int64_t row = ((wd.start + kd * g.dilation[0]) * g.in[1] + wh.start +
                                kh * g.dilation[1]) * g.in[2] + ww.start;
-                const float *wr = wk + (kd * g.kernel[1] + kh) * g.kernel[2];
+                const Wt *wr = wk + (kd * g.kernel[1] + kh) * g.kernel[2];
                 for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++)
-                    acc += wr[kw] * xp[row + kw * g.dilation[2]];
+                    acc += weight_float(wr[kw]) * xp[row + kw * g.dilation[2]];
             }
         y[i] = acc;
     }
@@ -324,13 +409,16 @@ static __global__ void conv_depthwise(const float *x, const float *w, const floa
 
 /* For each image i < n_img and group gi < group: Y(i, gi) = op(A(gi)) x
  * B(i, gi) + beta * Y(i, gi), each operand at its base plus i * its image
- * stride plus gi * its group stride (A is shared by the images). */
+ * stride plus gi * its group stride (A is shared by the images). A and B
+ * are both of dtype dt: float, or both half / bfloat16 (strides in
+ * elements either way); Y is float. */
 typedef struct grouped_gemm {
+    eng_dtype_t dt;
     bool trans_a;
     int64_t m, n, k;
-    const float *a;
+    const void *a;
     int64_t lda, a_grp;
-    const float *b;
+    const void *b;
     int64_t ldb, b_img, b_grp;
     float *y;
     int64_t ldc, y_img, y_grp;
@@ -338,32 +426,48 @@ typedef struct grouped_gemm {
     int64_t n_img, group;
 } grouped_gemm_t;
 
+/* One strided-batched GEMM of p's shape: A, B and Y at element offsets
+ * a_off, b_off, y_off, each with its stride between the `batch` problems. */
+static int grouped_gemm_call(const eng_op_ctx_t *c, const grouped_gemm_t *p, int64_t a_off,
+                             int64_t stride_a, int64_t b_off, int64_t stride_b, int64_t y_off,
+                             int64_t stride_y, int64_t batch)
+{
+    if (p->dt == ENG_DT_FLOAT)
+        return eng_cuda_sgemm(c, p->trans_a, false, p->m, p->n, p->k, 1.0f,
+                              (const float *)p->a + a_off, p->lda, stride_a,
+                              (const float *)p->b + b_off, p->ldb, stride_b, p->beta,
+                              p->y + y_off, p->ldc, stride_y, batch);
+    return eng_cuda_gemm_lowp(c, p->dt, p->trans_a, false, p->m, p->n, p->k, 1.0f,
+                              (const char *)p->a + a_off * ENG_CUDA_LOWP_BYTES, p->lda, stride_a,
+                              (const char *)p->b + b_off * ENG_CUDA_LOWP_BYTES, p->ldb, stride_b,
+                              p->beta, p->y + y_off, p->ldc, stride_y, batch);
+}
+
 /* One strided-batched GEMM per group over the images, or per image over
- * the groups, whichever batches more. 0 or eng_cuda_sgemm's error. */
+ * the groups, whichever batches more. 0 or eng_cuda_sgemm's (or
+ * eng_cuda_gemm_lowp's) error. */
 static int grouped_gemm_run(const eng_op_ctx_t *c, const grouped_gemm_t *p)
 {
     int rc = 0;
     if (p->n_img >= p->group) {
         for (int64_t gi = 0; gi < p->group && !rc; gi++)
-            rc = eng_cuda_sgemm(c, p->trans_a, false, p->m, p->n, p->k, 1.0f, p->a + gi * p->a_grp,
-                                p->lda, 0, p->b + gi * p->b_grp, p->ldb, p->b_img, p->beta,
-                                p->y + gi * p->y_grp, p->ldc, p->y_img, p->n_img);
+            rc = grouped_gemm_call(c, p, gi * p->a_grp, 0, gi * p->b_grp, p->b_img,
+                                   gi * p->y_grp, p->y_img, p->n_img);
     } else {
         for (int64_t i = 0; i < p->n_img && !rc; i++)
-            rc = eng_cuda_sgemm(c, p->trans_a, false, p->m, p->n, p->k, 1.0f, p->a, p->lda,
-                                p->a_grp, p->b + i * p->b_img, p->ldb, p->b_grp, p->beta,
-                                p->y + i * p->y_img, p->ldc, p->y_grp, p->group);
+            rc = grouped_gemm_call(c, p, 0, p->a_grp, i * p->b_img, p->b_grp, i * p->y_img,
+                                   p->y_grp, p->group);
     }
     return rc;
 }
 
-/* Images per column-buffer chunk for `per_image` floats of columns each:
+/* Images per column-buffer chunk for `per_image_bytes` of scratch each:
  * as many as COL_CHUNK_BYTES holds, at least one, at most batch. */
-static int64_t col_chunk_images(int64_t batch, int64_t per_image)
+static int64_t col_chunk_images(int64_t batch, size_t per_image_bytes)
 {
-    if (per_image <= 0 || batch <= 0)
+    if (per_image_bytes == 0 || batch <= 0)
         return 0;
-    int64_t nb = (int64_t)(COL_CHUNK_BYTES / ((size_t)per_image * sizeof(float)));
+    int64_t nb = (int64_t)(COL_CHUNK_BYTES / per_image_bytes);
     return nb < 1 ? 1 : nb > batch ? batch : nb;
 }
 
@@ -382,26 +486,89 @@ static int col_chunk_from_scratch(const eng_op_ctx_t *c, int64_t batch, int64_t 
     return 0;
 }
 
+/* A Conv's scratch: the columns of a chunk of images, float or (with a
+ * half / bfloat16 W) in W's dtype. A pointwise Conv's columns are X's
+ * image itself (the same count: one tap, OUT == IN): none with a float W,
+ * converted with a half / bfloat16 one. A depthwise Conv needs none. */
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || conv_is_pointwise(&g) || conv_is_depthwise(&g))
+    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || conv_is_depthwise(&g))
         return 0;
+    bool lowp = weight_is_lowp(c);
+    if (!lowp && conv_is_pointwise(&g))
+        return 0;
+    size_t elem = lowp ? ENG_CUDA_LOWP_BYTES : sizeof(float);
     int64_t per = g.in_channels * eng_nn_prod(g.kernel) * eng_nn_prod(g.out);
-    return (size_t)(col_chunk_images(g.batch, per) * per) * sizeof(float);
+    return (size_t)(col_chunk_images(g.batch, (size_t)per * elem) * per) * elem;
 }
 
-/* Depthwise Conv launch. */
+/* Depthwise Conv launch, W of dtype wdt. */
 static int conv_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, const float *x,
-                              const float *w, const float *bias, float *y)
+                              const void *w, eng_dtype_t wdt, const float *bias, float *y)
 {
     int64_t n = g->batch * g->out_channels * eng_nn_prod(g->out);
     int64_t in_n = g->batch * g->in_channels * eng_nn_prod(g->in);
     bool small = fits32(n > in_n ? n : in_n);
     out_index_t out = out_index_make(g->out);
     udiv_t ch = udiv_make(g->out_channels);
-    return launch(c, small ? conv_depthwise<true> : conv_depthwise<false>, n, x, w, bias, y, *g,
-                  out, ch, n);
+    if (wdt == ENG_DT_FLOAT16)
+        return launch(c, small ? conv_depthwise<true, __half> : conv_depthwise<false, __half>, n, x,
+                      (const __half *)w, bias, y, *g, out, ch, n);
+    if (wdt == ENG_DT_BFLOAT16)
+        return launch(c,
+                      small ? conv_depthwise<true, __nv_bfloat16>
+                            : conv_depthwise<false, __nv_bfloat16>,
+                      n, x, (const __nv_bfloat16 *)w, bias, y, *g, out, ch, n);
+    return launch(c, small ? conv_depthwise<true, float> : conv_depthwise<false, float>, n, x,
+                  (const float *)w, bias, y, *g, out, ch, n);
+}
+
+/* Conv's GEMMs with a half / bfloat16 W (p filled but for B and Y): a
+ * chunk of images at a time, their columns written in W's dtype into the
+ * scratch -- X's images converted for a pointwise Conv, else im2col -- then
+ * multiplied. On error (scratch) nothing more is written. */
+static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, grouped_gemm_t *p,
+                           const float *x, float *y)
+{
+    int64_t taps = eng_nn_prod(g->kernel), in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
+    int64_t per = g->in_channels * taps * out_sz;
+    int64_t nb = col_chunk_images(g->batch, (size_t)per * ENG_CUDA_LOWP_BYTES);
+    size_t need = (size_t)(nb * per) * ENG_CUDA_LOWP_BYTES;
+    if (c->scratch_bytes < need)
+        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
+                          c->scratch_bytes, need);
+    bool pointwise = conv_is_pointwise(g);
+    im2col_args_t a;
+    a.col = c->scratch;
+    a.in_sz = in_sz;
+    a.out = out_index_make(g->out);
+    a.taps = udiv_make(taps);
+    a.kh = udiv_make(g->kernel[1]);
+    a.kw = udiv_make(g->kernel[2]);
+    p->b = c->scratch;
+    p->b_img = per;
+    p->b_grp = g->in_channels / g->group * taps * out_sz;
+    for (int64_t n0 = 0; n0 < g->batch; n0 += nb) {
+        int64_t cnt = g->batch - n0 < nb ? g->batch - n0 : nb;
+        const float *xc = x + n0 * g->in_channels * in_sz;
+        int rc;
+        if (pointwise) {
+            rc = eng_cuda_to_lowp(c, p->dt, c->scratch, xc, cnt * per);
+        } else {
+            a.x = xc;
+            a.n = cnt * per;
+            int64_t in_n = cnt * g->in_channels * in_sz;
+            rc = conv_im2col_run(c, p->dt, fits32(a.n > in_n ? a.n : in_n), a, *g);
+        }
+        if (rc)
+            return rc;
+        p->y = y + n0 * g->out_channels * out_sz;
+        p->n_img = cnt;
+        if ((rc = grouped_gemm_run(c, p)))
+            return rc;
+    }
+    return 0;
 }
 
 /* Conv. On error (geometry, scratch, cuBLAS range, launch) Y may be partly
@@ -409,10 +576,12 @@ static int conv_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, con
 static int conv_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = require_float_inputs(c, 3);
+    int rc = require_conv_inputs(c);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_CONV, &g)))
         return rc;
-    const float *x = (const float *)c->inputs[0]->data, *w = (const float *)c->inputs[1]->data;
+    const float *x = (const float *)c->inputs[0]->data;
+    const void *w = c->inputs[1]->data;
+    eng_dtype_t wdt = c->inputs[1]->dtype;
     const eng_tensor_t *bt = eng_ctx_in(c, 2);
     const float *bias = bt ? (const float *)bt->data : NULL;
     float *y = (float *)c->outputs[0]->data;
@@ -422,7 +591,7 @@ static int conv_run(eng_op_ctx_t *c)
     if (y_n == 0)
         return 0;
     if (conv_is_depthwise(&g))
-        return conv_depthwise_run(c, &g, x, w, bias, y);
+        return conv_depthwise_run(c, &g, x, w, wdt, bias, y);
     /* Y starts as the bias and the GEMMs accumulate onto it. */
     if (bias && (rc = launch(c, fits32(y_n) ? conv_fill_bias<true> : conv_fill_bias<false>, y_n, y,
                              bias, udiv_make(out_sz), udiv_make(g.out_channels), y_n)))
@@ -435,6 +604,7 @@ static int conv_run(eng_op_ctx_t *c)
     /* Y_g [M/group, OUT] = W_g [M/group, C/group * K] x columns [C/group * K, OUT]. */
     grouped_gemm_t p;
     memset(&p, 0, sizeof p);
+    p.dt = wdt;
     p.m = mg;
     p.n = out_sz;
     p.k = cg * taps;
@@ -448,6 +618,8 @@ static int conv_run(eng_op_ctx_t *c)
     p.beta = bias ? 1.0f : 0.0f;
     p.n_img = g.batch;
     p.group = g.group;
+    if (eng_cuda_is_lowp(wdt))
+        return conv_lowp_gemms(c, &g, &p, x, y);
     if (conv_is_pointwise(&g)) {
         p.b = x;
         p.b_img = g.in_channels * in_sz;
@@ -474,7 +646,7 @@ static int conv_run(eng_op_ctx_t *c)
         a.x = x + n0 * g.in_channels * in_sz;
         a.n = cnt * per;
         bool small = fits32(a.n > cnt * g.in_channels * in_sz ? a.n : cnt * g.in_channels * in_sz);
-        if ((rc = launch(c, small ? conv_im2col<true> : conv_im2col<false>, a.n, a, g)))
+        if ((rc = conv_im2col_run(c, ENG_DT_FLOAT, small, a, g)))
             return rc;
         p.y = y + n0 * g.out_channels * out_sz;
         p.n_img = cnt;
@@ -539,13 +711,37 @@ static __global__ void conv_col2im(col2im_args_t a, eng_nn_geom_t g)
     }
 }
 
+/* ConvTranspose's scratch with a half / bfloat16 W: for a chunk of nb
+ * images, the float columns (per image: M * K * IN), then at the next
+ * 256-byte boundary, x_off, those images of X in W's dtype. */
+typedef struct convt_lowp_layout {
+    int64_t nb;
+    size_t x_off, bytes;
+} convt_lowp_layout_t;
+
+static convt_lowp_layout_t convt_lowp_layout(const eng_nn_geom_t *g)
+{
+    int64_t per = g->out_channels * eng_nn_prod(g->kernel) * eng_nn_prod(g->in);
+    int64_t x_per = g->in_channels * eng_nn_prod(g->in);
+    convt_lowp_layout_t l;
+    l.nb = col_chunk_images(g->batch, (size_t)per * sizeof(float) +
+                                          (size_t)x_per * ENG_CUDA_LOWP_BYTES);
+    if (l.nb < 1)
+        l.nb = g->batch > 0 ? g->batch : 0; /* nothing per image: one chunk */
+    l.x_off = ((size_t)(l.nb * per) * sizeof(float) + 255) / 256 * 256;
+    l.bytes = l.x_off + (size_t)(l.nb * x_per) * ENG_CUDA_LOWP_BYTES;
+    return l;
+}
+
 static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g) != 0)
         return 0;
+    if (weight_is_lowp(c))
+        return convt_lowp_layout(&g).bytes;
     int64_t per = g.out_channels * eng_nn_prod(g.kernel) * eng_nn_prod(g.in);
-    return (size_t)(col_chunk_images(g.batch, per) * per) * sizeof(float);
+    return (size_t)(col_chunk_images(g.batch, (size_t)per * sizeof(float)) * per) * sizeof(float);
 }
 
 /* ConvTranspose. On error (geometry, scratch, cuBLAS range, launch) Y may
@@ -553,10 +749,13 @@ static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
 static int conv_transpose_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = require_float_inputs(c, 3);
+    int rc = require_conv_inputs(c);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g)))
         return rc;
-    const float *x = (const float *)c->inputs[0]->data, *w = (const float *)c->inputs[1]->data;
+    const float *x = (const float *)c->inputs[0]->data;
+    const void *w = c->inputs[1]->data;
+    eng_dtype_t wdt = c->inputs[1]->dtype;
+    bool lowp = eng_cuda_is_lowp(wdt);
     const eng_tensor_t *bt = eng_ctx_in(c, 2);
     float *y = (float *)c->outputs[0]->data, *col = (float *)c->scratch;
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
@@ -564,11 +763,22 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     if (g.batch * g.out_channels * out_sz == 0)
         return 0;
     int64_t per = g.out_channels * taps * in_sz, nb;
-    if ((rc = col_chunk_from_scratch(c, g.batch, per, &nb)))
+    /* With a half / bfloat16 W: X's chunk in W's dtype, after the columns. */
+    void *x_lowp = NULL;
+    if (lowp) {
+        convt_lowp_layout_t l = convt_lowp_layout(&g);
+        if (c->scratch_bytes < l.bytes)
+            return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
+                              c->scratch_bytes, l.bytes);
+        nb = l.nb;
+        x_lowp = (char *)c->scratch + l.x_off;
+    } else if ((rc = col_chunk_from_scratch(c, g.batch, per, &nb))) {
         return rc;
+    }
     /* col_g [M/group * K, IN] = W_g^T (W_g: [C/group, M/group * K]) x X_g [C/group, IN]. */
     grouped_gemm_t p;
     memset(&p, 0, sizeof p);
+    p.dt = wdt;
     p.trans_a = true;
     p.m = mg * taps;
     p.n = in_sz;
@@ -605,7 +815,13 @@ static int conv_transpose_run(eng_op_ctx_t *c)
                 ENG_CUDA_TRY(c, cudaMemsetAsync(col, 0, (size_t)(cnt * per) * sizeof *col,
                                                 c->cuda->stream));
         } else {
-            p.b = x + n0 * g.in_channels * in_sz;
+            const float *xc = x + n0 * g.in_channels * in_sz;
+            p.b = xc;
+            if (lowp) {
+                if ((rc = eng_cuda_to_lowp(c, wdt, x_lowp, xc, cnt * g.in_channels * in_sz)))
+                    return rc;
+                p.b = x_lowp;
+            }
             p.n_img = cnt;
             if ((rc = grouped_gemm_run(c, &p)))
                 return rc;

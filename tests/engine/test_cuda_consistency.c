@@ -1970,3 +1970,184 @@ Test(cuda_consistency, a_cuda_model_over_a_host_cache_is_einval)
     expect_load_fails(&r, &cfg, FS_EINVAL, "host");
     rig_close(&r);
 }
+
+/* ---- precision --------------------------------------------------------- */
+
+/* ||got - want|| / ||want|| over two float tensors of one shape (the
+ * absolute norm when want is all zeros); NAN when got holds a NaN or an
+ * infinity, or the two differ in dtype or shape. */
+static double rel_l2_error(const eng_tensor_t *want, const eng_tensor_t *got)
+{
+    if (!want || !got || want->dtype != ENG_DT_FLOAT || got->dtype != ENG_DT_FLOAT ||
+        !eng_shape_equal(&want->shape, &got->shape))
+        return NAN;
+    const float *w = want->data, *g = got->data;
+    double num = 0, den = 0;
+    for (int64_t i = 0, n = eng_shape_numel(&want->shape); i < n; i++) {
+        if (!isfinite(g[i]))
+            return NAN;
+        double d = (double)g[i] - (double)w[i];
+        num += d * d;
+        den += (double)w[i] * (double)w[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Loads `path` on the device under test at `precision` (its owner named
+ * after it), and the bytes its owner holds right after the load: weights,
+ * folded constants and cuBLAS's workspace. NULL when the load failed (an
+ * expectation says why). */
+static eng_model_t *precision_load(rig_t *r, const char *path, const char *precision,
+                                   int64_t *owner_bytes)
+{
+    char name[32];
+    snprintf(name, sizeof name, "precision-%s", precision);
+    eng_model_config_t cfg = rig_config(r, true);
+    cfg.name = name;
+    cfg.precision = precision;
+    eng_model_t *m = NULL;
+    int rc = eng_model_load(path, &cfg, &m);
+    cr_expect_eq(rc, 0, "%s: loading on %s at %s: %s", path, r->dut.name, precision,
+                 fs_errmsg());
+    *owner_bytes = 0;
+    alloc_owner_stats_t os;
+    if (rc == 0 && alloc_cache_owner_stats(r->dev_cache, eng_model_owner(m), &os) == 0)
+        *owner_bytes = os.allocated.current;
+    return rc == 0 ? m : NULL;
+}
+
+/* One model at one low precision, against its fp32 outputs `want` on the
+ * same inputs: prints the largest relative L2 error over the float outputs
+ * and the owners' bytes, and checks the bound, finiteness (unless
+ * `may_overflow` and the output is not finite: then it only says so) and
+ * that the owner holds less than fp32's. */
+static void precision_check(rig_t *r, const char *path, int64_t batch, const char *precision,
+                            double bound, bool may_overflow, const eng_tensor_t *views,
+                            size_t n_in, eng_tensor_t *const *want, size_t n_out,
+                            int64_t ref_bytes)
+{
+    int64_t bytes = 0;
+    eng_model_t *m = precision_load(r, path, precision, &bytes);
+    eng_tensor_t *got[OC_MAX_OUT] = {NULL};
+    int rc = m ? eng_model_run(m, views, n_in, got) : -1;
+    if (m)
+        cr_expect_eq(rc, 0, "%s: running at %s: %s", path, precision, fs_errmsg());
+    double worst = 0;
+    size_t at = 0;
+    for (size_t j = 0; rc == 0 && j < n_out && !isnan(worst); j++) {
+        if (want[j]->dtype != ENG_DT_FLOAT)
+            continue;
+        double e = rel_l2_error(want[j], got[j]);
+        if (isnan(e) || e > worst) {
+            worst = e;
+            at = j;
+        }
+    }
+    if (rc == 0) {
+        fprintf(stderr, "precision: %s batch %lld %s: relative L2 error vs fp32 %.3e (output %zu);"
+                " owner %.2f MB, fp32 %.2f MB\n", path, (long long)batch, precision, worst, at,
+                (double)bytes / 1048576.0, (double)ref_bytes / 1048576.0);
+        if (isnan(worst) && may_overflow)
+            cr_log_info("%s at %s: output %zu is not finite: the activations outgrow the "
+                        "format's range (expected for this model)", path, precision, at);
+        else
+            cr_expect(!isnan(worst), "%s at %s: output %zu is not finite or not shaped as "
+                      "fp32's", path, precision, at);
+        cr_expect(isnan(worst) || worst < bound, "%s at %s: relative L2 error %.3e vs fp32 "
+                  "(output %zu), bound %.0e", path, precision, worst, at, bound);
+        cr_expect_lt(bytes, ref_bytes, "%s at %s: the owner holds %lld bytes, not below fp32's "
+                     "%lld (are the GEMM weights stored at half size?)", path, precision,
+                     (long long)bytes, (long long)ref_bytes);
+    }
+    outputs_free(got, (int)n_out);
+    eng_model_destroy(m);
+}
+
+/* Runs `path` at fp32 on the device, then checks fp16 and bf16 against it
+ * on the same random inputs (values in [-1, 1) for floats). */
+static void precision_compare(rig_t *r, const char *path, int64_t batch, bool fp16_may_overflow)
+{
+    static const struct {
+        const char *name;
+        double bound;
+    } lowp[] = {{"fp16", 5e-3}, {"bf16", 3e-2}};
+    int64_t ref_bytes = 0;
+    eng_model_t *ref = precision_load(r, path, "fp32", &ref_bytes);
+    size_t n_in = ref ? eng_model_n_inputs(ref) : 0, n_out = ref ? eng_model_n_outputs(ref) : 0;
+    if (!ref || n_in > OC_MAX_IN || n_out > OC_MAX_OUT) {
+        cr_expect(!ref, "%s: %zu inputs, %zu outputs: too many for this harness", path, n_in,
+                  n_out);
+        eng_model_destroy(ref);
+        return;
+    }
+    eng_tensor_t *owned[OC_MAX_IN] = {NULL}, views[OC_MAX_IN];
+    eng_tensor_t *want[OC_MAX_OUT] = {NULL};
+    for (size_t i = 0; i < n_in; i++) {
+        eng_io_info_t info;
+        cr_assert_eq(eng_model_input(ref, i, &info), 0);
+        cr_assert_geq(info.rank, 0, "%s: input '%s' has no declared rank", path, info.name);
+        spec_t s = {.dt = info.dtype, .dist = DIST_RANGE, .lo = -1.0, .hi = 1.0, .n_vals = -1,
+                    .shape.rank = info.rank};
+        if (!dtype_is_float(info.dtype))
+            s.dist = DIST_DEFAULT;
+        for (int d = 0; d < info.rank; d++)
+            s.shape.dims[d] = info.dims[d] < 0 ? batch : info.dims[d];
+        char what[1300];
+        snprintf(what, sizeof what, "%.1200s/precision/%zu", path, i);
+        owned[i] = spec_tensor(&s, fnv1a(what));
+        views[i] = *owned[i];
+    }
+    int rc = eng_model_run(ref, views, n_in, want);
+    cr_expect_eq(rc, 0, "%s: running at fp32: %s", path, fs_errmsg());
+    for (size_t p = 0; rc == 0 && p < N_OF(lowp); p++)
+        precision_check(r, path, batch, lowp[p].name, lowp[p].bound,
+                        fp16_may_overflow && strcmp(lowp[p].name, "fp16") == 0, views, n_in,
+                        want, n_out, ref_bytes);
+    outputs_free(want, (int)n_out);
+    for (size_t i = 0; i < n_in; i++)
+        eng_tensor_free(owned[i]);
+    eng_model_destroy(ref);
+    rig_expect_idle(r, path);
+}
+
+/* fp16 and bf16 against fp32 on the device: the demo models at batch 8
+ * and, when present, light_resnet50 and light_squeezenet at batch 1. One
+ * line per (model, precision) on stderr with the error and the owners'
+ * bytes.
+ *
+ * Bounds: fp16 rounds both operands of every GEMM with a weight to 11
+ * significant bits (relative 2^-12 each) and bf16 to 8 (2^-9), every sum
+ * in fp32; the layers' rounding errors are independent, so a few to ~50
+ * layers stay well under 5e-3 (fp16) and 3e-2 (bf16) relative L2. (The
+ * same rounding emulated on the CPU gave, at batch 8: mlp 3e-5 / 2e-4,
+ * cnn 4e-5 / 2e-4, transformer 1.3e-4 / 1.1e-3.) The outputs must be
+ * finite and the half-size weights must show in the owner's bytes.
+ *
+ * ONNX's light models hold every weight as one repeated constant, so their
+ * activations grow layer after layer: on the CPU up to 2.8e17 reach
+ * resnet50's GEMMs and 1.2e9 squeezenet's, far past fp16's 65504. In fp16
+ * they overflow to infinity and the output is NaN, as under PyTorch's fp16
+ * autocast; that is reported, not failed (a finite fp16 output must still
+ * meet the bound). bf16 has fp32's range. Their fp32 output is the uniform
+ * 1/1000 softmax, so their errors say little. */
+Test(cuda_consistency, precision_error_is_bounded)
+{
+    static const char *const demo[] = {"models/mlp/1/model.onnx", "models/cnn/1/model.onnx",
+                                       "models/transformer/1/model.onnx"};
+    static const char *const light[] = {"light_resnet50", "light_squeezenet"};
+    rig_t r;
+    rig_open_cuda(&r);
+    for (size_t i = 0; i < N_OF(demo); i++)
+        precision_compare(&r, demo[i], 8, false);
+    const char *root = getenv("FLATSERVE_ONNX_TESTS");
+    for (size_t i = 0; i < N_OF(light); i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/light/%s.onnx",
+                 root && root[0] ? root : "../shared/onnx-tests", light[i]);
+        if (access(path, R_OK) == 0)
+            precision_compare(&r, path, 1, true);
+        else
+            cr_log_info("%s: not there, left out", path);
+    }
+    rig_close(&r);
+}
