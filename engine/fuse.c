@@ -1,4 +1,7 @@
-/* fuse.c -- Conv + BatchNormalization fusion at load.
+/* fuse.c -- load-time fusions: Conv + BatchNormalization, and the erf GELU
+ * chain into one Gelu node.
+ *
+ * CONV + BATCHNORMALIZATION.
  *
  * Algorithm: an inference BatchNormalization computes, per channel m,
  * y = (x - mean[m]) * s[m] + B[m] with s[m] = scale[m] / sqrt(var[m] + eps).
@@ -25,7 +28,33 @@
  * op check already refuses the rest, this only stays out of their way) with
  * one output; and every var + eps > 0 and every W', b' finite (the kernel's
  * inf/NaN arithmetic would differ from the folded one's). Anything else is
- * left as it was. */
+ * left as it was.
+ *
+ * GELU. PyTorch exports nn.functional.gelu (erf form) as five nodes,
+ * y = (x * (1 + erf(x / sqrt 2))) * 0.5 -- Div(x, 1.4142135), Erf, Add 1,
+ * Mul x, Mul 0.5 -- and hand-written GELUs (x * 0.5 * (1 + erf(x *
+ * 0.70710677)), BERT's) as Mul(x, 0.5) first and the product of the halves
+ * last. Either chain becomes one Gelu node (approximate 'none'), which
+ * reads x once and writes y once instead of four intermediates: the chain's
+ * first node is rewritten in place to Gelu on x writing y (x is ready
+ * there, and y's readers come after the chain's last node), the other four
+ * are marked done like folded nodes, and the intermediates are left with no
+ * producer. The operands of Add and Mul may come in either order.
+ * Fused only when exactly equivalent in shape and nearly in value: every
+ * node of the chain in the default domain and not done; every intermediate
+ * read by the next node alone (its only reader, a done node still
+ * counting) and no graph output; the constants float scalars (rank 0, or
+ * rank 1 of one element when x's rank is known to be at least 1, so the
+ * broadcast keeps x's shape) holding exactly 1.4142135f (Div) or
+ * 0.70710677f (Mul), 1 and 0.5. Values: the Gelu kernels compute
+ * 0.5 * x * (1 + erf(x * 0.70710677f)), the Mul chain's arithmetic in
+ * another order of exact scalings by 0.5 -- the same bits on the CPU; x /
+ * 1.4142135f may differ from x * 0.70710677f by an ulp, which moves y by
+ * about 1e-7 relative (more only where 1 + erf cancels, x < -3, where y is
+ * below 4e-3 |x| and the chain's own rounding is as large).
+ * Opset: the op definitions and kernels are opset-agnostic (Gelu's check
+ * reads only `approximate`), so the Gelu node runs in a model of any opset;
+ * ONNX added Gelu at opset 20, and the model's opset is left as it was. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +62,7 @@
 #include "common/error.h"
 #include "engine/graph.h"
 #include "engine/onnx_impl.h"
+#include "engine/op.h"
 #include "engine/plan.h"
 
 /* One Conv + BN pair that may be fused. */
@@ -271,5 +301,183 @@ int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
         if (rc != 0)
             return rc;
     }
+    return 0;
+}
+
+/* --- GELU ------------------------------------------------------------------ */
+
+/* Float constants the GELU chain must hold exactly. */
+#define GELU_SQRT2 1.41421356237309505f
+#define GELU_RSQRT2 0.70710678118654752f
+
+/* Whether v's rank is known to be at least 1: declared so, a constant of
+ * rank >= 1, or the output of a broadcasting Add/Sub/Mul/Div with such an
+ * input (followed `depth` producers up). */
+static bool rank_at_least_one(const eng_graph_t *g, int v, int depth)
+{
+    if (v < 0)
+        return false;
+    const eng_value_t *val = &g->values[v];
+    if (val->rank >= 1 || (val->kind == ENG_VALUE_CONST && val->constant.shape.rank >= 1))
+        return true;
+    if (val->kind != ENG_VALUE_NODE || val->producer < 0 || depth <= 0)
+        return false;
+    const eng_node_t *n = &g->nodes[val->producer];
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div"};
+    bool broadcasting = false;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        broadcasting = broadcasting || strcmp(n->op_type, ops[i]) == 0;
+    if (!broadcasting || n->domain[0] != '\0')
+        return false;
+    for (int i = 0; i < n->n_inputs; i++)
+        if (rank_at_least_one(g, n->inputs[i], depth - 1))
+            return true;
+    return false;
+}
+
+/* Whether c is a float scalar constant holding exactly `want`, that
+ * broadcast against x leaves x's shape. */
+static bool is_scalar_const(const eng_graph_t *g, int c, float want, int x)
+{
+    if (!is_float_const(g, c))
+        return false;
+    const eng_tensor_t *t = &g->values[c].constant;
+    if (eng_shape_numel(&t->shape) != 1 || t->shape.rank > 1 ||
+        (t->shape.rank == 1 && !rank_at_least_one(g, x, 8)))
+        return false;
+    const float v = *(const float *)t->data;
+    return memcmp(&v, &want, sizeof v) == 0;
+}
+
+/* Node i's operand other than `v` when node i is a live default-domain
+ * `op` with two inputs, one of them v, and one output; else -2. */
+static int binary_other(const eng_graph_t *g, const bool *done, int i, const char *op, int v)
+{
+    if (i < 0 || !is_live_op(g, done, i, op))
+        return -2;
+    const eng_node_t *n = &g->nodes[i];
+    if (n->n_inputs != 2 || n->n_outputs != 1 || n->inputs[0] < 0 || n->inputs[1] < 0)
+        return -2;
+    return n->inputs[0] == v ? n->inputs[1] : n->inputs[1] == v ? n->inputs[0] : -2;
+}
+
+/* The node reading v, when v is an intermediate the GELU chain may absorb:
+ * a node output, no graph output, read by exactly one node; else -1. */
+static int sole_reader(const eng_graph_t *g, int v)
+{
+    if (v < 0 || g->values[v].kind != ENG_VALUE_NODE || g->values[v].is_output ||
+        g->values[v].n_consumers != 1)
+        return -1;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] == v)
+                return (int)i;
+    return -1;
+}
+
+/* One GELU chain: its five nodes (any order), its input x and output y. */
+typedef struct gelu_chain {
+    int nodes[5];
+    int x, y;
+} gelu_chain_t;
+
+/* Whether the chain through Erf node `erf` is a GELU (see the file
+ * header); fills *c when so. Cannot fail. */
+static bool gelu_match(const eng_graph_t *g, const bool *done, int erf, gelu_chain_t *c)
+{
+    if (!is_live_op(g, done, erf, "Erf"))
+        return false;
+    const eng_node_t *e = &g->nodes[erf];
+    if (e->n_inputs != 1 || e->n_outputs != 1 || e->inputs[0] < 0)
+        return false;
+    /* x / sqrt 2, or x * (1 / sqrt 2) */
+    const int t = e->inputs[0];
+    if (sole_reader(g, t) != erf || g->values[t].producer < 0)
+        return false;
+    const int scale = g->values[t].producer;
+    const eng_node_t *sn = &g->nodes[scale];
+    int x = -1;
+    if (is_live_op(g, done, scale, "Div") && sn->n_inputs == 2 && sn->n_outputs == 1 &&
+        is_scalar_const(g, sn->inputs[1], GELU_SQRT2, sn->inputs[0]))
+        x = sn->inputs[0];
+    for (int k = 0; k < 2 && x < 0 && is_live_op(g, done, scale, "Mul"); k++)
+        if (sn->n_inputs == 2 && sn->n_outputs == 1 && sn->inputs[k] >= 0 &&
+            is_scalar_const(g, sn->inputs[1 - k], GELU_RSQRT2, sn->inputs[k]))
+            x = sn->inputs[k];
+    if (x < 0)
+        return false;
+    /* 1 + erf */
+    const int add = sole_reader(g, e->outputs[0]);
+    const int one = binary_other(g, done, add, "Add", e->outputs[0]);
+    if (one < 0 || !is_scalar_const(g, one, 1.0f, x))
+        return false;
+    const int av = g->nodes[add].outputs[0];
+    const int mul = sole_reader(g, av);
+    const int other = binary_other(g, done, mul, "Mul", av);
+    if (other < 0)
+        return false;
+    const int mv = g->nodes[mul].outputs[0];
+    if (other == x) {
+        /* (x * (1 + erf)) * 0.5: PyTorch's order */
+        const int last = sole_reader(g, mv);
+        const int half = binary_other(g, done, last, "Mul", mv);
+        if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
+            return false;
+        *c = (gelu_chain_t){.nodes = {scale, erf, add, mul, last}, .x = x,
+                            .y = g->nodes[last].outputs[0]};
+        return true;
+    }
+    /* (x * 0.5) * (1 + erf) */
+    const int halving = g->values[other].producer;
+    if (sole_reader(g, other) != mul || halving < 0)
+        return false;
+    const int half = binary_other(g, done, halving, "Mul", x);
+    if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
+        return false;
+    *c = (gelu_chain_t){.nodes = {halving, scale, erf, add, mul}, .x = x, .y = mv};
+    return true;
+}
+
+/* Rewrites chain c into one Gelu node. Cannot fail: the Gelu node reuses
+ * the chain's own input and output arrays (the graph's pool). */
+static void gelu_apply(eng_graph_t *g, bool *done, const gelu_chain_t *c, const eng_op_def_t *gelu)
+{
+    /* The earliest node becomes the Gelu; its dropped operand loses a reader. */
+    int first = c->nodes[0];
+    for (int i = 1; i < 5; i++)
+        if (c->nodes[i] < first)
+            first = c->nodes[i];
+    eng_node_t *n = &g->nodes[first];
+    const int x_at = n->inputs[0] == c->x ? 0 : 1;
+    g->values[n->inputs[1 - x_at]].n_consumers--;
+    const int *y_slot = NULL;
+    for (int i = 0; i < 5; i++) {
+        const eng_node_t *m = &g->nodes[c->nodes[i]];
+        if (m->outputs[0] == c->y)
+            y_slot = m->outputs;
+        g->values[m->outputs[0]].producer = -1;
+        if (c->nodes[i] != first)
+            done[c->nodes[i]] = true;
+    }
+    n->op_type = gelu->op_type;
+    n->op = gelu;
+    n->n_attrs = 0;
+    n->attrs = NULL;
+    n->inputs += x_at;
+    n->n_inputs = 1;
+    n->outputs = y_slot;
+    n->n_outputs = 1;
+    g->values[c->y].producer = first;
+}
+
+int eng_fuse_gelu(eng_graph_t *g, bool *done)
+{
+    const eng_op_def_t *gelu = eng_op_find("Gelu");
+    if (!gelu)
+        return 0;
+    gelu_chain_t c;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (gelu_match(g, done, (int)i, &c))
+            gelu_apply(g, done, &c, gelu);
     return 0;
 }

@@ -94,6 +94,13 @@ int eng_fold_constants(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
  * with it). */
 int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
 
+/* Rewrites each erf GELU chain (x * 0.5 * (1 + erf(x / sqrt 2)) as
+ * PyTorch exports it, in its usual node orders; engine/fuse.c says exactly
+ * when) into one Gelu node (approximate 'none') on its first node;
+ * `done[i]` is set for the chain's other nodes. Runs after
+ * eng_fold_constants on the same `done`. Cannot fail (returns 0). */
+int eng_fuse_gelu(eng_graph_t *g, bool *done);
+
 #ifdef __cplusplus
 }
 #endif

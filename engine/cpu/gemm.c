@@ -22,7 +22,15 @@
  *    it is the panel (not transposed, alpha 1): reading B bounds such a
  *    product, and a copy would only add to it; else the panel packed on the
  *    task's stack (transposed through AVX registers when B is transposed).
- *    The stack panel also serves when the scratch is short.
+ *    The stack panel also serves when the scratch is short. B is read in
+ *    place by any number of tiles when its k block is small enough to stay
+ *    in L1 (gemm_b_in_l1).
+ * A batch of products (eng_gemm_run_batch: attention's per-head MatMuls)
+ * is one eng_parallel_for over every (product, row block, column tile):
+ * the tasks are gemm_task's on the product's own eng_gemm_t, B's panels in
+ * place or on the task's stack (no shared scratch), so a product of a batch
+ * runs the very tile code a lone product runs, and no per-product planning
+ * or thread handoff is paid for products of a few microseconds.
  * Edges run the full-tile arithmetic: a tile narrower than NR runs the
  * kernel on a copy of its C in an MR x NR buffer (the zero columns of B's
  * panel compute values that are dropped), and a tile with fewer than MR rows
@@ -60,6 +68,9 @@
 /* B panels are read in place (no copy) by row blocks of at most this many
  * register tiles. */
 #define GEMM_IN_PLACE_TILES 4
+/* ... or by any number of tiles when one k block of B, read in place, is
+ * at most this many bytes (it stays in L1; see gemm_b_in_l1). */
+#define GEMM_IN_PLACE_BYTES (16 << 10)
 /* Output columns per task: its KC x NC block of packed B (256 KiB) stays in
  * L2 while its row blocks pass over it. */
 #define GEMM_NC 256
@@ -433,6 +444,16 @@ static void gemm_pack_items(void *arg, int64_t begin, int64_t end)
     }
 }
 
+/* Whether B's rows of one k block, read in place, lie in few enough cache
+ * lines to stay in L1 however many tiles read them: B exactly one panel
+ * wide (its rows are then the packed layout), or a k block of at most
+ * GEMM_IN_PLACE_BYTES (a small matrix: the attention products' K' and V).
+ * A copy would then only add to the product. */
+static bool gemm_b_in_l1(const gemm_impl_t *im, const eng_gemm_t *g, int64_t kc)
+{
+    return g->ldb == im->nr || kc * g->ldb * (int64_t)sizeof(float) <= GEMM_IN_PLACE_BYTES;
+}
+
 /* The panel of alpha op(B) at rows [p0, p0 + kc), columns [jc, jc + nv),
  * with its row stride in *rsb: in `block`, the packed panels from column c0
  * on, when B is packed; in B itself when that is the panel (B not
@@ -447,7 +468,8 @@ static const float *gemm_b_panel(const gemm_job_t *j, const float *block, int64_
     *rsb = j->im->nr;
     if (block)
         return block + (jc - c0) * kc;
-    if (!g->trans_b && g->alpha == 1.0f && nv == j->im->nr && tiles <= GEMM_IN_PLACE_TILES) {
+    if (!g->trans_b && g->alpha == 1.0f && nv == j->im->nr &&
+        (tiles <= GEMM_IN_PLACE_TILES || gemm_b_in_l1(j->im, g, kc))) {
         *rsb = g->ldb;
         return g->b + p0 * g->ldb + jc;
     }
@@ -568,4 +590,83 @@ void eng_gemm_run(const eng_gemm_t *g, int n_threads, void *scratch, size_t scra
         j.n_pad = ceil_div(j.s1 - j.s0, j.im->nr) * j.im->nr;
         gemm_run_stripe(&j, n_threads);
     }
+}
+
+/* One eng_gemm_run_batch: the template product, the batch, the kernels and
+ * the cut of each product into tiles (rows in tile_m, columns in tile_n). */
+typedef struct gemm_batch_job {
+    const eng_gemm_t *g;
+    const eng_gemm_batch_t *batch;
+    const gemm_impl_t *im;
+    int64_t tile_m, tile_n, row_tiles, col_tiles;
+} gemm_batch_job_t;
+
+/* Tasks: (product, row tile, column tile) in row-major order. Product t's
+ * operands are the template's moved by the batch strides of t's index.
+ * Each runs gemm_task on that product alone (B in place or packed on the
+ * stack), the code of every other path. Cannot fail. */
+static void gemm_batch_tasks(void *arg, int64_t begin, int64_t end)
+{
+    const gemm_batch_job_t *bj = arg;
+    const eng_gemm_batch_t *bt = bj->batch;
+    const int64_t per = bj->row_tiles * bj->col_tiles;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t rem = t / per, a_off = 0, b_off = 0, c_off = 0;
+        for (int d = bt->rank - 1; d >= 0; d--) {
+            const int64_t at = rem % bt->dims[d];
+            rem /= bt->dims[d];
+            a_off += at * bt->a_stride[d];
+            b_off += at * bt->b_stride[d];
+            c_off += at * bt->c_stride[d];
+        }
+        eng_gemm_t g = *bj->g;
+        g.a += a_off;
+        g.b += b_off;
+        g.c += c_off;
+        const gemm_job_t j = {.g = &g, .im = bj->im, .s0 = 0, .s1 = g.n};
+        const int64_t r0 = t % per / bj->col_tiles * bj->tile_m;
+        const int64_t c0 = t % bj->col_tiles * bj->tile_n;
+        gemm_task(&j, r0, min64(r0 + bj->tile_m, g.m), c0, min64(c0 + bj->tile_n, g.n));
+    }
+}
+
+void eng_gemm_run_batch(const eng_gemm_t *g, const eng_gemm_batch_t *batch, int n_threads)
+{
+    int64_t count = 1;
+    for (int d = 0; d < batch->rank; d++)
+        count *= batch->dims[d];
+    if (count <= 0 || g->m <= 0 || g->n <= 0)
+        return;
+    if (g->k <= 0) {
+        eng_gemm_t one = *g;
+        for (int64_t t = 0; t < count && !g->accumulate; t++) {
+            int64_t rem = t, c_off = 0;
+            for (int d = batch->rank - 1; d >= 0; d--) {
+                c_off += rem % batch->dims[d] * batch->c_stride[d];
+                rem /= batch->dims[d];
+            }
+            one.c = g->c + c_off;
+            eng_gemm_run(&one, 1, NULL, 0);
+        }
+        return;
+    }
+    /* Tiles as gemm_plan_tiles cuts them without scratch: MC rows, NC
+     * columns, smaller only when the whole batch gives too few tasks. */
+    gemm_batch_job_t bj = {.g = g, .batch = batch, .im = gemm_impl()};
+    const int64_t mr = bj.im->mr, nr = bj.im->nr;
+    const int64_t want = n_threads > 1 ? 4 * (int64_t)n_threads : 1;
+    const int64_t col_panels = ceil_div(g->n, nr), row_panels = ceil_div(g->m, mr);
+    int64_t row_tiles = ceil_div(g->m, GEMM_MC), col_tiles = ceil_div(col_panels, GEMM_NC / nr);
+    if (count * row_tiles * col_tiles < want)
+        row_tiles = min64(row_panels, ceil_div(want, count * col_tiles));
+    if (count * row_tiles * col_tiles < want)
+        col_tiles = min64(col_panels, ceil_div(want, count * row_tiles));
+    bj.tile_m = ceil_div(row_panels, row_tiles) * mr;
+    bj.tile_n = ceil_div(col_panels, col_tiles) * nr;
+    bj.row_tiles = ceil_div(g->m, bj.tile_m);
+    bj.col_tiles = ceil_div(g->n, bj.tile_n);
+    /* Work units as gemm_run_stripe counts them. */
+    const int64_t tile_work = bj.tile_m * bj.tile_n * g->k / 64;
+    eng_parallel_for(n_threads, count * bj.row_tiles * bj.col_tiles,
+                     eng_parallel_grain(tile_work), gemm_batch_tasks, &bj);
 }

@@ -48,8 +48,9 @@
  * from the CPU; gemm.c's header has the algorithm. bench/gemm_bench.c
  * measures it against OpenBLAS.
  *
- * Threading: eng_gemm_run may be called from any thread, concurrently; it
- * runs its work through eng_parallel_for (engine/cpu/parallel.h). */
+ * Threading: eng_gemm_run and eng_gemm_run_batch may be called from any
+ * thread, concurrently; they run their work through eng_parallel_for
+ * (engine/cpu/parallel.h). */
 #ifndef FS_ENGINE_CPU_GEMM_H
 #define FS_ENGINE_CPU_GEMM_H
 
@@ -94,6 +95,29 @@ size_t eng_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k);
  * nothing; k of 0 zeroes C unless accumulating. Uses about 40 KiB of the
  * stack of each thread it runs on. Cannot fail. */
 void eng_gemm_run(const eng_gemm_t *g, int n_threads, void *scratch, size_t scratch_bytes);
+
+/* A batch of products of one shape (eng_gemm_run_batch): product t, for t
+ * in [0, dims[0] x ... x dims[rank - 1]) in row-major order over the dims,
+ * is the template's with A, B and C moved by sum_d index_d(t) x
+ * a_stride[d] (b_stride, c_stride) elements. A stride of 0 broadcasts an
+ * operand; the products' C must not overlap each other, A or B. */
+#define ENG_GEMM_BATCH_MAX_RANK 8
+typedef struct eng_gemm_batch {
+    int rank;                                  /* 0..ENG_GEMM_BATCH_MAX_RANK; 0: one product */
+    int64_t dims[ENG_GEMM_BATCH_MAX_RANK];
+    int64_t a_stride[ENG_GEMM_BATCH_MAX_RANK];
+    int64_t b_stride[ENG_GEMM_BATCH_MAX_RANK];
+    int64_t c_stride[ENG_GEMM_BATCH_MAX_RANK];
+} eng_gemm_batch_t;
+
+/* Computes every product of the batch (each exactly as gemm.h's guarantee
+ * says: the same bits eng_gemm_run gives it alone) in one parallel pass
+ * over all of their tiles, with up to n_threads threads and no scratch: for
+ * many small products (attention's per-head MatMuls), where one
+ * eng_gemm_run per product pays its planning and thread handoff each time.
+ * `g` and `batch` are borrowed for the call. Uses about 40 KiB of the stack
+ * of each thread it runs on. Cannot fail. */
+void eng_gemm_run_batch(const eng_gemm_t *g, const eng_gemm_batch_t *batch, int n_threads);
 
 /* The kernel families. AUTO is the best the CPU has: AVX512 (AVX-512F),
  * else AVX2 (AVX2 and FMA), else PORTABLE (plain C with fmaf). */

@@ -3,15 +3,18 @@
  * MatMul and Gemm call flatserve's GEMM (engine/cpu/gemm.h: every output
  * element's bits independent of its position, so of the batch it is in),
  * with the kernel's threads and its scratch for the packed B: MatMul once
- * per broadcast batch matrix, or once for the whole batch when B is one
- * matrix shared by every batch and A's matrices are contiguous (then A is
- * one [batch * M, K] matrix).
+ * for the whole batch when B is one matrix shared by every batch and A's
+ * matrices are contiguous (then A is one [batch * M, K] matrix), else as
+ * one eng_gemm_run_batch over the broadcast batch (attention's per-head
+ * products: one parallel pass over every head's tiles, no scratch; each
+ * product's bits are the ones eng_gemm_run would give it).
  *
  * Einsum of two operands whose labels each appear once per operand, with
  * no broadcasting and no label summed inside one operand alone, is a
  * batched GEMM: each label is a batch (in A, B and Y), M (A and Y), N (B and
  * Y) or K (A and B) label; A and B are copied into the scratch as
- * [batch, M, K] and [batch, K, N], multiplied, and the [batch, M, N] result
+ * [batch, M, K] and [batch, K, N], multiplied (one eng_gemm_run_batch for
+ * a batch of several), and the [batch, M, N] result
  * is copied into Y's label order. Every other Einsum is a direct loop: an
  * odometer over the output labels, then the summed labels, multiplying one
  * element of each operand (found through per-label strides, where a
@@ -62,9 +65,27 @@ static int matmul_plan(const eng_op_ctx_t *c, matmul_plan_t *p)
 static size_t matmul_scratch_bytes(const eng_op_ctx_t *c)
 {
     matmul_plan_t p;
-    if (matmul_plan(c, &p) != 0)
+    if (matmul_plan(c, &p) != 0 || !p.one_gemm)
         return 0;
     return eng_gemm_scratch_bytes(p.m, p.d.n, p.d.k);
+}
+
+_Static_assert(ENG_MAX_RANK <= ENG_GEMM_BATCH_MAX_RANK, "a MatMul batch fits eng_gemm_batch_t");
+
+/* Y's batch = A's x B's broadcast (plan p) as eng_gemm_run_batch's batch.
+ * Cannot fail. */
+static void matmul_batch(const matmul_plan_t *p, eng_gemm_batch_t *bt)
+{
+    const eng_matmul_dims_t *d = &p->d;
+    int64_t c_stride = d->m * d->n;
+    bt->rank = d->batch_rank;
+    for (int i = d->batch_rank - 1; i >= 0; i--) {
+        bt->dims[i] = d->batch[i];
+        bt->a_stride[i] = d->a_stride[i];
+        bt->b_stride[i] = d->b_stride[i];
+        bt->c_stride[i] = c_stride;
+        c_stride *= d->batch[i];
+    }
 }
 
 /* MatMul. On error (shapes) Y is untouched. */
@@ -81,17 +102,11 @@ static int matmul_run(eng_op_ctx_t *c)
         sgemm_nn(c->n_threads, p.m, d->n, d->k, a, b, y, c->scratch, c->scratch_bytes);
         return 0;
     }
-    for (int64_t bi = 0; bi < p.batches; bi++) {
-        int64_t rem = bi, a_off = 0, b_off = 0;
-        for (int i = d->batch_rank - 1; i >= 0; i--) {
-            int64_t at = rem % d->batch[i];
-            rem /= d->batch[i];
-            a_off += at * d->a_stride[i];
-            b_off += at * d->b_stride[i];
-        }
-        sgemm_nn(c->n_threads, d->m, d->n, d->k, a + a_off, b + b_off, y + bi * d->m * d->n,
-                 c->scratch, c->scratch_bytes);
-    }
+    eng_gemm_t g = {.m = d->m, .n = d->n, .k = d->k, .a = a, .lda = d->k, .b = b, .ldb = d->n,
+                    .c = y, .ldc = d->n, .alpha = 1.0f};
+    eng_gemm_batch_t bt;
+    matmul_batch(&p, &bt);
+    eng_gemm_run_batch(&g, &bt, c->n_threads);
     return 0;
 }
 
@@ -236,7 +251,7 @@ static void einsum_scratch_split(const einsum_gemm_t *p, size_t *copies, size_t 
 {
     int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
     *copies = (size_t)(b * (m * k + k * n + m * n)) * sizeof(float);
-    *gemm = eng_gemm_scratch_bytes(m, n, k);
+    *gemm = b == 1 ? eng_gemm_scratch_bytes(m, n, k) : 0;
 }
 
 static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
@@ -272,9 +287,16 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
     static const int y_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_N};
     einsum_copy(e, p, a_roles, stride[0], c->inputs[0]->data, a, true);
     einsum_copy(e, p, b_roles, stride[1], c->inputs[1]->data, bm, true);
-    for (int64_t i = 0; i < b; i++)
-        sgemm_nn(c->n_threads, m, n, k, a + i * m * k, bm + i * k * n, y + i * m * n,
-                 (char *)c->scratch + copies, c->scratch_bytes - copies);
+    if (b == 1) {
+        sgemm_nn(c->n_threads, m, n, k, a, bm, y, (char *)c->scratch + copies,
+                 c->scratch_bytes - copies);
+    } else {
+        eng_gemm_t g = {.m = m, .n = n, .k = k, .a = a, .lda = k, .b = bm, .ldb = n, .c = y,
+                        .ldc = n, .alpha = 1.0f};
+        eng_gemm_batch_t bt = {.rank = 1, .dims = {b}, .a_stride = {m * k},
+                               .b_stride = {k * n}, .c_stride = {m * n}};
+        eng_gemm_run_batch(&g, &bt, c->n_threads);
+    }
     einsum_copy(e, p, y_roles, ystride, c->outputs[0]->data, y, false);
     return 0;
 }

@@ -1,6 +1,8 @@
 /* test_fuse.c -- tests of engine/fuse.c: Conv + BatchNormalization fusion,
  * through the graph (which pairs fuse) and through the model (the fused
- * model computes what a hand-written Conv then BN computes). */
+ * model computes what a hand-written Conv then BN computes); the erf GELU
+ * chain into one Gelu node (which chains fuse; the fused model computes
+ * what the chain computes). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -305,4 +307,180 @@ Test(fuse, skipped_when_var_plus_eps_is_not_positive)
     cr_expect(!done[0] && !done[1]);
     eng_graph_destroy(g);
     mb_free(&b);
+}
+
+/* --- GELU ------------------------------------------------------------------ */
+
+/* One GELU test model: X [2, 3, 40] (opset 17) -> an erf GELU chain -> Y. */
+typedef struct gelu_case {
+    bool halve_first;       /* Mul(x, 0.5) first (BERT's order), else PyTorch's */
+    bool by_rsqrt2;         /* Mul by 0.70710677 instead of Div by 1.4142135 */
+    bool swap_operands;     /* constants first in Add and Mul */
+    bool extra_reader;      /* a Relu also reads Erf's output (output R) */
+    bool mid_output;        /* Add's output is also a graph output */
+    float one;              /* the Add constant (1 to fuse) */
+} gelu_case_t;
+
+#define GELU_N 240
+
+static void gelu_build(mb_t *b, const gelu_case_t *gc)
+{
+    mb_init(b, 8, 17);
+    const int64_t xd[3] = {2, 3, 40}, sd[1] = {1};
+    mb_input(b, "X", F, 3, xd, NULL);
+    /* A rank-0 scale (PyTorch's Constant) and rank-1 [1] others (as
+     * tools/make_models.c writes them; X's rank 3 is declared). */
+    Onnx__TensorProto *t = mb_tensor(b, "s", F, 0, NULL);
+    mb_floats(b, t, (const float[]){gc->by_rsqrt2 ? 0.70710677f : 1.4142135f}, 1);
+    mb_initializer(b, t);
+    add_const(b, "one", 1, sd, (const float[]){gc->one}, 1);
+    add_const(b, "half", 1, sd, (const float[]){0.5f}, 1);
+    const bool sw = gc->swap_operands;
+    if (gc->halve_first)
+        mb_node(b, "Mul", "halve", sw ? "half,X" : "X,half", "H");
+    mb_node(b, gc->by_rsqrt2 ? "Mul" : "Div", "scale", "X,s", "T");
+    mb_node(b, "Erf", "erf", "T", "E");
+    mb_node(b, "Add", "add", sw ? "one,E" : "E,one", "A");
+    if (gc->halve_first) {
+        mb_node(b, "Mul", "mul", sw ? "A,H" : "H,A", "Y");
+    } else {
+        mb_node(b, "Mul", "mul", sw ? "A,X" : "X,A", "M");
+        mb_node(b, "Mul", "out", sw ? "half,M" : "M,half", "Y");
+    }
+    mb_output(b, "Y", F, 3, xd);
+    if (gc->extra_reader) {
+        mb_node(b, "Relu", "relu", "E", "R");
+        mb_output(b, "R", F, 3, xd);
+    }
+    if (gc->mid_output)
+        mb_output(b, "A", F, 3, xd);
+}
+
+/* Loads, folds and fuses the case; returns how many Gelu nodes run (and
+ * checks the chain's other nodes are done exactly when one does). */
+static int gelu_fused_count(const gelu_case_t *gc)
+{
+    mb_t b;
+    gelu_build(&b, gc);
+    eng_graph_t *g = NULL;
+    cr_assert_eq(mb_load(&b, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
+    bool *done = calloc(g->n_nodes + 1, sizeof *done);
+    cr_assert(done);
+    cr_assert_eq(eng_fold_constants(g, NULL, done), 0, "fold: %s", fs_errmsg());
+    cr_assert_eq(eng_fuse_gelu(g, done), 0);
+    int n = 0, n_done = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const eng_node_t *node = &g->nodes[i];
+        n_done += done[i];
+        if (done[i] || strcmp(node->op_type, "Gelu") != 0)
+            continue;
+        n++;
+        cr_expect_eq(node->n_inputs, 1);
+        cr_expect_eq(node->n_outputs, 1);
+        cr_expect_str_eq(g->values[node->inputs[0]].name, "X");
+        cr_expect_str_eq(g->values[node->outputs[0]].name, "Y");
+        cr_expect_eq(g->values[node->outputs[0]].producer, (int)i);
+    }
+    cr_expect_eq(n_done, 4 * n);
+    free(done);
+    eng_graph_destroy(g);
+    mb_free(&b);
+    return n;
+}
+
+/* Runs the case as a model; Y into y (GELU_N floats). */
+static void gelu_run(const gelu_case_t *gc, const float *x, float *y)
+{
+    mb_t b;
+    gelu_build(&b, gc);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    model_fixture_t f;
+    model_fixture_cache(&f);
+    eng_model_config_t cfg = {.cache = f.cache};
+    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
+                 fs_errmsg());
+    eng_shape_t xs = {.rank = 3, .dims = {2, 3, 40}};
+    eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = xs, .data = (void *)x};
+    eng_tensor_t *out[3] = {NULL};
+    cr_assert_eq(eng_model_run(f.model, &in, 1, out), 0, "run: %s", fs_errmsg());
+    cr_assert_eq(eng_shape_numel(&out[0]->shape), GELU_N);
+    cr_expect_eq(out[0]->shape.rank, 3);
+    memcpy(y, out[0]->data, GELU_N * sizeof *y);
+    for (int o = 0; o < 3; o++)
+        eng_tensor_free(out[o]);
+    model_fixture_close(&f);
+    mb_free(&b);
+}
+
+/* The chain with its five nodes run one by one: the Relu reader keeps it
+ * unfused; y from that, and from the fused case, within 1e-6 relative
+ * plus 1e-6 absolute. The absolute part is for x < -2, where 1 + erf
+ * cancels: a 1-ulp change of x / sqrt 2 (Div vs the kernel's multiply)
+ * moves erf's float result by a few ulps of 1, up to 5e-7 in y (measured:
+ * 4.7e-7 at x = -2.63, y = -0.011), as large as erf's own error there. */
+static void gelu_expect_matches_chain(const gelu_case_t *gc)
+{
+    float x[GELU_N], fused[GELU_N], chain[GELU_N];
+    for (int i = 0; i < GELU_N; i++)
+        x[i] = -6.0f + 12.0f * (float)i / (GELU_N - 1) + 1e-3f * (float)(i % 7);
+    gelu_case_t unfused = *gc;
+    unfused.extra_reader = true;
+    cr_assert_eq(gelu_fused_count(&unfused), 0);
+    gelu_run(gc, x, fused);
+    gelu_run(&unfused, x, chain);
+    for (int i = 0; i < GELU_N; i++) {
+        double want = chain[i], got = fused[i];
+        cr_expect(fabs(got - want) <= 1e-6 * fabs(want) + 1e-6, "x %.9g: %.9g, chain %.9g",
+                  (double)x[i], got, want);
+        double exact = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
+        cr_expect(fabs(got - exact) <= 1e-5 * fabs(exact) + 2e-6, "x %.9g: %.9g, exact %.9g",
+                  (double)x[i], got, exact);
+    }
+}
+
+Test(fuse, gelu_chain_as_pytorch_exports_it_becomes_one_gelu)
+{
+    gelu_case_t gc = {.one = 1.0f};
+    cr_expect_eq(gelu_fused_count(&gc), 1);
+    gelu_expect_matches_chain(&gc);
+}
+
+Test(fuse, gelu_chain_in_other_orders_becomes_one_gelu)
+{
+    for (int v = 1; v < 8; v++) {
+        gelu_case_t gc = {.one = 1.0f, .halve_first = v & 1, .by_rsqrt2 = v & 2,
+                          .swap_operands = v & 4};
+        cr_expect_eq(gelu_fused_count(&gc), 1, "variant %d", v);
+        gelu_expect_matches_chain(&gc);
+    }
+}
+
+Test(fuse, gelu_chain_with_the_multiply_by_rsqrt2_gives_the_chains_bits)
+{
+    gelu_case_t gc = {.one = 1.0f, .by_rsqrt2 = true}, unfused = gc;
+    unfused.extra_reader = true;
+    float x[GELU_N], fused[GELU_N], chain[GELU_N];
+    for (int i = 0; i < GELU_N; i++)
+        x[i] = -6.0f + 12.0f * (float)i / (GELU_N - 1);
+    gelu_run(&gc, x, fused);
+    gelu_run(&unfused, x, chain);
+    cr_expect(memcmp(fused, chain, sizeof fused) == 0);
+}
+
+Test(fuse, gelu_skipped_when_an_intermediate_has_another_reader)
+{
+    gelu_case_t gc = {.one = 1.0f, .extra_reader = true};
+    cr_expect_eq(gelu_fused_count(&gc), 0);
+    gc.extra_reader = false;
+    gc.mid_output = true;
+    cr_expect_eq(gelu_fused_count(&gc), 0);
+}
+
+Test(fuse, gelu_skipped_when_a_constant_differs)
+{
+    gelu_case_t gc = {.one = 1.0000001f};
+    cr_expect_eq(gelu_fused_count(&gc), 0);
+    gc.one = 2.0f;
+    cr_expect_eq(gelu_fused_count(&gc), 0);
 }

@@ -380,6 +380,56 @@ Test(engine_gemm, thread_counts_and_scratch_give_identical_bits)
     }
 }
 
+/* eng_gemm_run_batch over a [2, 3] batch whose B broadcasts along the first
+ * dim: every product's C has the promised bits (so those eng_gemm_run gives
+ * it alone), whatever the thread count, for the attention shapes (B one
+ * panel wide, B small enough to read in place) and for edges, transposes,
+ * alpha and accumulation. */
+Test(engine_gemm, batched_products_keep_the_promise_of_each_product)
+{
+    static const int64_t shapes[][3] = {{64, 64, 16}, {64, 16, 64}, {7, 33, 300},
+                                        {130, 70, 20}, {200, 300, 40}};
+    rng_state = 11;
+    for (size_t s = 0; s < N_OF(shapes); s++) {
+        const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        const bool ta = s == 2, tb = s == 3;
+        const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        const int64_t a_len = m * k, b_len = k * n, c_len = m * n;
+        float *a = random_floats((size_t)(6 * a_len), -1.0f, 1.0f);
+        float *b = random_floats((size_t)(3 * b_len), -1.0f, 1.0f);
+        float *c0 = random_floats((size_t)(6 * c_len), -1.0f, 1.0f);
+        float *c = malloc((size_t)(6 * c_len) * sizeof *c);
+        cr_assert_not_null(c);
+        eng_gemm_t g = {.m = m, .n = n, .k = k, .a = a, .lda = lda, .trans_a = ta, .b = b,
+                        .ldb = ldb, .trans_b = tb, .c = c, .ldc = n,
+                        .alpha = s == 4 ? 0.375f : 1.0f, .accumulate = s == 1};
+        const eng_gemm_batch_t bt = {.rank = 2, .dims = {2, 3}, .a_stride = {3 * a_len, a_len},
+                                     .b_stride = {0, b_len}, .c_stride = {3 * c_len, c_len}};
+        for (int t = 1; t <= 3; t++) {
+            memcpy(c, c0, (size_t)(6 * c_len) * sizeof *c);
+            eng_gemm_run_batch(&g, &bt, t);
+            int64_t bad = 0;
+            for (int64_t q = 0; q < 6; q++) {
+                eng_gemm_t one = g;
+                one.a = a + q * a_len;
+                one.b = b + q % 3 * b_len;
+                one.c = c + q * c_len;
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < n; j++)
+                        bad += !same_bits(one.c[i * n + j],
+                                          promised(&one, c0[q * c_len + i * n + j], i, j));
+            }
+            cr_expect_eq(bad, 0, "%lld x %lld x %lld, %d threads: %lld elements differ from "
+                         "the promise", (long long)m, (long long)n, (long long)k, t,
+                         (long long)bad);
+        }
+        free(a);
+        free(b);
+        free(c0);
+        free(c);
+    }
+}
+
 Test(engine_gemm, every_kernel_family_gives_the_same_bits)
 {
     static const eng_gemm_isa_t isas[] = {ENG_GEMM_ISA_PORTABLE, ENG_GEMM_ISA_AVX2,
