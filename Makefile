@@ -146,7 +146,7 @@ $(filter-out $(PROTO_C:%.c=%.o),$(LIB_OBJ)) $(TEST_OBJ) $(BUILD)/server/main.o \
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
 # ar keeps one member per file name, so two sources with one basename
 # (engine/ops/x.c, engine/cpu/x.c) would silently lose one: refuse that.

@@ -706,8 +706,60 @@ def print_targets(data):
     print()
 
 
+def measure_ceilings(torch):
+    """The GPU's two ceilings, measured once (device/METHOD.md): a large
+    device-to-device copy (bytes read + written per second) and large square
+    matrix products in fp32 (TF32 off), tf32 and fp16 (FLOP/s), each the
+    median of 20 runs between CUDA events after warm-up."""
+    def med(fn, reps=20):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+        times.sort()
+        return times[len(times) // 2]
+    out = {}
+    n = 1 << 28  # 1 GiB of float32
+    src = torch.rand(n, device="cuda")
+    dst = torch.empty_like(src)
+    out["copy_bytes_per_s"] = 2 * 4 * n / med(lambda: dst.copy_(src))
+    del src, dst
+    k = 8192
+    for name, dt, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
+                           ("fp16", torch.float16, False)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.rand(k, k, device="cuda", dtype=dt)
+        b = torch.rand(k, k, device="cuda", dtype=dt)
+        out[f"matmul_{name}_flop_per_s"] = 2 * k ** 3 / med(lambda: a @ b, reps=10)
+        del a, b
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.cuda.empty_cache()
+    return out
+
+
+def print_ceilings(data):
+    c = data.get("ceilings")
+    if not c:
+        return
+    print("### The GPU's measured ceilings\n")
+    print(f"- device-to-device copy: {c['copy_bytes_per_s'] / 1e12:.2f} TB/s (bytes read + written)")
+    for name in ("fp32", "tf32", "fp16"):
+        v = c.get(f"matmul_{name}_flop_per_s")
+        if v:
+            print(f"- {name} matrix product 8192^3: {v / 1e12:.1f} TFLOP/s")
+    print()
+
+
 def render(data):
     print_header(data)
+    print_ceilings(data)
     print_checks(data)
     for prec in data.get("settings", {}).get("precisions", []):
         print_precision(data, prec)
@@ -905,6 +957,10 @@ def main():
     workdir = args.onnx_dir or tempfile.mkdtemp(prefix="torch_ref_")
     os.makedirs(workdir, exist_ok=True)
     begin = time.perf_counter()
+    try:
+        data["ceilings"] = measure_ceilings(torch)
+    except Exception as e:  # a measurement, not a reason to stop
+        log(f"ceilings: {type(e).__name__}: {e}")
     try:
         for name in args.models:
             try:

@@ -4,7 +4,8 @@
  * has it and a GPU answers, else the CPU, saying why once in the log),
  * builds the caching allocator, loads every model of the repository
  * (REPO/<model>/<version>/model.onnx, the newest version of each) with the
- * engine and reports it, then says that serving is not built yet and exits
+ * engine on that device (cuda:0 with host and pinned staging caches, or the
+ * CPU) and reports it, then says that serving is not built yet and exits
  * 1. The HTTP server and batcher replace that report as they land. */
 #include <dirent.h>
 #include <stdio.h>
@@ -47,10 +48,18 @@ static long newest_version(const char *model_dir)
     return best;
 }
 
+/* Where models load: the device's cache and, on a GPU, host and pinned
+ * staging caches. */
+typedef struct where {
+    const char *device;          /* "cpu" or "cuda:0" */
+    alloc_cache_t *cache, *host_cache, *staging;
+} where_t;
+
 /* Loads one model with the engine and logs its interface and weights;
  * returns 0 or the load error (logged). */
-static int report_model(alloc_cache_t *cache, const char *repo, const char *name)
+static int report_model(const where_t *w, const char *repo, const char *name)
 {
+    alloc_cache_t *cache = w->cache;
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/%s", repo, name);
     long version = newest_version(dir);
@@ -60,7 +69,8 @@ static int report_model(alloc_cache_t *cache, const char *repo, const char *name
     }
     snprintf(path, sizeof path, "%s/%ld/model.onnx", dir, version);
     eng_model_t *m = NULL;
-    eng_model_config_t cfg = {.name = name, .cache = cache};
+    eng_model_config_t cfg = {.name = name, .cache = cache, .device = w->device,
+                              .host_cache = w->host_cache, .staging = w->staging};
     int rc = eng_model_load(path, &cfg, &m);
     if (rc != 0) {
         FS_LOG_E("main", "model '%s' version %ld: %s", name, version, fs_errmsg());
@@ -73,15 +83,16 @@ static int report_model(alloc_cache_t *cache, const char *repo, const char *name
     eng_io_info_t in, out;
     eng_model_input(m, 0, &in);
     eng_model_output(m, 0, &out);
-    FS_LOG_I("main", "model '%s' version %ld loaded: %zu input(s) ('%s', %s), %zu output(s) "
-             "('%s'), weights %s", name, version, eng_model_n_inputs(m), in.name,
-             eng_dtype_name(in.dtype), eng_model_n_outputs(m), out.name, weights);
+    FS_LOG_I("main", "model '%s' version %ld loaded on %s: %zu input(s) ('%s', %s), %zu "
+             "output(s) ('%s'), weights %s", name, version, eng_model_device(m),
+             eng_model_n_inputs(m), in.name, eng_dtype_name(in.dtype), eng_model_n_outputs(m),
+             out.name, weights);
     eng_model_destroy(m);
     return 0;
 }
 
 /* Reports every model directory of the repository; returns how many loaded. */
-static int report_repository(alloc_cache_t *cache, const char *repo)
+static int report_repository(const where_t *w, const char *repo)
 {
     DIR *d = opendir(repo);
     if (!d) {
@@ -93,7 +104,7 @@ static int report_repository(alloc_cache_t *cache, const char *repo)
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
-        loaded += report_model(cache, repo, e->d_name) == 0;
+        loaded += report_model(w, repo, e->d_name) == 0;
     }
     closedir(d);
     return loaded;
@@ -137,14 +148,26 @@ int main(int argc, char **argv)
     FS_LOG_I("main", "device %s: %s free of %s; caching allocator ready; CPU GEMM kernels %s",
              alloc_cache_name(cache), free_s, total_s, eng_gemm_isa_name());
 
-    /* The engine runs on the CPU today, so models load into host memory
-     * whatever the device. */
-    alloc_provider_t *host = NULL;
-    alloc_cache_t *host_cache = NULL;
+    /* Models load where the allocator is: on the GPU with a host cache (weights
+     * while loading) and a pinned staging cache, else on the CPU. */
+    where_t w = {.device = "cpu", .cache = cache};
+    alloc_provider_t *host = NULL, *pinned = NULL;
     int loaded = 0;
-    if (alloc_provider_host_create(&host) == 0 && alloc_cache_create(host, NULL, &host_cache) == 0)
-        loaded = report_repository(host_cache, repo);
-    alloc_cache_destroy(host_cache);
+    if (alloc_provider_is_device(provider)) {
+        w.device = "cuda:0";
+        if (alloc_provider_host_create(&host) != 0 ||
+            alloc_cache_create(host, NULL, &w.host_cache) != 0 ||
+            alloc_provider_pinned_create(&pinned) != 0 ||
+            alloc_cache_create(pinned, NULL, &w.staging) != 0)
+            FS_LOG_E("main", "host or pinned memory for the GPU: %s", fs_errmsg());
+        else
+            loaded = report_repository(&w, repo);
+    } else {
+        loaded = report_repository(&w, repo);
+    }
+    alloc_cache_destroy(w.staging);
+    alloc_cache_destroy(w.host_cache);
+    alloc_provider_destroy(pinned);
     alloc_provider_destroy(host);
     alloc_cache_destroy(cache);
     alloc_provider_destroy(provider);

@@ -22,7 +22,7 @@
 #include "engine/op.h"
 #include "engine/ops/binary_impl.h"
 
-#define BC_MAX_OPERANDS 4 /* the output and up to three inputs (Where) */
+#define BC_MAX_OPERANDS ENG_BINARY_MAX_OPERANDS
 
 typedef struct bc_loop {
     int n_operands;
@@ -35,63 +35,25 @@ typedef struct bc_loop {
 /* p: each operand's first element of the row; s: their inner strides. */
 typedef void (*bc_row_fn)(char *const *p, const int64_t *s, int64_t n, const void *arg);
 
-/* Lays the inputs over y's shape and collapses dims. 0, or FS_EINVAL when an
- * input does not broadcast to y or has an unsized dtype; *l is then
- * undefined. */
+/* Lays the inputs over y's shape and collapses dims (eng_binary_bcast),
+ * then turns the strides into byte steps. 0, or FS_EINVAL when an input
+ * does not broadcast to y or has an unsized dtype; *l is then undefined. */
 static int bc_setup(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_tensor_t *const *in,
                     int n_in, bc_loop_t *l)
 {
-    const int rank = y->shape.rank;
-    int64_t stride[BC_MAX_OPERANDS][ENG_MAX_RANK];
-    size_t es[BC_MAX_OPERANDS];
-    for (int k = 0; k <= n_in; k++) {
-        const eng_tensor_t *t = k == 0 ? y : in[k - 1];
-        const int r = t->shape.rank, off = rank - r;
-        es[k] = eng_dtype_size(t->dtype);
-        if (r > rank || es[k] == 0)
-            return eng_op_err(c, FS_EINVAL, "operand %d (rank %d, dtype %s) does not fit the "
-                              "output of rank %d", k, r, eng_dtype_name(t->dtype), rank);
-        int64_t acc = 1;
-        for (int d = rank - 1; d >= 0; d--) {
-            const int64_t dim = d < off ? 1 : t->shape.dims[d - off];
-            if (dim != 1 && dim != y->shape.dims[d])
-                return eng_op_err(c, FS_EINVAL, "input %d's dim %d is %lld, the output's %lld",
-                                  k - 1, d - off, (long long)dim, (long long)y->shape.dims[d]);
-            stride[k][d] = dim == 1 ? 0 : acc;
-            acc *= dim;
-        }
-    }
+    eng_binary_bcast_t b;
+    int rc = eng_binary_bcast(c, y, in, n_in, &b);
+    if (rc)
+        return rc;
     l->n_operands = n_in + 1;
-    l->rank = 0;
-    for (int d = 0; d < rank; d++) {
-        const int64_t dim = y->shape.dims[d];
-        if (dim == 1)
-            continue;
-        int p = l->rank - 1;
-        bool merge = p >= 0;
-        for (int k = 0; merge && k <= n_in; k++)
-            merge = stride[k][p] == stride[k][d] * dim;
-        if (merge) {
-            l->dims[p] *= dim;
-            for (int k = 0; k <= n_in; k++)
-                stride[k][p] = stride[k][d];
-            continue;
-        }
-        p = l->rank++;
-        l->dims[p] = dim;
-        for (int k = 0; k <= n_in; k++)
-            stride[k][p] = stride[k][d];
-    }
-    if (l->rank == 0) { /* every dim is 1: one element */
-        l->rank = 1;
-        l->dims[0] = 1;
-        for (int k = 0; k <= n_in; k++)
-            stride[k][0] = k == 0;
-    }
+    l->rank = b.rank;
+    for (int d = 0; d < b.rank; d++)
+        l->dims[d] = b.dims[d];
     for (int k = 0; k <= n_in; k++) {
-        l->inner[k] = stride[k][l->rank - 1];
-        for (int d = 0; d < l->rank; d++)
-            l->step[k][d] = stride[k][d] * (int64_t)es[k];
+        const int64_t es = (int64_t)eng_dtype_size(k == 0 ? y->dtype : in[k - 1]->dtype);
+        l->inner[k] = b.stride[k][b.rank - 1];
+        for (int d = 0; d < b.rank; d++)
+            l->step[k][d] = b.stride[k][d] * es;
     }
     return 0;
 }
@@ -290,29 +252,6 @@ static bc_row_fn row_find(const eng_op_ctx_t *c, const bin_row_t *rows, eng_dtyp
     return NULL;
 }
 
-/* Checks that inputs [0, n) are present and share input 0's dtype, and that
- * output 0 is present with dtype `out_dt` (ENG_DT_UNDEFINED: the inputs').
- * 0 or FS_EINVAL. */
-static int check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
-{
-    for (int i = 0; i < n; i++) {
-        const eng_tensor_t *t = eng_ctx_in(c, i);
-        if (!t)
-            return eng_op_err(c, FS_EINVAL, "input %d is missing", i);
-        if (t->dtype != c->inputs[0]->dtype)
-            return eng_op_err(c, FS_EINVAL, "input %d has dtype %s, input 0 has %s", i,
-                              eng_dtype_name(t->dtype), eng_dtype_name(c->inputs[0]->dtype));
-    }
-    const eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
-    if (!y)
-        return eng_op_err(c, FS_EINVAL, "output 0 is missing");
-    eng_dtype_t want = out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt;
-    if (y->dtype != want)
-        return eng_op_err(c, FS_EINVAL, "output dtype is %s, expected %s",
-                          eng_dtype_name(y->dtype), eng_dtype_name(want));
-    return 0;
-}
-
 /* Two inputs of one dtype through its row. 0, FS_EINVAL or FS_ENOTSUP;
  * the output is untouched on error. */
 static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_dt)
@@ -322,7 +261,7 @@ static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_d
     if (rc)
         return rc;
     eng_op_ctx_t *c = &lg.ctx;
-    rc = check_io(c, 2, out_dt);
+    rc = eng_binary_check_io(c, 2, out_dt);
     if (rc)
         return rc;
     bc_row_fn row = row_find(c, rows, c->inputs[0]->dtype);
@@ -486,15 +425,11 @@ WHERE_ROW(where_8, uint64_t)
 
 static int where_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *cond = eng_ctx_in(c, 0), *x = eng_ctx_in(c, 1), *yv = eng_ctx_in(c, 2);
-    eng_tensor_t *out = c->n_outputs > 0 ? c->outputs[0] : NULL;
-    if (!cond || !x || !yv || !out)
-        return eng_op_err(c, FS_EINVAL, "an input or the output is missing");
-    if (cond->dtype != ENG_DT_BOOL || x->dtype != yv->dtype || out->dtype != x->dtype)
-        return eng_op_err(c, FS_EINVAL, "dtypes condition %s, X %s, Y %s, output %s: expected "
-                          "bool and three equal", eng_dtype_name(cond->dtype),
-                          eng_dtype_name(x->dtype), eng_dtype_name(yv->dtype),
-                          eng_dtype_name(out->dtype));
+    int rc = eng_binary_where_check(c);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = c->inputs[1];
+    eng_tensor_t *out = c->outputs[0];
     bc_row_fn row;
     switch (eng_dtype_size(x->dtype)) {
     case 1: row = where_1; break;
@@ -517,7 +452,7 @@ static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
 {
     if (c->n_inputs < 1)
         return eng_op_err(c, FS_EINVAL, "needs at least one input");
-    int rc = check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
+    int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
     if (rc)
         return rc;
     eng_tensor_t *y = c->outputs[0];

@@ -153,73 +153,10 @@ static int gemm_run(eng_op_ctx_t *c)
     return 0;
 }
 
-/* Per-label element strides of each operand (0 for a broadcast dim; a
- * repeated label sums its axes' strides). Cannot fail. */
-static void einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
-                           int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
-{
-    memset(stride, 0, sizeof(int64_t) * ENG_EINSUM_MAX_OPERANDS * ENG_EINSUM_MAX_LABELS);
-    for (int op = 0; op < e->n_operands; op++) {
-        const eng_shape_t *s = &c->inputs[op]->shape;
-        int64_t st = 1;
-        for (int ax = s->rank - 1; ax >= 0; ax--) {
-            int l = e->label[op][ax];
-            if (s->dims[ax] == e->size[l])
-                stride[op][l] += st;
-            st *= s->dims[ax];
-        }
-    }
-}
-
-/* An Einsum recast as a batched GEMM: the labels of each role, in order. */
-typedef struct einsum_gemm {
-    int n[4];                         /* labels per role: batch, M, N, K */
-    int lab[4][ENG_EINSUM_MAX_LABELS];
-    int64_t len[4];                   /* product of each role's sizes */
-} einsum_gemm_t;
-
-enum { ROLE_BATCH, ROLE_M, ROLE_N, ROLE_K };
-
-/* Whether e is a batched GEMM (see the file header), filling *p if so. */
-static bool einsum_as_gemm(const eng_op_ctx_t *c, const eng_einsum_t *e, einsum_gemm_t *p)
-{
-    if (e->n_operands != 2)
-        return false;
-    int in[ENG_EINSUM_MAX_LABELS] = {0}; /* bit 0: A, bit 1: B, bit 2: Y */
-    for (int op = 0; op < 2; op++)
-        for (int ax = 0; ax < e->rank[op]; ax++) {
-            int l = e->label[op][ax];
-            if (in[l] & (1 << op) || c->inputs[op]->shape.dims[ax] != e->size[l])
-                return false;
-            in[l] |= 1 << op;
-        }
-    for (int i = 0; i < e->n_out; i++)
-        in[e->out[i]] |= 4;
-    memset(p, 0, sizeof *p);
-    for (int r = 0; r < 4; r++)
-        p->len[r] = 1;
-    static const int role_of[8] = {-1, -1, -1, ROLE_K, -1, ROLE_M, ROLE_N, ROLE_BATCH};
-    /* Y's label order for batch, M and N keeps the final copy cheap. */
-    for (int i = 0; i < e->n_out; i++) {
-        int l = e->out[i], r = role_of[in[l]];
-        p->lab[r][p->n[r]++] = l;
-        p->len[r] *= e->size[l];
-    }
-    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++) {
-        if (!in[l] || in[l] & 4)
-            continue;
-        if (role_of[in[l]] != ROLE_K)
-            return false;
-        p->lab[ROLE_K][p->n[ROLE_K]++] = l;
-        p->len[ROLE_K] *= e->size[l];
-    }
-    return true;
-}
-
 /* Copies between a strided tensor and a packed buffer laid out in the
  * row-major order of the labels of roles r0, r1, r2 (-1: none): to the
  * buffer when `gather`, else from it. Cannot fail. */
-static void einsum_copy(const eng_einsum_t *e, const einsum_gemm_t *p, const int roles[3],
+static void einsum_copy(const eng_einsum_t *e, const eng_einsum_gemm_t *p, const int roles[3],
                         const int64_t *stride, float *strided, float *packed, bool gather)
 {
     int lab[ENG_EINSUM_MAX_LABELS], nl = 0;
@@ -247,9 +184,10 @@ static void einsum_copy(const eng_einsum_t *e, const einsum_gemm_t *p, const int
 
 /* The scratch of a batched-GEMM Einsum: the copies of A, B and Y, then the
  * GEMM's own (`copies` bytes in, `gemm` bytes long). */
-static void einsum_scratch_split(const einsum_gemm_t *p, size_t *copies, size_t *gemm)
+static void einsum_scratch_split(const eng_einsum_gemm_t *p, size_t *copies, size_t *gemm)
 {
-    int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
+    int64_t b = p->len[ENG_EINSUM_BATCH], m = p->len[ENG_EINSUM_M];
+    int64_t n = p->len[ENG_EINSUM_N], k = p->len[ENG_EINSUM_K];
     *copies = (size_t)(b * (m * k + k * n + m * n)) * sizeof(float);
     *gemm = b == 1 ? eng_gemm_scratch_bytes(m, n, k) : 0;
 }
@@ -257,8 +195,8 @@ static void einsum_scratch_split(const einsum_gemm_t *p, size_t *copies, size_t 
 static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_einsum_t e;
-    einsum_gemm_t p;
-    if (eng_einsum_parse(c, &e) != 0 || !einsum_as_gemm(c, &e, &p))
+    eng_einsum_gemm_t p;
+    if (eng_einsum_parse(c, &e) != 0 || !eng_einsum_as_gemm(c, &e, &p))
         return 0;
     size_t copies, gemm;
     einsum_scratch_split(&p, &copies, &gemm);
@@ -267,10 +205,11 @@ static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
 
 /* Einsum as a batched GEMM. 0, or FS_EINVAL (scratch too small) with Y
  * untouched. */
-static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_gemm_t *p,
+static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const eng_einsum_gemm_t *p,
                            int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
 {
-    int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
+    int64_t b = p->len[ENG_EINSUM_BATCH], m = p->len[ENG_EINSUM_M];
+    int64_t n = p->len[ENG_EINSUM_N], k = p->len[ENG_EINSUM_K];
     size_t copies, gemm;
     einsum_scratch_split(p, &copies, &gemm);
     if (c->scratch_bytes < copies)
@@ -282,9 +221,9 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
         ystride[e->out[i]] = st;
         st *= e->size[e->out[i]];
     }
-    static const int a_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_K};
-    static const int b_roles[3] = {ROLE_BATCH, ROLE_K, ROLE_N};
-    static const int y_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_N};
+    static const int a_roles[3] = {ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_K};
+    static const int b_roles[3] = {ENG_EINSUM_BATCH, ENG_EINSUM_K, ENG_EINSUM_N};
+    static const int y_roles[3] = {ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_N};
     einsum_copy(e, p, a_roles, stride[0], c->inputs[0]->data, a, true);
     einsum_copy(e, p, b_roles, stride[1], c->inputs[1]->data, bm, true);
     if (b == 1) {
@@ -306,13 +245,13 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
 static int einsum_run(eng_op_ctx_t *c)
 {
     eng_einsum_t e;
-    einsum_gemm_t p;
+    eng_einsum_gemm_t p;
     int rc = eng_einsum_parse(c, &e);
     if (rc)
         return rc;
     int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
-    einsum_strides(c, &e, stride);
-    if (einsum_as_gemm(c, &e, &p))
+    eng_einsum_strides(c, &e, stride);
+    if (eng_einsum_as_gemm(c, &e, &p))
         return einsum_gemm_run(c, &e, &p, stride);
     const float *x[ENG_EINSUM_MAX_OPERANDS];
     for (int op = 0; op < e.n_operands; op++)

@@ -163,166 +163,19 @@ typedef struct resize_axis {
     double *weight;   /* [out][width] */
 } resize_axis_t;
 
-/* The neighbours the mode weighs for an axis of scale s (before merging). */
-static int64_t resize_footprint(const eng_resize_attrs_t *a, double s)
-{
-    if (!a->antialias)
-        return a->mode == ENG_RESIZE_CUBIC ? 4 : 2;
-    double sa = s < 1.0 ? s : 1.0;
-    double reach = a->mode == ENG_RESIZE_CUBIC ? 2.0 : 1.0;
-    return 2 - 2 * ((int64_t)floor(-reach / sa) + 1);
-}
-
-/* Tap slots for an axis: no more neighbours than the footprint, and no more
- * distinct (clamped) input indices than the axis has. */
-static int64_t resize_width(const eng_resize_attrs_t *a, double s, int64_t in)
-{
-    int64_t n = resize_footprint(a, s);
-    return n < in ? n : in;
-}
-
-/* Bytes of one axis's tables. Cannot fail. */
-static size_t resize_table_bytes(int64_t out, int64_t width)
-{
-    return (size_t)out * (sizeof(int64_t) + (size_t)width * (sizeof(int64_t) + sizeof(double)));
-}
-
-/* Scratch bound from the shapes: the scale of an axis resized from `in` to
- * `out` is at least (out - 0.5) / in, and the footprint only shrinks as
- * the scale grows. */
-static size_t resize_scratch(const eng_op_ctx_t *c)
-{
-    eng_resize_attrs_t a;
-    if (eng_resize_attrs(c, &a))
-        return 0; /* run reports the same error */
-    const eng_shape_t *xs = &c->inputs[0]->shape, *ys = &c->outputs[0]->shape;
-    size_t bytes = 0;
-    for (int d = 0; d < xs->rank; d++) {
-        int64_t in = xs->dims[d], out = ys->dims[d];
-        if (out == 0 || in == 0)
-            continue;
-        double s_min = ((double)out - 0.5) / (double)in * (1.0 - 1e-9);
-        bytes += resize_table_bytes(out, resize_width(&a, s_min, in));
-    }
-    return bytes;
-}
-
-/* The weight of neighbour j of n (neighbour 0 sits at base - n/2 + 1) for an
- * input coordinate `ratio` past base, ratio in (0, 1]. The ONNX reference's
- * coefficient functions. */
-static double resize_coeff(const eng_resize_attrs_t *a, int64_t n, int64_t j, double ratio,
-                           double s)
-{
-    double A = a->cubic_a;
-    if (a->antialias) {
-        double sa = s < 1.0 ? s : 1.0;
-        double t = fabs(sa * ((double)(1 - n / 2 + j) - ratio));
-        if (a->mode == ENG_RESIZE_LINEAR)
-            return t < 1.0 ? 1.0 - t : 0.0;
-        if (t <= 1.0)
-            return ((A + 2) * t - (A + 3)) * t * t + 1;
-        return t < 2.0 ? ((A * t - 5 * A) * t + 8 * A) * t - 4 * A : 0.0;
-    }
-    if (a->mode == ENG_RESIZE_LINEAR)
-        return j == 0 ? 1.0 - ratio : ratio;
-    if (a->mode == ENG_RESIZE_CUBIC) {
-        double t = j < 2 ? ratio + (double)(1 - j) : (double)(j - 1) - ratio;
-        if (t <= 1.0)
-            return ((A + 2) * t - (A + 3)) * t * t + 1;
-        return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
-    }
-    bool take_upper;
-    if (ratio == 1.0) {
-        take_upper = true;
-    } else {
-        switch (a->nearest) {
-        case ENG_RESIZE_ROUND_PREFER_FLOOR: take_upper = ratio > 0.5; break;
-        case ENG_RESIZE_ROUND_PREFER_CEIL: take_upper = ratio >= 0.5; break;
-        case ENG_RESIZE_FLOOR: take_upper = false; break;
-        default: take_upper = true; break;
-        }
-    }
-    return (j == 1) == take_upper ? 1.0 : 0.0;
-}
-
-/* The input coordinate of output coordinate x on axis d. Sets *outside for
- * tf_crop_and_resize when it leaves the input. */
-static double resize_source(const eng_resize_geom_t *g, int d, int64_t x, bool *outside)
-{
-    double in = (double)g->in[d], s = g->scale[d], out_w = s * in, xd = (double)x;
-    *outside = false;
-    switch (g->attrs.coord) {
-    case ENG_RESIZE_HALF_PIXEL:
-        return (xd + 0.5) / s - 0.5;
-    case ENG_RESIZE_HALF_PIXEL_SYMMETRIC: {
-        double adjustment = (double)g->out[d] / out_w;
-        return in / 2 * (1 - adjustment) + (xd + 0.5) / s - 0.5;
-    }
-    case ENG_RESIZE_PYTORCH_HALF_PIXEL:
-        return out_w == 1.0 ? -0.5 : (xd + 0.5) / s - 0.5;
-    case ENG_RESIZE_ALIGN_CORNERS:
-        return out_w == 1.0 ? 0.0 : xd * (in - 1) / (out_w - 1);
-    case ENG_RESIZE_ASYMMETRIC:
-        return xd / s;
-    case ENG_RESIZE_TF_HALF_PIXEL_FOR_NN:
-        return (xd + 0.5) / s;
-    case ENG_RESIZE_TF_CROP_AND_RESIZE:
-        break;
-    }
-    double r0 = g->roi_start[d], r1 = g->roi_end[d];
-    double xo = out_w == 1.0 ? (r1 - r0) * (in - 1) / 2 : xd * (r1 - r0) * (in - 1) / (out_w - 1);
-    xo += r0 * (in - 1);
-    *outside = xo < 0 || xo > in - 1;
-    return xo;
-}
-
 /* Fills t (tables already carved) for axis d. Cannot fail. */
 static void resize_axis_build(const eng_resize_geom_t *g, int d, int64_t stride, resize_axis_t *t)
 {
     const eng_resize_attrs_t *a = &g->attrs;
-    int64_t in = g->in[d];
     double s = g->scale[d];
-    int64_t n = resize_footprint(a, s);
+    int64_t n = eng_resize_footprint(a, s);
     for (int64_t x = 0; x < g->out[d]; x++) {
         bool outside;
-        double xo = resize_source(g, d, x, &outside);
-        if (outside) {
-            t->count[x] = -1;
-            continue;
-        }
-        /* The neighbours lie left of xo when it is a whole number, so the
-         * ratio is in (0, 1] as the reference has it. */
-        double fl = floor(xo);
-        int64_t base = (int64_t)fl - (xo == fl);
-        double ratio = xo == fl ? 1.0 : xo - fl;
-        int64_t first = base - n / 2 + 1;
-        double sum_all = 0.0, sum_in = 0.0;
-        for (int64_t j = 0; j < n; j++) {
-            double w = resize_coeff(a, n, j, ratio, s);
-            sum_all += w;
-            if (first + j >= 0 && first + j < in)
-                sum_in += w;
-        }
-        double norm = a->exclude_outside ? sum_in : a->antialias ? sum_all : 1.0;
-        int64_t *off = t->offset + x * t->width;
-        double *wt = t->weight + x * t->width;
-        int64_t used = 0;
-        for (int64_t j = 0; j < n; j++) {
-            int64_t idx = first + j;
-            if (a->exclude_outside && (idx < 0 || idx >= in))
-                continue;
-            double w = resize_coeff(a, n, j, ratio, s) / norm;
-            if (w == 0.0)
-                continue;
-            idx = idx < 0 ? 0 : idx >= in ? in - 1 : idx;
-            if (used > 0 && off[used - 1] == idx * stride) {
-                wt[used - 1] += w;
-            } else {
-                off[used] = idx * stride;
-                wt[used++] = w;
-            }
-        }
-        t->count[x] = used;
+        double xo = eng_resize_source(g, d, x, g->roi_start[d], g->roi_end[d], &outside);
+        t->count[x] = outside ? -1
+                              : eng_resize_taps(a, n, g->in[d], s, stride, xo,
+                                                t->offset + x * t->width,
+                                                t->weight + x * t->width);
     }
 }
 
@@ -398,8 +251,8 @@ static int resize_run(eng_op_ctx_t *c)
     resize_axis_t ax[ENG_MAX_RANK];
     size_t need = 0;
     for (int d = 0; d < g.rank; d++) {
-        ax[d].width = resize_width(&g.attrs, g.scale[d], g.in[d]);
-        need += resize_table_bytes(g.out[d], ax[d].width);
+        ax[d].width = eng_resize_width(&g.attrs, g.scale[d], g.in[d]);
+        need += eng_resize_table_bytes(g.out[d], ax[d].width);
     }
     if (c->scratch_bytes < need)
         return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
@@ -410,7 +263,7 @@ static int resize_run(eng_op_ctx_t *c)
         ax[d].count = (int64_t *)p;
         ax[d].offset = ax[d].count + g.out[d];
         ax[d].weight = (double *)(ax[d].offset + g.out[d] * ax[d].width);
-        p += resize_table_bytes(g.out[d], ax[d].width);
+        p += eng_resize_table_bytes(g.out[d], ax[d].width);
         resize_axis_build(&g, d, stride, &ax[d]);
         stride *= g.in[d];
     }
@@ -430,6 +283,6 @@ static const eng_cpu_kernel_t k_topk = {.op_type = "TopK", .run = topk_run,
                                         .scratch_bytes = topk_scratch};
 static const eng_cpu_kernel_t k_trilu = {.op_type = "Trilu", .run = trilu_run};
 static const eng_cpu_kernel_t k_resize = {.op_type = "Resize", .run = resize_run,
-                                          .scratch_bytes = resize_scratch};
+                                          .scratch_bytes = eng_resize_scratch_bytes};
 
 const eng_cpu_kernel_t *const eng_cpu_misc[] = {&k_topk, &k_trilu, &k_resize, NULL};

@@ -232,20 +232,6 @@ static void fill_bias(int n_threads, float *y, const float *bias, int64_t planes
     eng_parallel_for(n_threads, planes, eng_parallel_grain(plane), fill_bias_planes, &j);
 }
 
-static bool conv_is_pointwise(const eng_nn_geom_t *g)
-{
-    for (int i = 0; i < ENG_NN_DIMS; i++)
-        if (g->kernel[i] != 1 || g->stride[i] != 1 || g->pad_begin[i] != 0 ||
-            g->out[i] != g->in[i])
-            return false;
-    return true;
-}
-
-static bool conv_is_depthwise(const eng_nn_geom_t *g)
-{
-    return g->group > 1 && g->group == g->in_channels && g->group == g->out_channels;
-}
-
 /* A depthwise Conv's operands. */
 typedef struct depthwise_job {
     const eng_nn_geom_t *g;
@@ -316,7 +302,7 @@ static void conv_depthwise(int n_threads, const eng_nn_geom_t *g, const float *x
 /* The floats of Conv's column matrix (0 when it needs none). */
 static int64_t conv_col_floats(const eng_nn_geom_t *g)
 {
-    if (conv_is_pointwise(g))
+    if (eng_nn_conv_is_pointwise(g))
         return 0;
     return g->in_channels / g->group * eng_nn_prod(g->kernel) * eng_nn_prod(g->out);
 }
@@ -324,7 +310,7 @@ static int64_t conv_col_floats(const eng_nn_geom_t *g)
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || conv_is_depthwise(&g))
+    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || eng_nn_conv_is_depthwise(&g))
         return 0;
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     return gemm_step_scratch_bytes(conv_col_floats(&g), mg, eng_nn_prod(g.out),
@@ -341,13 +327,13 @@ static int conv_run(eng_op_ctx_t *c)
     const float *x = c->inputs[0]->data, *w = c->inputs[1]->data;
     const eng_tensor_t *b = eng_ctx_in(c, 2);
     float *y = c->outputs[0]->data, *col = c->scratch;
-    if (conv_is_depthwise(&g)) {
+    if (eng_nn_conv_is_depthwise(&g)) {
         conv_depthwise(c->n_threads, &g, x, w, b ? b->data : NULL, y);
         return 0;
     }
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
-    bool pointwise = conv_is_pointwise(&g);
+    bool pointwise = eng_nn_conv_is_pointwise(&g);
     size_t col_bytes = (size_t)conv_col_floats(&g) * sizeof(float);
     if (c->scratch_bytes < col_bytes)
         return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",

@@ -46,7 +46,7 @@
 
 namespace {
 
-constexpr int BC_MAX_IN = 3; /* Where */
+constexpr int BC_MAX_IN = ENG_BINARY_MAX_OPERANDS - 1; /* Where */
 
 /* --- dtypes -------------------------------------------------------------------------- */
 
@@ -116,60 +116,22 @@ struct bc_shape {
     int64_t stride[BC_MAX_IN][ENG_MAX_RANK]; /* each input's, in elements; 0: broadcast */
 };
 
-/* Lays the inputs over y's shape and collapses dims (the CPU's bc_setup,
- * the output being operand 0 of its messages). 0, or FS_EINVAL when an
- * input does not broadcast to y or has an unsized dtype; *l is then
- * undefined. */
+/* Lays the inputs over y's shape and collapses dims (eng_binary_bcast, as
+ * the CPU does), keeping the inputs' strides. 0, or FS_EINVAL when an input
+ * does not broadcast to y or has an unsized dtype; *l is then undefined. */
 int bc_setup(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_tensor_t *const *in,
              int n_in, bc_shape *l)
 {
-    const int rank = y->shape.rank;
-    int64_t stride[BC_MAX_IN + 1][ENG_MAX_RANK];
-    for (int k = 0; k <= n_in; k++) {
-        const eng_tensor_t *t = k == 0 ? y : in[k - 1];
-        const int r = t->shape.rank, off = rank - r;
-        if (r > rank || eng_dtype_size(t->dtype) == 0)
-            return eng_op_err(c, FS_EINVAL, "operand %d (rank %d, dtype %s) does not fit the "
-                              "output of rank %d", k, r, eng_dtype_name(t->dtype), rank);
-        int64_t acc = 1;
-        for (int d = rank - 1; d >= 0; d--) {
-            const int64_t dim = d < off ? 1 : t->shape.dims[d - off];
-            if (dim != 1 && dim != y->shape.dims[d])
-                return eng_op_err(c, FS_EINVAL, "input %d's dim %d is %lld, the output's %lld",
-                                  k - 1, d - off, (long long)dim, (long long)y->shape.dims[d]);
-            stride[k][d] = dim == 1 ? 0 : acc;
-            acc *= dim;
-        }
-    }
-    l->rank = 0;
-    for (int d = 0; d < rank; d++) {
-        const int64_t dim = y->shape.dims[d];
-        if (dim == 1)
-            continue;
-        int p = l->rank - 1;
-        bool merge = p >= 0;
-        for (int k = 0; merge && k <= n_in; k++)
-            merge = stride[k][p] == stride[k][d] * dim;
-        if (merge) {
-            l->dims[p] *= dim;
-            for (int k = 0; k <= n_in; k++)
-                stride[k][p] = stride[k][d];
-            continue;
-        }
-        p = l->rank++;
-        l->dims[p] = dim;
-        for (int k = 0; k <= n_in; k++)
-            stride[k][p] = stride[k][d];
-    }
-    if (l->rank == 0) { /* every dim is 1: one element */
-        l->rank = 1;
-        l->dims[0] = 1;
-        for (int k = 0; k <= n_in; k++)
-            stride[k][0] = k == 0;
-    }
+    eng_binary_bcast_t b;
+    int rc = eng_binary_bcast(c, y, in, n_in, &b);
+    if (rc)
+        return rc;
+    l->rank = b.rank;
+    for (int d = 0; d < b.rank; d++)
+        l->dims[d] = b.dims[d];
     for (int k = 0; k < n_in; k++)
-        for (int d = 0; d < l->rank; d++)
-            l->stride[k][d] = stride[k + 1][d];
+        for (int d = 0; d < b.rank; d++)
+            l->stride[k][d] = b.stride[k + 1][d];
     return 0;
 }
 
@@ -665,29 +627,6 @@ template <typename U> struct where_op {
 
 /* --- run functions ------------------------------------------------------------------- */
 
-/* Checks that inputs [0, n) are present and share input 0's dtype, and that
- * output 0 is present with dtype `out_dt` (ENG_DT_UNDEFINED: the inputs').
- * 0 or FS_EINVAL. */
-int check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
-{
-    for (int i = 0; i < n; i++) {
-        const eng_tensor_t *t = eng_ctx_in(c, i);
-        if (!t)
-            return eng_op_err(c, FS_EINVAL, "input %d is missing", i);
-        if (t->dtype != c->inputs[0]->dtype)
-            return eng_op_err(c, FS_EINVAL, "input %d has dtype %s, input 0 has %s", i,
-                              eng_dtype_name(t->dtype), eng_dtype_name(c->inputs[0]->dtype));
-    }
-    const eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
-    if (!y)
-        return eng_op_err(c, FS_EINVAL, "output 0 is missing");
-    eng_dtype_t want = out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt;
-    if (y->dtype != want)
-        return eng_op_err(c, FS_EINVAL, "output dtype is %s, expected %s",
-                          eng_dtype_name(y->dtype), eng_dtype_name(want));
-    return 0;
-}
-
 int dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt)
 {
     return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
@@ -703,7 +642,7 @@ int binary_run(eng_op_ctx_t *oc, List list, Make make, eng_dtype_t out_dt)
     if (rc)
         return rc;
     const eng_op_ctx_t *c = &lg.ctx;
-    rc = check_io(c, 2, out_dt);
+    rc = eng_binary_check_io(c, 2, out_dt);
     if (rc)
         return rc;
     rc = dispatch(c->inputs[0]->dtype, list, [&](auto t) {
@@ -805,15 +744,11 @@ const eng_kernel_t pow_kernel = {.op_type = "Pow", .run = pow_run, .scratch_byte
 
 int where_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *cond = eng_ctx_in(c, 0), *x = eng_ctx_in(c, 1), *yv = eng_ctx_in(c, 2);
-    eng_tensor_t *out = c->n_outputs > 0 ? c->outputs[0] : NULL;
-    if (!cond || !x || !yv || !out)
-        return eng_op_err(c, FS_EINVAL, "an input or the output is missing");
-    if (cond->dtype != ENG_DT_BOOL || x->dtype != yv->dtype || out->dtype != x->dtype)
-        return eng_op_err(c, FS_EINVAL, "dtypes condition %s, X %s, Y %s, output %s: expected "
-                          "bool and three equal", eng_dtype_name(cond->dtype),
-                          eng_dtype_name(x->dtype), eng_dtype_name(yv->dtype),
-                          eng_dtype_name(out->dtype));
+    int rc = eng_binary_where_check(c);
+    if (rc)
+        return rc;
+    const eng_tensor_t *cond = c->inputs[0], *x = c->inputs[1], *yv = c->inputs[2];
+    eng_tensor_t *out = c->outputs[0];
     switch (eng_dtype_size(x->dtype)) {
     case 1: return bc3_launch(c, out, cond, x, yv, where_op<uint8_t>{});
     case 2: return bc3_launch(c, out, cond, x, yv, where_op<uint16_t>{});
@@ -836,7 +771,7 @@ int variadic_run(eng_op_ctx_t *c, List list, Make make)
 {
     if (c->n_inputs < 1)
         return eng_op_err(c, FS_EINVAL, "needs at least one input");
-    int rc = check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
+    int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
     if (rc)
         return rc;
     eng_tensor_t *y = c->outputs[0];

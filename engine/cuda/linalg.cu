@@ -240,85 +240,21 @@ static int gemm_run(eng_op_ctx_t *c)
 
 /* ---- Einsum ------------------------------------------------------------ */
 
-enum { ROLE_BATCH, ROLE_M, ROLE_N, ROLE_K };
-
-/* An Einsum recast as a batched GEMM: the labels of each role, in order
- * (as engine/cpu/linalg_kernels.c's einsum_as_gemm). */
-typedef struct einsum_gemm {
-    int n[4];                         /* labels per role: batch, M, N, K */
-    int lab[4][ENG_EINSUM_MAX_LABELS];
-    int64_t len[4];                   /* product of each role's sizes */
-} einsum_gemm_t;
-
 /* How the GEMM reaches its operands: in place (with a transpose flag) or
  * through a packed copy in the scratch. */
 typedef struct einsum_plan {
-    einsum_gemm_t p;
+    eng_einsum_gemm_t p;
     bool pack_a, pack_b, pack_y;
     bool trans_a, trans_b;            /* for operands used in place */
     int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
     int64_t ystride[ENG_EINSUM_MAX_LABELS];
 } einsum_plan_t;
 
-/* Per-label element strides of each operand (0 for a broadcast dim; a
- * repeated label sums its axes' strides). Cannot fail. */
-static void einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
-                           int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
-{
-    memset(stride, 0, sizeof(int64_t) * ENG_EINSUM_MAX_OPERANDS * ENG_EINSUM_MAX_LABELS);
-    for (int op = 0; op < e->n_operands; op++) {
-        const eng_shape_t *s = &c->inputs[op]->shape;
-        int64_t st = 1;
-        for (int ax = s->rank - 1; ax >= 0; ax--) {
-            int l = e->label[op][ax];
-            if (s->dims[ax] == e->size[l])
-                stride[op][l] += st;
-            st *= s->dims[ax];
-        }
-    }
-}
-
-/* Whether e is a batched GEMM, filling *p if so; the same test and role
- * order as the CPU kernel. */
-static bool einsum_as_gemm(const eng_op_ctx_t *c, const eng_einsum_t *e, einsum_gemm_t *p)
-{
-    if (e->n_operands != 2)
-        return false;
-    int in[ENG_EINSUM_MAX_LABELS] = {0}; /* bit 0: A, bit 1: B, bit 2: Y */
-    for (int op = 0; op < 2; op++)
-        for (int ax = 0; ax < e->rank[op]; ax++) {
-            int l = e->label[op][ax];
-            if (in[l] & (1 << op) || c->inputs[op]->shape.dims[ax] != e->size[l])
-                return false;
-            in[l] |= 1 << op;
-        }
-    for (int i = 0; i < e->n_out; i++)
-        in[e->out[i]] |= 4;
-    memset(p, 0, sizeof *p);
-    for (int r = 0; r < 4; r++)
-        p->len[r] = 1;
-    static const int role_of[8] = {-1, -1, -1, ROLE_K, -1, ROLE_M, ROLE_N, ROLE_BATCH};
-    for (int i = 0; i < e->n_out; i++) {
-        int l = e->out[i], r = role_of[in[l]];
-        p->lab[r][p->n[r]++] = l;
-        p->len[r] *= e->size[l];
-    }
-    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++) {
-        if (!in[l] || in[l] & 4)
-            continue;
-        if (role_of[in[l]] != ROLE_K)
-            return false;
-        p->lab[ROLE_K][p->n[ROLE_K]++] = l;
-        p->len[ROLE_K] *= e->size[l];
-    }
-    return true;
-}
-
 /* Whether the labels of roles r0, r1, r2 have, in that order, the
  * row-major packed strides in `stride` (labels of size 1 aside): then the
  * tensor is already that packed matrix stack. */
-static bool einsum_is_packed(const eng_einsum_t *e, const einsum_gemm_t *p, int r0, int r1, int r2,
-                             const int64_t *stride)
+static bool einsum_is_packed(const eng_einsum_t *e, const eng_einsum_gemm_t *p, int r0, int r1,
+                             int r2, const int64_t *stride)
 {
     const int roles[3] = {r0, r1, r2};
     int64_t st = 1;
@@ -335,29 +271,34 @@ static bool einsum_is_packed(const eng_einsum_t *e, const einsum_gemm_t *p, int 
 /* Fills *pl for a GEMM-shaped Einsum: which operands are used in place. */
 static void einsum_plan(const eng_op_ctx_t *c, const eng_einsum_t *e, einsum_plan_t *pl)
 {
-    einsum_strides(c, e, pl->stride);
+    eng_einsum_strides(c, e, pl->stride);
     memset(pl->ystride, 0, sizeof pl->ystride);
     int64_t st = 1;
     for (int i = e->n_out - 1; i >= 0; i--) {
         pl->ystride[e->out[i]] = st;
         st *= e->size[e->out[i]];
     }
-    const einsum_gemm_t *p = &pl->p;
+    const eng_einsum_gemm_t *p = &pl->p;
     pl->trans_a = pl->trans_b = false;
-    pl->pack_a = !einsum_is_packed(e, p, ROLE_BATCH, ROLE_M, ROLE_K, pl->stride[0]);
-    if (pl->pack_a && einsum_is_packed(e, p, ROLE_BATCH, ROLE_K, ROLE_M, pl->stride[0]))
+    pl->pack_a =
+        !einsum_is_packed(e, p, ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_K, pl->stride[0]);
+    if (pl->pack_a &&
+        einsum_is_packed(e, p, ENG_EINSUM_BATCH, ENG_EINSUM_K, ENG_EINSUM_M, pl->stride[0]))
         pl->pack_a = false, pl->trans_a = true;
-    pl->pack_b = !einsum_is_packed(e, p, ROLE_BATCH, ROLE_K, ROLE_N, pl->stride[1]);
-    if (pl->pack_b && einsum_is_packed(e, p, ROLE_BATCH, ROLE_N, ROLE_K, pl->stride[1]))
+    pl->pack_b =
+        !einsum_is_packed(e, p, ENG_EINSUM_BATCH, ENG_EINSUM_K, ENG_EINSUM_N, pl->stride[1]);
+    if (pl->pack_b &&
+        einsum_is_packed(e, p, ENG_EINSUM_BATCH, ENG_EINSUM_N, ENG_EINSUM_K, pl->stride[1]))
         pl->pack_b = false, pl->trans_b = true;
-    pl->pack_y = !einsum_is_packed(e, p, ROLE_BATCH, ROLE_M, ROLE_N, pl->ystride);
+    pl->pack_y = !einsum_is_packed(e, p, ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_N, pl->ystride);
 }
 
 /* Scratch floats of a plan: the packed copies it makes. */
 static int64_t einsum_plan_floats(const einsum_plan_t *pl)
 {
     const int64_t *len = pl->p.len;
-    int64_t b = len[ROLE_BATCH], m = len[ROLE_M], n = len[ROLE_N], k = len[ROLE_K];
+    int64_t b = len[ENG_EINSUM_BATCH], m = len[ENG_EINSUM_M], n = len[ENG_EINSUM_N];
+    int64_t k = len[ENG_EINSUM_K];
     return (pl->pack_a ? b * m * k : 0) + (pl->pack_b ? b * k * n : 0) +
            (pl->pack_y ? b * m * n : 0);
 }
@@ -410,7 +351,7 @@ static int einsum_launch_gather(const eng_op_ctx_t *c, const float *in, float *o
 static int einsum_pack(const eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_plan_t *pl,
                        int op, int r0, int r1, int r2, float *dst)
 {
-    const einsum_gemm_t *p = &pl->p;
+    const eng_einsum_gemm_t *p = &pl->p;
     const int roles[3] = {r0, r1, r2};
     gather_map_t g;
     memset(&g, 0, sizeof g);
@@ -426,8 +367,9 @@ static int einsum_pack(const eng_op_ctx_t *c, const eng_einsum_t *e, const einsu
 /* Einsum as a batched GEMM. On error Y may be partly written. */
 static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_plan_t *pl)
 {
-    const einsum_gemm_t *p = &pl->p;
-    int64_t b = p->len[ROLE_BATCH], m = p->len[ROLE_M], n = p->len[ROLE_N], k = p->len[ROLE_K];
+    const eng_einsum_gemm_t *p = &pl->p;
+    int64_t b = p->len[ENG_EINSUM_BATCH], m = p->len[ENG_EINSUM_M];
+    int64_t n = p->len[ENG_EINSUM_N], k = p->len[ENG_EINSUM_K];
     size_t need = (size_t)einsum_plan_floats(pl) * sizeof(float);
     if (c->scratch_bytes < need)
         return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
@@ -444,13 +386,13 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
     float *yp = y;
     int rc;
     if (pl->pack_a) {
-        if ((rc = einsum_pack(c, e, pl, 0, ROLE_BATCH, ROLE_M, ROLE_K, next)))
+        if ((rc = einsum_pack(c, e, pl, 0, ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_K, next)))
             return rc;
         a = next;
         next += b * m * k;
     }
     if (pl->pack_b) {
-        if ((rc = einsum_pack(c, e, pl, 1, ROLE_BATCH, ROLE_K, ROLE_N, next)))
+        if ((rc = einsum_pack(c, e, pl, 1, ENG_EINSUM_BATCH, ENG_EINSUM_K, ENG_EINSUM_N, next)))
             return rc;
         bm = next;
         next += b * k * n;
@@ -464,7 +406,7 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
         return 0;
     /* Y in its own axis order, reading the packed [batch, M, N] result. */
     int64_t pstride[ENG_EINSUM_MAX_LABELS] = {0}, st = 1;
-    const int y_roles[3] = {ROLE_BATCH, ROLE_M, ROLE_N};
+    const int y_roles[3] = {ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_N};
     for (int r = 2; r >= 0; r--)
         for (int j = p->n[y_roles[r]] - 1; j >= 0; j--) {
             int l = p->lab[y_roles[r]][j];
@@ -582,7 +524,7 @@ static __global__ void einsum_direct_block(einsum_direct_t d, float *y, int64_t 
 static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
 {
     int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
-    einsum_strides(c, e, stride);
+    eng_einsum_strides(c, e, stride);
     einsum_direct_t d;
     memset(&d, 0, sizeof d);
     d.n_ops = e->n_operands;
@@ -639,7 +581,7 @@ static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     einsum_plan_t pl;
-    if (eng_einsum_parse(c, &e) != 0 || !einsum_as_gemm(c, &e, &pl.p))
+    if (eng_einsum_parse(c, &e) != 0 || !eng_einsum_as_gemm(c, &e, &pl.p))
         return 0;
     einsum_plan(c, &e, &pl);
     return (size_t)einsum_plan_floats(&pl) * sizeof(float);
@@ -654,7 +596,7 @@ static int einsum_run(eng_op_ctx_t *c)
     int rc = require_float_inputs(c, c->n_inputs);
     if (rc || (rc = eng_einsum_parse(c, &e)))
         return rc;
-    if (!einsum_as_gemm(c, &e, &pl.p))
+    if (!eng_einsum_as_gemm(c, &e, &pl.p))
         return einsum_direct_run(c, &e);
     einsum_plan(c, &e, &pl);
     return einsum_gemm_run(c, &e, &pl);

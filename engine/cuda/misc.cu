@@ -470,70 +470,6 @@ static int trilu_run(eng_op_ctx_t *c)
 
 /* ---- Resize ----------------------------------------------------------------- */
 
-/* The neighbours the mode weighs for an axis of scale s (before merging).
- * As in misc_kernels.c. */
-__host__ __device__ static int64_t resize_footprint(const eng_resize_attrs_t *a, double s)
-{
-    if (!a->antialias)
-        return a->mode == ENG_RESIZE_CUBIC ? 4 : 2;
-    double sa = s < 1.0 ? s : 1.0;
-    double reach = a->mode == ENG_RESIZE_CUBIC ? 2.0 : 1.0;
-    return 2 - 2 * ((int64_t)floor(-reach / sa) + 1);
-}
-
-/* Tap slots for an axis: no more neighbours than the footprint, and no more
- * distinct (clamped) input indices than the axis has. */
-__host__ __device__ static int64_t resize_width(const eng_resize_attrs_t *a, double s, int64_t in)
-{
-    int64_t n = resize_footprint(a, s);
-    return n < in ? n : in;
-}
-
-/* Bytes of one axis's tables: count[out], offset[out][width] (int64),
- * weight[out][width] (double). */
-static size_t resize_table_bytes(int64_t out, int64_t width)
-{
-    return (size_t)out * (sizeof(int64_t) + (size_t)width * (sizeof(int64_t) + sizeof(double)));
-}
-
-/* The weight of neighbour j of n (neighbour 0 sits at base - n/2 + 1) for an
- * input coordinate `ratio` past base, ratio in (0, 1]. As in
- * misc_kernels.c. */
-__device__ static double resize_coeff(const eng_resize_attrs_t *a, int64_t n, int64_t j,
-                                      double ratio, double s)
-{
-    double A = a->cubic_a;
-    if (a->antialias) {
-        double sa = s < 1.0 ? s : 1.0;
-        double t = fabs(sa * ((double)(1 - n / 2 + j) - ratio));
-        if (a->mode == ENG_RESIZE_LINEAR)
-            return t < 1.0 ? 1.0 - t : 0.0;
-        if (t <= 1.0)
-            return ((A + 2) * t - (A + 3)) * t * t + 1;
-        return t < 2.0 ? ((A * t - 5 * A) * t + 8 * A) * t - 4 * A : 0.0;
-    }
-    if (a->mode == ENG_RESIZE_LINEAR)
-        return j == 0 ? 1.0 - ratio : ratio;
-    if (a->mode == ENG_RESIZE_CUBIC) {
-        double t = j < 2 ? ratio + (double)(1 - j) : (double)(j - 1) - ratio;
-        if (t <= 1.0)
-            return ((A + 2) * t - (A + 3)) * t * t + 1;
-        return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
-    }
-    bool take_upper;
-    if (ratio == 1.0) {
-        take_upper = true;
-    } else {
-        switch (a->nearest) {
-        case ENG_RESIZE_ROUND_PREFER_FLOOR: take_upper = ratio > 0.5; break;
-        case ENG_RESIZE_ROUND_PREFER_CEIL: take_upper = ratio >= 0.5; break;
-        case ENG_RESIZE_FLOOR: take_upper = false; break;
-        default: take_upper = true; break;
-        }
-    }
-    return (j == 1) == take_upper ? 1.0 : 0.0;
-}
-
 /* Resize's launch description: the geometry, and where each axis's tables
  * sit in scratch. */
 typedef struct resize_plan {
@@ -559,46 +495,21 @@ __device__ __forceinline__ double *resize_weight(char *scratch, const resize_pla
     return (double *)(resize_offset(scratch, p, d) + p.g.out[d] * p.width[d]);
 }
 
-/* The input coordinate of output coordinate x on axis d. Sets *outside for
- * tf_crop_and_resize when it leaves the input; roi (device, may be NULL) as
- * the plan maps it. As in misc_kernels.c. */
+/* The input coordinate of output coordinate x on axis d (eng_resize_source),
+ * with the roi (device, may be NULL) as the plan maps it. */
 __device__ static double resize_source(const resize_plan_t &p, const float *roi, int d, int64_t x,
                                        bool *outside)
 {
-    const eng_resize_geom_t *g = &p.g;
-    double in = (double)g->in[d], s = g->scale[d], out_w = s * in, xd = (double)x;
-    *outside = false;
-    switch (g->attrs.coord) {
-    case ENG_RESIZE_HALF_PIXEL:
-        return (xd + 0.5) / s - 0.5;
-    case ENG_RESIZE_HALF_PIXEL_SYMMETRIC: {
-        double adjustment = (double)g->out[d] / out_w;
-        return in / 2 * (1 - adjustment) + (xd + 0.5) / s - 0.5;
-    }
-    case ENG_RESIZE_PYTORCH_HALF_PIXEL:
-        return out_w == 1.0 ? -0.5 : (xd + 0.5) / s - 0.5;
-    case ENG_RESIZE_ALIGN_CORNERS:
-        return out_w == 1.0 ? 0.0 : xd * (in - 1) / (out_w - 1);
-    case ENG_RESIZE_ASYMMETRIC:
-        return xd / s;
-    case ENG_RESIZE_TF_HALF_PIXEL_FOR_NN:
-        return (xd + 0.5) / s;
-    case ENG_RESIZE_TF_CROP_AND_RESIZE:
-        break;
-    }
-    double r0 = g->roi_start[d], r1 = g->roi_end[d];
-    if (roi && p.roi_at[d] >= 0) {
+    double r0 = p.g.roi_start[d], r1 = p.g.roi_end[d];
+    if (p.g.attrs.coord == ENG_RESIZE_TF_CROP_AND_RESIZE && roi && p.roi_at[d] >= 0) {
         r0 = roi[p.roi_at[d]];
         r1 = roi[p.n_roi_axes + p.roi_at[d]];
     }
-    double xo = out_w == 1.0 ? (r1 - r0) * (in - 1) / 2 : xd * (r1 - r0) * (in - 1) / (out_w - 1);
-    xo += r0 * (in - 1);
-    *outside = xo < 0 || xo > in - 1;
-    return xo;
+    return eng_resize_source(&p.g, d, x, r0, r1, outside);
 }
 
 /* One thread per output coordinate of every axis: fills the tap tables
- * (count -1: the coordinate leaves the input). As resize_axis_build in
+ * (count -1: the coordinate leaves the input), as resize_axis_build in
  * misc_kernels.c. */
 __global__ void resize_tables(resize_plan_t p, const float *roi, char *scratch, int64_t n_coords)
 {
@@ -611,47 +522,16 @@ __global__ void resize_tables(resize_plan_t p, const float *roi, char *scratch, 
             x -= p.g.out[d];
             d++;
         }
-        int64_t in = p.g.in[d], stride = p.stride[d], width = p.width[d];
         double s = p.g.scale[d];
-        int64_t n = resize_footprint(a, s);
+        int64_t width = p.width[d];
         int64_t *count = resize_count(scratch, p, d);
         bool outside;
         double xo = resize_source(p, roi, d, x, &outside);
-        if (outside) {
-            count[x] = -1;
-            continue;
-        }
-        double fl = floor(xo);
-        int64_t base = (int64_t)fl - (xo == fl);
-        double ratio = xo == fl ? 1.0 : xo - fl;
-        int64_t first = base - n / 2 + 1;
-        double sum_all = 0.0, sum_in = 0.0;
-        for (int64_t j = 0; j < n; j++) {
-            double w = resize_coeff(a, n, j, ratio, s);
-            sum_all += w;
-            if (first + j >= 0 && first + j < in)
-                sum_in += w;
-        }
-        double norm = a->exclude_outside ? sum_in : a->antialias ? sum_all : 1.0;
-        int64_t *off = resize_offset(scratch, p, d) + x * width;
-        double *wt = resize_weight(scratch, p, d) + x * width;
-        int64_t used = 0;
-        for (int64_t j = 0; j < n; j++) {
-            int64_t idx = first + j;
-            if (a->exclude_outside && (idx < 0 || idx >= in))
-                continue;
-            double w = resize_coeff(a, n, j, ratio, s) / norm;
-            if (w == 0.0)
-                continue;
-            idx = idx < 0 ? 0 : idx >= in ? in - 1 : idx;
-            if (used > 0 && off[used - 1] == idx * stride) {
-                wt[used - 1] += w;
-            } else {
-                off[used] = idx * stride;
-                wt[used++] = w;
-            }
-        }
-        count[x] = used;
+        count[x] = outside ? -1
+                           : eng_resize_taps(a, eng_resize_footprint(a, s), p.g.in[d], s,
+                                             p.stride[d], xo,
+                                             resize_offset(scratch, p, d) + x * width,
+                                             resize_weight(scratch, p, d) + x * width);
     }
 }
 
@@ -753,9 +633,9 @@ static int resize_plan_make(const eng_op_ctx_t *c, resize_plan_t *p)
         stride *= g->in[d];
     }
     for (int d = 0; d < g->rank; d++) {
-        p->width[d] = resize_width(&g->attrs, g->scale[d], g->in[d]);
+        p->width[d] = eng_resize_width(&g->attrs, g->scale[d], g->in[d]);
         p->table[d] = (int64_t)p->bytes;
-        p->bytes += resize_table_bytes(g->out[d], p->width[d]);
+        p->bytes += eng_resize_table_bytes(g->out[d], p->width[d]);
     }
     /* roi lists the resized axes (opset 18's axes attribute, validated by
      * eng_resize_geom), all of them without it. */
@@ -767,26 +647,6 @@ static int resize_plan_make(const eng_op_ctx_t *c, resize_plan_t *p)
     for (size_t i = 0; axes && i < count; i++)
         p->roi_at[axes[i] < 0 ? axes[i] + g->rank : axes[i]] = (int)i;
     return 0;
-}
-
-/* Scratch bound from the shapes, as on the CPU: the scale of an axis resized
- * from `in` to `out` is at least (out - 0.5) / in, and the footprint only
- * shrinks as the scale grows. */
-static size_t resize_scratch(const eng_op_ctx_t *c)
-{
-    eng_resize_attrs_t a;
-    if (eng_resize_attrs(c, &a))
-        return 0; /* run reports the same error */
-    const eng_shape_t *xs = &c->inputs[0]->shape, *ys = &c->outputs[0]->shape;
-    size_t bytes = 0;
-    for (int d = 0; d < xs->rank; d++) {
-        int64_t in = xs->dims[d], out = ys->dims[d];
-        if (out == 0 || in == 0)
-            continue;
-        double s_min = ((double)out - 0.5) / (double)in * (1.0 - 1e-9);
-        bytes += resize_table_bytes(out, resize_width(&a, s_min, in));
-    }
-    return bytes;
 }
 
 static int resize_run(eng_op_ctx_t *c)
@@ -822,6 +682,6 @@ static int resize_run(eng_op_ctx_t *c)
 
 static const eng_kernel_t k_topk = {"TopK", topk_run, topk_scratch};
 static const eng_kernel_t k_trilu = {"Trilu", trilu_run, NULL};
-static const eng_kernel_t k_resize = {"Resize", resize_run, resize_scratch};
+static const eng_kernel_t k_resize = {"Resize", resize_run, eng_resize_scratch_bytes};
 
 extern "C" const eng_kernel_t *const eng_cuda_misc[] = {&k_topk, &k_trilu, &k_resize, NULL};

@@ -251,20 +251,6 @@ static __device__ void row_moments(const float *x, int64_t n, double eps, double
 
 /* ---- Conv --------------------------------------------------------------- */
 
-static bool conv_is_pointwise(const eng_nn_geom_t *g)
-{
-    for (int i = 0; i < ENG_NN_DIMS; i++)
-        if (g->kernel[i] != 1 || g->stride[i] != 1 || g->pad_begin[i] != 0 ||
-            g->out[i] != g->in[i])
-            return false;
-    return true;
-}
-
-static bool conv_is_depthwise(const eng_nn_geom_t *g)
-{
-    return g->group > 1 && g->group == g->in_channels && g->group == g->out_channels;
-}
-
 /* FS_ENOTSUP unless X and B (when present) are float and W is float, half
  * or bfloat16. */
 static int require_conv_inputs(const eng_op_ctx_t *c)
@@ -493,10 +479,10 @@ static int col_chunk_from_scratch(const eng_op_ctx_t *c, int64_t batch, int64_t 
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || conv_is_depthwise(&g))
+    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || eng_nn_conv_is_depthwise(&g))
         return 0;
     bool lowp = weight_is_lowp(c);
-    if (!lowp && conv_is_pointwise(&g))
+    if (!lowp && eng_nn_conv_is_pointwise(&g))
         return 0;
     size_t elem = lowp ? ENG_CUDA_LOWP_BYTES : sizeof(float);
     int64_t per = g.in_channels * eng_nn_prod(g.kernel) * eng_nn_prod(g.out);
@@ -538,7 +524,7 @@ static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, groupe
     if (c->scratch_bytes < need)
         return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
                           c->scratch_bytes, need);
-    bool pointwise = conv_is_pointwise(g);
+    bool pointwise = eng_nn_conv_is_pointwise(g);
     im2col_args_t a;
     a.col = c->scratch;
     a.in_sz = in_sz;
@@ -590,7 +576,7 @@ static int conv_run(eng_op_ctx_t *c)
     int64_t y_n = g.batch * g.out_channels * out_sz;
     if (y_n == 0)
         return 0;
-    if (conv_is_depthwise(&g))
+    if (eng_nn_conv_is_depthwise(&g))
         return conv_depthwise_run(c, &g, x, w, wdt, bias, y);
     /* Y starts as the bias and the GEMMs accumulate onto it. */
     if (bias && (rc = launch(c, fits32(y_n) ? conv_fill_bias<true> : conv_fill_bias<false>, y_n, y,
@@ -620,7 +606,7 @@ static int conv_run(eng_op_ctx_t *c)
     p.group = g.group;
     if (eng_cuda_is_lowp(wdt))
         return conv_lowp_gemms(c, &g, &p, x, y);
-    if (conv_is_pointwise(&g)) {
+    if (eng_nn_conv_is_pointwise(&g)) {
         p.b = x;
         p.b_img = g.in_channels * in_sz;
         p.b_grp = cg * in_sz;

@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "engine/cuda/cuda_impl.h"
+#include "engine/ops/unary_impl.h"
 
 namespace {
 
@@ -176,37 +177,17 @@ using wrap_t = typename std::conditional<sizeof(T) <= 4, uint32_t, uint64_t>::ty
 
 /* --- checks ---------------------------------------------------------------------------- */
 
-/* Input 0, output 0 and their common element count. 0, or FS_EINVAL when one
- * is missing or the counts differ; nothing is queued. */
-int flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y, int64_t *n)
-{
-    *x = eng_ctx_in(c, 0);
-    *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
-    if (!*x || !*y)
-        return eng_op_err(c, FS_EINVAL, "input 0 or output 0 is missing");
-    *n = eng_shape_numel(&(*x)->shape);
-    if (eng_shape_numel(&(*y)->shape) != *n)
-        return eng_op_err(c, FS_EINVAL, "output has %lld elements, the input %lld",
-                          (long long)eng_shape_numel(&(*y)->shape), (long long)*n);
-    return 0;
-}
-
-int dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt)
-{
-    return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
-}
-
 /* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
 template <typename Op> int run_float(eng_op_ctx_t *c, const Op &op)
 {
     const eng_tensor_t *x;
     eng_tensor_t *y;
     int64_t n = 0;
-    int rc = flat_io(c, &x, &y, &n);
+    int rc = eng_unary_flat_io(c, &x, &y, &n);
     if (rc)
         return rc;
     if (x->dtype != ENG_DT_FLOAT || y->dtype != ENG_DT_FLOAT)
-        return dtype_err(c, x->dtype != ENG_DT_FLOAT ? x->dtype : y->dtype);
+        return eng_unary_dtype_err(c, x->dtype != ENG_DT_FLOAT ? x->dtype : y->dtype);
     return map_launch(c, x->data, y->data, n, op);
 }
 
@@ -217,7 +198,7 @@ template <typename List, typename Make> int run_typed(eng_op_ctx_t *c, List list
     const eng_tensor_t *x;
     eng_tensor_t *y;
     int64_t n = 0;
-    int rc = flat_io(c, &x, &y, &n);
+    int rc = eng_unary_flat_io(c, &x, &y, &n);
     if (rc)
         return rc;
     rc = dispatch(x->dtype, list, [&](auto t) {
@@ -226,57 +207,10 @@ template <typename List, typename Make> int run_typed(eng_op_ctx_t *c, List list
                               eng_dtype_name(y->dtype), eng_dtype_name(x->dtype));
         return map_launch(c, x->data, y->data, n, make(t));
     });
-    return rc == DISPATCH_NONE ? dtype_err(c, x->dtype) : rc;
+    return rc == DISPATCH_NONE ? eng_unary_dtype_err(c, x->dtype) : rc;
 }
 
 /* --- float ops --------------------------------------------------------------------------- */
-
-/* Eigen's tanh (x * P(x^2) / Q(x^2), inputs clamped to +-7.9053), as the
- * CPU's tanh_f32. */
-__device__ float tanh_f32(float a)
-{
-    const float c = 7.90531110763549805f;
-    const float hi = a > c ? c : a, x = hi < -c ? -c : hi, x2 = x * x;
-    float p = -2.76076847742355e-16f;
-    p = p * x2 + 2.00018790482477e-13f;
-    p = p * x2 - 8.60467152213735e-11f;
-    p = p * x2 + 5.12229709037114e-08f;
-    p = p * x2 + 1.48572235717979e-05f;
-    p = p * x2 + 6.37261928875436e-04f;
-    p = p * x2 + 4.89352455891786e-03f;
-    float q = 1.19825839466702e-06f;
-    q = q * x2 + 1.18534705686654e-04f;
-    q = q * x2 + 2.26843463243900e-03f;
-    q = q * x2 + 4.89352518554385e-03f;
-    return x * p / q;
-}
-
-/* Eigen's erf (x * P(x^2) / Q(x^2), inputs clamped to +-4), as the CPU's
- * erf_f32. */
-__device__ float erf_f32(float a)
-{
-    const float hi = a > 4.0f ? 4.0f : a, x = hi < -4.0f ? -4.0f : hi, x2 = x * x;
-    float p = -2.72614225801306e-10f;
-    p = p * x2 + 2.77068142495902e-08f;
-    p = p * x2 - 2.10102402082508e-06f;
-    p = p * x2 - 5.69250639462346e-05f;
-    p = p * x2 - 7.34990630326855e-04f;
-    p = p * x2 - 2.95459980854025e-03f;
-    p = p * x2 - 1.60960333262415e-02f;
-    float q = -1.45660718464996e-05f;
-    q = q * x2 - 2.13374055278905e-04f;
-    q = q * x2 - 1.68282697438203e-03f;
-    q = q * x2 - 7.37332916720468e-03f;
-    q = q * x2 - 1.42647390514189e-02f;
-    return x * p / q;
-}
-
-/* One exp of -|x|, which never overflows. */
-__device__ float sigmoid_f32(float x)
-{
-    const float e = expf(-fabsf(x));
-    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
-}
 
 /* One float op: its functor (EXPR of x, alpha, beta, gamma), its run function
  * reading the attributes with their ONNX defaults, and its kernel. */
@@ -296,32 +230,7 @@ __device__ float sigmoid_f32(float x)
     }                                                                                    \
     const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
 
-FLOAT_OP(acos, "Acos", 0, 0, 0, acosf(x))
-FLOAT_OP(asin, "Asin", 0, 0, 0, asinf(x))
-FLOAT_OP(atan, "Atan", 0, 0, 0, atanf(x))
-FLOAT_OP(ceil, "Ceil", 0, 0, 0, ceilf(x))
-FLOAT_OP(cos, "Cos", 0, 0, 0, cosf(x))
-FLOAT_OP(elu, "Elu", 1.0f, 0, 0, x < 0 ? alpha * expm1f(x) : x)
-FLOAT_OP(erf, "Erf", 0, 0, 0, erf_f32(x))
-FLOAT_OP(exp, "Exp", 0, 0, 0, expf(x))
-FLOAT_OP(floor, "Floor", 0, 0, 0, floorf(x))
-FLOAT_OP(hardsigmoid, "HardSigmoid", 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta)))
-FLOAT_OP(hardswish, "HardSwish", 0, 0, 0,
-         x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))
-FLOAT_OP(leakyrelu, "LeakyRelu", 0.01f, 0, 0, (x < 0 ? 0.0f : x) + alpha * (x < 0 ? x : -0.0f))
-FLOAT_OP(log, "Log", 0, 0, 0, logf(x))
-FLOAT_OP(reciprocal, "Reciprocal", 0, 0, 0, 1.0f / x)
-FLOAT_OP(round, "Round", 0, 0, 0, rintf(x)) /* the default mode rounds half to even */
-FLOAT_OP(selu, "Selu", 1.67326319217681884765625f, 0, 1.05070102214813232421875f,
-         x > 0 ? gamma * x : gamma * alpha * expm1f(x))
-FLOAT_OP(sigmoid, "Sigmoid", 0, 0, 0, sigmoid_f32(x))
-FLOAT_OP(sin, "Sin", 0, 0, 0, sinf(x))
-FLOAT_OP(softplus, "Softplus", 0, 0, 0, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))))
-FLOAT_OP(softsign, "Softsign", 0, 0, 0, x / (1.0f + fabsf(x)))
-FLOAT_OP(sqrt, "Sqrt", 0, 0, 0, sqrtf(x))
-FLOAT_OP(tan, "Tan", 0, 0, 0, tanf(x))
-FLOAT_OP(tanh, "Tanh", 0, 0, 0, tanh_f32(x))
-FLOAT_OP(thresholdedrelu, "ThresholdedRelu", 1.0f, 0, 0, x > alpha ? x : 0.0f)
+ENG_UNARY_FLOAT_OPS(FLOAT_OP)
 #undef FLOAT_OP
 
 struct gelu_erf_op {
@@ -329,7 +238,7 @@ struct gelu_erf_op {
     using TO = float;
     __device__ float operator()(float x) const
     {
-        return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f));
+        return 0.5f * x * (1.0f + eng_erf_f32(x * 0.70710678118654752f));
     }
 };
 
@@ -338,7 +247,7 @@ struct gelu_tanh_op {
     using TO = float;
     __device__ float operator()(float x) const
     {
-        return 0.5f * x * (1.0f + tanh_f32(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+        return 0.5f * x * (1.0f + eng_tanh_f32(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     }
 };
 
@@ -484,19 +393,16 @@ int clip_run(eng_op_ctx_t *c)
         return eng_op_err(c, FS_EINVAL, "input 0 is missing");
     if (c->opset < 11) {
         if (x->dtype != ENG_DT_FLOAT)
-            return dtype_err(c, x->dtype);
+            return eng_unary_dtype_err(c, x->dtype);
         const float lo = eng_attr_f(c->node, "min", -INFINITY);
         const float hi = eng_attr_f(c->node, "max", INFINITY);
         return run_typed(c, types<float>{},
                          [&](float) { return clip_op<float>{NULL, NULL, lo, hi}; });
     }
-    const eng_tensor_t *lo = eng_ctx_in(c, 1), *hi = eng_ctx_in(c, 2);
-    for (int i = 1; i <= 2; i++) {
-        const eng_tensor_t *t = i == 1 ? lo : hi;
-        if (t && (t->dtype != x->dtype || eng_shape_numel(&t->shape) != 1))
-            return eng_op_err(c, FS_EINVAL, "%s must be a scalar of dtype %s",
-                              i == 1 ? "min" : "max", eng_dtype_name(x->dtype));
-    }
+    const eng_tensor_t *lo, *hi;
+    int rc = eng_unary_clip_bounds(c, &lo, &hi);
+    if (rc)
+        return rc;
     return run_typed(c, numeric_types{}, [&](auto t) {
         using T = decltype(t);
         return clip_op<T>{lo ? (const T *)lo->data : NULL, hi ? (const T *)hi->data : NULL,
@@ -514,12 +420,12 @@ int copy_run(eng_op_ctx_t *c)
     const eng_tensor_t *x;
     eng_tensor_t *y;
     int64_t n = 0;
-    int rc = flat_io(c, &x, &y, &n);
+    int rc = eng_unary_flat_io(c, &x, &y, &n);
     if (rc)
         return rc;
     size_t es = eng_dtype_size(x->dtype);
     if (es == 0 || y->dtype != x->dtype)
-        return dtype_err(c, x->dtype);
+        return eng_unary_dtype_err(c, x->dtype);
     return copy_data(c, x->data, y->data, (size_t)n * es);
 }
 const eng_kernel_t identity_kernel = {.op_type = "Identity", .run = copy_run,
@@ -680,7 +586,7 @@ int cast_run(eng_op_ctx_t *c)
     const eng_tensor_t *x;
     eng_tensor_t *y;
     int64_t n = 0;
-    int rc = flat_io(c, &x, &y, &n);
+    int rc = eng_unary_flat_io(c, &x, &y, &n);
     if (rc)
         return rc;
     const auto known = [](auto) { return 0; };

@@ -121,6 +121,92 @@ int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *lg)
     return 0;
 }
 
+int eng_binary_check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
+{
+    for (int i = 0; i < n; i++) {
+        const eng_tensor_t *t = eng_ctx_in(c, i);
+        if (!t)
+            return eng_op_err(c, FS_EINVAL, "input %d is missing", i);
+        if (t->dtype != c->inputs[0]->dtype)
+            return eng_op_err(c, FS_EINVAL, "input %d has dtype %s, input 0 has %s", i,
+                              eng_dtype_name(t->dtype), eng_dtype_name(c->inputs[0]->dtype));
+    }
+    const eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!y)
+        return eng_op_err(c, FS_EINVAL, "output 0 is missing");
+    eng_dtype_t want = out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt;
+    if (y->dtype != want)
+        return eng_op_err(c, FS_EINVAL, "output dtype is %s, expected %s",
+                          eng_dtype_name(y->dtype), eng_dtype_name(want));
+    return 0;
+}
+
+int eng_binary_where_check(const eng_op_ctx_t *c)
+{
+    const eng_tensor_t *cond = eng_ctx_in(c, 0), *x = eng_ctx_in(c, 1), *yv = eng_ctx_in(c, 2);
+    const eng_tensor_t *out = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!cond || !x || !yv || !out)
+        return eng_op_err(c, FS_EINVAL, "an input or the output is missing");
+    if (cond->dtype != ENG_DT_BOOL || x->dtype != yv->dtype || out->dtype != x->dtype)
+        return eng_op_err(c, FS_EINVAL, "dtypes condition %s, X %s, Y %s, output %s: expected "
+                          "bool and three equal", eng_dtype_name(cond->dtype),
+                          eng_dtype_name(x->dtype), eng_dtype_name(yv->dtype),
+                          eng_dtype_name(out->dtype));
+    return 0;
+}
+
+int eng_binary_bcast(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_tensor_t *const *in,
+                     int n_in, eng_binary_bcast_t *l)
+{
+    const int rank = y->shape.rank;
+    int64_t (*stride)[ENG_MAX_RANK] = l->stride;
+    for (int k = 0; k <= n_in; k++) {
+        const eng_tensor_t *t = k == 0 ? y : in[k - 1];
+        const int r = t->shape.rank, off = rank - r;
+        if (r > rank || eng_dtype_size(t->dtype) == 0)
+            return eng_op_err(c, FS_EINVAL, "operand %d (rank %d, dtype %s) does not fit the "
+                              "output of rank %d", k, r, eng_dtype_name(t->dtype), rank);
+        int64_t acc = 1;
+        for (int d = rank - 1; d >= 0; d--) {
+            const int64_t dim = d < off ? 1 : t->shape.dims[d - off];
+            if (dim != 1 && dim != y->shape.dims[d])
+                return eng_op_err(c, FS_EINVAL, "input %d's dim %d is %lld, the output's %lld",
+                                  k - 1, d - off, (long long)dim, (long long)y->shape.dims[d]);
+            stride[k][d] = dim == 1 ? 0 : acc;
+            acc *= dim;
+        }
+    }
+    /* Collapsing in place: output dim p is written only after input dims
+     * up to d >= p have been read. */
+    l->rank = 0;
+    for (int d = 0; d < rank; d++) {
+        const int64_t dim = y->shape.dims[d];
+        if (dim == 1)
+            continue;
+        int p = l->rank - 1;
+        bool merge = p >= 0;
+        for (int k = 0; merge && k <= n_in; k++)
+            merge = stride[k][p] == stride[k][d] * dim;
+        if (merge) {
+            l->dims[p] *= dim;
+            for (int k = 0; k <= n_in; k++)
+                stride[k][p] = stride[k][d];
+            continue;
+        }
+        p = l->rank++;
+        l->dims[p] = dim;
+        for (int k = 0; k <= n_in; k++)
+            stride[k][p] = stride[k][d];
+    }
+    if (l->rank == 0) { /* every dim is 1: one element */
+        l->rank = 1;
+        l->dims[0] = 1;
+        for (int k = 0; k <= n_in; k++)
+            stride[k][0] = k == 0;
+    }
+    return 0;
+}
+
 /* `min_in`..`max_in` inputs of one dtype from `allowed`, broadcast; output
  * of dtype `out_dt` (ENG_DT_UNDEFINED: the inputs'). */
 static int infer_elementwise(eng_op_ctx_t *oc, int min_in, int max_in, const eng_dtype_t *allowed,

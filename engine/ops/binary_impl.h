@@ -31,6 +31,37 @@ typedef struct eng_binary_legacy {
  * match the legacy rules. */
 int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *out);
 
+/* Checks that inputs [0, n) of c are present and share input 0's dtype, and
+ * that output 0 is present with dtype `out_dt` (ENG_DT_UNDEFINED: the
+ * inputs'). 0 or FS_EINVAL naming the input or output. */
+int eng_binary_check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt);
+
+/* Where's operands: condition (bool), X, Y and the output present, X, Y and
+ * the output of one dtype. 0 or FS_EINVAL naming the dtypes. */
+int eng_binary_where_check(const eng_op_ctx_t *c);
+
+/* The output and up to three inputs (Where). */
+#define ENG_BINARY_MAX_OPERANDS 4
+
+/* The output's shape with the inputs laid over it (stride 0 on broadcast
+ * dims), dims of size 1 dropped and neighbours that are contiguous in every
+ * operand merged: same-shape operands collapse to one dim, a scalar operand
+ * to stride 0, and only true broadcasting keeps more dims. Every device's
+ * kernels walk this layout. */
+typedef struct eng_binary_bcast {
+    int rank;                                          /* >= 1 */
+    int64_t dims[ENG_MAX_RANK];
+    /* Per operand (0: the output, k: input k - 1), in elements; 0: broadcast. */
+    int64_t stride[ENG_BINARY_MAX_OPERANDS][ENG_MAX_RANK];
+} eng_binary_bcast_t;
+
+/* Lays the n_in (<= ENG_BINARY_MAX_OPERANDS - 1) inputs `in` over y's shape
+ * and collapses dims into *l; the output is operand 0 of the messages. 0,
+ * or FS_EINVAL when an input does not broadcast to y or an operand has an
+ * unsized dtype; *l is then undefined. */
+int eng_binary_bcast(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_tensor_t *const *in,
+                     int n_in, eng_binary_bcast_t *l);
+
 #ifdef __cplusplus
 }
 #endif

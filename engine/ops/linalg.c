@@ -289,3 +289,54 @@ static int einsum_check(const eng_node_t *n, int opset)
 static const eng_op_def_t op_einsum = {"Einsum", einsum_check, einsum_infer, -1};
 
 const eng_op_def_t *const eng_ops_linalg[] = {&op_matmul, &op_gemm, &op_einsum, NULL};
+
+void eng_einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
+                        int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])
+{
+    memset(stride, 0, sizeof(int64_t) * ENG_EINSUM_MAX_OPERANDS * ENG_EINSUM_MAX_LABELS);
+    for (int op = 0; op < e->n_operands; op++) {
+        const eng_shape_t *s = &c->inputs[op]->shape;
+        int64_t st = 1;
+        for (int ax = s->rank - 1; ax >= 0; ax--) {
+            int l = e->label[op][ax];
+            if (s->dims[ax] == e->size[l])
+                stride[op][l] += st;
+            st *= s->dims[ax];
+        }
+    }
+}
+
+bool eng_einsum_as_gemm(const eng_op_ctx_t *c, const eng_einsum_t *e, eng_einsum_gemm_t *p)
+{
+    if (e->n_operands != 2)
+        return false;
+    int in[ENG_EINSUM_MAX_LABELS] = {0}; /* bit 0: A, bit 1: B, bit 2: Y */
+    for (int op = 0; op < 2; op++)
+        for (int ax = 0; ax < e->rank[op]; ax++) {
+            int l = e->label[op][ax];
+            if (in[l] & (1 << op) || c->inputs[op]->shape.dims[ax] != e->size[l])
+                return false;
+            in[l] |= 1 << op;
+        }
+    for (int i = 0; i < e->n_out; i++)
+        in[e->out[i]] |= 4;
+    memset(p, 0, sizeof *p);
+    for (int r = 0; r < 4; r++)
+        p->len[r] = 1;
+    static const int role_of[8] = {-1, -1, -1, ENG_EINSUM_K, -1, ENG_EINSUM_M, ENG_EINSUM_N,
+                                   ENG_EINSUM_BATCH};
+    for (int i = 0; i < e->n_out; i++) {
+        int l = e->out[i], r = role_of[in[l]];
+        p->lab[r][p->n[r]++] = l;
+        p->len[r] *= e->size[l];
+    }
+    for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++) {
+        if (!in[l] || in[l] & 4)
+            continue;
+        if (role_of[in[l]] != ENG_EINSUM_K)
+            return false;
+        p->lab[ENG_EINSUM_K][p->n[ENG_EINSUM_K]++] = l;
+        p->len[ENG_EINSUM_K] *= e->size[l];
+    }
+    return true;
+}

@@ -1,11 +1,12 @@
 /* linalg_impl.h -- the shape analysis that the linalg op definitions
- * (engine/ops/linalg.c) and their kernels (engine/cpu/linalg_kernels.c)
- * share: MatMul's batch broadcasting and Einsum's parsed equation.
+ * (engine/ops/linalg.c) and every device's kernels share: MatMul's batch
+ * broadcasting, Einsum's parsed equation and its reading as a batched GEMM.
  *
  * Threading: pure functions. */
 #ifndef FS_ENGINE_OPS_LINALG_IMPL_H
 #define FS_ENGINE_OPS_LINALG_IMPL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/op.h"
@@ -54,6 +55,29 @@ typedef struct eng_einsum {
  * malformed equation or sizes that disagree: the message quotes the
  * equation) or FS_ENOTSUP (more than ENG_EINSUM_MAX_OPERANDS operands). */
 int eng_einsum_parse(const eng_op_ctx_t *c, eng_einsum_t *e);
+
+/* Per-label element strides of each of e's operands (the inputs of c): 0
+ * for a broadcast dim; a repeated label sums its axes' strides. Cannot
+ * fail. */
+void eng_einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
+                        int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS]);
+
+/* The roles of an Einsum's labels when it is a batched GEMM. */
+enum { ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_N, ENG_EINSUM_K };
+
+/* An Einsum recast as a batched GEMM: the labels of each role, in order. */
+typedef struct eng_einsum_gemm {
+    int n[4];                         /* labels per role: batch, M, N, K */
+    int lab[4][ENG_EINSUM_MAX_LABELS];
+    int64_t len[4];                   /* product of each role's sizes */
+} eng_einsum_gemm_t;
+
+/* Whether e is a batched GEMM Y[batch, M, N] = sum over K of A[batch, M, K]
+ * B[batch, K, N] -- two operands, no repeated label and no broadcast dim in
+ * either, every label in at least two of A, B and Y -- filling *p if so (*p
+ * is unspecified otherwise). Batch, M and N labels come in Y's order, which
+ * keeps the final copy cheap; K labels in label order. Cannot fail. */
+bool eng_einsum_as_gemm(const eng_op_ctx_t *c, const eng_einsum_t *e, eng_einsum_gemm_t *p);
 
 #ifdef __cplusplus
 }

@@ -308,3 +308,20 @@ static const eng_op_def_t def_resize = {.op_type = "Resize", .check = resize_che
                                         .infer = resize_infer, .inplace_input = -1};
 
 const eng_op_def_t *const eng_ops_misc[] = {&def_topk, &def_trilu, &def_resize, NULL};
+
+size_t eng_resize_scratch_bytes(const eng_op_ctx_t *c)
+{
+    eng_resize_attrs_t a;
+    if (eng_resize_attrs(c, &a))
+        return 0;
+    const eng_shape_t *xs = &c->inputs[0]->shape, *ys = &c->outputs[0]->shape;
+    size_t bytes = 0;
+    for (int d = 0; d < xs->rank; d++) {
+        int64_t in = xs->dims[d], out = ys->dims[d];
+        if (out == 0 || in == 0)
+            continue;
+        double s_min = ((double)out - 0.5) / (double)in * (1.0 - 1e-9);
+        bytes += eng_resize_table_bytes(out, eng_resize_width(&a, s_min, in));
+    }
+    return bytes;
+}

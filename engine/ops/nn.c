@@ -449,3 +449,17 @@ const eng_op_def_t *const eng_ops_nn[] = {
     &op_conv, &op_conv_transpose, &op_average_pool, &op_max_pool, &op_global_average_pool,
     &op_global_max_pool, &op_batchnorm, &op_instancenorm, &op_layernorm, &op_lrn, NULL,
 };
+
+bool eng_nn_conv_is_pointwise(const eng_nn_geom_t *g)
+{
+    for (int i = 0; i < ENG_NN_DIMS; i++)
+        if (g->kernel[i] != 1 || g->stride[i] != 1 || g->pad_begin[i] != 0 ||
+            g->out[i] != g->in[i])
+            return false;
+    return true;
+}
+
+bool eng_nn_conv_is_depthwise(const eng_nn_geom_t *g)
+{
+    return g->group > 1 && g->group == g->in_channels && g->group == g->out_channels;
+}

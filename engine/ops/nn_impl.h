@@ -1,5 +1,5 @@
 /* nn_impl.h -- the sliding-window geometry that the nn op definitions
- * (engine/ops/nn.c) and their kernels (engine/cpu/nn_kernels.c) share.
+ * (engine/ops/nn.c) and every device's kernels share.
  *
  * Conv, ConvTranspose and the pools all slide a kernel over 1 to 3 spatial
  * dims. The geometry is normalised to 3 spatial dims: a node with fewer has
@@ -13,6 +13,7 @@
 #ifndef FS_ENGINE_OPS_NN_IMPL_H
 #define FS_ENGINE_OPS_NN_IMPL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/op.h"
@@ -58,6 +59,14 @@ static inline int64_t eng_nn_prod(const int64_t d[ENG_NN_DIMS])
 {
     return d[0] * d[1] * d[2];
 }
+
+/* Whether a Conv of geometry g is a 1x1 kernel at stride 1 with no padding:
+ * a plain GEMM over the image. Cannot fail. */
+bool eng_nn_conv_is_pointwise(const eng_nn_geom_t *g);
+
+/* Whether a Conv of geometry g is depthwise: one group per input and per
+ * output channel. Cannot fail. */
+bool eng_nn_conv_is_depthwise(const eng_nn_geom_t *g);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "engine/op.h"
+#include "engine/ops/unary_impl.h"
 
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
@@ -251,3 +252,36 @@ const eng_op_def_t *const eng_ops_unary[] = {
     &op_cast,        &op_castlike, &op_clip,         &op_identity, &op_dropout,
     NULL,
 };
+
+int eng_unary_flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y,
+                      int64_t *n)
+{
+    *x = eng_ctx_in(c, 0);
+    *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
+    if (!*x || !*y)
+        return eng_op_err(c, FS_EINVAL, "input 0 or output 0 is missing");
+    *n = eng_shape_numel(&(*x)->shape);
+    if (eng_shape_numel(&(*y)->shape) != *n)
+        return eng_op_err(c, FS_EINVAL, "output has %lld elements, the input %lld",
+                          (long long)eng_shape_numel(&(*y)->shape), (long long)*n);
+    return 0;
+}
+
+int eng_unary_dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt)
+{
+    return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
+}
+
+int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi)
+{
+    const eng_tensor_t *x = c->inputs[0];
+    *lo = eng_ctx_in(c, 1);
+    *hi = eng_ctx_in(c, 2);
+    for (int i = 1; i <= 2; i++) {
+        const eng_tensor_t *t = i == 1 ? *lo : *hi;
+        if (t && (t->dtype != x->dtype || eng_shape_numel(&t->shape) != 1))
+            return eng_op_err(c, FS_EINVAL, "%s must be a scalar of dtype %s",
+                              i == 1 ? "min" : "max", eng_dtype_name(x->dtype));
+    }
+    return 0;
+}
