@@ -57,7 +57,8 @@ struct eng_model {
     alloc_cache_t *staging;       /* borrowed; may be NULL */
     alloc_owner_t staging_owner;
     pthread_mutex_t run_lock;     /* one run at a time on the stream */
-    void *workspace;              /* cuBLAS's, from the cache under the owner */
+    void *workspace;              /* cuBLAS's, from the cache: working memory, counted
+                                   * to the activations owner */
     eng_dtype_t lowp;             /* fp16/bf16 precision: the weights' dtype */
     eng_dtype_t *dev_dtype;       /* per value: a constant's device dtype, if not its own */
     bool cuda_graphs;
@@ -275,7 +276,7 @@ static int upload_constants(eng_model_t *m)
     alloc_stream_t stream = (alloc_stream_t)eng_cuda_stream(m->cuda);
     int rc = eng_cuda_bind(m->cuda);
     if (rc == 0)
-        rc = alloc_cache_alloc(m->cache, ENG_CUDA_WORKSPACE_BYTES, stream, m->owner,
+        rc = alloc_cache_alloc(m->cache, ENG_CUDA_WORKSPACE_BYTES, stream, m->act_owner,
                                &m->workspace);
     if (rc == 0)
         rc = eng_cuda_set_workspace(m->cuda, m->workspace, ENG_CUDA_WORKSPACE_BYTES);

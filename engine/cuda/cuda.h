@@ -61,7 +61,7 @@ int eng_cuda_copy_d2d(eng_cuda_t *c, void *dst, const void *src, size_t bytes);
 int eng_cuda_sync(eng_cuda_t *c);
 
 /* cuBLAS's workspace, from memory the caller accounts for (the model's
- * cache, under its owner): without one cuBLAS would cudaMalloc its own,
+ * cache, under its activations owner): without one cuBLAS would cudaMalloc its own,
  * outside the allocator, and could not be captured into a graph safely.
  * ENG_CUDA_WORKSPACE_BYTES is the size the engine gives it. */
 #define ENG_CUDA_WORKSPACE_BYTES ((size_t)8 << 20)
