@@ -21,7 +21,12 @@
  * rows); each chunk writes only its own outputs and every statistic is
  * taken within one chunk, so results do not depend on the thread count.
  * The GEMMs split their output over the same threads (never the sum over
- * k), with their packed B after the column matrix in the scratch. */
+ * k), with their packed B after the column matrix in the scratch. A Conv
+ * whose per-image products are too small for that to pay goes parallel
+ * over (image, group) pairs instead, each task single-threaded with its own
+ * slice of the scratch (one per thread, sized at plan time from
+ * ctx->n_threads); each product is the same GEMM call either way, so the
+ * bits are the same too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,14 +312,125 @@ static int64_t conv_col_floats(const eng_nn_geom_t *g)
     return g->in_channels / g->group * eng_nn_prod(g->kernel) * eng_nn_prod(g->out);
 }
 
+/* An image-parallel Conv (see conv_plan): each task takes whole (image,
+ * group) pairs with its own slice of the scratch, slices `slice_bytes`
+ * apart, each the column matrix then the GEMM's own. */
+typedef struct conv_job {
+    const eng_nn_geom_t *g;
+    const float *x, *w, *bias;
+    float *y;
+    char *scratch;
+    size_t slice_bytes;
+    int64_t n_slices;    /* concurrent tasks: slice s runs pairs [s P / S, (s + 1) P / S) */
+} conv_job_t;
+
+/* Below this many multiply-adds per (image, group) product, Conv runs
+ * whole images per thread instead of threads inside each product: the GEMM
+ * would not split such a product anyway (its chunks hold at least 64 x
+ * ENG_PARALLEL_MIN_WORK multiply-adds, and a range of fewer than two chunks
+ * runs inline), so the threads sat idle while the images went one by one
+ * (measured: the demo CNN at batch 64 took as long at 8 threads as at 1). */
+#define CONV_IMAGE_PARALLEL_MAX_WORK (2 * 64 * (int64_t)ENG_PARALLEL_MIN_WORK)
+
+/* Nor when a slice would exceed this, so the scratch stays bounded at
+ * n_threads slices (4 MiB is more than a small product's column matrix
+ * needs unless its GEMM has very few rows). */
+#define CONV_IMAGE_PARALLEL_MAX_SLICE_BYTES ((size_t)4 << 20)
+
+/* The scratch slices' alignment, so slices never share a cache line. */
+#define CONV_SLICE_ALIGN 64
+
+/* How conv_run computes a (non-depthwise) Conv: the bytes one (image,
+ * group) product needs (column matrix, then GEMM scratch), and whether to
+ * run the products image-parallel (`slices` > 0: that many concurrent
+ * tasks, each with its own slice of `slice_bytes`) or one after another
+ * with every thread inside each (`slices` == 0). Depends only on the
+ * geometry and n_threads, so the scratch asked at plan time fits the run.
+ * Either way each product is the same eng_gemm_run call (same m, n, k,
+ * operands), so the bits do not depend on the path or the thread count. */
+typedef struct conv_plan {
+    size_t col_bytes, slice_bytes;
+    int64_t slices;
+} conv_plan_t;
+
+static conv_plan_t conv_plan(const eng_nn_geom_t *g, int n_threads)
+{
+    int64_t mg = g->out_channels / g->group, kdim = g->in_channels / g->group * eng_nn_prod(g->kernel);
+    int64_t out_sz = eng_nn_prod(g->out), pairs = g->batch * g->group;
+    conv_plan_t cp = {.col_bytes = (size_t)conv_col_floats(g) * sizeof(float)};
+    size_t one = gemm_step_scratch_bytes(conv_col_floats(g), mg, out_sz, kdim);
+    cp.slice_bytes = (one + CONV_SLICE_ALIGN - 1) / CONV_SLICE_ALIGN * CONV_SLICE_ALIGN;
+    bool small = mg * out_sz * kdim < CONV_IMAGE_PARALLEL_MAX_WORK &&
+                 cp.slice_bytes <= CONV_IMAGE_PARALLEL_MAX_SLICE_BYTES;
+    if (n_threads > 1 && pairs > 1 && small)
+        cp.slices = pairs < n_threads ? pairs : n_threads;
+    else
+        cp.slice_bytes = one;
+    return cp;
+}
+
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || eng_nn_conv_is_depthwise(&g))
         return 0;
-    int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
-    return gemm_step_scratch_bytes(conv_col_floats(&g), mg, eng_nn_prod(g.out),
-                                   cg * eng_nn_prod(g.kernel));
+    conv_plan_t cp = conv_plan(&g, c->n_threads);
+    /* The slices start at the first aligned byte of the scratch. */
+    if (cp.slices && cp.slice_bytes)
+        return (size_t)cp.slices * cp.slice_bytes + CONV_SLICE_ALIGN - 1;
+    return cp.slices ? 0 : cp.slice_bytes;
+}
+
+/* The first CONV_SLICE_ALIGN-aligned byte of `scratch` (borrowed; NULL
+ * when there is none or no slice needs any). Cannot fail. */
+static char *conv_slices_at(void *scratch, size_t slice_bytes)
+{
+    if (!scratch || !slice_bytes)
+        return NULL;
+    uintptr_t at = ((uintptr_t)scratch + CONV_SLICE_ALIGN - 1) & ~(uintptr_t)(CONV_SLICE_ALIGN - 1);
+    return (char *)scratch + (at - (uintptr_t)scratch);
+}
+
+/* Conv's product for (image, group) pair `pr` (n * group + gi) on one
+ * thread, with `slice` (slice_bytes) for its column matrix and GEMM
+ * scratch: im2col, the bias, then Y_g (+)= W_g x col. Cannot fail. */
+static void conv_pair(const conv_job_t *j, int64_t pr, char *slice)
+{
+    const eng_nn_geom_t *g = j->g;
+    int64_t n = pr / g->group, gi = pr % g->group;
+    int64_t cg = g->in_channels / g->group, mg = g->out_channels / g->group;
+    int64_t taps = eng_nn_prod(g->kernel), in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
+    const float *xg = j->x + (n * g->in_channels + gi * cg) * in_sz;
+    float *yg = j->y + (n * g->out_channels + gi * mg) * out_sz;
+    bool pointwise = eng_nn_conv_is_pointwise(g);
+    size_t col_bytes = (size_t)conv_col_floats(g) * sizeof(float);
+    float *col = (float *)slice;
+    if (!pointwise) {
+        im2col_job_t ij = {xg, g->in, g->out, g, col};
+        im2col_rows(&ij, 0, cg * taps);
+    }
+    if (j->bias) {
+        bias_job_t bj = {yg, j->bias + gi * mg, out_sz};
+        fill_bias_planes(&bj, 0, mg);
+    }
+    eng_gemm_t gm = {.m = mg, .n = out_sz, .k = cg * taps, .a = j->w + gi * mg * cg * taps,
+                     .lda = cg * taps, .b = pointwise ? xg : col, .ldb = out_sz, .c = yg,
+                     .ldc = out_sz, .alpha = 1.0f, .accumulate = j->bias != NULL};
+    size_t have = j->slice_bytes - col_bytes;
+    eng_gemm_run(&gm, 1, have ? slice + col_bytes : NULL, have);
+}
+
+/* Slices [begin, end) of an image-parallel Conv: each runs its share of
+ * the (image, group) pairs in order. Cannot fail. */
+static void conv_slices(void *arg, int64_t begin, int64_t end)
+{
+    const conv_job_t *j = arg;
+    int64_t pairs = j->g->batch * j->g->group;
+    for (int64_t s = begin; s < end; s++) {
+        char *slice = j->scratch ? j->scratch + (size_t)s * j->slice_bytes : NULL;
+        for (int64_t pr = s * pairs / j->n_slices; pr < (s + 1) * pairs / j->n_slices; pr++)
+            conv_pair(j, pr, slice);
+    }
 }
 
 /* Conv. On error (geometry, scratch too small) Y is untouched. */
@@ -331,13 +447,27 @@ static int conv_run(eng_op_ctx_t *c)
         conv_depthwise(c->n_threads, &g, x, w, b ? b->data : NULL, y);
         return 0;
     }
+    conv_plan_t cp = conv_plan(&g, c->n_threads);
+    char *slices = conv_slices_at(c->scratch, cp.slice_bytes);
+    if (cp.slices && cp.slice_bytes) {
+        /* As many slices as the scratch holds (a caller that asked for
+         * fewer threads gave less): fewer tasks, the same bits. */
+        size_t skip = slices ? (size_t)(slices - (char *)c->scratch) : c->scratch_bytes;
+        size_t have = c->scratch_bytes > skip ? c->scratch_bytes - skip : 0;
+        if ((int64_t)(have / cp.slice_bytes) < cp.slices)
+            cp.slices = (int64_t)(have / cp.slice_bytes);
+    }
+    if (cp.slices > 0) {
+        conv_job_t j = {&g, x, w, b ? b->data : NULL, y, slices, cp.slice_bytes, cp.slices};
+        eng_parallel_for(c->n_threads, cp.slices, 1, conv_slices, &j);
+        return 0;
+    }
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
     bool pointwise = eng_nn_conv_is_pointwise(&g);
-    size_t col_bytes = (size_t)conv_col_floats(&g) * sizeof(float);
-    if (c->scratch_bytes < col_bytes)
+    if (c->scratch_bytes < cp.col_bytes)
         return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, col_bytes);
+                          c->scratch_bytes, cp.col_bytes);
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {
             const float *xg = x + (n * g.in_channels + gi * cg) * in_sz;
@@ -346,7 +476,7 @@ static int conv_run(eng_op_ctx_t *c)
                 im2col(c->n_threads, xg, cg, g.in, g.out, &g, col);
             if (b)
                 fill_bias(c->n_threads, yg, (const float *)b->data + gi * mg, mg, out_sz);
-            gemm(c, col_bytes, false, mg, out_sz, cg * taps, w + gi * mg * cg * taps,
+            gemm(c, cp.col_bytes, false, mg, out_sz, cg * taps, w + gi * mg * cg * taps,
                  pointwise ? xg : col, yg, b != NULL);
         }
     return 0;

@@ -474,6 +474,74 @@ Test(engine_ops_nn, conv_matches_reference)
         conv_case_run(&conv_cases[i], false);
 }
 
+/* Runs case cc's Conv (random x, w, b from `seed`) with n_threads threads
+ * and scratch sized for `scratch_threads`; returns Y (caller frees). */
+static float *conv_run_threads(const conv_case_t *cc, uint64_t seed, int n_threads,
+                               int scratch_threads, size_t *n_out)
+{
+    int ns = cc->ns, rank = ns + 2;
+    dims3_t g = norm3(cc, false);
+    int64_t xd[5] = {cc->n, cc->c}, wd[5] = {cc->m, cc->c / cc->group}, yd[5] = {cc->n, cc->m};
+    for (int i = 0; i < ns; i++) {
+        xd[2 + i] = cc->in[i];
+        wd[2 + i] = cc->k[i];
+        yd[2 + i] = g.out[3 - ns + i];
+    }
+    rng_state = seed;
+    float *x = rnd_array(numel(rank, xd)), *w = rnd_array(numel(rank, wd));
+    float *b = cc->bias ? rnd_array(cc->m) : NULL;
+    eng_tensor_t xt = ft(x, rank, xd), wt = ft(w, rank, wd), bt = ft(b, 1, &cc->m);
+    const eng_tensor_t *in[] = {&xt, &wt, b ? &bt : NULL};
+    int64_t pads[6];
+    for (int i = 0; i < ns; i++) {
+        pads[i] = cc->pb[i];
+        pads[ns + i] = cc->pe[i];
+    }
+    eng_attr_t attrs[] = {attr_ints("strides", cc->s, (size_t)ns),
+                          attr_ints("dilations", cc->d, (size_t)ns),
+                          attr_ints("pads", pads, (size_t)(2 * ns)), attr_i("group", cc->group)};
+    call_t c;
+    cr_assert_eq(call_infer(&c, "Conv", attrs, 4, in, b ? 3 : 2, 1), 0, "infer: %s", fs_errmsg());
+    const eng_cpu_kernel_t *k = eng_cpu_kernel_find("Conv");
+    *n_out = (size_t)numel(rank, yd);
+    float *y = calloc(*n_out, sizeof *y);
+    c.outs[0].data = y;
+    c.ctx.n_threads = scratch_threads;
+    c.ctx.scratch_bytes = k->scratch_bytes(&c.ctx);
+    c.ctx.scratch = c.ctx.scratch_bytes ? malloc(c.ctx.scratch_bytes) : NULL;
+    c.ctx.n_threads = n_threads;
+    cr_assert_eq(k->run(&c.ctx), 0, "run at %d threads: %s", n_threads, fs_errmsg());
+    free(c.ctx.scratch);
+    free(x);
+    free(w);
+    free(b);
+    call_free(&c);
+    return y;
+}
+
+Test(engine_ops_nn, conv_of_a_batch_gives_the_same_bits_at_any_thread_count)
+{
+    static const conv_case_t cases[] = {
+        /* ns n c m group in k s d pb pe opad bias */
+        {2, 5, 2, 6, 1, {12, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}, true},
+        {2, 5, 4, 6, 2, {9, 8}, {3, 2}, {2, 1}, {1, 2}, {1, 0}, {2, 1}, {0}, true},
+        {2, 5, 8, 5, 1, {4, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}, false},
+    };
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        size_t n1, n3, nf;
+        float *y1 = conv_run_threads(&cases[i], 0x5eed + i, 1, 1, &n1);
+        float *y3 = conv_run_threads(&cases[i], 0x5eed + i, 3, 3, &n3);
+        /* Scratch asked for one thread, run with three: fewer tasks. */
+        float *yf = conv_run_threads(&cases[i], 0x5eed + i, 3, 1, &nf);
+        cr_assert_eq(n1, n3);
+        cr_expect(memcmp(y1, y3, n1 * sizeof *y1) == 0, "case %zu: 1 vs 3 threads", i);
+        cr_expect(memcmp(y1, yf, n1 * sizeof *y1) == 0, "case %zu: small scratch", i);
+        free(y1);
+        free(y3);
+        free(yf);
+    }
+}
+
 Test(engine_ops_nn, conv_transpose_matches_reference)
 {
     static const conv_case_t cases[] = {
