@@ -51,12 +51,6 @@ typedef struct bench_opts {
     bool no_graphs;         /* CUDA: launch by launch, no graph replay */
 } bench_opts_t;
 
-/* The memory models run in: the device's cache (host memory for the CPU)
- * and, on a GPU, a host cache and a pinned staging cache. */
-typedef struct bench_mem {
-    alloc_provider_t *providers[3];
-    alloc_cache_t *caches[3];   /* device, host, staging */
-} bench_mem_t;
 
 /* One (model, batch) measurement, or a failure of its model or batch. */
 typedef struct bench_row {
@@ -353,15 +347,15 @@ done:
 /* Loads one model and measures it at each of its batch sizes, adding a row
  * for each (or one failed row when it does not load). Returns 0, or 1 when
  * any of its measurements failed (reported on stderr). Exits on host OOM. */
-static int bench_model(const char *path, const bench_mem_t *mem, const bench_opts_t *o,
+static int bench_model(const char *path, const eng_memory_t *mem, const bench_opts_t *o,
                        bench_rows_t *rows, FILE *json, bool *json_first)
 {
     char name[BENCH_NAME_MAX];
     bench_model_name(path, name, sizeof name);
-    alloc_cache_t *cache = mem->caches[0];
+    alloc_cache_t *cache = mem->cache;
     eng_model_config_t cfg = {.name = name, .cache = cache, .n_threads = o->n_threads,
                               .device = o->device, .precision = o->precision,
-                              .host_cache = mem->caches[1], .staging = mem->caches[2],
+                              .host_cache = mem->host_cache, .staging = mem->staging,
                               .no_cuda_graphs = o->no_graphs};
     eng_model_t *m = NULL;
     int64_t batches[BENCH_MAX_BATCHES];
@@ -656,24 +650,11 @@ int main(int argc, char **argv)
         bench_opts_fini(&o);
         return 2;
     }
-    bench_mem_t mem = {0};
+    eng_memory_t mem;
     bool cuda = o.device && strncmp(o.device, "cuda", 4) == 0;
     alloc_cache_config_t ccfg = {.name = "model_bench"};
-    int rc = cuda ? alloc_provider_cuda_create(o.device[4] == ':' ? atoi(o.device + 5) : 0,
-                                               &mem.providers[0])
-                  : alloc_provider_host_create(&mem.providers[0]);
-    if (rc == 0 && cuda && (rc = alloc_provider_host_create(&mem.providers[1])) == 0)
-        rc = alloc_provider_pinned_create(&mem.providers[2]);
-    for (int i = 0; i < 3 && rc == 0; i++)
-        if (mem.providers[i])
-            rc = alloc_cache_create(mem.providers[i], i == 0 ? &ccfg : NULL, &mem.caches[i]);
-    if (rc != 0) {
-        fprintf(stderr, "model_bench: no %s memory: %s\n", o.device ? o.device : "cpu",
-                fs_errmsg());
-        for (int i = 0; i < 3; i++) {
-            alloc_cache_destroy(mem.caches[i]);
-            alloc_provider_destroy(mem.providers[i]);
-        }
+    if (eng_memory_open(o.device, &ccfg, &mem) != 0) {
+        fprintf(stderr, "model_bench: %s\n", fs_errmsg());
         if (json)
             fclose(json);
         bench_opts_fini(&o);
@@ -703,9 +684,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < o.n_models; i++)
         failed |= bench_model(o.models[i], &mem, &o, &rows, json, &json_first);
     bench_rows_print(&rows, &o);
+    alloc_cache_t *caches[3] = {mem.cache, mem.host_cache, mem.staging};
     for (int i = 0; i < 3; i++)
-        if (mem.caches[i])
-            failed |= bench_cache_check(mem.caches[i]);
+        if (caches[i])
+            failed |= bench_cache_check(caches[i]);
 
     if (json) {
         fputs("\n]}\n", json);
@@ -714,10 +696,7 @@ int main(int argc, char **argv)
             failed = 1;
         }
     }
-    for (int i = 0; i < 3; i++) {
-        alloc_cache_destroy(mem.caches[i]);
-        alloc_provider_destroy(mem.providers[i]);
-    }
+    eng_memory_close(&mem);
     free(rows.items);
     bench_opts_fini(&o);
     fflush(stdout);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "alloc/cache.h"
+#include "alloc/provider.h"
 #include "engine/tensor.h"
 
 #ifdef __cplusplus
@@ -48,6 +49,32 @@ typedef struct eng_model_config {
      * CUDA graph captured per plan (graphs are on by default). */
     bool no_cuda_graphs;
 } eng_model_config_t;
+
+/* Where a model's kernels run. */
+typedef enum eng_device_kind {
+    ENG_DEVICE_CPU = 0,
+    ENG_DEVICE_CUDA = 1,
+} eng_device_kind_t;
+
+/* A device string: "cpu" (also NULL), "cuda" (device 0) or "cuda:N" (N <
+ * 1024). 0 with *kind and *index, or FS_EINVAL naming the string. */
+int eng_device_parse(const char *device, eng_device_kind_t *kind, int *index);
+
+/* The memory a model on one device runs in (engine/memory.c): the device's
+ * cache (over the host provider for "cpu", the cuda provider for a GPU)
+ * and, for a GPU, a host cache (weights while loading, small host copies)
+ * and a pinned staging cache; NULL on the CPU. */
+typedef struct eng_memory {
+    alloc_provider_t *providers[3];
+    alloc_cache_t *cache, *host_cache, *staging;
+} eng_memory_t;
+
+/* Opens it; `cfg` (may be NULL) configures the device cache. 0, or the
+ * error (FS_EINVAL for a bad device string, FS_ENODEV / FS_ENOTSUP when
+ * there is no usable GPU) with nothing left open. */
+int eng_memory_open(const char *device, const alloc_cache_config_t *cfg, eng_memory_t *out);
+/* Destroys the caches and providers; safe on a zeroed or closed one. */
+void eng_memory_close(eng_memory_t *m);
 
 /* Loads a model. 0 and *out (caller frees with eng_model_destroy), or:
  * FS_ENOENT / FS_EIO (file), FS_EPARSE (corrupt or truncated: the message

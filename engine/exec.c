@@ -95,34 +95,38 @@ static void run_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
         rs->outs[i] = n->outputs[i] >= 0 ? &rs->t[n->outputs[i]] : NULL;
 }
 
+/* The device copies and the stream sync of a device plan. A CPU-only build
+ * never makes one (the model load refuses the device), so there they only
+ * keep the callers compiling. */
+static int dev_h2d(const eng_plan_t *p, void *dst, const void *src, size_t n)
+{
 #if FS_HAVE_CUDA
-#define DEV_CALL(p, call) eng_cuda_##call
+    return eng_cuda_copy_h2d(p->cuda, dst, src, n);
 #else
-/* A CPU-only build never makes a device plan; these keep the calls typed. */
-static int no_cuda(void)
-{
+    (void)p, (void)dst, (void)src, (void)n;
     return fs_err(FS_ENOTSUP, "this build of flatserve has no CUDA support");
-}
-#define DEV_CALL(p, call) ((void)(p), no_cuda_##call)
-static int no_cuda_copy_h2d(eng_cuda_t *c, void *d, const void *s, size_t n)
-{
-    (void)c, (void)d, (void)s, (void)n;
-    return no_cuda();
-}
-static int no_cuda_copy_d2h(eng_cuda_t *c, void *d, const void *s, size_t n)
-{
-    (void)c, (void)d, (void)s, (void)n;
-    return no_cuda();
-}
-static int no_cuda_sync(eng_cuda_t *c)
-{
-    (void)c;
-    return no_cuda();
-}
 #endif
-#define dev_h2d(p, d, s, n) DEV_CALL(p, copy_h2d)((p)->cuda, (d), (s), (n))
-#define dev_d2h(p, d, s, n) DEV_CALL(p, copy_d2h)((p)->cuda, (d), (s), (n))
-#define dev_sync(p) DEV_CALL(p, sync)((p)->cuda)
+}
+
+static int dev_d2h(const eng_plan_t *p, void *dst, const void *src, size_t n)
+{
+#if FS_HAVE_CUDA
+    return eng_cuda_copy_d2h(p->cuda, dst, src, n);
+#else
+    (void)p, (void)dst, (void)src, (void)n;
+    return fs_err(FS_ENOTSUP, "this build of flatserve has no CUDA support");
+#endif
+}
+
+static int dev_sync(const eng_plan_t *p)
+{
+#if FS_HAVE_CUDA
+    return eng_cuda_sync(p->cuda);
+#else
+    (void)p;
+    return fs_err(FS_ENOTSUP, "this build of flatserve has no CUDA support");
+#endif
+}
 
 static size_t align_up(size_t n)
 {

@@ -86,29 +86,6 @@ static void weight_free(void *user, void *ptr)
         alloc_cache_free(m->device != ENG_DEVICE_CPU ? m->host_cache : m->cache, ptr);
 }
 
-/* "cpu" / NULL, "cuda", "cuda:N". */
-static int parse_device(const char *s, eng_device_kind_t *kind, int *index)
-{
-    *kind = ENG_DEVICE_CPU;
-    *index = 0;
-    if (!s || strcmp(s, "cpu") == 0)
-        return 0;
-    if (strncmp(s, "cuda", 4) == 0 && (s[4] == '\0' || s[4] == ':')) {
-        *kind = ENG_DEVICE_CUDA;
-        if (s[4] == '\0')
-            return 0;
-        const char *d = s + 5;
-        int v = 0;
-        for (; *d >= '0' && *d <= '9' && v < 1024; d++)
-            v = v * 10 + (*d - '0');
-        if (d != s + 5 && *d == '\0' && v < 1024) {
-            *index = v;
-            return 0;
-        }
-    }
-    return fs_err(FS_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", s);
-}
-
 /* The cache must hold the memory the device computes on. */
 static int check_cache_device(const eng_model_t *m)
 {
@@ -367,7 +344,7 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
     m->n_threads = cfg->n_threads > 0 ? cfg->n_threads : 1;
     m->owner = m->act_owner = m->host_owner = m->staging_owner = ALLOC_OWNER_SERVER;
 
-    int rc = parse_device(cfg->device, &m->device, &m->device_index);
+    int rc = eng_device_parse(cfg->device, &m->device, &m->device_index);
     if (m->device == ENG_DEVICE_CPU)
         snprintf(m->device_name, sizeof m->device_name, "cpu");
     else

@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "engine/engine.h" /* eng_device_kind_t */
 #include "engine/graph.h"
 #include "engine/tensor.h"
 
@@ -73,12 +74,6 @@ typedef struct eng_op_def {
      * this node (same dtype and size): element-wise ops and views. -1: none. */
     int inplace_input;
 } eng_op_def_t;
-
-/* Where kernels run. */
-typedef enum eng_device_kind {
-    ENG_DEVICE_CPU = 0,
-    ENG_DEVICE_CUDA = 1,
-} eng_device_kind_t;
 
 typedef struct eng_kernel {
     const char *op_type;

@@ -48,18 +48,12 @@ static long newest_version(const char *model_dir)
     return best;
 }
 
-/* Where models load: the device's cache and, on a GPU, host and pinned
- * staging caches. */
-typedef struct where {
-    const char *device;          /* "cpu" or "cuda:0" */
-    alloc_cache_t *cache, *host_cache, *staging;
-} where_t;
-
 /* Loads one model with the engine and logs its interface and weights;
  * returns 0 or the load error (logged). */
-static int report_model(const where_t *w, const char *repo, const char *name)
+static int report_model(const char *device, const eng_memory_t *mem, const char *repo,
+                        const char *name)
 {
-    alloc_cache_t *cache = w->cache;
+    alloc_cache_t *cache = mem->cache;
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/%s", repo, name);
     long version = newest_version(dir);
@@ -69,8 +63,8 @@ static int report_model(const where_t *w, const char *repo, const char *name)
     }
     snprintf(path, sizeof path, "%s/%ld/model.onnx", dir, version);
     eng_model_t *m = NULL;
-    eng_model_config_t cfg = {.name = name, .cache = cache, .device = w->device,
-                              .host_cache = w->host_cache, .staging = w->staging};
+    eng_model_config_t cfg = {.name = name, .cache = cache, .device = device,
+                              .host_cache = mem->host_cache, .staging = mem->staging};
     int rc = eng_model_load(path, &cfg, &m);
     if (rc != 0) {
         FS_LOG_E("main", "model '%s' version %ld: %s", name, version, fs_errmsg());
@@ -92,7 +86,7 @@ static int report_model(const where_t *w, const char *repo, const char *name)
 }
 
 /* Reports every model directory of the repository; returns how many loaded. */
-static int report_repository(const where_t *w, const char *repo)
+static int report_repository(const char *device, const eng_memory_t *mem, const char *repo)
 {
     DIR *d = opendir(repo);
     if (!d) {
@@ -104,7 +98,7 @@ static int report_repository(const where_t *w, const char *repo)
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
-        loaded += report_model(w, repo, e->d_name) == 0;
+        loaded += report_model(device, mem, repo, e->d_name) == 0;
     }
     closedir(d);
     return loaded;
@@ -127,50 +121,32 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    alloc_provider_t *provider = NULL;
-    if (alloc_provider_default_create(&provider) != 0) {
-        FS_LOG_E("main", "no memory provider: %s", fs_errmsg());
-        return 1;
+    /* The GPU when one answers, else the CPU, saying why once. */
+    int n_gpus = 0;
+    const char *device = "cuda:0";
+    int probe = alloc_cuda_probe(&n_gpus);
+    if (probe != 0 || n_gpus < 1) {
+        FS_LOG_W("main", "%s: using the CPU", probe != 0 ? fs_errmsg() : "no CUDA device");
+        device = "cpu";
     }
-    alloc_cache_t *cache = NULL;
-    alloc_cache_config_t cfg = {.name = alloc_provider_name(provider)};
-    if (alloc_cache_create(provider, &cfg, &cache) != 0) {
-        FS_LOG_E("main", "cannot create the cache: %s", fs_errmsg());
-        alloc_provider_destroy(provider);
+    eng_memory_t mem;
+    alloc_cache_config_t cfg = {.name = device};
+    if (eng_memory_open(device, &cfg, &mem) != 0) {
+        FS_LOG_E("main", "%s", fs_errmsg());
         return 1;
     }
     size_t free_bytes = 0, total = 0;
     char free_s[32] = "unknown", total_s[32] = "unknown";
-    if (alloc_provider_mem_info(provider, &free_bytes, &total) == 0) {
+    if (alloc_provider_mem_info(mem.providers[0], &free_bytes, &total) == 0) {
         fs_format_size(free_bytes, free_s, sizeof free_s);
         fs_format_size(total, total_s, sizeof total_s);
     }
     FS_LOG_I("main", "device %s: %s free of %s; caching allocator ready; CPU GEMM kernels %s",
-             alloc_cache_name(cache), free_s, total_s, eng_gemm_isa_name());
+             alloc_cache_name(mem.cache), free_s, total_s, eng_gemm_isa_name());
 
-    /* Models load where the allocator is: on the GPU with a host cache (weights
-     * while loading) and a pinned staging cache, else on the CPU. */
-    where_t w = {.device = "cpu", .cache = cache};
-    alloc_provider_t *host = NULL, *pinned = NULL;
-    int loaded = 0;
-    if (alloc_provider_is_device(provider)) {
-        w.device = "cuda:0";
-        if (alloc_provider_host_create(&host) != 0 ||
-            alloc_cache_create(host, NULL, &w.host_cache) != 0 ||
-            alloc_provider_pinned_create(&pinned) != 0 ||
-            alloc_cache_create(pinned, NULL, &w.staging) != 0)
-            FS_LOG_E("main", "host or pinned memory for the GPU: %s", fs_errmsg());
-        else
-            loaded = report_repository(&w, repo);
-    } else {
-        loaded = report_repository(&w, repo);
-    }
-    alloc_cache_destroy(w.staging);
-    alloc_cache_destroy(w.host_cache);
-    alloc_provider_destroy(pinned);
-    alloc_provider_destroy(host);
-    alloc_cache_destroy(cache);
-    alloc_provider_destroy(provider);
+    /* Models load on that device, with its host and staging caches. */
+    int loaded = report_repository(device, &mem, repo);
+    eng_memory_close(&mem);
     FS_LOG_E("main", "serving is not built yet: %d model(s) of '%s' load, but the HTTP server "
              "and batcher are still to come, so there is nothing to serve", loaded, repo);
     return 1;

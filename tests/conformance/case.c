@@ -411,55 +411,16 @@ static int model_threads(conf_result_t *r, int *out)
     return 0;
 }
 
-/* The memory a case runs in: one cache over the device's memory and, for a
- * GPU, a host cache (weights while loading, small host copies) and a pinned
- * staging cache. Each must be back at zero bytes when the model is gone. */
-typedef struct case_mem {
-    alloc_provider_t *providers[3];
-    alloc_cache_t *caches[3];          /* device (or host), host, staging */
-} case_mem_t;
-
-static void case_mem_fini(case_mem_t *cm)
-{
-    for (int i = 0; i < 3; i++) {
-        alloc_cache_destroy(cm->caches[i]);
-        alloc_provider_destroy(cm->providers[i]);
-    }
-}
-
-static int case_mem_init(case_mem_t *cm, const char *device, conf_result_t *r)
-{
-    memset(cm, 0, sizeof *cm);
-    bool cuda = device && strncmp(device, "cuda", 4) == 0;
-    int index = cuda && device[4] == ':' ? atoi(device + 5) : 0;
-    int rc = cuda ? alloc_provider_cuda_create(index, &cm->providers[0])
-                  : alloc_provider_host_create(&cm->providers[0]);
-    if (rc == 0 && cuda)
-        rc = alloc_provider_host_create(&cm->providers[1]);
-    if (rc == 0 && cuda)
-        rc = alloc_provider_pinned_create(&cm->providers[2]);
-    for (int i = 0; i < 3 && rc == 0; i++)
-        if (cm->providers[i])
-            rc = alloc_cache_create(cm->providers[i], NULL, &cm->caches[i]);
-    if (rc < 0) {
-        result_set(r, CONF_FAIL, "%s memory: %s: %s", device ? device : "cpu", fs_errname(rc),
-                   fs_errmsg());
-        case_mem_fini(cm);
-        return rc;
-    }
-    return 0;
-}
-
-/* Loads and runs the model over `cm`, recording the outcome. */
-static void model_run(const conf_case_t *c, const case_mem_t *cm, const char *device,
+/* Loads and runs the model in `mem`, recording the outcome. */
+static void model_run(const conf_case_t *c, const eng_memory_t *mem, const char *device,
                       const conf_tolerance_t *tol, conf_result_t *r)
 {
     int n_threads;
     if (model_threads(r, &n_threads) != 0)
         return;
-    eng_model_config_t cfg = {.name = c->name, .cache = cm->caches[0], .n_threads = n_threads,
-                              .device = device, .host_cache = cm->caches[1],
-                              .staging = cm->caches[2]};
+    eng_model_config_t cfg = {.name = c->name, .cache = mem->cache, .n_threads = n_threads,
+                              .device = device, .host_cache = mem->host_cache,
+                              .staging = mem->staging};
     eng_model_t *m = NULL;
     int rc = eng_model_load(c->model_path, &cfg, &m);
     if (rc < 0) {
@@ -489,15 +450,19 @@ void conf_case_run(const conf_case_t *c, const char *device, const conf_toleranc
     static const char *const kinds[3] = {"device", "host", "staging"};
     memset(out, 0, sizeof *out);
     out->status = CONF_PASS;
-    case_mem_t cm;
-    if (case_mem_init(&cm, device, out) != 0)
+    eng_memory_t mem;
+    int rc = eng_memory_open(device, NULL, &mem);
+    if (rc != 0) {
+        result_set(out, CONF_FAIL, "%s: %s", fs_errname(rc), fs_errmsg());
         return;
-    model_run(c, &cm, device, tol, out);
+    }
+    model_run(c, &mem, device, tol, out);
+    alloc_cache_t *caches[3] = {mem.cache, mem.host_cache, mem.staging};
     for (int i = 0; i < 3; i++) {
-        if (!cm.caches[i])
+        if (!caches[i])
             continue;
         alloc_cache_stats_t st;
-        alloc_cache_stats(cm.caches[i], &st);
+        alloc_cache_stats(caches[i], &st);
         if (st.allocated.current == 0)
             continue;
         char leak[160];
@@ -511,5 +476,5 @@ void conf_case_run(const conf_case_t *c, const char *device, const conf_toleranc
             result_set(out, CONF_FAIL, "memory: %s", leak);
         }
     }
-    case_mem_fini(&cm);
+    eng_memory_close(&mem);
 }

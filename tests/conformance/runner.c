@@ -22,6 +22,7 @@
 
 #include "alloc/provider.h"
 #include "common/error.h"
+#include "engine/engine.h"
 #include "tests/conformance/conformance.h"
 #include "tests/conformance/report.h"
 
@@ -481,12 +482,14 @@ static void options_parse(int argc, char **argv, options_t *o)
  * Prints why not. */
 static bool device_usable(const char *device)
 {
-    if (!device || strcmp(device, "cpu") == 0)
-        return true;
-    if (strncmp(device, "cuda", 4) != 0 || (device[4] != '\0' && device[4] != ':')) {
-        fprintf(stderr, "conformance: --device %s: expected cpu, cuda or cuda:N\n", device);
+    eng_device_kind_t kind;
+    int want;
+    if (eng_device_parse(device, &kind, &want) != 0) {
+        fprintf(stderr, "conformance: --device: %s\n", fs_errmsg());
         return false;
     }
+    if (kind == ENG_DEVICE_CPU)
+        return true;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -494,7 +497,7 @@ static bool device_usable(const char *device)
         return false;
     }
     if (pid == 0) {
-        int n = 0, want = device[4] == ':' ? atoi(device + 5) : 0;
+        int n = 0;
         int rc = alloc_cuda_probe(&n);
         if (rc == 0 && want >= n)
             rc = fs_err(FS_ENODEV, "device %d does not exist (%d CUDA device%s)", want, n,

@@ -619,7 +619,8 @@ static void rows_sort(eng_tensor_t *t)
     if (n == 0 || row <= 1)
         return;
     cr_assert(t->dtype == ENG_DT_FLOAT || t->dtype == ENG_DT_INT64,
-              "unordered comparison of %s is not implemented", eng_dtype_name(t->dtype));
+              "rows_sort compares TopK outputs, float32 or int64; got %s",
+              eng_dtype_name(t->dtype));
     double *tmp = malloc((size_t)row * sizeof *tmp);
     cr_assert(tmp);
     for (int64_t r0 = 0; r0 < n; r0 += row) {

@@ -16,13 +16,6 @@
 #include "common/error.h"
 #include "engine/engine.h"
 
-/* The device cache (and, optionally, host and staging caches) a test runs
- * its models in. */
-typedef struct gpu {
-    alloc_provider_t *dev, *host, *pinned;
-    alloc_cache_t *cache, *host_cache, *staging;
-} gpu_t;
-
 static void gpu_skip_unless_present(void)
 {
     int n = 0;
@@ -30,47 +23,39 @@ static void gpu_skip_unless_present(void)
         cr_skip_test("no usable GPU: %s", fs_errmsg());
 }
 
-/* A GPU with caches; max_reserved 0 means no limit on the device cache. */
-static void gpu_open(gpu_t *g, size_t max_reserved, bool with_host_caches)
+/* cuda:0's memory; max_reserved 0 means no limit on the device cache. */
+static void gpu_open(eng_memory_t *g, size_t max_reserved)
 {
     gpu_skip_unless_present();
-    memset(g, 0, sizeof *g);
     alloc_cache_config_t cfg = {.name = "cuda:0", .max_reserved_bytes = max_reserved};
-    cr_assert_eq(alloc_provider_cuda_create(0, &g->dev), 0, "%s", fs_errmsg());
-    cr_assert_eq(alloc_cache_create(g->dev, &cfg, &g->cache), 0, "%s", fs_errmsg());
-    if (!with_host_caches)
-        return;
-    cr_assert_eq(alloc_provider_host_create(&g->host), 0);
-    cr_assert_eq(alloc_cache_create(g->host, NULL, &g->host_cache), 0);
-    cr_assert_eq(alloc_provider_pinned_create(&g->pinned), 0, "%s", fs_errmsg());
-    cr_assert_eq(alloc_cache_create(g->pinned, NULL, &g->staging), 0);
+    cr_assert_eq(eng_memory_open("cuda:0", &cfg, g), 0, "%s", fs_errmsg());
 }
 
 /* Checks every cache gave every byte back, then frees them. */
-static void gpu_close(gpu_t *g)
+static void gpu_close(eng_memory_t *g)
 {
     alloc_cache_t *caches[3] = {g->cache, g->host_cache, g->staging};
     for (int i = 0; i < 3; i++) {
-        if (!caches[i])
-            continue;
         alloc_cache_stats_t st;
         alloc_cache_stats(caches[i], &st);
         cr_expect_eq(st.allocated.current, 0, "cache %d: %lld bytes still allocated", i,
                      (long long)st.allocated.current);
-        alloc_cache_destroy(caches[i]);
     }
-    alloc_provider_destroy(g->dev);
-    alloc_provider_destroy(g->host);
-    alloc_provider_destroy(g->pinned);
+    eng_memory_close(g);
 }
 
-static eng_model_t *gpu_load(gpu_t *g, const char *name, const char *precision, bool graphs)
+/* A model of the demo repository on cuda:0; without `host_caches` it loads
+ * with no host or staging cache (heap weights, pageable copies). */
+static eng_model_t *gpu_load(const eng_memory_t *g, const char *name, const char *precision,
+                             bool graphs, bool host_caches)
 {
     char path[256];
     snprintf(path, sizeof path, "models/%s/1/model.onnx", name);
     eng_model_config_t cfg = {.name = name, .cache = g->cache, .device = "cuda:0",
-                              .precision = precision, .host_cache = g->host_cache,
-                              .staging = g->staging, .no_cuda_graphs = !graphs};
+                              .precision = precision,
+                              .host_cache = host_caches ? g->host_cache : NULL,
+                              .staging = host_caches ? g->staging : NULL,
+                              .no_cuda_graphs = !graphs};
     eng_model_t *m = NULL;
     int rc = eng_model_load(path, &cfg, &m);
     cr_assert_eq(rc, 0, "loading %s: %s (run make to build the demo models)", path, fs_errmsg());
@@ -108,11 +93,11 @@ static eng_tensor_t *run1(eng_model_t *m, const eng_tensor_t *in)
 
 Test(cuda_engine, a_device_oom_fails_that_run_only)
 {
-    gpu_t g;
+    eng_memory_t g;
     /* The mlp's weights and cuBLAS's workspace fit; a 200000-row batch's
      * activations (about 150 MiB) do not. */
-    gpu_open(&g, (size_t)64 << 20, true);
-    eng_model_t *m = gpu_load(&g, "mlp", NULL, true);
+    gpu_open(&g, (size_t)64 << 20);
+    eng_model_t *m = gpu_load(&g, "mlp", NULL, true, true);
     eng_tensor_t *big = input_make(m, 200000, 1), *small = input_make(m, 8, 2);
     eng_tensor_t *out[1] = {NULL};
     int rc = eng_model_run(m, big, 1, out);
@@ -132,11 +117,11 @@ Test(cuda_engine, a_device_oom_fails_that_run_only)
 Test(cuda_engine, graph_replay_gives_the_bits_of_plain_launches)
 {
     static const char *const names[] = {"mlp", "cnn", "transformer"};
-    gpu_t g;
-    gpu_open(&g, 0, true);
+    eng_memory_t g;
+    gpu_open(&g, 0);
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        eng_model_t *with = gpu_load(&g, names[k], NULL, true);
-        eng_model_t *without = gpu_load(&g, names[k], NULL, false);
+        eng_model_t *with = gpu_load(&g, names[k], NULL, true, true);
+        eng_model_t *without = gpu_load(&g, names[k], NULL, false, true);
         eng_tensor_t *in = input_make(with, 8, 3 + (unsigned)k);
         eng_tensor_t *ref = run1(without, in);
         /* Run 1 launches, run 2 captures, runs 3 and 4 replay. */
@@ -157,11 +142,10 @@ Test(cuda_engine, graph_replay_gives_the_bits_of_plain_launches)
 
 Test(cuda_engine, runs_without_host_or_staging_caches)
 {
-    gpu_t g, h;
-    gpu_open(&g, 0, false);
-    gpu_open(&h, 0, true);
-    eng_model_t *bare = gpu_load(&g, "cnn", NULL, true);
-    eng_model_t *staged = gpu_load(&h, "cnn", NULL, true);
+    eng_memory_t g;
+    gpu_open(&g, 0);
+    eng_model_t *bare = gpu_load(&g, "cnn", NULL, true, false);
+    eng_model_t *staged = gpu_load(&g, "cnn", NULL, true, true);
     eng_tensor_t *in = input_make(bare, 5, 7);
     eng_tensor_t *a = run1(bare, in), *b = run1(staged, in);
     cr_expect(memcmp(a->data, b->data, eng_tensor_bytes(a)) == 0,
@@ -172,7 +156,6 @@ Test(cuda_engine, runs_without_host_or_staging_caches)
     eng_model_destroy(bare);
     eng_model_destroy(staged);
     gpu_close(&g);
-    gpu_close(&h);
 }
 
 typedef struct worker {
@@ -200,9 +183,9 @@ static void *worker_main(void *arg)
 
 Test(cuda_engine, several_threads_may_run_one_model)
 {
-    gpu_t g;
-    gpu_open(&g, 0, true);
-    eng_model_t *m = gpu_load(&g, "transformer", NULL, true);
+    eng_memory_t g;
+    gpu_open(&g, 0);
+    eng_model_t *m = gpu_load(&g, "transformer", NULL, true, true);
     enum { N = 4 };
     eng_tensor_t *in[N], *ref[N];
     worker_t w[N];
@@ -228,10 +211,10 @@ Test(cuda_engine, several_threads_may_run_one_model)
 
 Test(cuda_engine, tf32_stays_close_to_fp32)
 {
-    gpu_t g;
-    gpu_open(&g, 0, true);
-    eng_model_t *fp32 = gpu_load(&g, "transformer", "fp32", true);
-    eng_model_t *tf32 = gpu_load(&g, "transformer", "tf32", true);
+    eng_memory_t g;
+    gpu_open(&g, 0);
+    eng_model_t *fp32 = gpu_load(&g, "transformer", "fp32", true, true);
+    eng_model_t *tf32 = gpu_load(&g, "transformer", "tf32", true, true);
     eng_tensor_t *in = input_make(fp32, 8, 21);
     eng_tensor_t *a = run1(fp32, in), *b = run1(tf32, in);
     double num = 0, den = 0;

@@ -1,0 +1,66 @@
+/* memory.c -- device strings, and the caches a model on a device runs in
+ * (engine/engine.h): one place for what the server, the conformance runner
+ * and the benchmarks each set up. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/engine.h"
+
+int eng_device_parse(const char *s, eng_device_kind_t *kind, int *index)
+{
+    *kind = ENG_DEVICE_CPU;
+    *index = 0;
+    if (!s || strcmp(s, "cpu") == 0)
+        return 0;
+    if (strncmp(s, "cuda", 4) == 0 && (s[4] == '\0' || s[4] == ':')) {
+        *kind = ENG_DEVICE_CUDA;
+        if (s[4] == '\0')
+            return 0;
+        const char *d = s + 5;
+        int v = 0;
+        for (; *d >= '0' && *d <= '9' && v < 1024; d++)
+            v = v * 10 + (*d - '0');
+        if (d != s + 5 && *d == '\0' && v < 1024) {
+            *index = v;
+            return 0;
+        }
+    }
+    return fs_err(FS_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", s);
+}
+
+int eng_memory_open(const char *device, const alloc_cache_config_t *cfg, eng_memory_t *out)
+{
+    memset(out, 0, sizeof *out);
+    eng_device_kind_t kind;
+    int index;
+    int rc = eng_device_parse(device, &kind, &index);
+    if (rc != 0)
+        return rc;
+    bool gpu = kind == ENG_DEVICE_CUDA;
+    rc = gpu ? alloc_provider_cuda_create(index, &out->providers[0])
+             : alloc_provider_host_create(&out->providers[0]);
+    if (rc == 0 && gpu && (rc = alloc_provider_host_create(&out->providers[1])) == 0)
+        rc = alloc_provider_pinned_create(&out->providers[2]);
+    alloc_cache_t **caches[3] = {&out->cache, &out->host_cache, &out->staging};
+    for (int i = 0; i < 3 && rc == 0; i++)
+        if (out->providers[i])
+            rc = alloc_cache_create(out->providers[i], i == 0 ? cfg : NULL, caches[i]);
+    if (rc != 0) {
+        char msg[FS_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", fs_errmsg());
+        eng_memory_close(out);
+        return fs_err(rc, "%s memory: %s", device ? device : "cpu", msg);
+    }
+    return 0;
+}
+
+void eng_memory_close(eng_memory_t *m)
+{
+    alloc_cache_destroy(m->staging);
+    alloc_cache_destroy(m->host_cache);
+    alloc_cache_destroy(m->cache);
+    for (int i = 0; i < 3; i++)
+        alloc_provider_destroy(m->providers[i]);
+    memset(m, 0, sizeof *m);
+}
