@@ -106,7 +106,12 @@ size_t eng_model_n_outputs(const eng_model_t *m);
  * index. */
 int eng_model_input(const eng_model_t *m, size_t i, eng_io_info_t *out);
 int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out);
+/* The owner of the model's weights (and folded constants), and the owner
+ * of its activations (blocks of runs in flight, the cuBLAS workspace), both
+ * in eng_model_cache(m) (borrowed: the cache given at load). */
 alloc_owner_t eng_model_owner(const eng_model_t *m);
+alloc_owner_t eng_model_activation_owner(const eng_model_t *m);
+alloc_cache_t *eng_model_cache(const eng_model_t *m);
 /* "cpu" or "cuda:N". */
 const char *eng_model_device(const eng_model_t *m);
 const char *eng_model_name(const eng_model_t *m);

@@ -593,6 +593,16 @@ alloc_owner_t eng_model_owner(const eng_model_t *m)
     return m->owner;
 }
 
+alloc_owner_t eng_model_activation_owner(const eng_model_t *m)
+{
+    return m->act_owner;
+}
+
+alloc_cache_t *eng_model_cache(const eng_model_t *m)
+{
+    return m->cache;
+}
+
 const char *eng_model_name(const eng_model_t *m)
 {
     return m->name;

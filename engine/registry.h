@@ -1,0 +1,223 @@
+/* registry.h -- the model repository as the server serves it: models loaded,
+ * rebuilt and unloaded on request, each version behind its own dynamic
+ * batcher.
+ *
+ * Layout: REPO/<model>/config.json (optional; read through the caller's
+ * `options` callback, since config/ owns the JSON) and
+ * REPO/<model>/<version>/model.onnx; the highest numeric version is served.
+ *
+ * Load builds the new version beside the running one and swaps it in
+ * atomically: requests submitted after the swap go to the new version,
+ * those queued or running on the old one finish there, and then the old
+ * one is freed (its worker joined, its model destroyed, its owner bytes
+ * checked to be zero). A failed load leaves the old version serving; the
+ * error is returned and kept in the index. Unload takes the model out of
+ * service at once (new requests: FS_ESTATE), fails what is still queued
+ * with FS_ESTATE ("model 'm' was unloaded"), lets a running batch finish,
+ * frees, and checks the owner bytes.
+ *
+ * The batcher of a served version: one queue, `instances` worker threads.
+ * A worker takes the oldest request, and when the model batches (every
+ * input and output has the same symbolic first dim, and max_batch_size >
+ * 1) the queued requests whose inputs match it in dtype and in every dim
+ * but the first, in arrival order, until max_batch_size rows or until
+ * max_queue_delay after the first request arrived. It concatenates their
+ * inputs along dim 0, runs the model once, and splits every output along
+ * dim 0 back to the requests. A batch that fails with more than one
+ * request runs each of them alone, so one bad request never fails another.
+ * Requests past their deadline fail with FS_ETIMEDOUT instead of running.
+ * Each request calls alloc_cache_request_begin/end on the model's cache
+ * (the release policies' request hooks); the engine runs each batch inside
+ * the cache's batch hooks.
+ *
+ * Threading: every function is safe from any thread. eng_request_t.done
+ * runs on a worker thread (or on the thread calling unload/destroy for
+ * requests failed there) and must not call back into the registry's load,
+ * unload or destroy. */
+#ifndef FS_ENGINE_REGISTRY_H
+#define FS_ENGINE_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eng_registry eng_registry_t;
+typedef struct eng_served eng_served_t;   /* one loaded version of a model */
+
+#define ENG_MODEL_NAME_MAX 128
+
+/* How one model is served: resolved per load by the caller's callback
+ * (the server reads the model's config.json over its defaults). */
+typedef struct eng_serve_options {
+    char device[32];              /* "" : the registry's device; else "cpu" or that same device */
+    char precision[16];           /* "" or "fp32", "tf32", "fp16", "bf16" */
+    uint32_t threads;             /* CPU kernel threads per run; 0: 1 */
+    uint32_t max_plans;           /* 0: the engine's default */
+    bool cuda_graphs;
+    uint32_t max_batch_size;      /* 0 or 1: no batching */
+    uint64_t max_queue_delay_ns;
+    uint32_t max_queue;           /* 0: unbounded */
+    uint32_t instances;           /* worker threads; 0 means 1 */
+} eng_serve_options_t;
+
+/* Fills *out for model `name` whose directory is `model_dir`. 0, or an
+ * error with fs_err's message (a bad config.json): the load then fails with
+ * that message. */
+typedef int (*eng_serve_options_fn)(void *user, const char *name, const char *model_dir,
+                                    eng_serve_options_t *out);
+
+typedef struct eng_registry_config {
+    const char *repository;       /* copied */
+    const char *device;           /* the server's device: "cpu" or "cuda:N"; copied */
+    /* Borrowed, must outlive the registry: the server device's memory, and
+     * the CPU's (the same pointer when the device is the CPU). A model
+     * whose options name "cpu" runs in cpu_memory; any other device than
+     * these fails to load with FS_ENOTSUP naming it. */
+    eng_memory_t *device_memory;
+    eng_memory_t *cpu_memory;
+    eng_serve_options_fn options; /* NULL: defaults (no batching, fp32) */
+    void *options_user;
+} eng_registry_config_t;
+
+/* 0 and *out (caller frees with eng_registry_destroy), or FS_EINVAL /
+ * FS_ENOMEM. Loads nothing. */
+int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out);
+
+/* Unloads every model (as eng_registry_unload) and frees the registry.
+ * NULL is a no-op. */
+void eng_registry_destroy(eng_registry_t *r);
+
+/* Whether `name` may name a model: 1..127 bytes of [A-Za-z0-9_.-], not
+ * starting with '.', so it stays inside the repository. 0, or FS_EINVAL
+ * saying why. */
+int eng_registry_check_name(const char *name);
+
+/* Loads REPO/name's newest version, or rebuilds the served model from its
+ * files (a new version directory is picked up). Blocks until the new
+ * version serves and the old one is freed. 0, or: FS_EINVAL (bad name),
+ * FS_ENOENT (no such model directory or no version in it), the engine's
+ * load error (the message names the file and what was wrong), the options
+ * callback's error. The old version, if any, keeps serving on error. */
+int eng_registry_load(eng_registry_t *r, const char *name);
+
+/* Takes the model out of service and frees it (see the header comment).
+ * 0, or FS_ENOENT when it is not loaded, FS_EBUSY naming the owner when
+ * its bytes did not return to zero (logged; the model is gone anyway). */
+int eng_registry_unload(eng_registry_t *r, const char *name);
+
+/* A reference to the served version of `name`: `version` < 0 for the
+ * current one, else that version (which must be the one served). 0 and
+ * *out (release with eng_served_release), or FS_EINVAL (bad name),
+ * FS_ENOENT (unknown model or version), FS_ESTATE (known but not loaded:
+ * the message says why, e.g. the last load's error). */
+int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
+                         eng_served_t **out);
+void eng_served_release(eng_served_t *s);
+
+/* Borrowed while the reference is held. */
+eng_model_t *eng_served_model(const eng_served_t *s);
+const char *eng_served_name(const eng_served_t *s);
+int64_t eng_served_version(const eng_served_t *s);
+const eng_serve_options_t *eng_served_options(const eng_served_t *s);
+/* Whether requests are concatenated (see the header comment). */
+bool eng_served_batches(const eng_served_t *s);
+
+/* One inference request. The caller fills the first group, submits, and
+ * after `done` reads the second group and frees the outputs. */
+typedef struct eng_request eng_request_t;
+struct eng_request {
+    /* In: borrowed until done runs. Inputs in the model's input order. */
+    const eng_tensor_t *inputs;
+    size_t n_inputs;
+    uint64_t deadline_ns;         /* fs_clock_now_ns() bound for starting; 0: none */
+    void (*done)(eng_request_t *req);
+    void *user;
+    /* Out: set before done runs. */
+    int status;                   /* 0 or FS_E* */
+    char error[FS_ERRMSG_MAX];    /* the message when status != 0 */
+    eng_tensor_t **outputs;       /* n_outputs tensors; caller frees with eng_request_free_outputs */
+    size_t n_outputs;
+    uint64_t queue_ns;            /* submit to the start of its batch */
+    uint64_t compute_ns;          /* its batch's run (concatenate, run, split) */
+    uint32_t batch_rows;          /* rows of the batch it ran in */
+    /* Private to the batcher. */
+    uint64_t submit_ns_;
+    eng_request_t *next_;
+};
+
+/* Frees req->outputs and the tensors in it; NULL-safe and idempotent. */
+void eng_request_free_outputs(eng_request_t *req);
+
+/* Queues a request on this version. 0: `done` will run exactly once. Or,
+ * with `done` never called and the message set: FS_EINVAL (wrong number
+ * of inputs, or an input whose dtype, rank or fixed dims do not match the
+ * model, or more rows than max_batch_size: the message names the input,
+ * the expected and the actual), FS_EFULL (max_queue requests waiting),
+ * FS_ESTATE (this version is being replaced or unloaded). */
+int eng_served_submit(eng_served_t *s, eng_request_t *req);
+
+/* Per (model, version) serving statistics, Triton's set. Counters only
+ * grow; they survive rebuilds of the same version and unloads (they live
+ * as long as the registry). Durations in microseconds, summed. */
+#define ENG_LATENCY_BUCKETS 14        /* bounds: eng_latency_bucket_bounds_us */
+#define ENG_BATCH_BUCKETS 10          /* bounds: eng_batch_bucket_bounds */
+extern const uint64_t eng_latency_bucket_bounds_us[ENG_LATENCY_BUCKETS];
+extern const uint64_t eng_batch_bucket_bounds[ENG_BATCH_BUCKETS];
+typedef struct eng_model_stats {
+    uint64_t request_success, request_failure;
+    uint64_t inference_count;     /* rows inferred (successful requests' batch dims) */
+    uint64_t exec_count;          /* model runs (batches) */
+    uint64_t request_duration_us; /* submit to done, successful requests */
+    uint64_t queue_duration_us;
+    uint64_t compute_input_us, compute_infer_us, compute_output_us;
+    uint64_t pending;             /* gauge: submitted, not yet done */
+    uint64_t last_inference_ms;   /* Unix time of the last success, 0: none */
+    /* Histograms (non-cumulative buckets; the last counts the rest): request
+     * latency of successful requests, and rows per executed batch. */
+    uint64_t latency_buckets[ENG_LATENCY_BUCKETS + 1];
+    uint64_t batch_buckets[ENG_BATCH_BUCKETS + 1];
+    uint64_t batch_rows_sum;
+} eng_model_stats_t;
+
+/* What the repository holds and what serves, for the index and metrics. */
+typedef enum eng_model_state {
+    ENG_MODEL_UNAVAILABLE = 0,    /* in the repository, not loaded (or failed) */
+    ENG_MODEL_LOADING,
+    ENG_MODEL_READY,
+    ENG_MODEL_UNLOADING,
+} eng_model_state_t;
+const char *eng_model_state_name(eng_model_state_t s); /* "UNAVAILABLE", "READY", ... */
+
+typedef struct eng_model_entry {
+    char name[ENG_MODEL_NAME_MAX];
+    int64_t version;              /* served version, or the newest on disk, or -1 */
+    eng_model_state_t state;
+    char reason[FS_ERRMSG_MAX];   /* why it is not READY ("" when it is) */
+    char device[32];              /* where it serves ("" when not loaded) */
+    size_t weights_bytes;         /* the model owner's allocated bytes; 0 when not loaded */
+    size_t activations_bytes;     /* the activation owner's allocated bytes now */
+    eng_model_stats_t stats;      /* of `version` */
+} eng_model_entry_t;
+
+/* Every model directory of the repository and every model known to the
+ * registry, sorted by name. 0 and *out (n entries; caller frees with
+ * free()), or FS_ENOMEM / FS_EIO (repository unreadable). */
+int eng_registry_index(eng_registry_t *r, eng_model_entry_t **out, size_t *n);
+
+/* The stats of (name, version) (version < 0: the served one); 0, or
+ * FS_ENOENT when none were ever recorded. */
+int eng_registry_stats(eng_registry_t *r, const char *name, int64_t version,
+                       eng_model_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* codec.h -- the KServe v2 / Open Inference Protocol infer bodies, in JSON
+ * and with Triton's binary tensor extension, both ways.
+ *
+ * A request body is a JSON object, or (binary extension) a JSON header of
+ * `header_len` bytes -- the Inference-Header-Content-Length header --
+ * followed by the raw bytes of every input whose
+ * "parameters": {"binary_data_size": N} is set, in input order:
+ *
+ *   {"id": "7", "model": "mlp", "version": "1",
+ *    "inputs": [{"name": "input", "shape": [2, 64], "datatype": "FP32",
+ *                "data": [[...], [...]]}],               (nested or flat)
+ *    "outputs": [{"name": "probabilities",
+ *                 "parameters": {"binary_data": true}}],  (optional)
+ *    "parameters": {"binary_data_output": true}}          (optional)
+ *
+ * ("model" and "version" are read only for flatserve's POST /infer.)
+ * Datatypes: BOOL, UINT8, INT8, UINT16, INT16, UINT32, INT32, UINT64,
+ * INT64, FP16, BF16, FP32, FP64; BYTES is refused as not supported. JSON
+ * numbers are range-checked for the datatype (an integer type takes only
+ * integral values in its range; BOOL takes true/false); FP16/BF16 values
+ * are rounded to nearest even.
+ *
+ * The response is {"id", "model_name", "model_version", "outputs":
+ * [{"name", "datatype", "shape", "data"}]}, flat data; outputs asked for in
+ * binary carry "parameters": {"binary_data_size": N} instead of "data" and
+ * their bytes follow the JSON in output order.
+ *
+ * Threading: pure functions over their arguments. */
+#ifndef FS_SERVER_CODEC_H
+#define FS_SERVER_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "FP32", "INT64", ...; NULL for a dtype the protocol has no name for. */
+const char *srv_datatype_name(eng_dtype_t dt);
+/* 0 and *out, or FS_EINVAL ("BYTES" and unknown names: the message says
+ * which, and that BYTES tensors are not supported). */
+int srv_datatype_parse(const char *name, eng_dtype_t *out);
+
+typedef struct srv_infer_input {
+    char *name;
+    eng_tensor_t tensor;          /* data: malloc'ed, owned by the request */
+} srv_infer_input_t;
+
+typedef struct srv_infer_output {
+    char *name;
+    bool binary;                  /* requested as binary data */
+} srv_infer_output_t;
+
+typedef struct srv_infer_request {
+    char *id;                     /* NULL when absent */
+    char *model;                  /* "model" (POST /infer); NULL when absent */
+    int64_t version;              /* "version" as a number or numeric string; -1 when absent */
+    size_t n_inputs;
+    srv_infer_input_t *inputs;
+    size_t n_outputs;             /* 0: every model output, in model order */
+    srv_infer_output_t *outputs;
+    bool binary_output;           /* "parameters": {"binary_data_output": true} */
+} srv_infer_request_t;
+
+/* Parses a request body. header_len 0: the whole body is JSON; else the
+ * first header_len bytes are and the rest is binary tensor data, which must
+ * be consumed exactly. 0 and *out (caller frees with
+ * srv_infer_request_free), or FS_EPARSE (not JSON: where it stopped) /
+ * FS_EINVAL (a missing or wrong field, a shape whose element count does not
+ * match the data, a value out of range for its datatype, binary sizes that
+ * do not add up: the message names the input and what was wrong); nothing
+ * is allocated on error. */
+int srv_infer_request_parse(const void *body, size_t len, size_t header_len,
+                            srv_infer_request_t **out);
+void srv_infer_request_free(srv_infer_request_t *r);
+
+/* Puts the request's inputs in the model's input order: views[i] (an array
+ * of eng_model_n_inputs(m)) views the input named like model input i. 0,
+ * or FS_EINVAL naming a model input that is missing, an input the model
+ * does not have, a duplicate, or a datatype other than the model's
+ * ("input 'x': the model takes FP32, got INT64"); also every requested
+ * output must be one of the model's. */
+int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tensor_t *views);
+
+/* A growable byte buffer. */
+typedef struct srv_buf {
+    char *data;
+    size_t len, cap;
+} srv_buf_t;
+/* 0 or FS_ENOMEM (the buffer keeps what it had). */
+int srv_buf_append(srv_buf_t *b, const void *data, size_t len);
+int srv_buf_printf(srv_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void srv_buf_free(srv_buf_t *b);
+
+/* Encodes the response for `outputs` (the model's n outputs, in model
+ * order) as `r` asked: all outputs or the requested ones, each in JSON or
+ * binary. Floats are written with enough digits to round-trip (%.9g for
+ * FP32/FP16/BF16, %.17g for FP64); NaN and infinities, which JSON cannot
+ * hold, are written as the strings "NaN", "Infinity", "-Infinity". 0 and
+ * *out filled (*json_len: bytes of JSON at its start; equal to out->len
+ * when nothing is binary), or FS_ENOMEM / FS_EINVAL (an output dtype the
+ * protocol cannot name). */
+int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int64_t version,
+                              const srv_infer_request_t *r, eng_tensor_t *const *outputs,
+                              size_t n, srv_buf_t *out, size_t *json_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
