@@ -83,7 +83,7 @@ GEN := $(BUILD)/gen
 PROTO_H := $(GEN)/onnx/onnx.pb-c.h
 PROTO_C := $(GEN)/onnx/onnx.pb-c.c
 CPPFLAGS += -I$(GEN) $(if $(OPENBLAS_INC),-I$(OPENBLAS_INC))
-LDLIBS := -lopenblas -lprotobuf-c $(LDLIBS)
+LDLIBS := -lmicrohttpd -lcjson -lopenblas -lprotobuf-c $(LDLIBS)
 
 # --- sources ------------------------------------------------------------------
 LIB_DIRS := common alloc engine engine/ops engine/cpu config server
@@ -162,7 +162,7 @@ $(SERVER): $(BUILD)/server/main.o $(LIB)
 
 $(TESTS): $(TEST_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcriterion -o $@
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcurl -lcriterion -o $@
 
 $(BIN)/%_bench: $(BUILD)/bench/%_bench.o $(LIB)
 	@mkdir -p $(@D)

@@ -9,7 +9,7 @@ set -eu
 
 PACKAGES="build-essential pkg-config libcriterion-dev libmicrohttpd-dev libcjson-dev
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev libcurl4-openssl-dev
-uthash-dev libbsd-dev"
+uthash-dev libbsd-dev prometheus"
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "deps.sh: no dpkg/apt-get on this system; install the equivalents of these" \
