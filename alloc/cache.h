@@ -229,6 +229,12 @@ void alloc_snapshot_free(alloc_snapshot_t *s);
  * second policy of a kind that allows only one (arena) is added, or more
  * than 8; the caller then still owns `policy`. */
 int alloc_cache_policy_add(alloc_cache_t *c, alloc_policy_t *policy);
+/* Replaces the whole list at once (SIGHUP): on success the cache takes the
+ * new policies and the old ones are destroyed as soon as no hook is running
+ * on them; an arena handed out by the old arena policy still goes back at
+ * its batch end. FS_EINVAL (more than 8, two arena policies) leaves the old
+ * list and the caller keeps `policies`; FS_ENOMEM likewise. */
+int alloc_cache_policies_replace(alloc_cache_t *c, alloc_policy_t *const *policies, size_t n);
 size_t alloc_cache_policy_count(alloc_cache_t *c);
 /* The attached policy at `index` (borrowed), or NULL. */
 alloc_policy_t *alloc_cache_policy_get(alloc_cache_t *c, size_t index);

@@ -120,6 +120,11 @@ struct alloc_cache {
 
     alloc_policy_t *policies[CACHE_MAX_POLICIES];
     size_t n_policies;
+    /* Policies replaced by alloc_cache_policies_replace while hooks may still
+     * run on a copy of the old list: destroyed when no hook runs. */
+    size_t hooks_running;
+    alloc_policy_t **retired;
+    size_t n_retired;
 
     alloc_cache_stats_t stats;       /* largest_free/free_cached/limit filled on read */
 };

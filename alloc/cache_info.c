@@ -224,20 +224,30 @@ fail:
 
 /* ---- policies ------------------------------------------------------------------- */
 
+/* Checks a policy list: at most CACHE_MAX_POLICIES, one batch-memory
+ * provider. */
+static int policies_check(const alloc_cache_t *c, alloc_policy_t *const *ps, size_t n)
+{
+    if (n > CACHE_MAX_POLICIES)
+        return fs_err(FS_EINVAL, "cache '%s': at most %d policies", c->name, CACHE_MAX_POLICIES);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (alloc_policy_provides_batch_memory(ps[i]) &&
+                alloc_policy_provides_batch_memory(ps[j]))
+                return fs_err(FS_EINVAL, "cache '%s': policy '%s' provides batch memory, and "
+                              "'%s' already does", c->name,
+                              alloc_policy_kind_name(alloc_policy_kind(ps[i])),
+                              alloc_policy_kind_name(alloc_policy_kind(ps[j])));
+    return 0;
+}
+
 int alloc_cache_policy_add(alloc_cache_t *c, alloc_policy_t *policy)
 {
-    int rc = 0;
     pthread_mutex_lock(&c->lock);
-    if (c->n_policies == CACHE_MAX_POLICIES) {
-        rc = fs_err(FS_EINVAL, "cache '%s': at most %d policies", c->name, CACHE_MAX_POLICIES);
-    } else if (alloc_policy_provides_batch_memory(policy)) {
-        for (size_t i = 0; i < c->n_policies; i++)
-            if (alloc_policy_provides_batch_memory(c->policies[i]))
-                rc = fs_err(FS_EINVAL, "cache '%s': policy '%s' provides batch memory, and "
-                            "'%s' already does", c->name,
-                            alloc_policy_kind_name(alloc_policy_kind(policy)),
-                            alloc_policy_kind_name(alloc_policy_kind(c->policies[i])));
-    }
+    alloc_policy_t *ps[CACHE_MAX_POLICIES + 1];
+    memcpy(ps, c->policies, c->n_policies * sizeof *ps);
+    ps[c->n_policies] = policy;
+    int rc = policies_check(c, ps, c->n_policies + 1);
     if (rc == 0)
         c->policies[c->n_policies++] = policy;
     pthread_mutex_unlock(&c->lock);
@@ -260,22 +270,76 @@ alloc_policy_t *alloc_cache_policy_get(alloc_cache_t *c, size_t index)
     return p;
 }
 
+int alloc_cache_policies_replace(alloc_cache_t *c, alloc_policy_t *const *policies, size_t n)
+{
+    int rc = policies_check(c, policies, n);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&c->lock);
+    alloc_policy_t **old = c->policies;
+    size_t n_old = c->n_policies;
+    if (n_old > 0 && c->hooks_running > 0) {
+        alloc_policy_t **grown = realloc(c->retired, (c->n_retired + n_old) * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&c->lock);
+            return fs_err(FS_ENOMEM, "cache '%s': out of host memory replacing policies", c->name);
+        }
+        c->retired = grown;
+        memcpy(c->retired + c->n_retired, old, n_old * sizeof *old);
+        c->n_retired += n_old;
+        n_old = 0;
+    }
+    alloc_policy_t *dead[CACHE_MAX_POLICIES];
+    memcpy(dead, old, n_old * sizeof *old);
+    memcpy(c->policies, policies, n * sizeof *policies);
+    c->n_policies = n;
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n_old; i++)
+        alloc_policy_destroy(dead[i]);
+    return 0;
+}
+
 void cache_policies_fini(alloc_cache_t *c)
 {
     for (size_t i = 0; i < c->n_policies; i++)
         alloc_policy_destroy(c->policies[i]);
     c->n_policies = 0;
+    for (size_t i = 0; i < c->n_retired; i++)
+        alloc_policy_destroy(c->retired[i]);
+    free(c->retired);
+    c->retired = NULL;
+    c->n_retired = 0;
 }
 
-/* Copies the policy list under the lock, so hooks run unlocked. Policies are
- * only ever added, and live as long as the cache. */
+/* Copies the policy list under the lock, so hooks run unlocked; the copy
+ * stays valid until policies_done, since replaced policies are retired, not
+ * destroyed, while any hook runs. */
 static size_t policies_copy(alloc_cache_t *c, alloc_policy_t **out)
 {
     pthread_mutex_lock(&c->lock);
     size_t n = c->n_policies;
     memcpy(out, c->policies, n * sizeof *out);
+    c->hooks_running++;
     pthread_mutex_unlock(&c->lock);
     return n;
+}
+
+/* Ends a hook; the last one out destroys retired policies. */
+static void policies_done(alloc_cache_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    alloc_policy_t **retired = NULL;
+    size_t n = 0;
+    if (--c->hooks_running == 0 && c->n_retired > 0) {
+        retired = c->retired;
+        n = c->n_retired;
+        c->retired = NULL;
+        c->n_retired = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n; i++)
+        alloc_policy_destroy(retired[i]);
+    free(retired);
 }
 
 void cache_policies_oom(alloc_cache_t *c, size_t requested_bytes)
@@ -284,6 +348,7 @@ void cache_policies_oom(alloc_cache_t *c, size_t requested_bytes)
     size_t n = policies_copy(c, ps);
     for (size_t i = 0; i < n; i++)
         alloc_policy_on_oom(ps[i], c, requested_bytes);
+    policies_done(c);
 }
 
 /* Runs a timed hook of every policy, unlocked, with one reading of the
@@ -296,6 +361,7 @@ static void policies_run_timed(alloc_cache_t *c,
     uint64_t now = n ? fs_clock_now_ns() : 0;
     for (size_t i = 0; i < n; i++)
         hook(ps[i], c, now);
+    policies_done(c);
 }
 
 void alloc_cache_request_begin(alloc_cache_t *c)
@@ -314,23 +380,32 @@ int alloc_cache_batch_begin(alloc_cache_t *c, size_t plan_bytes, alloc_stream_t 
     alloc_policy_t *ps[CACHE_MAX_POLICIES];
     size_t n = policies_copy(c, ps);
     *arena = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (alloc_policy_provides_batch_memory(ps[i]))
-            return alloc_policy_on_batch_begin(ps[i], c, plan_bytes, stream, owner, arena);
-    return 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (alloc_policy_provides_batch_memory(ps[i])) {
+            rc = alloc_policy_on_batch_begin(ps[i], c, plan_bytes, stream, owner, arena);
+            break;
+        }
+    }
+    policies_done(c);
+    return rc;
 }
 
 void alloc_cache_batch_end(alloc_cache_t *c, alloc_arena_t *arena)
 {
     alloc_policy_t *ps[CACHE_MAX_POLICIES];
     size_t n = policies_copy(c, ps);
-    for (size_t i = 0; i < n; i++) {
+    bool ended = false;
+    for (size_t i = 0; i < n && !ended; i++) {
         if (alloc_policy_provides_batch_memory(ps[i])) {
             alloc_policy_on_batch_end(ps[i], c, arena);
-            return;
+            ended = true;
         }
     }
-    alloc_arena_destroy(arena);
+    /* No arena policy now (it was replaced): the arena still goes back. */
+    if (!ended)
+        alloc_arena_destroy(arena);
+    policies_done(c);
 }
 
 void alloc_cache_tick(alloc_cache_t *c)

@@ -913,3 +913,86 @@ Test(alloc_policy_several, hooks_from_several_threads_agree_with_the_cache, .tim
     cr_expect_gt(policy_stats(ps[0]).n_releases, 0, "periodic never released");
     alloc_fixture_fini(&f);
 }
+
+/* ---- replacing the list (SIGHUP) ---------------------------------------------- */
+
+Test(alloc_policy_replace, swaps_the_list_and_an_old_arena_still_goes_back)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    attach(&f, ALLOC_POLICY_ARENA, NULL);
+    alloc_owner_t model;
+    cr_assert_eq(alloc_cache_owner_create(f.cache, "model", &model), 0, "%s", fs_errmsg());
+    alloc_arena_t *arena = NULL;
+    cr_assert_eq(alloc_cache_batch_begin(f.cache, 3 * MiB, 0, model, &arena), 0, "%s",
+                 fs_errmsg());
+    cr_assert_not_null(arena);
+
+    /* The arena policy goes while its batch is in flight. */
+    alloc_policy_t *next[2] = {NULL, NULL};
+    cr_assert_eq(alloc_policy_create(ALLOC_POLICY_CACHE, NULL, &next[0]), 0);
+    cr_assert_eq(alloc_policy_create(ALLOC_POLICY_IDLE_TRIM, NULL, &next[1]), 0);
+    cr_assert_eq(alloc_cache_policies_replace(f.cache, next, 2), 0, "%s", fs_errmsg());
+    cr_expect_eq(alloc_cache_policy_count(f.cache), 2);
+    cr_expect_eq(alloc_policy_kind(alloc_cache_policy_get(f.cache, 1)), ALLOC_POLICY_IDLE_TRIM);
+
+    alloc_cache_batch_end(f.cache, arena);
+    alloc_owner_stats_t os;
+    cr_assert_eq(alloc_cache_owner_stats(f.cache, model, &os), 0);
+    cr_expect_eq(os.allocated.current, 0, "the old policy's arena was not given back");
+    alloc_arena_t *none = NULL;
+    cr_assert_eq(alloc_cache_batch_begin(f.cache, 3 * MiB, 0, model, &none), 0);
+    cr_expect_null(none, "no arena policy is attached any more");
+    cr_expect_eq(alloc_cache_owner_destroy(f.cache, model), 0, "%s", fs_errmsg());
+    alloc_fixture_fini(&f);
+}
+
+Test(alloc_policy_replace, a_bad_list_leaves_the_old_one)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    attach(&f, ALLOC_POLICY_PERIODIC, NULL);
+    alloc_policy_t *two[2] = {NULL, NULL};
+    cr_assert_eq(alloc_policy_create(ALLOC_POLICY_ARENA, NULL, &two[0]), 0);
+    cr_assert_eq(alloc_policy_create(ALLOC_POLICY_ARENA, NULL, &two[1]), 0);
+    cr_expect_eq(alloc_cache_policies_replace(f.cache, two, 2), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "batch memory") != NULL, "%s", fs_errmsg());
+    cr_expect_eq(alloc_cache_policy_count(f.cache), 1);
+    cr_expect_eq(alloc_policy_kind(alloc_cache_policy_get(f.cache, 0)), ALLOC_POLICY_PERIODIC);
+    alloc_policy_destroy(two[0]);
+    alloc_policy_destroy(two[1]);
+    alloc_fixture_fini(&f);
+}
+
+/* Hooks on other threads run on a copy of the list; replacing it under them
+ * must not free a policy a hook still uses (ASan checks this). */
+static void *replace_hooks_thread(void *arg)
+{
+    alloc_cache_t *c = arg;
+    for (int i = 0; i < 2000; i++) {
+        alloc_cache_request_begin(c);
+        alloc_cache_request_end(c);
+        alloc_cache_tick(c);
+    }
+    return NULL;
+}
+
+Test(alloc_policy_replace, replacing_under_running_hooks_is_safe, .timeout = 60)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    attach(&f, ALLOC_POLICY_PERIODIC, NULL);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, replace_hooks_thread, f.cache), 0);
+    for (int i = 0; i < 200; i++) {
+        alloc_policy_t *p[2] = {NULL, NULL};
+        cr_assert_eq(alloc_policy_create(ALLOC_POLICY_PERIODIC, NULL, &p[0]), 0);
+        cr_assert_eq(alloc_policy_create(ALLOC_POLICY_IDLE_TRIM, NULL, &p[1]), 0);
+        cr_assert_eq(alloc_cache_policies_replace(f.cache, p, 2), 0, "%s", fs_errmsg());
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    cr_expect_eq(alloc_cache_policy_count(f.cache), 2);
+    alloc_fixture_fini(&f);
+}
