@@ -54,6 +54,16 @@ int alloc_provider_default_create(alloc_provider_t **out);
  * FS_ENODEV with a message. */
 int alloc_cuda_probe(int *n_devices);
 
+/* What /metrics labels a GPU with. */
+typedef struct alloc_cuda_device_info {
+    char name[256];
+    char uuid[64];            /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it */
+    size_t total_bytes;
+} alloc_cuda_device_info_t;
+/* 0 and *out, or the probe's error, FS_EINVAL (no such device),
+ * FS_EDEVICE. */
+int alloc_cuda_device_info(int device, alloc_cuda_device_info_t *out);
+
 /* The fault provider. `inner` is borrowed and must outlive the wrapper;
  * `config` may be NULL (no capacity, no injection). It always reports
  * fences (alloc_provider_has_fences is true), since manual fences may be

@@ -453,6 +453,30 @@ int alloc_provider_pinned_create(alloc_provider_t **out)
     return 0;
 }
 
+int alloc_cuda_device_info(int device, alloc_cuda_device_info_t *out)
+{
+    int n;
+    int rc = alloc_cuda_probe(&n);
+    if (rc < 0)
+        return rc;
+    if (device < 0 || device >= n)
+        return fs_err(FS_EINVAL, "CUDA device %d does not exist (%d device%s)", device, n,
+                      n == 1 ? "" : "s");
+    struct cudaDeviceProp prop;
+    cudaError_t err = cudaGetDeviceProperties(&prop, device);
+    if (err != cudaSuccess)
+        return cuda_fail(FS_EDEVICE, err, "cannot read the properties of CUDA device %d", device);
+    snprintf(out->name, sizeof out->name, "%s", prop.name);
+    /* nvidia-smi's form, which Triton's gpu_uuid label carries. */
+    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
+    snprintf(out->uuid, sizeof out->uuid,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+    out->total_bytes = prop.totalGlobalMem;
+    return 0;
+}
+
 #else /* !FS_HAVE_CUDA */
 
 #define CUDA_MISSING "flatserve was built without CUDA (rebuild with make CUDA=1)"
@@ -473,6 +497,11 @@ int alloc_provider_cuda_async_create(int device, alloc_provider_t **out)
 }
 
 int alloc_provider_pinned_create(alloc_provider_t **out)
+{
+    return fs_err(FS_ENOTSUP, CUDA_MISSING);
+}
+
+int alloc_cuda_device_info(int device, alloc_cuda_device_info_t *out)
 {
     return fs_err(FS_ENOTSUP, CUDA_MISSING);
 }

@@ -73,6 +73,10 @@ typedef struct eng_memory {
  * error (FS_EINVAL for a bad device string, FS_ENODEV / FS_ENOTSUP when
  * there is no usable GPU) with nothing left open. */
 int eng_memory_open(const char *device, const alloc_cache_config_t *cfg, eng_memory_t *out);
+/* The same with a configuration for the pinned staging cache too (its
+ * limit); `staging_cfg` may be NULL. */
+int eng_memory_open_with(const char *device, const alloc_cache_config_t *cfg,
+                         const alloc_cache_config_t *staging_cfg, eng_memory_t *out);
 /* Destroys the caches and providers; safe on a zeroed or closed one. */
 void eng_memory_close(eng_memory_t *m);
 

@@ -31,6 +31,12 @@ int eng_device_parse(const char *s, eng_device_kind_t *kind, int *index)
 
 int eng_memory_open(const char *device, const alloc_cache_config_t *cfg, eng_memory_t *out)
 {
+    return eng_memory_open_with(device, cfg, NULL, out);
+}
+
+int eng_memory_open_with(const char *device, const alloc_cache_config_t *cfg,
+                         const alloc_cache_config_t *staging_cfg, eng_memory_t *out)
+{
     memset(out, 0, sizeof *out);
     eng_device_kind_t kind;
     int index;
@@ -45,7 +51,8 @@ int eng_memory_open(const char *device, const alloc_cache_config_t *cfg, eng_mem
     alloc_cache_t **caches[3] = {&out->cache, &out->host_cache, &out->staging};
     for (int i = 0; i < 3 && rc == 0; i++)
         if (out->providers[i])
-            rc = alloc_cache_create(out->providers[i], i == 0 ? cfg : NULL, caches[i]);
+            rc = alloc_cache_create(out->providers[i], i == 0 ? cfg : i == 2 ? staging_cfg : NULL,
+                                    caches[i]);
     if (rc != 0) {
         char msg[FS_ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", fs_errmsg());
