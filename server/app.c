@@ -1,0 +1,385 @@
+/* app.c -- the composition root: from a cfg_t to a serving process.
+ *
+ * Order of start: the device (and, on a GPU host, the CPU's caches too, for
+ * models whose config.json asks for "cpu"), the release policies on every
+ * cache that holds model memory, the registry with a callback that reads
+ * each model's config.json over the current defaults, the startup models,
+ * the policy timer, the HTTP server; then ready. Stop runs it backwards,
+ * after draining the requests in flight. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc/cache.h"
+#include "alloc/policy.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "server/app_impl.h"
+
+size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6])
+{
+    size_t n = 0;
+    const eng_memory_t *mems[2] = {&app->dev_mem, app->has_cpu_mem ? &app->cpu_mem : NULL};
+    const char *devs[2] = {app->device, "cpu"};
+    for (int m = 0; m < 2; m++) {
+        if (!mems[m])
+            continue;
+        if (mems[m]->cache)
+            out[n++] = (srv_cache_ref_t){mems[m]->cache, devs[m], "device"};
+        if (mems[m]->host_cache)
+            out[n++] = (srv_cache_ref_t){mems[m]->host_cache, devs[m], "host"};
+        if (mems[m]->staging)
+            out[n++] = (srv_cache_ref_t){mems[m]->staging, devs[m], "pinned"};
+    }
+    return n;
+}
+
+/* The caches the release policies act on: where models keep weights and
+ * activations. */
+static size_t model_caches(srv_app_t *app, alloc_cache_t *out[2])
+{
+    size_t n = 0;
+    out[n++] = app->dev_mem.cache;
+    if (app->has_cpu_mem)
+        out[n++] = app->cpu_mem.cache;
+    return n;
+}
+
+/* Builds cfg's policy list for one cache; 0 and n policies in out (caller
+ * hands them to the cache or destroys them), or the error naming the
+ * policy. */
+static int policies_build(const cfg_t *cfg, alloc_policy_t *out[CFG_MAX_POLICIES])
+{
+    for (size_t i = 0; i < cfg->memory.n_policies; i++) {
+        int rc = alloc_policy_create(cfg->memory.policies[i].kind, &cfg->memory.policies[i].params,
+                                     &out[i]);
+        if (rc != 0) {
+            for (size_t j = 0; j < i; j++)
+                alloc_policy_destroy(out[j]);
+            return fs_err(rc, "memory.policies[%zu]: %s", i, fs_errmsg());
+        }
+    }
+    return 0;
+}
+
+/* Puts cfg's policies on every model cache; on error nothing changed. */
+static int policies_apply(srv_app_t *app, const cfg_t *cfg)
+{
+    alloc_cache_t *caches[2];
+    size_t nc = model_caches(app, caches);
+    alloc_policy_t *built[2][CFG_MAX_POLICIES];
+    size_t np = cfg->memory.n_policies;
+    for (size_t c = 0; c < nc; c++) {
+        int rc = policies_build(cfg, built[c]);
+        if (rc != 0) {
+            for (size_t k = 0; k < c; k++)
+                for (size_t j = 0; j < np; j++)
+                    alloc_policy_destroy(built[k][j]);
+            return rc;
+        }
+    }
+    for (size_t c = 0; c < nc; c++) {
+        int rc = alloc_cache_policies_replace(caches[c], built[c], np);
+        if (rc != 0) {
+            /* Checked by config/ already (one arena, at most 8). */
+            for (size_t j = 0; j < np; j++)
+                alloc_policy_destroy(built[c][j]);
+            FS_LOG_E("app", "cache '%s': %s", alloc_cache_name(caches[c]), fs_errmsg());
+        }
+    }
+    return 0;
+}
+
+/* The registry's view of a model: its config.json over the defaults. */
+static int model_options(void *user, const char *name, const char *model_dir,
+                         eng_serve_options_t *out)
+{
+    srv_app_t *app = user;
+    char path[CFG_PATH_MAX + ENG_MODEL_NAME_MAX + 32];
+    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    cfg_model_t mc;
+    pthread_mutex_lock(&app->cfg_lock);
+    int rc = cfg_model_load_file(path, &app->cfg, &mc);
+    pthread_mutex_unlock(&app->cfg_lock);
+    if (rc != 0)
+        return rc;
+    memset(out, 0, sizeof *out);
+    snprintf(out->device, sizeof out->device, "%.31s", mc.device);
+    snprintf(out->precision, sizeof out->precision, "%s", mc.engine.precision);
+    out->threads = mc.engine.threads;
+    out->max_plans = mc.engine.max_plans;
+    out->cuda_graphs = mc.engine.cuda_graphs;
+    out->max_batch_size = mc.batching.max_batch_size;
+    out->max_queue_delay_ns = mc.batching.max_queue_delay_ns;
+    out->max_queue = mc.batching.max_queue;
+    out->instances = mc.batching.instances;
+    return 0;
+}
+
+/* ---- the policy timer ----------------------------------------------------------------- */
+
+static void *ticker_main(void *arg)
+{
+    srv_app_t *app = arg;
+    pthread_mutex_lock(&app->tick_lock);
+    while (!app->ticker_stop) {
+        pthread_mutex_lock(&app->cfg_lock);
+        uint64_t period = app->cfg.memory.tick_ns;
+        pthread_mutex_unlock(&app->cfg_lock);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t at = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + period;
+        ts.tv_sec = (time_t)(at / 1000000000ull);
+        ts.tv_nsec = (long)(at % 1000000000ull);
+        pthread_cond_timedwait(&app->tick_cond, &app->tick_lock, &ts);
+        if (app->ticker_stop)
+            break;
+        pthread_mutex_unlock(&app->tick_lock);
+        alloc_cache_t *caches[2];
+        size_t n = model_caches(app, caches);
+        for (size_t i = 0; i < n; i++)
+            alloc_cache_tick(caches[i]);
+        pthread_mutex_lock(&app->tick_lock);
+    }
+    pthread_mutex_unlock(&app->tick_lock);
+    return NULL;
+}
+
+static int ticker_start(srv_app_t *app)
+{
+    if (pthread_create(&app->ticker, NULL, ticker_main, app) != 0)
+        return fs_err(FS_ENOMEM, "cannot start the policy timer thread");
+    app->ticker_started = true;
+    return 0;
+}
+
+static void ticker_stop(srv_app_t *app)
+{
+    if (!app->ticker_started)
+        return;
+    pthread_mutex_lock(&app->tick_lock);
+    app->ticker_stop = true;
+    pthread_cond_signal(&app->tick_cond);
+    pthread_mutex_unlock(&app->tick_lock);
+    pthread_join(app->ticker, NULL);
+    app->ticker_started = false;
+}
+
+/* ---- start and stop ------------------------------------------------------------------------ */
+
+/* "auto" -> cuda:0 when a GPU answers, else cpu (saying why). */
+static void resolve_device(const char *want, char *out, size_t len)
+{
+    if (strcmp(want, "auto") != 0) {
+        snprintf(out, len, "%s", strcmp(want, "cuda") == 0 ? "cuda:0" : want);
+        return;
+    }
+    int n = 0;
+    if (alloc_cuda_probe(&n) == 0 && n > 0) {
+        snprintf(out, len, "cuda:0");
+        return;
+    }
+    FS_LOG_W("app", "device auto: %s; serving on the CPU", n > 0 ? "no GPU" : fs_errmsg());
+    snprintf(out, len, "cpu");
+}
+
+static int open_memory(srv_app_t *app)
+{
+    const cfg_t *cfg = &app->cfg;
+    alloc_cache_config_t dev = {.name = app->device,
+                                .max_reserved_bytes = cfg->memory.limit_bytes,
+                                .fraction = cfg->memory.limit_fraction,
+                                .max_split_bytes = cfg->memory.max_split_bytes};
+    alloc_cache_config_t pinned = {.name = "pinned",
+                                   .max_reserved_bytes = cfg->memory.pinned_limit_bytes};
+    int rc = eng_memory_open_with(app->device, &dev, &pinned, &app->dev_mem);
+    if (rc != 0)
+        return rc;
+    eng_device_kind_t kind;
+    eng_device_parse(app->device, &kind, &app->cuda_index);
+    if (kind != ENG_DEVICE_CUDA) {
+        app->cuda_index = -1;
+        return 0;
+    }
+    if (alloc_cuda_device_info(app->cuda_index, &app->gpu) != 0)
+        snprintf(app->gpu.uuid, sizeof app->gpu.uuid, "%s", app->device);
+    alloc_cache_config_t cpu = {.name = "cpu"};
+    rc = eng_memory_open("cpu", &cpu, &app->cpu_mem);
+    if (rc != 0)
+        return rc;
+    app->has_cpu_mem = true;
+    return 0;
+}
+
+static void load_startup_models(srv_app_t *app)
+{
+    const cfg_t *cfg = &app->cfg;
+    if (!cfg->models_all) {
+        for (size_t i = 0; i < cfg->n_models; i++)
+            if (eng_registry_load(app->registry, cfg->models[i]) != 0)
+                FS_LOG_E("app", "model '%s' did not load: %s", cfg->models[i], fs_errmsg());
+        return;
+    }
+    eng_model_entry_t *entries = NULL;
+    size_t n = 0;
+    if (eng_registry_index(app->registry, &entries, &n) != 0) {
+        FS_LOG_E("app", "repository '%s': %s", cfg->repository, fs_errmsg());
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (eng_registry_load(app->registry, entries[i].name) != 0)
+            FS_LOG_E("app", "model '%s' did not load: %s", entries[i].name, fs_errmsg());
+    free(entries);
+}
+
+static void app_free(srv_app_t *app)
+{
+    ticker_stop(app);
+    srv_http_stop(app);
+    eng_registry_destroy(app->registry);
+    if (app->has_cpu_mem)
+        eng_memory_close(&app->cpu_mem);
+    eng_memory_close(&app->dev_mem);
+    pthread_mutex_destroy(&app->cfg_lock);
+    pthread_mutex_destroy(&app->flight_lock);
+    pthread_cond_destroy(&app->flight_cond);
+    pthread_mutex_destroy(&app->tick_lock);
+    pthread_cond_destroy(&app->tick_cond);
+    free(app);
+}
+
+int srv_app_start(const cfg_t *cfg, srv_app_t **out)
+{
+    *out = NULL;
+    srv_app_t *app = calloc(1, sizeof *app);
+    if (!app)
+        return fs_err(FS_ENOMEM, "out of host memory");
+    app->cfg = *cfg;
+    app->cuda_index = -1;
+    app->start_unix_s = (uint64_t)time(NULL);
+    pthread_mutex_init(&app->cfg_lock, NULL);
+    pthread_mutex_init(&app->flight_lock, NULL);
+    pthread_cond_init(&app->flight_cond, NULL);
+    pthread_mutex_init(&app->tick_lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&app->tick_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    fs_log_set_level(cfg->log.level);
+    fs_log_set_format(cfg->log.format);
+    resolve_device(cfg->device, app->device, sizeof app->device);
+
+    int rc = open_memory(app);
+    if (rc == 0)
+        rc = policies_apply(app, cfg);
+    if (rc == 0) {
+        eng_registry_config_t rc_cfg = {.repository = cfg->repository, .device = app->device,
+                                        .device_memory = &app->dev_mem,
+                                        .cpu_memory = app->has_cpu_mem ? &app->cpu_mem : &app->dev_mem,
+                                        .options = model_options, .options_user = app};
+        rc = eng_registry_create(&rc_cfg, &app->registry);
+    }
+    if (rc == 0) {
+        load_startup_models(app);
+        rc = ticker_start(app);
+    }
+    if (rc == 0)
+        rc = srv_http_start(app);
+    if (rc != 0) {
+        char msg[FS_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", fs_errmsg());
+        app_free(app);
+        return fs_err(rc, "%s", msg);
+    }
+    atomic_store(&app->ready, true);
+    char limit[32] = "none";
+    alloc_cache_stats_t st;
+    alloc_cache_stats(app->dev_mem.cache, &st);
+    if (st.limit_bytes != (uint64_t)SIZE_MAX)
+        fs_format_size(st.limit_bytes, limit, sizeof limit);
+    FS_LOG_I("app", "flatserve %s listening on http://%s:%u, device %s (cache limit %s), "
+             "repository '%s', %u HTTP threads", CFG_VERSION, cfg->server.host,
+             (unsigned)app->port, app->device, limit, cfg->repository,
+             (unsigned)cfg->server.threads);
+    *out = app;
+    return 0;
+}
+
+uint16_t srv_app_port(const srv_app_t *app)
+{
+    return app->port;
+}
+
+const char *srv_app_device(const srv_app_t *app)
+{
+    return app->device;
+}
+
+int srv_app_reload(srv_app_t *app, const cfg_t *cfg)
+{
+    bool live = false;
+    char restart[1024];
+    pthread_mutex_lock(&app->cfg_lock);
+    cfg_diff(&app->cfg, cfg, &live, restart, sizeof restart);
+    pthread_mutex_unlock(&app->cfg_lock);
+    int rc = policies_apply(app, cfg);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&app->cfg_lock);
+    /* What needs a restart keeps its running value. */
+    cfg_t next = app->cfg;
+    memcpy(next.memory.policies, cfg->memory.policies, sizeof next.memory.policies);
+    next.memory.n_policies = cfg->memory.n_policies;
+    next.memory.tick_ns = cfg->memory.tick_ns;
+    next.batching = cfg->batching;
+    next.log = cfg->log;
+    app->cfg = next;
+    pthread_mutex_unlock(&app->cfg_lock);
+    fs_log_set_level(cfg->log.level);
+    fs_log_set_format(cfg->log.format);
+    /* Batching of the models serving now, from their config.json over the
+     * new defaults. */
+    eng_model_entry_t *entries = NULL;
+    size_t n = 0;
+    if (eng_registry_index(app->registry, &entries, &n) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (entries[i].state != ENG_MODEL_READY)
+                continue;
+            if (eng_registry_refresh_batching(app->registry, entries[i].name) != 0)
+                FS_LOG_W("app", "model '%s': batching not changed: %s", entries[i].name,
+                         fs_errmsg());
+        }
+        free(entries);
+    }
+    pthread_mutex_lock(&app->tick_lock);
+    pthread_cond_signal(&app->tick_cond);
+    pthread_mutex_unlock(&app->tick_lock);
+    FS_LOG_I("app", "configuration reloaded: memory policies, batching and logging applied%s%s",
+             restart[0] ? "; needs a restart to change: " : "", restart);
+    if (restart[0])
+        FS_LOG_W("app", "changed but not applied until restart: %s", restart);
+    return 0;
+}
+
+int srv_app_stop(srv_app_t *app)
+{
+    if (!app)
+        return 0;
+    atomic_store(&app->ready, false);
+    atomic_store(&app->draining, true);
+    srv_http_quiesce(app);
+    uint64_t deadline = fs_clock_now_ns() + app->cfg.server.shutdown_timeout_ns;
+    int rc = srv_http_wait_idle(app, deadline);
+    if (rc != 0) {
+        FS_LOG_E("app", "shutdown: %s; exiting without waiting further", fs_errmsg());
+        return rc;
+    }
+    FS_LOG_I("app", "shutdown: every request answered; unloading models");
+    app_free(app);
+    return 0;
+}

@@ -1,0 +1,52 @@
+/* app.h -- a running flatserve: the device and its caches with the
+ * configured release policies, the model registry, the HTTP server and the
+ * policy timer, built from one cfg_t. main() wraps it with flags and
+ * signals; the integration tests start it in-process on an ephemeral port.
+ *
+ * Threading: srv_app_start, srv_app_reload and srv_app_stop are called from
+ * one thread (main's); everything else runs on the app's own threads. */
+#ifndef FS_SERVER_APP_H
+#define FS_SERVER_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct srv_app srv_app_t;
+
+/* Brings everything up: opens the device ("auto": cuda:0 when a GPU
+ * answers, else the CPU, logging why), attaches the policies, loads the
+ * configured models (a model that fails to load is logged and left
+ * UNAVAILABLE with its error; the server still starts), listens, and turns
+ * ready. 0 and *out (caller frees with srv_app_stop), or the error (the
+ * device cannot be opened, the port cannot be bound, a policy is invalid)
+ * with its message and nothing left running. */
+int srv_app_start(const cfg_t *cfg, srv_app_t **out);
+
+/* The bound port (the ephemeral one when cfg's port was 0). */
+uint16_t srv_app_port(const srv_app_t *app);
+/* The device the app serves on: "cpu" or "cuda:N". */
+const char *srv_app_device(const srv_app_t *app);
+
+/* Applies a re-read configuration (SIGHUP): memory policies and the timer
+ * period, batching of every loaded model, and logging apply now; the keys
+ * that need a restart are logged at WARN. 0, or FS_EINVAL (a policy that
+ * cannot be built: nothing changed). */
+int srv_app_reload(srv_app_t *app, const cfg_t *cfg);
+
+/* Graceful stop: not ready, stop accepting connections, answer every
+ * request in flight (waiting at most cfg's server.shutdown_timeout), then
+ * unload every model and free everything. Returns 0, or FS_ETIMEDOUT when
+ * requests were still in flight at the deadline (the process should then
+ * exit without freeing: the app is left running). NULL is a no-op. */
+int srv_app_stop(srv_app_t *app);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,331 @@
+/* http.c -- libmicrohttpd glue: a pool of polling threads, request bodies
+ * read under a size bound, and inference requests parked on suspended
+ * connections, so a request waiting for its batch holds no thread.
+ *
+ * The life of a request: MHD calls on_access first with no body (a context
+ * is made and counted in flight), then with each piece of the body (copied,
+ * up to server.max_body: past it the answer is 413 at once and the
+ * connection closes), then once with none left: srv_route runs. An
+ * inference suspends the connection before it is queued; the batcher's
+ * completion resumes it, MHD calls on_access again, and srv_route_finish
+ * writes the answer. on_completed frees the context (also when the client
+ * went away), and the in-flight count falls; graceful stop waits for it to
+ * reach zero before stopping MHD, which must never see a suspended
+ * connection at stop. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "server/app_impl.h"
+
+const unsigned srv_counted_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 409,
+                                                 413, 500, 501, 503, 504, 507};
+
+static void count_status(srv_app_t *app, unsigned status)
+{
+    size_t i = 0;
+    while (i < SRV_N_CODES && srv_counted_codes[i] != status)
+        i++;
+    atomic_fetch_add_explicit(&app->http_responses[i], 1, memory_order_relaxed);
+}
+
+unsigned srv_status_of(int code)
+{
+    switch (code) {
+    case FS_EINVAL:
+    case FS_EPARSE:
+    case FS_ERANGE:
+    case FS_ENOTSUP:
+        return 400;
+    case FS_ENOENT:
+        return 404;
+    case FS_EFULL:
+    case FS_ESTATE:
+    case FS_ETIMEDOUT:
+    case FS_EBUSY:
+        return 503;
+    case FS_ENOMEM:
+        return 507;
+    default:
+        return 500;
+    }
+}
+
+void srv_respond(srv_req_t *r, unsigned status, const char *content_type, char *body,
+                 size_t len, bool take)
+{
+    srv_respond_header(r, status, content_type, body, len, take, NULL, NULL);
+}
+
+void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
+                        size_t len, bool take, const char *header, const char *value)
+{
+    struct MHD_Response *resp =
+        take ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) {
+        if (take)
+            free(body);
+        FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
+        return;
+    }
+    if (content_type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (status == 503)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (header)
+        MHD_add_response_header(resp, header, value);
+    if (atomic_load(&r->app->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (MHD_queue_response(r->conn, status, resp) != MHD_YES)
+        FS_LOG_W("http", "%s %s: the response could not be queued", r->method, r->url);
+    MHD_destroy_response(resp);
+    count_status(r->app, status);
+}
+
+void srv_buf_json_string(srv_buf_t *b, const char *s)
+{
+    srv_buf_append(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            char esc[2] = {'\\', (char)ch};
+            srv_buf_append(b, esc, 2);
+        } else if (ch < 0x20) {
+            srv_buf_printf(b, "\\u%04x", ch);
+        } else {
+            srv_buf_append(b, s, 1);
+        }
+    }
+    srv_buf_append(b, "\"", 1);
+}
+
+void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
+{
+    char msg[FS_ERRMSG_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (status >= 500)
+        FS_LOG_W("http", "%s %s: %u %s", r->method, r->url, status, msg);
+    else
+        FS_LOG_D("http", "%s %s: %u %s", r->method, r->url, status, msg);
+    srv_buf_t b = {0};
+    srv_buf_append(&b, "{\"error\":", 9);
+    srv_buf_json_string(&b, msg);
+    if (srv_buf_append(&b, "}", 1) != 0) {
+        srv_buf_free(&b);
+        srv_respond(r, status, "application/json", "{\"error\":\"out of memory\"}", 25, false);
+        return;
+    }
+    srv_respond(r, status, "application/json", b.data, b.len, true);
+}
+
+void srv_respond_fs_error(srv_req_t *r, int code)
+{
+    srv_respond_error(r, srv_status_of(code), "%s", fs_errmsg());
+}
+
+/* ---- MHD callbacks --------------------------------------------------------------- */
+
+static void flight_add(srv_app_t *app, int delta)
+{
+    pthread_mutex_lock(&app->flight_lock);
+    app->in_flight = (uint64_t)((int64_t)app->in_flight + delta);
+    if (app->in_flight == 0)
+        pthread_cond_broadcast(&app->flight_cond);
+    pthread_mutex_unlock(&app->flight_lock);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    srv_app_t *app = cls;
+    srv_req_t *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO; /* MHD closes the connection */
+        r->app = app;
+        r->conn = conn;
+        r->url = url;
+        r->method = method;
+        r->start_ns = fs_clock_now_ns();
+        atomic_init(&r->done, false);
+        *con_cls = r;
+        flight_add(app, 1);
+        /* A declared length past the bound is refused before any byte. */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (errno == 0 && end != cl && n > app->cfg.server.max_body_bytes)
+                r->too_large = true;
+        }
+        if (r->too_large) {
+            r->dispatched = true;
+            srv_respond_error(r, 413, "the request body (Content-Length %s) is larger than "
+                              "server.max_body (%llu bytes)", cl,
+                              (unsigned long long)app->cfg.server.max_body_bytes);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->dispatched)
+            return MHD_YES; /* a refused body is read and dropped */
+        if (r->body.len + n > app->cfg.server.max_body_bytes) {
+            r->too_large = r->dispatched = true;
+            srv_buf_free(&r->body);
+            srv_respond_error(r, 413, "the request body is larger than server.max_body "
+                              "(%llu bytes)",
+                              (unsigned long long)app->cfg.server.max_body_bytes);
+            return MHD_YES;
+        }
+        if (srv_buf_append(&r->body, upload_data, n) != 0) {
+            r->dispatched = true;
+            srv_buf_free(&r->body);
+            srv_respond_error(r, 507, "out of host memory reading a %zu-byte body",
+                              r->body.len + n);
+        }
+        return MHD_YES;
+    }
+    if (r->waiting) {
+        /* Resumed by the batcher's completion. */
+        if (!atomic_load_explicit(&r->done, memory_order_acquire))
+            return MHD_YES;
+        r->waiting = false;
+        srv_route_finish(r);
+        return MHD_YES;
+    }
+    if (!r->dispatched) {
+        r->dispatched = true;
+        srv_route(r);
+    }
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    srv_app_t *app = cls;
+    srv_req_t *r = *con_cls;
+    if (!r)
+        return;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        FS_LOG_D("http", "%s %s: ended before its answer was sent (code %d)", r->method, r->url,
+                 (int)toe);
+    srv_route_release(r);
+    srv_buf_free(&r->body);
+    free(r);
+    *con_cls = NULL;
+    flight_add(app, -1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    FS_LOG_W("http", "libmicrohttpd: %s", msg);
+}
+
+int srv_http_start(srv_app_t *app)
+{
+    const cfg_t *cfg = &app->cfg;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    if (inet_pton(AF_INET, cfg->server.host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(cfg->server.port);
+    } else if (inet_pton(AF_INET6, cfg->server.host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(cfg->server.port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        return fs_err(FS_EINVAL, "server.host \"%s\" is not an IPv4 or IPv6 address",
+                      cfg->server.host);
+    }
+    uint64_t timeout_s = cfg->server.connection_timeout_ns / 1000000000ull;
+    app->daemon = MHD_start_daemon(
+        flags, cfg->server.port, NULL, NULL, on_access, app,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->server.threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(timeout_s ? timeout_s : 1),
+        MHD_OPTION_CONNECTION_LIMIT, 16384u,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, app,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app,
+        MHD_OPTION_END);
+    if (!app->daemon)
+        return fs_err(FS_EIO, "cannot listen on %s:%u (in use, or not an address of this "
+                      "machine?)", cfg->server.host, (unsigned)cfg->server.port);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(app->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    app->port = info ? info->port : cfg->server.port;
+    return 0;
+}
+
+void srv_http_quiesce(srv_app_t *app)
+{
+    if (!app->daemon)
+        return;
+    MHD_socket s = MHD_quiesce_daemon(app->daemon);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+}
+
+int srv_http_wait_idle(srv_app_t *app, uint64_t deadline_ns)
+{
+    int rc = 0;
+    pthread_mutex_lock(&app->flight_lock);
+    while (app->in_flight > 0 && rc == 0) {
+        uint64_t now = fs_clock_now_ns();
+        if (now >= deadline_ns) {
+            rc = fs_err(FS_ETIMEDOUT, "%llu request(s) still in flight at the shutdown deadline",
+                        (unsigned long long)app->in_flight);
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t wait_ns = deadline_ns - now;
+        if (wait_ns > 50000000ull)
+            wait_ns = 50000000ull; /* re-read the clock: tests may replace it */
+        ts.tv_nsec += (long)wait_ns;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&app->flight_cond, &app->flight_lock, &ts);
+    }
+    pthread_mutex_unlock(&app->flight_lock);
+    return rc;
+}
+
+void srv_http_stop(srv_app_t *app)
+{
+    if (app->daemon)
+        MHD_stop_daemon(app->daemon);
+    app->daemon = NULL;
+}
