@@ -1,0 +1,95 @@
+/* server_fixture.h -- a real flatserve app on a loopback ephemeral port over
+ * a temporary repository holding the demo models (links to models/, which
+ * make writes), for the integration suites. Header-only. */
+#ifndef FS_TESTS_SERVER_FIXTURE_H
+#define FS_TESTS_SERVER_FIXTURE_H
+
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "config/config.h"
+#include "server/app.h"
+#include "tests/server/http_client.h"
+
+typedef struct srv_fixture {
+    char repo[PATH_MAX];
+    cfg_t cfg;
+    srv_app_t *app;
+    unsigned port;
+} srv_fixture_t;
+
+/* REPO/<name>/<version>/model.onnx as a link to the demo model `demo`. */
+static void fixture_add_model(srv_fixture_t *f, const char *name, const char *demo, int version)
+{
+    char cwd[PATH_MAX], dir[PATH_MAX + 64], target[PATH_MAX + 64], link[PATH_MAX + 96];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(dir, sizeof dir, "%s/%s", f->repo, name);
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s/%s/%d", f->repo, name, version);
+    cr_assert_eq(mkdir(dir, 0755), 0, "mkdir %s", dir);
+    snprintf(target, sizeof target, "%s/models/%s/1/model.onnx", cwd, demo);
+    if (access(target, R_OK) != 0)
+        cr_skip_test("the demo model %s is missing (run make)", target);
+    snprintf(link, sizeof link, "%s/model.onnx", dir);
+    cr_assert_eq(symlink(target, link), 0, "symlink %s", link);
+}
+
+/* Writes REPO/<name>/<rel> with `text`. */
+static void fixture_write(srv_fixture_t *f, const char *name, const char *rel, const char *text,
+                          size_t len)
+{
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s/%s", f->repo, name, rel);
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp, "cannot write %s", path);
+    cr_assert_eq(fwrite(text, 1, len, fp), len);
+    fclose(fp);
+}
+
+/* A fixture with the given demo models under their own names, config not
+ * yet started: the caller may change f->cfg, then fixture_start. */
+static void fixture_init(srv_fixture_t *f)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->repo, sizeof f->repo, "/tmp/flatserve-repo-XXXXXX");
+    cr_assert_not_null(mkdtemp(f->repo));
+    cfg_defaults(&f->cfg);
+    snprintf(f->cfg.server.host, sizeof f->cfg.server.host, "127.0.0.1");
+    f->cfg.server.port = 0;
+    f->cfg.server.threads = 4;
+    snprintf(f->cfg.repository, sizeof f->cfg.repository, "%s", f->repo);
+    f->cfg.log.level = FS_LOG_WARN;
+    f->cfg.server.shutdown_timeout_ns = 20000000000ull;
+}
+
+static void fixture_start(srv_fixture_t *f)
+{
+    int rc = srv_app_start(&f->cfg, &f->app);
+    cr_assert_eq(rc, 0, "srv_app_start: %s", fs_errmsg());
+    f->port = srv_app_port(f->app);
+    cr_assert_gt(f->port, 0);
+}
+
+static void rm_tree(const char *path)
+{
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", path);
+}
+
+static void fixture_stop(srv_fixture_t *f)
+{
+    if (f->app)
+        cr_expect_eq(srv_app_stop(f->app), 0, "srv_app_stop: %s", fs_errmsg());
+    f->app = NULL;
+    rm_tree(f->repo);
+}
+
+#endif
