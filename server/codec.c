@@ -1,0 +1,746 @@
+/* codec.c -- the KServe v2 infer request: parsed with cJSON, with Triton's
+ * binary tensor extension, and bound to a model's inputs. The response
+ * encoder and srv_buf are in codec_response.c.
+ *
+ * Limits a client can meet:
+ * - cJSON keeps a JSON number only as a double. An integer of magnitude up
+ *   to 2^53 - 1 is read exactly; beyond it a different integer in the text
+ *   may round to the value read, so INT64/UINT64 "data" (and shapes,
+ *   "version", "binary_data_size") refuse larger magnitudes, saying that
+ *   such tensors must be sent as binary data. A value like 3.0000000000000001
+ *   reads as the integer 3, as in any double-based JSON reader.
+ * - Nested "data" is flattened depth first; only its leaf count is checked
+ *   against the shape, so [[1, 2], [3]] is taken for shape [3].
+ * - Float inputs also take the strings "NaN", "Infinity" and "-Infinity",
+ *   the forms the encoder writes, so a response's data can be sent back.
+ * - Binary BOOL bytes must be 0 or 1.
+ * - Extra keys are ignored, as the protocol allows; a known key of the
+ *   wrong type is an error. */
+#include "server/codec.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/half.h"
+
+/* 2^53 - 1: the largest integer below which a double holds every integer. */
+#define JSON_INT_MAX 9007199254740991.0
+
+/* FLT_MAX plus half an ulp: a double at or beyond it rounds to infinity. */
+#define FLOAT_OVERFLOW 0x1.ffffffp127
+
+/* ---- datatypes ------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    eng_dtype_t dtype;
+} datatypes[] = {
+    {"BOOL", ENG_DT_BOOL},     {"UINT8", ENG_DT_UINT8},   {"UINT16", ENG_DT_UINT16},
+    {"UINT32", ENG_DT_UINT32}, {"UINT64", ENG_DT_UINT64}, {"INT8", ENG_DT_INT8},
+    {"INT16", ENG_DT_INT16},   {"INT32", ENG_DT_INT32},   {"INT64", ENG_DT_INT64},
+    {"FP16", ENG_DT_FLOAT16},  {"BF16", ENG_DT_BFLOAT16}, {"FP32", ENG_DT_FLOAT},
+    {"FP64", ENG_DT_DOUBLE},
+};
+
+#define N_DATATYPES (sizeof datatypes / sizeof datatypes[0])
+
+const char *srv_datatype_name(eng_dtype_t dt)
+{
+    for (size_t i = 0; i < N_DATATYPES; i++)
+        if (datatypes[i].dtype == dt)
+            return datatypes[i].name;
+    return NULL;
+}
+
+int srv_datatype_parse(const char *name, eng_dtype_t *out)
+{
+    if (!name)
+        return fs_err(FS_EINVAL, "no datatype given");
+    for (size_t i = 0; i < N_DATATYPES; i++) {
+        if (strcmp(datatypes[i].name, name) == 0) {
+            *out = datatypes[i].dtype;
+            return 0;
+        }
+    }
+    if (strcmp(name, "BYTES") == 0)
+        return fs_err(FS_EINVAL, "datatype \"BYTES\" is not supported (string tensors)");
+    return fs_err(FS_EINVAL,
+                  "unknown datatype \"%.64s\" (expected BOOL, UINT8, UINT16, UINT32, UINT64, "
+                  "INT8, INT16, INT32, INT64, FP16, BF16, FP32 or FP64)",
+                  name);
+}
+
+/* The protocol's name, or the engine's for a dtype the protocol lacks. */
+static const char *dtype_label(eng_dtype_t dt)
+{
+    const char *name = srv_datatype_name(dt);
+    return name ? name : eng_dtype_name(dt);
+}
+
+/* A JSON value for a message: a number as read, a short string quoted, or
+ * what kind of value it is. */
+static const char *json_describe(const cJSON *v, char *buf, size_t len)
+{
+    if (cJSON_IsNumber(v)) {
+        snprintf(buf, len, "%.15g", v->valuedouble);
+        if (strtod(buf, NULL) != v->valuedouble)
+            snprintf(buf, len, "%.17g", v->valuedouble);
+    } else if (cJSON_IsString(v)) {
+        snprintf(buf, len, "\"%.32s\"", v->valuestring);
+    } else {
+        snprintf(buf, len, "%s",
+                 cJSON_IsTrue(v)    ? "true"
+                 : cJSON_IsFalse(v) ? "false"
+                 : cJSON_IsNull(v)  ? "null"
+                 : cJSON_IsArray(v) ? "an array"
+                                    : "an object");
+    }
+    return buf;
+}
+
+/* A JSON number that is an integer in [0, 2^53 - 1], or -1. */
+static double json_count(const cJSON *v)
+{
+    if (!cJSON_IsNumber(v))
+        return -1;
+    double d = v->valuedouble;
+    return d >= 0 && d <= JSON_INT_MAX && d == floor(d) ? d : -1;
+}
+
+/* ---- request: tensor data ------------------------------------------------- */
+
+/* Where the leaves of one input's "data" go. */
+typedef struct data_walk {
+    const char *label;    /* "input 'x'" for messages */
+    eng_dtype_t dtype;
+    void *dst;            /* numel elements of dtype */
+    size_t i;             /* the next leaf's index */
+} data_walk_t;
+
+static size_t json_leaves_count(const cJSON *v)
+{
+    if (!cJSON_IsArray(v))
+        return 1;
+    size_t n = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, v) n += json_leaves_count(c);
+    return n;
+}
+
+/* "input 'x': value 300 at index 5 " + before + "INT8" + after. */
+static int leaf_err(const data_walk_t *w, const cJSON *v, size_t i, const char *before,
+                    const char *after)
+{
+    char val[64];
+    return fs_err(FS_EINVAL, "%s: value %s at index %zu %s%s%s", w->label,
+                  json_describe(v, val, sizeof val), i, before, srv_datatype_name(w->dtype),
+                  after);
+}
+
+/* An integral leaf in [lo, hi]. 64-bit types pass lo/hi at +-(2^53 - 1)
+ * and get the message saying why. */
+static int leaf_integer(const data_walk_t *w, const cJSON *v, size_t i, double lo, double hi,
+                        double *out)
+{
+    if (!cJSON_IsNumber(v))
+        return leaf_err(w, v, i, "is not a number, as ", " needs");
+    double d = v->valuedouble;
+    if (isfinite(d) && d != floor(d))
+        return leaf_err(w, v, i, "is not an integer, as ", " needs");
+    if (!(d >= lo && d <= hi)) {
+        bool wide = w->dtype == ENG_DT_INT64 || w->dtype == ENG_DT_UINT64;
+        /* Inclusive: INT64_MAX and UINT64_MAX read as 2^63 and 2^64. */
+        bool fits = w->dtype == ENG_DT_INT64 ? fabs(d) <= 0x1p63 : d >= 0 && d <= 0x1p64;
+        if (wide && fits)
+            return leaf_err(w, v, i,
+                            "is beyond 2^53 - 1, the largest integer read exactly from JSON: "
+                            "send ",
+                            " tensors holding such values as binary data");
+        return leaf_err(w, v, i, "is out of range for ", "");
+    }
+    *out = d;
+    return 0;
+}
+
+/* A float leaf: a number or "NaN", "Infinity", "-Infinity". */
+static int leaf_real(const data_walk_t *w, const cJSON *v, size_t i, double *out)
+{
+    if (cJSON_IsNumber(v)) {
+        *out = v->valuedouble;
+        return 0;
+    }
+    if (cJSON_IsString(v)) {
+        if (strcmp(v->valuestring, "NaN") == 0) {
+            *out = NAN;
+            return 0;
+        }
+        if (strcmp(v->valuestring, "Infinity") == 0 || strcmp(v->valuestring, "-Infinity") == 0) {
+            *out = v->valuestring[0] == '-' ? -INFINITY : INFINITY;
+            return 0;
+        }
+    }
+    return leaf_err(w, v, i, "is not a number, \"NaN\", \"Infinity\" or \"-Infinity\", as ",
+                    " needs");
+}
+
+/* A float leaf narrowed to float; a finite value that would round to
+ * infinity is out of range. */
+static int leaf_float(const data_walk_t *w, const cJSON *v, size_t i, float *out)
+{
+    double d;
+    int rc = leaf_real(w, v, i, &d);
+    if (rc)
+        return rc;
+    if (isfinite(d) && fabs(d) >= FLOAT_OVERFLOW)
+        return leaf_err(w, v, i, "is out of range for ", "");
+    *out = (float)d;
+    return 0;
+}
+
+static int leaf_store(data_walk_t *w, const cJSON *v)
+{
+    size_t i = w->i++;
+    double d = 0;
+    float f = 0;
+    int rc = 0;
+    switch (w->dtype) {
+    case ENG_DT_BOOL:
+        if (!cJSON_IsBool(v))
+            return leaf_err(w, v, i, "is not true or false, as ", " needs");
+        ((uint8_t *)w->dst)[i] = cJSON_IsTrue(v) ? 1 : 0;
+        return 0;
+    case ENG_DT_UINT8:
+        rc = leaf_integer(w, v, i, 0, UINT8_MAX, &d);
+        ((uint8_t *)w->dst)[i] = (uint8_t)d;
+        return rc;
+    case ENG_DT_UINT16:
+        rc = leaf_integer(w, v, i, 0, UINT16_MAX, &d);
+        ((uint16_t *)w->dst)[i] = (uint16_t)d;
+        return rc;
+    case ENG_DT_UINT32:
+        rc = leaf_integer(w, v, i, 0, UINT32_MAX, &d);
+        ((uint32_t *)w->dst)[i] = (uint32_t)d;
+        return rc;
+    case ENG_DT_UINT64:
+        rc = leaf_integer(w, v, i, 0, JSON_INT_MAX, &d);
+        ((uint64_t *)w->dst)[i] = (uint64_t)d;
+        return rc;
+    case ENG_DT_INT8:
+        rc = leaf_integer(w, v, i, INT8_MIN, INT8_MAX, &d);
+        ((int8_t *)w->dst)[i] = (int8_t)d;
+        return rc;
+    case ENG_DT_INT16:
+        rc = leaf_integer(w, v, i, INT16_MIN, INT16_MAX, &d);
+        ((int16_t *)w->dst)[i] = (int16_t)d;
+        return rc;
+    case ENG_DT_INT32:
+        rc = leaf_integer(w, v, i, INT32_MIN, INT32_MAX, &d);
+        ((int32_t *)w->dst)[i] = (int32_t)d;
+        return rc;
+    case ENG_DT_INT64:
+        rc = leaf_integer(w, v, i, -JSON_INT_MAX, JSON_INT_MAX, &d);
+        ((int64_t *)w->dst)[i] = (int64_t)d;
+        return rc;
+    case ENG_DT_FLOAT:
+        rc = leaf_float(w, v, i, &f);
+        ((float *)w->dst)[i] = f;
+        return rc;
+    case ENG_DT_DOUBLE:
+        rc = leaf_real(w, v, i, &d);
+        ((double *)w->dst)[i] = d;
+        return rc;
+    case ENG_DT_FLOAT16:
+    case ENG_DT_BFLOAT16: {
+        rc = leaf_float(w, v, i, &f);
+        if (rc)
+            return rc;
+        bool half = w->dtype == ENG_DT_FLOAT16;
+        uint16_t h = half ? eng_float_to_half(f) : eng_float_to_bf16(f);
+        if (isfinite(f) && (h & 0x7fffu) == (half ? 0x7c00u : 0x7f80u))
+            return leaf_err(w, v, i, "is out of range for ", "");
+        ((uint16_t *)w->dst)[i] = h;
+        return 0;
+    }
+    default:
+        return fs_err(FS_EINVAL, "%s: datatype %s cannot be read from JSON", w->label,
+                      dtype_label(w->dtype));
+    }
+}
+
+/* Depth first; cJSON's nesting limit bounds the recursion. */
+static int json_leaves_store(data_walk_t *w, const cJSON *v)
+{
+    if (!cJSON_IsArray(v))
+        return leaf_store(w, v);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, v)
+    {
+        int rc = json_leaves_store(w, c);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- request: one input --------------------------------------------------- */
+
+/* The binary section and how much of it the inputs so far took. */
+typedef struct binary_section {
+    const uint8_t *data;
+    size_t len, used;
+} binary_section_t;
+
+static int shape_parse(const cJSON *js, const char *label, eng_shape_t *shape)
+{
+    if (!cJSON_IsArray(js))
+        return fs_err(FS_EINVAL, "%s: \"shape\" must be an array of non-negative integers",
+                      label);
+    int rank = cJSON_GetArraySize(js);
+    if (rank > ENG_MAX_RANK)
+        return fs_err(FS_EINVAL, "%s: shape has %d dims; at most %d are supported", label, rank,
+                      ENG_MAX_RANK);
+    shape->rank = rank;
+    const cJSON *d;
+    int k = 0;
+    cJSON_ArrayForEach(d, js)
+    {
+        double v = json_count(d);
+        if (v < 0) {
+            char val[64];
+            return fs_err(FS_EINVAL, "%s: shape dim %d is %s, not a non-negative integer", label,
+                          k, json_describe(d, val, sizeof val));
+        }
+        shape->dims[k++] = (int64_t)v;
+    }
+    return 0;
+}
+
+/* in->tensor's data from the next `bytes` of the binary section. */
+static int input_binary(const char *label, const cJSON *size, size_t bytes,
+                        binary_section_t *bin, eng_tensor_t *t)
+{
+    double n = json_count(size);
+    char val[64], shape[96];
+    if (n < 0)
+        return fs_err(FS_EINVAL, "%s: \"binary_data_size\" is %s, not a non-negative integer",
+                      label, json_describe(size, val, sizeof val));
+    if (n != (double)bytes)
+        return fs_err(FS_EINVAL, "%s: binary_data_size is %.0f but shape %s of %s takes %zu bytes",
+                      label, n, eng_shape_format(&t->shape, shape, sizeof shape),
+                      srv_datatype_name(t->dtype), bytes);
+    if (bin->len == 0 && bytes > 0)
+        return fs_err(FS_EINVAL,
+                      "%s: binary_data_size is %zu but the request has no binary data "
+                      "(no Inference-Header-Content-Length)",
+                      label, bytes);
+    if (bin->len - bin->used < bytes)
+        return fs_err(FS_EINVAL,
+                      "%s: binary_data_size is %zu but only %zu bytes of binary data are left "
+                      "(%zu missing)",
+                      label, bytes, bin->len - bin->used, bytes - (bin->len - bin->used));
+    const uint8_t *src = bin->data + bin->used;
+    if (t->dtype == ENG_DT_BOOL) {
+        for (size_t i = 0; i < bytes; i++)
+            if (src[i] > 1)
+                return fs_err(FS_EINVAL, "%s: BOOL byte %u at index %zu is neither 0 nor 1", label,
+                              src[i], i);
+    }
+    t->data = malloc(bytes ? bytes : 1);
+    if (!t->data)
+        return fs_err(FS_ENOMEM, "%s: cannot allocate %zu bytes", label, bytes);
+    if (bytes)
+        memcpy(t->data, src, bytes);
+    bin->used += bytes;
+    return 0;
+}
+
+static int input_json(const char *label, const cJSON *data, size_t numel, eng_tensor_t *t)
+{
+    if (!cJSON_IsArray(data))
+        return fs_err(FS_EINVAL, "%s: \"data\" must be an array", label);
+    size_t count = json_leaves_count(data);
+    if (count != numel) {
+        char shape[96];
+        return fs_err(FS_EINVAL, "%s: shape %s has %zu elements but \"data\" has %zu", label,
+                      eng_shape_format(&t->shape, shape, sizeof shape), numel, count);
+    }
+    size_t bytes = numel * eng_dtype_size(t->dtype);
+    t->data = malloc(bytes ? bytes : 1);
+    if (!t->data)
+        return fs_err(FS_ENOMEM, "%s: cannot allocate %zu bytes", label, bytes);
+    data_walk_t w = {.label = label, .dtype = t->dtype, .dst = t->data};
+    int rc = json_leaves_store(&w, data);
+    if (rc) {
+        free(t->data);
+        t->data = NULL;
+    }
+    return rc;
+}
+
+/* Input `idx` of "inputs" into *in (name and data owned by it). */
+static int input_parse(const cJSON *js, size_t idx, binary_section_t *bin, srv_infer_input_t *in)
+{
+    char label[96];
+    snprintf(label, sizeof label, "input %zu", idx);
+    if (!cJSON_IsObject(js))
+        return fs_err(FS_EINVAL, "%s must be an object", label);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+    if (!cJSON_IsString(name) || !name->valuestring[0])
+        return fs_err(FS_EINVAL, "%s: \"name\" must be a non-empty string", label);
+    snprintf(label, sizeof label, "input '%.64s'", name->valuestring);
+
+    eng_tensor_t t = {0};
+    int rc = shape_parse(cJSON_GetObjectItemCaseSensitive(js, "shape"), label, &t.shape);
+    if (rc)
+        return rc;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(js, "datatype");
+    if (!cJSON_IsString(dt))
+        return fs_err(FS_EINVAL, "%s: \"datatype\" must be a string such as \"FP32\"", label);
+    if ((rc = srv_datatype_parse(dt->valuestring, &t.dtype))) {
+        char msg[FS_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", fs_errmsg());
+        return fs_err(rc, "%s: %s", label, msg);
+    }
+    int64_t numel = eng_shape_numel(&t.shape);
+    size_t esize = eng_dtype_size(t.dtype);
+    if (numel == INT64_MAX || (uint64_t)numel > SIZE_MAX / esize) {
+        char shape[96];
+        return fs_err(FS_EINVAL, "%s: shape %s is too large", label,
+                      eng_shape_format(&t.shape, shape, sizeof shape));
+    }
+
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(js, "data");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(js, "parameters");
+    if (params && !cJSON_IsObject(params))
+        return fs_err(FS_EINVAL, "%s: \"parameters\" must be an object", label);
+    const cJSON *size = params ? cJSON_GetObjectItemCaseSensitive(params, "binary_data_size") : NULL;
+    if (data && size)
+        return fs_err(FS_EINVAL,
+                      "%s: has both \"data\" and \"parameters\": {\"binary_data_size\"}; "
+                      "give one",
+                      label);
+    if (!data && !size)
+        return fs_err(FS_EINVAL,
+                      "%s: needs \"data\" or \"parameters\": {\"binary_data_size\": N}", label);
+    rc = data ? input_json(label, data, (size_t)numel, &t)
+              : input_binary(label, size, (size_t)numel * esize, bin, &t);
+    if (rc)
+        return rc;
+    in->name = strdup(name->valuestring);
+    if (!in->name) {
+        free(t.data);
+        return fs_err(FS_ENOMEM, "%s: cannot copy the name", label);
+    }
+    in->tensor = t;
+    return 0;
+}
+
+/* ---- request: the whole body ---------------------------------------------- */
+
+/* An optional string member into *out (NULL when absent or null). */
+static int member_string(const cJSON *root, const char *key, char **out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsString(v)) {
+        char val[64];
+        return fs_err(FS_EINVAL, "\"%s\" must be a string, got %s", key,
+                      json_describe(v, val, sizeof val));
+    }
+    *out = strdup(v->valuestring);
+    return *out ? 0 : fs_err(FS_ENOMEM, "cannot copy \"%s\"", key);
+}
+
+static int version_parse(const cJSON *v, int64_t *out)
+{
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    double n = json_count(v);
+    if (n >= 0) {
+        *out = (int64_t)n;
+        return 0;
+    }
+    if (cJSON_IsString(v)) {
+        const char *s = v->valuestring;
+        size_t len = strlen(s);
+        if (len > 0 && len <= 18 && strspn(s, "0123456789") == len) {
+            *out = strtoll(s, NULL, 10);
+            return 0;
+        }
+    }
+    char val[64];
+    return fs_err(FS_EINVAL, "\"version\" must be a non-negative integer or a string of digits, "
+                             "got %s",
+                  json_describe(v, val, sizeof val));
+}
+
+/* "id", "model", "version" and "parameters". */
+static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
+{
+    int rc = member_string(root, "id", &r->id);
+    if (rc || (rc = member_string(root, "model", &r->model)) ||
+        (rc = version_parse(cJSON_GetObjectItemCaseSensitive(root, "version"), &r->version)))
+        return rc;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "parameters");
+    if (!params)
+        return 0;
+    if (!cJSON_IsObject(params))
+        return fs_err(FS_EINVAL, "\"parameters\" must be an object");
+    const cJSON *bin = cJSON_GetObjectItemCaseSensitive(params, "binary_data_output");
+    if (bin && !cJSON_IsBool(bin))
+        return fs_err(FS_EINVAL, "\"parameters\": \"binary_data_output\" must be true or false");
+    r->binary_output = cJSON_IsTrue(bin);
+    return 0;
+}
+
+static int request_parse_inputs(const cJSON *root, binary_section_t *bin, srv_infer_request_t *r)
+{
+    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
+    if (!inputs)
+        return fs_err(FS_EINVAL, "the request has no \"inputs\"");
+    int n = cJSON_IsArray(inputs) ? cJSON_GetArraySize(inputs) : 0;
+    if (n == 0)
+        return fs_err(FS_EINVAL, "\"inputs\" must be a non-empty array");
+    r->inputs = calloc((size_t)n, sizeof *r->inputs);
+    if (!r->inputs)
+        return fs_err(FS_ENOMEM, "cannot allocate %d inputs", n);
+    const cJSON *in;
+    cJSON_ArrayForEach(in, inputs)
+    {
+        int rc = input_parse(in, r->n_inputs, bin, &r->inputs[r->n_inputs]);
+        if (rc)
+            return rc;
+        r->n_inputs++;
+    }
+    if (bin->used != bin->len)
+        return fs_err(FS_EINVAL,
+                      "the binary data has %zu bytes left over: the inputs' binary_data_size "
+                      "add up to %zu of its %zu bytes",
+                      bin->len - bin->used, bin->used, bin->len);
+    return 0;
+}
+
+static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
+{
+    const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
+    if (!outputs)
+        return 0;
+    if (!cJSON_IsArray(outputs))
+        return fs_err(FS_EINVAL, "\"outputs\" must be an array");
+    int n = cJSON_GetArraySize(outputs);
+    if (n == 0)
+        return 0;
+    r->outputs = calloc((size_t)n, sizeof *r->outputs);
+    if (!r->outputs)
+        return fs_err(FS_ENOMEM, "cannot allocate %d outputs", n);
+    const cJSON *o;
+    cJSON_ArrayForEach(o, outputs)
+    {
+        size_t k = r->n_outputs;
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+        if (!cJSON_IsString(name) || !name->valuestring[0])
+            return fs_err(FS_EINVAL, "output %zu: \"name\" must be a non-empty string", k);
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(r->outputs[j].name, name->valuestring) == 0)
+                return fs_err(FS_EINVAL, "output '%.64s' is requested twice", name->valuestring);
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+        const cJSON *bin = params ? cJSON_GetObjectItemCaseSensitive(params, "binary_data") : NULL;
+        if ((params && !cJSON_IsObject(params)) || (bin && !cJSON_IsBool(bin)))
+            return fs_err(FS_EINVAL,
+                          "output '%.64s': \"parameters\" must be an object whose "
+                          "\"binary_data\" is true or false",
+                          name->valuestring);
+        r->outputs[k].binary = bin ? cJSON_IsTrue(bin) : r->binary_output;
+        r->outputs[k].name = strdup(name->valuestring);
+        if (!r->outputs[k].name)
+            return fs_err(FS_ENOMEM, "output '%.64s': cannot copy the name", name->valuestring);
+        r->n_outputs++;
+    }
+    return 0;
+}
+
+/* The JSON text, or FS_EPARSE saying where it stopped. */
+static int json_parse(const char *text, size_t len, cJSON **out)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    size_t at = end && end >= text ? (size_t)(end - text) : 0;
+    if (root) {
+        while (at < len && text[at] && strchr(" \t\r\n", text[at]))
+            at++;
+        if (at == len) {
+            *out = root;
+            return 0;
+        }
+        cJSON_Delete(root);
+    }
+    char near[24];
+    size_t n = 0;
+    for (size_t i = at; i < len && n < 16; i++)
+        near[n++] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+    near[n] = '\0';
+    return fs_err(FS_EPARSE, "the request is not valid JSON: %s at byte %zu of %zu near '%s'",
+                  root ? "unexpected text after the object" : "stopped", at, len, near);
+}
+
+int srv_infer_request_parse(const void *body, size_t len, size_t header_len,
+                            srv_infer_request_t **out)
+{
+    if (header_len > len)
+        return fs_err(FS_EINVAL, "the JSON header length %zu is more than the %zu-byte body",
+                      header_len, len);
+    size_t json_len = header_len ? header_len : len;
+    if (json_len == 0)
+        return fs_err(FS_EPARSE, "the request body is empty");
+    binary_section_t bin = {(const uint8_t *)body + json_len, len - json_len, 0};
+    cJSON *root = NULL;
+    srv_infer_request_t *r = NULL;
+    int rc = json_parse(body, json_len, &root);
+    if (rc)
+        return rc;
+    if (!cJSON_IsObject(root)) {
+        rc = fs_err(FS_EINVAL, "the request must be a JSON object");
+        goto fail;
+    }
+    r = calloc(1, sizeof *r);
+    if (!r) {
+        rc = fs_err(FS_ENOMEM, "cannot allocate a request");
+        goto fail;
+    }
+    r->version = -1;
+    if ((rc = request_parse_header(root, r)) || (rc = request_parse_inputs(root, &bin, r)) ||
+        (rc = request_parse_outputs(root, r)))
+        goto fail;
+    cJSON_Delete(root);
+    *out = r;
+    return 0;
+fail:
+    srv_infer_request_free(r);
+    cJSON_Delete(root);
+    return rc;
+}
+
+void srv_infer_request_free(srv_infer_request_t *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_inputs; i++) {
+        free(r->inputs[i].name);
+        free(r->inputs[i].tensor.data);
+    }
+    for (size_t i = 0; i < r->n_outputs; i++)
+        free(r->outputs[i].name);
+    free(r->inputs);
+    free(r->outputs);
+    free(r->id);
+    free(r->model);
+    free(r);
+}
+
+/* ---- binding to a model --------------------------------------------------- */
+
+/* "'a', 'b'" of the model's inputs or outputs, for messages. */
+static const char *io_names(const eng_model_t *m, bool inputs, char *buf, size_t len)
+{
+    size_t n = inputs ? eng_model_n_inputs(m) : eng_model_n_outputs(m), at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && at < len; i++) {
+        eng_io_info_t info;
+        if ((inputs ? eng_model_input(m, i, &info) : eng_model_output(m, i, &info)) == 0)
+            at += (size_t)snprintf(buf + at, len - at, "%s'%s'", i ? ", " : "", info.name);
+    }
+    return buf;
+}
+
+/* The index of the model output called `name`, or -1. */
+static long output_find(const eng_model_t *m, const char *name)
+{
+    for (size_t k = 0; k < eng_model_n_outputs(m); k++) {
+        eng_io_info_t info;
+        if (eng_model_output(m, k, &info) == 0 && strcmp(info.name, name) == 0)
+            return (long)k;
+    }
+    return -1;
+}
+
+/* The model's declared shape, symbols by name: "[batch,64]". */
+static const char *io_shape(const eng_io_info_t *info, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < info->rank && at < len; d++) {
+        const char *sep = d ? "," : "";
+        if (info->dims[d] >= 0)
+            at += (size_t)snprintf(buf + at, len - at, "%s%" PRId64, sep, info->dims[d]);
+        else
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", sep,
+                                   info->dim_params[d] ? info->dim_params[d] : "?");
+    }
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
+/* The request input's fit to model input `info`. */
+static int input_check(const eng_io_info_t *info, const srv_infer_input_t *in)
+{
+    const eng_tensor_t *t = &in->tensor;
+    if (info->dtype != t->dtype)
+        return fs_err(FS_EINVAL, "input '%s': the model takes %s, got %s", in->name,
+                      dtype_label(info->dtype), dtype_label(t->dtype));
+    if (info->rank < 0)
+        return 0;
+    if (info->rank != t->shape.rank) {
+        char want[160], got[96];
+        return fs_err(FS_EINVAL, "input '%s': the model takes rank %d %s, got rank %d %s",
+                      in->name, info->rank, io_shape(info, want, sizeof want), t->shape.rank,
+                      eng_shape_format(&t->shape, got, sizeof got));
+    }
+    for (int d = 0; d < info->rank; d++)
+        if (info->dims[d] >= 0 && info->dims[d] != t->shape.dims[d])
+            return fs_err(FS_EINVAL, "input '%s': dim %d is %" PRId64 " in the model, got %" PRId64,
+                          in->name, d, info->dims[d], t->shape.dims[d]);
+    return 0;
+}
+
+int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tensor_t *views)
+{
+    size_t n = eng_model_n_inputs(m);
+    char names[256];
+    eng_io_info_t info;
+    /* ENG_DT_UNDEFINED marks a model input no request input has taken yet:
+     * every parsed input has a real dtype. */
+    for (size_t k = 0; k < n; k++)
+        views[k] = (eng_tensor_t){.dtype = ENG_DT_UNDEFINED};
+    for (size_t j = 0; j < r->n_inputs; j++) {
+        const srv_infer_input_t *in = &r->inputs[j];
+        size_t k = 0;
+        for (; k < n; k++)
+            if (eng_model_input(m, k, &info) == 0 && strcmp(info.name, in->name) == 0)
+                break;
+        if (k == n)
+            return fs_err(FS_EINVAL, "input '%s' is not an input of the model (it takes %s)",
+                          in->name, io_names(m, true, names, sizeof names));
+        if (views[k].dtype != ENG_DT_UNDEFINED)
+            return fs_err(FS_EINVAL, "input '%s' is given twice", in->name);
+        int rc = input_check(&info, in);
+        if (rc)
+            return rc;
+        views[k] = in->tensor;
+    }
+    for (size_t k = 0; k < n; k++)
+        if (views[k].dtype == ENG_DT_UNDEFINED && eng_model_input(m, k, &info) == 0)
+            return fs_err(FS_EINVAL, "the request lacks input '%s', which the model takes",
+                          info.name);
+    for (size_t j = 0; j < r->n_outputs; j++)
+        if (output_find(m, r->outputs[j].name) < 0)
+            return fs_err(FS_EINVAL,
+                          "requested output '%s' is not an output of the model (it has %s)",
+                          r->outputs[j].name, io_names(m, false, names, sizeof names));
+    return 0;
+}
