@@ -91,6 +91,7 @@ int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tenso
 typedef struct srv_buf {
     char *data;
     size_t len, cap;
+    bool failed;                  /* an append ran out of memory since the last free */
 } srv_buf_t;
 /* 0 or FS_ENOMEM (the buffer keeps what it had). */
 int srv_buf_append(srv_buf_t *b, const void *data, size_t len);

@@ -33,14 +33,18 @@ static int buf_reserve(srv_buf_t *b, size_t extra)
 {
     if (b->cap - b->len >= extra)
         return 0;
-    if (extra > SIZE_MAX / 2 - b->len)
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->failed = true;
         return fs_err(FS_ENOMEM, "buffer: %zu more bytes after %zu is too large", extra, b->len);
+    }
     size_t need = b->len + extra, cap = b->cap ? b->cap : 256;
     while (cap < need)
         cap *= 2;
     char *p = realloc(b->data, cap);
-    if (!p)
+    if (!p) {
+        b->failed = true;
         return fs_err(FS_ENOMEM, "buffer: cannot grow to %zu bytes", cap);
+    }
     b->data = p;
     b->cap = cap;
     return 0;
@@ -87,6 +91,7 @@ void srv_buf_free(srv_buf_t *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = false;
 }
 
 /* Callers have reserved the room: these write into b->data directly. */

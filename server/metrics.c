@@ -331,6 +331,5 @@ int srv_metrics_render(srv_app_t *app, srv_buf_t *out)
     render_gpu(out, app);
     render_process(out, app);
     free(entries);
-    /* srv_buf keeps what fit: one more append tells whether all did. */
-    return srv_buf_append(out, "", 0);
+    return out->failed ? fs_err(FS_ENOMEM, "out of host memory writing the metrics") : 0;
 }

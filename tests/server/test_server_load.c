@@ -1,0 +1,338 @@
+/* test_server_load.c -- the server under concurrent traffic: 64 clients x
+ * 200 requests all answered correctly with batches of more than one
+ * observed, rebuilds under load losing nothing, unloads under load failing
+ * cleanly and giving the bytes back, and SIGTERM answering every request in
+ * flight before the process exits 0. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/server/server_fixture.h"
+
+#define N_BODIES 8
+
+/* Distinct MLP requests and the answer each gets alone. */
+typedef struct traffic {
+    unsigned port;
+    char *bodies[N_BODIES];
+    char *answers[N_BODIES];
+    atomic_bool stop;
+    atomic_int n_ok, n_unavailable, n_other;
+    char other[512];              /* the first unexpected answer */
+    pthread_mutex_t lock;
+    int per_client;               /* requests per client; 0: until stop */
+    bool allow_unavailable;       /* 503 and 404 count as clean failures */
+} traffic_t;
+
+static char *mlp_body_rows(int rows, int seed)
+{
+    srv_buf_t b = {0};
+    srv_buf_printf(&b, "{\"inputs\":[{\"name\":\"input\",\"shape\":[%d,64],\"datatype\":\"FP32\","
+                       "\"data\":[", rows);
+    for (int i = 0; i < rows * 64; i++)
+        srv_buf_printf(&b, "%s%g", i ? "," : "", (double)((i * 5 + seed * 11) % 89) / 89.0 - 0.5);
+    srv_buf_append(&b, "]}]}", 5);
+    return b.data;
+}
+
+static void traffic_init(traffic_t *t, unsigned port)
+{
+    memset(t, 0, sizeof *t);
+    t->port = port;
+    pthread_mutex_init(&t->lock, NULL);
+    for (int i = 0; i < N_BODIES; i++) {
+        t->bodies[i] = mlp_body_rows(1 + i % 4, i);
+        http_resp_t r = http_post(port, "/v2/models/mlp/infer", t->bodies[i]);
+        cr_assert_eq(r.status, 200, "reference answer %d: %s", i, r.body);
+        t->answers[i] = r.body;
+    }
+}
+
+static void traffic_fini(traffic_t *t)
+{
+    for (int i = 0; i < N_BODIES; i++) {
+        free(t->bodies[i]);
+        free(t->answers[i]);
+    }
+    pthread_mutex_destroy(&t->lock);
+}
+
+/* One client: keeps its connection (one curl handle) like a real one. */
+static void *traffic_client(void *arg)
+{
+    traffic_t *t = arg;
+    static atomic_int next_id;
+    int id = atomic_fetch_add(&next_id, 1);
+    for (int k = 0; t->per_client ? k < t->per_client : !atomic_load(&t->stop); k++) {
+        int which = (id + k) % N_BODIES;
+        http_resp_t r = http_post(t->port, "/v2/models/mlp/infer", t->bodies[which]);
+        if (r.status == 200 && strcmp(r.body, t->answers[which]) == 0) {
+            atomic_fetch_add(&t->n_ok, 1);
+        } else if (t->allow_unavailable && (r.status == 503 || r.status == 404) &&
+                   strstr(r.body, "\"error\"")) {
+            atomic_fetch_add(&t->n_unavailable, 1);
+        } else {
+            if (atomic_fetch_add(&t->n_other, 1) == 0) {
+                pthread_mutex_lock(&t->lock);
+                snprintf(t->other, sizeof t->other, "status %ld (curl %d): %.400s", r.status,
+                         (int)r.curl, r.body);
+                pthread_mutex_unlock(&t->lock);
+            }
+        }
+        free(r.body);
+    }
+    return NULL;
+}
+
+static void run_clients(traffic_t *t, int n, pthread_t *threads)
+{
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(pthread_create(&threads[i], NULL, traffic_client, t), 0);
+}
+
+static void join_clients(int n, pthread_t *threads)
+{
+    for (int i = 0; i < n; i++)
+        pthread_join(threads[i], NULL);
+}
+
+static srv_fixture_t fx;
+
+static void start_mlp(void)
+{
+    fixture_init(&fx);
+    fixture_add_model(&fx, "mlp", "mlp", 1);
+    const char *mc = "{\"max_batch_size\": 32, \"max_queue_delay\": \"2ms\", \"max_queue\": 4096}";
+    fixture_write(&fx, "mlp", "config.json", mc, strlen(mc));
+    fx.cfg.server.threads = 4;
+    fixture_start(&fx);
+}
+
+static void stop_mlp(void)
+{
+    fixture_stop(&fx);
+}
+
+TestSuite(srv_load, .init = start_mlp, .fini = stop_mlp, .timeout = 300);
+
+Test(srv_load, sixty_four_clients_times_two_hundred_all_answered_right_and_batched)
+{
+    traffic_t t;
+    traffic_init(&t, fx.port);
+    t.per_client = 200;
+    pthread_t threads[64];
+    run_clients(&t, 64, threads);
+    join_clients(64, threads);
+    cr_expect_eq(atomic_load(&t.n_other), 0, "%d wrong answers, first: %s",
+                 atomic_load(&t.n_other), t.other);
+    cr_expect_eq(atomic_load(&t.n_ok), 64 * 200);
+
+    http_resp_t r = http_get(fx.port, "/v2/models/mlp/stats");
+    cJSON *doc = cJSON_Parse(r.body);
+    cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "model_stats"), 0);
+    double execs = cJSON_GetObjectItem(st, "execution_count")->valuedouble;
+    double success = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(st, "inference_stats"),
+                                                             "success"), "count")->valuedouble;
+    cr_expect_eq(success, 64 * 200 + N_BODIES);
+    cr_expect_lt(execs, success, "no request was batched with another: %s", r.body);
+    bool big = false;
+    cJSON *bs;
+    cJSON_ArrayForEach(bs, cJSON_GetObjectItem(st, "batch_stats"))
+    {
+        cJSON *le = cJSON_GetObjectItem(bs, "batch_size_le");
+        if (!cJSON_IsNumber(le) || le->valuedouble > 4)
+            big = true;
+    }
+    cr_expect(big, "no batch of more than 4 rows: %s", r.body);
+    cJSON_Delete(doc);
+    free(r.body);
+    traffic_fini(&t);
+}
+
+Test(srv_load, rebuilds_under_load_lose_no_request)
+{
+    traffic_t t;
+    traffic_init(&t, fx.port);
+    pthread_t threads[8];
+    run_clients(&t, 8, threads);
+    for (int i = 0; i < 5; i++) {
+        usleep(100000);
+        http_resp_t r = http_post(fx.port, "/v2/repository/models/mlp/load", "");
+        cr_expect_eq(r.status, 200, "rebuild %d: %s", i, r.body);
+        free(r.body);
+    }
+    usleep(100000);
+    atomic_store(&t.stop, true);
+    join_clients(8, threads);
+    cr_expect_eq(atomic_load(&t.n_other), 0, "%d requests failed during rebuilds, first: %s",
+                 atomic_load(&t.n_other), t.other);
+    cr_expect_gt(atomic_load(&t.n_ok), 0);
+    traffic_fini(&t);
+}
+
+/* allocated bytes of the first cache in /v1/memory (the device's). */
+static double device_allocated(unsigned port)
+{
+    http_resp_t r = http_get(port, "/v1/memory?segments=0");
+    cJSON *doc = cJSON_Parse(r.body);
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "caches"), 0);
+    double v = cJSON_GetObjectItem(cJSON_GetObjectItem(c0, "allocated_bytes"), "current")->valuedouble;
+    cJSON_Delete(doc);
+    free(r.body);
+    return v;
+}
+
+Test(srv_load, unload_under_load_fails_cleanly_and_gives_the_bytes_back)
+{
+    traffic_t t;
+    traffic_init(&t, fx.port);
+    t.allow_unavailable = true;
+    pthread_t threads[8];
+    run_clients(&t, 8, threads);
+    usleep(200000);
+    http_resp_t r = http_post(fx.port, "/v2/repository/models/mlp/unload", "");
+    cr_expect_eq(r.status, 200, "unload: %s", r.body);
+    free(r.body);
+    usleep(100000);
+    atomic_store(&t.stop, true);
+    join_clients(8, threads);
+    cr_expect_eq(atomic_load(&t.n_other), 0, "unclean failures, first: %s", t.other);
+    cr_expect_gt(atomic_load(&t.n_unavailable), 0, "no request saw the unload");
+    cr_expect_eq(device_allocated(fx.port), 0, "bytes still allocated with no model loaded");
+    /* Loads again, and serves. */
+    r = http_post(fx.port, "/v2/repository/models/mlp/load", "");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    r = http_post(fx.port, "/v2/models/mlp/infer", t.bodies[0]);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    traffic_fini(&t);
+}
+
+/* ---- the executable and its signals ------------------------------------------------ */
+
+/* The flatserve binary beside this test binary. */
+static void server_path(char *out, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(n, 0);
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    snprintf(out, len, "%s/flatserve", self);
+    if (access(out, X_OK) != 0)
+        cr_skip_test("%s is not built", out);
+}
+
+/* Starts the server with `args`, reads its log until it says where it
+ * listens; returns its pid and port, and the read end of its log. */
+static pid_t spawn_server(char *const *args, unsigned *port, int *log_fd)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(args[0], args);
+        _exit(127);
+    }
+    close(fds[1]);
+    char log[16384];
+    size_t len = 0;
+    *port = 0;
+    while (len < sizeof log - 1) {
+        ssize_t n = read(fds[0], log + len, sizeof log - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        log[len] = '\0';
+        char *at = strstr(log, "listening on http://127.0.0.1:");
+        if (at) {
+            *port = (unsigned)strtoul(at + strlen("listening on http://127.0.0.1:"), NULL, 10);
+            break;
+        }
+    }
+    cr_assert_gt(*port, 0, "the server did not say where it listens: %s", log);
+    *log_fd = fds[0];
+    return pid;
+}
+
+typedef struct slow_req {
+    unsigned port;
+    char *body;
+    long status;
+} slow_req_t;
+
+static void *slow_post(void *arg)
+{
+    slow_req_t *q = arg;
+    http_resp_t r = http_post(q->port, "/v2/models/mlp/infer", q->body);
+    q->status = r.status;
+    free(r.body);
+    return NULL;
+}
+
+Test(srv_signals, sigterm_answers_every_request_in_flight_then_exits_zero, .timeout = 120)
+{
+    char bin[PATH_MAX + 16];
+    server_path(bin, sizeof bin);
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    /* Requests wait 500 ms for company, so SIGTERM finds them queued. */
+    const char *mc = "{\"max_batch_size\": 64, \"max_queue_delay\": \"500ms\"}";
+    fixture_write(&f, "mlp", "config.json", mc, strlen(mc));
+    char *args[] = {bin, "--host", "127.0.0.1", "--port", "0", "--repository", f.repo,
+                    "--log-level", "info", NULL};
+    unsigned port;
+    int log_fd;
+    pid_t pid = spawn_server(args, &port, &log_fd);
+    slow_req_t q[16];
+    pthread_t t[16];
+    for (int i = 0; i < 16; i++) {
+        q[i] = (slow_req_t){.port = port, .body = mlp_body_rows(1, i)};
+        pthread_create(&t[i], NULL, slow_post, &q[i]);
+    }
+    usleep(200000);
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    for (int i = 0; i < 16; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_eq(q[i].status, 200, "request %d in flight at SIGTERM: %ld", i, q[i].status);
+        free(q[i].body);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    close(log_fd);
+    /* Nobody listens any more. */
+    http_resp_t r = http_get(port, "/v2/health/live");
+    cr_expect_neq(r.curl, CURLE_OK, "still answering after exit");
+    free(r.body);
+    rm_tree(f.repo);
+}
+
+Test(srv_signals, check_config_prints_the_effective_config_and_bad_flags_fail, .timeout = 60)
+{
+    char bin[PATH_MAX + 16];
+    server_path(bin, sizeof bin);
+    char cmd[PATH_MAX + 128];
+    snprintf(cmd, sizeof cmd, "%s --check-config --port 8123 | grep -q '8123'", bin);
+    cr_expect_eq(system(cmd), 0, "--check-config did not print the port");
+    snprintf(cmd, sizeof cmd, "%s --no-such-flag 2>/dev/null", bin);
+    int rc = system(cmd);
+    cr_expect(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "an unknown flag exits %d", rc);
+    snprintf(cmd, sizeof cmd, "%s --version | grep -q flatserve", bin);
+    cr_expect_eq(system(cmd), 0);
+}
