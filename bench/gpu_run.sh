@@ -13,6 +13,9 @@
 #   cuda    model_bench on the GPU (demo + light models), graphs on and off
 #   torch   bench/torch_ref.py: the CUDA engine against PyTorch eager
 #   ort     model_bench on the CPU against ONNX Runtime at 1 and 8 threads
+#   server  the server suites on the GPU (device auto: cuda:0), then the
+#           server itself on cuda:0 answering curl
+#   http    bench/http_bench.sh on cuda:0 and on the CPU (wrk from .deps)
 set -eu
 parts=${*:-all}
 : "${OUT:=/tmp/flatserve-gpu-out}"
@@ -90,5 +93,34 @@ if has ort; then
         python3 bench/ort_compare.py --bench build/cuda/bin/model_bench --threads "$t" \
             --light "$light" > "$OUT/ort_t$t.md" 2>&1 || echo "ort_compare --threads $t: exit $?"
         tail -25 "$OUT/ort_t$t.md"
+    done
+fi
+
+if has server; then
+    echo "=== the server suites on the GPU (models on cuda:0)"
+    build/cuda/bin/flatserve-tests --filter 'srv_*/*' -j1 > "$OUT/server_tests.txt" 2>&1 || true
+    grep -E '^\[(FAIL|----)|Synthesis' "$OUT/server_tests.txt" | cut -c1-300 | head -40
+    echo "=== flatserve on cuda:0, answering curl"
+    build/cuda/bin/flatserve --host 127.0.0.1 --port 8000 --repository models \
+        > "$OUT/server_log.txt" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+        curl -sf http://127.0.0.1:8000/v2/health/ready > /dev/null 2>&1 && break
+        sleep 0.1
+    done
+    body=$(python3 -c 'import json; print(json.dumps({"inputs":[{"name":"input","shape":[2,64],"datatype":"FP32","data":[0.01*i for i in range(128)]}]}))')
+    curl -s -X POST http://127.0.0.1:8000/v2/models/mlp/infer -d "$body" | head -c 400; echo
+    curl -s http://127.0.0.1:8000/v2/models/mlp/config | head -c 400; echo
+    curl -s http://127.0.0.1:8000/metrics > "$OUT/metrics.txt"
+    grep -E '^(nv_gpu_memory|flatserve_model_memory_bytes|flatserve_memory_reserved_bytes\{device="cuda)' "$OUT/metrics.txt" | head -12
+    kill -TERM "$pid"; wait "$pid"; echo "flatserve exit: $?"
+    tail -5 "$OUT/server_log.txt"
+fi
+
+if has http; then
+    echo "=== HTTP benchmark (flatserve /infer vs a bare libmicrohttpd hello server)"
+    for dev in cuda:0 cpu; do
+        sh bench/http_bench.sh --device "$dev" --duration 8s > "$OUT/http_$dev.md" 2>&1 || echo "http_bench $dev: exit $?"
+        tail -8 "$OUT/http_$dev.md"
     done
 fi
