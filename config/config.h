@@ -122,7 +122,7 @@ int cfg_load_file(const char *path, cfg_t *cfg);
 void cfg_model_defaults(const cfg_t *defaults, cfg_model_t *out);
 int cfg_model_parse(const char *text, size_t len, const char *origin, cfg_model_t *out);
 /* cfg_model_defaults, then the file when it exists (a missing file is not
- * an error). */
+ * an error). On error *out holds the defaults. */
 int cfg_model_load_file(const char *path, const cfg_t *defaults, cfg_model_t *out);
 
 /* What the command line asks for. */
@@ -141,8 +141,10 @@ typedef enum cfg_action {
  * --precision, --max-batch-size, --max-queue-delay, --admin-token,
  * --log-level, --log-format, --help, --version, --check-config.
  * `--flag=value` and `--flag value` both work. *config_path receives the
- * --config path (borrowed from argv) or NULL. 0, or FS_EINVAL naming the
- * flag and what was wrong; errors of the file as cfg_load_file. */
+ * --config path (borrowed from argv) or NULL. --help and --version read no
+ * file (*out gets the defaults). 0, or FS_EINVAL naming the flag and what
+ * was wrong; errors of the file as cfg_load_file. On error *out, *action
+ * and *config_path are unchanged. */
 int cfg_from_args(int argc, char **argv, cfg_t *out, cfg_action_t *action,
                   const char **config_path);
 
@@ -151,7 +153,9 @@ void cfg_usage(FILE *out);
 
 /* The effective configuration as a JSON document in the file's own
  * syntax (so it parses back to the same cfg_t), sizes and durations
- * written with units. Caller frees with free(); NULL on FS_ENOMEM. */
+ * written with units. A set server.admin_token is written as "***", so
+ * the output can be shown (--check-config) without the secret; only that
+ * field does not round-trip. Caller frees with free(); NULL on FS_ENOMEM. */
 char *cfg_to_json(const cfg_t *cfg);
 
 /* What changed between two configs, for SIGHUP. *live gets whether
