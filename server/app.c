@@ -175,7 +175,7 @@ static void ticker_stop(srv_app_t *app)
 static void resolve_device(const char *want, char *out, size_t len)
 {
     if (strcmp(want, "auto") != 0) {
-        snprintf(out, len, "%s", strcmp(want, "cuda") == 0 ? "cuda:0" : want);
+        snprintf(out, len, "%.31s", strcmp(want, "cuda") == 0 ? "cuda:0" : want);
         return;
     }
     int n = 0;
