@@ -33,7 +33,9 @@
  * Threading: every function is safe from any thread. eng_request_t.done
  * runs on a worker thread (or on the thread calling unload/destroy for
  * requests failed there) and must not call back into the registry's load,
- * unload or destroy. */
+ * unload or destroy. Load and unload wait for every reference to the
+ * version they free, so a thread must not hold one of that model while it
+ * calls them. */
 #ifndef FS_ENGINE_REGISTRY_H
 #define FS_ENGINE_REGISTRY_H
 
@@ -200,7 +202,8 @@ typedef struct eng_model_entry {
     char name[ENG_MODEL_NAME_MAX];
     int64_t version;              /* served version, or the newest on disk, or -1 */
     eng_model_state_t state;
-    char reason[FS_ERRMSG_MAX];   /* why it is not READY ("" when it is) */
+    char reason[FS_ERRMSG_MAX];   /* why it is not READY, or why the last load failed while an
+                                   * older version stays READY; "" otherwise */
     char device[32];              /* where it serves ("" when not loaded) */
     size_t weights_bytes;         /* the model owner's allocated bytes; 0 when not loaded */
     size_t activations_bytes;     /* the activation owner's allocated bytes now */

@@ -1,0 +1,675 @@
+/* batcher.c -- the dynamic batcher of one served version: a queue of
+ * requests, `instances` worker threads, and the concatenation and split
+ * that let one model run serve many requests.
+ *
+ * The algorithm. Submit checks the request against the model's inputs
+ * (count, dtype, rank, fixed dims, rows) and appends it to the queue. A
+ * worker looks at the queue oldest first: requests past their deadline are
+ * taken out and fail with FS_ETIMEDOUT; the oldest of the rest heads the
+ * next batch, and, when the model batches, the requests after it whose
+ * inputs match it in every dim but the first join it in arrival order until
+ * the next one would pass max_batch_size rows (requests that do not match
+ * stay queued, in order, for a later batch). If the batch is not full and
+ * the head arrived less than max_queue_delay ago, the worker waits for
+ * more (or for the next deadline). Then it takes the batch out of the
+ * queue, and outside the lock runs it: one request runs on its own inputs;
+ * several are concatenated along dim 0 into host buffers, run once, and
+ * every output (whose first dim must be the batch's rows) is split back.
+ * A batch of several that fails runs each request alone, so a bad request
+ * fails only itself.
+ *
+ * Guarantees: `done` runs exactly once for every accepted request, on a
+ * worker (or on the unloading thread), with no lock held. A request's
+ * outputs are the rows of its own inputs: on the CPU they are bit-identical
+ * to running it alone (the GEMM is batch-invariant, engine/cpu/gemm.h).
+ * Waits are timed against fs_clock_now_ns() (replaceable by tests), and each
+ * is also bounded in real time by the delay it waits out, so a frozen test
+ * clock cannot hold a batch forever. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/registry_impl.h"
+
+const uint64_t eng_latency_bucket_bounds_us[ENG_LATENCY_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000,
+    2500000,
+};
+const uint64_t eng_batch_bucket_bounds[ENG_BATCH_BUCKETS] = {
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
+};
+
+/* A worker sleeps at most this long at a time while it waits out a delay,
+ * so that a test advancing a manual clock is noticed. */
+#define BATCHER_WAIT_SLICE_NS 10000000ull
+
+/* Requests taken for one run, linked through next_ in arrival order. */
+typedef struct batch {
+    eng_request_t *head;
+    eng_request_t *first;            /* the request the batch matches (head once taken) */
+    size_t n;
+    uint64_t rows;
+    bool full;                       /* max_rows reached, or the next match did not fit */
+    uint64_t deadline_ns;            /* earliest deadline still queued; UINT64_MAX: none */
+} batch_t;
+
+/* Where a batch's time went, added to each of its requests' stats. */
+typedef struct batch_times {
+    uint64_t input_ns, infer_ns, output_ns;
+} batch_times_t;
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+static size_t bucket_of(const uint64_t *bounds, size_t n, uint64_t v)
+{
+    size_t i = 0;
+    while (i < n && v > bounds[i])
+        i++;
+    return i;
+}
+
+/* "[batch,64]": a model io's shape with its symbols. */
+static char *io_format(const eng_io_info_t *io, char *buf, size_t len)
+{
+    if (io->rank < 0) {
+        snprintf(buf, len, "(any shape)");
+        return buf;
+    }
+    size_t at = 0;
+    at += (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < io->rank && at < len; d++) {
+        const char *sep = d ? "," : "";
+        if (io->dims[d] >= 0)
+            at += (size_t)snprintf(buf + at, len - at, "%s%lld", sep, (long long)io->dims[d]);
+        else
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", sep,
+                                   io->dim_params[d] ? io->dim_params[d] : "?");
+    }
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+/* Whether every input and output leads with one symbolic dim of one name. */
+static bool model_has_batch_dim(const eng_served_t *s)
+{
+    if (s->n_inputs == 0 || s->n_outputs == 0)
+        return false;
+    const char *sym = NULL;
+    for (size_t k = 0; k < s->n_inputs + s->n_outputs; k++) {
+        eng_io_info_t io;
+        if (k < s->n_inputs)
+            io = s->inputs[k];
+        else if (eng_model_output(s->model, k - s->n_inputs, &io) != 0)
+            return false;
+        if (io.rank < 1 || io.dims[0] >= 0 || !io.dim_params[0])
+            return false;
+        if (!sym)
+            sym = io.dim_params[0];
+        else if (strcmp(sym, io.dim_params[0]) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* FS_EINVAL naming the input, the expected and the actual, or 0. */
+static int request_check(const eng_served_t *s, const eng_request_t *req)
+{
+    char want[128], got[96];
+    if (!req || !req->done)
+        return fs_err(FS_EINVAL, "model '%s': a request needs a done callback", s->name);
+    if (req->n_inputs != s->n_inputs)
+        return fs_err(FS_EINVAL, "model '%s' takes %zu input%s, %zu given", s->name,
+                      s->n_inputs, s->n_inputs == 1 ? "" : "s", req->n_inputs);
+    if (req->n_inputs && !req->inputs)
+        return fs_err(FS_EINVAL, "model '%s': the request has no inputs array", s->name);
+    for (size_t i = 0; i < s->n_inputs; i++) {
+        const eng_io_info_t *io = &s->inputs[i];
+        const eng_tensor_t *t = &req->inputs[i];
+        if (io->dtype != ENG_DT_UNDEFINED && t->dtype != io->dtype)
+            return fs_err(FS_EINVAL, "input '%s' of model '%s': expected dtype %s, got %s",
+                          io->name, s->name, eng_dtype_name(io->dtype), eng_dtype_name(t->dtype));
+        if (eng_dtype_size(t->dtype) == 0)
+            return fs_err(FS_EINVAL, "input '%s' of model '%s': dtype %s is not supported",
+                          io->name, s->name, eng_dtype_name(t->dtype));
+        if (t->shape.rank < 0 || t->shape.rank > ENG_MAX_RANK)
+            return fs_err(FS_EINVAL, "input '%s' of model '%s': rank %d (ranks 0 to %d)",
+                          io->name, s->name, t->shape.rank, ENG_MAX_RANK);
+        io_format(io, want, sizeof want);
+        if (io->rank >= 0 && t->shape.rank != io->rank)
+            return fs_err(FS_EINVAL,
+                          "input '%s' of model '%s': expected shape %s, got %s (rank %d, not %d)",
+                          io->name, s->name, want, eng_shape_format(&t->shape, got, sizeof got),
+                          t->shape.rank, io->rank);
+        for (int d = 0; d < t->shape.rank; d++) {
+            if (t->shape.dims[d] < 0)
+                return fs_err(FS_EINVAL, "input '%s' of model '%s': dim %d is negative",
+                              io->name, s->name, d);
+            if (io->rank >= 0 && io->dims[d] >= 0 && t->shape.dims[d] != io->dims[d])
+                return fs_err(FS_EINVAL,
+                              "input '%s' of model '%s': expected shape %s, got %s (dim %d must "
+                              "be %lld)",
+                              io->name, s->name, want,
+                              eng_shape_format(&t->shape, got, sizeof got), d,
+                              (long long)io->dims[d]);
+        }
+        if (!t->data && eng_shape_numel(&t->shape) > 0)
+            return fs_err(FS_EINVAL, "input '%s' of model '%s' has no data", io->name, s->name);
+    }
+    if (!s->batch_dim)
+        return 0;
+    int64_t rows = req->inputs[0].shape.dims[0];
+    for (size_t i = 1; i < s->n_inputs; i++)
+        if (req->inputs[i].shape.dims[0] != rows)
+            return fs_err(FS_EINVAL,
+                          "input '%s' of model '%s' has %lld rows but input '%s' has %lld (every "
+                          "input of a request needs the same first dim)",
+                          s->inputs[i].name, s->name, (long long)req->inputs[i].shape.dims[0],
+                          s->inputs[0].name, (long long)rows);
+    if (s->batches && rows < 1)
+        return fs_err(FS_EINVAL, "input '%s' of model '%s' has no rows (shape %s)",
+                      s->inputs[0].name, s->name,
+                      eng_shape_format(&req->inputs[0].shape, got, sizeof got));
+    if (s->batches && (uint64_t)rows > s->max_rows)
+        return fs_err(FS_EINVAL,
+                      "input '%s' of model '%s': %lld rows, more than its max_batch_size %u",
+                      s->inputs[0].name, s->name, (long long)rows, s->max_rows);
+    return 0;
+}
+
+/* The rows a request counts for: its first dim when the model has a batch
+ * dim, else 1. */
+static uint64_t request_rows(const eng_served_t *s, const eng_request_t *req)
+{
+    return s->batch_dim ? (uint64_t)req->inputs[0].shape.dims[0] : 1;
+}
+
+/* Whether b can share a run with a: every input equal but in dim 0 (the
+ * dtypes and ranks were checked at submit; they are compared anyway). */
+static bool requests_compatible(const eng_served_t *s, const eng_request_t *a,
+                                const eng_request_t *b)
+{
+    for (size_t i = 0; i < s->n_inputs; i++) {
+        const eng_tensor_t *x = &a->inputs[i], *y = &b->inputs[i];
+        if (x->dtype != y->dtype || x->shape.rank != y->shape.rank)
+            return false;
+        for (int d = 1; d < x->shape.rank; d++)
+            if (x->shape.dims[d] != y->shape.dims[d])
+                return false;
+    }
+    return true;
+}
+
+/* ---- completion ------------------------------------------------------------- */
+
+static void stats_exec(eng_served_t *s, uint64_t rows)
+{
+    pthread_mutex_lock(&s->registry->stats_lock);
+    eng_model_stats_t *st = &s->stats->s;
+    st->exec_count++;
+    st->batch_rows_sum += rows;
+    st->batch_buckets[bucket_of(eng_batch_bucket_bounds, ENG_BATCH_BUCKETS, rows)]++;
+    pthread_mutex_unlock(&s->registry->stats_lock);
+}
+
+static uint64_t unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Records the request in the stats, ends it on the cache and calls done;
+ * `req` may be gone afterwards. req->status and req->error are set. */
+static void request_finish(eng_served_t *s, eng_request_t *req, const batch_times_t *t)
+{
+    if (req->status != 0)
+        eng_request_free_outputs(req);
+    uint64_t now = fs_clock_now_ns();
+    uint64_t rows = request_rows(s, req);
+    pthread_mutex_lock(&s->registry->stats_lock);
+    eng_model_stats_t *st = &s->stats->s;
+    st->pending--;
+    if (req->status == 0) {
+        uint64_t us = sat_sub(now, req->submit_ns_) / 1000u;
+        st->request_success++;
+        st->inference_count += rows;
+        st->request_duration_us += us;
+        st->queue_duration_us += req->queue_ns / 1000u;
+        st->compute_input_us += t->input_ns / 1000u;
+        st->compute_infer_us += t->infer_ns / 1000u;
+        st->compute_output_us += t->output_ns / 1000u;
+        st->latency_buckets[bucket_of(eng_latency_bucket_bounds_us, ENG_LATENCY_BUCKETS, us)]++;
+        st->last_inference_ms = unix_ms();
+    } else {
+        st->request_failure++;
+    }
+    pthread_mutex_unlock(&s->registry->stats_lock);
+    alloc_cache_request_end(s->cache);
+    req->done(req);
+}
+
+__attribute__((format(printf, 4, 5))) static void request_fail(eng_served_t *s,
+                                                                eng_request_t *req, int code,
+                                                                const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(req->error, sizeof req->error, fmt, ap);
+    va_end(ap);
+    req->status = code;
+    batch_times_t none = {0, 0, 0};
+    request_finish(s, req, &none);
+}
+
+/* Fails a list linked through next_ (a queue taken out, or expired ones). */
+static void requests_fail_timed_out(eng_served_t *s, eng_request_t *list, uint64_t now)
+{
+    while (list) {
+        eng_request_t *req = list;
+        list = req->next_;
+        req->next_ = NULL;
+        req->queue_ns = sat_sub(now, req->submit_ns_);
+        request_fail(s, req, FS_ETIMEDOUT, "waited %.1f ms in the queue of model '%s'",
+                     (double)req->queue_ns / 1e6, s->name);
+    }
+}
+
+/* ---- running ---------------------------------------------------------------- */
+
+/* Runs one request on its own inputs and finishes it. */
+static void request_run_alone(eng_served_t *s, eng_request_t *req)
+{
+    uint64_t rows = request_rows(s, req);
+    uint64_t t0 = fs_clock_now_ns();
+    eng_tensor_t **outs = calloc(s->n_outputs ? s->n_outputs : 1, sizeof *outs);
+    int rc = outs ? eng_model_run(s->model, req->inputs, req->n_inputs, outs)
+                  : fs_err(FS_ENOMEM, "out of host memory for the outputs");
+    uint64_t t1 = fs_clock_now_ns();
+    req->compute_ns = sat_sub(t1, t0);
+    req->batch_rows = rows > UINT32_MAX ? UINT32_MAX : (uint32_t)rows;
+    req->status = rc;
+    if (rc == 0) {
+        req->outputs = outs;
+        req->n_outputs = s->n_outputs;
+        stats_exec(s, rows);
+    } else {
+        snprintf(req->error, sizeof req->error, "model '%s': %s", s->name, fs_errmsg());
+        free(outs);
+    }
+    batch_times_t t = {0, req->compute_ns, 0};
+    request_finish(s, req, &t);
+}
+
+/* The batch's inputs concatenated along dim 0 into malloc'ed buffers
+ * (ins[i].data; the caller frees them). 0 or FS_ENOMEM. */
+static int batch_concat(const eng_served_t *s, const batch_t *b, eng_tensor_t *ins)
+{
+    for (size_t i = 0; i < s->n_inputs; i++) {
+        ins[i] = b->head->inputs[i];
+        ins[i].shape.dims[0] = (int64_t)b->rows;
+        size_t bytes = eng_tensor_bytes(&ins[i]);
+        if (!(ins[i].data = malloc(bytes ? bytes : 1)))
+            return fs_err(FS_ENOMEM, "out of host memory for a batch of %zu bytes", bytes);
+        char *at = ins[i].data;
+        for (const eng_request_t *q = b->head; q; q = q->next_) {
+            size_t n = eng_tensor_bytes(&q->inputs[i]);
+            if (n)
+                memcpy(at, q->inputs[i].data, n);
+            at += n;
+        }
+    }
+    return 0;
+}
+
+/* The rows of every output that belong to `req` (starting at row `at`) into
+ * its own tensors. 0 or FS_ENOMEM (nothing kept). */
+static int request_split(const eng_served_t *s, eng_request_t *req, eng_tensor_t **outs,
+                         uint64_t total, uint64_t at)
+{
+    uint64_t rows = request_rows(s, req);
+    eng_tensor_t **mine = calloc(s->n_outputs ? s->n_outputs : 1, sizeof *mine);
+    if (!mine)
+        return fs_err(FS_ENOMEM, "out of host memory for the outputs");
+    req->outputs = mine;
+    req->n_outputs = s->n_outputs;
+    for (size_t j = 0; j < s->n_outputs; j++) {
+        eng_shape_t shape = outs[j]->shape;
+        shape.dims[0] = (int64_t)rows;
+        int rc = eng_tensor_alloc_host(outs[j]->dtype, &shape, &mine[j]);
+        if (rc != 0) {
+            eng_request_free_outputs(req);
+            return rc;
+        }
+        size_t row_bytes = eng_tensor_bytes(outs[j]) / total;
+        if (rows)
+            memcpy(mine[j]->data, (const char *)outs[j]->data + at * row_bytes, rows * row_bytes);
+    }
+    return 0;
+}
+
+/* Runs a batch of several requests and finishes each; on any failure of
+ * the batch as a whole, runs each alone. */
+static void batch_run_many(eng_served_t *s, batch_t *b, uint64_t t0)
+{
+    eng_tensor_t *ins = calloc(s->n_inputs, sizeof *ins);
+    eng_tensor_t **outs = calloc(s->n_outputs, sizeof *outs);
+    int rc = ins && outs ? batch_concat(s, b, ins)
+                         : fs_err(FS_ENOMEM, "out of host memory for a batch");
+    uint64_t t1 = fs_clock_now_ns();
+    if (rc == 0)
+        rc = eng_model_run(s->model, ins, s->n_inputs, outs);
+    uint64_t t2 = fs_clock_now_ns();
+    for (size_t j = 0; rc == 0 && j < s->n_outputs; j++)
+        if (outs[j]->shape.rank < 1 || outs[j]->shape.dims[0] != (int64_t)b->rows) {
+            char got[96];
+            rc = fs_err(FS_EINVAL, "output %zu has shape %s, not %llu rows", j,
+                        eng_shape_format(&outs[j]->shape, got, sizeof got),
+                        (unsigned long long)b->rows);
+        }
+    for (size_t i = 0; ins && i < s->n_inputs; i++)
+        free(ins[i].data);
+    free(ins);
+    if (rc != 0) {
+        FS_LOG_W("registry", "model '%s' version %lld: a batch of %zu requests (%llu rows) "
+                 "failed, running each alone: %s", s->name, (long long)s->version, b->n,
+                 (unsigned long long)b->rows, fs_errmsg());
+        for (size_t j = 0; outs && j < s->n_outputs; j++)
+            eng_tensor_free(outs[j]);
+        free(outs);
+        for (eng_request_t *req = b->head, *next; req; req = next) {
+            next = req->next_;
+            req->next_ = NULL;
+            request_run_alone(s, req);
+        }
+        return;
+    }
+    stats_exec(s, b->rows);
+    uint64_t at = 0;
+    for (eng_request_t *req = b->head; req; req = req->next_) {
+        req->status = request_split(s, req, outs, b->rows, at);
+        if (req->status != 0)
+            snprintf(req->error, sizeof req->error, "model '%s': %s", s->name, fs_errmsg());
+        at += request_rows(s, req);
+    }
+    for (size_t j = 0; j < s->n_outputs; j++)
+        eng_tensor_free(outs[j]);
+    free(outs);
+    uint64_t t3 = fs_clock_now_ns();
+    batch_times_t t = {sat_sub(t1, t0), sat_sub(t2, t1), sat_sub(t3, t2)};
+    for (eng_request_t *req = b->head, *next; req; req = next) {
+        next = req->next_;
+        req->next_ = NULL;
+        req->compute_ns = sat_sub(t3, t0);
+        request_finish(s, req, &t);
+    }
+}
+
+static void batch_run(eng_served_t *s, batch_t *b)
+{
+    uint64_t t0 = fs_clock_now_ns();
+    uint32_t rows = b->rows > UINT32_MAX ? UINT32_MAX : (uint32_t)b->rows;
+    for (eng_request_t *req = b->head; req; req = req->next_) {
+        req->queue_ns = sat_sub(t0, req->submit_ns_);
+        req->batch_rows = rows;
+    }
+    if (b->n == 1) {
+        b->head->next_ = NULL;
+        request_run_alone(s, b->head);
+    } else {
+        batch_run_many(s, b, t0);
+    }
+}
+
+/* ---- the queue -------------------------------------------------------------- */
+
+/* Walks the queue oldest first. Requests past their deadline are unlinked
+ * onto *expired. The others measure the batch the oldest of them heads
+ * (see the file comment); with `take`, its requests are unlinked into
+ * b->head as well. */
+static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, eng_request_t **expired,
+                              batch_t *b)
+{
+    memset(b, 0, sizeof *b);
+    b->deadline_ns = UINT64_MAX;
+    eng_request_t **link = &s->head, *prev = NULL, **btail = &b->head;
+    while (*link) {
+        eng_request_t *q = *link;
+        bool late = q->deadline_ns && q->deadline_ns <= now;
+        bool pick = false;
+        if (!late && !b->full) {
+            uint64_t rows = request_rows(s, q);
+            if (b->n == 0)
+                pick = true;
+            else if (s->batches && requests_compatible(s, b->first, q)) {
+                if (b->rows + rows <= s->max_rows)
+                    pick = true;
+                else
+                    b->full = true;
+            }
+            if (pick) {
+                if (b->n++ == 0)
+                    b->first = q;
+                b->rows += rows;
+                b->full = b->full || !s->batches || b->rows >= s->max_rows;
+            }
+        }
+        if (!late && q->deadline_ns && q->deadline_ns < b->deadline_ns)
+            b->deadline_ns = q->deadline_ns;
+        if (!late && !(take && pick)) {
+            prev = q;
+            link = &q->next_;
+            continue;
+        }
+        *link = q->next_;
+        if (s->tail == q)
+            s->tail = prev;
+        s->n_queued--;
+        q->next_ = NULL;
+        if (late) {
+            q->next_ = *expired;
+            *expired = q;
+        } else {
+            *btail = q;
+            btail = &q->next_;
+        }
+    }
+}
+
+/* How long the worker should wait for more requests before running batch
+ * b, in ns; 0: run it now. `waited_on` and `real_end` are the worker's
+ * memory of the head whose delay it waits out and the real time that wait
+ * must end by. */
+static uint64_t batch_wait_ns_locked(eng_served_t *s, const batch_t *b, uint64_t now,
+                                     const eng_request_t **waited_on, uint64_t *real_end)
+{
+    if (b->n == 0 || b->full || s->phase != SERVED_SERVING || s->stop)
+        return 0;
+    uint64_t end = sat_add(b->first->submit_ns_, s->options.max_queue_delay_ns);
+    if (end <= now)
+        return 0;
+    uint64_t real_now = fs_clock_real_ns();
+    if (*waited_on != b->first) {
+        *waited_on = b->first;
+        *real_end = sat_add(real_now, end - now);
+    }
+    if (real_now >= *real_end)
+        return 0;
+    uint64_t wait = end - now;
+    if (b->deadline_ns != UINT64_MAX && b->deadline_ns - now < wait)
+        wait = b->deadline_ns - now;
+    if (*real_end - real_now < wait)
+        wait = *real_end - real_now;
+    return wait < BATCHER_WAIT_SLICE_NS ? wait : BATCHER_WAIT_SLICE_NS;
+}
+
+static void cond_wait_ns(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t at = (uint64_t)ts.tv_nsec + ns;
+    ts.tv_sec += (time_t)(at / 1000000000u);
+    ts.tv_nsec = (long)(at % 1000000000u);
+    pthread_cond_timedwait(c, m, &ts);
+}
+
+static void *served_worker(void *arg)
+{
+    eng_served_t *s = arg;
+    const eng_request_t *waited_on = NULL;
+    uint64_t real_end = 0;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        if (!s->head) {
+            if (s->stop)
+                break;
+            pthread_cond_wait(&s->work, &s->lock);
+            continue;
+        }
+        uint64_t now = fs_clock_now_ns();
+        eng_request_t *expired = NULL;
+        batch_t b;
+        queue_walk_locked(s, now, false, &expired, &b);
+        uint64_t wait = batch_wait_ns_locked(s, &b, now, &waited_on, &real_end);
+        if (wait && !expired) {
+            cond_wait_ns(&s->work, &s->lock, wait);
+            continue;
+        }
+        if (!wait)
+            queue_walk_locked(s, now, true, &expired, &b);
+        pthread_mutex_unlock(&s->lock);
+        requests_fail_timed_out(s, expired, now);
+        if (!wait && b.head) {
+            batch_run(s, &b);
+            waited_on = NULL; /* its address may come back as a new request */
+        }
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ---- the batcher's face ----------------------------------------------------- */
+
+int served_batcher_start(eng_served_t *s)
+{
+    s->n_inputs = eng_model_n_inputs(s->model);
+    s->n_outputs = eng_model_n_outputs(s->model);
+    s->inputs = calloc(s->n_inputs ? s->n_inputs : 1, sizeof *s->inputs);
+    if (!s->inputs)
+        return fs_err(FS_ENOMEM, "model '%s': out of host memory", s->name);
+    for (size_t i = 0; i < s->n_inputs; i++)
+        eng_model_input(s->model, i, &s->inputs[i]);
+    s->batch_dim = model_has_batch_dim(s);
+    s->batches = s->batch_dim && s->options.max_batch_size > 1;
+    s->max_rows = s->batches ? s->options.max_batch_size : 1;
+
+    unsigned n = s->options.instances ? s->options.instances : 1;
+    s->workers = calloc(n, sizeof *s->workers);
+    if (!s->workers)
+        return fs_err(FS_ENOMEM, "model '%s': out of host memory", s->name);
+    for (s->n_workers = 0; s->n_workers < n; s->n_workers++)
+        if (pthread_create(&s->workers[s->n_workers], NULL, served_worker, s) != 0)
+            break;
+    if (s->n_workers == n)
+        return 0;
+    served_batcher_stop(s, true);
+    return fs_err(FS_ENOMEM, "model '%s': cannot start worker thread %u of %u", s->name,
+                  s->n_workers + 1, n);
+}
+
+void served_batcher_stop(eng_served_t *s, bool fail_queued)
+{
+    pthread_mutex_lock(&s->lock);
+    s->phase = fail_queued ? SERVED_UNLOADING : SERVED_RETIRING;
+    s->stop = true;
+    eng_request_t *queued = NULL;
+    if (fail_queued) {
+        queued = s->head;
+        s->head = s->tail = NULL;
+        s->n_queued = 0;
+    }
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    uint64_t now = fs_clock_now_ns();
+    while (queued) {
+        eng_request_t *req = queued;
+        queued = req->next_;
+        req->next_ = NULL;
+        req->queue_ns = sat_sub(now, req->submit_ns_);
+        request_fail(s, req, FS_ESTATE, "model '%s' was unloaded", s->name);
+    }
+    for (unsigned i = 0; i < s->n_workers; i++)
+        pthread_join(s->workers[i], NULL);
+    free(s->workers);
+    s->workers = NULL;
+    s->n_workers = 0;
+}
+
+int eng_served_submit(eng_served_t *s, eng_request_t *req)
+{
+    int rc = request_check(s, req);
+    if (rc != 0)
+        return rc;
+    req->status = 0;
+    req->error[0] = '\0';
+    req->outputs = NULL;
+    req->n_outputs = 0;
+    req->queue_ns = req->compute_ns = 0;
+    req->batch_rows = 0;
+    req->next_ = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->phase != SERVED_SERVING) {
+        served_phase_t phase = s->phase;
+        pthread_mutex_unlock(&s->lock);
+        if (phase == SERVED_RETIRING)
+            return fs_err(FS_ESTATE, "model '%s' version %lld is being replaced; retry",
+                          s->name, (long long)s->version);
+        return fs_err(FS_ESTATE, "model '%s' was unloaded", s->name);
+    }
+    if (s->options.max_queue && s->n_queued >= s->options.max_queue) {
+        pthread_mutex_unlock(&s->lock);
+        return fs_err(FS_EFULL, "model '%s': the queue is full (%u requests waiting)", s->name,
+                      s->options.max_queue);
+    }
+    req->submit_ns_ = fs_clock_now_ns();
+    pthread_mutex_lock(&s->registry->stats_lock);
+    s->stats->s.pending++;
+    pthread_mutex_unlock(&s->registry->stats_lock);
+    alloc_cache_request_begin(s->cache);
+    if (s->tail)
+        s->tail->next_ = req;
+    else
+        s->head = req;
+    s->tail = req;
+    s->n_queued++;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+void eng_request_free_outputs(eng_request_t *req)
+{
+    if (!req || !req->outputs)
+        return;
+    for (size_t j = 0; j < req->n_outputs; j++)
+        eng_tensor_free(req->outputs[j]);
+    free(req->outputs);
+    req->outputs = NULL;
+    req->n_outputs = 0;
+}

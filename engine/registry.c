@@ -1,0 +1,741 @@
+/* registry.c -- the model repository as the server serves it: entries by
+ * name, load (and rebuild) with an atomic swap, unload, the index and the
+ * per-version stats. The batcher of each version is batcher.c.
+ *
+ * Load of one name at a time (the entry's `busy` flag), loads of different
+ * names concurrently: the registry lock is held only to read or change
+ * entries, never while a model loads or a version drains.
+ *
+ * A swap: the new version is built completely (model loaded, workers
+ * started) beside the old one; under the registry lock it becomes the
+ * entry's current version, so every acquire from then on gets it. The old
+ * one then refuses submits with FS_ESTATE ("... is being replaced; retry")
+ * -- the server re-acquires and retries once, which reaches the new
+ * version -- runs what it had queued, joins its workers, waits for its last
+ * reference, and is destroyed, its owners checked to be back to zero. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "engine/registry_impl.h"
+
+#define REG_PATH_MAX 4096
+
+const char *eng_model_state_name(eng_model_state_t s)
+{
+    switch (s) {
+    case ENG_MODEL_UNAVAILABLE: return "UNAVAILABLE";
+    case ENG_MODEL_LOADING: return "LOADING";
+    case ENG_MODEL_READY: return "READY";
+    case ENG_MODEL_UNLOADING: return "UNLOADING";
+    }
+    return "UNKNOWN";
+}
+
+/* ---- names and paths -------------------------------------------------------- */
+
+/* Why `name` cannot name a model, or NULL; `at` gets the offending byte. */
+static const char *name_problem(const char *name, size_t *at)
+{
+    *at = 0;
+    if (!name || !name[0])
+        return "is empty";
+    if (name[0] == '.')
+        return "starts with '.'";
+    size_t n = 0;
+    for (; name[n]; n++) {
+        char c = name[n];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == '-';
+        if (!ok) {
+            *at = n;
+            return "has a character other than letters, digits, '_', '.' and '-'";
+        }
+    }
+    if (n >= ENG_MODEL_NAME_MAX)
+        return "is longer than 127 bytes";
+    return NULL;
+}
+
+int eng_registry_check_name(const char *name)
+{
+    size_t at;
+    const char *why = name_problem(name, &at);
+    if (!why)
+        return 0;
+    if (!name || !name[0])
+        return fs_err(FS_EINVAL, "a model name is required (it is empty)");
+    if (strlen(name) >= ENG_MODEL_NAME_MAX)
+        return fs_err(FS_EINVAL, "model name '%.40s...' is %zu bytes; at most %d", name,
+                      strlen(name), ENG_MODEL_NAME_MAX - 1);
+    if (name[0] == '.')
+        return fs_err(FS_EINVAL, "model name '%s' starts with '.'", name);
+    return fs_err(FS_EINVAL, "model name '%s' %s (byte %zu is '%c')", name, why, at,
+                  (name[at] >= 0x20 && name[at] < 0x7f) ? name[at] : '?');
+}
+
+static int path_join(char *buf, const char *a, const char *b, const char *c)
+{
+    int n = snprintf(buf, REG_PATH_MAX, "%s/%s%s%s", a, b, c ? "/" : "", c ? c : "");
+    if (n < 0 || n >= REG_PATH_MAX)
+        return fs_err(FS_EINVAL, "path '%s/%s' is too long", a, b);
+    return 0;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The highest version directory of `model_dir` (all digits) holding a
+ * model.onnx, or -1. */
+static int64_t version_newest(const char *model_dir)
+{
+    DIR *d = opendir(model_dir);
+    if (!d)
+        return -1;
+    int64_t best = -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *p = de->d_name;
+        int64_t v = 0;
+        size_t n = 0;
+        for (; p[n] >= '0' && p[n] <= '9' && v <= (INT64_MAX - 9) / 10; n++)
+            v = v * 10 + (p[n] - '0');
+        if (n == 0 || p[n] != '\0' || v <= best)
+            continue;
+        char path[REG_PATH_MAX];
+        struct stat st;
+        if (path_join(path, model_dir, p, "model.onnx") == 0 && stat(path, &st) == 0 &&
+            S_ISREG(st.st_mode))
+            best = v;
+    }
+    closedir(d);
+    return best;
+}
+
+/* ---- entries and stats records ---------------------------------------------- */
+
+static reg_entry_t *entry_find_locked(eng_registry_t *r, const char *name)
+{
+    for (reg_entry_t *e = r->entries; e; e = e->next)
+        if (strcmp(e->name, name) == 0)
+            return e;
+    return NULL;
+}
+
+static int entry_get_locked(eng_registry_t *r, const char *name, reg_entry_t **out)
+{
+    reg_entry_t *e = entry_find_locked(r, name);
+    if (!e) {
+        if (!(e = calloc(1, sizeof *e)))
+            return fs_err(FS_ENOMEM, "out of host memory for model '%s'", name);
+        snprintf(e->name, sizeof e->name, "%s", name);
+        e->state = ENG_MODEL_UNAVAILABLE;
+        e->last_version = -1;
+        e->next = r->entries;
+        r->entries = e;
+    }
+    *out = e;
+    return 0;
+}
+
+static reg_stats_t *stats_find_locked(const reg_entry_t *e, int64_t version)
+{
+    for (reg_stats_t *st = e->stats; st; st = st->next)
+        if (st->version == version)
+            return st;
+    return NULL;
+}
+
+/* ---- one served version ----------------------------------------------------- */
+
+/* The memory a model on `device` runs in. */
+static int memory_for(eng_registry_t *r, const char *name, const char *device,
+                      eng_memory_t **out)
+{
+    eng_device_kind_t kind, rkind;
+    int index, rindex;
+    if (eng_device_parse(device, &kind, &index) != 0)
+        return fs_err(FS_EINVAL, "model '%s': %s", name, fs_errmsg());
+    eng_device_parse(r->device, &rkind, &rindex);
+    if (kind == ENG_DEVICE_CPU) {
+        *out = r->cpu_memory;
+        return 0;
+    }
+    if (kind == rkind && index == rindex) {
+        *out = r->device_memory;
+        return 0;
+    }
+    return fs_err(FS_ENOTSUP, "model '%s': device '%s' is not available (the server runs on %s%s)",
+                  name, device, r->device, rkind == ENG_DEVICE_CPU ? "" : " and cpu");
+}
+
+static void served_free(eng_served_t *s)
+{
+    if (!s)
+        return;
+    pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->lock);
+    free(s->inputs);
+    free(s);
+}
+
+/* A version with its lock and conds ready, holding the registry's one
+ * reference; the caller fills the rest. NULL when out of memory. */
+static eng_served_t *served_new(eng_registry_t *r)
+{
+    eng_served_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work, &ca);
+    pthread_cond_init(&s->idle, NULL);
+    pthread_condattr_destroy(&ca);
+    s->registry = r;
+    s->refs = 1;
+    return s;
+}
+
+/* The options of `name` from the caller's callback (defaults without
+ * one), and the memory its device runs in. */
+static int served_options(eng_registry_t *r, const char *name, const char *dir,
+                          eng_serve_options_t *opts, eng_memory_t **mem)
+{
+    memset(opts, 0, sizeof *opts);
+    int rc = r->options ? r->options(r->options_user, name, dir, opts) : 0;
+    if (rc != 0)
+        return fs_err(rc, "model '%s': %s", name, fs_errmsg());
+    opts->device[sizeof opts->device - 1] = '\0';
+    opts->precision[sizeof opts->precision - 1] = '\0';
+    if (!opts->device[0])
+        snprintf(opts->device, sizeof opts->device, "%s", r->device);
+    return memory_for(r, name, opts->device, mem);
+}
+
+/* The stats record of (e, version), made on first use. NULL when out of
+ * memory. */
+static reg_stats_t *stats_get(eng_registry_t *r, reg_entry_t *e, int64_t version)
+{
+    pthread_mutex_lock(&r->lock);
+    reg_stats_t *st = stats_find_locked(e, version);
+    if (!st && (st = calloc(1, sizeof *st)) != NULL) {
+        st->version = version;
+        st->next = e->stats;
+        e->stats = st;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return st;
+}
+
+static void served_log_loaded(const eng_served_t *s, uint64_t took_ns)
+{
+    alloc_owner_stats_t os;
+    char weights[32] = "?", took[32];
+    if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0)
+        fs_format_size((uint64_t)os.allocated.current, weights, sizeof weights);
+    fs_format_duration(took_ns, took, sizeof took);
+    if (s->batches)
+        FS_LOG_I("registry", "model '%s' version %lld loaded on %s in %s: weights %s, batching "
+                 "up to %u", s->name, (long long)s->version, eng_model_device(s->model), took,
+                 weights, s->max_rows);
+    else
+        FS_LOG_I("registry", "model '%s' version %lld loaded on %s in %s: weights %s, no "
+                 "batching", s->name, (long long)s->version, eng_model_device(s->model), took,
+                 weights);
+    if (!s->batch_dim && s->options.max_batch_size > 1)
+        FS_LOG_W("registry", "model '%s' version %lld: max_batch_size %u is not used: its inputs "
+                 "and outputs do not all lead with one symbolic dim of one name", s->name,
+                 (long long)s->version, s->options.max_batch_size);
+}
+
+/* Loads the newest version of `name` from `dir` and starts its batcher.
+ * Takes no lock but the registry's, briefly, for the stats record. */
+static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, const char *dir,
+                       eng_served_t **out)
+{
+    int64_t version = version_newest(dir);
+    if (version < 0)
+        return fs_err(FS_ENOENT, "model '%s': no version directory with a model.onnx in '%s'",
+                      name, dir);
+    eng_serve_options_t opts;
+    eng_memory_t *mem = NULL;
+    int rc = served_options(r, name, dir, &opts, &mem);
+    char vdir[32], path[REG_PATH_MAX], owner[ALLOC_OWNER_NAME_MAX];
+    snprintf(vdir, sizeof vdir, "%lld", (long long)version);
+    if (rc != 0 || (rc = path_join(path, dir, vdir, "model.onnx")) != 0)
+        return rc;
+    snprintf(owner, sizeof owner, "%s:%lld", name, (long long)version);
+    eng_model_config_t cfg = {
+        .name = owner,
+        .cache = mem->cache,
+        .max_plans = opts.max_plans,
+        .n_threads = (int)(opts.threads ? opts.threads : 1),
+        .device = opts.device,
+        .precision = opts.precision[0] ? opts.precision : NULL,
+        .host_cache = mem->host_cache,
+        .staging = mem->staging,
+        .no_cuda_graphs = !opts.cuda_graphs,
+    };
+    uint64_t t0 = fs_clock_real_ns();
+    eng_model_t *model = NULL;
+    eng_served_t *s = NULL;
+    if ((rc = eng_model_load(path, &cfg, &model)) != 0) {
+        rc = fs_err(rc, "loading model '%s' version %lld from %s: %s", name, (long long)version,
+                    path, fs_errmsg());
+        goto fail;
+    }
+    if (!(s = served_new(r))) {
+        rc = fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
+        goto fail;
+    }
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->version = version;
+    s->options = opts;
+    s->model = model;
+    s->cache = mem->cache;
+    if (!(s->stats = stats_get(r, e, version))) {
+        rc = fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
+        goto fail;
+    }
+    if ((rc = served_batcher_start(s)) != 0)
+        goto fail;
+    served_log_loaded(s, fs_clock_real_ns() - t0);
+    *out = s;
+    return 0;
+fail:
+    eng_model_destroy(model);
+    served_free(s);
+    return rc;
+}
+
+/* Takes s out of service for good (see served_batcher_stop), drops the
+ * registry's reference, waits for the others, destroys the model and checks
+ * its owners came back to zero bytes: 0, or FS_EBUSY naming the owner. */
+static int served_finish(eng_served_t *s, bool fail_queued)
+{
+    served_batcher_stop(s, fail_queued);
+    pthread_mutex_lock(&s->lock);
+    s->refs--;
+    while (s->refs > 0)
+        pthread_cond_wait(&s->idle, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+
+    /* Owner slots are reused, so the check after destroy matches the name
+     * too: a load of this name, the only one that could reuse it, waits
+     * for us (entry busy), and other names differ. */
+    alloc_owner_t owners[2] = {eng_model_owner(s->model), eng_model_activation_owner(s->model)};
+    alloc_owner_stats_t before[2];
+    for (int i = 0; i < 2; i++)
+        if (alloc_cache_owner_stats(s->cache, owners[i], &before[i]) != 0)
+            before[i].name[0] = '\0';
+    eng_model_destroy(s->model);
+    int rc = 0;
+    for (int i = 0; i < 2; i++) {
+        alloc_owner_stats_t after;
+        if (!before[i].name[0] || alloc_cache_owner_stats(s->cache, owners[i], &after) != 0 ||
+            strcmp(after.name, before[i].name) != 0 || after.allocated.current == 0)
+            continue;
+        rc = fs_err(FS_EBUSY, "model '%s' version %lld: owner '%s' still holds %lld bytes after "
+                    "the model was freed", s->name, (long long)s->version, after.name,
+                    (long long)after.allocated.current);
+        FS_LOG_E("registry", "%s", fs_errmsg());
+    }
+    served_free(s);
+    return rc;
+}
+
+/* ---- the registry ----------------------------------------------------------- */
+
+int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out)
+{
+    *out = NULL;
+    if (!cfg || !cfg->repository || !cfg->repository[0])
+        return fs_err(FS_EINVAL, "eng_registry_create: a repository directory is required");
+    if (!cfg->device_memory || !cfg->cpu_memory)
+        return fs_err(FS_EINVAL, "eng_registry_create: device_memory and cpu_memory are required");
+    eng_device_kind_t kind;
+    int index;
+    const char *device = cfg->device ? cfg->device : "cpu";
+    if (eng_device_parse(device, &kind, &index) != 0)
+        return fs_err(FS_EINVAL, "eng_registry_create: %s", fs_errmsg());
+    eng_registry_t *r = calloc(1, sizeof *r);
+    if (!r || !(r->repository = strdup(cfg->repository)) || !(r->device = strdup(device))) {
+        if (r)
+            free(r->repository);
+        free(r);
+        return fs_err(FS_ENOMEM, "out of host memory for the registry");
+    }
+    r->device_memory = cfg->device_memory;
+    r->cpu_memory = cfg->cpu_memory;
+    r->options = cfg->options;
+    r->options_user = cfg->options_user;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->changed, NULL);
+    pthread_mutex_init(&r->stats_lock, NULL);
+    *out = r;
+    return 0;
+}
+
+void eng_registry_destroy(eng_registry_t *r)
+{
+    if (!r)
+        return;
+    for (reg_entry_t *e = r->entries; e; e = e->next) {
+        pthread_mutex_lock(&r->lock);
+        bool loaded = e->current != NULL;
+        pthread_mutex_unlock(&r->lock);
+        if (loaded)
+            eng_registry_unload(r, e->name);
+    }
+    while (r->entries) {
+        reg_entry_t *e = r->entries;
+        r->entries = e->next;
+        while (e->stats) {
+            reg_stats_t *st = e->stats;
+            e->stats = st->next;
+            free(st);
+        }
+        free(e);
+    }
+    pthread_mutex_destroy(&r->stats_lock);
+    pthread_cond_destroy(&r->changed);
+    pthread_mutex_destroy(&r->lock);
+    free(r->device);
+    free(r->repository);
+    free(r);
+}
+
+/* Waits until no load or unload of e runs, and claims it. */
+static void entry_claim_locked(eng_registry_t *r, reg_entry_t *e)
+{
+    while (e->busy)
+        pthread_cond_wait(&r->changed, &r->lock);
+    e->busy = true;
+}
+
+static void entry_unclaim(eng_registry_t *r, reg_entry_t *e)
+{
+    pthread_mutex_lock(&r->lock);
+    e->busy = false;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->lock);
+}
+
+int eng_registry_load(eng_registry_t *r, const char *name)
+{
+    int rc = eng_registry_check_name(name);
+    char dir[REG_PATH_MAX];
+    if (rc != 0 || (rc = path_join(dir, r->repository, name, NULL)) != 0)
+        return rc;
+    if (!is_dir(dir))
+        return fs_err(FS_ENOENT, "model '%s': no directory '%s' in the repository", name, dir);
+    reg_entry_t *e = NULL;
+    pthread_mutex_lock(&r->lock);
+    rc = entry_get_locked(r, name, &e);
+    if (rc == 0) {
+        entry_claim_locked(r, e);
+        if (!e->current)
+            e->state = ENG_MODEL_LOADING;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (rc != 0)
+        return rc;
+
+    eng_served_t *s = NULL, *old = NULL;
+    rc = served_load(r, e, name, dir, &s);
+    char msg[FS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", rc ? fs_errmsg() : "");
+    bool serving = false;
+    pthread_mutex_lock(&r->lock);
+    if (rc != 0) {
+        /* Kept as the reason even while an older version serves (READY). */
+        snprintf(e->reason, sizeof e->reason, "%s", msg);
+        serving = e->current != NULL;
+        if (!serving)
+            e->state = ENG_MODEL_UNAVAILABLE;
+    } else {
+        old = e->current;
+        e->current = s;
+        e->last_version = s->version;
+        e->state = ENG_MODEL_READY;
+        e->reason[0] = '\0';
+    }
+    pthread_mutex_unlock(&r->lock);
+
+    if (rc != 0) {
+        if (serving)
+            FS_LOG_W("registry", "%s (the loaded version keeps serving)", msg);
+        else
+            FS_LOG_W("registry", "%s", msg);
+    } else if (old) {
+        uint64_t t0 = fs_clock_real_ns();
+        int64_t old_version = old->version;
+        if (old_version == s->version)
+            FS_LOG_I("registry", "model '%s' version %lld rebuilt; the previous instance drains",
+                     name, (long long)old_version);
+        else
+            FS_LOG_I("registry", "model '%s' version %lld replaces version %lld", name,
+                     (long long)s->version, (long long)old_version);
+        /* An owner left holding bytes is logged there; the new version
+         * serves either way, so the load itself succeeded. */
+        served_finish(old, false);
+        char took[32];
+        FS_LOG_I("registry", "model '%s' version %lld retired: drained and freed in %s", name,
+                 (long long)old_version,
+                 fs_format_duration(fs_clock_real_ns() - t0, took, sizeof took));
+    }
+    entry_unclaim(r, e);
+    return rc ? fs_err(rc, "%s", msg) : 0;
+}
+
+int eng_registry_unload(eng_registry_t *r, const char *name)
+{
+    int rc = eng_registry_check_name(name);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&r->lock);
+    reg_entry_t *e = entry_find_locked(r, name);
+    if (e)
+        entry_claim_locked(r, e);
+    eng_served_t *s = e ? e->current : NULL;
+    if (s) {
+        e->current = NULL;
+        e->state = ENG_MODEL_UNLOADING;
+        e->reason[0] = '\0';
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!s) {
+        if (e)
+            entry_unclaim(r, e);
+        return fs_err(FS_ENOENT, "model '%s' is not loaded", name);
+    }
+    int64_t version = s->version;
+    rc = served_finish(s, true);
+    char msg[FS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", rc ? fs_errmsg() : "");
+    pthread_mutex_lock(&r->lock);
+    e->state = ENG_MODEL_UNAVAILABLE;
+    snprintf(e->reason, sizeof e->reason, "unloaded");
+    pthread_mutex_unlock(&r->lock);
+    entry_unclaim(r, e);
+    FS_LOG_I("registry", "model '%s' version %lld unloaded", name, (long long)version);
+    return rc ? fs_err(rc, "%s", msg) : 0;
+}
+
+int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
+                         eng_served_t **out)
+{
+    *out = NULL;
+    int rc = eng_registry_check_name(name);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&r->lock);
+    reg_entry_t *e = entry_find_locked(r, name);
+    eng_served_t *s = e ? e->current : NULL;
+    if (s && (version < 0 || version == s->version)) {
+        pthread_mutex_lock(&s->lock);
+        s->refs++;
+        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(&r->lock);
+        *out = s;
+        return 0;
+    }
+    if (s) {
+        int64_t serving = s->version;
+        pthread_mutex_unlock(&r->lock);
+        return fs_err(FS_ENOENT, "model '%s' has no version %lld serving (version %lld is)", name,
+                      (long long)version, (long long)serving);
+    }
+    if (e) {
+        eng_model_state_t state = e->state;
+        char reason[FS_ERRMSG_MAX];
+        snprintf(reason, sizeof reason, "%s", e->reason);
+        pthread_mutex_unlock(&r->lock);
+        if (state == ENG_MODEL_LOADING)
+            return fs_err(FS_ESTATE, "model '%s' is loading", name);
+        if (state == ENG_MODEL_UNLOADING)
+            return fs_err(FS_ESTATE, "model '%s' is being unloaded", name);
+        if (reason[0])
+            return fs_err(FS_ESTATE, "model '%s' is not loaded: %s", name, reason);
+        return fs_err(FS_ESTATE, "model '%s' is not loaded", name);
+    }
+    pthread_mutex_unlock(&r->lock);
+    char dir[REG_PATH_MAX];
+    if (path_join(dir, r->repository, name, NULL) == 0 && is_dir(dir))
+        return fs_err(FS_ESTATE, "model '%s' is not loaded", name);
+    return fs_err(FS_ENOENT, "unknown model '%s'", name);
+}
+
+void eng_served_release(eng_served_t *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (--s->refs == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+}
+
+eng_model_t *eng_served_model(const eng_served_t *s)
+{
+    return s->model;
+}
+
+const char *eng_served_name(const eng_served_t *s)
+{
+    return s->name;
+}
+
+int64_t eng_served_version(const eng_served_t *s)
+{
+    return s->version;
+}
+
+const eng_serve_options_t *eng_served_options(const eng_served_t *s)
+{
+    return &s->options;
+}
+
+bool eng_served_batches(const eng_served_t *s)
+{
+    return s->batches;
+}
+
+/* ---- index and stats -------------------------------------------------------- */
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const eng_model_entry_t *)a)->name, ((const eng_model_entry_t *)b)->name);
+}
+
+/* Appends a zeroed entry named `name` to *list. */
+static int index_push(eng_model_entry_t **list, size_t *n, size_t *cap, const char *name)
+{
+    if (*n == *cap) {
+        size_t grown = *cap ? 2 * *cap : 16;
+        eng_model_entry_t *p = realloc(*list, grown * sizeof *p);
+        if (!p)
+            return fs_err(FS_ENOMEM, "out of host memory for the repository index");
+        *list = p;
+        *cap = grown;
+    }
+    eng_model_entry_t *me = &(*list)[(*n)++];
+    memset(me, 0, sizeof *me);
+    snprintf(me->name, sizeof me->name, "%s", name);
+    me->version = -1;
+    me->state = ENG_MODEL_UNAVAILABLE;
+    return 0;
+}
+
+/* Every model directory of the repository, with its newest version. */
+static int index_scan(eng_registry_t *r, eng_model_entry_t **list, size_t *n, size_t *cap)
+{
+    DIR *d = opendir(r->repository);
+    if (!d)
+        return fs_err(errno == ENOMEM ? FS_ENOMEM : FS_EIO, "repository '%s': %s",
+                      r->repository, strerror(errno));
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        size_t at;
+        char dir[REG_PATH_MAX];
+        if (name_problem(de->d_name, &at) || path_join(dir, r->repository, de->d_name, NULL) ||
+            !is_dir(dir))
+            continue;
+        if ((rc = index_push(list, n, cap, de->d_name)) == 0)
+            (*list)[*n - 1].version = version_newest(dir);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Fills me from e (registry lock held). */
+static void index_fill_locked(eng_registry_t *r, const reg_entry_t *e, eng_model_entry_t *me)
+{
+    me->state = e->state;
+    snprintf(me->reason, sizeof me->reason, "%s", e->reason);
+    const eng_served_t *s = e->current;
+    if (s) {
+        me->version = s->version;
+        snprintf(me->device, sizeof me->device, "%s", eng_model_device(s->model));
+        alloc_owner_stats_t os;
+        if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0)
+            me->weights_bytes = (size_t)os.allocated.current;
+        if (alloc_cache_owner_stats(s->cache, eng_model_activation_owner(s->model), &os) == 0)
+            me->activations_bytes = (size_t)os.allocated.current;
+    }
+    const reg_stats_t *st = stats_find_locked(e, me->version);
+    if (st) {
+        pthread_mutex_lock(&r->stats_lock);
+        me->stats = st->s;
+        pthread_mutex_unlock(&r->stats_lock);
+    }
+}
+
+int eng_registry_index(eng_registry_t *r, eng_model_entry_t **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    eng_model_entry_t *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc = index_scan(r, &list, &n, &cap);
+    pthread_mutex_lock(&r->lock);
+    for (const reg_entry_t *e = r->entries; rc == 0 && e; e = e->next) {
+        size_t i = 0;
+        while (i < n && strcmp(list[i].name, e->name) != 0)
+            i++;
+        if (i == n && (rc = index_push(&list, &n, &cap, e->name)) != 0)
+            break;
+        index_fill_locked(r, e, &list[i]);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (rc != 0) {
+        free(list);
+        return rc;
+    }
+    if (n)
+        qsort(list, n, sizeof *list, entry_cmp);
+    *out = list;
+    *n_out = n;
+    return 0;
+}
+
+int eng_registry_stats(eng_registry_t *r, const char *name, int64_t version,
+                       eng_model_stats_t *out)
+{
+    int rc = eng_registry_check_name(name);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&r->lock);
+    const reg_entry_t *e = entry_find_locked(r, name);
+    int64_t v = version;
+    if (e && v < 0)
+        v = e->current ? e->current->version : e->last_version;
+    const reg_stats_t *st = e ? stats_find_locked(e, v) : NULL;
+    if (st) {
+        pthread_mutex_lock(&r->stats_lock);
+        *out = st->s;
+        pthread_mutex_unlock(&r->stats_lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!st) {
+        if (version < 0)
+            return fs_err(FS_ENOENT, "no stats recorded for model '%s'", name);
+        return fs_err(FS_ENOENT, "no stats recorded for model '%s' version %lld", name,
+                      (long long)version);
+    }
+    return 0;
+}

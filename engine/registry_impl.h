@@ -1,0 +1,110 @@
+/* registry_impl.h -- the structs that registry.c (entries, load, swap,
+ * unload, index) and batcher.c (queue, workers, concatenation and split)
+ * share. Not a public header: the server sees registry.h only.
+ *
+ * The main types and their invariants:
+ * - eng_registry_t: entries by name. `lock` guards the entry list and every
+ *   entry's fields; `stats_lock` guards every stats record (counters are
+ *   written by workers without the registry lock).
+ * - reg_entry_t: one model name, from its first load (or failed load) to the
+ *   registry's destroy. At most one load or unload of a name runs at a time
+ *   (`busy`); `current`, when set, holds one reference of the served version.
+ * - eng_served_t: one loaded version. Immutable after creation but for its
+ *   queue, phase and reference count, which `lock` guards. It is freed only
+ *   by the thread that took it out of service, after its workers have been
+ *   joined and its last reference released.
+ *
+ * Lock order: registry lock, then a served version's lock, then the stats
+ * lock. Nothing takes the registry lock while holding a served lock, and no
+ * request's `done` runs under any of them. */
+#ifndef FS_ENGINE_REGISTRY_IMPL_H
+#define FS_ENGINE_REGISTRY_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/registry.h"
+
+/* The stats of one (model, version); lives as long as the registry. */
+typedef struct reg_stats {
+    int64_t version;
+    eng_model_stats_t s;             /* under the registry's stats_lock */
+    struct reg_stats *next;
+} reg_stats_t;
+
+/* Where a served version is in its life; guarded by eng_served_t.lock. */
+typedef enum served_phase {
+    SERVED_SERVING = 0,              /* accepts submits */
+    SERVED_RETIRING,                 /* replaced: refuses submits, drains its queue */
+    SERVED_UNLOADING,                /* unloaded: refuses submits, queue failed */
+} served_phase_t;
+
+struct eng_served {
+    eng_registry_t *registry;        /* borrowed: outlives every version */
+    char name[ENG_MODEL_NAME_MAX];
+    int64_t version;
+    eng_serve_options_t options;
+    eng_model_t *model;              /* owned: destroyed when the version is freed */
+    alloc_cache_t *cache;            /* the model's cache (request hooks) */
+    size_t n_inputs, n_outputs;
+    eng_io_info_t *inputs;           /* n_inputs; strings borrowed from the model */
+    /* Every input and output leads with one symbolic dim of one name: a
+     * request's rows are its first dim. Otherwise a request counts as one row. */
+    bool batch_dim;
+    bool batches;                    /* batch_dim and max_batch_size > 1 */
+    uint32_t max_rows;               /* max_batch_size when batching, else 1 */
+    reg_stats_t *stats;              /* borrowed from the entry; under stats_lock */
+
+    /* Created and destroyed by registry.c (served_new, served_free). */
+    pthread_mutex_t lock;            /* guards everything below */
+    pthread_cond_t work;             /* workers: a request arrived, or stop (CLOCK_MONOTONIC) */
+    pthread_cond_t idle;             /* the retiring thread: the last reference went */
+    served_phase_t phase;
+    bool stop;                       /* workers exit once the queue is empty */
+    unsigned refs;                   /* the registry's own (while current) + acquires */
+    eng_request_t *head, *tail;      /* waiting requests, oldest first */
+    size_t n_queued;
+    unsigned n_workers;
+    pthread_t *workers;
+};
+
+typedef struct reg_entry {
+    char name[ENG_MODEL_NAME_MAX];
+    eng_model_state_t state;
+    char reason[FS_ERRMSG_MAX];      /* see eng_model_entry_t.reason */
+    eng_served_t *current;           /* NULL when nothing serves */
+    int64_t last_version;            /* the version served last, -1: never */
+    bool busy;                       /* a load or unload of this name runs */
+    reg_stats_t *stats;              /* one record per version ever served */
+    struct reg_entry *next;
+} reg_entry_t;
+
+struct eng_registry {
+    char *repository;
+    char *device;
+    eng_memory_t *device_memory, *cpu_memory; /* borrowed */
+    eng_serve_options_fn options;
+    void *options_user;
+
+    pthread_mutex_t lock;            /* guards the entries */
+    pthread_cond_t changed;          /* an entry stopped being busy */
+    reg_entry_t *entries;
+    pthread_mutex_t stats_lock;      /* guards every reg_stats_t.s */
+};
+
+/* batcher.c */
+
+/* Fills s->inputs, batch_dim, batches and max_rows from s->model and
+ * s->options and starts the workers (s->lock and the conds are ready). 0,
+ * or FS_ENOMEM with nothing left running (served_free frees the rest). */
+int served_batcher_start(eng_served_t *s);
+
+/* Stops taking submits and stops the workers, and joins them. With
+ * `fail_queued` (unload) the requests still queued fail with FS_ESTATE at
+ * once, on this thread; else (retire) the workers first run everything
+ * queued. Either way a batch already running finishes. Cannot fail. */
+void served_batcher_stop(eng_served_t *s, bool fail_queued);
+
+#endif
