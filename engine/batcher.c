@@ -181,15 +181,28 @@ static int request_check(const eng_served_t *s, const eng_request_t *req)
                           "input of a request needs the same first dim)",
                           s->inputs[i].name, s->name, (long long)req->inputs[i].shape.dims[0],
                           s->inputs[0].name, (long long)rows);
-    if (s->batches && rows < 1)
+    if (rows < 1)
         return fs_err(FS_EINVAL, "input '%s' of model '%s' has no rows (shape %s)",
                       s->inputs[0].name, s->name,
                       eng_shape_format(&req->inputs[0].shape, got, sizeof got));
-    if (s->batches && (uint64_t)rows > s->max_rows)
+    return 0;
+}
+
+/* The bound on rows, which SIGHUP may change: checked under s->lock. */
+static int request_check_rows_locked(const eng_served_t *s, const eng_request_t *req)
+{
+    if (s->batches && (uint64_t)req->inputs[0].shape.dims[0] > s->max_rows)
         return fs_err(FS_EINVAL,
                       "input '%s' of model '%s': %lld rows, more than its max_batch_size %u",
-                      s->inputs[0].name, s->name, (long long)rows, s->max_rows);
+                      s->inputs[0].name, s->name, (long long)req->inputs[0].shape.dims[0],
+                      s->max_rows);
     return 0;
+}
+
+void served_batching_update_locked(eng_served_t *s)
+{
+    s->batches = s->batch_dim && s->options.max_batch_size > 1;
+    s->max_rows = s->batches ? s->options.max_batch_size : 1;
 }
 
 /* The rows a request counts for: its first dim when the model has a batch
@@ -576,8 +589,7 @@ int served_batcher_start(eng_served_t *s)
     for (size_t i = 0; i < s->n_inputs; i++)
         eng_model_input(s->model, i, &s->inputs[i]);
     s->batch_dim = model_has_batch_dim(s);
-    s->batches = s->batch_dim && s->options.max_batch_size > 1;
-    s->max_rows = s->batches ? s->options.max_batch_size : 1;
+    served_batching_update_locked(s);
 
     unsigned n = s->options.instances ? s->options.instances : 1;
     s->workers = calloc(n, sizeof *s->workers);
@@ -641,6 +653,10 @@ int eng_served_submit(eng_served_t *s, eng_request_t *req)
             return fs_err(FS_ESTATE, "model '%s' version %lld is being replaced; retry",
                           s->name, (long long)s->version);
         return fs_err(FS_ESTATE, "model '%s' was unloaded", s->name);
+    }
+    if ((rc = request_check_rows_locked(s, req)) != 0) {
+        pthread_mutex_unlock(&s->lock);
+        return rc;
     }
     if (s->options.max_queue && s->n_queued >= s->options.max_queue) {
         pthread_mutex_unlock(&s->lock);

@@ -604,14 +604,53 @@ int64_t eng_served_version(const eng_served_t *s)
     return s->version;
 }
 
-const eng_serve_options_t *eng_served_options(const eng_served_t *s)
+void eng_served_options(eng_served_t *s, eng_serve_options_t *out)
 {
-    return &s->options;
+    pthread_mutex_lock(&s->lock);
+    *out = s->options;
+    pthread_mutex_unlock(&s->lock);
 }
 
-bool eng_served_batches(const eng_served_t *s)
+bool eng_served_batches(eng_served_t *s)
 {
-    return s->batches;
+    pthread_mutex_lock(&s->lock);
+    bool b = s->batches;
+    pthread_mutex_unlock(&s->lock);
+    return b;
+}
+
+int eng_registry_refresh_batching(eng_registry_t *r, const char *name)
+{
+    eng_served_t *s = NULL;
+    int rc = eng_registry_acquire(r, name, -1, &s);
+    if (rc != 0)
+        return rc;
+    char dir[REG_PATH_MAX];
+    eng_serve_options_t next;
+    eng_memory_t *mem = NULL;
+    rc = path_join(dir, r->repository, name, NULL);
+    if (rc == 0)
+        rc = served_options(r, name, dir, &next, &mem);
+    if (rc == 0) {
+        pthread_mutex_lock(&s->lock);
+        eng_serve_options_t was = s->options;
+        s->options.max_batch_size = next.max_batch_size;
+        s->options.max_queue_delay_ns = next.max_queue_delay_ns;
+        s->options.max_queue = next.max_queue;
+        served_batching_update_locked(s);
+        pthread_cond_broadcast(&s->work);
+        pthread_mutex_unlock(&s->lock);
+        if (was.max_batch_size != next.max_batch_size ||
+            was.max_queue_delay_ns != next.max_queue_delay_ns || was.max_queue != next.max_queue)
+            FS_LOG_I("registry", "model '%s' version %lld: batching now up to %u rows, %llu us "
+                     "delay, queue %u", name, (long long)s->version, next.max_batch_size,
+                     (unsigned long long)(next.max_queue_delay_ns / 1000), next.max_queue);
+        if ((next.instances ? next.instances : 1) != s->n_workers)
+            FS_LOG_W("registry", "model '%s': instances %u applies at its next load (now %u)",
+                     name, next.instances ? next.instances : 1, s->n_workers);
+    }
+    eng_served_release(s);
+    return rc;
 }
 
 /* ---- index and stats -------------------------------------------------------- */

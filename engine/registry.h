@@ -128,9 +128,17 @@ void eng_served_release(eng_served_t *s);
 eng_model_t *eng_served_model(const eng_served_t *s);
 const char *eng_served_name(const eng_served_t *s);
 int64_t eng_served_version(const eng_served_t *s);
-const eng_serve_options_t *eng_served_options(const eng_served_t *s);
+/* A copy of the options (batching may change live). */
+void eng_served_options(eng_served_t *s, eng_serve_options_t *out);
 /* Whether requests are concatenated (see the header comment). */
-bool eng_served_batches(const eng_served_t *s);
+bool eng_served_batches(eng_served_t *s);
+
+/* Re-reads the options of the model serving as `name` (its config.json
+ * over the server's defaults, through the options callback) and applies
+ * the batching ones live: max_batch_size, max_queue_delay, max_queue (the
+ * other options apply at the next load). 0, or acquire's errors, or the
+ * callback's. */
+int eng_registry_refresh_batching(eng_registry_t *r, const char *name);
 
 /* One inference request. The caller fills the first group, submits, and
  * after `done` reads the second group and frees the outputs. */

@@ -101,6 +101,10 @@ struct eng_registry {
  * or FS_ENOMEM with nothing left running (served_free frees the rest). */
 int served_batcher_start(eng_served_t *s);
 
+/* Recomputes s->batches and s->max_rows from s->options (s->lock held, or
+ * before the workers start). */
+void served_batching_update_locked(eng_served_t *s);
+
 /* Stops taking submits and stops the workers, and joins them. With
  * `fail_queued` (unload) the requests still queued fail with FS_ESTATE at
  * once, on this thread; else (retire) the workers first run everything

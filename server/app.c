@@ -183,7 +183,10 @@ static void resolve_device(const char *want, char *out, size_t len)
         snprintf(out, len, "cuda:0");
         return;
     }
-    FS_LOG_W("app", "device auto: %s; serving on the CPU", n > 0 ? "no GPU" : fs_errmsg());
+    /* A CPU-only build on the CPU is a choice; a CUDA build without a GPU
+     * is news. */
+    FS_LOG(FS_HAVE_CUDA ? FS_LOG_WARN : FS_LOG_INFO, "app", "device auto: %s; serving on the CPU",
+           n > 0 ? "no GPU" : fs_errmsg());
     snprintf(out, len, "cpu");
 }
 

@@ -65,6 +65,12 @@ size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6]);
 
 /* ---- http.c ---------------------------------------------------------------- */
 
+typedef enum srv_admin {
+    SRV_ADMIN_NONE = 0,
+    SRV_ADMIN_LOAD,
+    SRV_ADMIN_UNLOAD,
+} srv_admin_t;
+
 /* One HTTP request from its first byte to its completion. */
 typedef struct srv_req {
     srv_app_t *app;
@@ -80,8 +86,11 @@ typedef struct srv_req {
     eng_served_t *served;
     srv_infer_request_t *infer;
     eng_tensor_t *views;
-    eng_request_t ereq;
+    eng_request_t ereq;           /* also the result of a load or unload */
     atomic_bool done;
+    /* A load or unload running on its own thread (routes.c). */
+    srv_admin_t admin;
+    char admin_model[ENG_MODEL_NAME_MAX];
 } srv_req_t;
 
 /* Starts libmicrohttpd on cfg's host and port. 0, or FS_EIO naming the

@@ -273,13 +273,13 @@ int srv_http_start(srv_app_t *app)
     uint64_t timeout_s = cfg->server.connection_timeout_ns / 1000000000ull;
     app->daemon = MHD_start_daemon(
         flags, cfg->server.port, NULL, NULL, on_access, app,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->server.threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(timeout_s ? timeout_s : 1),
         MHD_OPTION_CONNECTION_LIMIT, 16384u,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, app,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app,
         MHD_OPTION_END);
     if (!app->daemon)
         return fs_err(FS_EIO, "cannot listen on %s:%u (in use, or not an address of this "

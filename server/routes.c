@@ -14,6 +14,7 @@
  * that received them (they are admin calls, and block only that thread). */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,7 +277,9 @@ static void handle_model_config(srv_req_t *r, const route_args_t *a)
     if (!s)
         return;
     const eng_model_t *m = eng_served_model(s);
-    const eng_serve_options_t *o = eng_served_options(s);
+    eng_serve_options_t opts;
+    eng_served_options(s, &opts);
+    const eng_serve_options_t *o = &opts;
     bool batched = eng_served_batches(s);
     bool gpu = strncmp(eng_model_device(m), "cuda", 4) == 0;
     cJSON *doc = cJSON_CreateObject();
@@ -391,6 +394,8 @@ static void handle_stats(srv_req_t *r, const route_args_t *a)
 
 /* ---- inference ------------------------------------------------------------------------ */
 
+static void finish_admin(srv_req_t *r);
+
 static void on_infer_done(eng_request_t *ereq)
 {
     srv_req_t *r = ereq->user;
@@ -434,6 +439,10 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
         }
         header_len = (size_t)v;
     }
+    /* A model in the path is looked up first: an unknown one is 404
+     * whatever the body holds. */
+    if (a->model[0] && !(r->served = acquire_or_respond(r, a)))
+        return;
     int rc = srv_infer_request_parse(r->body.data ? r->body.data : "", r->body.len, header_len,
                                      &r->infer);
     if (rc != 0) {
@@ -453,10 +462,13 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
         }
         strcpy(args.model, r->infer->model);
         args.version = r->infer->version;
+        if (eng_registry_check_name(args.model) != 0) {
+            srv_respond_fs_error(r, FS_EINVAL);
+            return;
+        }
+        if (!(r->served = acquire_or_respond(r, &args)))
+            return;
     }
-    r->served = acquire_or_respond(r, &args);
-    if (!r->served)
-        return;
     eng_model_t *m = eng_served_model(r->served);
     size_t n_in = eng_model_n_inputs(m);
     r->views = calloc(n_in ? n_in : 1, sizeof *r->views);
@@ -509,6 +521,10 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
 
 void srv_route_finish(srv_req_t *r)
 {
+    if (r->admin != SRV_ADMIN_NONE) {
+        finish_admin(r);
+        return;
+    }
     eng_request_t *e = &r->ereq;
     if (e->status != 0) {
         srv_respond_error(r, srv_status_of(e->status), "%s", e->error);
@@ -584,21 +600,60 @@ static void handle_index(srv_req_t *r)
     respond_json(r, 200, list);
 }
 
+/* Loads and unloads wait for the versions they replace to drain, and those
+ * versions' requests are answered by the HTTP threads: run on an HTTP
+ * thread, a load could wait for a connection that thread itself must
+ * resume. So each runs on a thread of its own, with its connection
+ * suspended like an inference's. */
+static void *admin_main(void *arg)
+{
+    srv_req_t *r = arg;
+    uint64_t t0 = fs_clock_now_ns();
+    int rc = r->admin == SRV_ADMIN_LOAD ? eng_registry_load(r->app->registry, r->admin_model)
+                                        : eng_registry_unload(r->app->registry, r->admin_model);
+    r->ereq.status = rc;
+    if (rc != 0)
+        snprintf(r->ereq.error, sizeof r->ereq.error, "%s", fs_errmsg());
+    r->ereq.compute_ns = fs_clock_now_ns() - t0;
+    atomic_store_explicit(&r->done, true, memory_order_release);
+    MHD_resume_connection(r->conn); /* r may be gone after this */
+    return NULL;
+}
+
 static void handle_load(srv_req_t *r, const route_args_t *a, bool load)
 {
-    uint64_t t0 = fs_clock_now_ns();
-    int rc = load ? eng_registry_load(r->app->registry, a->model)
-                  : eng_registry_unload(r->app->registry, a->model);
+    r->admin = load ? SRV_ADMIN_LOAD : SRV_ADMIN_UNLOAD;
+    snprintf(r->admin_model, sizeof r->admin_model, "%s", a->model);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    r->waiting = true;
+    MHD_suspend_connection(r->conn);
+    pthread_t t;
+    if (pthread_create(&t, &attr, admin_main, r) != 0) {
+        r->ereq.status = FS_ENOMEM;
+        snprintf(r->ereq.error, sizeof r->ereq.error, "cannot start a thread for the %s",
+                 load ? "load" : "unload");
+        atomic_store_explicit(&r->done, true, memory_order_release);
+        MHD_resume_connection(r->conn);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static void finish_admin(srv_req_t *r)
+{
+    int rc = r->ereq.status;
+    bool load = r->admin == SRV_ADMIN_LOAD;
     if (rc != 0) {
         /* Bytes that did not come back after an unload are the server's
          * fault, not the caller's. */
-        srv_respond_error(r, rc == FS_EBUSY ? 500 : srv_status_of(rc), "%s", fs_errmsg());
+        srv_respond_error(r, rc == FS_EBUSY ? 500 : srv_status_of(rc), "%s", r->ereq.error);
         return;
     }
     cJSON *doc = cJSON_CreateObject();
-    cJSON_AddStringToObject(doc, "name", a->model);
+    cJSON_AddStringToObject(doc, "name", r->admin_model);
     cJSON_AddStringToObject(doc, "state", load ? "READY" : "UNAVAILABLE");
-    cJSON_AddNumberToObject(doc, "duration_ms", (double)(fs_clock_now_ns() - t0) / 1e6);
+    cJSON_AddNumberToObject(doc, "duration_ms", (double)r->ereq.compute_ns / 1e6);
     respond_json(r, 200, doc);
 }
 

@@ -51,7 +51,9 @@ Test(registry, load_acquire_submit_gives_the_outputs_of_a_direct_run)
     cr_expect_str_eq(eng_served_name(s), "mlp");
     cr_expect_eq(eng_served_version(s), 1);
     cr_expect(eng_served_batches(s));
-    cr_expect_eq(eng_served_options(s)->max_batch_size, 64);
+    eng_serve_options_t o;
+    eng_served_options(s, &o);
+    cr_expect_eq(o.max_batch_size, 64);
     cr_expect_str_eq(eng_model_name(eng_served_model(s)), "mlp:1", "owner tag name:version");
     treq_t t;
     treq_init(&t, 1, &(eng_shape_t){2, {3, 64}}, 7);

@@ -15,10 +15,11 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "server/app.h"
+#include "server/codec.h"
 #include "tests/server/http_client.h"
 
 typedef struct srv_fixture {
-    char repo[PATH_MAX];
+    char repo[256];
     cfg_t cfg;
     srv_app_t *app;
     unsigned port;

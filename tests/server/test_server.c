@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/server/server_fixture.h"
@@ -161,7 +162,7 @@ Test(srv_http, infer_json_nested_and_flat_and_post_infer)
     free(body);
     free(b2);
 
-    r_nested: {
+    {
         const char *nested =
             "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,64,64],\"datatype\":\"FP32\","
             "\"data\":[[";
@@ -369,12 +370,28 @@ Test(srv_http, metrics_pass_promtool)
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, r.body, r.len), (ssize_t)r.len);
     close(fd);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
-    int rc = system(cmd);
-    unlink(path);
     free(r.body);
-    cr_expect_eq(rc, 0, "promtool check metrics failed (its report is above)");
+    /* promtool exits 1 when the text does not parse, 3 when it parses but
+     * has lint problems. Triton's own names (nv_*, which dashboards and
+     * perf_analyzer read) break its naming lints; they are kept on purpose,
+     * and every other name must pass. */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char line[512];
+    int problems = 0;
+    while (fgets(line, sizeof line, p)) {
+        if (strncmp(line, "nv_", 3) == 0)
+            continue;
+        problems++;
+        cr_expect(false, "promtool: %s", line);
+    }
+    int rc = pclose(p);
+    unlink(path);
+    cr_expect(WIFEXITED(rc) && (WEXITSTATUS(rc) == 0 || WEXITSTATUS(rc) == 3),
+              "promtool could not parse the metrics (exit %d)", WEXITSTATUS(rc));
+    cr_expect_eq(problems, 0);
 }
 
 /* ---- servers with other settings ---------------------------------------------------- */
