@@ -239,11 +239,26 @@ static void load_startup_models(srv_app_t *app)
     free(entries);
 }
 
-static void app_free(srv_app_t *app)
+/* Frees everything; returns FS_EBUSY (logged) if a cache still had bytes
+ * allocated once every model was gone. */
+static int app_free(srv_app_t *app)
 {
     ticker_stop(app);
     srv_http_stop(app);
     eng_registry_destroy(app->registry);
+    int rc = 0;
+    srv_cache_ref_t refs[6];
+    size_t n = app->dev_mem.cache ? srv_app_caches(app, refs) : 0;
+    for (size_t i = 0; i < n; i++) {
+        alloc_cache_stats_t st;
+        alloc_cache_stats(refs[i].cache, &st);
+        if (st.allocated.current != 0) {
+            rc = fs_err(FS_EBUSY, "cache '%s' (%s) still has %lld bytes allocated after every "
+                        "model was unloaded", alloc_cache_name(refs[i].cache), refs[i].kind,
+                        (long long)st.allocated.current);
+            FS_LOG_E("app", "%s", fs_errmsg());
+        }
+    }
     if (app->has_cpu_mem)
         eng_memory_close(&app->cpu_mem);
     eng_memory_close(&app->dev_mem);
@@ -253,6 +268,7 @@ static void app_free(srv_app_t *app)
     pthread_mutex_destroy(&app->tick_lock);
     pthread_cond_destroy(&app->tick_cond);
     free(app);
+    return rc;
 }
 
 int srv_app_start(const cfg_t *cfg, srv_app_t **out)
@@ -296,7 +312,7 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     if (rc != 0) {
         char msg[FS_ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", fs_errmsg());
-        app_free(app);
+        (void)app_free(app);
         return fs_err(rc, "%s", msg);
     }
     atomic_store(&app->ready, true);
@@ -362,8 +378,7 @@ int srv_app_reload(srv_app_t *app, const cfg_t *cfg)
     pthread_mutex_lock(&app->tick_lock);
     pthread_cond_signal(&app->tick_cond);
     pthread_mutex_unlock(&app->tick_lock);
-    FS_LOG_I("app", "configuration reloaded: memory policies, batching and logging applied%s%s",
-             restart[0] ? "; needs a restart to change: " : "", restart);
+    FS_LOG_I("app", "configuration reloaded: memory policies, batching and logging applied");
     if (restart[0])
         FS_LOG_W("app", "changed but not applied until restart: %s", restart);
     return 0;
@@ -383,6 +398,5 @@ int srv_app_stop(srv_app_t *app)
         return rc;
     }
     FS_LOG_I("app", "shutdown: every request answered; unloading models");
-    app_free(app);
-    return 0;
+    return app_free(app);
 }

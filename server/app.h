@@ -41,9 +41,11 @@ int srv_app_reload(srv_app_t *app, const cfg_t *cfg);
 
 /* Graceful stop: not ready, stop accepting connections, answer every
  * request in flight (waiting at most cfg's server.shutdown_timeout), then
- * unload every model and free everything. Returns 0, or FS_ETIMEDOUT when
- * requests were still in flight at the deadline (the process should then
- * exit without freeing: the app is left running). NULL is a no-op. */
+ * unload every model and free everything. Returns 0; FS_EBUSY when a cache
+ * still held allocated bytes once every model was gone (everything is
+ * freed anyway); or FS_ETIMEDOUT when requests were still in flight at the
+ * deadline (the process should then exit without freeing: the app is left
+ * running). NULL is a no-op. */
 int srv_app_stop(srv_app_t *app);
 
 #ifdef __cplusplus

@@ -336,3 +336,61 @@ Test(srv_signals, check_config_prints_the_effective_config_and_bad_flags_fail, .
     snprintf(cmd, sizeof cmd, "%s --version | grep -q flatserve", bin);
     cr_expect_eq(system(cmd), 0);
 }
+
+Test(srv_signals, sighup_applies_policies_and_batching_live, .timeout = 60)
+{
+    char bin[PATH_MAX + 16];
+    server_path(bin, sizeof bin);
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    char conf[PATH_MAX];
+    snprintf(conf, sizeof conf, "%s/flatserve.json", f.repo);
+    FILE *fp = fopen(conf, "w");
+    fprintf(fp, "{\"batching\": {\"max_batch_size\": 8}, \"memory\": {\"policies\": [\"cache\"]}}");
+    fclose(fp);
+    char *args[] = {bin, "--config", conf, "--host", "127.0.0.1", "--port", "0", "--repository",
+                    f.repo, NULL};
+    unsigned port;
+    int log_fd;
+    pid_t pid = spawn_server(args, &port, &log_fd);
+    http_resp_t r = http_get(port, "/v2/models/mlp/config");
+    cr_expect(strstr(r.body, "\"max_batch_size\":8") != NULL, "%s", r.body);
+    free(r.body);
+    fp = fopen(conf, "w");
+    fprintf(fp, "{\"batching\": {\"max_batch_size\": 16}, \"memory\": {\"policies\": [\"cache\", "
+                "{\"kind\": \"idle_trim\", \"after\": \"1s\"}]}, \"server\": {\"threads\": 2}}");
+    fclose(fp);
+    cr_assert_eq(kill(pid, SIGHUP), 0);
+    bool applied = false;
+    for (int i = 0; i < 50 && !applied; i++) {
+        usleep(50000);
+        r = http_get(port, "/v2/models/mlp/config");
+        applied = strstr(r.body, "\"max_batch_size\":16") != NULL;
+        free(r.body);
+    }
+    cr_expect(applied, "batching did not change after SIGHUP");
+    r = http_get(port, "/v1/memory?segments=0");
+    cr_expect(strstr(r.body, "\"idle_trim\"") != NULL, "policies: %s", r.body);
+    free(r.body);
+    /* A broken file changes nothing and the server keeps serving. */
+    fp = fopen(conf, "w");
+    fprintf(fp, "{\"batching\": {\"max_batch_size\": \"many\"}}");
+    fclose(fp);
+    cr_assert_eq(kill(pid, SIGHUP), 0);
+    usleep(200000);
+    r = http_get(port, "/v2/models/mlp/config");
+    cr_expect(strstr(r.body, "\"max_batch_size\":16") != NULL, "%s", r.body);
+    free(r.body);
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    /* The log says which change waits for a restart. */
+    char log[8192];
+    ssize_t n = read(log_fd, log, sizeof log - 1);
+    log[n > 0 ? n : 0] = '\0';
+    cr_expect(strstr(log, "server.threads") != NULL, "restart keys not named: %s", log);
+    close(log_fd);
+    rm_tree(f.repo);
+}
