@@ -109,13 +109,16 @@ ONNX_TESTS ?= $(or $(FLATSERVE_ONNX_TESTS),$(wildcard ../shared/onnx-tests))
 SERVER := $(BIN)/flatserve
 TESTS := $(BIN)/flatserve-tests
 BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
+# The bare libmicrohttpd server that bench/http_bench.sh compares flatserve
+# with: MHD alone, none of flatserve's code.
+HTTP_HELLO := $(BIN)/http_hello
 
 .PHONY: all test run bench deps clean info conformance
 # The demo model repository (the server's embedded default), written by the
 # project's own generator: never in git, byte-identical on every build.
 MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx models/transformer/1/model.onnx
 
-all: $(SERVER) $(TESTS) $(BENCHES) $(CONFORMANCE) $(TOOLS) $(MODELS)
+all: $(SERVER) $(TESTS) $(BENCHES) $(HTTP_HELLO) $(CONFORMANCE) $(TOOLS) $(MODELS)
 
 $(MODELS) &: $(BIN)/make_models
 	$(BIN)/make_models models
@@ -168,6 +171,10 @@ $(BIN)/%_bench: $(BUILD)/bench/%_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+$(HTTP_HELLO): $(BUILD)/bench/http_hello.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -lmicrohttpd -o $@
+
 $(BIN)/conformance: $(CONF_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
@@ -208,4 +215,4 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/server/main.d $(BENCH_SRC:%.c=$(BUILD)/%.d) \
-  $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d)
+  $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(BUILD)/bench/http_hello.d
