@@ -120,7 +120,15 @@ fi
 if has http; then
     echo "=== HTTP benchmark (flatserve /infer vs a bare libmicrohttpd hello server)"
     for dev in cuda:0 cpu; do
-        sh bench/http_bench.sh --device "$dev" --duration 8s > "$OUT/http_$dev.md" 2>&1 || echo "http_bench $dev: exit $?"
-        tail -8 "$OUT/http_$dev.md"
+        for delay in default 0s; do
+            f="$OUT/http_${dev%%:*}_$delay.md"
+            if [ "$delay" = default ]; then
+                sh bench/http_bench.sh --device "$dev" --duration 8s > "$f" 2>&1 || echo "http_bench $dev: exit $?"
+            else
+                sh bench/http_bench.sh --device "$dev" --duration 8s -- --max-queue-delay "$delay" \
+                    > "$f" 2>&1 || echo "http_bench $dev delay $delay: exit $?"
+            fi
+            tail -7 "$f"
+        done
     done
 fi
