@@ -195,7 +195,7 @@ Test(batcher, a_full_queue_refuses_with_efull)
     for (int i = 0; i < 2; i++) {
         treq_wait(&t[i]);
         cr_expect_eq(t[i].req.status, 0, "%s", t[i].req.error);
-        cr_expect_eq(t[i].req.batch_rows, 2, "one batch of both");
+        cr_expect_eq(t[i].req.batch_rows, 2u, "one batch of both");
     }
     cr_expect_eq(t[2].done_calls, 0, "a refused request never completes");
     /* Room again. */
@@ -247,7 +247,7 @@ Test(batcher, requests_past_their_deadline_fail_with_etimedout)
     fs_clock_manual_advance(LONG_DELAY_NS);
     treq_wait(&keeps);
     cr_expect_eq(keeps.req.status, 0, "%s", keeps.req.error);
-    cr_expect_eq(keeps.req.batch_rows, 2);
+    cr_expect_eq(keeps.req.batch_rows, 2u);
     eng_model_stats_t st;
     cr_assert_eq(eng_registry_stats(f.reg, "mlp", -1, &st), 0);
     cr_expect_eq(st.request_failure, 2);
@@ -306,7 +306,7 @@ Test(batcher, a_failed_batch_runs_each_request_alone)
     for (int i = 0; i < 8; i++) {
         treq_wait(&t[i]);
         cr_expect_eq(t[i].req.status, 0, "%s", t[i].req.error);
-        cr_expect_eq(t[i].req.batch_rows, 1, "ran alone");
+        cr_expect_eq(t[i].req.batch_rows, 1u, "ran alone");
         cr_expect(treq_matches_direct_run(&t[i], eng_served_model(s)));
         treq_fini(&t[i]);
     }
@@ -429,7 +429,7 @@ Test(batcher, a_fixed_batch_dim_runs_each_request_alone)
     for (int i = 0; i < 6; i++) {
         treq_wait(&t[i]);
         cr_expect_eq(t[i].req.status, 0, "%s", t[i].req.error);
-        cr_expect_eq(t[i].req.batch_rows, 1, "a request is one row");
+        cr_expect_eq(t[i].req.batch_rows, 1u, "a request is one row");
         cr_expect(treq_matches_direct_run(&t[i], eng_served_model(s)));
         treq_fini(&t[i]);
     }
@@ -460,7 +460,7 @@ Test(batcher, max_batch_size_one_runs_requests_one_by_one)
     for (int i = 0; i < 5; i++) {
         treq_wait(&t[i]);
         cr_expect_eq(t[i].req.status, 0, "%s", t[i].req.error);
-        cr_expect_eq(t[i].req.batch_rows, 1 + i % 2, "its own rows");
+        cr_expect_eq(t[i].req.batch_rows, (uint32_t)(1 + i % 2), "its own rows");
         cr_expect(treq_matches_direct_run(&t[i], eng_served_model(s)));
         rows += 1 + i % 2;
         treq_fini(&t[i]);
