@@ -55,6 +55,8 @@ ifeq ($(SANITIZE),1)
   SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
   CFLAGS += $(SAN) -O1
   LDFLAGS += $(SAN)
+  # The test framework's own leaks only (tests/lsan.supp says which).
+  export LSAN_OPTIONS := suppressions=$(CURDIR)/tests/lsan.supp
 endif
 ifeq ($(CUDA),1)
   CPPFLAGS += -I$(CUDA_HOME)/include

@@ -22,6 +22,12 @@ parts=${*:-all}
 mkdir -p "$OUT"
 has() { case " $parts " in *" $1 "* | *" all "*) return 0 ;; esac; return 1; }
 eval "$(sh .deps/unpack-debs.sh .deps)"
+# The bundle's libcurl is older than this machine's curl program: run that
+# with the machine's own libraries.
+mkdir -p .gpu/bin
+printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH /usr/bin/curl "$@"\n' > .gpu/bin/curl
+chmod +x .gpu/bin/curl
+PATH=$PWD/.gpu/bin:$PATH
 {
     date -u '+%Y-%m-%d %H:%M UTC'
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -111,9 +117,11 @@ if has server; then
     body=$(python3 -c 'import json; print(json.dumps({"inputs":[{"name":"input","shape":[2,64],"datatype":"FP32","data":[0.01*i for i in range(128)]}]}))')
     curl -s -X POST http://127.0.0.1:8000/v2/models/mlp/infer -d "$body" | head -c 400; echo
     curl -s http://127.0.0.1:8000/v2/models/mlp/config | head -c 400; echo
-    curl -s http://127.0.0.1:8000/metrics > "$OUT/metrics.txt"
+    curl -s http://127.0.0.1:8000/metrics > "$OUT/metrics.txt" || true
     grep -E '^(nv_gpu_memory|flatserve_model_memory_bytes|flatserve_memory_reserved_bytes\{device="cuda)' "$OUT/metrics.txt" | head -12
-    kill -TERM "$pid"; wait "$pid"; echo "flatserve exit: $?"
+    kill -TERM "$pid"
+    rc=0; wait "$pid" || rc=$?
+    echo "flatserve exit: $rc"
     tail -5 "$OUT/server_log.txt"
 fi
 

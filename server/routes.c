@@ -78,9 +78,10 @@ static int split_path(const char *url, char *buf, size_t len, char *segs[MAX_SEG
 {
     while (*url == '/')
         url++;
-    if (strlen(url) >= len)
+    size_t n_url = strlen(url);
+    if (n_url >= len)
         return -1;
-    strcpy(buf, url);
+    memmove(buf, url, n_url + 1); /* buf may be url itself */
     int n = 0;
     if (!*buf)
         return 0;

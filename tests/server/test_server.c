@@ -442,28 +442,33 @@ Test(srv_config, a_body_over_max_body_is_413, .timeout = 60)
     fixture_stop(&f);
 }
 
+/* A transformer request of `rows` rows of 0.5. */
+static void transformer_body(srv_buf_t *b, int rows)
+{
+    srv_buf_printf(b, "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,64,64],"
+                      "\"datatype\":\"FP32\",\"data\":[", rows);
+    for (int i = 0; i < rows * 64 * 64; i++)
+        srv_buf_append(b, i ? ",0.5" : "0.5", i ? 4 : 3);
+    srv_buf_append(b, "]}]}", 5);
+}
+
 Test(srv_config, device_oom_fails_the_request_not_the_server, .timeout = 60)
 {
     srv_fixture_t f;
     fixture_init(&f);
     fixture_add_model(&f, "transformer", "transformer", 1);
-    f.cfg.memory.limit_bytes = 6u << 20;
+    const char *mc = "{\"max_batch_size\": 256}";
+    fixture_write(&f, "transformer", "config.json", mc, strlen(mc));
+    /* Batch 256 needs 40 MiB of activations; the cache may hold 32 (on a
+     * GPU the weights and cuBLAS's 8 MiB workspace take 22 of them). */
+    f.cfg.memory.limit_bytes = 32u << 20;
     fixture_start(&f);
-    /* Batch 64 needs 10 MiB of activations; the cache may hold 6. */
     srv_buf_t b = {0};
-    srv_buf_printf(&b, "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[64,64,64],"
-                       "\"datatype\":\"FP32\",\"data\":[");
-    for (int i = 0; i < 64 * 64 * 64; i++)
-        srv_buf_append(&b, i ? ",0.5" : "0.5", i ? 4 : 3);
-    srv_buf_append(&b, "]}]}", 5);
+    transformer_body(&b, 256);
     http_resp_t r = http_post(f.port, "/v2/models/transformer/infer", b.data);
-    expect_error(&r, 507, NULL);
+    expect_error(&r, 507, "out of memory");
     srv_buf_free(&b);
-    srv_buf_printf(&b, "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,64,64],"
-                       "\"datatype\":\"FP32\",\"data\":[");
-    for (int i = 0; i < 64 * 64; i++)
-        srv_buf_append(&b, i ? ",0.5" : "0.5", i ? 4 : 3);
-    srv_buf_append(&b, "]}]}", 5);
+    transformer_body(&b, 1);
     r = http_post(f.port, "/v2/models/transformer/infer", b.data);
     cr_expect_eq(r.status, 200, "batch 1 after the OOM: %s", r.body);
     free(r.body);
