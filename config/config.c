@@ -322,7 +322,7 @@ void cfg_defaults(cfg_t *out)
     cfg_string_store(out->repository, sizeof out->repository, "models");
     out->models_all = true;
     out->batching.max_batch_size = 64;
-    out->batching.max_queue_delay_ns = 500ull * 1000;
+    out->batching.max_queue_delay_ns = 0;
     out->batching.max_queue = 1024;
     out->batching.instances = 1;
     cfg_string_store(out->engine.precision, sizeof out->engine.precision, "fp32");

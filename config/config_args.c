@@ -53,7 +53,7 @@ static const cfg_flag_t flags[] = {
     {"--max-batch-size", FLAG_KEY, "batching.max_batch_size", CFG_ACTION_SERVE, "N",
      "rows per batch, 0 or 1 for no batching (default 64)"},
     {"--max-queue-delay", FLAG_KEY, "batching.max_queue_delay", CFG_ACTION_SERVE, "DURATION",
-     "wait for more requests after the first, such as 500us (default 500us)"},
+     "wait for more requests after the first, such as 500us (default 0s: batch what queued while the last batch ran)"},
     {"--admin-token", FLAG_KEY, "server.admin_token", CFG_ACTION_SERVE, "TOKEN",
      "bearer token the admin endpoints require (default none: open)"},
     {"--log-level", FLAG_KEY, "log.level", CFG_ACTION_SERVE, "LEVEL",
