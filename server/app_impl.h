@@ -71,6 +71,13 @@ typedef enum srv_admin {
     SRV_ADMIN_UNLOAD,
 } srv_admin_t;
 
+/* Who resumes an inference's connection (routes.c, on_infer_done). */
+enum {
+    SRV_PHASE_SUBMITTING = 0,     /* the handler is queuing it */
+    SRV_PHASE_SUSPENDED,          /* the handler suspended the connection */
+    SRV_PHASE_DONE_EARLY,         /* done before the handler suspended */
+};
+
 /* One HTTP request from its first byte to its completion. */
 typedef struct srv_req {
     srv_app_t *app;
@@ -88,6 +95,7 @@ typedef struct srv_req {
     eng_tensor_t *views;
     eng_request_t ereq;           /* also the result of a load or unload */
     atomic_bool done;
+    atomic_int phase;             /* SRV_PHASE_* */
     /* A load or unload running on its own thread (routes.c). */
     srv_admin_t admin;
     char admin_model[ENG_MODEL_NAME_MAX];

@@ -397,11 +397,21 @@ static void handle_stats(srv_req_t *r, const route_args_t *a)
 
 static void finish_admin(srv_req_t *r);
 
+/* The completion and the handler agree through r->phase who resumes the
+ * connection: a completion that comes while the handler is still
+ * submitting (on the handler's own thread when it ran the batch itself, or
+ * on a worker) only marks the request done, and the handler answers without
+ * suspending; one that comes after the handler suspended resumes it. The
+ * handler suspends before it publishes SUSPENDED, so a resume always finds
+ * the connection suspended. */
 static void on_infer_done(eng_request_t *ereq)
 {
     srv_req_t *r = ereq->user;
     atomic_store_explicit(&r->done, true, memory_order_release);
-    MHD_resume_connection(r->conn);
+    int expect = SRV_PHASE_SUBMITTING;
+    if (atomic_compare_exchange_strong(&r->phase, &expect, SRV_PHASE_DONE_EARLY))
+        return;
+    MHD_resume_connection(r->conn); /* r may be gone after this */
 }
 
 void srv_route_release(srv_req_t *r)
@@ -414,15 +424,6 @@ void srv_route_release(srv_req_t *r)
     if (r->served)
         eng_served_release(r->served);
     r->served = NULL;
-}
-
-/* Fails a request that was suspended before it could be queued. */
-static void fail_suspended(srv_req_t *r, int code)
-{
-    r->ereq.status = code;
-    snprintf(r->ereq.error, sizeof r->ereq.error, "%s", fs_errmsg());
-    atomic_store_explicit(&r->done, true, memory_order_release);
-    MHD_resume_connection(r->conn);
 }
 
 static void handle_infer(srv_req_t *r, const route_args_t *a)
@@ -486,9 +487,7 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
     r->ereq = (eng_request_t){.inputs = r->views, .n_inputs = n_in,
                               .deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
                               .done = on_infer_done, .user = r};
-    /* Suspended first: the completion may resume it at once. */
-    r->waiting = true;
-    MHD_suspend_connection(r->conn);
+    atomic_store(&r->phase, SRV_PHASE_SUBMITTING);
     rc = eng_served_submit(r->served, &r->ereq);
     if (rc == FS_ESTATE) {
         /* This version is being replaced (or unloaded): once more on the
@@ -516,8 +515,19 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
             rc = fs_err(FS_ESTATE, "model '%s' is being unloaded", args.model);
         }
     }
-    if (rc != 0)
-        fail_suspended(r, rc);
+    if (rc != 0) {
+        srv_respond_fs_error(r, rc);
+        return;
+    }
+    if (atomic_load_explicit(&r->done, memory_order_acquire)) {
+        srv_route_finish(r); /* done already: no suspend, no resume */
+        return;
+    }
+    r->waiting = true;
+    MHD_suspend_connection(r->conn);
+    int expect = SRV_PHASE_SUBMITTING;
+    if (!atomic_compare_exchange_strong(&r->phase, &expect, SRV_PHASE_SUSPENDED))
+        MHD_resume_connection(r->conn); /* done came after the check above */
 }
 
 void srv_route_finish(srv_req_t *r)
