@@ -174,7 +174,10 @@ static cJSON *dims_json(const eng_io_info_t *io, int from)
     return a;
 }
 
-static cJSON *io_list_json(const eng_model_t *m, bool outputs)
+/* A model's inputs or outputs: as model metadata shows them ({name,
+ * datatype, shape}), or as Triton's model config does ({name, data_type
+ * "TYPE_FP32", dims}, without the batch dim when the model batches). */
+static cJSON *io_list_json(const eng_model_t *m, bool outputs, bool config, bool batched)
 {
     cJSON *list = cJSON_CreateArray();
     size_t n = outputs ? eng_model_n_outputs(m) : eng_model_n_inputs(m);
@@ -185,8 +188,15 @@ static cJSON *io_list_json(const eng_model_t *m, bool outputs)
         cJSON *o = cJSON_CreateObject();
         const char *dt = srv_datatype_name(io.dtype);
         cJSON_AddStringToObject(o, "name", io.name);
-        cJSON_AddStringToObject(o, "datatype", dt ? dt : eng_dtype_name(io.dtype));
-        cJSON_AddItemToObject(o, "shape", dims_json(&io, 0));
+        if (config) {
+            char type[32];
+            snprintf(type, sizeof type, "TYPE_%s", dt ? dt : "INVALID");
+            cJSON_AddStringToObject(o, "data_type", type);
+            cJSON_AddItemToObject(o, "dims", dims_json(&io, batched ? 1 : 0));
+        } else {
+            cJSON_AddStringToObject(o, "datatype", dt ? dt : eng_dtype_name(io.dtype));
+            cJSON_AddItemToObject(o, "shape", dims_json(&io, 0));
+        }
         cJSON_AddItemToArray(list, o);
     }
     return list;
@@ -233,8 +243,8 @@ static void handle_model(srv_req_t *r, const route_args_t *a)
     cJSON_AddItemToArray(versions, cJSON_CreateString(v));
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "device", eng_model_device(m));
-    cJSON_AddItemToObject(doc, "inputs", io_list_json(m, false));
-    cJSON_AddItemToObject(doc, "outputs", io_list_json(m, true));
+    cJSON_AddItemToObject(doc, "inputs", io_list_json(m, false, false, false));
+    cJSON_AddItemToObject(doc, "outputs", io_list_json(m, true, false, false));
     eng_served_release(s);
     respond_json(r, 200, doc);
 }
@@ -249,27 +259,6 @@ static void handle_model_ready(srv_req_t *r, const route_args_t *a)
     cJSON_AddBoolToObject(doc, "ready", true);
     eng_served_release(s);
     respond_json(r, 200, doc);
-}
-
-/* Triton's model configuration, as far as flatserve has one. */
-static cJSON *config_io_json(const eng_model_t *m, bool outputs, bool batched)
-{
-    cJSON *list = cJSON_CreateArray();
-    size_t n = outputs ? eng_model_n_outputs(m) : eng_model_n_inputs(m);
-    for (size_t i = 0; list && i < n; i++) {
-        eng_io_info_t io;
-        if ((outputs ? eng_model_output(m, i, &io) : eng_model_input(m, i, &io)) != 0)
-            continue;
-        cJSON *o = cJSON_CreateObject();
-        const char *dt = srv_datatype_name(io.dtype);
-        char type[32];
-        snprintf(type, sizeof type, "TYPE_%s", dt ? dt : "INVALID");
-        cJSON_AddStringToObject(o, "name", io.name);
-        cJSON_AddStringToObject(o, "data_type", type);
-        cJSON_AddItemToObject(o, "dims", dims_json(&io, batched ? 1 : 0));
-        cJSON_AddItemToArray(list, o);
-    }
-    return list;
 }
 
 static void handle_model_config(srv_req_t *r, const route_args_t *a)
@@ -288,8 +277,8 @@ static void handle_model_config(srv_req_t *r, const route_args_t *a)
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "backend", "flatserve");
     cJSON_AddNumberToObject(doc, "max_batch_size", batched ? o->max_batch_size : 0);
-    cJSON_AddItemToObject(doc, "input", config_io_json(m, false, batched));
-    cJSON_AddItemToObject(doc, "output", config_io_json(m, true, batched));
+    cJSON_AddItemToObject(doc, "input", io_list_json(m, false, true, batched));
+    cJSON_AddItemToObject(doc, "output", io_list_json(m, true, true, batched));
     if (batched) {
         cJSON *db = cJSON_AddObjectToObject(doc, "dynamic_batching");
         cJSON_AddNumberToObject(db, "max_queue_delay_microseconds",
