@@ -4,27 +4,49 @@
  *
  * The algorithm. Submit checks the request against the model's inputs
  * (count, dtype, rank, fixed dims, rows) and appends it to the queue. A
- * worker looks at the queue oldest first: requests past their deadline are
- * taken out and fail with FS_ETIMEDOUT; the oldest of the rest heads the
- * next batch, and, when the model batches, the requests after it whose
- * inputs match it in every dim but the first join it in arrival order until
- * the next one would pass max_batch_size rows (requests that do not match
- * stay queued, in order, for a later batch). If the batch is not full and
- * the head arrived less than max_queue_delay ago, the worker waits for
- * more (or for the next deadline). Then it takes the batch out of the
- * queue, and outside the lock runs it: one request runs on its own inputs;
- * several are concatenated along dim 0 into host buffers, run once, and
- * every output (whose first dim must be the batch's rows) is split back.
- * A batch of several that fails runs each request alone, so a bad request
- * fails only itself.
+ * batch is collected from the queue oldest first: requests past their
+ * deadline are taken out and fail with FS_ETIMEDOUT; the oldest of the rest
+ * heads the next batch, and, when the model batches, the requests after it
+ * whose inputs match it in every dim but the first join it in arrival order
+ * until the next one would pass max_batch_size rows (requests that do not
+ * match stay queued, in order, for a later batch). If the batch is not full
+ * and the head arrived less than max_queue_delay ago, it waits for more (or
+ * for the next deadline). Then it is taken out of the queue and, outside
+ * the lock, run: one request runs on its own inputs; several are
+ * concatenated along dim 0 into host buffers, run once, and every output
+ * (whose first dim must be the batch's rows) is split back. A batch of
+ * several that fails runs each request alone, so a bad request fails only
+ * itself.
  *
- * Guarantees: `done` runs exactly once for every accepted request, on a
- * worker (or on the unloading thread), with no lock held. A request's
- * outputs are the rows of its own inputs: on the CPU they are bit-identical
- * to running it alone (the GEMM is batch-invariant, engine/cpu/gemm.h).
- * Waits are timed against fs_clock_now_ns() (replaceable by tests), and each
- * is also bounded in real time by the delay it waits out, so a frozen test
- * clock cannot hold a batch forever. */
+ * Who runs a batch. At most `instances` batches run at once on a version
+ * (s->n_running counts them, under s->lock). A worker takes a batch when
+ * one of those slots is free, and otherwise sleeps until a running batch
+ * ends. The submitter can take one too: eng_served_submit_run queues its
+ * request and then, under the same hold of the lock, if a slot is free,
+ * the version serves and the batch the oldest request heads needs no
+ * waiting, collects that batch exactly as a worker would and runs it on
+ * its own thread. That saves the hand-off to a worker and the wake-up back
+ * (at concurrency 1 two futex wake-ups and context switches per request,
+ * most of a small model's round trip), and when the caller's own request
+ * was in the batch its answer is ready when the call returns. The batch
+ * may hold other requests, or not the caller's at all when older ones
+ * wait (oldest first stays fair); the caller runs at most one batch, and
+ * whatever stays queued is a worker's: the caller wakes one when it leaves
+ * requests behind with a slot free, and every batch's end wakes them while
+ * requests wait, since a worker may be sleeping for want of a slot.
+ *
+ * Guarantees: `done` runs exactly once for every accepted request, on the
+ * thread that ran its batch (a worker, or a caller of
+ * eng_served_submit_run), or on the unloading thread for requests failed
+ * there, always with no lock held. A request's outputs are the rows of its
+ * own inputs: on the CPU they are bit-identical to running it alone (the
+ * GEMM is batch-invariant, engine/cpu/gemm.h). A version is not freed
+ * while a batch runs on it: served_finish (registry.c) waits for n_running
+ * to reach zero as well as for the references, so a caller's batch is safe
+ * even if a `done` in it drops the caller's reference. Waits are timed
+ * against fs_clock_now_ns() (replaceable by tests), and each is also
+ * bounded in real time by max_queue_delay after the head's submit, so a
+ * frozen test clock cannot hold a batch forever. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -504,12 +526,11 @@ static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, eng_requ
     }
 }
 
-/* How long the worker should wait for more requests before running batch
- * b, in ns; 0: run it now. `waited_on` and `real_end` are the worker's
- * memory of the head whose delay it waits out and the real time that wait
- * must end by. */
-static uint64_t batch_wait_ns_locked(eng_served_t *s, const batch_t *b, uint64_t now,
-                                     const eng_request_t **waited_on, uint64_t *real_end)
+/* How long to wait for more requests before running batch b, in ns; 0:
+ * run it now (or nothing to run). The real-time bound counts from the
+ * head's real submit time, so it holds whoever looks at the batch and
+ * however often. */
+static uint64_t batch_wait_ns_locked(eng_served_t *s, const batch_t *b, uint64_t now)
 {
     if (b->n == 0 || b->full || s->phase != SERVED_SERVING || s->stop)
         return 0;
@@ -517,18 +538,47 @@ static uint64_t batch_wait_ns_locked(eng_served_t *s, const batch_t *b, uint64_t
     if (end <= now)
         return 0;
     uint64_t real_now = fs_clock_real_ns();
-    if (*waited_on != b->first) {
-        *waited_on = b->first;
-        *real_end = sat_add(real_now, end - now);
-    }
-    if (real_now >= *real_end)
+    uint64_t real_end = sat_add(b->first->submit_real_ns_, s->options.max_queue_delay_ns);
+    if (real_now >= real_end)
         return 0;
     uint64_t wait = end - now;
     if (b->deadline_ns != UINT64_MAX && b->deadline_ns - now < wait)
         wait = b->deadline_ns - now;
-    if (*real_end - real_now < wait)
-        wait = *real_end - real_now;
+    if (real_end - real_now < wait)
+        wait = real_end - real_now;
     return wait < BATCHER_WAIT_SLICE_NS ? wait : BATCHER_WAIT_SLICE_NS;
+}
+
+/* When a batch may start now -- a slot is free, the version serves, and the
+ * batch the oldest request heads needs no waiting -- takes it into *b,
+ * claims its slot (n_running) and returns true; the caller runs it and then
+ * calls batch_end_locked. Requests past their deadline are moved onto
+ * *expired whenever the queue is walked (the caller fails them). Cannot
+ * fail. */
+static bool batch_take_now_locked(eng_served_t *s, uint64_t now, eng_request_t **expired,
+                                  batch_t *b)
+{
+    memset(b, 0, sizeof *b);
+    if (s->n_running >= s->max_running || s->phase != SERVED_SERVING)
+        return false;
+    queue_walk_locked(s, now, false, expired, b);
+    if (b->n == 0 || batch_wait_ns_locked(s, b, now) != 0)
+        return false;
+    queue_walk_locked(s, now, true, expired, b);
+    s->n_running++;
+    return true;
+}
+
+/* Gives back the slot of a batch that ran. A worker may sleep for want of
+ * a slot while requests wait, so they are woken then; and the thread
+ * freeing the version waits for the last batch (served_finish). */
+static void batch_end_locked(eng_served_t *s)
+{
+    s->n_running--;
+    if (s->head)
+        pthread_cond_broadcast(&s->work);
+    if (s->n_running == 0 && s->phase != SERVED_SERVING)
+        pthread_cond_broadcast(&s->idle);
 }
 
 static void cond_wait_ns(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns)
@@ -544,8 +594,6 @@ static void cond_wait_ns(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns)
 static void *served_worker(void *arg)
 {
     eng_served_t *s = arg;
-    const eng_request_t *waited_on = NULL;
-    uint64_t real_end = 0;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         if (!s->head) {
@@ -554,24 +602,33 @@ static void *served_worker(void *arg)
             pthread_cond_wait(&s->work, &s->lock);
             continue;
         }
+        /* Every slot taken (callers of eng_served_submit_run run batches
+         * too): batch_end_locked wakes us. */
+        if (s->n_running >= s->max_running) {
+            pthread_cond_wait(&s->work, &s->lock);
+            continue;
+        }
         uint64_t now = fs_clock_now_ns();
         eng_request_t *expired = NULL;
         batch_t b;
         queue_walk_locked(s, now, false, &expired, &b);
-        uint64_t wait = batch_wait_ns_locked(s, &b, now, &waited_on, &real_end);
+        uint64_t wait = batch_wait_ns_locked(s, &b, now);
         if (wait && !expired) {
             cond_wait_ns(&s->work, &s->lock, wait);
             continue;
         }
         if (!wait)
             queue_walk_locked(s, now, true, &expired, &b);
+        bool run = !wait && b.head;
+        if (run)
+            s->n_running++;
         pthread_mutex_unlock(&s->lock);
         requests_fail_timed_out(s, expired, now);
-        if (!wait && b.head) {
+        if (run)
             batch_run(s, &b);
-            waited_on = NULL; /* its address may come back as a new request */
-        }
         pthread_mutex_lock(&s->lock);
+        if (run)
+            batch_end_locked(s);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -592,6 +649,7 @@ int served_batcher_start(eng_served_t *s)
     served_batching_update_locked(s);
 
     unsigned n = s->options.instances ? s->options.instances : 1;
+    s->max_running = n;
     s->workers = calloc(n, sizeof *s->workers);
     if (!s->workers)
         return fs_err(FS_ENOMEM, "model '%s': out of host memory", s->name);
@@ -633,7 +691,9 @@ void served_batcher_stop(eng_served_t *s, bool fail_queued)
     s->n_workers = 0;
 }
 
-int eng_served_submit(eng_served_t *s, eng_request_t *req)
+/* Checks req against the model and clears its outputs: 0, or FS_EINVAL
+ * (see request_check) with req untouched. */
+static int request_prepare(const eng_served_t *s, eng_request_t *req)
 {
     int rc = request_check(s, req);
     if (rc != 0)
@@ -645,25 +705,27 @@ int eng_served_submit(eng_served_t *s, eng_request_t *req)
     req->queue_ns = req->compute_ns = 0;
     req->batch_rows = 0;
     req->next_ = NULL;
-    pthread_mutex_lock(&s->lock);
-    if (s->phase != SERVED_SERVING) {
-        served_phase_t phase = s->phase;
-        pthread_mutex_unlock(&s->lock);
-        if (phase == SERVED_RETIRING)
-            return fs_err(FS_ESTATE, "model '%s' version %lld is being replaced; retry",
-                          s->name, (long long)s->version);
+    return 0;
+}
+
+/* Appends a prepared request to the queue, counted as pending and begun on
+ * the cache: 0, or FS_ESTATE / FS_EINVAL (rows) / FS_EFULL with nothing
+ * queued or counted. Wakes no one: the caller decides who runs it. */
+static int request_queue_locked(eng_served_t *s, eng_request_t *req)
+{
+    if (s->phase == SERVED_RETIRING)
+        return fs_err(FS_ESTATE, "model '%s' version %lld is being replaced; retry", s->name,
+                      (long long)s->version);
+    if (s->phase != SERVED_SERVING)
         return fs_err(FS_ESTATE, "model '%s' was unloaded", s->name);
-    }
-    if ((rc = request_check_rows_locked(s, req)) != 0) {
-        pthread_mutex_unlock(&s->lock);
+    int rc = request_check_rows_locked(s, req);
+    if (rc != 0)
         return rc;
-    }
-    if (s->options.max_queue && s->n_queued >= s->options.max_queue) {
-        pthread_mutex_unlock(&s->lock);
+    if (s->options.max_queue && s->n_queued >= s->options.max_queue)
         return fs_err(FS_EFULL, "model '%s': the queue is full (%u requests waiting)", s->name,
                       s->options.max_queue);
-    }
     req->submit_ns_ = fs_clock_now_ns();
+    req->submit_real_ns_ = fs_clock_real_ns();
     pthread_mutex_lock(&s->registry->stats_lock);
     s->stats->s.pending++;
     pthread_mutex_unlock(&s->registry->stats_lock);
@@ -674,8 +736,48 @@ int eng_served_submit(eng_served_t *s, eng_request_t *req)
         s->head = req;
     s->tail = req;
     s->n_queued++;
-    pthread_cond_broadcast(&s->work);
+    return 0;
+}
+
+int eng_served_submit(eng_served_t *s, eng_request_t *req)
+{
+    int rc = request_prepare(s, req);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    rc = request_queue_locked(s, req);
+    if (rc == 0)
+        pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int eng_served_submit_run(eng_served_t *s, eng_request_t *req)
+{
+    int rc = request_prepare(s, req);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    if ((rc = request_queue_locked(s, req)) != 0) {
+        pthread_mutex_unlock(&s->lock);
+        return rc;
+    }
+    uint64_t now = fs_clock_now_ns();
+    eng_request_t *expired = NULL;
+    batch_t b;
+    bool run = batch_take_now_locked(s, now, &expired, &b);
+    /* What stays queued is a worker's; with every slot taken, the end of a
+     * batch wakes one instead. */
+    if (s->head && s->n_running < s->max_running)
+        pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    requests_fail_timed_out(s, expired, now);
+    if (run) {
+        batch_run(s, &b);
+        pthread_mutex_lock(&s->lock);
+        batch_end_locked(s);
+        pthread_mutex_unlock(&s->lock);
+    }
     return 0;
 }
 

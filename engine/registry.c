@@ -322,14 +322,19 @@ fail:
 }
 
 /* Takes s out of service for good (see served_batcher_stop), drops the
- * registry's reference, waits for the others, destroys the model and checks
- * its owners came back to zero bytes: 0, or FS_EBUSY naming the owner. */
+ * registry's reference, waits for the others and for the batches callers
+ * of eng_served_submit_run still run, destroys the model and checks its
+ * owners came back to zero bytes: 0, or FS_EBUSY naming the owner. */
 static int served_finish(eng_served_t *s, bool fail_queued)
 {
     served_batcher_stop(s, fail_queued);
     pthread_mutex_lock(&s->lock);
     s->refs--;
-    while (s->refs > 0)
+    /* A caller running a batch holds a reference for its call, so the
+     * references alone would do -- unless a `done` in its batch released
+     * that reference, which is allowed: the running count keeps s alive
+     * until the batch has ended (batch_end_locked). */
+    while (s->refs > 0 || s->n_running > 0)
         pthread_cond_wait(&s->idle, &s->lock);
     pthread_mutex_unlock(&s->lock);
 

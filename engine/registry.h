@@ -16,8 +16,10 @@
  * with FS_ESTATE ("model 'm' was unloaded"), lets a running batch finish,
  * frees, and checks the owner bytes.
  *
- * The batcher of a served version: one queue, `instances` worker threads.
- * A worker takes the oldest request, and when the model batches (every
+ * The batcher of a served version: one queue, `instances` worker threads,
+ * and at most `instances` batches running at once -- on the workers, or on
+ * threads that submit with eng_served_submit_run and find a batch ready.
+ * A batch takes the oldest request, and when the model batches (every
  * input and output has the same symbolic first dim, and max_batch_size >
  * 1) the queued requests whose inputs match it in dtype and in every dim
  * but the first, in arrival order, until max_batch_size rows or until
@@ -31,8 +33,9 @@
  * the cache's batch hooks.
  *
  * Threading: every function is safe from any thread. eng_request_t.done
- * runs on a worker thread (or on the thread calling unload/destroy for
- * requests failed there) and must not call back into the registry's load,
+ * runs on the thread that ran its batch -- a worker, or a thread inside
+ * eng_served_submit_run -- or on the thread calling unload/destroy for
+ * requests failed there, and must not call back into the registry's load,
  * unload or destroy. Load and unload wait for every reference to the
  * version they free, so a thread must not hold one of that model while it
  * calls them. */
@@ -160,6 +163,7 @@ struct eng_request {
     uint32_t batch_rows;          /* rows of the batch it ran in */
     /* Private to the batcher. */
     uint64_t submit_ns_;
+    uint64_t submit_real_ns_;     /* fs_clock_real_ns() at submit: bounds its wait in real time */
     eng_request_t *next_;
 };
 
@@ -173,6 +177,32 @@ void eng_request_free_outputs(eng_request_t *req);
  * the expected and the actual), FS_EFULL (max_queue requests waiting),
  * FS_ESTATE (this version is being replaced or unloaded). */
 int eng_served_submit(eng_served_t *s, eng_request_t *req);
+
+/* eng_served_submit, and then the submitting thread runs a batch itself
+ * when one can start at once: fewer than `instances` batches run on this
+ * version (the workers' and other callers' together), it serves, and the
+ * batch the oldest queued request heads needs no waiting (max_queue_delay
+ * is 0, or the batch is full, or its head's delay has passed). That batch
+ * is formed as a worker would form it and run here: `done` of each of its
+ * requests runs on this thread before the call returns 0. It may hold
+ * `req` and others, or, when older requests wait, not `req` at all: `req`
+ * then stays queued and a worker runs it. At most one batch runs per call;
+ * when none can start, the request just stays queued for a worker, as with
+ * eng_served_submit. Whether `req` ran here: its `done` has run by the
+ * return. Requests found past their deadline may fail here too.
+ *
+ * Why: eng_served_submit hands every request to a worker (a wake-up) and
+ * the worker hands the answer back (another), most of a small model's
+ * round trip; here neither happens when the batch is ready, and an HTTP
+ * thread whose request ran can answer without suspending its connection.
+ * The cost: the calling thread is blocked for one batch's run, perhaps of
+ * other requests -- the caller chooses per call.
+ *
+ * The same errors as eng_served_submit, returned before anything runs
+ * (`done` not called). `s` stays valid for the call even if a `done` run
+ * here releases the caller's reference: a version is not freed while a
+ * batch runs on it. */
+int eng_served_submit_run(eng_served_t *s, eng_request_t *req);
 
 /* Per (model, version) serving statistics, Triton's set. Counters only
  * grow; they survive rebuilds of the same version and unloads (they live

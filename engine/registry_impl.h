@@ -10,9 +10,11 @@
  *   registry's destroy. At most one load or unload of a name runs at a time
  *   (`busy`); `current`, when set, holds one reference of the served version.
  * - eng_served_t: one loaded version. Immutable after creation but for its
- *   queue, phase and reference count, which `lock` guards. It is freed only
- *   by the thread that took it out of service, after its workers have been
- *   joined and its last reference released.
+ *   queue, phase, batching options, running batches and reference count,
+ *   which `lock` guards. At most max_running batches run on it at once,
+ *   workers' and submitters' (eng_served_submit_run) together. It is freed
+ *   only by the thread that took it out of service, after its workers have
+ *   been joined, its last reference released and its last batch ended.
  *
  * Lock order: registry lock, then a served version's lock, then the stats
  * lock. Nothing takes the registry lock while holding a served lock, and no
@@ -59,11 +61,19 @@ struct eng_served {
 
     /* Created and destroyed by registry.c (served_new, served_free). */
     pthread_mutex_t lock;            /* guards everything below */
-    pthread_cond_t work;             /* workers: a request arrived, or stop (CLOCK_MONOTONIC) */
-    pthread_cond_t idle;             /* the retiring thread: the last reference went */
+    /* Workers: a request arrived, a batch ended (a slot is free), or stop
+     * (CLOCK_MONOTONIC). */
+    pthread_cond_t work;
+    /* The retiring thread: the last reference went, or, out of service,
+     * the last running batch ended. */
+    pthread_cond_t idle;
     served_phase_t phase;
     bool stop;                       /* workers exit once the queue is empty */
     unsigned refs;                   /* the registry's own (while current) + acquires */
+    /* Batches running now, taken by workers or by callers of
+     * eng_served_submit_run; at most max_running (instances, at least 1,
+     * fixed at start). */
+    unsigned n_running, max_running;
     eng_request_t *head, *tail;      /* waiting requests, oldest first */
     size_t n_queued;
     unsigned n_workers;
@@ -108,7 +118,9 @@ void served_batching_update_locked(eng_served_t *s);
 /* Stops taking submits and stops the workers, and joins them. With
  * `fail_queued` (unload) the requests still queued fail with FS_ESTATE at
  * once, on this thread; else (retire) the workers first run everything
- * queued. Either way a batch already running finishes. Cannot fail. */
+ * queued. Either way a batch already running finishes; one run by a caller
+ * of eng_served_submit_run may still be running on return (n_running > 0):
+ * served_finish waits for it. Cannot fail. */
 void served_batcher_stop(eng_served_t *s, bool fail_queued);
 
 #endif

@@ -182,6 +182,7 @@ typedef struct treq {
     pthread_mutex_t m;
     pthread_cond_t c;
     int done_calls;
+    pthread_t done_thread;      /* the thread its done ran on (the last time) */
 } treq_t;
 
 static void treq_done(eng_request_t *r)
@@ -189,6 +190,7 @@ static void treq_done(eng_request_t *r)
     treq_t *t = r->user;
     pthread_mutex_lock(&t->m);
     t->done_calls++;
+    t->done_thread = pthread_self();
     pthread_cond_broadcast(&t->c);
     pthread_mutex_unlock(&t->m);
 }
