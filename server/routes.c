@@ -7,10 +7,16 @@
  * routes (repository, memory) need "Authorization: Bearer <token>" when
  * server.admin_token is set (401 otherwise; the comparison takes the same
  * time wherever the tokens differ). Inference binds the body to the
- * model's inputs, suspends the connection and queues the request on the
- * model's batcher; a version being replaced refuses with FS_ESTATE, and the
- * request is then queued once more on the version that replaced it, so a
- * reload under load loses nothing. Loads and unloads run on the HTTP thread
+ * model's inputs and submits it to the model's batcher with
+ * eng_served_submit_run: when a batch can start at once, this HTTP thread
+ * runs it (its own request, and whatever queued with it) and answers
+ * without suspending the connection -- no hand-off to a worker and no
+ * wake-up back, which at low concurrency is most of a request's cost; the
+ * price is that this thread's other connections wait for one batch run.
+ * Otherwise the connection is suspended (holding no thread) until a
+ * worker's completion resumes it. A version being replaced refuses with
+ * FS_ESTATE, and the request is then queued once more on the version that
+ * replaced it, so a reload under load loses nothing. Loads and unloads run on the HTTP thread
  * that received them (they are admin calls, and block only that thread). */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -477,7 +483,7 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
                               .deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
                               .done = on_infer_done, .user = r};
     atomic_store(&r->phase, SRV_PHASE_SUBMITTING);
-    rc = eng_served_submit(r->served, &r->ereq);
+    rc = eng_served_submit_run(r->served, &r->ereq);
     if (rc == FS_ESTATE) {
         /* This version is being replaced (or unloaded): once more on the
          * version serving now. */
@@ -497,7 +503,7 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
             if (rc == 0) {
                 r->ereq.inputs = r->views;
                 r->ereq.n_inputs = n_in;
-                rc = eng_served_submit(r->served, &r->ereq);
+                rc = eng_served_submit_run(r->served, &r->ereq);
             }
         } else if (rc == 0) {
             eng_served_release(next);
