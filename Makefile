@@ -118,7 +118,8 @@ HTTP_HELLO := $(BIN)/http_hello
 .PHONY: all test run bench deps clean info conformance
 # The demo model repository (the server's embedded default), written by the
 # project's own generator: never in git, byte-identical on every build.
-MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx models/transformer/1/model.onnx
+MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx models/transformer/1/model.onnx \
+          models/encoder/1/model.onnx
 
 all: $(SERVER) $(TESTS) $(BENCHES) $(HTTP_HELLO) $(CONFORMANCE) $(TOOLS) $(MODELS)
 

@@ -30,11 +30,19 @@
 #define BENCH_MIN_RUNS 3
 #define BENCH_MAX_BATCHES 3
 #define BENCH_NAME_MAX 64
+#define BENCH_MAX_DIMS 8
 
 static const char *const demo_models[] = {"models/mlp/1/model.onnx", "models/cnn/1/model.onnx",
-                                           "models/transformer/1/model.onnx"};
+                                           "models/transformer/1/model.onnx",
+                                           "models/encoder/1/model.onnx"};
 /* Batch sizes tried when the first input's first dim is symbolic. */
 static const int64_t batch_sizes[BENCH_MAX_BATCHES] = {1, 8, 64};
+
+/* --dim NAME=N: the size given to a symbolic dim of that name. */
+typedef struct bench_dim {
+    char name[BENCH_NAME_MAX];
+    int64_t size;
+} bench_dim_t;
 
 typedef struct bench_opts {
     int n_threads;
@@ -49,6 +57,8 @@ typedef struct bench_opts {
     const char *device;     /* "cpu" (default), "cuda", "cuda:N" */
     const char *precision;  /* CUDA: fp32 (default), tf32, ... */
     bool no_graphs;         /* CUDA: launch by launch, no graph replay */
+    bench_dim_t dims[BENCH_MAX_DIMS]; /* symbolic dims set by name (not the batch dim) */
+    size_t n_dims;
 } bench_opts_t;
 
 
@@ -247,11 +257,21 @@ static int bench_batches(const eng_model_t *m, int64_t out[BENCH_MAX_BATCHES], s
     return 0;
 }
 
+/* The size of a symbolic dim other than the batch: its --dim, else 1. */
+static int64_t bench_dim_size(const bench_opts_t *o, const char *param)
+{
+    for (size_t i = 0; param && i < o->n_dims; i++)
+        if (strcmp(o->dims[i].name, param) == 0)
+            return o->dims[i].size;
+    return 1;
+}
+
 /* Makes every input for `batch`: a symbolic first dim becomes `batch`
- * (when >= 0), any other symbolic dim 1. 0 and gen[i] (caller frees each with
- * eng_tensor_free; the slots are NULL on error), or the error naming the
- * input. */
-static int bench_inputs_make(const eng_model_t *m, int64_t batch, eng_tensor_t **gen, size_t n)
+ * (when >= 0), any other symbolic dim its --dim size, else 1. 0 and gen[i]
+ * (caller frees each with eng_tensor_free; the slots are NULL on error), or
+ * the error naming the input. */
+static int bench_inputs_make(const eng_model_t *m, const bench_opts_t *o, int64_t batch,
+                             eng_tensor_t **gen, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         eng_io_info_t info;
@@ -261,7 +281,9 @@ static int bench_inputs_make(const eng_model_t *m, int64_t batch, eng_tensor_t *
                         info.name);
         eng_shape_t shape = {.rank = info.rank};
         for (int d = 0; rc == 0 && d < info.rank; d++)
-            shape.dims[d] = info.dims[d] >= 0 ? info.dims[d] : d == 0 && batch >= 0 ? batch : 1;
+            shape.dims[d] = info.dims[d] >= 0            ? info.dims[d]
+                            : d == 0 && batch >= 0 ? batch
+                                                   : bench_dim_size(o, info.dim_params[d]);
         if (rc == 0 && (rc = eng_tensor_alloc_host(info.dtype, &shape, &gen[i])) != 0)
             rc = fs_err(rc, "input '%s' (%s): %s", info.name, eng_dtype_name(info.dtype),
                         fs_errmsg());
@@ -389,7 +411,7 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
             exit(1);
         }
         r->weights_bytes = weights;
-        rc = bench_inputs_make(m, batches[b], gen, n_inputs);
+        rc = bench_inputs_make(m, o, batches[b], gen, n_inputs);
         if (rc == 0) {
             for (size_t i = 0; i < n_inputs; i++)
                 inputs[i] = *gen[i];
@@ -503,7 +525,7 @@ static void bench_rows_print(const bench_rows_t *rows, const bench_opts_t *o)
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: model_bench [--threads N] [--device D] [--precision P] [--quick] "
-               "[--markdown] [--json FILE] [--light DIR] [MODEL.onnx ...]\n"
+               "[--markdown] [--json FILE] [--light DIR] [--dim NAME=N ...] [MODEL.onnx ...]\n"
                "  --threads N  engine threads on the CPU (default 1)\n"
                "  --device D   cpu (default), cuda or cuda:N\n"
                "  --precision P  on CUDA: fp32 (default), tf32, fp16, bf16\n"
@@ -511,6 +533,8 @@ static void bench_usage(FILE *f)
                "  --quick      0.3 s or 20 runs a measurement instead of 2 s or 200\n"
                "  --markdown   tables as Markdown, for bench/RESULTS.md\n"
                "  --json FILE  one object per (model, batch), for bench/ort_compare.py\n"
+               "  --dim NAME=N a symbolic dim named NAME, other than an input's first, is N\n"
+               "               (default 1; repeatable: --dim seq=128)\n"
                "  --light DIR  also every DIR/*.onnx (default without MODEL arguments:\n"
                "               $FLATSERVE_ONNX_TESTS/light or ../shared/onnx-tests/light)\n"
                "  MODEL.onnx   models to run (default: the demo models and the light models)\n");
@@ -556,6 +580,23 @@ static int bench_opts_add_dir(bench_opts_t *o, const char *dir)
     return (int)(o->n_models - first);
 }
 
+/* Adds a --dim NAME=N (N in 1..1e6); exits with status 2 on a malformed one. */
+static void bench_opts_add_dim(bench_opts_t *o, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    char *end = NULL;
+    long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+    if (!eq || eq == arg || eq - arg >= BENCH_NAME_MAX || !end || end == eq + 1 || *end ||
+        v < 1 || v > 1000000 || o->n_dims == BENCH_MAX_DIMS) {
+        fprintf(stderr, "model_bench: --dim '%s': want NAME=N with N in 1..1000000, at most %d "
+                        "of them\n", arg, BENCH_MAX_DIMS);
+        exit(2);
+    }
+    bench_dim_t *d = &o->dims[o->n_dims++];
+    snprintf(d->name, sizeof d->name, "%.*s", (int)(eq - arg), arg);
+    d->size = v;
+}
+
 static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
 {
     *o = (bench_opts_t){.n_threads = 1};
@@ -582,6 +623,8 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
             o->precision = argv[++i];
         } else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
             o->json_path = argv[++i];
+        } else if (strcmp(a, "--dim") == 0 && i + 1 < argc) {
+            bench_opts_add_dim(o, argv[++i]);
         } else if (strcmp(a, "--light") == 0 && i + 1 < argc) {
             o->light_dir = argv[++i];
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

@@ -1,7 +1,7 @@
 /* make_models.c -- writes the demo model repository: small ONNX models with
  * deterministic weights, the embedded default the server serves.
  *
- *   make_models DIR     writes DIR/{mlp,cnn,transformer}/1/model.onnx
+ *   make_models DIR     writes DIR/{mlp,cnn,transformer,encoder}/1/model.onnx
  *
  * mlp: input "input" float [batch, 64] -> MatMul+Add 128 -> Relu -> MatMul+Add
  *      64 -> Relu -> MatMul+Add 10 -> Softmax -> "probabilities" [batch, 10].
@@ -14,8 +14,15 @@
  *      Softmax, MatMul, Transpose, Reshape, output MatMul+Add, residual Add,
  *      LayerNormalization, MatMul+Add 256, GELU (Div, Erf, Add, Mul, Mul),
  *      MatMul+Add 64, residual Add -> "hidden" [batch, 64, 64].
- * mlp and cnn use opset 13, the transformer 17; all IR version 8 and a
- * symbolic "batch" dim. Weights come
+ * encoder: input "embeddings" float [batch, seq, 64] -> two such blocks
+ *      (names prefixed "layer0.", "layer1.") -> "hidden" [batch, seq, 64],
+ *      batch and seq both symbolic: the Reshape targets are [0, 0, 4, 16]
+ *      and [0, 0, 64] (0 copies the input's dim), so one file serves every
+ *      sequence length, each (batch, seq) getting its own plan. The model
+ *      of the memory-flatness trace (loadtest/torch_baseline.py --arch
+ *      demo builds the same architecture in PyTorch).
+ * mlp and cnn use opset 13, transformer and encoder 17; all IR version 8,
+ * dims "batch" (and "seq") symbolic. Weights come
  * from a fixed-seed generator (uniform, scaled by 1/sqrt(fan-in)), so every
  * build writes byte-identical files. */
 #include <errno.h>
@@ -79,7 +86,7 @@ static uint64_t rng_next(uint64_t *state)
 
 /* A graph under construction; BUILDER_MAX nodes and initializers at most
  * (checked: exceeding it is a generator bug and stops the program). */
-#define BUILDER_MAX 64
+#define BUILDER_MAX 128
 typedef struct builder {
     pool_t pool;
     Onnx__GraphProto graph;
@@ -173,7 +180,12 @@ static void add_node(builder_t *b, const char *op, const char *name, const char 
     b->nodes[b->graph.n_node++] = n;
 }
 
-/* A float tensor value_info with dims; a dim < 0 is the symbol "batch". */
+/* Symbolic dims for value_info: a dim of DIM_BATCH is the symbol "batch",
+ * DIM_SEQ "seq". */
+enum { DIM_BATCH = -1, DIM_SEQ = -2 };
+static const char *const dim_symbols[] = {"batch", "seq"};
+
+/* A float tensor value_info with dims (DIM_BATCH, DIM_SEQ or a size). */
 static Onnx__ValueInfoProto *value_info(builder_t *b, const char *name, const int64_t *dims,
                                         size_t rank)
 {
@@ -195,7 +207,7 @@ static Onnx__ValueInfoProto *value_info(builder_t *b, const char *name, const in
         onnx__tensor_shape_proto__dimension__init(d);
         if (dims[i] < 0) {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-            d->dim_param = pool_str(&b->pool, "batch");
+            d->dim_param = pool_str(&b->pool, dim_symbols[-dims[i] - 1]);
         } else {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
             d->dim_value = dims[i];
@@ -297,8 +309,9 @@ static int make_mlp(const char *dir)
     axis[0] = attr_int(&b, "axis", -1);
     add_node(&b, "Softmax", "softmax", (const char *[]){x, NULL},
              (const char *[]){"probabilities", NULL}, axis, 1);
-    int rc = write_model(&b, dir, "mlp", 13, value_info(&b, "input", (int64_t[]){-1, 64}, 2),
-                         value_info(&b, "probabilities", (int64_t[]){-1, 10}, 2));
+    int rc = write_model(&b, dir, "mlp", 13,
+                         value_info(&b, "input", (int64_t[]){DIM_BATCH, 64}, 2),
+                         value_info(&b, "probabilities", (int64_t[]){DIM_BATCH, 10}, 2));
     pool_free(&b.pool);
     return rc;
 }
@@ -351,8 +364,9 @@ static int make_cnn(const char *dir)
     axis[0] = attr_int(&b, "axis", -1);
     add_node(&b, "Softmax", "softmax", (const char *[]){"logits", NULL},
              (const char *[]){"probabilities", NULL}, axis, 1);
-    int rc = write_model(&b, dir, "cnn", 13, value_info(&b, "image", (int64_t[]){-1, 1, 28, 28}, 4),
-                         value_info(&b, "probabilities", (int64_t[]){-1, 10}, 2));
+    int rc = write_model(&b, dir, "cnn", 13,
+                         value_info(&b, "image", (int64_t[]){DIM_BATCH, 1, 28, 28}, 4),
+                         value_info(&b, "probabilities", (int64_t[]){DIM_BATCH, 10}, 2));
     pool_free(&b.pool);
     return rc;
 }
@@ -383,9 +397,6 @@ static void add_shape(builder_t *b, const char *name, const int64_t *v, size_t n
     builder_check(b->graph.n_initializer);
     b->inits[b->graph.n_initializer++] = t;
 }
-
-#define NODE(op, name, ins, outs) add_node(&b, op, name, (const char *[]) ins, (const char *[]) outs, NULL, 0)
-#define L(...) {__VA_ARGS__, NULL}
 
 /* x -> MatMul(x, W [in, out]) + bias, named prefix.mm / prefix.out. */
 static void linear(builder_t *b, const char *prefix, const char *x, int64_t in, int64_t out,
@@ -423,62 +434,103 @@ static void layer_norm(builder_t *b, const char *name, const char *x, const char
              (const char *[]){out, NULL}, a, 1);
 }
 
+/* `prefix` + `suffix`, in the builder's pool (freed with the model). */
+static const char *block_name(builder_t *b, const char *prefix, const char *suffix)
+{
+    char *s = pool_alloc(&b->pool, strlen(prefix) + strlen(suffix) + 1);
+    strcpy(s, prefix);
+    strcat(s, suffix);
+    return s;
+}
+
+/* One pre-norm encoder block from `x` [batch, seq, 64] to `out` (same
+ * shape); its other node and tensor names start with `p`. Every Reshape
+ * target holds 0 where the dim is copied from its input -- [0, 0, 4, 16]
+ * splits the heads of [batch, seq, 64], and [0, 0, 64] merges [batch, seq,
+ * 4, 16] back after the transpose -- so the block runs at any batch and
+ * any seq. */
+static void encoder_block(builder_t *b, const char *p, const char *x, const char *out)
+{
+    enum { D = 64, HEADS = 4, DH = 16, FF = 256 };
+#define N(s) block_name(b, p, s)
+#define NODE(op, name, ins, outs) \
+    add_node(b, op, name, (const char *[])ins, (const char *[])outs, NULL, 0)
+#define L(...) {__VA_ARGS__, NULL}
+    char q[4][32], k[4][32], v[4][32], o[4][32], f1[4][32], f2[4][32];
+    layer_norm(b, N("ln1"), x, N("ln1.out"));
+    linear(b, N("q"), N("ln1.out"), D, D, q);
+    linear(b, N("k"), N("ln1.out"), D, D, k);
+    linear(b, N("v"), N("ln1.out"), D, D, v);
+    add_shape(b, N("heads_shape"), (int64_t[]){0, 0, HEADS, DH}, 4);
+    add_shape(b, N("model_shape"), (int64_t[]){0, 0, D}, 3);
+    Onnx__AttributeProto **perm = pool_alloc(&b->pool, 3 * sizeof *perm);
+    perm[0] = attr_ints(b, "perm", (int64_t[]){0, 2, 1, 3}, 4); /* [b,s,h,dh] -> [b,h,s,dh] */
+    perm[1] = attr_ints(b, "perm", (int64_t[]){0, 2, 3, 1}, 4); /* [b,s,h,dh] -> [b,h,dh,s] */
+    perm[2] = attr_ints(b, "perm", (int64_t[]){0, 2, 1, 3}, 4); /* [b,h,s,dh] -> [b,s,h,dh] */
+    NODE("Reshape", N("q.heads"), L(q[3], N("heads_shape")), L(N("q.heads")));
+    NODE("Reshape", N("k.heads"), L(k[3], N("heads_shape")), L(N("k.heads")));
+    NODE("Reshape", N("v.heads"), L(v[3], N("heads_shape")), L(N("v.heads")));
+    add_node(b, "Transpose", N("q.t"), (const char *[])L(N("q.heads")),
+             (const char *[])L(N("q.t")), &perm[0], 1);
+    add_node(b, "Transpose", N("k.t"), (const char *[])L(N("k.heads")),
+             (const char *[])L(N("k.t")), &perm[1], 1);
+    add_node(b, "Transpose", N("v.t"), (const char *[])L(N("v.heads")),
+             (const char *[])L(N("v.t")), &perm[0], 1);
+    add_const(b, N("attn.scale"), (int64_t[]){1}, 1, (const float[]){0.25f}, 1); /* 1/sqrt(16) */
+    NODE("MatMul", N("scores"), L(N("q.t"), N("k.t")), L(N("scores")));
+    NODE("Mul", N("scores.scaled"), L(N("scores"), N("attn.scale")), L(N("scores.scaled")));
+    Onnx__AttributeProto **axis = pool_alloc(&b->pool, sizeof *axis);
+    axis[0] = attr_int(b, "axis", -1);
+    add_node(b, "Softmax", N("attn"), (const char *[])L(N("scores.scaled")),
+             (const char *[])L(N("attn")), axis, 1);
+    NODE("MatMul", N("context"), L(N("attn"), N("v.t")), L(N("context")));
+    add_node(b, "Transpose", N("context.t"), (const char *[])L(N("context")),
+             (const char *[])L(N("context.t")), &perm[2], 1);
+    NODE("Reshape", N("context.merged"), L(N("context.t"), N("model_shape")),
+         L(N("context.merged")));
+    linear(b, N("o"), N("context.merged"), D, D, o);
+    NODE("Add", N("residual1"), L(x, o[3]), L(N("residual1")));
+    layer_norm(b, N("ln2"), N("residual1"), N("ln2.out"));
+    linear(b, N("ff1"), N("ln2.out"), D, FF, f1);
+    /* GELU as x * 0.5 * (1 + erf(x / sqrt(2))), PyTorch's export at opset 17. */
+    add_const(b, N("gelu.sqrt2"), (int64_t[]){1}, 1, (const float[]){1.41421356f}, 1);
+    add_const(b, N("gelu.one"), (int64_t[]){1}, 1, (const float[]){1.0f}, 1);
+    add_const(b, N("gelu.half"), (int64_t[]){1}, 1, (const float[]){0.5f}, 1);
+    NODE("Div", N("gelu.div"), L(f1[3], N("gelu.sqrt2")), L(N("gelu.div")));
+    NODE("Erf", N("gelu.erf"), L(N("gelu.div")), L(N("gelu.erf")));
+    NODE("Add", N("gelu.add"), L(N("gelu.erf"), N("gelu.one")), L(N("gelu.add")));
+    NODE("Mul", N("gelu.mul"), L(f1[3], N("gelu.add")), L(N("gelu.mul")));
+    NODE("Mul", N("gelu.out"), L(N("gelu.mul"), N("gelu.half")), L(N("gelu.out")));
+    linear(b, N("ff2"), N("gelu.out"), FF, D, f2);
+    NODE("Add", N("residual2"), L(N("residual1"), f2[3]), L(out));
+#undef N
+#undef NODE
+#undef L
+}
+
+/* One block at a fixed seq of 64. */
 static int make_transformer(const char *dir)
 {
     builder_t b;
     builder_init(&b, 3);
-    enum { D = 64, HEADS = 4, DH = 16, FF = 256 };
-    char q[4][32], k[4][32], v[4][32], o[4][32], f1[4][32], f2[4][32];
-    layer_norm(&b, "ln1", "embeddings", "ln1.out");
-    linear(&b, "q", "ln1.out", D, D, q);
-    linear(&b, "k", "ln1.out", D, D, k);
-    linear(&b, "v", "ln1.out", D, D, v);
-    add_shape(&b, "heads_shape", (int64_t[]){0, 0, HEADS, DH}, 4);
-    add_shape(&b, "model_shape", (int64_t[]){0, 0, D}, 3);
-    Onnx__AttributeProto **perm = pool_alloc(&b.pool, 3 * sizeof *perm);
-    perm[0] = attr_ints(&b, "perm", (int64_t[]){0, 2, 1, 3}, 4); /* [b,s,h,dh] -> [b,h,s,dh] */
-    perm[1] = attr_ints(&b, "perm", (int64_t[]){0, 2, 3, 1}, 4); /* [b,s,h,dh] -> [b,h,dh,s] */
-    perm[2] = attr_ints(&b, "perm", (int64_t[]){0, 2, 1, 3}, 4); /* [b,h,s,dh] -> [b,s,h,dh] */
-    NODE("Reshape", "q.heads", L(q[3], "heads_shape"), L("q.heads"));
-    NODE("Reshape", "k.heads", L(k[3], "heads_shape"), L("k.heads"));
-    NODE("Reshape", "v.heads", L(v[3], "heads_shape"), L("v.heads"));
-    add_node(&b, "Transpose", "q.t", (const char *[]){"q.heads", NULL},
-             (const char *[]){"q.t", NULL}, &perm[0], 1);
-    add_node(&b, "Transpose", "k.t", (const char *[]){"k.heads", NULL},
-             (const char *[]){"k.t", NULL}, &perm[1], 1);
-    add_node(&b, "Transpose", "v.t", (const char *[]){"v.heads", NULL},
-             (const char *[]){"v.t", NULL}, &perm[0], 1);
-    add_const(&b, "attn.scale", (int64_t[]){1}, 1, (const float[]){0.25f}, 1); /* 1/sqrt(16) */
-    NODE("MatMul", "scores", L("q.t", "k.t"), L("scores"));
-    NODE("Mul", "scores.scaled", L("scores", "attn.scale"), L("scores.scaled"));
-    Onnx__AttributeProto **axis = pool_alloc(&b.pool, sizeof *axis);
-    axis[0] = attr_int(&b, "axis", -1);
-    add_node(&b, "Softmax", "attn", (const char *[]){"scores.scaled", NULL},
-             (const char *[]){"attn", NULL}, axis, 1);
-    NODE("MatMul", "context", L("attn", "v.t"), L("context"));
-    add_node(&b, "Transpose", "context.t", (const char *[]){"context", NULL},
-             (const char *[]){"context.t", NULL}, &perm[2], 1);
-    NODE("Reshape", "context.merged", L("context.t", "model_shape"), L("context.merged"));
-    linear(&b, "o", "context.merged", D, D, o);
-    NODE("Add", "residual1", L("embeddings", o[3]), L("residual1"));
-    layer_norm(&b, "ln2", "residual1", "ln2.out");
-    linear(&b, "ff1", "ln2.out", D, FF, f1);
-    /* GELU as x * 0.5 * (1 + erf(x / sqrt(2))), PyTorch's export at opset 17. */
-    add_const(&b, "gelu.sqrt2", (int64_t[]){1}, 1, (const float[]){1.41421356f}, 1);
-    add_const(&b, "gelu.one", (int64_t[]){1}, 1, (const float[]){1.0f}, 1);
-    add_const(&b, "gelu.half", (int64_t[]){1}, 1, (const float[]){0.5f}, 1);
-    NODE("Div", "gelu.div", L(f1[3], "gelu.sqrt2"), L("gelu.div"));
-    NODE("Erf", "gelu.erf", L("gelu.div"), L("gelu.erf"));
-    NODE("Add", "gelu.add", L("gelu.erf", "gelu.one"), L("gelu.add"));
-    NODE("Mul", "gelu.mul", L(f1[3], "gelu.add"), L("gelu.mul"));
-    NODE("Mul", "gelu.out", L("gelu.mul", "gelu.half"), L("gelu.out"));
-    linear(&b, "ff2", "gelu.out", FF, D, f2);
-    NODE("Add", "residual2", L("residual1", f2[3]), L("hidden"));
-#undef NODE
-#undef L
+    encoder_block(&b, "", "embeddings", "hidden");
     int rc = write_model(&b, dir, "transformer", 17,
-                         value_info(&b, "embeddings", (int64_t[]){-1, 64, D}, 3),
-                         value_info(&b, "hidden", (int64_t[]){-1, 64, D}, 3));
+                         value_info(&b, "embeddings", (int64_t[]){DIM_BATCH, 64, 64}, 3),
+                         value_info(&b, "hidden", (int64_t[]){DIM_BATCH, 64, 64}, 3));
+    pool_free(&b.pool);
+    return rc;
+}
+
+/* Two blocks, batch and seq both symbolic. */
+static int make_encoder(const char *dir)
+{
+    builder_t b;
+    builder_init(&b, 4);
+    encoder_block(&b, "layer0.", "embeddings", "layer0.out");
+    encoder_block(&b, "layer1.", "layer0.out", "hidden");
+    int rc = write_model(&b, dir, "encoder", 17,
+                         value_info(&b, "embeddings", (int64_t[]){DIM_BATCH, DIM_SEQ, 64}, 3),
+                         value_info(&b, "hidden", (int64_t[]){DIM_BATCH, DIM_SEQ, 64}, 3));
     pool_free(&b.pool);
     return rc;
 }
@@ -489,5 +541,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: make_models DIR\n");
         return 2;
     }
-    return make_mlp(argv[1]) || make_cnn(argv[1]) || make_transformer(argv[1]);
+    return make_mlp(argv[1]) || make_cnn(argv[1]) || make_transformer(argv[1]) ||
+           make_encoder(argv[1]);
 }

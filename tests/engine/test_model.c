@@ -268,3 +268,118 @@ Test(engine_model, transformer_block_keeps_samples_apart)
     eng_tensor_free(three);
     model_fixture_close(&f);
 }
+
+/* ---- the encoder: batch and seq both symbolic --------------------------------------- */
+
+#define ENCODER_PATH "models/encoder/1/model.onnx"
+#define ENCODER_D 64
+
+/* Runs the encoder on [batch, seq, 64] input `in`; returns the output
+ * after checking it has the input's shape and only finite values. */
+static eng_tensor_t *encoder_run(eng_model_t *m, const eng_tensor_t *in)
+{
+    eng_tensor_t *out[1] = {NULL};
+    int rc = eng_model_run(m, in, 1, out);
+    cr_assert_eq(rc, 0, "encoder at [%lld,%lld,64]: %s", (long long)in->shape.dims[0],
+                 (long long)in->shape.dims[1], fs_errmsg());
+    cr_assert(eng_shape_equal(&out[0]->shape, &in->shape), "hidden is [%lld,%lld,%lld]",
+              (long long)out[0]->shape.dims[0], (long long)out[0]->shape.dims[1],
+              (long long)out[0]->shape.dims[2]);
+    const float *y = out[0]->data;
+    for (int64_t i = 0; i < eng_shape_numel(&out[0]->shape); i++)
+        if (!isfinite(y[i]))
+            cr_assert(false, "hidden[%lld] is %g", (long long)i, y[i]);
+    return out[0];
+}
+
+Test(engine_encoder, declares_batch_and_seq_symbolic)
+{
+    model_fixture_t f;
+    fixture_open(&f, ENCODER_PATH, 0);
+    eng_io_info_t io[2];
+    cr_assert_eq(eng_model_input(f.model, 0, &io[0]), 0);
+    cr_assert_eq(eng_model_output(f.model, 0, &io[1]), 0);
+    cr_expect_str_eq(io[0].name, "embeddings");
+    cr_expect_str_eq(io[1].name, "hidden");
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(io[k].rank, 3);
+        cr_expect_eq(io[k].dims[0], -1);
+        cr_expect_eq(io[k].dims[1], -1);
+        cr_expect_eq(io[k].dims[2], ENCODER_D);
+        cr_expect_str_eq(io[k].dim_params[0], "batch");
+        cr_expect_str_eq(io[k].dim_params[1], "seq");
+    }
+    model_fixture_close(&f);
+}
+
+/* The Reshape targets copy batch and seq ([0, 0, 4, 16], [0, 0, 64]), so
+ * any seq runs, the short, the odd and the longest of the trace. */
+Test(engine_encoder, runs_at_any_seq_and_returns_the_input_shape)
+{
+    model_fixture_t f;
+    fixture_open(&f, ENCODER_PATH, 0);
+    static const int64_t shapes[][2] = {{1, 16}, {3, 37}, {2, 512}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        eng_tensor_t *in = input_new(&(eng_shape_t){3, {shapes[k][0], shapes[k][1], ENCODER_D}});
+        eng_tensor_t *out = encoder_run(f.model, in);
+        eng_tensor_free(out);
+        eng_tensor_free(in);
+    }
+    model_fixture_close(&f);
+}
+
+/* Each sample of a batch of three equals that sample run alone, bit for
+ * bit: the CPU GEMM is batch-invariant (engine/cpu/gemm.h), and LayerNorm
+ * and Softmax work row by row. */
+Test(engine_encoder, samples_of_a_batch_equal_each_sample_run_alone)
+{
+    model_fixture_t f;
+    fixture_open(&f, ENCODER_PATH, 0);
+    enum { BATCH = 3, SEQ = 37 };
+    const size_t sample = (size_t)SEQ * ENCODER_D;
+    eng_tensor_t *three = input_new(&(eng_shape_t){3, {BATCH, SEQ, ENCODER_D}});
+    eng_tensor_t *all = encoder_run(f.model, three);
+    for (int b = 0; b < BATCH; b++) {
+        eng_tensor_t *one = input_new(&(eng_shape_t){3, {1, SEQ, ENCODER_D}});
+        memcpy(one->data, (const float *)three->data + b * sample, sample * sizeof(float));
+        eng_tensor_t *alone = encoder_run(f.model, one);
+        cr_expect_eq(memcmp(alone->data, (const float *)all->data + b * sample,
+                            sample * sizeof(float)), 0,
+                     "sample %d of the batch differs from the same sample run alone", b);
+        if (b > 0)
+            cr_expect_neq(memcmp(alone->data, all->data, sample * sizeof(float)), 0,
+                          "samples 0 and %d have distinct inputs but equal outputs", b);
+        eng_tensor_free(alone);
+        eng_tensor_free(one);
+    }
+    eng_tensor_free(all);
+    eng_tensor_free(three);
+    model_fixture_close(&f);
+}
+
+/* Every (batch, seq) has its own static plan, sized for that seq (the
+ * [batch, 4, seq, seq] scores dominate), each within 1.10 of its lower
+ * bound; none falls back to per-tensor (dynamic) allocation. */
+Test(engine_encoder, another_seq_gets_another_plan)
+{
+    model_fixture_t f;
+    fixture_open(&f, ENCODER_PATH, 0);
+    static const int64_t seqs[] = {16, 37, 512};
+    eng_plan_info_t info[3];
+    for (int k = 0; k < 3; k++) {
+        eng_shape_t shape = {3, {2, seqs[k], ENCODER_D}};
+        cr_assert_eq(eng_model_plan_info(f.model, &shape, 1, &info[k]), 0, "seq %lld: %s",
+                     (long long)seqs[k], fs_errmsg());
+        cr_expect(!info[k].dynamic, "seq %lld: dynamic plan", (long long)seqs[k]);
+        cr_expect_leq((double)info[k].activation_bytes, 1.10 * (double)info[k].lower_bound_bytes,
+                      "seq %lld: plan %zu bytes vs lower bound %zu", (long long)seqs[k],
+                      info[k].activation_bytes, info[k].lower_bound_bytes);
+        /* At least the scores of one block: [2, 4, seq, seq] floats. */
+        cr_expect_geq(info[k].activation_bytes,
+                      (size_t)(2 * 4 * seqs[k] * seqs[k]) * sizeof(float));
+    }
+    cr_expect_lt(info[0].activation_bytes, info[1].activation_bytes);
+    cr_expect_lt(info[1].activation_bytes, info[2].activation_bytes);
+    cr_expect_eq(info[0].n_steps, info[2].n_steps, "the same graph at every seq");
+    model_fixture_close(&f);
+}
