@@ -6,6 +6,7 @@
 #   make SANITIZE=1 test the same under ASan + UBSan
 #   make run             install missing packages, build, start the server
 #   make bench           build and run the benchmarks
+#   make loadtest-smoke  build, then 20 s of load with the memory-flatness bounds on
 #   make deps            install the Debian/Ubuntu packages the build needs
 #
 # Objects go under build/<variant>/ (cpu, cuda, cpu-san, cuda-san), so the
@@ -109,19 +110,24 @@ TOOLS := $(TOOLS_SRC:tools/%.c=$(BIN)/%)
 ONNX_TESTS ?= $(or $(FLATSERVE_ONNX_TESTS),$(wildcard ../shared/onnx-tests))
 
 SERVER := $(BIN)/flatserve
+# The load generator: every loadtest/*.c but its main is also linked into
+# the test binary, which tests the pure parts (options, stats, metrics).
+LOADGEN_SRC := $(filter-out loadtest/loadgen_main.c,$(wildcard loadtest/*.c))
+LOADGEN_OBJ := $(LOADGEN_SRC:%.c=$(BUILD)/%.o)
+LOADGEN := $(BIN)/loadgen
 TESTS := $(BIN)/flatserve-tests
 BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 # The bare libmicrohttpd server that bench/http_bench.sh compares flatserve
 # with: MHD alone, none of flatserve's code.
 HTTP_HELLO := $(BIN)/http_hello
 
-.PHONY: all test run bench deps clean info conformance
+.PHONY: all test run bench deps clean info conformance loadtest-smoke
 # The demo model repository (the server's embedded default), written by the
 # project's own generator: never in git, byte-identical on every build.
 MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx models/transformer/1/model.onnx \
           models/encoder/1/model.onnx
 
-all: $(SERVER) $(TESTS) $(BENCHES) $(HTTP_HELLO) $(CONFORMANCE) $(TOOLS) $(MODELS)
+all: $(SERVER) $(TESTS) $(BENCHES) $(HTTP_HELLO) $(CONFORMANCE) $(TOOLS) $(LOADGEN) $(MODELS)
 
 $(MODELS) &: $(BIN)/make_models
 	$(BIN)/make_models models
@@ -166,9 +172,13 @@ $(SERVER): $(BUILD)/server/main.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(TESTS): $(TEST_OBJ) $(LIB)
+$(TESTS): $(TEST_OBJ) $(LOADGEN_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcurl -lcriterion -o $@
+
+$(LOADGEN): $(BUILD)/loadtest/loadgen_main.o $(LOADGEN_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcurl -o $@
 
 $(BIN)/%_bench: $(BUILD)/bench/%_bench.o $(LIB)
 	@mkdir -p $(@D)
@@ -204,6 +214,11 @@ conformance: $(CONFORMANCE)
 	  echo "conformance: skipped: no ONNX test data (set FLATSERVE_ONNX_TESTS or provide ../shared/onnx-tests)"; \
 	else $(CONFORMANCE) --expect tests/conformance/expected_pass.txt $(ONNX_TESTS); fi
 
+# The load generator's CI smoke: 20 s of the rebuild-storm scenario on the
+# CPU with the flatness bounds on (loadtest/README.md).
+loadtest-smoke: $(SERVER) $(LOADGEN) $(MODELS)
+	BIN=$(BIN) loadtest/smoke.sh
+
 run: deps
 	@$(MAKE) --no-print-directory $(SERVER) $(MODELS)
 	$(SERVER) $(RUN_ARGS)
@@ -218,4 +233,5 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/server/main.d $(BENCH_SRC:%.c=$(BUILD)/%.d) \
-  $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(BUILD)/bench/http_hello.d
+  $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(BUILD)/bench/http_hello.d \
+  $(LOADGEN_OBJ:.o=.d) $(BUILD)/loadtest/loadgen_main.d
