@@ -16,6 +16,12 @@
 #   server  the server suites on the GPU (device auto: cuda:0), then the
 #           server itself on cuda:0 answering curl
 #   http    bench/http_bench.sh on cuda:0 and on the CPU (wrk from .deps)
+#   bert    issue 6's comparison: a BERT-base-sized encoder exported by
+#           loadtest/torch_baseline.py, served by flatserve on cuda:0 under
+#           the mixed trace (batch 1..64, seq 16..512, --trace-seed 1), then
+#           PyTorch eager on the same trace, plain and with empty_cache
+#   soak    scenarios on cuda:0 (SOAK_SECONDS each, default 120): rebuild
+#           storm on the demo encoder, load/unload cycles, idle trim
 set -eu
 parts=${*:-all}
 : "${OUT:=/tmp/flatserve-gpu-out}"
@@ -138,5 +144,54 @@ if has http; then
             fi
             tail -7 "$f"
         done
+    done
+fi
+
+if has bert; then
+    echo "=== issue 6: flatserve vs PyTorch eager, BERT-base encoder, mixed trace"
+    n=${BERT_REQUESTS:-300}
+    d="$OUT/bert"
+    mkdir -p "$d" .gpu/bert-repo/encoder_bert/1
+    [ -f .gpu/bert-repo/encoder_bert/1/model.onnx ] ||
+        python3 loadtest/torch_baseline.py --arch bert-base \
+            --export .gpu/bert-repo/encoder_bert/1/model.onnx > "$d/export.txt" 2>&1 ||
+        { tail -5 "$d/export.txt"; exit 1; }
+    for policy in ${BERT_POLICIES:-arena}; do
+        mkdir -p "$d/$policy"
+        build/cuda/bin/flatserve --host 127.0.0.1 --port 0 --device cuda:0 \
+            --repository .gpu/bert-repo --model encoder_bert --policy "$policy" \
+            --max-batch-size 64 > "$d/$policy/server.log" 2>&1 &
+        spid=$!
+        port=""
+        for _ in $(seq 1 300); do
+            port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$d/$policy/server.log")
+            [ -n "$port" ] && break
+            sleep 0.1
+        done
+        build/cuda/bin/loadgen --url "http://127.0.0.1:$port" --model encoder_bert \
+            --batch 1..64 --dim embeddings:1:16..512 --trace-seed 1 --requests "$n" \
+            --duration 600s --concurrency 1 --encoding binary --sample-interval 0.2s \
+            --csv "$d/$policy/samples.csv" --summary "$d/$policy/summary.json" \
+            --plot "$d/$policy/flatserve" > "$d/$policy.txt" 2>&1 || echo "loadgen ($policy): exit $?"
+        kill -TERM "$spid"
+        rc=0; wait "$spid" || rc=$?
+        echo "flatserve ($policy) exit: $rc"
+        grep -E "^(requests|throughput|latency|memory|  RSS|verdict)" "$d/$policy.txt"
+    done
+    python3 loadtest/torch_baseline.py --arch bert-base --requests "$n" --seed 1 --out-dir "$d" \
+        --flatserve-csv "$d/${BERT_POLICIES%% *}/samples.csv" --plot "$d/memory.png" \
+        > "$d/torch.txt" 2>&1 || echo "torch_baseline: exit $?"
+    tail -25 "$d/torch.txt"
+fi
+
+if has soak; then
+    secs=${SOAK_SECONDS:-120}
+    for sc in rebuild-storm load-unload idle-trim; do
+        echo "=== soak: $sc on cuda:0"
+        extra=""
+        [ "$sc" = rebuild-storm ] && extra="--duration ${secs}s"
+        OUT="$OUT/soak-$sc" BIN=build/cuda/bin DEVICE=cuda:0 \
+            loadtest/run_scenario.sh "$sc" $extra > "$OUT/soak-$sc.txt" 2>&1 || echo "$sc: exit $?"
+        grep -E "^(requests|throughput|latency|reloads|cycles|memory|  RSS|flatness|  reserved|verdict|  (ok|FAIL) )" "$OUT/soak-$sc.txt" | head -20
     done
 fi

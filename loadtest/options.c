@@ -288,6 +288,14 @@ int lg_url_host(const char *url, char *host, size_t host_len, int *is_loopback)
 
 SET_U64(set_requests, requests, 0, UINT64_MAX / 2)
 SET_U64(set_seed, seed, 0, UINT64_MAX)
+
+static int set_trace_seed(lg_opts_t *o, const char *v, const char *where)
+{
+    int rc = parse_u64(v, 0, UINT64_MAX, where, &o->trace_seed);
+    if (rc == 0)
+        o->has_trace_seed = true;
+    return rc;
+}
 SET_U64(set_reload_every, reload_every, 0, UINT64_MAX / 2)
 SET_U64(set_cycle_requests, cycle_requests, 1, UINT64_MAX / 2)
 SET_U64(set_max_errors, max_errors, 0, UINT64_MAX / 2)
@@ -472,6 +480,10 @@ static const lg_opt_t lg_opt_table[] = {
     {"seed", "N",
      "seed of the request mix and the input data (default 1)",
      set_seed, 0},
+    {"trace-seed", "N",
+     "draw batch and dims from torch_baseline.py's splitmix64 trace seeded with N (batch, then "
+     "each --dim, per request sent), so the shapes are the PyTorch baseline's (default: off)",
+     set_trace_seed, 0},
     {"reload-every", "N",
      "POST /v2/repository/models/M/load for every model of the mix every N requests (default "
      "0: never)",

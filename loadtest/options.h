@@ -13,6 +13,7 @@
 #ifndef FS_LOADTEST_OPTIONS_H
 #define FS_LOADTEST_OPTIONS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -78,6 +79,12 @@ typedef struct lg_opts {
     lg_encoding_t encoding;
     double bad_fraction;            /* 0..1 of requests deliberately bad */
     uint64_t seed;
+    /* When set: batch and dims come from their own splitmix64 stream seeded
+     * with trace_seed, one draw each (batch first, then each --dim in order)
+     * per request sent, so the shapes replay loadtest/torch_baseline.py's
+     * trace for the same seed. */
+    bool has_trace_seed;
+    uint64_t trace_seed;
     uint64_t reload_every;          /* 0: no reloads by request count */
     uint64_t reload_every_ns;       /* 0: no reloads by time */
     uint32_t cycles;                /* 0: no load/unload cycles */

@@ -447,13 +447,13 @@ static void sb_shape(sb_t *b, const lg_tensor_t *x)
 
 /* Draws the request's shapes (and spoils input 0 for LG_BAD_SHAPE and
  * LG_BAD_DTYPE). Returns the batch drawn. */
-static uint32_t tensors_draw(const lg_model_t *m, const lg_opts_t *o, lg_rng_t *rng, lg_bad_t bad,
-                             lg_tensor_t *ts)
+static uint32_t tensors_draw(const lg_model_t *m, const lg_opts_t *o, lg_rng_t *rng,
+                             uint64_t *trace, lg_bad_t bad, lg_tensor_t *ts)
 {
-    uint32_t batch = lg_pick_draw(&o->batch, lg_rng_next(rng));
+    uint32_t batch = lg_pick_draw(&o->batch, trace ? splitmix64(trace) : lg_rng_next(rng));
     uint32_t dimv[LG_DIMS_MAX];
     for (uint32_t i = 0; i < o->n_dims; i++)
-        dimv[i] = lg_pick_draw(&o->dims[i].pick, lg_rng_next(rng));
+        dimv[i] = lg_pick_draw(&o->dims[i].pick, trace ? splitmix64(trace) : lg_rng_next(rng));
     for (uint32_t k = 0; k < m->n_inputs; k++) {
         const lg_input_t *in = &m->inputs[k];
         lg_tensor_t *x = &ts[k];
@@ -492,13 +492,18 @@ static uint32_t tensors_draw(const lg_model_t *m, const lg_opts_t *o, lg_rng_t *
     return batch;
 }
 
+uint64_t lg_splitmix64(uint64_t *state)
+{
+    return splitmix64(state);
+}
+
 int lg_body_build(const lg_datapool_t *pool, const lg_model_t *m, const lg_opts_t *o,
-                  lg_rng_t *rng, int binary, lg_bad_t bad, lg_body_t *out)
+                  lg_rng_t *rng, uint64_t *trace, int binary, lg_bad_t bad, lg_body_t *out)
 {
     lg_tensor_t ts[LG_INPUTS_MAX];
     memset(ts, 0, sizeof ts);
     memset(out, 0, sizeof *out);
-    uint32_t batch = tensors_draw(m, o, rng, bad, ts);
+    uint32_t batch = tensors_draw(m, o, rng, trace, bad, ts);
     if (bad == LG_BAD_JSON)
         binary = 0;
     double bytes = 256;

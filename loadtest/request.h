@@ -85,7 +85,10 @@ void lg_datapool_destroy(lg_datapool_t *p);
  * rng, binary or JSON, good or `bad`. Returns 0, or FS_ENOMEM / FS_ERANGE
  * (a body above 2 GiB) leaving *out empty. */
 int lg_body_build(const lg_datapool_t *pool, const lg_model_t *m, const lg_opts_t *o,
-                  lg_rng_t *rng, int binary, lg_bad_t bad, lg_body_t *out);
+                  lg_rng_t *rng, uint64_t *trace, int binary, lg_bad_t bad, lg_body_t *out);
+
+/* The next value of a splitmix64 stream (the --trace-seed trace). */
+uint64_t lg_splitmix64(uint64_t *state);
 
 /* Frees the body; a zeroed body is fine. */
 void lg_body_free(lg_body_t *b);

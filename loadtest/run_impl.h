@@ -90,6 +90,7 @@ struct lg_run {
     double weight_sum;
     lg_datapool_t *pool;
     lg_rng_t rng;
+    uint64_t trace;                 /* the --trace-seed splitmix64 state */
     CURLM *multi;
     char base[256];            /* the URL without a trailing '/' */
     char auth[300];            /* "Authorization: Bearer ..." or "" */

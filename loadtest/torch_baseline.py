@@ -315,9 +315,18 @@ def flatserve_figures(path):
     except (OSError, ValueError) as e:
         return {"csv": path, "error": str(e)}
     allocs = [a for a in alloc if a is not None]
-    return {"csv": path, "samples": len(xs), "requests": max(xs),
-            "peak_reserved_bytes": max(res), "end_reserved_bytes": res[-1],
-            "peak_allocated_bytes": max(allocs) if allocs else None}
+    out = {"csv": path, "samples": len(xs), "requests": max(xs),
+           "peak_reserved_bytes": max(res), "end_reserved_bytes": res[-1],
+           "peak_allocated_bytes": max(allocs) if allocs else None}
+    # loadgen's CSV also carries the cache's own peaks (which see between
+    # samples): prefer them.
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for col in ("peak_allocated_bytes", "peak_reserved_bytes"):
+        vals = [float(r[col]) for r in rows if r.get(col) not in (None, "", "NaN")]
+        if vals:
+            out[col] = max(vals)
+    return out
 
 
 def targets(fs, plain):

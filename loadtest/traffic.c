@@ -226,7 +226,8 @@ static uint32_t model_draw(lg_run_t *run)
 static int infer_prepare(lg_run_t *run, lg_xfer_t *x, uint32_t mi, int binary, lg_bad_t bad)
 {
     char hdr[80];
-    int rc = lg_body_build(run->pool, &run->models[mi], run->o, &run->rng, binary, bad, &x->body);
+    int rc = lg_body_build(run->pool, &run->models[mi], run->o, &run->rng,
+                           run->o->has_trace_seed ? &run->trace : NULL, binary, bad, &x->body);
     if (rc != 0)
         return rc;
     if (x->body.header_len) {
@@ -505,6 +506,7 @@ int lg_run_create(const lg_opts_t *o, lg_run_t **out)
     if (o->admin_token[0])
         snprintf(run->auth, sizeof run->auth, "Authorization: Bearer %s", o->admin_token);
     lg_rng_seed(&run->rng, o->seed);
+    run->trace = o->trace_seed;
     if (!(run->multi = curl_multi_init())) {
         rc = fs_err(FS_ENOMEM, "curl_multi_init failed");
         goto fail;

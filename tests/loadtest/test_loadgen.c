@@ -578,7 +578,7 @@ static cJSON *body_for(lg_bad_t bad, int binary, lg_body_t *b)
     cr_assert_eq(lg_model_bind(&m, 1, &o), 0, "%s", fs_errmsg());
     cr_assert_eq(lg_datapool_create(1, &pool), 0);
     lg_rng_seed(&rng, 1);
-    cr_assert_eq(lg_body_build(pool, &m, &o, &rng, binary, bad, b), 0, "%s", fs_errmsg());
+    cr_assert_eq(lg_body_build(pool, &m, &o, &rng, NULL, binary, bad, b), 0, "%s", fs_errmsg());
     lg_datapool_destroy(pool);
     size_t n = b->header_len ? b->header_len : b->len;
     return cJSON_ParseWithLength(b->data, n);
@@ -647,4 +647,18 @@ Test(loadgen, bad_bodies_are_bad_in_the_way_they_say)
     cr_expect_eq(b.header_len, 0u, "malformed JSON goes as JSON");
     cJSON_Delete(root);
     lg_body_free(&b);
+}
+
+/* --trace-seed replays torch_baseline.py's trace: splitmix64 from the seed,
+ * batch then seq; its docstring gives the first requests for seed 1. */
+Test(loadgen, trace_seed_replays_the_torch_baseline_trace)
+{
+    uint64_t st = 1;
+    const uint32_t want[5][2] = {{2, 450}, {31, 366}, {58, 354}, {38, 187}, {41, 426}};
+    for (int i = 0; i < 5; i++) {
+        uint32_t b = 1 + (uint32_t)(lg_splitmix64(&st) % 64);
+        uint32_t s = 16 + (uint32_t)(lg_splitmix64(&st) % 497);
+        cr_expect_eq(b, want[i][0], "request %d: batch %u", i, b);
+        cr_expect_eq(s, want[i][1], "request %d: seq %u", i, s);
+    }
 }
