@@ -150,15 +150,18 @@ fi
 if has bert; then
     echo "=== issue 6: flatserve vs PyTorch eager, BERT-base encoder, mixed trace"
     n=${BERT_REQUESTS:-300}
+    policies=${BERT_POLICIES:-arena}
     d="$OUT/bert"
+    # Batch 64 x seq 512 x 768 floats is a 100 MB body.
+    printf '{"server": {"max_body": "512MiB"}}\n' > .gpu/bert.json
     mkdir -p "$d" .gpu/bert-repo/encoder_bert/1
     [ -f .gpu/bert-repo/encoder_bert/1/model.onnx ] ||
         python3 loadtest/torch_baseline.py --arch bert-base \
             --export .gpu/bert-repo/encoder_bert/1/model.onnx > "$d/export.txt" 2>&1 ||
         { tail -5 "$d/export.txt"; exit 1; }
-    for policy in ${BERT_POLICIES:-arena}; do
+    for policy in $policies; do
         mkdir -p "$d/$policy"
-        build/cuda/bin/flatserve --host 127.0.0.1 --port 0 --device cuda:0 \
+        build/cuda/bin/flatserve --config .gpu/bert.json --host 127.0.0.1 --port 0 --device cuda:0 \
             --repository .gpu/bert-repo --model encoder_bert --policy "$policy" \
             --max-batch-size 64 > "$d/$policy/server.log" 2>&1 &
         spid=$!
@@ -179,7 +182,7 @@ if has bert; then
         grep -E "^(requests|throughput|latency|memory|  RSS|verdict)" "$d/$policy.txt"
     done
     python3 loadtest/torch_baseline.py --arch bert-base --requests "$n" --seed 1 --out-dir "$d" \
-        --flatserve-csv "$d/${BERT_POLICIES%% *}/samples.csv" --plot "$d/memory.png" \
+        --flatserve-csv "$d/${policies%% *}/samples.csv" --plot "$d/memory.png" \
         > "$d/torch.txt" 2>&1 || echo "torch_baseline: exit $?"
     tail -25 "$d/torch.txt"
 fi
