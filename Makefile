@@ -168,9 +168,10 @@ $(LIB): $(LIB_OBJ)
 	  [ -z "$$dups" ] || { echo "Makefile: object names must be unique in $@: $$dups"; exit 1; }
 	rm -f $@ && $(AR) rcs $@ $^
 
+# -rdynamic: a crash's stack (server/main.c) names the functions.
 $(SERVER): $(BUILD)/server/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) -rdynamic $^ $(LDLIBS) -o $@
 
 $(TESTS): $(TEST_OBJ) $(LOADGEN_OBJ) $(LIB)
 	@mkdir -p $(@D)
