@@ -236,7 +236,9 @@ static bool streams_poll_locked(alloc_cache_t *c, alloc_stream_t stream)
             alloc_provider_fence_destroy(c->provider, s->fence);
             s->fence = NULL;
         }
-        if (s->id != stream && !s->retired && s->last_free_seq > s->done_seq) {
+        /* A fence recorded from here into a stream under graph capture
+         * would join the capture (and be no fence); it waits for the end. */
+        if (s->id != stream && !s->retired && !s->capturing && s->last_free_seq > s->done_seq) {
             void *fence = NULL;
             if (alloc_provider_fence_record(c->provider, s->id, &fence) != 0) {
                 FS_LOG_W("alloc", "cache '%s': fence record on stream %#lx failed: %s", c->name,
@@ -810,6 +812,23 @@ int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream)
     }
     pthread_mutex_unlock(&c->lock);
     return 0;
+}
+
+int alloc_cache_stream_capture(alloc_cache_t *c, alloc_stream_t stream, bool capturing)
+{
+    if (!c->has_fences || stream == 0)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    cache_stream_t *s = stream_get_locked(c, stream);
+    int rc = 0;
+    if (!s)
+        rc = fs_err(FS_ENOMEM, "cache '%s': out of host memory for a stream's state", c->name);
+    else if (capturing)
+        s->capturing++;
+    else if (s->capturing > 0)
+        s->capturing--;
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
 int alloc_cache_record_stream(alloc_cache_t *c, void *ptr, alloc_stream_t stream)

@@ -159,6 +159,12 @@ int alloc_cache_record_stream(alloc_cache_t *c, void *ptr, alloc_stream_t stream
  * count as the default stream's. A later stream with the same handle is a
  * new stream. Cannot fail; a no-op without fences. */
 int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream);
+/* Marks `stream` as under CUDA graph capture (true) or not any more (false;
+ * the calls nest). While it is, the cache records no fence on it: an event
+ * recorded into a capturing stream from another thread joins the capture,
+ * is no fence, and on the GPU has crashed cuEventRecord. Blocks freed on it
+ * wait for their fence until the capture ends. 0, or FS_ENOMEM. */
+int alloc_cache_stream_capture(alloc_cache_t *c, alloc_stream_t stream, bool capturing);
 
 /* Size of the block at `ptr` (rounded) into *out. FS_EINVAL if unknown. */
 int alloc_cache_block_size(alloc_cache_t *c, const void *ptr, size_t *out);

@@ -86,6 +86,7 @@ typedef struct cache_stream {
     uint64_t fence_seq;              /* what the pending fence covers */
     void *fence;                     /* pending fence, or NULL */
     bool retired;                    /* destroyed by its owner: never fenced again */
+    unsigned capturing;              /* in CUDA graph capture: not fenced until it ends */
 } cache_stream_t;
 
 typedef struct cache_owner {

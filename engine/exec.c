@@ -234,6 +234,15 @@ static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
     return rc;
 }
 
+#if FS_HAVE_CUDA
+static void capture_fences_resume(eng_plan_t *p, alloc_stream_t stream)
+{
+    alloc_cache_stream_capture(p->cache, stream, false);
+    if (p->staging)
+        alloc_cache_stream_capture(p->staging, stream, false);
+}
+#endif
+
 /* A device plan's steps: replayed from its CUDA graph when the graph was
  * captured with this activation block, else captured now (from the second
  * run on: the first warms up cuBLAS's choices) and replayed, else queued
@@ -248,12 +257,22 @@ static int run_steps_device(eng_plan_t *p, run_state_t *rs, void *block)
         return run_steps(p, rs, block);
     eng_cuda_graph_destroy(p->cuda_graph);
     p->cuda_graph = NULL;
-    int rc = eng_cuda_capture_begin(p->cuda);
+    /* No fence from another thread may land in the capture. */
+    alloc_stream_t stream = rs->stream;
+    int rc = alloc_cache_stream_capture(p->cache, stream, true);
+    if (rc == 0 && p->staging && (rc = alloc_cache_stream_capture(p->staging, stream, true)) != 0)
+        alloc_cache_stream_capture(p->cache, stream, false);
     if (rc != 0)
+        return run_steps(p, rs, block);
+    rc = eng_cuda_capture_begin(p->cuda);
+    if (rc != 0) {
+        capture_fences_resume(p, stream);
         return rc;
+    }
     int run_rc = run_steps(p, rs, block);
     eng_cuda_graph_t *graph = NULL;
     rc = eng_cuda_capture_end(p->cuda, &graph);
+    capture_fences_resume(p, stream);
     if (run_rc != 0) {
         eng_cuda_graph_destroy(graph);
         return run_rc;

@@ -213,3 +213,35 @@ Test(alloc_cache_streams, record_stream_of_unknown_pointer_is_einval)
                  "a freed block cannot be recorded");
     alloc_fixture_fini(&f);
 }
+
+/* A stream under CUDA graph capture gets no fence from another thread (it
+ * would join the capture); its freed blocks wait until the capture ends. */
+Test(alloc_cache_streams, a_capturing_stream_is_not_fenced_until_its_capture_ends)
+{
+    alloc_fault_config_t fc = {.manual_fences = true};
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, &fc, NULL);
+    void *x = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    alloc_test_free(f.cache, x);
+    cr_assert_eq(alloc_cache_stream_capture(f.cache, STREAM_A, true), 0);
+    alloc_fault_counts_t before, after;
+    cr_assert_eq(alloc_fault_counts(f.fault, &before), 0);
+    alloc_cache_process_fences(f.cache);
+    void *y = alloc_test_alloc(f.cache, 12 * MiB, STREAM_B); /* a miss polls every stream */
+    cr_assert_eq(alloc_fault_counts(f.fault, &after), 0);
+    cr_expect_eq(after.n_fence_records, before.n_fence_records,
+                 "a fence was recorded on a stream under capture");
+    cr_expect_neq(y, x, "B reused A's block with no fence on A");
+
+    cr_assert_eq(alloc_cache_stream_capture(f.cache, STREAM_A, false), 0);
+    alloc_cache_process_fences(f.cache);
+    cr_assert_eq(alloc_fault_counts(f.fault, &after), 0);
+    cr_expect_gt(after.n_fence_records, before.n_fence_records, "no fence after the capture ended");
+    cr_assert_eq(alloc_fault_fences_pass(f.fault), 0);
+    void *z = alloc_test_alloc(f.cache, 12 * MiB, STREAM_B);
+    cr_expect_eq(z, x, "after the capture and the fence, B reuses A's block");
+    alloc_test_free(f.cache, y);
+    alloc_test_free(f.cache, z);
+    cr_expect_eq(alloc_fault_fences_pass(f.fault), 0);
+    alloc_fixture_fini(&f);
+}
