@@ -120,16 +120,20 @@ int lg_plot_write(const lg_run_t *run, const lg_result_t *r, const char *prefix)
     int rc = script_write(run, r, gp, prefix);
     if (rc != 0)
         return rc;
-    if (!on_path("gnuplot")) {
+    /* gnuplot-nox's own name: Debian's package installs only that, and
+     * the "gnuplot" alternative is made by its maintainer scripts, which an
+     * unpacked bundle (the GPU machine's) never runs. */
+    const char *prog = on_path("gnuplot") ? "gnuplot" : on_path("gnuplot-nox") ? "gnuplot-nox" : NULL;
+    if (!prog) {
         fprintf(stderr, "loadgen: gnuplot is not on PATH: wrote %s and %s; no PNGs "
                         "(install gnuplot, e.g. apt-get install gnuplot-nox, and run "
                         "`gnuplot %s`)\n",
                 gp, run->csv_path, gp);
         return 0;
     }
-    char *argv[] = {"gnuplot", gp, NULL};
+    char *argv[] = {(char *)prog, gp, NULL};
     pid_t pid;
-    int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ);
+    int err = posix_spawnp(&pid, prog, NULL, NULL, argv, environ);
     if (err != 0)
         return fs_err(FS_EIO, "--plot: cannot run gnuplot: %s", strerror(err));
     int status = 0;
