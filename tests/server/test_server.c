@@ -1,8 +1,12 @@
 /* test_server.c -- the server end to end: a real app on a loopback port,
  * talked to with libcurl. Every endpoint, every error status, JSON and
- * binary inference agreeing, admin tokens, /metrics through promtool.
+ * binary inference agreeing, admin tokens, /metrics through promtool,
+ * clients that hang up mid-body or while queued.
  * (Concurrency, reloads and signals: test_server_load.c.) */
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -530,4 +534,50 @@ Test(srv_config, a_bad_model_config_fails_that_model_only, .timeout = 60)
     cr_expect_eq(r.status, 200);
     free(r.body);
     fixture_stop(&f);
+}
+
+/* ---- clients that go away -------------------------------------------------------- */
+
+/* Sends `text` on a fresh loopback connection and closes it at once. */
+static void send_and_hang_up(unsigned port, const char *text)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+Test(srv_config, clients_that_hang_up_mid_body_or_mid_batch_lose_nothing_else, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    /* Requests wait 300 ms for company: a client can leave while queued. */
+    const char *mc = "{\"max_batch_size\": 64, \"max_queue_delay\": \"300ms\"}";
+    fixture_write(&f, "mlp", "config.json", mc, strlen(mc));
+    fixture_start(&f);
+    /* Half a body, then gone. */
+    send_and_hang_up(f.port, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+                             "Content-Length: 5000\r\n\r\n{\"inputs\": [");
+    /* A whole request, gone while it waits in the queue. */
+    char *body = mlp_body(1, 3, NULL);
+    char req[16384];
+    snprintf(req, sizeof req, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+                              "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+    for (int i = 0; i < 4; i++)
+        send_and_hang_up(f.port, req);
+    /* Everyone else is served, the batch the leavers were in included. */
+    http_resp_t r = http_post(f.port, "/v2/models/mlp/infer", body);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    usleep(400000);
+    r = http_get(f.port, "/metrics");
+    cr_expect(strstr(r.body, "flatserve_http_requests_in_flight 1\n") != NULL,
+              "only this scrape is in flight once the leavers' batch ran");
+    free(r.body);
+    free(body);
+    fixture_stop(&f); /* waits for in-flight requests: none may be stuck */
 }
