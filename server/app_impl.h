@@ -41,7 +41,7 @@ struct srv_app {
     atomic_bool draining;         /* SIGTERM: answer with Connection: close */
     pthread_mutex_t flight_lock;
     pthread_cond_t flight_cond;
-    uint64_t in_flight;           /* requests begun and not completed (flight_lock) */
+    uint64_t in_flight;           /* requests dispatched and not completed (flight_lock) */
 
     /* The policy timer: ticks every cache every memory.tick. */
     pthread_t ticker;
@@ -87,6 +87,7 @@ typedef struct srv_req {
     srv_buf_t body;
     bool too_large;
     bool dispatched;
+    bool in_flight;               /* counted in app->in_flight (from dispatch) */
     bool waiting;                 /* suspended on the batcher */
     uint64_t start_ns;
     /* An inference in flight (routes.c). */

@@ -3,15 +3,17 @@
  * connections, so a request waiting for its batch holds no thread.
  *
  * The life of a request: MHD calls on_access first with no body (a context
- * is made and counted in flight), then with each piece of the body (copied,
- * up to server.max_body: past it the answer is 413 at once and the
- * connection closes), then once with none left: srv_route runs. An
- * inference suspends the connection before it is queued; the batcher's
- * completion resumes it, MHD calls on_access again, and srv_route_finish
- * writes the answer. on_completed frees the context (also when the client
- * went away), and the in-flight count falls; graceful stop waits for it to
- * reach zero before stopping MHD, which must never see a suspended
- * connection at stop. */
+ * is made), then with each piece of the body (copied, up to
+ * server.max_body: past it the answer is 413 at once and the connection
+ * closes), then once with none left: the request counts as in flight and
+ * srv_route runs. An inference that cannot be answered at once suspends
+ * the connection; the batcher's completion resumes it, MHD calls on_access
+ * again, and srv_route_finish writes the answer. on_completed frees the
+ * context (also when the client went away) and, for a request in flight,
+ * lowers the count; graceful stop waits for it to reach zero before
+ * stopping MHD, which must never see a suspended connection at stop. A
+ * body still arriving is not in flight: a client that sends half a body
+ * and leaves is reaped by the connection timeout, not awaited. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -168,7 +170,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         r->start_ns = fs_clock_now_ns();
         atomic_init(&r->done, false);
         *con_cls = r;
-        flight_add(app, 1);
         /* A declared length past the bound is refused before any byte. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -217,7 +218,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     if (!r->dispatched) {
-        r->dispatched = true;
+        /* In flight from here: a body still arriving is no work the
+         * graceful stop must wait for (a client that sent half a body and
+         * went away is reaped by the connection timeout, not awaited). */
+        r->dispatched = r->in_flight = true;
+        flight_add(app, 1);
         srv_route(r);
     }
     return MHD_YES;
@@ -233,11 +238,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
         FS_LOG_D("http", "%s %s: ended before its answer was sent (code %d)", r->method, r->url,
                  (int)toe);
+    bool counted = r->in_flight;
     srv_route_release(r);
     srv_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
-    flight_add(app, -1);
+    if (counted)
+        flight_add(app, -1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)

@@ -310,7 +310,7 @@ static void render_process(srv_buf_t *b, srv_app_t *app)
     pthread_mutex_lock(&app->flight_lock);
     uint64_t in_flight = app->in_flight;
     pthread_mutex_unlock(&app->flight_lock);
-    family(b, "flatserve_http_requests_in_flight", "gauge", "HTTP requests begun and not yet answered");
+    family(b, "flatserve_http_requests_in_flight", "gauge", "HTTP requests read whole and not yet answered");
     srv_buf_printf(b, "flatserve_http_requests_in_flight %" PRIu64 "\n", in_flight);
 }
 
