@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# policy_compare.sh -- scenario 6: one mixed-shape trace under each release
+# policy, and one table of what each did with memory.
+#
+#   loadtest/policy_compare.sh [--device D] [--model M] [--requests N]
+#                              [--batch PICK] [--seq PICK] [--policies "P ..."]
+#
+# For each policy (default: cache periodic arena idle_trim watermark
+# arena,idle_trim) it starts a fresh flatserve with `--policy P` and only
+# model M (default: the demo `encoder`), replays the same shapes with
+# `loadgen --trace-seed 1` (batch then seq from splitmix64: the PyTorch
+# baseline's trace) at concurrency 1, and reads loadgen's CSV. The table
+# gives peak allocated and peak reserved (the caches' own peaks, which see
+# between samples), reserved at the end, their ratio, device alloc/free
+# calls during the run, and p50/p99 latency.
+#
+# Environment: BIN (default build/cpu/bin, or build/cuda/bin for a cuda
+# device), REPO (default models), OUT (default build/loadtest/policies).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+device=cpu model=encoder requests=80 batch=1..16 seq=16..256
+policies="cache periodic arena idle_trim watermark arena,idle_trim"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --device) device=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --requests) requests=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --seq) seq=$2; shift 2 ;;
+    --policies) policies=$2; shift 2 ;;
+    *) echo "policy_compare: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+    esac
+done
+case "$device" in cuda*) def_bin=build/cuda/bin ;; *) def_bin=build/cpu/bin ;; esac
+BIN=${BIN:-$def_bin} REPO=${REPO:-models} OUT=${OUT:-build/loadtest/policies}
+for b in flatserve loadgen; do
+    [ -x "$BIN/$b" ] || { echo "policy_compare: $BIN/$b is not built (make)" >&2; exit 2; }
+done
+mkdir -p "$OUT"
+pid=""
+trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null' EXIT
+
+for p in $policies; do
+    d="$OUT/${p//,/+}"
+    mkdir -p "$d"
+    "$BIN/flatserve" --host 127.0.0.1 --port 0 --device "$device" --repository "$REPO" \
+        --model "$model" --policy "$p" --log-level info > "$d/server.log" 2>&1 &
+    pid=$!
+    port=""
+    for _ in $(seq 1 300); do
+        port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$d/server.log" 2>/dev/null)
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { echo "policy_compare: flatserve ($p) did not start:" >&2; tail -5 "$d/server.log" >&2; exit 2; }
+    "$BIN/loadgen" --url "http://127.0.0.1:$port" --model "$model" --batch "$batch" \
+        --dim "embeddings:1:$seq" --trace-seed 1 --requests "$requests" --duration 3600s \
+        --concurrency 1 --encoding binary --sample-interval 0.1s --csv "$d/samples.csv" \
+        --summary "$d/summary.json" --max-reserved-ratio 100 --max-rss-drift 100 \
+        > "$d/loadgen.txt" 2>&1 || echo "policy_compare: loadgen ($p) exit $?" >&2
+    kill -TERM "$pid"
+    rc=0; wait "$pid" || rc=$?
+    pid=""
+    [ "$rc" -eq 0 ] || echo "policy_compare: flatserve ($p) exited $rc on SIGTERM" >&2
+done
+
+python3 - "$OUT" "$policies" "$device" "$model" "$requests" "$batch" "$seq" <<'PY'
+import csv, json, os, sys
+out, policies, device, model, n, batch, seq = sys.argv[1:]
+mib = lambda b: b / 2**20
+print(f"policy comparison: {model} on {device}, {n} requests of the --trace-seed 1 trace "
+      f"(batch {batch}, seq {seq}), concurrency 1\n")
+print("| policy | peak allocated | peak reserved | end reserved | peak reserved / peak allocated "
+      "| device allocs | device frees | p50 ms | p99 ms |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for p in policies.split():
+    d = os.path.join(out, p.replace(",", "+"))
+    try:
+        rows = list(csv.DictReader(open(os.path.join(d, "samples.csv"))))
+        summ = json.load(open(os.path.join(d, "summary.json")))
+    except (OSError, ValueError) as e:
+        print(f"| {p} | (no result: {e}) |||||||")
+        continue
+    f = lambda r, k: float(r[k])
+    pa = max(f(r, "peak_allocated_bytes") for r in rows)
+    pr = max(f(r, "peak_reserved_bytes") for r in rows)
+    end = f(rows[-1], "reserved_bytes")
+    allocs = f(rows[-1], "device_allocs") - f(rows[0], "device_allocs")
+    frees = f(rows[-1], "device_frees") - f(rows[0], "device_frees")
+    lat = summ.get("latency_ms", {})
+    print(f"| {p} | {mib(pa):.1f} MiB | {mib(pr):.1f} MiB | {mib(end):.1f} MiB | {pr / pa:.3f} "
+          f"| {allocs:.0f} | {frees:.0f} | {lat.get('p50', float('nan')):.1f} "
+          f"| {lat.get('p99', float('nan')):.1f} |")
+PY
