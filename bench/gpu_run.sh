@@ -191,10 +191,10 @@ if has soak; then
     secs=${SOAK_SECONDS:-120}
     for sc in rebuild-storm load-unload idle-trim; do
         echo "=== soak: $sc on cuda:0"
-        extra=""
-        [ "$sc" = rebuild-storm ] && extra="--duration ${secs}s"
+        set --
+        [ "$sc" = rebuild-storm ] && set -- --duration "${secs}s"
         OUT="$OUT/soak-$sc" BIN=build/cuda/bin DEVICE=cuda:0 \
-            loadtest/run_scenario.sh "$sc" $extra > "$OUT/soak-$sc.txt" 2>&1 || echo "$sc: exit $?"
+            loadtest/run_scenario.sh "$sc" "$@" > "$OUT/soak-$sc.txt" 2>&1 || echo "$sc: exit $?"
         grep -E "^(requests|throughput|latency|reloads|cycles|memory|  RSS|flatness|  reserved|verdict|  (ok|FAIL) )" "$OUT/soak-$sc.txt" | head -20
     done
 fi

@@ -17,7 +17,7 @@
 # Environment: BIN (default build/cpu/bin, or build/cuda/bin for a cuda
 # device), REPO (default models), OUT (default build/loadtest/policies).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 device=cpu model=encoder requests=80 batch=1..16 seq=16..256
 policies="cache periodic arena idle_trim watermark arena,idle_trim"
