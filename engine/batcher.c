@@ -103,28 +103,6 @@ static size_t bucket_of(const uint64_t *bounds, size_t n, uint64_t v)
     return i;
 }
 
-/* "[batch,64]": a model io's shape with its symbols. */
-static char *io_format(const eng_io_info_t *io, char *buf, size_t len)
-{
-    if (io->rank < 0) {
-        snprintf(buf, len, "(any shape)");
-        return buf;
-    }
-    size_t at = 0;
-    at += (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < io->rank && at < len; d++) {
-        const char *sep = d ? "," : "";
-        if (io->dims[d] >= 0)
-            at += (size_t)snprintf(buf + at, len - at, "%s%lld", sep, (long long)io->dims[d]);
-        else
-            at += (size_t)snprintf(buf + at, len - at, "%s%s", sep,
-                                   io->dim_params[d] ? io->dim_params[d] : "?");
-    }
-    if (at < len)
-        snprintf(buf + at, len - at, "]");
-    return buf;
-}
-
 /* ---- checks ------------------------------------------------------------------ */
 
 /* Whether every input and output leads with one symbolic dim of one name. */
@@ -172,7 +150,7 @@ static int request_check(const eng_served_t *s, const eng_request_t *req)
         if (t->shape.rank < 0 || t->shape.rank > ENG_MAX_RANK)
             return fs_err(FS_EINVAL, "input '%s' of model '%s': rank %d (ranks 0 to %d)",
                           io->name, s->name, t->shape.rank, ENG_MAX_RANK);
-        io_format(io, want, sizeof want);
+        eng_io_info_format(io, want, sizeof want);
         if (io->rank >= 0 && t->shape.rank != io->rank)
             return fs_err(FS_EINVAL,
                           "input '%s' of model '%s': expected shape %s, got %s (rank %d, not %d)",

@@ -104,6 +104,11 @@ typedef struct eng_io_info {
     const char *dim_params[ENG_MAX_RANK]; /* the symbol, or NULL */
 } eng_io_info_t;
 
+/* "[batch,64]": the declared shape with each symbolic dim by its name ("?"
+ * when it has none), or "(any shape)" when the model does not say, into buf
+ * (always terminated); returns buf. Cannot fail. */
+char *eng_io_info_format(const eng_io_info_t *io, char *buf, size_t len);
+
 size_t eng_model_n_inputs(const eng_model_t *m);
 size_t eng_model_n_outputs(const eng_model_t *m);
 /* 0 and *out (strings borrowed from the model), or FS_EINVAL for a bad

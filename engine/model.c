@@ -588,6 +588,27 @@ int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out)
     return 0;
 }
 
+char *eng_io_info_format(const eng_io_info_t *io, char *buf, size_t len)
+{
+    if (io->rank < 0) {
+        snprintf(buf, len, "(any shape)");
+        return buf;
+    }
+    size_t at = 0;
+    at += (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < io->rank && at < len; d++) {
+        const char *sep = d ? "," : "";
+        if (io->dims[d] >= 0)
+            at += (size_t)snprintf(buf + at, len - at, "%s%lld", sep, (long long)io->dims[d]);
+        else
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", sep,
+                                   io->dim_params[d] ? io->dim_params[d] : "?");
+    }
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
 alloc_owner_t eng_model_owner(const eng_model_t *m)
 {
     return m->owner;

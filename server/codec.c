@@ -669,23 +669,6 @@ static long output_find(const eng_model_t *m, const char *name)
     return -1;
 }
 
-/* The model's declared shape, symbols by name: "[batch,64]". */
-static const char *io_shape(const eng_io_info_t *info, char *buf, size_t len)
-{
-    size_t at = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < info->rank && at < len; d++) {
-        const char *sep = d ? "," : "";
-        if (info->dims[d] >= 0)
-            at += (size_t)snprintf(buf + at, len - at, "%s%" PRId64, sep, info->dims[d]);
-        else
-            at += (size_t)snprintf(buf + at, len - at, "%s%s", sep,
-                                   info->dim_params[d] ? info->dim_params[d] : "?");
-    }
-    if (at < len)
-        snprintf(buf + at, len - at, "]");
-    return buf;
-}
-
 /* The request input's fit to model input `info`. */
 static int input_check(const eng_io_info_t *info, const srv_infer_input_t *in)
 {
@@ -698,7 +681,7 @@ static int input_check(const eng_io_info_t *info, const srv_infer_input_t *in)
     if (info->rank != t->shape.rank) {
         char want[160], got[96];
         return fs_err(FS_EINVAL, "input '%s': the model takes rank %d %s, got rank %d %s",
-                      in->name, info->rank, io_shape(info, want, sizeof want), t->shape.rank,
+                      in->name, info->rank, eng_io_info_format(info, want, sizeof want), t->shape.rank,
                       eng_shape_format(&t->shape, got, sizeof got));
     }
     for (int d = 0; d < info->rank; d++)
