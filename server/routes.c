@@ -87,7 +87,7 @@ static int split_path(const char *url, char *buf, size_t len, char *segs[MAX_SEG
     size_t n_url = strlen(url);
     if (n_url >= len)
         return -1;
-    memmove(buf, url, n_url + 1); /* buf may be url itself */
+    memcpy(buf, url, n_url + 1);
     int n = 0;
     if (!*buf)
         return 0;
@@ -109,28 +109,30 @@ static int split_path(const char *url, char *buf, size_t len, char *segs[MAX_SEG
 /* Whether a route's pattern matches the segments; fills `args`. */
 static bool route_match(const route_t *rt, char *const *segs, int n, route_args_t *args)
 {
-    char pat[96];
-    snprintf(pat, sizeof pat, "%s", rt->pattern);
-    char *psegs[MAX_SEGS];
-    int pn = split_path(pat, pat, sizeof pat, psegs);
-    if (pn != n)
-        return false;
     route_args_t a = {.version = -1};
+    const char *p = rt->pattern; /* walked in place, segment by segment */
     for (int i = 0; i < n; i++) {
-        if (strcmp(psegs[i], "{m}") == 0) {
+        if (!*p)
+            return false;
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 3 && memcmp(p, "{m}", 3) == 0) {
             if (strlen(segs[i]) >= sizeof a.model)
                 return false;
             strcpy(a.model, segs[i]);
-        } else if (strcmp(psegs[i], "{v}") == 0) {
+        } else if (len == 3 && memcmp(p, "{v}", 3) == 0) {
             char *end = NULL;
             long long v = strtoll(segs[i], &end, 10);
             if (end == segs[i] || *end || v < 0)
                 a.bad_version = segs[i];
             a.version = v;
-        } else if (strcmp(psegs[i], segs[i]) != 0) {
+        } else if (strlen(segs[i]) != len || memcmp(p, segs[i], len) != 0) {
             return false;
         }
+        p += len + (slash != NULL);
     }
+    if (*p)
+        return false;
     /* "stats" is a model name only where no fixed route takes it. */
     *args = a;
     return true;
@@ -421,6 +423,21 @@ void srv_route_release(srv_req_t *r)
     r->served = NULL;
 }
 
+/* Views of the request's inputs in the order of r->served's model, as
+ * r->ereq's inputs. 0, or FS_ENOMEM / srv_infer_bind's FS_EINVAL. */
+static int bind_inputs(srv_req_t *r)
+{
+    const eng_model_t *m = eng_served_model(r->served);
+    size_t n_in = eng_model_n_inputs(m);
+    free(r->views);
+    r->views = calloc(n_in ? n_in : 1, sizeof *r->views);
+    if (!r->views)
+        return fs_err(FS_ENOMEM, "out of host memory");
+    r->ereq.inputs = r->views;
+    r->ereq.n_inputs = n_in;
+    return srv_infer_bind(r->infer, m, r->views);
+}
+
 static void handle_infer(srv_req_t *r, const route_args_t *a)
 {
     const char *hl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
@@ -466,22 +483,14 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
         if (!(r->served = acquire_or_respond(r, &args)))
             return;
     }
-    eng_model_t *m = eng_served_model(r->served);
-    size_t n_in = eng_model_n_inputs(m);
-    r->views = calloc(n_in ? n_in : 1, sizeof *r->views);
-    if (!r->views) {
-        srv_respond_error(r, 507, "out of host memory");
-        return;
-    }
-    rc = srv_infer_bind(r->infer, m, r->views);
-    if (rc != 0) {
+    const eng_model_t *m = eng_served_model(r->served);
+    uint64_t timeout = r->app->cfg.server.request_timeout_ns;
+    r->ereq = (eng_request_t){.deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
+                              .done = on_infer_done, .user = r};
+    if ((rc = bind_inputs(r)) != 0) {
         srv_respond_fs_error(r, rc);
         return;
     }
-    uint64_t timeout = r->app->cfg.server.request_timeout_ns;
-    r->ereq = (eng_request_t){.inputs = r->views, .n_inputs = n_in,
-                              .deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
-                              .done = on_infer_done, .user = r};
     atomic_store(&r->phase, SRV_PHASE_SUBMITTING);
     rc = eng_served_submit_run(r->served, &r->ereq);
     if (rc == FS_ESTATE) {
@@ -493,18 +502,9 @@ static void handle_infer(srv_req_t *r, const route_args_t *a)
         rc = eng_registry_acquire(r->app->registry, args.model, args.version, &next);
         if (rc == 0 && eng_served_model(next) != m) {
             r->served = next;
-            m = eng_served_model(next);
             /* The new version may differ: bind again. */
-            free(r->views);
-            n_in = eng_model_n_inputs(m);
-            r->views = calloc(n_in ? n_in : 1, sizeof *r->views);
-            rc = !r->views ? fs_err(FS_ENOMEM, "out of host memory")
-                           : srv_infer_bind(r->infer, m, r->views);
-            if (rc == 0) {
-                r->ereq.inputs = r->views;
-                r->ereq.n_inputs = n_in;
+            if ((rc = bind_inputs(r)) == 0)
                 rc = eng_served_submit_run(r->served, &r->ereq);
-            }
         } else if (rc == 0) {
             eng_served_release(next);
             rc = fs_err(FS_ESTATE, "model '%s' is being unloaded", args.model);
