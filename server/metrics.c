@@ -71,6 +71,65 @@ static void model_labels(srv_buf_t *b, const eng_model_entry_t *e)
     srv_buf_printf(b, "\",version=\"%" PRId64 "\"", e->version);
 }
 
+/* A per-model histogram of eng_model_stats_t: its buckets (non-cumulative
+ * there, cumulative here), their bounds, and its sum, each divided by
+ * `scale` (1e6 for microseconds shown as seconds). */
+typedef struct histogram {
+    const char *name;
+    const char *help;
+    const uint64_t *bounds;
+    int n_bounds;
+    size_t buckets;               /* offset of the uint64_t[n_bounds + 1] */
+    size_t sum;                   /* offset of the uint64_t sum */
+    double scale;
+} histogram_t;
+
+static const histogram_t latency_histogram = {
+    "flatserve_request_duration_seconds",
+    "Latency of successful inference requests, submit to answer",
+    eng_latency_bucket_bounds_us, ENG_LATENCY_BUCKETS,
+    offsetof(eng_model_stats_t, latency_buckets), offsetof(eng_model_stats_t, request_duration_us),
+    1e6,
+};
+static const histogram_t batch_histogram = {
+    "flatserve_batch_size", "Rows per executed batch",
+    eng_batch_bucket_bounds, ENG_BATCH_BUCKETS,
+    offsetof(eng_model_stats_t, batch_buckets), offsetof(eng_model_stats_t, batch_rows_sum),
+    1,
+};
+
+static void render_histogram(srv_buf_t *b, const eng_model_entry_t *es, size_t n,
+                             const histogram_t *h)
+{
+    family(b, h->name, "histogram", h->help);
+    for (size_t i = 0; i < n; i++) {
+        if (es[i].version < 0)
+            continue;
+        const char *st = (const char *)&es[i].stats;
+        const uint64_t *buckets = (const uint64_t *)(st + h->buckets);
+        uint64_t sum, cum = 0;
+        memcpy(&sum, st + h->sum, sizeof sum);
+        for (int k = 0; k <= h->n_bounds; k++) {
+            cum += buckets[k];
+            srv_buf_printf(b, "%s_bucket", h->name);
+            model_labels(b, &es[i]);
+            if (k < h->n_bounds)
+                srv_buf_printf(b, ",le=\"%g\"} %" PRIu64 "\n", (double)h->bounds[k] / h->scale, cum);
+            else
+                srv_buf_printf(b, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
+        }
+        srv_buf_printf(b, "%s_sum", h->name);
+        model_labels(b, &es[i]);
+        if (h->scale != 1)
+            srv_buf_printf(b, "} %.6f\n", (double)sum / h->scale);
+        else
+            srv_buf_printf(b, "} %" PRIu64 "\n", sum);
+        srv_buf_printf(b, "%s_count", h->name);
+        model_labels(b, &es[i]);
+        srv_buf_printf(b, "} %" PRIu64 "\n", cum);
+    }
+}
+
 static void render_models(srv_buf_t *b, const eng_model_entry_t *es, size_t n)
 {
     for (size_t k = 0; k < sizeof model_metrics / sizeof model_metrics[0]; k++) {
@@ -108,53 +167,8 @@ static void render_models(srv_buf_t *b, const eng_model_entry_t *es, size_t n)
         }
     }
 
-    family(b, "flatserve_request_duration_seconds", "histogram",
-           "Latency of successful inference requests, submit to answer");
-    for (size_t i = 0; i < n; i++) {
-        if (es[i].version < 0)
-            continue;
-        const eng_model_stats_t *st = &es[i].stats;
-        uint64_t cum = 0;
-        for (int k = 0; k <= ENG_LATENCY_BUCKETS; k++) {
-            cum += st->latency_buckets[k];
-            srv_buf_append(b, "flatserve_request_duration_seconds_bucket", 41);
-            model_labels(b, &es[i]);
-            if (k < ENG_LATENCY_BUCKETS)
-                srv_buf_printf(b, ",le=\"%g\"} %" PRIu64 "\n",
-                               (double)eng_latency_bucket_bounds_us[k] / 1e6, cum);
-            else
-                srv_buf_printf(b, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
-        }
-        srv_buf_append(b, "flatserve_request_duration_seconds_sum", 38);
-        model_labels(b, &es[i]);
-        srv_buf_printf(b, "} %.6f\n", (double)st->request_duration_us / 1e6);
-        srv_buf_append(b, "flatserve_request_duration_seconds_count", 40);
-        model_labels(b, &es[i]);
-        srv_buf_printf(b, "} %" PRIu64 "\n", cum);
-    }
-
-    family(b, "flatserve_batch_size", "histogram", "Rows per executed batch");
-    for (size_t i = 0; i < n; i++) {
-        if (es[i].version < 0)
-            continue;
-        const eng_model_stats_t *st = &es[i].stats;
-        uint64_t cum = 0;
-        for (int k = 0; k <= ENG_BATCH_BUCKETS; k++) {
-            cum += st->batch_buckets[k];
-            srv_buf_append(b, "flatserve_batch_size_bucket", 27);
-            model_labels(b, &es[i]);
-            if (k < ENG_BATCH_BUCKETS)
-                srv_buf_printf(b, ",le=\"%" PRIu64 "\"} %" PRIu64 "\n", eng_batch_bucket_bounds[k], cum);
-            else
-                srv_buf_printf(b, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
-        }
-        srv_buf_append(b, "flatserve_batch_size_sum", 24);
-        model_labels(b, &es[i]);
-        srv_buf_printf(b, "} %" PRIu64 "\n", st->batch_rows_sum);
-        srv_buf_append(b, "flatserve_batch_size_count", 26);
-        model_labels(b, &es[i]);
-        srv_buf_printf(b, "} %" PRIu64 "\n", cum);
-    }
+    render_histogram(b, es, n, &latency_histogram);
+    render_histogram(b, es, n, &batch_histogram);
 }
 
 /* ---- memory ------------------------------------------------------------------------- */
