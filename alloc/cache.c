@@ -277,6 +277,19 @@ static cache_block_t *find_free_locked(alloc_cache_t *c, alloc_pool_t pool, size
     return NULL;
 }
 
+/* A whole free segment of exactly `seg_size` usable by `stream`, or NULL:
+ * the only cached block an ALLOC_F_OWN_SEGMENT request takes. */
+static cache_block_t *find_own_segment_locked(alloc_cache_t *c, alloc_pool_t pool,
+                                              size_t seg_size, alloc_stream_t stream)
+{
+    cache_block_t key = {.size = seg_size, .ptr = NULL};
+    cache_block_t *b = RB_NFIND(cache_free_tree, &c->free_tree[pool], &key);
+    for (; b && b->size == seg_size; b = RB_NEXT(cache_free_tree, &c->free_tree[pool], b))
+        if (!b->prev && !b->next && block_usable_by(c, b, stream))
+            return b;
+    return NULL;
+}
+
 /* Makes `b` FREE: merges it with free neighbours of its stream and files it
  * in its pool's tree. `b` is not in the tree or the hash. */
 static void block_make_free_locked(alloc_cache_t *c, cache_block_t *b)
@@ -606,9 +619,13 @@ static int block_obtain_locked(alloc_cache_t *c, size_t bytes, size_t rounded,
                                alloc_stream_t stream, unsigned flags, cache_block_t **out)
 {
     alloc_pool_t pool = pool_of(rounded);
-    cache_block_t *b = find_free_locked(c, pool, rounded, stream);
+    bool own = flags & ALLOC_F_OWN_SEGMENT;
+    size_t seg_size = own ? segment_size_tight(rounded) : segment_size_for(rounded);
+    cache_block_t *b = own ? find_own_segment_locked(c, pool, seg_size, stream)
+                           : find_free_locked(c, pool, rounded, stream);
     if (!b && c->has_fences && c->n_streams > 0 && streams_poll_locked(c, stream))
-        b = find_free_locked(c, pool, rounded, stream);
+        b = own ? find_own_segment_locked(c, pool, seg_size, stream)
+                : find_free_locked(c, pool, rounded, stream);
     if (b) {
         RB_REMOVE(cache_free_tree, &c->free_tree[pool], b);
         if (b->stream != stream)
@@ -618,7 +635,6 @@ static int block_obtain_locked(alloc_cache_t *c, size_t bytes, size_t rounded,
         return 0;
     }
 
-    size_t seg_size = segment_size_for(rounded);
     if (flags & ALLOC_F_RELEASE_BEFORE_GROW)
         release_free_locked(c, pool, 0, ALLOC_RELEASE_ARENA);
     for (size_t i = 0; i < c->n_policies; i++)
@@ -670,7 +686,7 @@ int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t strea
         return rc;
     }
 
-    if (should_split(c, b, rounded)) {
+    if (!(flags & ALLOC_F_OWN_SEGMENT) && should_split(c, b, rounded)) {
         cache_block_t *rest = block_new(c, b->seg, b->ptr + rounded, b->size - rounded,
                                         b->stream, b->free_seq);
         if (rest) {

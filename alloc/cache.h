@@ -133,6 +133,15 @@ void alloc_cache_destroy(alloc_cache_t *c);
  * this request goes to (reason ARENA): for callers whose allocations are
  * one big block per batch, where cached smaller segments are only waste. */
 #define ALLOC_F_RELEASE_BEFORE_GROW 1u
+/* A long-lived block (a library workspace held for a model's life): it
+ * gets a segment of its own, the tightest that holds it (a whole 2 MiB
+ * segment in the small pool, its size rounded to 2 MiB in the large), and
+ * is never split off a segment other blocks share. A 1..10 MiB request
+ * otherwise takes a 20 MiB segment whose rest serves short-lived blocks;
+ * the long-lived one then pins that segment, and no trim or empty can give
+ * it back while the model lives. A free segment of exactly that size is
+ * reused; any other is not. */
+#define ALLOC_F_OWN_SEGMENT 2u
 
 /* Allocates `bytes` for work on `stream`, counted to `owner`. Returns 0 and
  * *out, or: FS_ENOMEM after the OOM ladder (message: requested, allocated,

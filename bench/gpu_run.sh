@@ -20,8 +20,20 @@
 #           loadtest/torch_baseline.py, served by flatserve on cuda:0 under
 #           the mixed trace (batch 1..64, seq 16..512, --trace-seed 1), then
 #           PyTorch eager on the same trace, plain and with empty_cache
-#   soak    scenarios on cuda:0 (SOAK_SECONDS each, default 120): rebuild
-#           storm on the demo encoder, load/unload cycles, idle trim
+#   policies  scenario 6 on the same BERT-base encoder: loadtest/
+#           policy_compare.sh on cuda:0, BERT_REQUESTS (default 300) of the
+#           trace under each release policy, watermark's limit 3GiB
+#   idle    scenario 5 (idle trim) on cuda:0
+#   soak    scenarios 3 and 4 on cuda:0, started in the background in their
+#           own process session (setsid) so that they run on through the
+#           next calls while the machine stays warm: the rebuild storm
+#           (binary bodies, up to 1M requests or STORM_SECONDS, default
+#           1080) and the load/unload cycles (1000, or CYCLES_SECONDS,
+#           default 1080). Their results go to /tmp/fsgpu (not $OUT, which
+#           each call empties).
+#   wait    (no build) waits up to WAIT_SECONDS (default 560) for the
+#           background soaks, printing their progress
+#   collect (no build) packs /tmp/fsgpu into $OUT/soak.tar.gz
 set -eu
 parts=${*:-all}
 : "${OUT:=/tmp/flatserve-gpu-out}"
@@ -49,10 +61,24 @@ light=$tests/light
 FLATSERVE_ONNX_TESTS=$PWD/$tests
 export FLATSERVE_ONNX_TESTS
 
-echo "=== build (CUDA=1)"
-start=$(date +%s)
-make CUDA=1 WERROR=1 -j"$(nproc)" all > "$OUT/build.txt" 2>&1 || { grep -E 'error|Error' "$OUT/build.txt" | head -40; exit 1; }
-echo "built in $(( $(date +%s) - start )) s"
+case " $parts " in
+*" wait "* | *" collect "*) ;;
+*)
+    echo "=== build (CUDA=1)"
+    start=$(date +%s)
+    make CUDA=1 WERROR=1 -j"$(nproc)" all > "$OUT/build.txt" 2>&1 || { grep -E 'error|Error' "$OUT/build.txt" | head -40; exit 1; }
+    echo "built in $(( $(date +%s) - start )) s"
+    ;;
+esac
+
+# The BERT-base-sized encoder of issue 6, exported once per machine.
+bert_export() {
+    mkdir -p .gpu/bert-repo/encoder_bert/1
+    [ -f .gpu/bert-repo/encoder_bert/1/model.onnx ] ||
+        python3 loadtest/torch_baseline.py --arch bert-base \
+            --export .gpu/bert-repo/encoder_bert/1/model.onnx > "$OUT/bert_export.txt" 2>&1 ||
+        { tail -5 "$OUT/bert_export.txt"; exit 1; }
+}
 
 if has tests; then
     echo "=== tests on the GPU"
@@ -154,11 +180,8 @@ if has bert; then
     d="$OUT/bert"
     # Batch 64 x seq 512 x 768 floats is a 100 MB body.
     printf '{"server": {"max_body": "512MiB"}}\n' > .gpu/bert.json
-    mkdir -p "$d" .gpu/bert-repo/encoder_bert/1
-    [ -f .gpu/bert-repo/encoder_bert/1/model.onnx ] ||
-        python3 loadtest/torch_baseline.py --arch bert-base \
-            --export .gpu/bert-repo/encoder_bert/1/model.onnx > "$d/export.txt" 2>&1 ||
-        { tail -5 "$d/export.txt"; exit 1; }
+    mkdir -p "$d"
+    bert_export
     for policy in $policies; do
         mkdir -p "$d/$policy"
         build/cuda/bin/flatserve --config .gpu/bert.json --host 127.0.0.1 --port 0 --device cuda:0 \
@@ -187,14 +210,63 @@ if has bert; then
     tail -25 "$d/torch.txt"
 fi
 
+if has policies; then
+    echo "=== issue 6, scenario 6: release policies on the BERT-base encoder, cuda:0"
+    bert_export
+    OUT="$OUT/policies" REPO=.gpu/bert-repo BIN=build/cuda/bin \
+        loadtest/policy_compare.sh --device cuda:0 --model encoder_bert \
+        --requests "${BERT_REQUESTS:-300}" --batch 1..64 --seq 16..512 \
+        --watermark-limit 3GiB --idle 3s > "$OUT/policies.md" 2> "$OUT/policies.err" ||
+        echo "policy_compare: exit $?"
+    cat "$OUT/policies.md"
+    tail -5 "$OUT/policies.err"
+fi
+
+if has idle; then
+    echo "=== issue 6, scenario 5: idle trim on cuda:0"
+    OUT="$OUT/idle" BIN=build/cuda/bin DEVICE=cuda:0 \
+        loadtest/run_scenario.sh idle-trim > "$OUT/idle.txt" 2>&1 || echo "idle-trim: exit $?"
+    grep -E "^(requests|throughput|memory|  RSS|idle|verdict|  (ok|FAIL) )" "$OUT/idle.txt"
+fi
+
+soak_dir=/tmp/fsgpu
 if has soak; then
-    secs=${SOAK_SECONDS:-120}
-    for sc in rebuild-storm load-unload idle-trim; do
-        echo "=== soak: $sc on cuda:0"
-        set --
-        [ "$sc" = rebuild-storm ] && set -- --duration "${secs}s"
-        OUT="$OUT/soak-$sc" BIN=build/cuda/bin DEVICE=cuda:0 \
-            loadtest/run_scenario.sh "$sc" "$@" > "$OUT/soak-$sc.txt" 2>&1 || echo "$sc: exit $?"
-        grep -E "^(requests|throughput|latency|reloads|cycles|memory|  RSS|flatness|  reserved|verdict|  (ok|FAIL) )" "$OUT/soak-$sc.txt" | head -20
+    echo "=== issue 6, scenarios 3 and 4 on cuda:0, in the background (results in $soak_dir)"
+    rm -rf "$soak_dir"
+    mkdir -p "$soak_dir"
+    # Each in its own session: the call returning does not end it.
+    OUT="$soak_dir/rebuild-storm" BIN=build/cuda/bin DEVICE=cuda:0 setsid \
+        loadtest/run_scenario.sh rebuild-storm --encoding binary --requests 1000000 \
+        --duration "${STORM_SECONDS:-1080}s" --sample-interval 2s \
+        > "$soak_dir/rebuild-storm.txt" 2>&1 < /dev/null &
+    OUT="$soak_dir/load-unload" BIN=build/cuda/bin DEVICE=cuda:0 setsid \
+        loadtest/run_scenario.sh load-unload --cycles 1000 \
+        --duration "${CYCLES_SECONDS:-1080}s" --sample-interval 2s \
+        > "$soak_dir/load-unload.txt" 2>&1 < /dev/null &
+    date -u '+started %H:%M:%S UTC' | tee "$soak_dir/started.txt"
+    sleep 20
+    tail -n 2 "$soak_dir"/*.txt
+fi
+
+if has wait; then
+    end=$(( $(date +%s) + ${WAIT_SECONDS:-560} ))
+    while [ "$(date +%s)" -lt "$end" ]; do
+        pgrep -f 'run_scenario.sh (rebuild-storm|load-unload)' > /dev/null || break
+        sleep 30
+        date -u '+%H:%M:%S'
+        for f in "$soak_dir"/rebuild-storm.txt "$soak_dir"/load-unload.txt; do
+            grep -E '^loadgen: +[0-9.]+ s' "$f" | tail -n 1
+        done
     done
+    pgrep -f 'run_scenario.sh (rebuild-storm|load-unload)' > /dev/null &&
+        echo "still running" || echo "both soaks have ended"
+fi
+
+if has collect; then
+    for f in "$soak_dir"/rebuild-storm.txt "$soak_dir"/load-unload.txt; do
+        echo "=== $f"
+        grep -E "^(requests|  ok|throughput|latency|reloads|cycles|  device drift|  RSS|memory|flatness|  reserved|verdict|  (ok|FAIL) |run_scenario)" "$f" | head -30
+    done
+    tar -C /tmp -czf "$OUT/soak.tar.gz" fsgpu
+    ls -la "$OUT"
 fi

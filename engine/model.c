@@ -253,8 +253,8 @@ static int upload_constants(eng_model_t *m)
     alloc_stream_t stream = (alloc_stream_t)eng_cuda_stream(m->cuda);
     int rc = eng_cuda_bind(m->cuda);
     if (rc == 0)
-        rc = alloc_cache_alloc(m->cache, ENG_CUDA_WORKSPACE_BYTES, stream, m->act_owner,
-                               &m->workspace);
+        rc = alloc_cache_alloc_flags(m->cache, ENG_CUDA_WORKSPACE_BYTES, stream, m->act_owner,
+                                     ALLOC_F_OWN_SEGMENT, &m->workspace);
     if (rc == 0)
         rc = eng_cuda_set_workspace(m->cuda, m->workspace, ENG_CUDA_WORKSPACE_BYTES);
     if (rc == 0 && m->lowp != ENG_DT_UNDEFINED &&

@@ -222,6 +222,21 @@ int lg_memory_parse(const char *json, lg_memory_t *out)
         m.allocated += a;
         m.reserved += r;
         m.n_caches++;
+        const cJSON *segs = cJSON_GetObjectItemCaseSensitive(c, "segment_list"), *s;
+        if (!cJSON_IsArray(segs))
+            continue;
+        m.have_segments = 1;
+        cJSON_ArrayForEach(s, segs)
+        {
+            const cJSON *size = cJSON_GetObjectItemCaseSensitive(s, "size");
+            const cJSON *used = cJSON_GetObjectItemCaseSensitive(s, "allocated");
+            if (!cJSON_IsNumber(size) || !cJSON_IsNumber(used)) {
+                rc = fs_err(FS_EPARSE, "/v1/memory: a segment without size or allocated");
+                goto done;
+            }
+            if (used->valuedouble > 0)
+                m.pinned += size->valuedouble;
+        }
     }
     m.n_models = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "models"));
     *out = m;

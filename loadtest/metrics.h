@@ -43,9 +43,13 @@ int lg_prom_line(const char *line, size_t len, char *name, size_t name_cap, cons
  * FS_ENOENT when the label is absent, or FS_EPARSE. */
 int lg_prom_label(const char *labels, size_t len, const char *key, char *out, size_t cap);
 
-/* The device caches of GET /v1/memory?segments=0 (kind "device"), summed. */
+/* The device caches of GET /v1/memory (kind "device"), summed. */
 typedef struct lg_memory {
     double allocated, reserved;  /* current bytes */
+    /* With segments (GET /v1/memory without segments=0): the bytes of the
+     * segments holding a live block, which no trim can give back. */
+    double pinned;
+    int have_segments;
     int n_caches;                /* device caches seen */
     int n_models;                /* entries of "models": what is still loaded */
 } lg_memory_t;

@@ -302,6 +302,7 @@ SET_U64(set_max_errors, max_errors, 0, UINT64_MAX / 2)
 SET_DUR(set_duration, duration_ns)
 SET_DUR(set_reload_every_s, reload_every_ns)
 SET_DUR(set_idle, idle_ns)
+SET_DUR(set_idle_trim_after, idle_trim_after_ns)
 SET_DUR(set_sample_interval, sample_interval_ns)
 SET_DUR(set_timeout, timeout_ns)
 SET_DOUBLE(set_rate, rate, 0, 1e7)
@@ -423,6 +424,13 @@ static int set_max_cycle_drift(lg_opts_t *o, const char *v, const char *where)
     return 0;
 }
 
+static int set_idle_trim_keep(lg_opts_t *o, const char *v, const char *where)
+{
+    if (fs_parse_size(v, &o->idle_trim_keep) != 0)
+        return fs_err(FS_EINVAL, "%s: %s", where, fs_errmsg());
+    return 0;
+}
+
 static int set_max_rss_cycle_drift(lg_opts_t *o, const char *v, const char *where)
 {
     if (fs_parse_size(v, &o->max_rss_cycle_drift) != 0)
@@ -500,6 +508,14 @@ static const lg_opt_t lg_opt_table[] = {
     {"idle", "DURATION",
      "after the traffic, sample this long with no requests, to watch idle_trim (default 0)",
      set_idle, 0},
+    {"idle-trim-after", "DURATION",
+     "bound: the server trims after this long idle (its idle_trim `after`): within it + 100 ms "
+     "of the last answer, reserved must fall to what live blocks pin + --idle-trim-keep "
+     "(needs --idle and --admin-token; default: not checked)",
+     set_idle_trim_after, 0},
+    {"idle-trim-keep", "SIZE",
+     "the server's idle_trim `keep`, for --idle-trim-after (default 0)",
+     set_idle_trim_keep, 0},
     {"admin-token", "TOKEN",
      "bearer token for the admin routes (reload, unload, empty_cache, /v1/memory)",
      set_admin_token, 0},
@@ -762,6 +778,9 @@ int lg_opts_validate(const lg_opts_t *o)
         return fs_err(FS_EINVAL, "--sample-interval: at least 10ms");
     if (o->timeout_ns < 1000000ull)
         return fs_err(FS_EINVAL, "--timeout: at least 1ms");
+    if (o->idle_trim_after_ns && o->idle_ns <= o->idle_trim_after_ns + 100000000ull)
+        return fs_err(FS_EINVAL, "--idle-trim-after: --idle must be longer than it + 100ms, "
+                                 "for a sample after the trim's deadline");
     if (o->bad_fraction >= 1.0 && (o->reload_every || o->cycles))
         return fs_err(FS_EINVAL,
                       "--bad-fraction 1 leaves no good traffic between reloads or cycles");

@@ -90,6 +90,11 @@ typedef struct lg_opts {
     uint32_t cycles;                /* 0: no load/unload cycles */
     uint64_t cycle_requests;        /* requests of traffic between two cycles */
     uint64_t idle_ns;               /* idle sampling after the traffic */
+    /* The server's idle_trim `after` and `keep`: when after is set (with
+     * idle_ns), the verdict checks that reserved fell to what live blocks
+     * pin plus keep within after + 100 ms of the last answer. 0: unchecked. */
+    uint64_t idle_trim_after_ns;
+    uint64_t idle_trim_keep;
     char admin_token[256];
     uint64_t sample_interval_ns;
     uint64_t timeout_ns;            /* per request */

@@ -4,15 +4,26 @@
 #
 #   loadtest/policy_compare.sh [--device D] [--model M] [--requests N]
 #                              [--batch PICK] [--seq PICK] [--policies "P ..."]
+#                              [--watermark-limit SIZE] [--idle DURATION]
 #
 # For each policy (default: cache periodic arena idle_trim watermark
-# arena,idle_trim) it starts a fresh flatserve with `--policy P` and only
-# model M (default: the demo `encoder`), replays the same shapes with
-# `loadgen --trace-seed 1` (batch then seq from splitmix64: the PyTorch
-# baseline's trace) at concurrency 1, and reads loadgen's CSV. The table
-# gives peak allocated and peak reserved (the caches' own peaks, which see
-# between samples), reserved at the end, their ratio, device alloc/free
-# calls during the run, and p50/p99 latency.
+# arena,idle_trim) it starts a fresh flatserve with only model M (default:
+# the demo `encoder`) and a config file holding that policy with parameters
+# that act within a short run:
+#   periodic   every_n_requests 10: the PyTorch recipe's empty_cache every 10
+#   idle_trim  after 1s, keep 0
+#   watermark  fraction 0.8 of a hard limit of --watermark-limit (default
+#              64MiB, for the demo encoder on the CPU); the other runs have
+#              no limit
+#   cache, arena: no parameters
+# It replays the same shapes with `loadgen --trace-seed 1` (batch then seq
+# from splitmix64: the PyTorch baseline's trace) at concurrency 1, then
+# samples --idle (default 3s) with no requests, and reads loadgen's CSV. A
+# closed loop at concurrency 1 is never idle, so idle_trim acts only in the
+# idle time: the last column. The table gives peak allocated and peak
+# reserved (the caches' own peaks, which see between samples), reserved at
+# the end of the trace and after the idle time, peak reserved over peak
+# allocated, device alloc/free calls during the trace, and p50/p99 latency.
 #
 # Environment: BIN (default build/cpu/bin, or build/cuda/bin for a cuda
 # device), REPO (default models), OUT (default build/loadtest/policies).
@@ -21,6 +32,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 device=cpu model=encoder requests=80 batch=1..16 seq=16..256
 policies="cache periodic arena idle_trim watermark arena,idle_trim"
+wm_limit=64MiB idle=3s
 while [ $# -gt 0 ]; do
     case "$1" in
     --device) device=$2; shift 2 ;;
@@ -29,6 +41,8 @@ while [ $# -gt 0 ]; do
     --batch) batch=$2; shift 2 ;;
     --seq) seq=$2; shift 2 ;;
     --policies) policies=$2; shift 2 ;;
+    --watermark-limit) wm_limit=$2; shift 2 ;;
+    --idle) idle=$2; shift 2 ;;
     *) echo "policy_compare: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
     esac
 done
@@ -41,11 +55,29 @@ mkdir -p "$OUT"
 pid=""
 trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null' EXIT
 
+# One policy name -> its config item.
+policy_json() {
+    case "$1" in
+    periodic) printf '{"kind": "periodic", "every_n_requests": 10, "every": "0s"}' ;;
+    idle_trim) printf '{"kind": "idle_trim", "after": "1s", "keep": "0"}' ;;
+    watermark) printf '{"kind": "watermark", "fraction": 0.8}' ;;
+    *) printf '"%s"' "$1" ;;
+    esac
+}
+
 for p in $policies; do
     d="$OUT/${p//,/+}"
     mkdir -p "$d"
-    "$BIN/flatserve" --host 127.0.0.1 --port 0 --device "$device" --repository "$REPO" \
-        --model "$model" --policy "$p" --log-level info > "$d/server.log" 2>&1 &
+    items="" limit=""
+    for k in ${p//,/ }; do
+        items="$items${items:+, }$(policy_json "$k")"
+        [ "$k" = watermark ] && limit=", \"limit_bytes\": \"$wm_limit\""
+    done
+    # Bodies of a BERT-sized model at batch 64 x seq 512 are 100 MB.
+    printf '{"server": {"max_body": "1GiB"}, "memory": {"policies": [%s]%s}}\n' \
+        "$items" "$limit" > "$d/server.json"
+    "$BIN/flatserve" --config "$d/server.json" --host 127.0.0.1 --port 0 --device "$device" \
+        --repository "$REPO" --model "$model" --log-level info > "$d/server.log" 2>&1 &
     pid=$!
     port=""
     for _ in $(seq 1 300); do
@@ -56,7 +88,7 @@ for p in $policies; do
     [ -n "$port" ] || { echo "policy_compare: flatserve ($p) did not start:" >&2; tail -5 "$d/server.log" >&2; exit 2; }
     "$BIN/loadgen" --url "http://127.0.0.1:$port" --model "$model" --batch "$batch" \
         --dim "embeddings:1:$seq" --trace-seed 1 --requests "$requests" --duration 3600s \
-        --concurrency 1 --encoding binary --sample-interval 0.1s --csv "$d/samples.csv" \
+        --concurrency 1 --encoding binary --sample-interval 0.1s --idle "$idle" --csv "$d/samples.csv" \
         --summary "$d/summary.json" --max-reserved-ratio 100 --max-rss-drift 100 \
         > "$d/loadgen.txt" 2>&1 || echo "policy_compare: loadgen ($p) exit $?" >&2
     kill -TERM "$pid"
@@ -65,31 +97,34 @@ for p in $policies; do
     [ "$rc" -eq 0 ] || echo "policy_compare: flatserve ($p) exited $rc on SIGTERM" >&2
 done
 
-python3 - "$OUT" "$policies" "$device" "$model" "$requests" "$batch" "$seq" <<'PY'
+python3 - "$OUT" "$policies" "$device" "$model" "$requests" "$batch" "$seq" "$idle" "$wm_limit" <<'PY'
 import csv, json, os, sys
-out, policies, device, model, n, batch, seq = sys.argv[1:]
+out, policies, device, model, n, batch, seq, idle, wm_limit = sys.argv[1:]
 mib = lambda b: b / 2**20
 print(f"policy comparison: {model} on {device}, {n} requests of the --trace-seed 1 trace "
-      f"(batch {batch}, seq {seq}), concurrency 1\n")
-print("| policy | peak allocated | peak reserved | end reserved | peak reserved / peak allocated "
-      "| device allocs | device frees | p50 ms | p99 ms |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+      f"(batch {batch}, seq {seq}), concurrency 1, then {idle} idle; watermark's limit {wm_limit}\n")
+print(f"| policy | peak allocated | peak reserved | end reserved | after {idle} idle "
+      "| peak reserved / peak allocated | device allocs | device frees | p50 ms | p99 ms |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for p in policies.split():
     d = os.path.join(out, p.replace(",", "+"))
     try:
         rows = list(csv.DictReader(open(os.path.join(d, "samples.csv"))))
         summ = json.load(open(os.path.join(d, "summary.json")))
     except (OSError, ValueError) as e:
-        print(f"| {p} | (no result: {e}) |||||||")
+        print(f"| {p} | (no result: {e}) ||||||||")
         continue
     f = lambda r, k: float(r[k])
-    pa = max(f(r, "peak_allocated_bytes") for r in rows)
-    pr = max(f(r, "peak_reserved_bytes") for r in rows)
-    end = f(rows[-1], "reserved_bytes")
-    allocs = f(rows[-1], "device_allocs") - f(rows[0], "device_allocs")
-    frees = f(rows[-1], "device_frees") - f(rows[0], "device_frees")
+    traffic = [r for r in rows if r.get("phase", "traffic") == "traffic"] or rows
+    pa = max(f(r, "peak_allocated_bytes") for r in traffic)
+    pr = max(f(r, "peak_reserved_bytes") for r in traffic)
+    end = f(traffic[-1], "reserved_bytes")
+    after = f(rows[-1], "reserved_bytes")
+    allocs = f(traffic[-1], "device_allocs") - f(traffic[0], "device_allocs")
+    frees = f(traffic[-1], "device_frees") - f(traffic[0], "device_frees")
     lat = summ.get("latency_ms", {})
-    print(f"| {p} | {mib(pa):.1f} MiB | {mib(pr):.1f} MiB | {mib(end):.1f} MiB | {pr / pa:.3f} "
+    print(f"| {p} | {mib(pa):.1f} MiB | {mib(pr):.1f} MiB | {mib(end):.1f} MiB | {mib(after):.1f} MiB "
+          f"| {pr / pa:.3f} "
           f"| {allocs:.0f} | {frees:.0f} | {lat.get('p50', float('nan')):.1f} "
           f"| {lat.get('p99', float('nan')):.1f} |")
 PY

@@ -62,6 +62,51 @@ static void cycles_compute(const lg_run_t *run, double warmup_fraction, lg_cycle
     free(y);
 }
 
+static const char *size_text(double bytes, char *buf, size_t len);
+
+/* Scenario 5's bound: after `after` with nothing in flight, idle_trim
+ * gives back every fully free segment beyond `keep`, so by after + 100 ms
+ * of the last answer reserved must be at most what live blocks pin (the
+ * segments holding weights and workspaces, read from /v1/memory after the
+ * idle time) plus keep. The sample judged is the first at or after that
+ * deadline; the message says when it was taken and when reserved first
+ * came down. */
+static void idle_trim_judge(const lg_run_t *run, lg_verdict_t *v)
+{
+    const lg_opts_t *o = run->o;
+    char a[32], b[32], k[32], f[32];
+    if (!run->have_idle_mem) {
+        lg_verdict_add(v, "idle-trim", INFINITY, 0,
+                       "no /v1/memory segment list after the idle time to judge against");
+        return;
+    }
+    double bound = run->idle_mem.pinned + (double)o->idle_trim_keep;
+    double deadline = lg_since_s(run, run->last_answer_ns) +
+                      (double)o->idle_trim_after_ns / 1e9 + 0.1;
+    const lg_sample_t *judged = NULL, *fell = NULL;
+    for (size_t i = run->traffic_end_sample + 1; i < run->n_samples; i++) {
+        const lg_sample_t *s = &run->samples[i];
+        if (!fell && s->m.reserved <= bound)
+            fell = s;
+        if (!judged && s->t_s >= deadline)
+            judged = s;
+    }
+    if (!judged) {
+        lg_verdict_add(v, "idle-trim", INFINITY, 0,
+                       "no sample at or after the deadline %.2f s (a longer --idle)", deadline);
+        return;
+    }
+    double idle0 = lg_since_s(run, run->last_answer_ns);
+    lg_verdict_add(v, "idle-trim", judged->m.reserved, bound,
+                   "reserved %s at %.2f s idle (deadline: after %.2f s + 100 ms), against %s "
+                   "pinned by live blocks + keep %s; first at or under it at %s",
+                   size_text(judged->m.reserved, a, sizeof a), judged->t_s - idle0,
+                   (double)o->idle_trim_after_ns / 1e9,
+                   size_text(run->idle_mem.pinned, b, sizeof b),
+                   size_text((double)o->idle_trim_keep, k, sizeof k),
+                   fell ? (snprintf(f, sizeof f, "%.2f s idle", fell->t_s - idle0), f) : "no sample");
+}
+
 static void result_compute(const lg_run_t *run, lg_result_t *r)
 {
     const lg_opts_t *o = run->o;
@@ -121,6 +166,8 @@ static void result_compute(const lg_run_t *run, lg_result_t *r)
                            c->rss_mark / MIB, c->rss_mark_cycle, c->rss_last / MIB, c->n,
                            c->rss_drift);
     }
+    if (o->idle_trim_after_ns)
+        idle_trim_judge(run, v);
 }
 
 /* --- text ----------------------------------------------------------------------- */

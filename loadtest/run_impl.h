@@ -99,6 +99,9 @@ struct lg_run {
     int gave_up;               /* the server stopped answering: traffic stopped */
     lg_phase_t phase;
     uint64_t t0_ns, traffic_end_ns, drain_deadline_ns, idle_end_ns;
+    uint64_t last_answer_ns;   /* the last inference's completion: the server idles from here */
+    lg_memory_t idle_mem;      /* /v1/memory with segments after the idle time */
+    int have_idle_mem;
 
     /* Inference traffic. */
     uint64_t sent, sent_bad, answered, ok, bad_rejected, unexpected, lost, in_flight;

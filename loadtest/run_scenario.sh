@@ -5,7 +5,10 @@
 #
 # NAME is a file loadtest/scenarios/NAME.conf. Its comment lines say what
 # the server needs:
-#   # server: FLAGS      flatserve flags for this scenario (--policy idle_trim)
+#   # server: FLAGS      flatserve flags for this scenario (--policy cache)
+#   # config: JSON       a flatserve config file for this scenario, on one
+#                        line (policies with their parameters); written to
+#                        OUT/server.json and passed with --config
 #   # fallback: FLAGS    loadgen flags used instead when a model the scenario
 #                        names is not in the repository (the encoder model
 #                        may not exist yet: the fallback runs mlp)
@@ -23,7 +26,7 @@
 # out that every cache is back to zero bytes); 2 when it does not start.
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
     echo "usage: loadtest/run_scenario.sh NAME [loadgen flags...]"
@@ -68,6 +71,11 @@ if [ -n "$missing" ]; then
 fi
 
 mkdir -p "$OUT"
+config=$(sed -n 's/^# config:[[:space:]]*//p' "$conf")
+if [ -n "$config" ]; then
+    printf '%s\n' "$config" > "$OUT/server.json"
+    server_flags=(--config "$OUT/server.json" "${server_flags[@]}")
+fi
 token="loadtest-$$-$RANDOM"
 log="$OUT/server.log"
 # shellcheck disable=SC2086 # FLATSERVE_FLAGS is a list of words

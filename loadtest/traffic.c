@@ -171,6 +171,7 @@ static void xfer_unlink(lg_run_t *run, lg_xfer_t *x)
 static void on_infer(lg_run_t *run, lg_xfer_t *x)
 {
     run->in_flight--;
+    run->last_answer_ns = lg_now_ns();
     if (x->rc != CURLE_OK) {
         run->lost++;
         run->transport[x->rc]++;
@@ -417,6 +418,27 @@ static int poll_ms(const lg_run_t *run, uint64_t now)
     return ms < 1 ? 1 : (int)ms;
 }
 
+static int http_get_sync(lg_run_t *run, const char *path, long *status, char **body);
+
+/* After the idle time: which segments live blocks pin, for the idle-trim
+ * bound. A failure is an admin failure the verdict counts. */
+static void idle_memory_fetch(lg_run_t *run)
+{
+    long status = 0;
+    char *body = NULL;
+    int rc = http_get_sync(run, "/v1/memory", &status, &body);
+    if (rc == 0 && status == 200 && lg_memory_parse(body, &run->idle_mem) == 0 &&
+        run->idle_mem.have_segments) {
+        run->have_idle_mem = 1;
+    } else {
+        run->admin_failed++;
+        lg_run_note(run, "GET /v1/memory after the idle time: %s",
+                    rc ? fs_errmsg() : status != 200 ? "not 200 (is --admin-token right?)"
+                                                     : "no segment list in the answer");
+    }
+    free(body);
+}
+
 int lg_run_execute(lg_run_t *run)
 {
     uint64_t now = lg_now_ns();
@@ -442,6 +464,8 @@ int lg_run_execute(lg_run_t *run)
             curl_multi_poll(run->multi, NULL, 0, poll_ms(run, now), NULL);
     }
     lg_sampler_close(run);
+    if (run->o->idle_trim_after_ns && !run->fatal)
+        idle_memory_fetch(run);
     return run->fatal;
 }
 
@@ -450,7 +474,7 @@ int lg_run_execute(lg_run_t *run)
 /* GET path outside the loop, before the run starts. */
 static int http_get_sync(lg_run_t *run, const char *path, long *status, char **body)
 {
-    lg_xfer_t *x = lg_xfer_new(run, "GET", path, 1 << 20, NULL);
+    lg_xfer_t *x = lg_xfer_new(run, "GET", path, 16 << 20, NULL);
     if (!x)
         return FS_ENOMEM;
     CURLcode cc = curl_easy_perform(x->easy);

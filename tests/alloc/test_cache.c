@@ -726,3 +726,52 @@ Test(alloc_cache_destroy, releases_segments_with_leaked_blocks)
     cr_expect_eq(cnt.live_allocs, 0);
     alloc_fixture_fini(&f);
 }
+
+Test(alloc_cache_release, own_segment_blocks_pin_no_shared_segment)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    void *ws = NULL, *p = NULL;
+    /* An 8 MiB workspace alone: a segment of its size, not a 20 MiB one. */
+    cr_assert_eq(alloc_cache_alloc_flags(f.cache, 8 * MiB, STREAM_A, ALLOC_OWNER_SERVER,
+                                         ALLOC_F_OWN_SEGMENT, &ws), 0);
+    alloc_cache_stats_t st = alloc_test_stats(f.cache);
+    cr_expect_eq((size_t)st.reserved.current, 8 * MiB);
+    cr_expect_eq((size_t)st.allocated.current, 8 * MiB);
+    /* Short-lived blocks go elsewhere, and a trim gives all of them back. */
+    void *act = alloc_test_alloc(f.cache, 2 * MiB, STREAM_A);
+    cr_expect_eq((size_t)alloc_test_stats(f.cache).reserved.current, 28 * MiB);
+    alloc_test_free(f.cache, act);
+    cr_expect_eq(alloc_cache_trim(f.cache, 0, ALLOC_RELEASE_IDLE_TRIM), 20 * MiB);
+    cr_expect_eq((size_t)alloc_test_stats(f.cache).reserved.current, 8 * MiB);
+    /* Freed, its whole segment is reused by the next such request. */
+    alloc_test_free(f.cache, ws);
+    uint64_t allocs = alloc_test_stats(f.cache).n_device_allocs;
+    cr_assert_eq(alloc_cache_alloc_flags(f.cache, 8 * MiB, STREAM_A, ALLOC_OWNER_SERVER,
+                                         ALLOC_F_OWN_SEGMENT, &p), 0);
+    cr_expect_eq(p, ws);
+    cr_expect_eq(alloc_test_stats(f.cache).n_device_allocs, allocs);
+    alloc_test_free(f.cache, p);
+    /* A segment split by another block is not taken: a new one is. */
+    act = alloc_test_alloc(f.cache, 3 * MiB, STREAM_A);
+    cr_expect_eq(act, ws, "an ordinary request splits the free 8 MiB segment");
+    cr_assert_eq(alloc_cache_alloc_flags(f.cache, 5 * MiB, STREAM_A, ALLOC_OWNER_SERVER,
+                                         ALLOC_F_OWN_SEGMENT, &p), 0);
+    size_t size = 0;
+    cr_assert_eq(alloc_cache_block_size(f.cache, p, &size), 0);
+    cr_expect_eq(size, 6 * MiB, "5 MiB in a segment of its own, rounded to 2 MiB");
+    cr_expect_eq((size_t)alloc_test_stats(f.cache).reserved.current, 14 * MiB);
+    alloc_test_free(f.cache, p);
+    alloc_test_free(f.cache, act);
+    /* In the small pool the block is the whole 2 MiB segment, never split. */
+    cr_assert_eq(alloc_cache_alloc_flags(f.cache, 4 * KiB, STREAM_A, ALLOC_OWNER_SERVER,
+                                         ALLOC_F_OWN_SEGMENT, &p), 0);
+    cr_assert_eq(alloc_cache_block_size(f.cache, p, &size), 0);
+    cr_expect_eq(size, 2 * MiB);
+    void *small = alloc_test_alloc(f.cache, 4 * KiB, STREAM_A);
+    cr_expect_eq((size_t)alloc_test_stats(f.cache).pool_reserved[ALLOC_POOL_SMALL].current,
+                 4 * MiB, "the other small block takes a segment of its own pool");
+    alloc_test_free(f.cache, small);
+    alloc_test_free(f.cache, p);
+    alloc_fixture_fini(&f);
+}

@@ -522,6 +522,47 @@ Test(loadgen, memory_json_sums_the_device_caches)
     cr_expect_eq(lg_memory_parse("{\"error\":\"unauthorized\"}", &m), FS_EPARSE);
 }
 
+Test(loadgen, memory_segments_give_the_bytes_live_blocks_pin)
+{
+    /* Two device caches: segments with a live block count whole, free ones
+     * not at all; the pinned cache is not a device cache. */
+    const char *json =
+        "{\"caches\":[{\"kind\":\"device\",\"allocated_bytes\":{\"current\":8389120},"
+        "\"reserved_bytes\":{\"current\":31457280},\"segment_list\":["
+        "{\"size\":2097152,\"allocated\":512},{\"size\":20971520,\"allocated\":0},"
+        "{\"size\":8388608,\"allocated\":8388608}]},"
+        "{\"kind\":\"device\",\"allocated_bytes\":{\"current\":0},"
+        "\"reserved_bytes\":{\"current\":2097152},\"segment_list\":["
+        "{\"size\":2097152,\"allocated\":0}]},"
+        "{\"kind\":\"pinned\",\"allocated_bytes\":{\"current\":1},"
+        "\"reserved_bytes\":{\"current\":2097152},\"segment_list\":["
+        "{\"size\":2097152,\"allocated\":1}]}],\"models\":[]}";
+    lg_memory_t m;
+    cr_assert_eq(lg_memory_parse(json, &m), 0, "%s", fs_errmsg());
+    cr_expect_eq(m.have_segments, 1);
+    cr_expect_float_eq(m.pinned, 10485760.0, 1e-9);
+    cr_expect_float_eq(m.reserved, 33554432.0, 1e-9);
+    cr_expect_eq(m.n_caches, 2);
+    cr_expect_eq(lg_memory_parse("{\"caches\":[{\"kind\":\"device\",\"allocated_bytes\":"
+                                 "{\"current\":0},\"reserved_bytes\":{\"current\":0},"
+                                 "\"segment_list\":[{\"size\":1}]}]}", &m),
+                 FS_EPARSE, "a segment without its allocated bytes");
+}
+
+Test(loadgen, idle_trim_bound_needs_an_idle_time_past_its_deadline)
+{
+    lg_opts_t o;
+    lg_opts_defaults(&o);
+    cr_assert_eq(lg_opts_set(&o, "idle-trim-after", "5s", "--idle-trim-after", LG_SRC_CLI), 0);
+    cr_assert_eq(lg_opts_set(&o, "idle-trim-keep", "1MiB", "--idle-trim-keep", LG_SRC_CLI), 0);
+    cr_expect_eq(o.idle_trim_keep, 1048576u);
+    cr_assert_eq(lg_opts_set(&o, "idle", "5s", "--idle", LG_SRC_CLI), 0);
+    cr_expect_eq(lg_opts_validate(&o), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "--idle-trim-after") != NULL, "%s", fs_errmsg());
+    cr_assert_eq(lg_opts_set(&o, "idle", "6s", "--idle", LG_SRC_CLI), 0);
+    cr_expect_eq(lg_opts_validate(&o), 0, "%s", fs_errmsg());
+}
+
 /* --- metadata, dynamic axes, bodies --------------------------------------------------- */
 
 static const char encoder_meta[] =
