@@ -31,6 +31,10 @@
 #           1080) and the load/unload cycles (1000, or CYCLES_SECONDS,
 #           default 1080). Their results go to /tmp/fsgpu (not $OUT, which
 #           each call empties).
+#   cycles  scenario 4 alone in the background, twice side by side: as
+#           the server runs by default (CUDA's lazy module loading) and with
+#           CUDA_MODULE_LOADING=EAGER, to tell RSS the driver takes for
+#           kernels first used late from RSS the server keeps
 #   wait    (no build) waits up to WAIT_SECONDS (default 560) for the
 #           background soaks, printing their progress
 #   collect (no build) packs /tmp/fsgpu into $OUT/soak.tar.gz
@@ -248,14 +252,30 @@ if has soak; then
     tail -n 2 "$soak_dir"/*.txt
 fi
 
+if has cycles; then
+    echo "=== issue 6, scenario 4 on cuda:0, lazy and eager module loading, in the background"
+    rm -rf "$soak_dir"
+    mkdir -p "$soak_dir"
+    for mode in lazy eager; do
+        [ "$mode" = eager ] && export CUDA_MODULE_LOADING=EAGER
+        OUT="$soak_dir/load-unload-$mode" BIN=build/cuda/bin DEVICE=cuda:0 setsid \
+            loadtest/run_scenario.sh load-unload --cycles 1000 --sample-interval 2s \
+            > "$soak_dir/load-unload-$mode.txt" 2>&1 < /dev/null &
+    done
+    unset CUDA_MODULE_LOADING
+    date -u '+started %H:%M:%S UTC' | tee "$soak_dir/started.txt"
+    sleep 20
+    tail -n 2 "$soak_dir"/load-unload-*.txt
+fi
+
 if has wait; then
     end=$(( $(date +%s) + ${WAIT_SECONDS:-560} ))
     while [ "$(date +%s)" -lt "$end" ]; do
         pgrep -f 'run_scenario.sh (rebuild-storm|load-unload)' > /dev/null || break
         sleep 30
         date -u '+%H:%M:%S'
-        for f in "$soak_dir"/rebuild-storm.txt "$soak_dir"/load-unload.txt; do
-            grep -E '^loadgen: +[0-9.]+ s' "$f" | tail -n 1
+        for f in "$soak_dir"/*.txt; do
+            [ "$f" = "$soak_dir/started.txt" ] || grep -E '^loadgen: +[0-9.]+ s' "$f" | tail -n 1
         done
     done
     pgrep -f 'run_scenario.sh (rebuild-storm|load-unload)' > /dev/null &&
@@ -263,7 +283,8 @@ if has wait; then
 fi
 
 if has collect; then
-    for f in "$soak_dir"/rebuild-storm.txt "$soak_dir"/load-unload.txt; do
+    for f in "$soak_dir"/*.txt; do
+        [ "$f" = "$soak_dir/started.txt" ] && continue
         echo "=== $f"
         grep -E "^(requests|  ok|throughput|latency|reloads|cycles|  device drift|  RSS|memory|flatness|  reserved|verdict|  (ok|FAIL) |run_scenario)" "$f" | head -30
     done

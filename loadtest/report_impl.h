@@ -37,8 +37,8 @@ typedef struct lg_result {
 } lg_result_t;
 
 /* plot.c: writes PREFIX.gp and runs gnuplot on it when gnuplot is on PATH
- * (saying so on stderr when it is not). Returns 0, or FS_EIO when the
- * script cannot be written or gnuplot fails. */
+ * (saying so on stderr when it is not, or when gnuplot fails). Returns 0,
+ * or FS_EIO when the script cannot be written. */
 int lg_plot_write(const lg_run_t *run, const lg_result_t *r, const char *prefix);
 
 #ifdef __cplusplus
