@@ -5,6 +5,7 @@
 #   loadtest/policy_compare.sh [--device D] [--model M] [--requests N]
 #                              [--batch PICK] [--seq PICK] [--policies "P ..."]
 #                              [--watermark-limit SIZE] [--idle DURATION]
+#                              [--report]
 #
 # For each policy (default: cache periodic arena idle_trim watermark
 # arena,idle_trim) it starts a fresh flatserve with only model M (default:
@@ -25,6 +26,11 @@
 # the end of the trace and after the idle time, peak reserved over peak
 # allocated, device alloc/free calls during the trace, and p50/p99 latency.
 #
+# It also writes OUT/policies.gp, reserved bytes against requests answered
+# for every policy, and draws OUT/policies.png with gnuplot when gnuplot is
+# on PATH. --report skips the runs and only prints the table and draws the
+# plot from the results already in OUT (the same flags as the run).
+#
 # Environment: BIN (default build/cpu/bin, or build/cuda/bin for a cuda
 # device), REPO (default models), OUT (default build/loadtest/policies).
 set -uo pipefail
@@ -32,7 +38,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 device=cpu model=encoder requests=80 batch=1..16 seq=16..256
 policies="cache periodic arena idle_trim watermark arena,idle_trim"
-wm_limit=64MiB idle=3s
+wm_limit=64MiB idle=3s report=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --device) device=$2; shift 2 ;;
@@ -43,13 +49,15 @@ while [ $# -gt 0 ]; do
     --policies) policies=$2; shift 2 ;;
     --watermark-limit) wm_limit=$2; shift 2 ;;
     --idle) idle=$2; shift 2 ;;
+    --report) report=1; shift ;;
     *) echo "policy_compare: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
     esac
 done
 case "$device" in cuda*) def_bin=build/cuda/bin ;; *) def_bin=build/cpu/bin ;; esac
 BIN=${BIN:-$def_bin} REPO=${REPO:-models} OUT=${OUT:-build/loadtest/policies}
 for b in flatserve loadgen; do
-    [ -x "$BIN/$b" ] || { echo "policy_compare: $BIN/$b is not built (make)" >&2; exit 2; }
+    [ "$report" -eq 1 ] || [ -x "$BIN/$b" ] ||
+        { echo "policy_compare: $BIN/$b is not built (make)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 pid=""
@@ -66,6 +74,7 @@ policy_json() {
 }
 
 for p in $policies; do
+    [ "$report" -eq 1 ] && break
     d="$OUT/${p//,/+}"
     mkdir -p "$d"
     items="" limit=""
@@ -128,3 +137,36 @@ for p in policies.split():
           f"| {allocs:.0f} | {frees:.0f} | {lat.get('p50', float('nan')):.1f} "
           f"| {lat.get('p99', float('nan')):.1f} |")
 PY
+
+# The plot: reserved against requests answered, one line per policy.
+gp="$OUT/policies.gp"
+{
+    echo "# policy_compare.sh's plot: re-run with \`gnuplot $gp\`."
+    echo "set datafile separator ','"
+    echo "set terminal pngcairo size 1200,600 noenhanced"
+    echo "set output '$OUT/policies.png'"
+    echo "set title 'reserved device memory under each release policy: $model on $device, --trace-seed 1'"
+    echo "set xlabel 'requests answered'"
+    echo "set ylabel 'MiB'"
+    echo "set yrange [0:*]"
+    echo "set grid"
+    echo "set key outside right top vertical"
+    sep="plot"
+    for p in $policies; do
+        csv="$OUT/${p//,/+}/samples.csv"
+        [ -f "$csv" ] || continue
+        printf "%s '%s' every ::1 using 2:(\$5/1048576) with lines lw 2 title '%s'" "$sep" "$csv" "$p"
+        sep=", \\
+    "
+    done
+    first="$OUT/${policies%% *}"
+    first="${first//,/+}/samples.csv"
+    [ -f "$first" ] &&
+        printf "%s '%s' every ::1 using 2:(\$6/1048576) with lines dt 2 lc rgb 'black' title 'peak allocated'" "$sep" "$first"
+    echo
+} > "$gp"
+if command -v gnuplot > /dev/null; then
+    gnuplot "$gp" && echo "policy_compare: wrote $OUT/policies.png" >&2
+else
+    echo "policy_compare: gnuplot is not on PATH: wrote $gp; no PNG" >&2
+fi
