@@ -245,3 +245,56 @@ Test(alloc_cache_streams, a_capturing_stream_is_not_fenced_until_its_capture_end
     cr_expect_eq(alloc_fault_fences_pass(f.fault), 0);
     alloc_fixture_fini(&f);
 }
+
+/* ---- retired streams ------------------------------------------------------- */
+
+Test(alloc_cache_streams, a_retired_streams_blocks_are_safe_for_all_and_its_entry_goes)
+{
+    alloc_fault_config_t fc = {.manual_fences = true};
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, &fc, NULL);
+    /* A model's life a hundred times over: a stream of its own, used, freed,
+     * retired. The table keeps the retired pseudo-stream, not a hundred. */
+    for (alloc_stream_t s = 100; s < 200; s++) {
+        void *p = alloc_test_alloc(f.cache, 4 * KiB, s);
+        alloc_test_free(f.cache, p);
+        cr_assert_eq(alloc_cache_stream_retire(f.cache, s), 0);
+    }
+    cr_expect_eq(alloc_test_stats(f.cache).streams_tracked, 1u);
+
+    /* A block freed on a stream later retired serves any stream at once,
+     * with no fence: its owner synchronised the stream. */
+    void *x = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    alloc_test_free(f.cache, x);
+    cr_assert_eq(alloc_cache_stream_retire(f.cache, STREAM_A), 0);
+    void *y = alloc_test_alloc(f.cache, 12 * MiB, STREAM_B);
+    cr_expect_eq(y, x);
+    cr_expect_eq(alloc_test_stats(f.cache).n_device_allocs, 2u, "one small, one large segment");
+    alloc_test_check_consistent(f.cache);
+
+    /* A block still in use when its stream retires counts as the default
+     * stream's; a pending one becomes safe for all once its fences pass. */
+    void *z = alloc_test_alloc(f.cache, 12 * MiB, STREAM_C);
+    cr_assert_eq(alloc_cache_record_stream(f.cache, z, STREAM_B), 0, "%s", fs_errmsg());
+    alloc_test_free(f.cache, z);
+    cr_assert_eq(alloc_cache_stream_retire(f.cache, STREAM_C), 0);
+    cr_expect_eq(alloc_test_block_info(f.cache, z).state, ALLOC_BLOCK_PENDING);
+    cr_assert_eq(alloc_fault_fences_pass(f.fault), 0);
+    alloc_cache_process_fences(f.cache);
+    cr_expect_eq(alloc_test_block_info(f.cache, z).state, ALLOC_BLOCK_FREE);
+    void *w = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    cr_expect_eq(w, z, "no fence on the retired stream is needed");
+    alloc_test_check_consistent(f.cache);
+
+    /* A new stream with a retired one's handle is a new stream: another
+     * stream waits for its fence. */
+    void *v = alloc_test_alloc(f.cache, 12 * MiB, STREAM_C);
+    alloc_test_free(f.cache, v);
+    void *u = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
+    cr_expect_neq(u, v, "C is live again: A waits for its fence");
+    alloc_test_free(f.cache, u);
+    alloc_test_free(f.cache, w);
+    alloc_test_free(f.cache, y);
+    cr_expect_eq(alloc_fault_fences_pass(f.fault), 0);
+    alloc_fixture_fini(&f);
+}
