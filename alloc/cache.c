@@ -39,12 +39,6 @@
  * free itself until every recorded stream's fence passes, as PyTorch does.
  * A provider without fences (host) makes all of this immediate.
  *
- * A stream its owner destroys is retired: its free and pending blocks are
- * safe for every stream from then on, so they move to one permanent
- * pseudo-stream, STREAM_RETIRED, that is always done, and its entry goes.
- * The stream table holds live streams only, however many models a
- * long-running server loads and unloads (each load makes a stream).
- *
  * Guarantee: a block is never handed out while it is allocated, or while
  * work queued before its free on another stream may still be running; the
  * stats are exact at every unlock; every failure leaves the cache as it was,
@@ -267,10 +261,6 @@ static bool streams_poll_locked(alloc_cache_t *c, alloc_stream_t stream)
 /* ---- the free trees ----------------------------------------------------------- */
 
 /* The best-fitting usable free block of `pool`, or NULL (see rule 2). */
-/* The pseudo-stream of blocks freed on streams since retired: never a
- * real stream handle, never fenced, always done. */
-#define STREAM_RETIRED ((alloc_stream_t)UINTPTR_MAX)
-
 static cache_block_t *find_free_locked(alloc_cache_t *c, alloc_pool_t pool, size_t rounded,
                                        alloc_stream_t stream)
 {
@@ -313,8 +303,7 @@ static void block_make_free_locked(alloc_cache_t *c, cache_block_t *b)
         cache_stream_t *s = stream_get_locked(c, b->stream);
         if (s) {
             s->last_free_seq = b->free_seq;
-            if (b->stream != STREAM_RETIRED)
-                s->retired = false; /* a live stream that reuses a retired handle */
+            s->retired = false; /* a live stream that reuses a retired handle */
         }
     }
     /* A neighbour merges when it is FREE and safe for b's stream (its own,
@@ -810,18 +799,9 @@ int alloc_cache_free(alloc_cache_t *c, void *ptr)
 
 int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream)
 {
-    if (!c->has_fences || stream == 0 || stream == STREAM_RETIRED)
+    if (!c->has_fences || stream == 0)
         return 0;
     pthread_mutex_lock(&c->lock);
-    /* The caller synchronised it: everything freed on it is safe for any
-     * stream, so its free and pending blocks join the retired pseudo-stream
-     * (made on first use, always done). Without room for that entry the
-     * stream's own entry stays, marked done and retired, as before. */
-    cache_stream_t *ret = stream_get_locked(c, STREAM_RETIRED);
-    if (ret) {
-        ret->done_seq = UINT64_MAX;
-        ret->retired = true;
-    }
     for (size_t i = 0; i < c->n_streams; i++) {
         cache_stream_t *s = &c->streams[i];
         if (s->id != stream)
@@ -830,33 +810,15 @@ int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream)
             alloc_provider_fence_destroy(c->provider, s->fence);
             s->fence = NULL;
         }
+        /* The caller synchronised it: everything freed on it is safe. */
         s->done_seq = c->free_seq;
         s->retired = true;
-        if (ret) {
-            *s = c->streams[--c->n_streams]; /* order does not matter */
-            break;
-        }
-    }
-    if (ret) {
-        for (int p = 0; p < ALLOC_POOL_N; p++) {
-            cache_block_t *b;
-            RB_FOREACH(b, cache_free_tree, &c->free_tree[p])
-                if (b->stream == stream)
-                    b->stream = STREAM_RETIRED;
-        }
     }
     /* Blocks still in use keep no reference to the stream: their frees (and
      * extra uses) count as the default stream's from now on. */
     cache_block_t *b, *tmp;
     HASH_ITER(hh, c->by_ptr, b, tmp) {
-        if (b == &c->sentinel)
-            continue;
-        if (b->state == ALLOC_BLOCK_PENDING) {
-            if (ret && b->stream == stream)
-                b->stream = STREAM_RETIRED;
-            continue;
-        }
-        if (b->state != ALLOC_BLOCK_ALLOCATED)
+        if (b == &c->sentinel || b->state != ALLOC_BLOCK_ALLOCATED)
             continue;
         if (b->stream == stream)
             b->stream = 0;

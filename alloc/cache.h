@@ -107,8 +107,6 @@ typedef struct alloc_cache_stats {
     uint64_t largest_free_bytes; /* largest cached free block now */
     uint64_t free_cached_bytes;  /* reserved - active: what empty could release at most */
     uint64_t limit_bytes;        /* the hard limit (SIZE_MAX when none) */
-    uint64_t streams_tracked;    /* streams with fence state: the live ones, plus one for
-                                  * all retired ones (alloc_cache_stream_retire) */
 } alloc_cache_stats_t;
 
 typedef struct alloc_owner_stats {

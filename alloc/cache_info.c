@@ -118,7 +118,6 @@ void alloc_cache_stats(alloc_cache_t *c, alloc_cache_stats_t *out)
     out->largest_free_bytes = cache_largest_free_locked(c);
     out->free_cached_bytes = (uint64_t)(c->stats.reserved.current - c->stats.active.current);
     out->limit_bytes = c->limit_bytes;
-    out->streams_tracked = c->n_streams;
     pthread_mutex_unlock(&c->lock);
 }
 

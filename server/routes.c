@@ -696,7 +696,6 @@ static cJSON *cache_json(const srv_cache_ref_t *ref, bool segments)
     cJSON_AddNumberToObject(o, "ooms", (double)st.n_ooms);
     cJSON_AddNumberToObject(o, "largest_free_bytes", (double)st.largest_free_bytes);
     cJSON_AddNumberToObject(o, "free_cached_bytes", (double)st.free_cached_bytes);
-    cJSON_AddNumberToObject(o, "streams_tracked", (double)st.streams_tracked);
     if (st.limit_bytes != (uint64_t)SIZE_MAX)
         cJSON_AddNumberToObject(o, "limit_bytes", (double)st.limit_bytes);
     cJSON *rel = cJSON_AddObjectToObject(o, "released_bytes");
