@@ -510,7 +510,8 @@ static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, eng_requ
  * however often. */
 static uint64_t batch_wait_ns_locked(eng_served_t *s, const batch_t *b, uint64_t now)
 {
-    if (b->n == 0 || b->full || s->phase != SERVED_SERVING || s->stop)
+    if (b->n == 0 || b->full || s->phase != SERVED_SERVING || s->stop ||
+        atomic_load_explicit(&s->registry->flushing, memory_order_relaxed))
         return 0;
     uint64_t end = sat_add(b->first->submit_ns_, s->options.max_queue_delay_ns);
     if (end <= now)

@@ -390,6 +390,7 @@ int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out)
         free(r);
         return fs_err(FS_ENOMEM, "out of host memory for the registry");
     }
+    atomic_init(&r->flushing, false);
     r->device_memory = cfg->device_memory;
     r->cpu_memory = cfg->cpu_memory;
     r->options = cfg->options;
@@ -663,6 +664,22 @@ int eng_registry_refresh_batching(eng_registry_t *r, const char *name)
     }
     eng_served_release(s);
     return rc;
+}
+
+void eng_registry_flush(eng_registry_t *r)
+{
+    atomic_store(&r->flushing, true);
+    /* Wake the workers sleeping out a delay: they look again. */
+    pthread_mutex_lock(&r->lock);
+    for (reg_entry_t *e = r->entries; e; e = e->next) {
+        eng_served_t *s = e->current;
+        if (!s)
+            continue;
+        pthread_mutex_lock(&s->lock);
+        pthread_cond_broadcast(&s->work);
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&r->lock);
 }
 
 /* ---- index and stats -------------------------------------------------------- */

@@ -143,6 +143,12 @@ bool eng_served_batches(eng_served_t *s);
  * callback's. */
 int eng_registry_refresh_batching(eng_registry_t *r, const char *name);
 
+/* For a graceful stop, when no new request comes: from now on every
+ * version runs what is queued at once instead of waiting out
+ * max_queue_delay for company, so the drain takes as long as the work, not
+ * the delay. Not undone. Cannot fail. */
+void eng_registry_flush(eng_registry_t *r);
+
 /* One inference request. The caller fills the first group, submits, and
  * after `done` reads the second group and frees the outputs. */
 typedef struct eng_request eng_request_t;

@@ -23,6 +23,7 @@
 #define FS_ENGINE_REGISTRY_IMPL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,7 @@ struct eng_registry {
     pthread_cond_t changed;          /* an entry stopped being busy */
     reg_entry_t *entries;
     pthread_mutex_t stats_lock;      /* guards every reg_stats_t.s */
+    atomic_bool flushing;            /* eng_registry_flush was called */
 };
 
 /* batcher.c */

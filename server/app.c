@@ -391,6 +391,9 @@ int srv_app_stop(srv_app_t *app)
     atomic_store(&app->ready, false);
     atomic_store(&app->draining, true);
     srv_http_quiesce(app);
+    /* Nothing new comes: what is queued runs now, not after its delay. */
+    if (app->registry)
+        eng_registry_flush(app->registry);
     uint64_t deadline = fs_clock_now_ns() + app->cfg.server.shutdown_timeout_ns;
     int rc = srv_http_wait_idle(app, deadline);
     if (rc != 0) {
