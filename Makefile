@@ -201,8 +201,10 @@ deps:
 	@sh tools/deps.sh
 
 # Criterion prints its synthesis line last; extra arguments via TEST_ARGS.
+# The server suites spawn $(SERVER) from beside the test binary: it is
+# built with them, or they would run an old one (or skip).
 test: deps
-	@$(MAKE) --no-print-directory $(TESTS) $(CONFORMANCE) $(MODELS)
+	@$(MAKE) --no-print-directory $(TESTS) $(SERVER) $(CONFORMANCE) $(MODELS)
 	$(TESTS) $(TEST_ARGS)
 	@$(MAKE) --no-print-directory conformance
 
