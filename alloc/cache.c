@@ -290,6 +290,15 @@ static cache_block_t *find_own_segment_locked(alloc_cache_t *c, alloc_pool_t poo
     return NULL;
 }
 
+/* The cached block a request takes: a whole segment of seg_size for an
+ * ALLOC_F_OWN_SEGMENT one, else the best fit. NULL when there is none. */
+static cache_block_t *find_for_locked(alloc_cache_t *c, alloc_pool_t pool, size_t rounded,
+                                      size_t seg_size, bool own, alloc_stream_t stream)
+{
+    return own ? find_own_segment_locked(c, pool, seg_size, stream)
+               : find_free_locked(c, pool, rounded, stream);
+}
+
 /* Makes `b` FREE: merges it with free neighbours of its stream and files it
  * in its pool's tree. `b` is not in the tree or the hash. */
 static void block_make_free_locked(alloc_cache_t *c, cache_block_t *b)
@@ -621,11 +630,9 @@ static int block_obtain_locked(alloc_cache_t *c, size_t bytes, size_t rounded,
     alloc_pool_t pool = pool_of(rounded);
     bool own = flags & ALLOC_F_OWN_SEGMENT;
     size_t seg_size = own ? segment_size_tight(rounded) : segment_size_for(rounded);
-    cache_block_t *b = own ? find_own_segment_locked(c, pool, seg_size, stream)
-                           : find_free_locked(c, pool, rounded, stream);
+    cache_block_t *b = find_for_locked(c, pool, rounded, seg_size, own, stream);
     if (!b && c->has_fences && c->n_streams > 0 && streams_poll_locked(c, stream))
-        b = own ? find_own_segment_locked(c, pool, seg_size, stream)
-                : find_free_locked(c, pool, rounded, stream);
+        b = find_for_locked(c, pool, rounded, seg_size, own, stream);
     if (b) {
         RB_REMOVE(cache_free_tree, &c->free_tree[pool], b);
         if (b->stream != stream)

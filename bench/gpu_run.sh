@@ -233,53 +233,60 @@ if has idle; then
     grep -E "^(requests|throughput|memory|  RSS|idle|verdict|  (ok|FAIL) )" "$OUT/idle.txt"
 fi
 
+# The background soaks: each in its own process session, so the call
+# returning does not end it; results in $soak_dir, not $OUT, which each
+# call empties.
 soak_dir=/tmp/fsgpu
-if has soak; then
-    echo "=== issue 6, scenarios 3 and 4 on cuda:0, in the background (results in $soak_dir)"
+soak_reset() {
     rm -rf "$soak_dir"
     mkdir -p "$soak_dir"
-    # Each in its own session: the call returning does not end it.
-    OUT="$soak_dir/rebuild-storm" BIN=build/cuda/bin DEVICE=cuda:0 setsid \
-        loadtest/run_scenario.sh rebuild-storm --encoding binary --requests 1000000 \
-        --duration "${STORM_SECONDS:-1080}s" --sample-interval 2s \
-        > "$soak_dir/rebuild-storm.txt" 2>&1 < /dev/null &
-    OUT="$soak_dir/load-unload" BIN=build/cuda/bin DEVICE=cuda:0 setsid \
-        loadtest/run_scenario.sh load-unload --cycles 1000 \
-        --duration "${CYCLES_SECONDS:-1080}s" --sample-interval 2s \
-        > "$soak_dir/load-unload.txt" 2>&1 < /dev/null &
+}
+# soak_bg NAME SCENARIO [loadgen flags...]
+soak_bg() {
+    name=$1 sc=$2
+    shift 2
+    OUT="$soak_dir/$name" BIN=build/cuda/bin DEVICE=cuda:0 setsid \
+        loadtest/run_scenario.sh "$sc" --sample-interval 2s "$@" \
+        > "$soak_dir/$name.txt" 2>&1 < /dev/null &
+}
+soak_started() {
     date -u '+started %H:%M:%S UTC' | tee "$soak_dir/started.txt"
     sleep 20
     tail -n 2 "$soak_dir"/*.txt
+}
+soaks_running() {
+    pgrep -f 'run_scenario.sh (rebuild-storm|load-unload)' > /dev/null
+}
+
+if has soak; then
+    echo "=== issue 6, scenarios 3 and 4 on cuda:0, in the background (results in $soak_dir)"
+    soak_reset
+    soak_bg rebuild-storm rebuild-storm --encoding binary --requests 1000000 \
+        --duration "${STORM_SECONDS:-1080}s"
+    soak_bg load-unload load-unload --cycles 1000 --duration "${CYCLES_SECONDS:-1080}s"
+    soak_started
 fi
 
 if has cycles; then
     echo "=== issue 6, scenario 4 on cuda:0, lazy and eager module loading, in the background"
-    rm -rf "$soak_dir"
-    mkdir -p "$soak_dir"
-    for mode in lazy eager; do
-        [ "$mode" = eager ] && export CUDA_MODULE_LOADING=EAGER
-        OUT="$soak_dir/load-unload-$mode" BIN=build/cuda/bin DEVICE=cuda:0 setsid \
-            loadtest/run_scenario.sh load-unload --cycles 1000 --sample-interval 2s \
-            > "$soak_dir/load-unload-$mode.txt" 2>&1 < /dev/null &
-    done
+    soak_reset
+    soak_bg load-unload-lazy load-unload --cycles 1000
+    export CUDA_MODULE_LOADING=EAGER
+    soak_bg load-unload-eager load-unload --cycles 1000
     unset CUDA_MODULE_LOADING
-    date -u '+started %H:%M:%S UTC' | tee "$soak_dir/started.txt"
-    sleep 20
-    tail -n 2 "$soak_dir"/load-unload-*.txt
+    soak_started
 fi
 
 if has wait; then
     end=$(( $(date +%s) + ${WAIT_SECONDS:-560} ))
-    while [ "$(date +%s)" -lt "$end" ]; do
-        pgrep -f 'run_scenario.sh (rebuild-storm|load-unload)' > /dev/null || break
+    while [ "$(date +%s)" -lt "$end" ] && soaks_running; do
         sleep 30
         date -u '+%H:%M:%S'
         for f in "$soak_dir"/*.txt; do
             [ "$f" = "$soak_dir/started.txt" ] || grep -E '^loadgen: +[0-9.]+ s' "$f" | tail -n 1
         done
     done
-    pgrep -f 'run_scenario.sh (rebuild-storm|load-unload)' > /dev/null &&
-        echo "still running" || echo "both soaks have ended"
+    soaks_running && echo "still running" || echo "both soaks have ended"
 fi
 
 if has collect; then

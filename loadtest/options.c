@@ -280,6 +280,15 @@ int lg_url_host(const char *url, char *host, size_t host_len, int *is_loopback)
     {                                                                                        \
         return parse_double(v, min, max, where, &o->field);                                  \
     }
+#define SET_SIZE(fn, field)                                                                  \
+    static int fn(lg_opts_t *o, const char *v, const char *where)                            \
+    {                                                                                        \
+        uint64_t x;                                                                          \
+        if (fs_parse_size(v, &x) != 0)                                                       \
+            return fs_err(FS_EINVAL, "%s: %s", where, fs_errmsg());                          \
+        o->field = x;                                                                        \
+        return 0;                                                                            \
+    }
 #define SET_TEXT(fn, field)                                                                  \
     static int fn(lg_opts_t *o, const char *v, const char *where)                            \
     {                                                                                        \
@@ -417,19 +426,8 @@ static int set_dim(lg_opts_t *o, const char *v, const char *where)
     return 0;
 }
 
-static int set_max_cycle_drift(lg_opts_t *o, const char *v, const char *where)
-{
-    if (fs_parse_size(v, &o->max_cycle_drift_bytes) != 0)
-        return fs_err(FS_EINVAL, "%s: %s", where, fs_errmsg());
-    return 0;
-}
-
-static int set_idle_trim_keep(lg_opts_t *o, const char *v, const char *where)
-{
-    if (fs_parse_size(v, &o->idle_trim_keep) != 0)
-        return fs_err(FS_EINVAL, "%s: %s", where, fs_errmsg());
-    return 0;
-}
+SET_SIZE(set_max_cycle_drift, max_cycle_drift_bytes)
+SET_SIZE(set_idle_trim_keep, idle_trim_keep)
 
 static int set_max_rss_cycle_drift(lg_opts_t *o, const char *v, const char *where)
 {

@@ -81,8 +81,8 @@ static void idle_trim_judge(const lg_run_t *run, lg_verdict_t *v)
         return;
     }
     double bound = run->idle_mem.pinned + (double)o->idle_trim_keep;
-    double deadline = lg_since_s(run, run->last_answer_ns) +
-                      (double)o->idle_trim_after_ns / 1e9 + 0.1;
+    double idle0 = lg_since_s(run, run->last_answer_ns);
+    double deadline = idle0 + (double)o->idle_trim_after_ns / 1e9 + 0.1;
     const lg_sample_t *judged = NULL, *fell = NULL;
     for (size_t i = run->traffic_end_sample + 1; i < run->n_samples; i++) {
         const lg_sample_t *s = &run->samples[i];
@@ -96,7 +96,6 @@ static void idle_trim_judge(const lg_run_t *run, lg_verdict_t *v)
                        "no sample at or after the deadline %.2f s (a longer --idle)", deadline);
         return;
     }
-    double idle0 = lg_since_s(run, run->last_answer_ns);
     lg_verdict_add(v, "idle-trim", judged->m.reserved, bound,
                    "reserved %s at %.2f s idle (deadline: after %.2f s + 100 ms), against %s "
                    "pinned by live blocks + keep %s; first at or under it at %s",

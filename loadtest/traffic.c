@@ -471,7 +471,7 @@ int lg_run_execute(lg_run_t *run)
 
 /* --- setup ----------------------------------------------------------------------- */
 
-/* GET path outside the loop, before the run starts. */
+/* GET path outside the loop: before the run starts, or after it ended. */
 static int http_get_sync(lg_run_t *run, const char *path, long *status, char **body)
 {
     lg_xfer_t *x = lg_xfer_new(run, "GET", path, 16 << 20, NULL);
