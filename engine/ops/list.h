@@ -1,0 +1,157 @@
+/* list.h -- every op flatserve runs, once: one X-macro per family.
+ *
+ * An entry is X(OpType, CPU, CUDA). OpType is the ONNX op type, written as
+ * the ONNX docs spell it, and it names everything generated for the op
+ * (mixed case, so that no name is a C++ alternative token such as `not`):
+ *  - its id, ENG_OP_<OpType> (eng_op_id_t, below), and its type string,
+ *    #OpType;
+ *  - its definition, eng_op_<OpType> (an eng_op_def_t in engine/ops/<family>.c);
+ *  - each device's kernel, eng_cpu_<OpType> (engine/cpu/) and
+ *    eng_cuda_<OpType> (engine/cuda/).
+ * CPU and CUDA say whether that device has a kernel: Y, or N when it lacks
+ * one (the device's table then holds NULL there, and a plan that needs the
+ * kernel is refused naming the node). Every op has a definition.
+ *
+ * Adding an op: its entry here, its definition, its kernels. The tables
+ * (engine/ops.c, engine/cpu/kernels.c, engine/cuda/kernels.cu) are
+ * generated from these lists and need no edit. */
+#ifndef FS_ENGINE_OPS_LIST_H
+#define FS_ENGINE_OPS_LIST_H
+
+#define ENG_OPS_UNARY(X)                                                     \
+    X(Abs, Y, Y)                                                              \
+    X(Acos, Y, Y)                                                             \
+    X(Asin, Y, Y)                                                             \
+    X(Atan, Y, Y)                                                             \
+    X(Ceil, Y, Y)                                                             \
+    X(Cos, Y, Y)                                                              \
+    X(Elu, Y, Y)                                                              \
+    X(Erf, Y, Y)                                                              \
+    X(Exp, Y, Y)                                                              \
+    X(Floor, Y, Y)                                                            \
+    X(Gelu, Y, Y)                                                             \
+    X(HardSigmoid, Y, Y)                                                      \
+    X(HardSwish, Y, Y)                                                        \
+    X(LeakyRelu, Y, Y)                                                        \
+    X(Log, Y, Y)                                                              \
+    X(Neg, Y, Y)                                                              \
+    X(Not, Y, Y)                                                              \
+    X(Reciprocal, Y, Y)                                                       \
+    X(Relu, Y, Y)                                                             \
+    X(Round, Y, Y)                                                            \
+    X(Selu, Y, Y)                                                             \
+    X(Sigmoid, Y, Y)                                                          \
+    X(Sign, Y, Y)                                                             \
+    X(Sin, Y, Y)                                                              \
+    X(Softplus, Y, Y)                                                         \
+    X(Softsign, Y, Y)                                                         \
+    X(Sqrt, Y, Y)                                                             \
+    X(Tan, Y, Y)                                                              \
+    X(Tanh, Y, Y)                                                             \
+    X(ThresholdedRelu, Y, Y)                                                  \
+    X(Cast, Y, Y)                                                             \
+    X(CastLike, Y, Y)                                                         \
+    X(Clip, Y, Y)                                                             \
+    X(Identity, Y, Y)                                                         \
+    X(Dropout, Y, Y)
+
+#define ENG_OPS_BINARY(X)                                                    \
+    X(Add, Y, Y)                                                              \
+    X(Sub, Y, Y)                                                              \
+    X(Mul, Y, Y)                                                              \
+    X(Div, Y, Y)                                                              \
+    X(Pow, Y, Y)                                                              \
+    X(Mod, Y, Y)                                                              \
+    X(And, Y, Y)                                                              \
+    X(Or, Y, Y)                                                               \
+    X(Xor, Y, Y)                                                              \
+    X(Equal, Y, Y)                                                            \
+    X(Greater, Y, Y)                                                          \
+    X(GreaterOrEqual, Y, Y)                                                   \
+    X(Less, Y, Y)                                                             \
+    X(LessOrEqual, Y, Y)                                                      \
+    X(PRelu, Y, Y)                                                            \
+    X(Where, Y, Y)                                                            \
+    X(Max, Y, Y)                                                              \
+    X(Min, Y, Y)                                                              \
+    X(Mean, Y, Y)                                                             \
+    X(Sum, Y, Y)
+
+#define ENG_OPS_REDUCE(X)                                                    \
+    X(ReduceL2, Y, Y)                                                         \
+    X(ReduceMax, Y, Y)                                                        \
+    X(ReduceMean, Y, Y)                                                       \
+    X(ReduceMin, Y, Y)                                                        \
+    X(ReduceProd, Y, Y)                                                       \
+    X(ReduceSum, Y, Y)                                                        \
+    X(ReduceSumSquare, Y, Y)                                                  \
+    X(ArgMax, Y, Y)                                                           \
+    X(ArgMin, Y, Y)                                                           \
+    X(Softmax, Y, Y)                                                          \
+    X(LogSoftmax, Y, Y)                                                       \
+    X(CumSum, Y, Y)
+
+#define ENG_OPS_SHAPE(X)                                                     \
+    X(Reshape, Y, Y)                                                          \
+    X(Flatten, Y, Y)                                                          \
+    X(Squeeze, Y, Y)                                                          \
+    X(Unsqueeze, Y, Y)                                                        \
+    X(Transpose, Y, Y)                                                        \
+    X(Concat, Y, Y)                                                           \
+    X(Split, Y, Y)                                                            \
+    X(Slice, Y, Y)                                                            \
+    X(Gather, Y, Y)                                                           \
+    X(GatherElements, Y, Y)                                                   \
+    X(Expand, Y, Y)                                                           \
+    X(Tile, Y, Y)                                                             \
+    X(Pad, Y, Y)                                                              \
+    X(DepthToSpace, Y, Y)                                                     \
+    X(SpaceToDepth, Y, Y)                                                     \
+    X(Shape, Y, Y)                                                            \
+    X(Size, Y, Y)                                                             \
+    X(ConstantOfShape, Y, Y)                                                  \
+    X(Range, Y, Y)                                                            \
+    X(Constant, Y, Y)
+
+#define ENG_OPS_NN(X)                                                        \
+    X(Conv, Y, Y)                                                             \
+    X(ConvTranspose, Y, Y)                                                    \
+    X(AveragePool, Y, Y)                                                      \
+    X(MaxPool, Y, Y)                                                          \
+    X(GlobalAveragePool, Y, Y)                                                \
+    X(GlobalMaxPool, Y, Y)                                                    \
+    X(BatchNormalization, Y, Y)                                               \
+    X(InstanceNormalization, Y, Y)                                            \
+    X(LayerNormalization, Y, Y)                                               \
+    X(LRN, Y, Y)
+
+#define ENG_OPS_LINALG(X)                                                    \
+    X(MatMul, Y, Y)                                                           \
+    X(Gemm, Y, Y)                                                             \
+    X(Einsum, Y, Y)
+
+#define ENG_OPS_MISC(X)                                                      \
+    X(TopK, Y, Y)                                                             \
+    X(Trilu, Y, Y)                                                            \
+    X(Resize, Y, Y)
+/* The families, in id order: F(family, LIST). */
+#define ENG_OP_FAMILIES(F)                                                        \
+    F(unary, ENG_OPS_UNARY)                                                       \
+    F(binary, ENG_OPS_BINARY)                                                     \
+    F(reduce, ENG_OPS_REDUCE)                                                     \
+    F(shape, ENG_OPS_SHAPE)                                                       \
+    F(nn, ENG_OPS_NN)                                                             \
+    F(linalg, ENG_OPS_LINALG)                                                     \
+    F(misc, ENG_OPS_MISC)
+
+/* Every op, family after family. */
+#define ENG_OPS(X)                                                                \
+    ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
+    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
+
+/* An op's id: its index in ENG_OPS, and in every device's kernel table. */
+#define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,
+typedef enum eng_op_id { ENG_OPS(ENG_OP_ID_) ENG_OP_COUNT } eng_op_id_t;
+#undef ENG_OP_ID_
+
+#endif
