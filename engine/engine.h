@@ -56,6 +56,26 @@ typedef enum eng_device_kind {
     ENG_DEVICE_CUDA = 1,
 } eng_device_kind_t;
 
+/* How float32 matrix products are computed (engine/backend.h: a device
+ * says which it supports; the CPU computes in fp32 only). */
+typedef enum eng_precision {
+    ENG_PREC_FP32 = 0, /* IEEE fp32, TF32 off (PyTorch's matmul default) */
+    ENG_PREC_TF32,     /* fp32 storage, TF32 tensor-core products */
+    ENG_PREC_FP16,     /* GEMM weights stored as fp16, fp32 accumulation */
+    ENG_PREC_BF16,     /* GEMM weights stored as bf16, fp32 accumulation */
+} eng_precision_t;
+
+/* "fp32", "tf32", "fp16", "bf16" ("unknown" for another value). */
+const char *eng_precision_name(eng_precision_t p);
+/* 0 and *out for one of those names, else FS_EINVAL naming the value. */
+int eng_precision_parse(const char *s, eng_precision_t *out);
+
+/* A device: its kind and, for a GPU, its index (0 on the CPU). */
+typedef struct eng_device {
+    eng_device_kind_t kind;
+    int index;
+} eng_device_t;
+
 /* A device string: "cpu" (also NULL), "cuda" (device 0) or "cuda:N" (N <
  * 1024). 0 with *kind and *index, or FS_EINVAL naming the string. */
 int eng_device_parse(const char *device, eng_device_kind_t *kind, int *index);

@@ -10,21 +10,23 @@
  * in hand, each output is allocated from the cache under the model's
  * activation owner, and a value is freed as soon as its last reader ran.
  *
- * On a GPU (p->device == ENG_DEVICE_CUDA) the same walk queues every kernel
- * on the instance's stream; memory is tagged with that stream. Inputs are
- * copied into their place in the block and outputs out of it through one
- * pinned staging buffer per run (pageable copies when the model has no
- * staging cache), and the run synchronises with its stream once, at the
- * end, so a kernel's asynchronous failure is reported by that run. On the
- * dynamic path an op that needs an input's value to infer shapes gets a
- * host copy of every small input (one stream synchronisation), then retries. */
+ * Every device call goes through the plan's backend (engine/backend.h).
+ * On a device without host memory (a GPU) the same walk queues every
+ * kernel on the instance's stream; memory is tagged with that stream.
+ * Inputs are copied into their place in the block and outputs out of it
+ * through one pinned staging buffer per run (pageable copies when the
+ * model has no staging cache), and the run synchronises with its stream
+ * once, at the end, so a kernel's asynchronous failure is reported by that
+ * run. On the dynamic path an op that needs an input's value to infer
+ * shapes gets a host copy of every small input (one stream
+ * synchronisation), then retries. On a host-memory device (the CPU) the
+ * copies, mirrors and syncs are empty: values are used where they are. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/arena.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/cuda/cuda.h"
 #include "engine/plan_impl.h"
 
 #define EXEC_ALIGN ((size_t)256)
@@ -49,24 +51,16 @@ static int run_state_init(const eng_plan_t *p, run_state_t *rs)
     rs->ins = calloc((size_t)p->max_io, sizeof *rs->ins);
     rs->outs = calloc((size_t)p->max_io, sizeof *rs->outs);
     rs->hins = calloc((size_t)p->max_io, sizeof *rs->hins);
-    rs->stream = 0;
+    rs->stream = eng_backend_stream(p->be, p->inst);
     if (!rs->t || !rs->ins || !rs->outs || !rs->hins) {
-        free(rs->t);
-        free(rs->ins);
-        free(rs->outs);
-        free(rs->hins);
+        run_state_fini(rs);
         return fs_err(FS_ENOMEM, "out of host memory running a model");
     }
-#if FS_HAVE_CUDA
-    if (p->device == ENG_DEVICE_CUDA) {
-        rs->stream = (alloc_stream_t)eng_cuda_stream(p->cuda);
-        int rc = eng_cuda_bind(p->cuda);
-        if (rc != 0) {
-            run_state_fini(rs);
-            return rc;
-        }
+    int rc = eng_backend_bind(p->be, p->inst);
+    if (rc != 0) {
+        run_state_fini(rs);
+        return rc;
     }
-#endif
     for (size_t i = 0; i < p->n_values; i++)
         rs->t[i] = p->values[i].t;
     return 0;
@@ -95,37 +89,19 @@ static void run_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
         rs->outs[i] = n->outputs[i] >= 0 ? &rs->t[n->outputs[i]] : NULL;
 }
 
-/* The device copies and the stream sync of a device plan. A CPU-only build
- * never makes one (the model load refuses the device), so there they only
- * keep the callers compiling. */
 static int dev_h2d(const eng_plan_t *p, void *dst, const void *src, size_t n)
 {
-#if FS_HAVE_CUDA
-    return eng_cuda_copy_h2d(p->cuda, dst, src, n);
-#else
-    (void)p, (void)dst, (void)src, (void)n;
-    return fs_err(FS_ENOTSUP, "this build of flatserve has no CUDA support");
-#endif
+    return eng_backend_copy_h2d(p->be, p->inst, dst, src, n);
 }
 
 static int dev_d2h(const eng_plan_t *p, void *dst, const void *src, size_t n)
 {
-#if FS_HAVE_CUDA
-    return eng_cuda_copy_d2h(p->cuda, dst, src, n);
-#else
-    (void)p, (void)dst, (void)src, (void)n;
-    return fs_err(FS_ENOTSUP, "this build of flatserve has no CUDA support");
-#endif
+    return eng_backend_copy_d2h(p->be, p->inst, dst, src, n);
 }
 
 static int dev_sync(const eng_plan_t *p)
 {
-#if FS_HAVE_CUDA
-    return eng_cuda_sync(p->cuda);
-#else
-    (void)p;
-    return fs_err(FS_ENOTSUP, "this build of flatserve has no CUDA support");
-#endif
+    return eng_backend_sync(p->be, p->inst);
 }
 
 static size_t align_up(size_t n)
@@ -133,12 +109,14 @@ static size_t align_up(size_t n)
     return (n + EXEC_ALIGN - 1) & ~(EXEC_ALIGN - 1);
 }
 
-/* Device runs: value v's data in host memory when the host has it (a
- * caller's input, a constant's host copy, a plan-time value), else NULL.
- * `storage` is the dynamic path's (NULL: the plan's). */
-static const void *host_copy(const eng_plan_t *p, const eng_tensor_t *inputs,
-                             const plan_storage_t *storage, int v)
+/* Value v's data in host memory when the host has it (a caller's input, a
+ * constant's host copy, a plan-time value; on a host-memory device, every
+ * value), else NULL. `storage` is the dynamic path's (NULL: the plan's). */
+static const void *host_copy(const eng_plan_t *p, const run_state_t *rs,
+                             const eng_tensor_t *inputs, const plan_storage_t *storage, int v)
 {
+    if (p->be->host_memory)
+        return rs->t[v].data;
     const eng_graph_t *g = p->graph;
     for (size_t i = 0; i < g->n_inputs; i++)
         if (g->inputs[i] == v)
@@ -148,15 +126,14 @@ static const void *host_copy(const eng_plan_t *p, const eng_tensor_t *inputs,
     return p->values[v].host;
 }
 
-/* Copies the graph outputs into new host tensors. On a device, outputs the
- * host already has are copied there; the rest come device-to-host through
- * `staging` (NULL: straight into the output), then one stream sync. */
+/* Copies the graph outputs into new host tensors. Outputs the host already
+ * has are copied there; the rest come device-to-host through `staging`
+ * (NULL: straight into the output), then one stream sync. */
 static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, const eng_tensor_t *inputs,
                         const plan_storage_t *storage, void *staging, size_t staging_off,
                         eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
-    bool dev = p->device != ENG_DEVICE_CPU;
     int rc = 0;
     size_t j = 0;
     for (; j < g->n_outputs && rc == 0; j++)
@@ -169,7 +146,7 @@ static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, const eng_te
         int v = g->outputs[j];
         const eng_tensor_t *src = &rs->t[v];
         size_t bytes = eng_tensor_bytes(src);
-        const void *host = dev ? host_copy(p, inputs, storage, v) : src->data;
+        const void *host = host_copy(p, rs, inputs, storage, v);
         if (!bytes)
             continue;
         if (host) {
@@ -189,7 +166,7 @@ static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, const eng_te
     for (j = 0; j < g->n_outputs && rc == 0 && staging; j++) {
         int v = g->outputs[j];
         size_t bytes = eng_tensor_bytes(&rs->t[v]);
-        if (bytes && !host_copy(p, inputs, storage, v))
+        if (bytes && !host_copy(p, rs, inputs, storage, v))
             memcpy(outputs[j]->data, (char *)staging + off, bytes);
         off += align_up(bytes);
     }
@@ -201,62 +178,65 @@ static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, const eng_te
     return rc;
 }
 
-/* Device runs: the host views of node n's inputs. */
-static void host_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
-                       const eng_tensor_t *dyn_views)
+/* The host views of node n's inputs from `views` (per value, data = the
+ * host copy or NULL), for a kernel that reads a value on the host; NULL
+ * when there are none (a host-memory device: every input is host). */
+static const eng_tensor_t *const *host_views(run_state_t *rs, const eng_node_t *n,
+                                             const eng_tensor_t *views)
 {
-    const eng_tensor_t *views = dyn_views ? dyn_views : p->host_views;
+    if (!views)
+        return NULL;
     for (int i = 0; i < n->n_inputs; i++)
         rs->hins[i] = n->inputs[i] >= 0 && rs->ins[i] && views[n->inputs[i]].data
                           ? &views[n->inputs[i]]
                           : NULL;
+    return rs->hins;
 }
 
-/* Runs (or, on a device, queues) every step of a static plan. */
+/* Runs (or, on a device with a stream, queues) every step of a static plan. */
 static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
 {
     const eng_graph_t *g = p->graph;
-    bool dev = p->device != ENG_DEVICE_CPU;
     int rc = 0;
     for (size_t s = 0; s < p->n_steps && rc == 0; s++) {
         const plan_step_t *st = &p->steps[s];
         run_views(p, rs, st->node, NULL);
-        if (dev)
-            host_views(p, rs, st->node, NULL);
         eng_op_ctx_t ctx = {.node = st->node, .opset = g->opset, .n_inputs = st->node->n_inputs,
                             .inputs = rs->ins, .n_outputs = st->node->n_outputs,
                             .outputs = rs->outs, .n_threads = p->n_threads,
                             .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
-                            .scratch_bytes = st->scratch_bytes, .cuda = p->cuda,
-                            .host_inputs = dev ? rs->hins : NULL};
+                            .scratch_bytes = st->scratch_bytes, .instance = p->inst,
+                            .host_inputs = host_views(rs, st->node, p->host_views)};
         rc = st->kernel->run(&ctx);
     }
     return rc;
 }
 
-#if FS_HAVE_CUDA
-static void capture_fences_resume(eng_plan_t *p, alloc_stream_t stream)
+static void capture_fences_resume(const eng_plan_t *p, alloc_stream_t stream)
 {
     alloc_cache_stream_capture(p->cache, stream, false);
     if (p->staging)
         alloc_cache_stream_capture(p->staging, stream, false);
 }
-#endif
 
-/* A device plan's steps: replayed from its CUDA graph when the graph was
+/* A static plan's steps: replayed from the graph in `r` when it was
  * captured with this activation block, else captured now (from the second
- * run on: the first warms up cuBLAS's choices) and replayed, else queued
- * launch by launch. A plan whose capture fails stays on plain launches. */
-static int run_steps_device(eng_plan_t *p, run_state_t *rs, void *block)
+ * run on: the first warms up the libraries' choices) and replayed, else
+ * launched one by one. Without replay state, or on a device that does not
+ * capture, always one by one. A plan whose capture fails stays on plain
+ * launches. */
+static int run_steps_replay(const eng_plan_t *p, eng_plan_replay_t *r, run_state_t *rs,
+                            void *block)
 {
-#if FS_HAVE_CUDA
-    if (p->cuda_graph && p->graph_block == block)
-        return eng_cuda_graph_launch(p->cuda, p->cuda_graph);
-    bool capture = p->cuda_graphs && !p->graph_failed && p->graph_runs++ >= 1 && p->n_steps;
+    if (!r || !eng_backend_can_capture(p->be))
+        return run_steps(p, rs, block);
+    if (r->graph && r->block == block)
+        return eng_backend_graph_launch(p->be, p->inst, r->graph);
+    bool capture = !r->failed && r->runs++ >= 1 && p->n_steps;
     if (!capture)
         return run_steps(p, rs, block);
-    eng_cuda_graph_destroy(p->cuda_graph);
-    p->cuda_graph = NULL;
+    eng_backend_graph_destroy(p->be, r->graph);
+    r->graph = NULL;
     /* No fence from another thread may land in the capture. */
     alloc_stream_t stream = rs->stream;
     int rc = alloc_cache_stream_capture(p->cache, stream, true);
@@ -264,38 +244,35 @@ static int run_steps_device(eng_plan_t *p, run_state_t *rs, void *block)
         alloc_cache_stream_capture(p->cache, stream, false);
     if (rc != 0)
         return run_steps(p, rs, block);
-    rc = eng_cuda_capture_begin(p->cuda);
+    rc = eng_backend_capture_begin(p->be, p->inst);
     if (rc != 0) {
         capture_fences_resume(p, stream);
         return rc;
     }
     int run_rc = run_steps(p, rs, block);
-    eng_cuda_graph_t *graph = NULL;
-    rc = eng_cuda_capture_end(p->cuda, &graph);
+    void *graph = NULL;
+    rc = eng_backend_capture_end(p->be, p->inst, &graph);
     capture_fences_resume(p, stream);
     if (run_rc != 0) {
-        eng_cuda_graph_destroy(graph);
+        eng_backend_graph_destroy(p->be, graph);
         return run_rc;
     }
     if (rc != 0) {
         /* Nothing ran: run the steps for real, without a graph from now on. */
-        FS_LOG_W("engine", "CUDA graph capture failed, running launch by launch: %s",
+        FS_LOG_W("engine", "%s graph capture failed, running launch by launch: %s", p->be->name,
                  fs_errmsg());
-        p->graph_failed = true;
+        r->failed = true;
         return run_steps(p, rs, block);
     }
-    p->cuda_graph = graph;
-    p->graph_block = block;
-    return eng_cuda_graph_launch(p->cuda, p->cuda_graph);
-#else
-    return run_steps(p, rs, block);
-#endif
+    r->graph = graph;
+    r->block = block;
+    return eng_backend_graph_launch(p->be, p->inst, r->graph);
 }
 
-static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tensor_t **outputs)
+static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_tensor_t *inputs,
+                      eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
-    bool dev = p->device != ENG_DEVICE_CPU;
     run_state_t rs;
     int rc = run_state_init(p, &rs);
     if (rc != 0)
@@ -314,7 +291,7 @@ static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tenso
         if (rc != 0)
             goto done;
     }
-    if (dev && p->staging && p->staging_bytes &&
+    if (p->staging && p->staging_bytes &&
         (rc = alloc_cache_alloc(p->staging, p->staging_bytes, 0, p->staging_owner, &staging)) != 0)
         goto done;
     for (size_t i = 0; i < g->n_inputs; i++)
@@ -323,9 +300,10 @@ static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tenso
         if (p->values[v].storage == PV_ACT)
             rs.t[v].data = (char *)block + p->values[v].offset;
 
-    /* Device: inputs into their place in the block, through staging. */
+    /* Inputs copied into their place in the block (through staging): the
+     * plan marks them (never on a host-memory device). */
     size_t off = 0;
-    for (size_t v = 0; dev && v < p->n_values && rc == 0; v++) {
+    for (size_t v = 0; v < p->n_values && rc == 0; v++) {
         int i = p->values[v].input;
         if (i < 0)
             continue;
@@ -340,14 +318,14 @@ static int run_static(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tenso
     }
 
     if (rc == 0)
-        rc = dev ? run_steps_device((eng_plan_t *)p, &rs, block) : run_steps(p, &rs, block);
+        rc = run_steps_replay(p, replay, &rs, block);
     if (rc == 0)
         rc = copy_outputs(p, &rs, inputs, NULL, staging, off, outputs);
 done:
     /* Work may still be queued (after an error, or with every output known
      * on the host): let it finish before its memory goes back, since
      * staging is host memory the next run rewrites. */
-    if (dev) {
+    {
         int src = dev_sync(p);
         rc = rc ? rc : src;
     }
@@ -372,8 +350,8 @@ static void dyn_release(const eng_plan_t *p, run_state_t *rs, plan_storage_t *st
     storage[v] = PV_NONE;
 }
 
-/* Device runs of the dynamic path: what infer sees of node n's inputs (the
- * host copy where there is one, else shape only). */
+/* The dynamic path on a device without host memory: what infer sees of
+ * node n's inputs (the host copy where there is one, else shape only). */
 static void infer_views(run_state_t *rs, const eng_node_t *n, eng_tensor_t *iv,
                         const eng_tensor_t *hv)
 {
@@ -387,8 +365,8 @@ static void infer_views(run_state_t *rs, const eng_node_t *n, eng_tensor_t *iv,
     }
 }
 
-/* Device runs of the dynamic path: host copies of node n's small inputs
- * the host lacks, so an op can read the values that decide its shapes. */
+/* The same: host copies of node n's small inputs the host lacks, so an op
+ * can read the values that decide its shapes. */
 static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
                          eng_tensor_t *hv, void **mirror)
 {
@@ -414,21 +392,48 @@ static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t 
     return rc;
 }
 
+/* The dynamic path, node n: infers its output shapes. On a device without
+ * host memory infer sees the host copies (hv), and an op that needs a
+ * value the host lacks gets its small inputs mirrored, then retries; on
+ * return rs's views are the device ones and ctx->host_inputs is set. */
+static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
+                     const plan_storage_t *storage, eng_tensor_t *hv, void **mirror,
+                     eng_tensor_t *iv)
+{
+    const eng_node_t *n = ctx->node;
+    if (!hv)
+        return n->op->infer(ctx);
+    infer_views(rs, n, iv, hv);
+    int rc = n->op->infer(ctx);
+    if (rc == FS_EDYNAMIC) {
+        run_views(p, rs, n, storage);
+        if ((rc = mirror_inputs(p, rs, n, hv, mirror)) != 0)
+            return rc;
+        infer_views(rs, n, iv, hv);
+        rc = n->op->infer(ctx);
+    }
+    run_views(p, rs, n, storage);
+    ctx->host_inputs = host_views(rs, n, hv);
+    return rc;
+}
+
 /* The dynamic path: infer, allocate, run, free, node by node. */
 static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
-    bool dev = p->device != ENG_DEVICE_CPU;
+    /* Host copies of values (hv, mirror, iv): only a device without host
+     * memory keeps them apart from the values themselves. */
+    bool apart = !p->be->host_memory;
     run_state_t rs;
     int rc = run_state_init(p, &rs);
     if (rc != 0)
         return rc;
     plan_storage_t *storage = malloc(p->n_values * sizeof *storage);
     int *readers = calloc(p->n_values, sizeof *readers);
-    eng_tensor_t *hv = dev ? calloc(p->n_values, sizeof *hv) : NULL;
-    void **mirror = dev ? calloc(p->n_values, sizeof *mirror) : NULL;
-    eng_tensor_t *iv = dev ? calloc((size_t)p->max_io, sizeof *iv) : NULL;
-    if (!storage || !readers || (dev && (!hv || !mirror || !iv))) {
+    eng_tensor_t *hv = apart ? calloc(p->n_values, sizeof *hv) : NULL;
+    void **mirror = apart ? calloc(p->n_values, sizeof *mirror) : NULL;
+    eng_tensor_t *iv = apart ? calloc((size_t)p->max_io, sizeof *iv) : NULL;
+    if (!storage || !readers || (apart && (!hv || !mirror || !iv))) {
         rc = fs_err(FS_ENOMEM, "out of host memory running a model");
         goto done;
     }
@@ -436,20 +441,19 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         const eng_value_t *gv = &g->values[v];
         storage[v] = gv->kind == ENG_VALUE_CONST ? PV_CONST : PV_NONE;
         rs.t[v] = gv->kind == ENG_VALUE_CONST ? gv->constant : (eng_tensor_t){0};
-        if (dev) {
-            hv[v] = rs.t[v];
-            if (gv->kind == ENG_VALUE_CONST)
-                rs.t[v].data = p->dev_const[v];
-            if (gv->kind == ENG_VALUE_CONST && p->dev_dtype &&
-                p->dev_dtype[v] != ENG_DT_UNDEFINED)
-                rs.t[v].dtype = p->dev_dtype[v];
-        }
+        if (!apart)
+            continue;
+        hv[v] = rs.t[v];
+        if (gv->kind == ENG_VALUE_CONST)
+            rs.t[v].data = p->dev_const[v];
+        if (gv->kind == ENG_VALUE_CONST && p->dev_dtype && p->dev_dtype[v] != ENG_DT_UNDEFINED)
+            rs.t[v].dtype = p->dev_dtype[v];
     }
     for (size_t i = 0; i < g->n_inputs; i++) {
         int v = g->inputs[i];
         storage[v] = PV_INPUT;
         rs.t[v] = inputs[i];
-        if (!dev)
+        if (!apart)
             continue;
         /* The device copy is an activation like any other. */
         hv[v] = inputs[i];
@@ -472,32 +476,16 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         if (p->node_done[i])
             continue;
         const eng_node_t *n = &g->nodes[i];
-        const eng_kernel_t *kernel = eng_kernel_find(p->device, n->op_type);
+        const eng_kernel_t *kernel = eng_backend_kernel(p->be, n->op);
         run_views(p, &rs, n, storage);
         eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
                             .inputs = rs.ins, .n_outputs = n->n_outputs, .outputs = rs.outs,
-                            .n_threads = p->n_threads, .cuda = p->cuda};
+                            .n_threads = p->n_threads, .instance = p->inst};
         if (!kernel) {
-            rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", dev ? "CUDA" : "CPU");
+            rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", p->be->name);
             break;
         }
-        if (dev) {
-            infer_views(&rs, n, iv, hv);
-            rc = n->op->infer(&ctx);
-            if (rc == FS_EDYNAMIC) {
-                run_views(p, &rs, n, storage);
-                if ((rc = mirror_inputs(p, &rs, n, hv, mirror)) != 0)
-                    break;
-                infer_views(&rs, n, iv, hv);
-                rc = n->op->infer(&ctx);
-            }
-            run_views(p, &rs, n, storage);
-            host_views(p, &rs, n, hv);
-            ctx.host_inputs = rs.hins;
-        } else {
-            rc = n->op->infer(&ctx);
-        }
-        if (rc != 0)
+        if ((rc = dyn_infer(p, &rs, &ctx, storage, hv, mirror, iv)) != 0)
             break;
         for (int o = 0; o < n->n_outputs && rc == 0; o++) {
             int v = n->outputs[o];
@@ -509,7 +497,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
                                    &rs.t[v].data);
             if (rc == 0)
                 storage[v] = PV_ACT;
-            if (dev)
+            if (hv)
                 hv[v] = (eng_tensor_t){.dtype = rs.t[v].dtype, .shape = rs.t[v].shape};
         }
         void *scratch = NULL;
@@ -537,7 +525,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
     if (rc == 0)
         rc = copy_outputs(p, &rs, inputs, storage, NULL, 0, outputs);
 done:
-    if (dev) {
+    {
         int src = dev_sync(p);
         rc = rc ? rc : src;
     }
@@ -557,10 +545,10 @@ done:
     return rc;
 }
 
-int eng_plan_run(const eng_plan_t *p, const eng_tensor_t *inputs, size_t n_inputs,
-                 eng_tensor_t **outputs)
+int eng_plan_run(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_tensor_t *inputs,
+                 size_t n_inputs, eng_tensor_t **outputs)
 {
     if (!eng_plan_matches(p, inputs, n_inputs))
         return fs_err(FS_EINVAL, "inputs do not match the plan's signature");
-    return p->dynamic ? run_dynamic(p, inputs, outputs) : run_static(p, inputs, outputs);
+    return p->dynamic ? run_dynamic(p, inputs, outputs) : run_static(p, replay, inputs, outputs);
 }

@@ -1,4 +1,4 @@
-/* memory.c -- device strings, and the caches a model on a device runs in
+/* memory.c -- device and precision names, and the caches a model on a device runs in
  * (engine/engine.h): one place for what the server, the conformance runner
  * and the benchmarks each set up. */
 #include <stdio.h>
@@ -6,6 +6,25 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
+
+static const char *const precision_names[] = {"fp32", "tf32", "fp16", "bf16"};
+
+const char *eng_precision_name(eng_precision_t p)
+{
+    return (unsigned)p < sizeof precision_names / sizeof precision_names[0] ? precision_names[p]
+                                                                            : "unknown";
+}
+
+int eng_precision_parse(const char *s, eng_precision_t *out)
+{
+    for (unsigned i = 0; i < sizeof precision_names / sizeof precision_names[0]; i++)
+        if (s && strcmp(s, precision_names[i]) == 0) {
+            *out = (eng_precision_t)i;
+            return 0;
+        }
+    return fs_err(FS_EINVAL, "unknown precision '%s' (expected fp32, tf32, fp16 or bf16)",
+                  s ? s : "(null)");
+}
 
 int eng_device_parse(const char *s, eng_device_kind_t *kind, int *index)
 {

@@ -1,15 +1,19 @@
 /* model.c -- a loaded model: its graph and weights under its own owner
  * tags, constants folded once, and an LRU of plans by input signature.
  *
- * On a GPU ("cuda:N") the model also owns its instance state (stream,
- * cuBLAS handle; engine/cuda/cuda.h). The loader reads weights into host
- * memory (the host cache, or the C heap) and folds constants there; then
- * every constant is copied once to the device under the model's owner, and
- * only the host copies that shape inference may read are kept (integer
- * tensors up to MODEL_HOST_INT_MAX bytes, anything up to
- * MODEL_HOST_ANY_MAX): a large float weight lives on the device only. Runs
- * of one instance are serialised (one stream, one cuBLAS handle); the
- * server gets concurrency from batching and from instances. */
+ * The model runs on one device, through its backend table
+ * (engine/backend.h), and owns its instance state there (on a GPU: a
+ * stream and a cuBLAS handle). The loader reads weights into host memory
+ * and folds constants there: on a host-memory device that is the model's
+ * cache, and the weights are used where they are. On any other device the
+ * host memory is the host cache (or the C heap), every constant is then
+ * uploaded once under the model's owner, and only the host copies that
+ * shape inference may read are kept (integer tensors up to
+ * MODEL_HOST_INT_MAX bytes, anything up to MODEL_HOST_ANY_MAX): a large
+ * float weight lives on the device only. Runs of one instance are
+ * serialised (one stream, one library handle); the server gets concurrency
+ * from batching and from instances. A device without instance state (the
+ * CPU) runs any number at once. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,7 +22,9 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/cuda/cuda.h"
+#include <bsd/sys/queue.h>
+
+#include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/half.h"
 #include "engine/plan.h"
@@ -28,62 +34,79 @@
 #define MODEL_HOST_ANY_MAX ((size_t)1 << 10)
 
 /* A cached plan; `users` counts runs in progress, so eviction never frees a
- * plan being executed. */
+ * plan being executed. `replay` is the plan's replay state on this
+ * instance, used under run_lock. */
 typedef struct plan_entry {
-    struct plan_entry *prev, *next; /* most recently used first */
+    TAILQ_ENTRY(plan_entry) lru;  /* most recently used first */
     eng_plan_t *plan;
+    eng_plan_replay_t replay;
     int users;
 } plan_entry_t;
 
+TAILQ_HEAD(plan_list, plan_entry);
+
 struct eng_model {
     char name[ALLOC_OWNER_NAME_MAX];
-    alloc_cache_t *cache;         /* borrowed */
+    alloc_cache_t *cache;         /* borrowed: the device's memory */
     alloc_owner_t owner;          /* weights, folded constants, plan constants */
     alloc_owner_t act_owner;      /* activations */
     eng_graph_t *graph;
     bool *node_done;              /* folded at load */
     int n_threads;
     pthread_mutex_t lock;         /* guards the plan list */
-    plan_entry_t *plans;
+    struct plan_list plans;
     size_t n_plans, max_plans;
-    /* Device models. */
-    eng_device_kind_t device;
-    int device_index;
+    eng_device_t device;
     char device_name[16];         /* "cpu", "cuda:N" */
-    eng_cuda_t *cuda;
+    const eng_backend_i *be;
+    void *inst;                   /* the backend's instance state, or NULL */
+    pthread_mutex_t run_lock;     /* with an instance: one run at a time on it */
+    /* Host memory for the loader's weights, plan-time values and the host
+     * copies kept (load_cache NULL: the C heap): the cache itself under the
+     * model's owner on a host-memory device, else the host cache. */
+    alloc_cache_t *load_cache;
+    alloc_owner_t load_owner;
+    /* Devices without host memory. */
     void **dev_const;             /* per value: a constant's device copy */
     alloc_cache_t *host_cache;    /* borrowed; NULL: the C heap */
     alloc_owner_t host_owner;
     alloc_cache_t *staging;       /* borrowed; may be NULL */
     alloc_owner_t staging_owner;
-    pthread_mutex_t run_lock;     /* one run at a time on the stream */
-    void *workspace;              /* cuBLAS's, from the cache: working memory, counted
-                                   * to the activations owner */
+    void *workspace;              /* the device libraries', from the cache: working
+                                   * memory, counted to the activations owner */
     eng_dtype_t lowp;             /* fp16/bf16 precision: the weights' dtype */
     eng_dtype_t *dev_dtype;       /* per value: a constant's device dtype, if not its own */
-    bool cuda_graphs;
+    bool graphs;                  /* capture and replay static plans where the device can */
 };
 
-/* Weights come from the cache under the model's owner (on the CPU), or
- * from host memory to be copied to the device (host cache or heap). */
+/* The loader's weights and every host copy come from the load cache. */
 static void *weight_alloc(void *user, size_t bytes)
 {
     eng_model_t *m = user;
     void *p = NULL;
-    if (m->device != ENG_DEVICE_CPU && !m->host_cache)
+    if (!m->load_cache)
         return malloc(bytes ? bytes : 1);
-    alloc_cache_t *c = m->device != ENG_DEVICE_CPU ? m->host_cache : m->cache;
-    alloc_owner_t o = m->device != ENG_DEVICE_CPU ? m->host_owner : m->owner;
-    return alloc_cache_alloc(c, bytes, 0, o, &p) == 0 ? p : NULL;
+    return alloc_cache_alloc(m->load_cache, bytes, 0, m->load_owner, &p) == 0 ? p : NULL;
 }
 
 static void weight_free(void *user, void *ptr)
 {
     eng_model_t *m = user;
-    if (m->device != ENG_DEVICE_CPU && !m->host_cache)
+    if (!m->load_cache)
         free(ptr);
     else
-        alloc_cache_free(m->device != ENG_DEVICE_CPU ? m->host_cache : m->cache, ptr);
+        alloc_cache_free(m->load_cache, ptr);
+}
+
+/* Whether provider name `pv` names device `dev` ("cuda:1" in "cuda:1",
+ * "cuda_async:1" does not: the index must follow the device's own name). */
+static bool provider_on_device(const char *pv, const char *dev)
+{
+    size_t n = strlen(dev);
+    for (const char *at = strstr(pv, dev); at; at = strstr(at + 1, dev))
+        if ((at == pv || at[-1] < 'a' || at[-1] > 'z') && (at[n] < '0' || at[n] > '9'))
+            return true;
+    return false;
 }
 
 /* The cache must hold the memory the device computes on. */
@@ -91,15 +114,8 @@ static int check_cache_device(const eng_model_t *m)
 {
     const alloc_provider_t *pv = alloc_cache_provider(m->cache);
     bool is_dev = alloc_provider_is_device(pv);
-    if (m->device == ENG_DEVICE_CPU && is_dev)
-        return fs_err(FS_EINVAL, "model '%s' runs on the CPU but its cache holds %s memory",
-                      m->name, alloc_provider_name(pv));
-    if (m->device == ENG_DEVICE_CPU)
-        return 0;
-    const char *at = is_dev ? strstr(alloc_provider_name(pv), "cuda:") : NULL;
-    char *end = NULL;
-    long idx = at ? strtol(at + 5, &end, 10) : -1;
-    if (!is_dev || idx != m->device_index)
+    if (is_dev == m->be->host_memory ||
+        (is_dev && !provider_on_device(alloc_provider_name(pv), m->device_name)))
         return fs_err(FS_EINVAL, "model '%s' runs on %s but its cache holds %s memory", m->name,
                       m->device_name, alloc_provider_name(pv));
     return 0;
@@ -107,13 +123,25 @@ static int check_cache_device(const eng_model_t *m)
 
 static void plans_clear(eng_model_t *m)
 {
-    while (m->plans) {
-        plan_entry_t *e = m->plans;
-        m->plans = e->next;
+    plan_entry_t *e;
+    while ((e = TAILQ_FIRST(&m->plans))) {
+        TAILQ_REMOVE(&m->plans, e, lru);
+        eng_plan_replay_clear(e->plan, &e->replay);
         eng_plan_destroy(e->plan);
         free(e);
     }
     m->n_plans = 0;
+}
+
+/* Gives a sub-owner of the model's back, logging when bytes were left. */
+static void owner_close(eng_model_t *m, alloc_cache_t *cache, alloc_owner_t owner,
+                        const char *what)
+{
+    if (!cache || owner == ALLOC_OWNER_SERVER)
+        return;
+    if (alloc_cache_owner_destroy(cache, owner) != 0)
+        FS_LOG_E("engine", "model '%s' destroyed without returning all its %s: %s", m->name,
+                 what, fs_errmsg());
 }
 
 void eng_model_destroy(eng_model_t *m)
@@ -130,34 +158,20 @@ void eng_model_destroy(eng_model_t *m)
     alloc_cache_free(m->cache, m->workspace);
     eng_graph_destroy(m->graph);
     free(m->node_done);
-    alloc_owner_t owners[2] = {m->owner, m->act_owner};
-    for (int i = 0; i < 2; i++) {
-        if (owners[i] == ALLOC_OWNER_SERVER)
-            continue;
-        if (alloc_cache_owner_destroy(m->cache, owners[i]) != 0)
-            FS_LOG_E("engine", "model '%s' destroyed without returning all its memory: %s",
-                     m->name, fs_errmsg());
-    }
-    if (m->staging && m->staging_owner != ALLOC_OWNER_SERVER &&
-        alloc_cache_owner_destroy(m->staging, m->staging_owner) != 0)
-        FS_LOG_E("engine", "model '%s' destroyed without returning its staging memory: %s",
-                 m->name, fs_errmsg());
-    if (m->host_cache && m->host_owner != ALLOC_OWNER_SERVER &&
-        alloc_cache_owner_destroy(m->host_cache, m->host_owner) != 0)
-        FS_LOG_E("engine", "model '%s' destroyed without returning all its host memory: %s",
-                 m->name, fs_errmsg());
-#if FS_HAVE_CUDA
-    if (m->cuda) {
+    owner_close(m, m->cache, m->owner, "memory");
+    owner_close(m, m->cache, m->act_owner, "activation memory");
+    owner_close(m, m->staging, m->staging_owner, "staging memory");
+    owner_close(m, m->host_cache, m->host_owner, "host memory");
+    if (m->inst) {
         /* The cache must never fence a destroyed stream. */
-        alloc_stream_t stream = (alloc_stream_t)eng_cuda_stream(m->cuda);
-        if (eng_cuda_sync(m->cuda) != 0)
+        alloc_stream_t stream = eng_backend_stream(m->be, m->inst);
+        if (eng_backend_sync(m->be, m->inst) != 0)
             FS_LOG_E("engine", "model '%s': %s", m->name, fs_errmsg());
         alloc_cache_stream_retire(m->cache, stream);
         if (m->staging)
             alloc_cache_stream_retire(m->staging, stream);
     }
-    eng_cuda_destroy(m->cuda);
-#endif
+    eng_backend_instance_destroy(m->be, m->inst);
     pthread_mutex_destroy(&m->run_lock);
     pthread_mutex_destroy(&m->lock);
     free(m);
@@ -187,7 +201,6 @@ static void release_dead_constants(eng_model_t *m, const eng_weight_alloc_t *wa)
     free(live);
 }
 
-#if FS_HAVE_CUDA
 /* Whether constant v is read only as a GEMM weight (MatMul's, Gemm's,
  * Conv's or ConvTranspose's input 1) by nodes that run, and is float32 and
  * no graph output: the values fp16/bf16 precision stores in that dtype. */
@@ -216,10 +229,10 @@ static bool gemm_weight_only(const eng_model_t *m, int v)
     return readers > 0;
 }
 
-/* Copies constant v to the device in the model's low precision, converted
- * on the host (round to nearest even, as the Cast kernel does), so the
- * device never holds its float32 copy. */
-static int upload_lowp(eng_model_t *m, int v, alloc_stream_t stream)
+/* Uploads constant v in the model's low precision, converted on the host
+ * (round to nearest even, as the Cast kernel does), so the device never
+ * holds its float32 copy. */
+static int upload_lowp(eng_model_t *m, int v)
 {
     const eng_tensor_t *t = &m->graph->values[v].constant;
     size_t n = (size_t)eng_shape_numel(&t->shape);
@@ -230,33 +243,32 @@ static int upload_lowp(eng_model_t *m, int v, alloc_stream_t stream)
     const float *x = t->data;
     for (size_t i = 0; i < n; i++)
         h[i] = m->lowp == ENG_DT_FLOAT16 ? eng_float_to_half(x[i]) : eng_float_to_bf16(x[i]);
-    int rc = alloc_cache_alloc(m->cache, n ? 2 * n : 1, stream, m->owner, &m->dev_const[v]);
-    /* A copy from pageable memory has read it by the time it returns. */
+    int rc = eng_backend_upload(m->be, m->inst, m->cache, m->owner, h, 2 * n, &m->dev_const[v]);
+    /* The host buffer is freed at once: let the copy finish reading it. */
     if (rc == 0)
-        rc = eng_cuda_copy_h2d(m->cuda, m->dev_const[v], h, 2 * n);
+        rc = eng_backend_sync(m->be, m->inst);
     if (rc == 0)
         m->dev_dtype[v] = m->lowp;
     weight_free(m, h);
     return rc;
 }
-#endif
 
-/* Device models: every constant to the device once, under the model's
- * owner; host copies kept only where shape inference may read them. With
- * fp16/bf16 precision a GEMM weight is stored only in that dtype. */
+/* Devices without host memory: the libraries' workspace, every constant
+ * uploaded once under the model's owner, and host copies kept only where
+ * shape inference may read them. With fp16/bf16 precision a GEMM weight is
+ * stored only in that dtype. */
 static int upload_constants(eng_model_t *m)
 {
-#if FS_HAVE_CUDA
     eng_graph_t *g = m->graph;
     if (!(m->dev_const = calloc(g->n_values ? g->n_values : 1, sizeof *m->dev_const)))
         return fs_err(FS_ENOMEM, "out of host memory loading a model");
-    alloc_stream_t stream = (alloc_stream_t)eng_cuda_stream(m->cuda);
-    int rc = eng_cuda_bind(m->cuda);
-    if (rc == 0)
-        rc = alloc_cache_alloc_flags(m->cache, ENG_CUDA_WORKSPACE_BYTES, stream, m->act_owner,
-                                     ALLOC_F_OWN_SEGMENT, &m->workspace);
-    if (rc == 0)
-        rc = eng_cuda_set_workspace(m->cuda, m->workspace, ENG_CUDA_WORKSPACE_BYTES);
+    int rc = eng_backend_bind(m->be, m->inst);
+    size_t ws = eng_backend_workspace_bytes(m->be);
+    if (rc == 0 && ws)
+        rc = alloc_cache_alloc_flags(m->cache, ws, eng_backend_stream(m->be, m->inst),
+                                     m->act_owner, ALLOC_F_OWN_SEGMENT, &m->workspace);
+    if (rc == 0 && ws)
+        rc = eng_backend_set_workspace(m->be, m->inst, m->workspace, ws);
     if (rc == 0 && m->lowp != ENG_DT_UNDEFINED &&
         !(m->dev_dtype = calloc(g->n_values ? g->n_values : 1, sizeof *m->dev_dtype)))
         rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
@@ -264,18 +276,15 @@ static int upload_constants(eng_model_t *m)
         eng_value_t *v = &g->values[i];
         if (v->kind != ENG_VALUE_CONST || !v->constant.data)
             continue; /* released: nothing reads it */
-        size_t bytes = eng_tensor_bytes(&v->constant);
-        if (m->dev_dtype && gemm_weight_only(m, (int)i)) {
-            rc = upload_lowp(m, (int)i, stream);
-            continue;
-        }
-        rc = alloc_cache_alloc(m->cache, bytes ? bytes : 1, stream, m->owner, &m->dev_const[i]);
-        if (rc == 0)
-            rc = eng_cuda_copy_h2d(m->cuda, m->dev_const[i], v->constant.data, bytes);
+        if (m->dev_dtype && gemm_weight_only(m, (int)i))
+            rc = upload_lowp(m, (int)i);
+        else
+            rc = eng_backend_upload(m->be, m->inst, m->cache, m->owner, v->constant.data,
+                                    eng_tensor_bytes(&v->constant), &m->dev_const[i]);
     }
     /* The copies read host memory that is about to be freed. */
     if (rc == 0)
-        rc = eng_cuda_sync(m->cuda);
+        rc = eng_backend_sync(m->be, m->inst);
     for (size_t i = 0; i < g->n_values && rc == 0; i++) {
         eng_value_t *v = &g->values[i];
         if (v->kind != ENG_VALUE_CONST || !v->constant.data)
@@ -288,30 +297,33 @@ static int upload_constants(eng_model_t *m)
         v->constant.data = NULL;
     }
     return rc;
-#else
-    return fs_err(FS_ENOTSUP, "model '%s': this build of flatserve has no CUDA support", m->name);
-#endif
 }
 
-/* Device models: the instance state, and the host owner. */
+/* The device's table, the model's instance there, and the memory the
+ * loader and the copies use. */
 static int device_setup(eng_model_t *m, const eng_model_config_t *cfg)
 {
-    if (m->device == ENG_DEVICE_CPU) {
-        if (cfg->precision && strcmp(cfg->precision, "fp32") != 0)
-            return fs_err(FS_ENOTSUP, "model '%s': precision '%s' needs a CUDA device (the "
-                          "CPU computes in fp32)", m->name, cfg->precision);
-        return 0;
-    }
-#if FS_HAVE_CUDA
+    if (!(m->be = eng_backend_get(m->device.kind)))
+        return fs_err(FS_ENOTSUP, "model '%s' asks for device %s: this build of flatserve has no "
+                      "support for it (CUDA: build with CUDA=1)", m->name, m->device_name);
     eng_precision_t prec = ENG_PREC_FP32;
     int rc = cfg->precision ? eng_precision_parse(cfg->precision, &prec) : 0;
     if (rc != 0)
         return rc;
+    if (!eng_backend_supports(m->be, prec))
+        return fs_err(FS_ENOTSUP, "model '%s': precision '%s' is not supported on %s (the CPU "
+                      "computes in fp32; fp16, bf16 and tf32 need a CUDA device)", m->name,
+                      eng_precision_name(prec), m->device_name);
     m->lowp = prec == ENG_PREC_FP16 ? ENG_DT_FLOAT16
               : prec == ENG_PREC_BF16 ? ENG_DT_BFLOAT16
                                       : ENG_DT_UNDEFINED;
-    if ((rc = eng_cuda_create(m->device_index, prec, &m->cuda)) != 0)
+    if ((rc = eng_backend_instance_create(m->be, &m->device, prec, &m->inst)) != 0)
         return rc;
+    if (m->be->host_memory)
+        return 0;
+    m->host_cache = cfg->host_cache;
+    m->staging = cfg->staging;
+    m->graphs = !cfg->no_cuda_graphs;
     char sub[ALLOC_OWNER_NAME_MAX];
     if (m->host_cache) {
         snprintf(sub, sizeof sub, "%.*s/host", ALLOC_OWNER_NAME_MAX - 6, m->name);
@@ -322,10 +334,6 @@ static int device_setup(eng_model_t *m, const eng_model_config_t *cfg)
         rc = alloc_cache_owner_create(m->staging, sub, &m->staging_owner);
     }
     return rc;
-#else
-    return fs_err(FS_ENOTSUP, "model '%s' asks for device %s: this build of flatserve has no "
-                  "CUDA support (build with CUDA=1)", m->name, m->device_name);
-#endif
 }
 
 int eng_model_load_bytes(const void *data, size_t len, const char *dir,
@@ -344,16 +352,13 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
     m->n_threads = cfg->n_threads > 0 ? cfg->n_threads : 1;
     m->owner = m->act_owner = m->host_owner = m->staging_owner = ALLOC_OWNER_SERVER;
 
-    int rc = eng_device_parse(cfg->device, &m->device, &m->device_index);
-    if (m->device == ENG_DEVICE_CPU)
+    TAILQ_INIT(&m->plans);
+
+    int rc = eng_device_parse(cfg->device, &m->device.kind, &m->device.index);
+    if (m->device.kind == ENG_DEVICE_CPU)
         snprintf(m->device_name, sizeof m->device_name, "cpu");
     else
-        snprintf(m->device_name, sizeof m->device_name, "cuda:%d", m->device_index);
-    if (m->device != ENG_DEVICE_CPU) {
-        m->host_cache = cfg->host_cache;
-        m->staging = cfg->staging;
-        m->cuda_graphs = !cfg->no_cuda_graphs;
-    }
+        snprintf(m->device_name, sizeof m->device_name, "cuda:%d", m->device.index);
     /* The device first: a missing one is FS_ENODEV, not a cache mismatch. */
     if (rc == 0)
         rc = device_setup(m, cfg);
@@ -366,6 +371,10 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = alloc_cache_owner_create(m->cache, m->name, &m->owner);
     if (rc == 0)
         rc = alloc_cache_owner_create(m->cache, act_name, &m->act_owner);
+    if (rc == 0) {
+        m->load_cache = m->be->host_memory ? m->cache : m->host_cache;
+        m->load_owner = m->be->host_memory ? m->owner : m->host_owner;
+    }
     eng_weight_alloc_t wa = {.alloc = weight_alloc, .free = weight_free, .user = m};
     if (rc == 0)
         rc = eng_graph_load(data, len, dir, &wa, &m->graph);
@@ -379,7 +388,7 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_fuse_gelu(m->graph, m->node_done);
     if (rc == 0)
         release_dead_constants(m, &wa);
-    if (rc == 0 && m->device != ENG_DEVICE_CPU)
+    if (rc == 0 && !m->be->host_memory)
         rc = upload_constants(m);
     if (rc != 0) {
         int keep = rc;
@@ -436,19 +445,22 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
                         plan_entry_t **out)
 {
     pthread_mutex_lock(&m->lock);
-    plan_entry_t *e = m->plans;
-    while (e && !eng_plan_matches(e->plan, inputs, n_inputs))
-        e = e->next;
+    plan_entry_t *e;
+    TAILQ_FOREACH(e, &m->plans, lru)
+        if (eng_plan_matches(e->plan, inputs, n_inputs))
+            break;
     int rc = 0;
-    if (!e) {
-        eng_plan_env_t env = {.graph = m->graph, .node_done = m->node_done, .cache = m->cache,
-                              .const_owner = m->owner, .act_owner = m->act_owner,
-                              .n_threads = m->n_threads, .device = m->device,
-                              .cuda = m->cuda, .dev_const = m->dev_const,
-                              .host_cache = m->host_cache, .host_owner = m->host_owner,
-                              .staging = m->staging, .staging_owner = m->staging_owner,
-                              .dev_dtype = m->dev_dtype,
-                              .cuda_graphs = m->cuda_graphs};
+    if (e) {
+        TAILQ_REMOVE(&m->plans, e, lru);
+    } else {
+        bool apart = !m->be->host_memory;
+        eng_plan_env_t env = {.graph = m->graph, .node_done = m->node_done, .backend = m->be,
+                              .instance = m->inst, .cache = m->cache, .const_owner = m->owner,
+                              .act_owner = m->act_owner, .n_threads = m->n_threads,
+                              .host_cache = m->load_cache, .host_owner = m->load_owner,
+                              .dev_const = apart ? m->dev_const : NULL,
+                              .dev_dtype = m->dev_dtype, .staging = m->staging,
+                              .staging_owner = m->staging_owner};
         eng_plan_t *plan = NULL;
         rc = eng_plan_build(&env, inputs, n_inputs, &plan);
         if (rc == 0 && !(e = calloc(1, sizeof *e))) {
@@ -459,42 +471,23 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
             e->plan = plan;
             m->n_plans++;
         }
-    } else {
-        /* unlink to move to the front */
-        if (e->prev)
-            e->prev->next = e->next;
-        else
-            m->plans = e->next;
-        if (e->next)
-            e->next->prev = e->prev;
     }
     if (rc == 0) {
-        e->prev = NULL;
-        e->next = m->plans;
-        if (m->plans)
-            m->plans->prev = e;
-        m->plans = e;
+        TAILQ_INSERT_HEAD(&m->plans, e, lru);
         e->users++;
         /* Evict least recently used idle plans over the bound; plans in use
          * stay (the bound is exceeded until they are released and a later
          * acquire comes by). */
-        plan_entry_t *t = m->plans;
-        while (t->next)
-            t = t->next;
-        while (m->n_plans > m->max_plans && t) {
-            plan_entry_t *prev = t->prev;
-            if (t->users == 0) {
-                if (t->prev)
-                    t->prev->next = t->next;
-                else
-                    m->plans = t->next;
-                if (t->next)
-                    t->next->prev = t->prev;
-                eng_plan_destroy(t->plan);
-                free(t);
-                m->n_plans--;
-            }
-            t = prev;
+        plan_entry_t *t, *prev;
+        for (t = TAILQ_LAST(&m->plans, plan_list); t && m->n_plans > m->max_plans; t = prev) {
+            prev = TAILQ_PREV(t, plan_list, lru);
+            if (t->users != 0)
+                continue;
+            TAILQ_REMOVE(&m->plans, t, lru);
+            eng_plan_replay_clear(t->plan, &t->replay);
+            eng_plan_destroy(t->plan);
+            free(t);
+            m->n_plans--;
         }
         *out = e;
     }
@@ -516,10 +509,13 @@ int eng_model_run(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inputs,
     int rc = plan_acquire(m, inputs, n_inputs, &e);
     if (rc != 0)
         return rc;
-    if (m->device != ENG_DEVICE_CPU)
+    /* An instance runs one plan at a time, and the replay state is only
+     * touched under its lock. Without one (the CPU) runs go side by side. */
+    if (m->inst)
         pthread_mutex_lock(&m->run_lock);
-    rc = eng_plan_run(e->plan, inputs, n_inputs, outputs);
-    if (m->device != ENG_DEVICE_CPU)
+    rc = eng_plan_run(e->plan, m->inst && m->graphs ? &e->replay : NULL, inputs, n_inputs,
+                      outputs);
+    if (m->inst)
         pthread_mutex_unlock(&m->run_lock);
     plan_release(m, e);
     return rc;

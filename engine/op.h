@@ -56,10 +56,11 @@ typedef struct eng_op_ctx {
     void *scratch;                  /* run: the kernel's workspace, if it asked */
     size_t scratch_bytes;
     int n_threads;                  /* run: threads the kernel may use (>= 1) */
-    /* Device runs only (NULL on the CPU): the model instance's CUDA state
-     * (stream, cuBLAS handle; engine/cuda/cuda_impl.h), and per input the
-     * host copy of its value when known before running (else a NULL entry). */
-    struct eng_cuda *cuda;
+    /* Device runs only (NULL on the CPU): the model instance's backend state
+     * (engine/cuda: struct eng_cuda, through eng_cuda_ctx()), and per input
+     * the host copy of its value when known before running (else a NULL
+     * entry). */
+    void *instance;
     const eng_tensor_t *const *host_inputs;
 } eng_op_ctx_t;
 

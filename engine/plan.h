@@ -5,16 +5,19 @@
  * A plan holds, for every value of the graph, its concrete dtype and shape
  * and where its data lives: a constant (graph weights, or a shape value
  * computed at plan time), a caller's input, or an offset into the one
- * activation block; and for every node still to run, its kernel (CPU or
- * CUDA) and workspace. On a GPU the block, the constants and the plan-time
- * values are device memory; the inputs get a place in the block and are
- * copied in, and the outputs are copied out, through pinned staging memory. A plan whose shapes depend on data (an op's infer said
+ * activation block; and for every node still to run, its kernel on the
+ * plan's device (engine/backend.h) and workspace. On a device without host
+ * memory the block, the constants and the plan-time values are device
+ * memory; the inputs get a place in the block and are copied in, and the
+ * outputs are copied out, through pinned staging memory. A plan whose
+ * shapes depend on data (an op's infer said
  * FS_EDYNAMIC) is marked dynamic: it runs node by node, inferring shapes as
  * it goes and taking each tensor from the cache, freeing it after its last
  * reader.
  *
  * Threading: a built plan is immutable; any number of threads may execute
- * it at once (each run has its own activation block). */
+ * it at once (each run has its own activation block), each with its own
+ * replay state or none (eng_plan_replay_t). */
 #ifndef FS_ENGINE_PLAN_H
 #define FS_ENGINE_PLAN_H
 
@@ -22,6 +25,7 @@
 #include <stddef.h>
 
 #include "alloc/cache.h"
+#include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/graph.h"
 #include "engine/op.h"
@@ -36,27 +40,46 @@ typedef struct eng_plan eng_plan_t;
 typedef struct eng_plan_env {
     const eng_graph_t *graph;
     const bool *node_done;       /* nodes folded at load: never run */
+    /* Where steps run, and the model instance's state there (NULL for a
+     * device without one). `cache` is that device's memory. */
+    const eng_backend_i *backend;
+    void *instance;
     alloc_cache_t *cache;
     alloc_owner_t const_owner;   /* plan-time constants (the model's owner) */
     alloc_owner_t act_owner;     /* activation memory */
     int n_threads;
-    /* Where steps run. On ENG_DEVICE_CUDA `cache` is device memory; the
-     * graph's constants live on the host (data NULL where only the device
-     * copy was kept) and on the device (dev_const, per value); plan-time
-     * results are computed on the host (in host_cache, or the C heap when
-     * NULL) and copied to the device; inputs and outputs are copied
-     * through `staging` (pinned; NULL: pageable copies). */
-    eng_device_kind_t device;
-    struct eng_cuda *cuda;
-    void *const *dev_const;
-    const eng_dtype_t *dev_dtype;  /* NULL, or per value: the device copy's dtype (fp16/bf16
-                                    * weights), ENG_DT_UNDEFINED where it is the value's own */
+    /* Host memory for plan-time values (computed on the host): on a
+     * host-memory device the cache itself under const_owner. */
     alloc_cache_t *host_cache;
     alloc_owner_t host_owner;
+    /* Devices without host memory (backend.h): the graph's constants live
+     * on the host (data NULL where only the device copy was kept) and on
+     * the device (dev_const, per value; dev_dtype, when not NULL, the
+     * device copy's dtype where it is not the value's own: fp16/bf16
+     * weights); inputs and outputs are copied through `staging` (pinned;
+     * NULL: pageable copies). All NULL on a host-memory device. */
+    void *const *dev_const;
+    const eng_dtype_t *dev_dtype;
     alloc_cache_t *staging;
     alloc_owner_t staging_owner;
-    bool cuda_graphs;            /* capture each static plan's steps once, replay */
 } eng_plan_env_t;
+
+/* The replay state of one plan: the device graph captured from its steps
+ * and the activation block it was captured with (a graph replays fixed
+ * addresses). It is the one mutable part of running a plan, so it lives
+ * outside the plan: its holder serialises the runs that use it (model.c
+ * keeps one per cached plan and takes the instance's run lock around
+ * eng_plan_run). Zero-initialised is empty; eng_plan_replay_clear frees it. */
+typedef struct eng_plan_replay {
+    bool failed;                 /* capture did not work: plain launches from now on */
+    unsigned runs;               /* runs so far: capture on the second (the first warms up) */
+    void *graph;                 /* the backend's graph, or NULL */
+    void *block;                 /* the activation block `graph` was captured with */
+} eng_plan_replay_t;
+
+/* Frees the captured graph (the plan's backend made it) and empties `r`.
+ * Cannot fail. */
+void eng_plan_replay_clear(const eng_plan_t *p, eng_plan_replay_t *r);
 
 /* Builds the plan for `inputs` (host tensors whose dtype and shape matter,
  * data ignored; in graph-input order). 0 and *out (caller frees with
@@ -73,11 +96,13 @@ bool eng_plan_matches(const eng_plan_t *p, const eng_tensor_t *inputs, size_t n_
 void eng_plan_info(const eng_plan_t *p, eng_plan_info_t *out);
 
 /* Runs the plan on `inputs`, returning host copies of the graph outputs in
- * outputs[] (caller frees each with eng_tensor_free). Errors: FS_ENOMEM (the
- * activation block or a tensor did not fit), a kernel's error naming the
- * node. Nothing is returned or left allocated on error. */
-int eng_plan_run(const eng_plan_t *p, const eng_tensor_t *inputs, size_t n_inputs,
-                 eng_tensor_t **outputs);
+ * outputs[] (caller frees each with eng_tensor_free). `replay` (borrowed,
+ * may be NULL: never capture) is the plan's replay state, used when the
+ * backend captures graphs. Errors: FS_ENOMEM (the activation block or a
+ * tensor did not fit), a kernel's error naming the node. Nothing is
+ * returned or left allocated on error. */
+int eng_plan_run(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_tensor_t *inputs,
+                 size_t n_inputs, eng_tensor_t **outputs);
 
 /* Runs every node whose inputs are all constants once, at load: its outputs
  * become constants in `wa` memory (the model's weights). `done[i]` is set

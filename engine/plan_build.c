@@ -21,7 +21,6 @@
  * Guarantee: no two buffers live at the same step overlap; the block's size
  * is reported with the lower bound (the most bytes live at one step). */
 #include "engine/plan_impl.h"
-#include "engine/cuda/cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,23 +43,22 @@ void eng_plan_destroy(eng_plan_t *p)
         plan_value_t *v = &p->values[i];
         if (v->storage != PV_FOLDED)
             continue;
-        if (p->device == ENG_DEVICE_CPU) {
-            alloc_cache_free(p->cache, v->t.data);
-            continue;
-        }
-        /* Device plan: before placement t.data is the host copy. */
+        /* Computed on the host; placed on a device, t.data is its copy there. */
         plan_host_free(p, v->host ? v->host : v->t.data);
         if (v->host && v->t.data)
             alloc_cache_free(p->cache, v->t.data);
     }
-#if FS_HAVE_CUDA
-    eng_cuda_graph_destroy(p->cuda_graph);
-#endif
     free(p->host_views);
     free(p->values);
     free(p->steps);
     free(p->inputs);
     free(p);
+}
+
+void eng_plan_replay_clear(const eng_plan_t *p, eng_plan_replay_t *r)
+{
+    eng_backend_graph_destroy(p->be, r->graph);
+    memset(r, 0, sizeof *r);
 }
 
 /* Prepares ctx views for `node` over plan values (data as in `values`). */
@@ -135,7 +133,7 @@ static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
         node_views(n, p->values, ins, outs);
         eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
                             .inputs = ins, .n_outputs = n->n_outputs, .outputs = outs,
-                            .n_threads = p->n_threads, .cuda = p->cuda};
+                            .n_threads = p->n_threads, .instance = p->inst};
         rc = n->op->infer(&ctx);
         if (rc == FS_EDYNAMIC) {
             FS_LOG_D("engine", "plan is dynamic: %s", fs_errmsg());
@@ -156,11 +154,10 @@ static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
                     (op_reads_shape_only(n->op_type) && k == 0);
         }
         /* Plan-time nodes run on the host; steps on the plan's device. */
-        const eng_kernel_t *kernel = eng_kernel_find(known ? ENG_DEVICE_CPU : p->device,
-                                                     n->op_type);
+        const eng_backend_i *be = known ? eng_backend_get(ENG_DEVICE_CPU) : p->be;
+        const eng_kernel_t *kernel = eng_backend_kernel(be, n->op);
         if (!kernel) {
-            rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op",
-                            known || p->device == ENG_DEVICE_CPU ? "CPU" : "CUDA");
+            rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", be->name);
             break;
         }
         if (known)
@@ -188,15 +185,14 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
     p->graph = g;
     p->node_done = env->node_done;
     p->n_threads = env->n_threads > 0 ? env->n_threads : 1;
-    p->device = env->device;
-    p->cuda = env->cuda;
+    p->be = env->backend;
+    p->inst = env->instance;
     p->dev_const = env->dev_const;
     p->dev_dtype = env->dev_dtype;
     p->host_cache = env->host_cache;
     p->host_owner = env->host_owner;
     p->staging = env->staging;
     p->staging_owner = env->staging_owner;
-    p->cuda_graphs = env->cuda_graphs;
     p->n_values = g->n_values;
     p->values = calloc(g->n_values, sizeof *p->values);
     p->steps = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->steps);
@@ -230,11 +226,11 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
     p->n_inputs = n_inputs;
     if ((rc = plan_infer(p, env)) != 0)
         goto fail;
-    if (!p->dynamic && p->device != ENG_DEVICE_CPU)
+    if (!p->dynamic && !p->be->host_memory)
         plan_device_inputs(p);
     if (!p->dynamic && (rc = plan_memory(p)) != 0)
         goto fail;
-    if (!p->dynamic && p->device != ENG_DEVICE_CPU && (rc = plan_device_place(p)) != 0)
+    if (!p->dynamic && !p->be->host_memory && (rc = plan_device_place(p)) != 0)
         goto fail;
     *out = p;
     return 0;

@@ -28,9 +28,10 @@ typedef struct plan_value {
     plan_storage_t storage;
     size_t offset;             /* PV_ACT */
     int first_step, last_step; /* PV_ACT: written at first, last read at last */
-    /* Device plans: the value's host copy when known before running (CONST
-     * with a host copy, FOLDED), else NULL; `t.data` is the device copy.
-     * input >= 0: a graph input copied into the block (PV_ACT) at run start. */
+    /* Devices without host memory: the value's host copy when known before
+     * running (CONST with a host copy, FOLDED), else NULL; `t.data` is the
+     * device copy. input >= 0: a graph input copied into the block (PV_ACT)
+     * at run start. On a host-memory device host is NULL and input -1. */
     void *host;
     int input;
 } plan_value_t;
@@ -45,27 +46,21 @@ typedef struct plan_step {
 struct eng_plan {
     const eng_graph_t *graph;
     const bool *node_done;
+    const eng_backend_i *be;
+    void *inst;                  /* the backend's instance state, or NULL */
     alloc_cache_t *cache;
     alloc_owner_t const_owner, act_owner;
     int n_threads;
-    eng_device_kind_t device;
-    struct eng_cuda *cuda;
     void *const *dev_const;
     const eng_dtype_t *dev_dtype;
-    alloc_cache_t *host_cache;   /* device plans: FOLDED host copies (NULL: heap) */
+    alloc_cache_t *host_cache;   /* FOLDED host copies (NULL: the heap) */
     alloc_owner_t host_owner;
     alloc_cache_t *staging;
     alloc_owner_t staging_owner;
-    eng_tensor_t *host_views;    /* device plans: per value, data = host copy or NULL */
-    size_t staging_bytes;        /* device plans: inputs in + outputs out */
-    /* Device plans: the CUDA graph of the steps, valid for the block it was
-     * captured with. Runs of a device model are serialised, so these may
-     * change during a run. */
-    bool cuda_graphs;
-    bool graph_failed;           /* capture did not work: plain launches */
-    unsigned graph_runs;         /* runs so far (capture on the second) */
-    struct eng_cuda_graph *cuda_graph;
-    void *graph_block;
+    /* Devices without host memory: per value, data = the host copy or
+     * NULL; NULL on a host-memory device. */
+    eng_tensor_t *host_views;
+    size_t staging_bytes;        /* inputs in + outputs out (0: no copies) */
     size_t n_inputs;
     eng_tensor_t *inputs;      /* the signature: dtypes and shapes */
     size_t n_values;
@@ -88,8 +83,8 @@ int plan_memory(eng_plan_t *p);
 /* Host memory of a plan's host-side values: host_cache or the heap. */
 int plan_host_alloc(const eng_plan_t *p, size_t bytes, void **out);
 void plan_host_free(const eng_plan_t *p, void *ptr);
-/* Device plans: gives graph inputs their place in the block (before
- * plan_memory) ... */
+/* Devices without host memory: gives graph inputs their place in the
+ * block (before plan_memory) ... */
 void plan_device_inputs(eng_plan_t *p);
 /* ... and, after it, copies plan-time values to the device and builds the
  * host views. */

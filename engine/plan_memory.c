@@ -6,7 +6,6 @@
 
 #include "alloc/plan.h"
 #include "common/error.h"
-#include "engine/cuda/cuda.h"
 #include "engine/plan_impl.h"
 
 #define PLAN_ALIGN ((size_t)256)
@@ -30,24 +29,6 @@ void plan_host_free(const eng_plan_t *p, void *ptr)
         free(ptr);
 }
 
-/* Plan-time values are computed on the host: in the plan's cache on the
- * CPU, in host memory for a device plan (plan_device_place copies them to
- * the device afterwards). */
-static int fold_alloc(const eng_plan_t *p, size_t bytes, alloc_owner_t owner, void **out)
-{
-    if (p->device != ENG_DEVICE_CPU)
-        return plan_host_alloc(p, bytes, out);
-    return alloc_cache_alloc(p->cache, bytes ? bytes : 1, 0, owner, out);
-}
-
-static void fold_free(const eng_plan_t *p, void *ptr)
-{
-    if (p->device != ENG_DEVICE_CPU)
-        plan_host_free(p, ptr);
-    else
-        alloc_cache_free(p->cache, ptr);
-}
-
 int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_kernel,
                    eng_op_ctx_t *ctx)
 {
@@ -58,13 +39,13 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
             continue;
         plan_value_t *v = &p->values[n->outputs[o]];
         /* Data is never NULL for a known value, even when it has no elements. */
-        if ((rc = fold_alloc(p, eng_tensor_bytes(&v->t), p->const_owner, &v->t.data)) == 0)
+        if ((rc = plan_host_alloc(p, eng_tensor_bytes(&v->t), &v->t.data)) == 0)
             v->storage = PV_FOLDED;
     }
     size_t scratch_bytes =
         rc == 0 && cpu_kernel->scratch_bytes ? cpu_kernel->scratch_bytes(ctx) : 0;
     if (rc == 0 && scratch_bytes) {
-        rc = fold_alloc(p, scratch_bytes, p->act_owner, &scratch);
+        rc = plan_host_alloc(p, scratch_bytes, &scratch);
         ctx->scratch = scratch;
         ctx->scratch_bytes = scratch_bytes;
     }
@@ -72,8 +53,7 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
         ctx->n_threads = p->n_threads;
         rc = cpu_kernel->run(ctx);
     }
-    if (scratch)
-        fold_free(p, scratch);
+    plan_host_free(p, scratch);
     ctx->scratch = NULL;
     ctx->scratch_bytes = 0;
     if (rc == 0)
@@ -295,11 +275,8 @@ int plan_device_place(eng_plan_t *p)
             v->host = v->t.data;
             v->t.data = NULL;
             size_t bytes = eng_tensor_bytes(&v->t);
-            rc = alloc_cache_alloc(p->cache, bytes ? bytes : 1, 0, p->const_owner, &v->t.data);
-#if FS_HAVE_CUDA
-            if (rc == 0)
-                rc = eng_cuda_copy_h2d(p->cuda, v->t.data, v->host, bytes);
-#endif
+            rc = eng_backend_upload(p->be, p->inst, p->cache, p->const_owner, v->host, bytes,
+                                    &v->t.data);
         }
         p->host_views[i].data = v->host;
     }
@@ -312,11 +289,9 @@ int plan_device_place(eng_plan_t *p)
         staging += (eng_tensor_bytes(&p->values[g->outputs[j]].t) + PLAN_ALIGN - 1) &
                    ~(PLAN_ALIGN - 1);
     p->staging_bytes = staging;
-#if FS_HAVE_CUDA
     /* Plan-time values came from host memory that stays with the plan, but
      * a pageable copy may still be in flight: settle them once here. */
     if (rc == 0)
-        rc = eng_cuda_sync(p->cuda);
-#endif
+        rc = eng_backend_sync(p->be, p->inst);
     return rc;
 }

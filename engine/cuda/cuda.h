@@ -19,24 +19,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/engine.h" /* eng_precision_t */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct eng_cuda eng_cuda_t;
-
-/* How float32 matrix products are computed on the device. */
-typedef enum eng_precision {
-    ENG_PREC_FP32 = 0, /* IEEE fp32, TF32 off (PyTorch's matmul default) */
-    ENG_PREC_TF32,     /* fp32 storage, TF32 tensor-core products */
-    ENG_PREC_FP16,     /* GEMM weights stored as fp16, fp32 accumulation */
-    ENG_PREC_BF16,     /* GEMM weights stored as bf16, fp32 accumulation */
-} eng_precision_t;
-
-/* "fp32", "tf32", "fp16", "bf16". */
-const char *eng_precision_name(eng_precision_t p);
-/* 0 and *out for one of those names, else FS_EINVAL naming the value. */
-int eng_precision_parse(const char *s, eng_precision_t *out);
 
 /* Creates the state on CUDA device `device` (its own stream and cuBLAS
  * handle). FS_ENODEV when the device does not exist or no driver is

@@ -3,26 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend.h"
 #include "engine/cuda/cuda_impl.h"
-
-static const char *const precision_names[] = {"fp32", "tf32", "fp16", "bf16"};
-
-const char *eng_precision_name(eng_precision_t p)
-{
-    return (unsigned)p < sizeof precision_names / sizeof precision_names[0] ? precision_names[p]
-                                                                            : "unknown";
-}
-
-int eng_precision_parse(const char *s, eng_precision_t *out)
-{
-    for (unsigned i = 0; i < sizeof precision_names / sizeof precision_names[0]; i++)
-        if (s && strcmp(s, precision_names[i]) == 0) {
-            *out = (eng_precision_t)i;
-            return 0;
-        }
-    return fs_err(FS_EINVAL, "unknown precision '%s' (expected fp32, tf32, fp16 or bf16)",
-                  s ? s : "(null)");
-}
 
 #define TRY_CUDA(call)                                                                   \
     do {                                                                                 \
@@ -199,3 +181,71 @@ void eng_cuda_graph_destroy(eng_cuda_graph_t *g)
     cudaGraphExecDestroy(g->exec);
     free(g);
 }
+
+/* --- the device's table (engine/backend.h) --------------------------------- */
+
+static int be_instance_create(int index, eng_precision_t precision, void **out)
+{
+    eng_cuda_t *c = NULL;
+    int rc = eng_cuda_create(index, precision, &c);
+    *out = c;
+    return rc;
+}
+
+static void be_instance_destroy(void *inst) { eng_cuda_destroy((eng_cuda_t *)inst); }
+static alloc_stream_t be_stream(void *inst) { return eng_cuda_stream((eng_cuda_t *)inst); }
+static int be_bind(void *inst) { return eng_cuda_bind((eng_cuda_t *)inst); }
+static int be_sync(void *inst) { return eng_cuda_sync((eng_cuda_t *)inst); }
+
+static int be_copy_h2d(void *inst, void *dst, const void *src, size_t bytes)
+{
+    return eng_cuda_copy_h2d((eng_cuda_t *)inst, dst, src, bytes);
+}
+
+static int be_copy_d2h(void *inst, void *dst, const void *src, size_t bytes)
+{
+    return eng_cuda_copy_d2h((eng_cuda_t *)inst, dst, src, bytes);
+}
+
+static int be_set_workspace(void *inst, void *ptr, size_t bytes)
+{
+    return eng_cuda_set_workspace((eng_cuda_t *)inst, ptr, bytes);
+}
+
+static int be_capture_begin(void *inst) { return eng_cuda_capture_begin((eng_cuda_t *)inst); }
+
+static int be_capture_end(void *inst, void **graph)
+{
+    eng_cuda_graph_t *g = NULL;
+    int rc = eng_cuda_capture_end((eng_cuda_t *)inst, &g);
+    *graph = g;
+    return rc;
+}
+
+static int be_graph_launch(void *inst, void *graph)
+{
+    return eng_cuda_graph_launch((eng_cuda_t *)inst, (eng_cuda_graph_t *)graph);
+}
+
+static void be_graph_destroy(void *graph) { eng_cuda_graph_destroy((eng_cuda_graph_t *)graph); }
+
+extern "C" const eng_backend_i eng_backend_cuda = {
+    .name = "cuda",
+    .kernels = eng_cuda_kernels,
+    .host_memory = false,
+    .precisions = (1u << ENG_PREC_FP32) | (1u << ENG_PREC_TF32) | (1u << ENG_PREC_FP16) |
+                  (1u << ENG_PREC_BF16),
+    .instance_create = be_instance_create,
+    .instance_destroy = be_instance_destroy,
+    .stream = be_stream,
+    .bind = be_bind,
+    .copy_h2d = be_copy_h2d,
+    .copy_d2h = be_copy_d2h,
+    .sync = be_sync,
+    .workspace_bytes = ENG_CUDA_WORKSPACE_BYTES,
+    .set_workspace = be_set_workspace,
+    .capture_begin = be_capture_begin,
+    .capture_end = be_capture_end,
+    .graph_launch = be_graph_launch,
+    .graph_destroy = be_graph_destroy,
+};
