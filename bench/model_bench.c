@@ -56,6 +56,8 @@ typedef struct bench_opts {
     size_t max_runs;
     const char *device;     /* "cpu" (default), "cuda", "cuda:N" */
     const char *precision;  /* CUDA: fp32 (default), tf32, ... */
+    eng_device_t dev;       /* the two above, parsed */
+    eng_precision_t prec;
     bool no_graphs;         /* CUDA: launch by launch, no graph replay */
     bench_dim_t dims[BENCH_MAX_DIMS]; /* symbolic dims set by name (not the batch dim) */
     size_t n_dims;
@@ -376,7 +378,7 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
     bench_model_name(path, name, sizeof name);
     alloc_cache_t *cache = mem->cache;
     eng_model_config_t cfg = {.name = name, .cache = cache, .n_threads = o->n_threads,
-                              .device = o->device, .precision = o->precision,
+                              .device = o->dev, .precision = o->prec,
                               .host_cache = mem->host_cache, .staging = mem->staging,
                               .no_cuda_graphs = o->no_graphs};
     eng_model_t *m = NULL;
@@ -619,8 +621,16 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
             o->no_graphs = true;
         } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
             o->device = argv[++i];
+            if (eng_device_parse(o->device, &o->dev) != 0) {
+                fprintf(stderr, "model_bench: --device: %s\n", fs_errmsg());
+                exit(2);
+            }
         } else if (strcmp(a, "--precision") == 0 && i + 1 < argc) {
             o->precision = argv[++i];
+            if (eng_precision_parse(o->precision, &o->prec) != 0) {
+                fprintf(stderr, "model_bench: --precision: %s\n", fs_errmsg());
+                exit(2);
+            }
         } else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
             o->json_path = argv[++i];
         } else if (strcmp(a, "--dim") == 0 && i + 1 < argc) {
@@ -694,9 +704,9 @@ int main(int argc, char **argv)
         return 2;
     }
     eng_memory_t mem;
-    bool cuda = o.device && strncmp(o.device, "cuda", 4) == 0;
+    bool cuda = o.dev.kind == ENG_DEVICE_CUDA;
     alloc_cache_config_t ccfg = {.name = "model_bench"};
-    if (eng_memory_open(o.device, &ccfg, &mem) != 0) {
+    if (eng_memory_open(&o.dev, &ccfg, &mem) != 0) {
         fprintf(stderr, "model_bench: %s\n", fs_errmsg());
         if (json)
             fclose(json);

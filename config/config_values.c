@@ -399,13 +399,12 @@ int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
     char got[96];
     bool auto_ok = key->min == 1;
-    eng_device_kind_t kind;
-    int index;
+    eng_device_t dev;
     /* The engine's own parser, so the config accepts exactly the devices
      * the engine does; its message is replaced by one naming the key. */
     if (!cJSON_IsString(src->json) ||
         !((auto_ok && strcmp(src->json->valuestring, "auto") == 0) ||
-          eng_device_parse(src->json->valuestring, &kind, &index) == 0))
+          eng_device_parse(src->json->valuestring, &dev) == 0))
         return cfg_src_fail(src, "expected %s, got %s",
                             auto_ok
                                 ? "\"auto\", \"cpu\", \"cuda\" or \"cuda:N\" (N below 1024)"

@@ -28,28 +28,6 @@ extern "C" {
 
 typedef struct eng_model eng_model_t;
 
-typedef struct eng_model_config {
-    const char *name;       /* owner tag name and log name; NULL: the file name */
-    /* Borrowed. Where weights and activations live: host memory for the CPU
-     * engine, a cache over the `cuda` provider of the same device for CUDA. */
-    alloc_cache_t *cache;
-    size_t max_plans;       /* plan LRU bound; 0 means 16 */
-    int n_threads;          /* CPU kernel threads; 0 means 1 */
-    /* "cpu" (also NULL), "cuda" (device 0) or "cuda:N". */
-    const char *device;
-    /* CUDA only: "fp32" (also NULL; TF32 off), "tf32", "fp16" or "bf16". */
-    const char *precision;
-    /* CUDA only, borrowed, optional: host memory for the loader's weights
-     * and the host copies of small constants (NULL: the C heap), and a
-     * cache over the `pinned` provider for input/output staging (NULL:
-     * copies from pageable memory). */
-    alloc_cache_t *host_cache;
-    alloc_cache_t *staging;
-    /* CUDA only: run every node one launch at a time instead of replaying a
-     * CUDA graph captured per plan (graphs are on by default). */
-    bool no_cuda_graphs;
-} eng_model_config_t;
-
 /* Where a model's kernels run. */
 typedef enum eng_device_kind {
     ENG_DEVICE_CPU = 0,
@@ -77,8 +55,37 @@ typedef struct eng_device {
 } eng_device_t;
 
 /* A device string: "cpu" (also NULL), "cuda" (device 0) or "cuda:N" (N <
- * 1024). 0 with *kind and *index, or FS_EINVAL naming the string. */
-int eng_device_parse(const char *device, eng_device_kind_t *kind, int *index);
+ * 1024). 0 and *out, or FS_EINVAL naming the string (*out untouched). The
+ * one parser of device names: config/ calls it, and hands the typed value
+ * down. */
+int eng_device_parse(const char *s, eng_device_t *out);
+/* "cpu" or "cuda:N" into buf (always terminated); returns buf. Cannot fail. */
+#define ENG_DEVICE_NAME_MAX 16
+const char *eng_device_name(const eng_device_t *d, char *buf, size_t len);
+/* Whether two devices are the same one. */
+bool eng_device_equal(const eng_device_t *a, const eng_device_t *b);
+
+typedef struct eng_model_config {
+    const char *name;       /* owner tag name and log name; NULL: the file name */
+    /* Borrowed. Where weights and activations live: host memory for the CPU
+     * engine, a cache over the `cuda` provider of the same device for CUDA. */
+    alloc_cache_t *cache;
+    size_t max_plans;       /* plan LRU bound; 0 means 16 */
+    int n_threads;          /* CPU kernel threads; 0 means 1 */
+    /* Where it runs (zeroed: the CPU), and at what precision (zeroed: fp32;
+     * another needs a device that computes at it, engine/backend.h). */
+    eng_device_t device;
+    eng_precision_t precision;
+    /* CUDA only, borrowed, optional: host memory for the loader's weights
+     * and the host copies of small constants (NULL: the C heap), and a
+     * cache over the `pinned` provider for input/output staging (NULL:
+     * copies from pageable memory). */
+    alloc_cache_t *host_cache;
+    alloc_cache_t *staging;
+    /* CUDA only: run every node one launch at a time instead of replaying a
+     * CUDA graph captured per plan (graphs are on by default). */
+    bool no_cuda_graphs;
+} eng_model_config_t;
 
 /* The memory a model on one device runs in (engine/memory.c): the device's
  * cache (over the host provider for "cpu", the cuda provider for a GPU)
@@ -89,13 +96,14 @@ typedef struct eng_memory {
     alloc_cache_t *cache, *host_cache, *staging;
 } eng_memory_t;
 
-/* Opens it; `cfg` (may be NULL) configures the device cache. 0, or the
- * error (FS_EINVAL for a bad device string, FS_ENODEV / FS_ENOTSUP when
- * there is no usable GPU) with nothing left open. */
-int eng_memory_open(const char *device, const alloc_cache_config_t *cfg, eng_memory_t *out);
+/* Opens it for `device` (NULL: the CPU); `cfg` (may be NULL) configures the
+ * device cache. 0, or the error (FS_ENODEV / FS_ENOTSUP when there is no
+ * usable GPU) with nothing left open. */
+int eng_memory_open(const eng_device_t *device, const alloc_cache_config_t *cfg,
+                    eng_memory_t *out);
 /* The same with a configuration for the pinned staging cache too (its
  * limit); `staging_cfg` may be NULL. */
-int eng_memory_open_with(const char *device, const alloc_cache_config_t *cfg,
+int eng_memory_open_with(const eng_device_t *device, const alloc_cache_config_t *cfg,
                          const alloc_cache_config_t *staging_cfg, eng_memory_t *out);
 /* Destroys the caches and providers; safe on a zeroed or closed one. */
 void eng_memory_close(eng_memory_t *m);

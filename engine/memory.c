@@ -26,45 +26,58 @@ int eng_precision_parse(const char *s, eng_precision_t *out)
                   s ? s : "(null)");
 }
 
-int eng_device_parse(const char *s, eng_device_kind_t *kind, int *index)
+int eng_device_parse(const char *s, eng_device_t *out)
 {
-    *kind = ENG_DEVICE_CPU;
-    *index = 0;
-    if (!s || strcmp(s, "cpu") == 0)
+    if (!s || strcmp(s, "cpu") == 0) {
+        *out = (eng_device_t){ENG_DEVICE_CPU, 0};
         return 0;
+    }
     if (strncmp(s, "cuda", 4) == 0 && (s[4] == '\0' || s[4] == ':')) {
-        *kind = ENG_DEVICE_CUDA;
-        if (s[4] == '\0')
+        if (s[4] == '\0') {
+            *out = (eng_device_t){ENG_DEVICE_CUDA, 0};
             return 0;
+        }
         const char *d = s + 5;
         int v = 0;
         for (; *d >= '0' && *d <= '9' && v < 1024; d++)
             v = v * 10 + (*d - '0');
         if (d != s + 5 && *d == '\0' && v < 1024) {
-            *index = v;
+            *out = (eng_device_t){ENG_DEVICE_CUDA, v};
             return 0;
         }
     }
     return fs_err(FS_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", s);
 }
 
-int eng_memory_open(const char *device, const alloc_cache_config_t *cfg, eng_memory_t *out)
+const char *eng_device_name(const eng_device_t *d, char *buf, size_t len)
+{
+    if (d->kind == ENG_DEVICE_CPU)
+        snprintf(buf, len, "cpu");
+    else
+        snprintf(buf, len, "cuda:%d", d->index);
+    return buf;
+}
+
+bool eng_device_equal(const eng_device_t *a, const eng_device_t *b)
+{
+    return a->kind == b->kind && (a->kind == ENG_DEVICE_CPU || a->index == b->index);
+}
+
+int eng_memory_open(const eng_device_t *device, const alloc_cache_config_t *cfg,
+                    eng_memory_t *out)
 {
     return eng_memory_open_with(device, cfg, NULL, out);
 }
 
-int eng_memory_open_with(const char *device, const alloc_cache_config_t *cfg,
+int eng_memory_open_with(const eng_device_t *device, const alloc_cache_config_t *cfg,
                          const alloc_cache_config_t *staging_cfg, eng_memory_t *out)
 {
     memset(out, 0, sizeof *out);
-    eng_device_kind_t kind;
-    int index;
-    int rc = eng_device_parse(device, &kind, &index);
-    if (rc != 0)
-        return rc;
-    bool gpu = kind == ENG_DEVICE_CUDA;
-    rc = gpu ? alloc_provider_cuda_create(index, &out->providers[0])
-             : alloc_provider_host_create(&out->providers[0]);
+    eng_device_t cpu = {ENG_DEVICE_CPU, 0};
+    const eng_device_t *d = device ? device : &cpu;
+    bool gpu = d->kind == ENG_DEVICE_CUDA;
+    int rc = gpu ? alloc_provider_cuda_create(d->index, &out->providers[0])
+                 : alloc_provider_host_create(&out->providers[0]);
     if (rc == 0 && gpu && (rc = alloc_provider_host_create(&out->providers[1])) == 0)
         rc = alloc_provider_pinned_create(&out->providers[2]);
     alloc_cache_t **caches[3] = {&out->cache, &out->host_cache, &out->staging};
@@ -73,10 +86,10 @@ int eng_memory_open_with(const char *device, const alloc_cache_config_t *cfg,
             rc = alloc_cache_create(out->providers[i], i == 0 ? cfg : i == 2 ? staging_cfg : NULL,
                                     caches[i]);
     if (rc != 0) {
-        char msg[FS_ERRMSG_MAX];
+        char msg[FS_ERRMSG_MAX], name[ENG_DEVICE_NAME_MAX];
         snprintf(msg, sizeof msg, "%s", fs_errmsg());
         eng_memory_close(out);
-        return fs_err(rc, "%s memory: %s", device ? device : "cpu", msg);
+        return fs_err(rc, "%s memory: %s", eng_device_name(d, name, sizeof name), msg);
     }
     return 0;
 }

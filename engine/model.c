@@ -57,7 +57,7 @@ struct eng_model {
     struct plan_list plans;
     size_t n_plans, max_plans;
     eng_device_t device;
-    char device_name[16];         /* "cpu", "cuda:N" */
+    char device_name[ENG_DEVICE_NAME_MAX]; /* "cpu", "cuda:N" */
     const eng_backend_i *be;
     void *inst;                   /* the backend's instance state, or NULL */
     pthread_mutex_t run_lock;     /* with an instance: one run at a time on it */
@@ -306,10 +306,8 @@ static int device_setup(eng_model_t *m, const eng_model_config_t *cfg)
     if (!(m->be = eng_backend_get(m->device.kind)))
         return fs_err(FS_ENOTSUP, "model '%s' asks for device %s: this build of flatserve has no "
                       "support for it (CUDA: build with CUDA=1)", m->name, m->device_name);
-    eng_precision_t prec = ENG_PREC_FP32;
-    int rc = cfg->precision ? eng_precision_parse(cfg->precision, &prec) : 0;
-    if (rc != 0)
-        return rc;
+    eng_precision_t prec = cfg->precision;
+    int rc = 0;
     if (!eng_backend_supports(m->be, prec))
         return fs_err(FS_ENOTSUP, "model '%s': precision '%s' is not supported on %s (the CPU "
                       "computes in fp32; fp16, bf16 and tf32 need a CUDA device)", m->name,
@@ -354,14 +352,10 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
 
     TAILQ_INIT(&m->plans);
 
-    int rc = eng_device_parse(cfg->device, &m->device.kind, &m->device.index);
-    if (m->device.kind == ENG_DEVICE_CPU)
-        snprintf(m->device_name, sizeof m->device_name, "cpu");
-    else
-        snprintf(m->device_name, sizeof m->device_name, "cuda:%d", m->device.index);
+    m->device = cfg->device;
+    eng_device_name(&m->device, m->device_name, sizeof m->device_name);
     /* The device first: a missing one is FS_ENODEV, not a cache mismatch. */
-    if (rc == 0)
-        rc = device_setup(m, cfg);
+    int rc = device_setup(m, cfg);
     if (rc == 0)
         rc = check_cache_device(m);
 

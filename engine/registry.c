@@ -159,25 +159,24 @@ static reg_stats_t *stats_find_locked(const reg_entry_t *e, int64_t version)
 
 /* ---- one served version ----------------------------------------------------- */
 
-/* The memory a model on `device` runs in. */
-static int memory_for(eng_registry_t *r, const char *name, const char *device,
+/* The memory a model on `device` runs in: the server's device's, or the
+ * CPU's. */
+static int memory_for(eng_registry_t *r, const char *name, const eng_device_t *device,
                       eng_memory_t **out)
 {
-    eng_device_kind_t kind, rkind;
-    int index, rindex;
-    if (eng_device_parse(device, &kind, &index) != 0)
-        return fs_err(FS_EINVAL, "model '%s': %s", name, fs_errmsg());
-    eng_device_parse(r->device, &rkind, &rindex);
-    if (kind == ENG_DEVICE_CPU) {
+    eng_device_t cpu = {ENG_DEVICE_CPU, 0};
+    if (eng_device_equal(device, &cpu)) {
         *out = r->cpu_memory;
         return 0;
     }
-    if (kind == rkind && index == rindex) {
+    if (eng_device_equal(device, &r->device)) {
         *out = r->device_memory;
         return 0;
     }
+    char want[ENG_DEVICE_NAME_MAX];
     return fs_err(FS_ENOTSUP, "model '%s': device '%s' is not available (the server runs on %s%s)",
-                  name, device, r->device, rkind == ENG_DEVICE_CPU ? "" : " and cpu");
+                  name, eng_device_name(device, want, sizeof want), r->device_name,
+                  eng_device_equal(&r->device, &cpu) ? "" : " and cpu");
 }
 
 static void served_free(eng_served_t *s)
@@ -219,11 +218,9 @@ static int served_options(eng_registry_t *r, const char *name, const char *dir,
     int rc = r->options ? r->options(r->options_user, name, dir, opts) : 0;
     if (rc != 0)
         return fs_err(rc, "model '%s': %s", name, fs_errmsg());
-    opts->device[sizeof opts->device - 1] = '\0';
-    opts->precision[sizeof opts->precision - 1] = '\0';
-    if (!opts->device[0])
-        snprintf(opts->device, sizeof opts->device, "%s", r->device);
-    return memory_for(r, name, opts->device, mem);
+    if (!opts->device_set)
+        opts->device = r->device;
+    return memory_for(r, name, &opts->device, mem);
 }
 
 /* The stats record of (e, version), made on first use. NULL when out of
@@ -285,7 +282,7 @@ static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, cons
         .max_plans = opts.max_plans,
         .n_threads = (int)(opts.threads ? opts.threads : 1),
         .device = opts.device,
-        .precision = opts.precision[0] ? opts.precision : NULL,
+        .precision = opts.precision,
         .host_cache = mem->host_cache,
         .staging = mem->staging,
         .no_cuda_graphs = !opts.cuda_graphs,
@@ -378,19 +375,16 @@ int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out)
         return fs_err(FS_EINVAL, "eng_registry_create: a repository directory is required");
     if (!cfg->device_memory || !cfg->cpu_memory)
         return fs_err(FS_EINVAL, "eng_registry_create: device_memory and cpu_memory are required");
-    eng_device_kind_t kind;
-    int index;
-    const char *device = cfg->device ? cfg->device : "cpu";
-    if (eng_device_parse(device, &kind, &index) != 0)
-        return fs_err(FS_EINVAL, "eng_registry_create: %s", fs_errmsg());
     eng_registry_t *r = calloc(1, sizeof *r);
-    if (!r || !(r->repository = strdup(cfg->repository)) || !(r->device = strdup(device))) {
+    if (!r || !(r->repository = strdup(cfg->repository))) {
         if (r)
             free(r->repository);
         free(r);
         return fs_err(FS_ENOMEM, "out of host memory for the registry");
     }
     atomic_init(&r->flushing, false);
+    r->device = cfg->device;
+    eng_device_name(&r->device, r->device_name, sizeof r->device_name);
     r->device_memory = cfg->device_memory;
     r->cpu_memory = cfg->cpu_memory;
     r->options = cfg->options;
@@ -426,7 +420,6 @@ void eng_registry_destroy(eng_registry_t *r)
     pthread_mutex_destroy(&r->stats_lock);
     pthread_cond_destroy(&r->changed);
     pthread_mutex_destroy(&r->lock);
-    free(r->device);
     free(r->repository);
     free(r);
 }

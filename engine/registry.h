@@ -62,8 +62,9 @@ typedef struct eng_served eng_served_t;   /* one loaded version of a model */
 /* How one model is served: resolved per load by the caller's callback
  * (the server reads the model's config.json over its defaults). */
 typedef struct eng_serve_options {
-    char device[32];              /* "" : the registry's device; else "cpu" or that same device */
-    char precision[16];           /* "" or "fp32", "tf32", "fp16", "bf16" */
+    bool device_set;              /* false: the registry's device */
+    eng_device_t device;          /* the CPU or the registry's device */
+    eng_precision_t precision;    /* zeroed: fp32 */
     uint32_t threads;             /* CPU kernel threads per run; 0: 1 */
     uint32_t max_plans;           /* 0: the engine's default */
     bool cuda_graphs;
@@ -81,7 +82,7 @@ typedef int (*eng_serve_options_fn)(void *user, const char *name, const char *mo
 
 typedef struct eng_registry_config {
     const char *repository;       /* copied */
-    const char *device;           /* the server's device: "cpu" or "cuda:N"; copied */
+    eng_device_t device;          /* the server's device (zeroed: the CPU) */
     /* Borrowed, must outlive the registry: the server device's memory, and
      * the CPU's (the same pointer when the device is the CPU). A model
      * whose options name "cpu" runs in cpu_memory; any other device than

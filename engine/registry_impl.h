@@ -94,7 +94,8 @@ typedef struct reg_entry {
 
 struct eng_registry {
     char *repository;
-    char *device;
+    eng_device_t device;          /* the server's device */
+    char device_name[ENG_DEVICE_NAME_MAX];
     eng_memory_t *device_memory, *cpu_memory; /* borrowed */
     eng_serve_options_fn options;
     void *options_user;

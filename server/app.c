@@ -108,8 +108,10 @@ static int model_options(void *user, const char *name, const char *model_dir,
     if (rc != 0)
         return rc;
     memset(out, 0, sizeof *out);
-    snprintf(out->device, sizeof out->device, "%.31s", mc.device);
-    snprintf(out->precision, sizeof out->precision, "%s", mc.engine.precision);
+    /* Both were checked when the config was read. */
+    out->device_set = mc.device[0] && eng_device_parse(mc.device, &out->device) == 0;
+    if (mc.engine.precision[0])
+        eng_precision_parse(mc.engine.precision, &out->precision);
     out->threads = mc.engine.threads;
     out->max_plans = mc.engine.max_plans;
     out->cuda_graphs = mc.engine.cuda_graphs;
@@ -171,23 +173,24 @@ static void ticker_stop(srv_app_t *app)
 
 /* ---- start and stop ------------------------------------------------------------------------ */
 
-/* "auto" -> cuda:0 when a GPU answers, else cpu (saying why). */
-static void resolve_device(const char *want, char *out, size_t len)
+/* "auto" -> cuda:0 when a GPU answers, else cpu (saying why); any other
+ * value was checked by the config. */
+static void resolve_device(const char *want, eng_device_t *out)
 {
+    *out = (eng_device_t){ENG_DEVICE_CPU, 0};
     if (strcmp(want, "auto") != 0) {
-        snprintf(out, len, "%.31s", strcmp(want, "cuda") == 0 ? "cuda:0" : want);
+        eng_device_parse(want, out);
         return;
     }
     int n = 0;
     if (alloc_cuda_probe(&n) == 0 && n > 0) {
-        snprintf(out, len, "cuda:0");
+        *out = (eng_device_t){ENG_DEVICE_CUDA, 0};
         return;
     }
     /* A CPU-only build on the CPU is a choice; a CUDA build without a GPU
      * is news. */
     FS_LOG(FS_HAVE_CUDA ? FS_LOG_WARN : FS_LOG_INFO, "app", "device auto: %s; serving on the CPU",
            n > 0 ? "no GPU" : fs_errmsg());
-    snprintf(out, len, "cpu");
 }
 
 static int open_memory(srv_app_t *app)
@@ -199,19 +202,18 @@ static int open_memory(srv_app_t *app)
                                 .max_split_bytes = cfg->memory.max_split_bytes};
     alloc_cache_config_t pinned = {.name = "pinned",
                                    .max_reserved_bytes = cfg->memory.pinned_limit_bytes};
-    int rc = eng_memory_open_with(app->device, &dev, &pinned, &app->dev_mem);
+    int rc = eng_memory_open_with(&app->dev, &dev, &pinned, &app->dev_mem);
     if (rc != 0)
         return rc;
-    eng_device_kind_t kind;
-    eng_device_parse(app->device, &kind, &app->cuda_index);
-    if (kind != ENG_DEVICE_CUDA) {
+    if (app->dev.kind != ENG_DEVICE_CUDA) {
         app->cuda_index = -1;
         return 0;
     }
+    app->cuda_index = app->dev.index;
     if (alloc_cuda_device_info(app->cuda_index, &app->gpu) != 0)
         snprintf(app->gpu.uuid, sizeof app->gpu.uuid, "%s", app->device);
     alloc_cache_config_t cpu = {.name = "cpu"};
-    rc = eng_memory_open("cpu", &cpu, &app->cpu_mem);
+    rc = eng_memory_open(NULL, &cpu, &app->cpu_mem);
     if (rc != 0)
         return rc;
     app->has_cpu_mem = true;
@@ -291,13 +293,14 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     pthread_condattr_destroy(&attr);
     fs_log_set_level(cfg->log.level);
     fs_log_set_format(cfg->log.format);
-    resolve_device(cfg->device, app->device, sizeof app->device);
+    resolve_device(cfg->device, &app->dev);
+    eng_device_name(&app->dev, app->device, sizeof app->device);
 
     int rc = open_memory(app);
     if (rc == 0)
         rc = policies_apply(app, cfg);
     if (rc == 0) {
-        eng_registry_config_t rc_cfg = {.repository = cfg->repository, .device = app->device,
+        eng_registry_config_t rc_cfg = {.repository = cfg->repository, .device = app->dev,
                                         .device_memory = &app->dev_mem,
                                         .cpu_memory = app->has_cpu_mem ? &app->cpu_mem : &app->dev_mem,
                                         .options = model_options, .options_user = app};

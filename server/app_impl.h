@@ -27,7 +27,8 @@ struct srv_app {
     cfg_t cfg;
     pthread_mutex_t cfg_lock;
 
-    char device[32];              /* "cpu" or "cuda:N" */
+    eng_device_t dev;             /* the device it serves on */
+    char device[ENG_DEVICE_NAME_MAX]; /* its name: "cpu" or "cuda:N" */
     int cuda_index;               /* -1 on the CPU */
     alloc_cuda_device_info_t gpu; /* when cuda_index >= 0 */
     eng_memory_t dev_mem;         /* the device's caches */

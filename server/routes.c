@@ -300,7 +300,7 @@ static void handle_model_config(srv_req_t *r, const route_args_t *a)
     cJSON_AddItemToArray(groups, g);
     cJSON *params = cJSON_AddObjectToObject(doc, "parameters");
     cJSON_AddStringToObject(params, "device", eng_model_device(m));
-    cJSON_AddStringToObject(params, "precision", o->precision[0] ? o->precision : "fp32");
+    cJSON_AddStringToObject(params, "precision", eng_precision_name(o->precision));
     cJSON_AddBoolToObject(params, "cuda_graphs", o->cuda_graphs);
     cJSON_AddNumberToObject(params, "threads", o->threads);
     eng_served_release(s);

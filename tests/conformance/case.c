@@ -412,14 +412,14 @@ static int model_threads(conf_result_t *r, int *out)
 }
 
 /* Loads and runs the model in `mem`, recording the outcome. */
-static void model_run(const conf_case_t *c, const eng_memory_t *mem, const char *device,
+static void model_run(const conf_case_t *c, const eng_memory_t *mem, const eng_device_t *device,
                       const conf_tolerance_t *tol, conf_result_t *r)
 {
     int n_threads;
     if (model_threads(r, &n_threads) != 0)
         return;
     eng_model_config_t cfg = {.name = c->name, .cache = mem->cache, .n_threads = n_threads,
-                              .device = device, .host_cache = mem->host_cache,
+                              .device = *device, .host_cache = mem->host_cache,
                               .staging = mem->staging};
     eng_model_t *m = NULL;
     int rc = eng_model_load(c->model_path, &cfg, &m);
@@ -451,12 +451,15 @@ void conf_case_run(const conf_case_t *c, const char *device, const conf_toleranc
     memset(out, 0, sizeof *out);
     out->status = CONF_PASS;
     eng_memory_t mem;
-    int rc = eng_memory_open(device, NULL, &mem);
+    eng_device_t dev;
+    int rc = eng_device_parse(device, &dev);
+    if (rc == 0)
+        rc = eng_memory_open(&dev, NULL, &mem);
     if (rc != 0) {
         result_set(out, CONF_FAIL, "%s: %s", fs_errname(rc), fs_errmsg());
         return;
     }
-    model_run(c, &mem, device, tol, out);
+    model_run(c, &mem, &dev, tol, out);
     alloc_cache_t *caches[3] = {mem.cache, mem.host_cache, mem.staging};
     for (int i = 0; i < 3; i++) {
         if (!caches[i])

@@ -482,14 +482,14 @@ static void options_parse(int argc, char **argv, options_t *o)
  * Prints why not. */
 static bool device_usable(const char *device)
 {
-    eng_device_kind_t kind;
-    int want;
-    if (eng_device_parse(device, &kind, &want) != 0) {
+    eng_device_t dev;
+    if (eng_device_parse(device, &dev) != 0) {
         fprintf(stderr, "conformance: --device: %s\n", fs_errmsg());
         return false;
     }
-    if (kind == ENG_DEVICE_CPU)
+    if (dev.kind == ENG_DEVICE_CPU)
         return true;
+    int want = dev.index;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {

@@ -130,11 +130,10 @@ static inline void reg_fixture_open_with(reg_fixture_t *f, const alloc_cache_con
     memset(f, 0, sizeof *f);
     snprintf(f->repo, sizeof f->repo, "/tmp/flatserve-registry-XXXXXX");
     cr_assert(mkdtemp(f->repo), "mkdtemp");
-    cr_assert_eq(eng_memory_open("cpu", cache_cfg, &f->mem), 0, "%s", fs_errmsg());
+    cr_assert_eq(eng_memory_open(NULL, cache_cfg, &f->mem), 0, "%s", fs_errmsg());
     f->opts = reg_batching(64, 2000000);
     eng_registry_config_t cfg = {
         .repository = f->repo,
-        .device = "cpu",
         .device_memory = &f->mem,
         .cpu_memory = &f->mem,
         .options = reg_fixture_options,

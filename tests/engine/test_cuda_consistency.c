@@ -145,9 +145,10 @@ static void rig_open(rig_t *r, int n_threads)
 static eng_model_config_t rig_config(const rig_t *r, bool on_device)
 {
     if (!on_device)
-        return (eng_model_config_t){.name = "cpu", .cache = r->ref_cache, .device = "cpu",
+        return (eng_model_config_t){.name = "cpu", .cache = r->ref_cache,
                                     .n_threads = r->n_threads};
-    return (eng_model_config_t){.name = "dut", .cache = r->dev_cache, .device = r->dut.name,
+    eng_device_t dev = {r->dut.cuda ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU, r->dut.index};
+    return (eng_model_config_t){.name = "dut", .cache = r->dev_cache, .device = dev,
                                 .n_threads = r->n_threads, .host_cache = r->host_cache,
                                 .staging = r->staging};
 }
@@ -1906,26 +1907,33 @@ static void expect_load_fails(rig_t *r, const eng_model_config_t *cfg, int code,
     size_t len;
     uint8_t *bytes = relu_model(&b, &len);
     eng_model_t *m = NULL;
+    char dev[ENG_DEVICE_NAME_MAX];
+    eng_device_name(&cfg->device, dev, sizeof dev);
     fs_err_clear();
     int rc = eng_model_load_bytes(bytes, len, NULL, cfg, &m);
-    cr_expect_eq(rc, code, "device '%s': %s, expected %s (%s)", cfg->device ? cfg->device : "NULL",
-                 fs_errname(rc), fs_errname(code), fs_errmsg());
+    cr_expect_eq(rc, code, "device '%s': %s, expected %s (%s)", dev, fs_errname(rc),
+                 fs_errname(code), fs_errmsg());
     cr_expect(strstr(fs_errmsg(), needle), "device '%s': the message '%s' does not say '%s'",
-              cfg->device ? cfg->device : "NULL", fs_errmsg(), needle);
+              dev, fs_errmsg(), needle);
     cr_expect_null(m);
     eng_model_destroy(m);
     mb_free(&b);
-    rig_expect_idle(r, cfg->device ? cfg->device : "NULL");
+    rig_expect_idle(r, dev);
 }
 
 Test(cuda_consistency, an_unknown_device_is_einval)
 {
-    rig_t r;
-    rig_open(&r, 1);
-    eng_model_config_t cfg = rig_config(&r, false);
-    cfg.device = "tpu";
-    expect_load_fails(&r, &cfg, FS_EINVAL, "tpu");
-    rig_close(&r);
+    eng_device_t d = {ENG_DEVICE_CUDA, 7};
+    cr_expect_eq(eng_device_parse("tpu", &d), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "tpu"), "%s", fs_errmsg());
+    cr_expect_eq(d.kind, ENG_DEVICE_CUDA, "a failed parse leaves the device as it was");
+    cr_expect_eq(eng_device_parse("cuda:1024", &d), FS_EINVAL);
+    cr_expect_eq(eng_device_parse("cuda:3", &d), 0);
+    cr_expect(d.kind == ENG_DEVICE_CUDA && d.index == 3);
+    char name[ENG_DEVICE_NAME_MAX];
+    cr_expect_str_eq(eng_device_name(&d, name, sizeof name), "cuda:3");
+    cr_expect_eq(eng_device_parse(NULL, &d), 0);
+    cr_expect_str_eq(eng_device_name(&d, name, sizeof name), "cpu");
 }
 
 /* The tests below need a GPU under test: a CUDA cache to misuse. */
@@ -1943,7 +1951,7 @@ Test(cuda_consistency, a_missing_cuda_device_is_enodev)
     rig_t r;
     rig_open_cuda(&r);
     eng_model_config_t cfg = rig_config(&r, true);
-    cfg.device = "cuda:99";
+    cfg.device = (eng_device_t){ENG_DEVICE_CUDA, 99};
     expect_load_fails(&r, &cfg, FS_ENODEV, "99");
     rig_close(&r);
 }
@@ -1953,7 +1961,7 @@ Test(cuda_consistency, a_cpu_model_over_a_cuda_cache_is_einval)
     rig_t r;
     rig_open_cuda(&r);
     eng_model_config_t cfg = rig_config(&r, true);
-    cfg.device = "cpu";
+    cfg.device = (eng_device_t){ENG_DEVICE_CPU, 0};
     expect_load_fails(&r, &cfg, FS_EINVAL, r.dut.name);
     rig_close(&r);
 }
@@ -2001,7 +2009,7 @@ static eng_model_t *precision_load(rig_t *r, const char *path, const char *preci
     snprintf(name, sizeof name, "precision-%s", precision);
     eng_model_config_t cfg = rig_config(r, true);
     cfg.name = name;
-    cfg.precision = precision;
+    cr_assert_eq(eng_precision_parse(precision, &cfg.precision), 0, "%s", fs_errmsg());
     eng_model_t *m = NULL;
     int rc = eng_model_load(path, &cfg, &m);
     cr_expect_eq(rc, 0, "%s: loading on %s at %s: %s", path, r->dut.name, precision,

@@ -28,7 +28,8 @@ static void gpu_open(eng_memory_t *g, size_t max_reserved)
 {
     gpu_skip_unless_present();
     alloc_cache_config_t cfg = {.name = "cuda:0", .max_reserved_bytes = max_reserved};
-    cr_assert_eq(eng_memory_open("cuda:0", &cfg, g), 0, "%s", fs_errmsg());
+    eng_device_t dev = {ENG_DEVICE_CUDA, 0};
+    cr_assert_eq(eng_memory_open(&dev, &cfg, g), 0, "%s", fs_errmsg());
 }
 
 /* Checks every cache gave every byte back, then frees them. */
@@ -51,8 +52,10 @@ static eng_model_t *gpu_load(const eng_memory_t *g, const char *name, const char
 {
     char path[256];
     snprintf(path, sizeof path, "models/%s/1/model.onnx", name);
-    eng_model_config_t cfg = {.name = name, .cache = g->cache, .device = "cuda:0",
-                              .precision = precision,
+    eng_precision_t prec = ENG_PREC_FP32;
+    cr_assert_eq(precision ? eng_precision_parse(precision, &prec) : 0, 0, "%s", fs_errmsg());
+    eng_model_config_t cfg = {.name = name, .cache = g->cache,
+                              .device = {ENG_DEVICE_CUDA, 0}, .precision = prec,
                               .host_cache = host_caches ? g->host_cache : NULL,
                               .staging = host_caches ? g->staging : NULL,
                               .no_cuda_graphs = !graphs};
@@ -242,7 +245,7 @@ Test(cuda_engine, a_missing_gpu_or_cpu_build_is_a_clear_error)
     alloc_cache_t *cache = NULL;
     cr_assert_eq(alloc_provider_host_create(&host), 0);
     cr_assert_eq(alloc_cache_create(host, NULL, &cache), 0);
-    eng_model_config_t cfg = {.name = "mlp", .cache = cache, .device = "cuda:1023"};
+    eng_model_config_t cfg = {.name = "mlp", .cache = cache, .device = {ENG_DEVICE_CUDA, 1023}};
     eng_model_t *m = NULL;
     int rc = eng_model_load("models/mlp/1/model.onnx", &cfg, &m);
     cr_expect(rc == FS_ENODEV || rc == FS_ENOTSUP, "got %s: %s", fs_errname(rc), fs_errmsg());

@@ -141,10 +141,11 @@ Test(registry, load_of_a_missing_or_bad_model_fails_cleanly)
     cr_expect_eq(eng_registry_load(f.reg, "mlp"), FS_EPARSE);
     cr_expect(strstr(fs_errmsg(), "config.json"), "%s", fs_errmsg());
     f.opts_error = 0;
-    snprintf(f.opts.device, sizeof f.opts.device, "cuda:3");
+    f.opts.device_set = true;
+    f.opts.device = (eng_device_t){ENG_DEVICE_CUDA, 3};
     cr_expect_eq(eng_registry_load(f.reg, "mlp"), FS_ENOTSUP);
     cr_expect(strstr(fs_errmsg(), "cuda:3"), "%s", fs_errmsg());
-    snprintf(f.opts.device, sizeof f.opts.device, "cpu");
+    f.opts.device = (eng_device_t){ENG_DEVICE_CPU, 0};
     cr_expect_eq(eng_registry_load(f.reg, "mlp"), 0, "%s", fs_errmsg());
     reg_fixture_close(&f);
 }
@@ -630,7 +631,7 @@ Test(registry, index_lists_every_directory_with_its_state)
 
     /* An unreadable repository. */
     eng_registry_t *gone = NULL;
-    eng_registry_config_t cfg = {.repository = "/nonexistent/flatserve-repo", .device = "cpu",
+    eng_registry_config_t cfg = {.repository = "/nonexistent/flatserve-repo",
                                  .device_memory = &f.mem, .cpu_memory = &f.mem};
     cr_assert_eq(eng_registry_create(&cfg, &gone), 0);
     cr_expect_eq(eng_registry_index(gone, &idx, &n), FS_EIO);

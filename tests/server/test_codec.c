@@ -72,14 +72,14 @@ typedef struct codec_fixture {
 
 static void fixture_open_mlp(codec_fixture_t *f)
 {
-    cr_assert_eq(eng_memory_open("cpu", NULL, &f->mem), 0, "%s", fs_errmsg());
+    cr_assert_eq(eng_memory_open(NULL, NULL, &f->mem), 0, "%s", fs_errmsg());
     eng_model_config_t cfg = {.cache = f->mem.cache};
     cr_assert_eq(eng_model_load(MLP_PATH, &cfg, &f->model), 0, "%s", fs_errmsg());
 }
 
 static void fixture_open_pair(codec_fixture_t *f)
 {
-    cr_assert_eq(eng_memory_open("cpu", NULL, &f->mem), 0, "%s", fs_errmsg());
+    cr_assert_eq(eng_memory_open(NULL, NULL, &f->mem), 0, "%s", fs_errmsg());
     mb_t b;
     mb_init(&b, 8, 13);
     mb_input(&b, "a", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){-1, 3},
