@@ -38,6 +38,11 @@
 #   wait    (no build) waits up to WAIT_SECONDS (default 560) for the
 #           background soaks, printing their progress
 #   collect (no build) packs /tmp/fsgpu into $OUT/soak.tar.gz
+#   compare the same model_bench runs on an earlier tree and on this one,
+#           alternating (after, before, after, before), on cuda and on the
+#           CPU: .gpu/before.tar.gz is that tree, packed with
+#           `git archive REV | gzip > .gpu/before.tar.gz`; built once per
+#           machine into .gpu/before
 set -eu
 parts=${*:-all}
 : "${OUT:=/tmp/flatserve-gpu-out}"
@@ -275,6 +280,31 @@ if has cycles; then
     soak_bg load-unload-eager load-unload --cycles 1000
     unset CUDA_MODULE_LOADING
     soak_started
+fi
+
+if has compare; then
+    echo "=== the tree before (.gpu/before.tar.gz) against this one: model_bench, alternating"
+    if [ ! -x .gpu/before/build/cuda/bin/model_bench ]; then
+        rm -rf .gpu/before && mkdir -p .gpu/before && tar -C .gpu/before -xzf .gpu/before.tar.gz
+        (cd .gpu/before && make CUDA=1 WERROR=1 -j"$(nproc)" build/cuda/bin/model_bench \
+            models/mlp/1/model.onnx > "$OUT/build_before.txt" 2>&1) ||
+            { tail -20 "$OUT/build_before.txt"; exit 1; }
+    fi
+    root=$PWD
+    d="$OUT/compare"
+    mkdir -p "$d"
+    for round in 1 2; do
+        for side in after before; do
+            dir=.; [ "$side" = before ] && dir=.gpu/before
+            for dev in cuda cpu; do
+                f="$d/${side}_${dev}_$round.md"
+                (cd "$dir" && build/cuda/bin/model_bench --device "$dev" --markdown \
+                    --light "$root/$light" --json "$d/${side}_${dev}_$round.json") \
+                    > "$f" 2>&1 || echo "model_bench $side $dev: exit $?"
+            done
+        done
+    done
+    python3 bench/compare_runs.py "$d" | tee "$OUT/compare.md"
 fi
 
 if has wait; then
