@@ -60,26 +60,27 @@ int eng_backend_bind(const eng_backend_i *be, void *inst)
     return be->bind ? be->bind(inst) : 0;
 }
 
+/* A copy through `fn`, or a memcpy on a host-memory device. */
+static int copy(const eng_backend_i *be, int (*fn)(void *, void *, const void *, size_t),
+                void *inst, void *dst, const void *src, size_t bytes)
+{
+    if (!be->host_memory)
+        return fn(inst, dst, src, bytes);
+    if (bytes && dst != src)
+        memcpy(dst, src, bytes);
+    return 0;
+}
+
 int eng_backend_copy_h2d(const eng_backend_i *be, void *inst, void *dst, const void *src,
                          size_t bytes)
 {
-    if (be->host_memory) {
-        if (bytes && dst != src)
-            memcpy(dst, src, bytes);
-        return 0;
-    }
-    return be->copy_h2d(inst, dst, src, bytes);
+    return copy(be, be->copy_h2d, inst, dst, src, bytes);
 }
 
 int eng_backend_copy_d2h(const eng_backend_i *be, void *inst, void *dst, const void *src,
                          size_t bytes)
 {
-    if (be->host_memory) {
-        if (bytes && dst != src)
-            memcpy(dst, src, bytes);
-        return 0;
-    }
-    return be->copy_d2h(inst, dst, src, bytes);
+    return copy(be, be->copy_d2h, inst, dst, src, bytes);
 }
 
 int eng_backend_sync(const eng_backend_i *be, void *inst)

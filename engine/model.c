@@ -560,22 +560,24 @@ static void io_info(const eng_value_t *v, eng_io_info_t *out)
     }
 }
 
+/* Entry i of the graph's inputs or outputs (`ids`, n of them, `what`). */
+static int io_at(const eng_model_t *m, const int *ids, size_t n, const char *what, size_t i,
+                 eng_io_info_t *out)
+{
+    if (i >= n)
+        return fs_err(FS_EINVAL, "model '%s' has %zu %s, not %zu", m->name, n, what, i + 1);
+    io_info(&m->graph->values[ids[i]], out);
+    return 0;
+}
+
 int eng_model_input(const eng_model_t *m, size_t i, eng_io_info_t *out)
 {
-    if (i >= m->graph->n_inputs)
-        return fs_err(FS_EINVAL, "model '%s' has %zu inputs, not %zu", m->name,
-                      m->graph->n_inputs, i + 1);
-    io_info(&m->graph->values[m->graph->inputs[i]], out);
-    return 0;
+    return io_at(m, m->graph->inputs, m->graph->n_inputs, "inputs", i, out);
 }
 
 int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out)
 {
-    if (i >= m->graph->n_outputs)
-        return fs_err(FS_EINVAL, "model '%s' has %zu outputs, not %zu", m->name,
-                      m->graph->n_outputs, i + 1);
-    io_info(&m->graph->values[m->graph->outputs[i]], out);
-    return 0;
+    return io_at(m, m->graph->outputs, m->graph->n_outputs, "outputs", i, out);
 }
 
 char *eng_io_info_format(const eng_io_info_t *io, char *buf, size_t len)
