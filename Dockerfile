@@ -8,20 +8,22 @@
 # Two stages: the devel image (nvcc, cuBLAS headers) builds the server and
 # writes the demo models; the runtime image, which already carries cuBLAS
 # and NVIDIA's other math libraries, gets the binary, the models and only the
-# shared libraries it links besides (libmicrohttpd, cJSON, protobuf-c,
-# OpenBLAS). cudart is linked statically and libcuda comes from the host's
-# driver through the NVIDIA container toolkit (--gpus).
+# shared libraries it links besides (libmicrohttpd, cJSON, protobuf-c).
+# cudart is linked statically and libcuda comes from the host's driver
+# through the NVIDIA container toolkit (--gpus). OpenBLAS is in neither
+# stage: only bench/gemm_bench links it, and no bench is built here.
 
 # ---- build ---------------------------------------------------------------------
 FROM nvidia/cuda:13.0.1-devel-ubuntu24.04 AS build
 
 # The server's build dependencies from tools/deps.sh; the test-only ones
-# (Criterion, libcurl, prometheus) are left out, since no test runs here.
+# (Criterion, libcurl, prometheus) and the bench-only one (OpenBLAS, for
+# gemm_bench) are left out, since no test or bench is built here.
 # libonnx-dev is here for onnx.proto alone, compiled by protoc-c.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         build-essential pkg-config libmicrohttpd-dev libcjson-dev libprotobuf-c-dev \
-        protobuf-c-compiler libonnx-dev libopenblas-dev uthash-dev libbsd-dev \
+        protobuf-c-compiler libonnx-dev uthash-dev libbsd-dev \
     && rm -rf /var/lib/apt/lists/*
 
 # GPU architectures compiled to machine code (PTX of the last one is kept
@@ -43,7 +45,7 @@ FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 # time_t transition), and curl for the health check.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12t64 libcjson1 libprotobuf-c1 libopenblas0-pthread curl ca-certificates \
+        libmicrohttpd12t64 libcjson1 libprotobuf-c1 curl ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system --gid 10001 flatserve \

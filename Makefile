@@ -78,6 +78,8 @@ endif
 # --- libraries ------------------------------------------------------------------
 # The ONNX schema (libonnx-dev) and OpenBLAS's headers, from the system or from
 # the unpacked Debian bundle ($DEPS_ROOT, see ../shared/tools/unpack-debs.sh).
+# OpenBLAS is gemm_bench's baseline and nothing else's: only that bench's
+# objects see its headers and only that binary links it (see its rule).
 ONNX_PROTO ?= $(firstword $(wildcard /usr/include/onnx/onnx.proto $(DEPS_ROOT)/usr/include/onnx/onnx.proto))
 OPENBLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread \
                   /usr/include/openblas $(DEPS_ROOT)/usr/include/x86_64-linux-gnu/openblas-pthread))
@@ -85,8 +87,8 @@ PROTOC_C ?= protoc-c
 GEN := $(BUILD)/gen
 PROTO_H := $(GEN)/onnx/onnx.pb-c.h
 PROTO_C := $(GEN)/onnx/onnx.pb-c.c
-CPPFLAGS += -I$(GEN) $(if $(OPENBLAS_INC),-I$(OPENBLAS_INC))
-LDLIBS := -lmicrohttpd -lcjson -lopenblas -lprotobuf-c $(LDLIBS)
+CPPFLAGS += -I$(GEN)
+LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c $(LDLIBS)
 
 # --- sources ------------------------------------------------------------------
 LIB_DIRS := common alloc engine engine/ops engine/cpu config server
@@ -185,6 +187,15 @@ $(BIN)/%_bench: $(BUILD)/bench/%_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# gemm_bench measures flatserve's SGEMM against OpenBLAS, so it alone links
+# OpenBLAS (and bench/blas.c, its kernel check); the server, the tests and the
+# other tools do not.
+GEMM_BENCH_OBJ := $(BUILD)/bench/gemm_bench.o $(BUILD)/bench/blas.o
+$(GEMM_BENCH_OBJ): CPPFLAGS += $(if $(OPENBLAS_INC),-I$(OPENBLAS_INC))
+$(BIN)/gemm_bench: $(GEMM_BENCH_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lopenblas -o $@
+
 $(HTTP_HELLO): $(BUILD)/bench/http_hello.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -lmicrohttpd -o $@
@@ -236,5 +247,5 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/server/main.d $(BENCH_SRC:%.c=$(BUILD)/%.d) \
-  $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(BUILD)/bench/http_hello.d \
+  $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(BUILD)/bench/http_hello.d $(BUILD)/bench/blas.d \
   $(LOADGEN_OBJ:.o=.d) $(BUILD)/loadtest/loadgen_main.d

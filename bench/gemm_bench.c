@@ -17,7 +17,7 @@
 #include "bench/bench_out.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "engine/cpu/blas.h"
+#include "bench/blas.h"
 #include "engine/cpu/gemm.h"
 
 #define NS_PER_S UINT64_C(1000000000)
@@ -290,7 +290,7 @@ static int bench_table_threads(const bench_opts_t *opts, int n_threads)
 
 int main(int argc, char **argv)
 {
-    eng_blas_ensure_fast_kernels(argv);
+    bench_blas_ensure_fast_kernels(argv);
     bench_opts_t opts;
     bench_opts_parse(argc, argv, &opts);
     bench_out_markdown = opts.markdown;
@@ -300,7 +300,7 @@ int main(int argc, char **argv)
     }
     char subject[128];
     snprintf(subject, sizeof subject, "flatserve SGEMM (%s kernels) vs OpenBLAS %s",
-             eng_gemm_isa_name(), eng_blas_core_name());
+             eng_gemm_isa_name(), bench_blas_core_name());
     bench_header_print("gemm_bench", subject, false, argc, argv);
     int failed = bench_table_threads(&opts, 1);
     if (opts.n_threads > 1)

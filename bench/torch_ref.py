@@ -24,7 +24,7 @@ or torch cannot be imported or no CUDA device is visible, or when
 import argparse
 import copy
 import datetime
-import glob
+import gc
 import inspect
 import json
 import math
@@ -58,12 +58,14 @@ TIMING = {False: {"warmup_runs": 10, "budget_s": 1.0, "max_runs": 200, "min_runs
 # The engine issue's targets, as flatserve / PyTorch eager.
 TARGET_LATENCY = 1.0
 TARGET_MEMORY = 0.6
-# One entry of a kernel table in engine/cpu/*_kernels.c or engine/cuda/*.cu:
-# `.op_type = "X"`, `SOME_KERNEL(k, "X", ...)`, `FLOAT_OP(f, "X", ...)` or
-# `eng_kernel_t k = {"X", ...}`. The tables are read at run time so that the
-# check follows the engine as it grows.
-KERNEL_RE = re.compile(r'(?:\.op_type\s*=\s*|\b[A-Z_]*KERNEL_?\(\s*\w+\s*,\s*|\bFLOAT_OP\(\s*\w+\s*,\s*'
-                       r'|_kernel_t\s+\w+\s*=\s*\{\s*)"([A-Z][A-Za-z0-9]*)"')
+# flatserve's op set: engine/ops/list.h, the one list every op table is
+# generated from. Read at run time so that the check follows the engine as it
+# grows. Its format: `#define ENG_OPS_<FAMILY>(X)` blocks of `X(OpType, CPU,
+# CUDA)` entries, CPU and CUDA each Y or N (whether that device has a kernel).
+OPS_LIST = os.path.join("engine", "ops", "list.h")
+OPS_BLOCK_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+ENG_OPS_([A-Z0-9_]+)\(X\)(.*)$", re.M)
+OPS_ENTRY_RE = re.compile(r"\bX\(\s*([A-Za-z][A-Za-z0-9_]*)\s*,\s*([YN])\s*,\s*([YN])\s*\)")
+OPS_FAMILY_RE = re.compile(r"\bF\(\s*\w+\s*,\s*ENG_OPS_([A-Z0-9_]+)\s*\)")
 
 
 def log(msg):
@@ -117,6 +119,10 @@ def parse_args(argv=None):
     p.add_argument("--report-only", metavar="FILE",
                    help="measure nothing: print the report of a results JSON that an earlier run wrote "
                         "(needs neither torch nor a GPU; the other options are ignored)")
+    p.add_argument("--list-ops", action="store_true",
+                   help=f"measure nothing: print flatserve's op set as read from {OPS_LIST} (op, family, "
+                        "whether the CPU and CUDA have a kernel) and exit; 2 when the file does not parse "
+                        "(needs neither torch nor a GPU)")
     return p.parse_args(argv)
 
 
@@ -155,13 +161,61 @@ def latency_target(model, batch, precision):
     return t
 
 
-def engine_ops(pattern):
-    """Op types in the kernel tables of the files matching `pattern` (under the repository); empty if none."""
-    ops = set()
-    for path in glob.glob(os.path.join(REPO, pattern)):
-        with open(path, errors="replace") as f:
-            ops.update(KERNEL_RE.findall(f.read()))
+def engine_op_list(text, where=OPS_LIST):
+    """flatserve's ops from the text of engine/ops/list.h: {op type: {"family", "cpu", "cuda"}}, the
+    last two True where that device has a kernel. Strict, so that a change of the file's format fails
+    loudly instead of dropping ops: ValueError, naming `where`, when a family block holds anything but
+    X(OpType, Y|N, Y|N) entries, when an op is listed twice, when ENG_OP_FAMILIES names a block that is
+    not there or misses one that is, or when no op is found."""
+    # One logical line per #define: join the backslash continuations, drop the comments.
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r"\\[ \t]*\n", " ", text)
+    ops = {}
+    blocks = []
+    for m in OPS_BLOCK_RE.finditer(text):
+        family, body = m.group(1), m.group(2)
+        blocks.append(family)
+        left = OPS_ENTRY_RE.sub(" ", body).strip()
+        if left:
+            raise ValueError(f"{where}: ENG_OPS_{family}(X) holds something other than X(OpType, Y|N, Y|N) "
+                             f"entries: {left[:80]!r}")
+        for op, cpu, cuda in OPS_ENTRY_RE.findall(body):
+            if op in ops:
+                raise ValueError(f"{where}: {op} is listed twice (ENG_OPS_{ops[op]['family'].upper()} and "
+                                 f"ENG_OPS_{family})")
+            ops[op] = {"family": family.lower(), "cpu": cpu == "Y", "cuda": cuda == "Y"}
+    listed = OPS_FAMILY_RE.findall(text)
+    if listed and sorted(listed) != sorted(blocks):
+        raise ValueError(f"{where}: ENG_OP_FAMILIES names {', '.join(sorted(listed))}, the file defines "
+                         f"ENG_OPS_ blocks {', '.join(sorted(blocks)) or 'none'}")
+    if not ops:
+        raise ValueError(f"{where}: no X(OpType, CPU, CUDA) entry in any #define ENG_OPS_<FAMILY>(X) block")
     return ops
+
+
+def read_engine_ops():
+    """engine_op_list of the repository's engine/ops/list.h; (ops, None) or ({}, error text)."""
+    path = os.path.join(REPO, OPS_LIST)
+    try:
+        with open(path) as f:
+            return engine_op_list(f.read(), OPS_LIST), None
+    except (OSError, ValueError) as e:
+        return {}, str(e)
+
+
+def list_ops():
+    """--list-ops: prints flatserve's op set as this script reads it (no torch needed); the exit status."""
+    ops, err = read_engine_ops()
+    if err:
+        print(f"torch_ref: cannot read flatserve's op set: {err}", file=sys.stderr)
+        return 2
+    for op in sorted(ops):
+        o = ops[op]
+        print(f"{op}\t{o['family']}\tcpu={'Y' if o['cpu'] else 'N'}\tcuda={'Y' if o['cuda'] else 'N'}")
+    n_cuda = sum(o["cuda"] for o in ops.values())
+    print(f"torch_ref: {len(ops)} ops in {OPS_LIST}, {n_cuda} with a CUDA kernel", file=sys.stderr)
+    return 0
 
 
 # ---- models (torch is passed in: this file must import without it) ------------------------
@@ -356,6 +410,47 @@ def ort_output(ort, path, x):
 
 # ---- PyTorch -----------------------------------------------------------------------------------
 
+def set_tf32(torch, on):
+    """TF32 on or off for cuBLAS matmuls and cuDNN convolutions; which API did it.
+
+    PyTorch 2.9 added per-backend fp32_precision settings and deprecated
+    allow_tf32; once anything in the process has used the new settings,
+    touching the old ones raises ("a mix of the legacy and new APIs"). So the
+    new API alone where it exists -- every backend that has one, so that cuDNN's
+    conv and rnn never disagree -- and allow_tf32 only on an older torch."""
+    prec = "tf32" if on else "ieee"
+    cudnn = torch.backends.cudnn
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        for obj in (cudnn, getattr(cudnn, "conv", None), getattr(cudnn, "rnn", None), torch.backends.cuda.matmul):
+            if obj is not None and hasattr(obj, "fp32_precision"):
+                obj.fp32_precision = prec
+        return "fp32_precision"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    cudnn.allow_tf32 = on
+    return "allow_tf32"
+
+
+def torch_memory_reset(torch):
+    """Hands everything PyTorch's caching allocator holds and no tensor uses back to the driver and
+    restarts its peak counters, so that the next max_memory_reserved is the next measurement's own;
+    returns the bytes still reserved (live tensors: the weights of the model on the GPU, if any).
+
+    gc.collect() first: a tensor held only by a reference cycle (an exception's traceback, a closure)
+    is otherwise still allocated, and so is the cached segment it sits in. cuBLAS's workspaces, which
+    PyTorch allocates through the same caching allocator and keeps per handle and stream for the
+    process's life, are freed too: the first one is carved out of whatever cached segment is free at
+    the first matmul (the ceilings' 1 GiB copy buffers, or an earlier model's weights), and would pin
+    that whole segment, and every row's peak with it. The next matmul allocates a new one."""
+    gc.collect()
+    torch.cuda.synchronize()
+    clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear_workspaces is not None:
+        clear_workspaces()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    return torch.cuda.memory_reserved()
+
+
 def torch_dtype(torch, precision):
     return {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
             "bf16": torch.bfloat16}[precision]
@@ -387,9 +482,7 @@ def torch_run(torch, np, cpu_model, name, precision, batches, rule):
     """A copy of the model on the GPU in `precision`: its batch-1 output (float32 numpy, for the checks),
     then per batch the compute and end-to-end timings and max_memory_reserved. Returns
     (output or error text, {batch: figures or {"error": text}}); the copy is freed before returning."""
-    tf32 = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    set_tf32(torch, precision == "tf32")
     dtype = torch_dtype(torch, precision)
     model = None
     figures = {}
@@ -407,8 +500,7 @@ def torch_run(torch, np, cpu_model, name, precision, batches, rule):
             continue
         host = dev = None
         try:
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
+            at_start = torch_memory_reset(torch)
             host = torch.from_numpy(make_input(np, input_shape(name, batch))).to(dtype).pin_memory()
             dev = host.cuda()
             with torch.inference_mode():
@@ -418,13 +510,14 @@ def torch_run(torch, np, cpu_model, name, precision, batches, rule):
             figures[batch] = {"compute_ms": c_med, "compute_p90_ms": c_p90, "compute_runs": c_n,
                               "e2e_ms": e_med, "e2e_p90_ms": e_p90, "e2e_runs": e_n, "e2e_wall_ms": e_wall,
                               "max_reserved_bytes": torch.cuda.max_memory_reserved(),
-                              "max_allocated_bytes": torch.cuda.max_memory_allocated()}
+                              "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                              "reserved_at_start_bytes": at_start}
         except Exception as e:
             figures[batch] = {"error": f"{type(e).__name__}: {e}".replace("\n", " ")}
             log(f"PyTorch {name} batch {batch} {precision}: {figures[batch]['error']}")
         del host, dev
     del model
-    torch.cuda.empty_cache()
+    torch_memory_reset(torch)
     return out1, figures
 
 
@@ -562,17 +655,22 @@ def print_header(data):
         print(f"  - {name}: {m.get('description', '?')}{params}; input {m.get('input', '?')}")
     print("- Inputs, both sides: model_bench's rule, element k of N = k / N as float32 "
           "(np.arange(N).reshape(shape) / N); half/bfloat16 for PyTorch at those precisions.")
-    print(f"- PyTorch eager: eval(), torch.inference_mode(); fp32 with TF32 off "
-          f"(torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False), tf32 with both "
-          f"on, fp16/bf16 = the model and its input converted (model.half()), so that its end-to-end copies "
+    if s.get("tf32_api") == "fp32_precision":
+        tf32_how = ("fp32_precision = 'ieee' on torch.backends.cuda.matmul and torch.backends.cudnn "
+                    "(and its conv and rnn), tf32 with 'tf32' there")
+    else:
+        tf32_how = ("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False, tf32 "
+                    "with both on")
+    print(f"- PyTorch eager: eval(), torch.inference_mode(); fp32 with TF32 off ({tf32_how}), fp16/bf16 = the model and its input converted (model.half()), so that its end-to-end copies "
           f"move half the bytes of flatserve's float32 inputs and outputs; cudnn.benchmark "
           f"{s.get('cudnn_benchmark', False)}. **compute**: input already on the GPU, the model call alone; "
           f"**end to end**: pinned host input -> .cuda(non_blocking=True) -> model -> .cpu(). Each run between "
           f"two CUDA events and synchronised; {rule.get('warmup_runs', '?')} warm-up runs, then runs until "
           f"{rule.get('budget_s', '?')} s or {rule.get('max_runs', '?')} runs (at least "
           f"{rule.get('min_runs', '?')}); the median. **max reserved**: torch.cuda.max_memory_reserved() after "
-          f"empty_cache() and reset_peak_memory_stats() per (model, batch, precision): weights, activations "
-          f"and what the caching allocator kept.")
+          f"gc.collect(), freeing cuBLAS's workspaces, empty_cache() and reset_peak_memory_stats() before "
+          f"each (model, batch, precision), so each row is its own peak: weights, activations and what the "
+          f"caching allocator kept; the GPU's ceilings are measured after every model.")
     mb = next((r["json"] for r in data.get("model_bench", []) if r.get("json")), None)
     rule_mb = (f"{mb.get('warmup_runs')} warm-up runs, then runs until {mb.get('budget_s'):g} s or "
                f"{mb.get('max_runs')} runs (at least {mb.get('min_runs')})") if mb else "its own rule"
@@ -600,6 +698,8 @@ def print_checks(data):
             nodes = types = outside = nocuda = "not exported"
         elif m.get("op_check_skipped"):
             nodes = types = outside = nocuda = cell(m["op_check_skipped"], 40)
+        elif m.get("op_check_error"):
+            nodes = types = outside = nocuda = "not checked"
         else:
             nodes, types = str(sum(ops.values())), " ".join(sorted(ops))
             outside = " ".join(m.get("outside_set") or []) or "none"
@@ -623,9 +723,11 @@ def print_checks(data):
                 print(f"- {name}: {what} failed: {cell(m[key], 400)}")
         for p, err in (m.get("low_precision_error") or {}).items():
             print(f"- {name}: PyTorch {p} output: {cell(err, 400)}")
-    print(f"- Ops are checked against the kernel tables in engine/cpu/*_kernels.c (flatserve's op set); "
-          f"\"no CUDA kernel yet\" lists those missing from engine/cuda/*.cu (model_bench says whether that "
-          f"stops the model). Exports with ops outside the set are not given to model_bench.")
+    ol = data.get("settings", {}).get("op_list") or {}
+    print(f"- Ops are checked against {ol.get('file', OPS_LIST)} (flatserve's op set, "
+          f"{ol.get('ops', '?')} ops, {ol.get('with_cuda_kernel', '?')} with a CUDA kernel); \"no CUDA kernel "
+          f"yet\" lists the export's ops marked N for CUDA there (model_bench says whether that stops the "
+          f"model). Exports with ops outside the set are not given to model_bench.")
     print(f"- flatserve's outputs are not compared with PyTorch's: "
           f"{data.get('flatserve_outputs', 'model_bench does not expose its outputs')}.\n")
 
@@ -734,13 +836,13 @@ def measure_ceilings(torch):
     k = 8192
     for name, dt, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
                            ("fp16", torch.float16, False)):
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+        set_tf32(torch, tf32)
         a = torch.rand(k, k, device="cuda", dtype=dt)
         b = torch.rand(k, k, device="cuda", dtype=dt)
         out[f"matmul_{name}_flop_per_s"] = 2 * k ** 3 / med(lambda: a @ b, reps=10)
         del a, b
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.cuda.empty_cache()
+    set_tf32(torch, False)
+    torch_memory_reset(torch)
     return out
 
 
@@ -798,17 +900,19 @@ def driver_version():
     return "unknown"
 
 
-def check_model(np, onnx, ort, m, path, ops_all, ops_cuda, ref):
-    """The op check and the ONNX Runtime check of one export, into its record `m`."""
+def check_model(np, onnx, ort, m, path, engine_ops, ops_error, ref):
+    """The op check (against `engine_ops`, from read_engine_ops) and the ONNX Runtime check of one
+    export, into its record `m`. An unreadable op list is an op_check_error: the model still goes to
+    model_bench, which names any op it lacks itself."""
     if onnx is None:
         m["op_check_skipped"] = "onnx not importable: ops not checked"
-    elif not ops_all:
-        m["op_check_skipped"] = f"no kernel tables under {REPO}/engine/cpu: ops not checked"
+    elif ops_error:
+        m["op_check_error"] = f"cannot read flatserve's op set: {ops_error}"
     else:
         try:
             m["ops"] = onnx_op_counts(onnx, path)
-            m["outside_set"] = sorted(op for op in m["ops"] if op not in ops_all)
-            m["no_cuda_kernel"] = sorted(op for op in m["ops"] if op in ops_all and op not in ops_cuda)
+            m["outside_set"] = sorted(op for op in m["ops"] if op not in engine_ops)
+            m["no_cuda_kernel"] = sorted(op for op in m["ops"] if op in engine_ops and not engine_ops[op]["cuda"])
             if m["outside_set"]:
                 log(f"{m['name']}: ops outside flatserve's set: {' '.join(m['outside_set'])}")
         except Exception as e:
@@ -824,7 +928,7 @@ def check_model(np, onnx, ort, m, path, ops_all, ops_cuda, ref):
             m["ort_error"] = f"{type(e).__name__}: {e}".replace("\n", " ")
 
 
-def run_one_model(torch, np, onnx, ort, args, name, workdir, ops_all, ops_cuda, data):
+def run_one_model(torch, np, onnx, ort, args, name, workdir, engine_ops, ops_error, data):
     """Everything for one model: build, export, checks, PyTorch, model_bench; into `data`."""
     rule = TIMING[args.quick]
     cpu_model, what = build_model(torch, name)
@@ -863,11 +967,11 @@ def run_one_model(torch, np, onnx, ort, args, name, workdir, ops_all, ops_cuda, 
             m.setdefault("low_precision_error", {})[prec] = str(e)
     if m["onnx_path"]:
         log(f"{name}: op check and ONNX Runtime (CPU) at batch 1")
-        check_model(np, onnx, ort, m, path, ops_all, ops_cuda, ref)
+        check_model(np, onnx, ort, m, path, engine_ops, ops_error, ref)
 
     # flatserve, with PyTorch's cache handed back to the driver.
     del cpu_model
-    torch.cuda.empty_cache()
+    torch_memory_reset(torch)
     for prec in precs:
         if m.get("export_error"):
             rec = {"model": name, "precision": prec, "error": "not run: the export failed", "note": None}
@@ -900,6 +1004,8 @@ def report_only(path):
 
 def main():
     args = parse_args()
+    if args.list_ops:
+        return list_ops()
     if args.report_only:
         return report_only(args.report_only)
     if args.out_json:
@@ -953,26 +1059,36 @@ def main():
         "flatserve_outputs": "model_bench does not expose its outputs (its --json has timings and bytes only)",
         "models": {}, "model_bench": [], "results": [],
     }
-    ops_all, ops_cuda = engine_ops("engine/cpu/*_kernels.c"), engine_ops("engine/cuda/*.cu")
+    engine_ops, ops_error = read_engine_ops()
+    if ops_error:
+        log(f"ops not checked: {ops_error}")
+    data["settings"]["op_list"] = {"file": OPS_LIST, "ops": len(engine_ops),
+                                   "with_cuda_kernel": sum(o["cuda"] for o in engine_ops.values())}
     workdir = args.onnx_dir or tempfile.mkdtemp(prefix="torch_ref_")
     os.makedirs(workdir, exist_ok=True)
     begin = time.perf_counter()
-    try:
-        data["ceilings"] = measure_ceilings(torch)
-    except Exception as e:  # a measurement, not a reason to stop
-        log(f"ceilings: {type(e).__name__}: {e}")
+    data["settings"]["tf32_api"] = set_tf32(torch, False)
+    torch_memory_reset(torch)
     try:
         for name in args.models:
             try:
-                run_one_model(torch, np, onnx, ort, args, name, workdir, ops_all, ops_cuda, data)
+                run_one_model(torch, np, onnx, ort, args, name, workdir, engine_ops, ops_error, data)
             except Exception as e:  # a bug or a broken install: report it, go on with the next model
                 err = f"{type(e).__name__}: {e}".replace("\n", " ")
                 log(f"{name}: {err}")
                 data["models"].setdefault(name, {"name": name})["build_error"] = err
-                torch.cuda.empty_cache()
+            try:  # the next model starts from an empty cache and fresh peaks, after a failure too
+                torch_memory_reset(torch)
+            except Exception as e:  # a CUDA error that stuck: the next model reports it
+                log(f"after {name}: resetting PyTorch's memory: {type(e).__name__}: {e}")
     finally:
         if not args.onnx_dir:
             shutil.rmtree(workdir, ignore_errors=True)
+    # The ceilings last: their 1 GiB buffers must not sit in the cache while a model is measured.
+    try:
+        data["ceilings"] = measure_ceilings(torch)
+    except Exception as e:  # a measurement, not a reason to stop
+        log(f"ceilings: {type(e).__name__}: {e}")
     data["wall_s"] = round(time.perf_counter() - begin, 1)
     log(f"done in {data['wall_s']} s")
     if args.out_json:

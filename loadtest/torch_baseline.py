@@ -680,6 +680,20 @@ def run_summary(rows, baseline):
     return out
 
 
+def tf32_off(torch):
+    """TF32 off for cuBLAS matmuls and cuDNN. PyTorch 2.9 deprecated allow_tf32 for per-backend
+    fp32_precision settings and raises once a process mixes the two, so the new settings alone where
+    they exist (every cuDNN backend too, so conv and rnn agree), allow_tf32 only on an older torch."""
+    cudnn = torch.backends.cudnn
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        for obj in (cudnn, getattr(cudnn, "conv", None), getattr(cudnn, "rnn", None), torch.backends.cuda.matmul):
+            if obj is not None and hasattr(obj, "fp32_precision"):
+                obj.fp32_precision = "ieee"
+        return
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cudnn.allow_tf32 = False
+
+
 def measure(torch, args):
     """Both runs; (summary dict, exit status)."""
     try:
@@ -691,8 +705,7 @@ def measure(torch, args):
         if not torch.cuda.is_available():
             log(f"torch {torch.__version__} sees no CUDA device (use --device cpu for a smoke test)")
             return None, 2
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        tf32_off(torch)
         device_name = torch.cuda.get_device_name(device)
     elif device.type == "cpu":
         device_name = f"CPU ({platform.processor() or platform.machine()}), RSS only"

@@ -7,9 +7,12 @@
 # shellcheck disable=SC2086 # $PACKAGES and $missing are word lists, split on purpose
 set -eu
 
+# libopenblas-dev is for bench/gemm_bench alone, whose baseline OpenBLAS is
+# (`make` builds the benches too): the server, the tests and the tools do not
+# link it, and the Docker image does not ship it.
 PACKAGES="build-essential pkg-config libcriterion-dev libmicrohttpd-dev libcjson-dev
-libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev libcurl4-openssl-dev
-uthash-dev libbsd-dev prometheus"
+libprotobuf-c-dev protobuf-c-compiler libonnx-dev libcurl4-openssl-dev
+uthash-dev libbsd-dev prometheus libopenblas-dev"
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "deps.sh: no dpkg/apt-get on this system; install the equivalents of these" \

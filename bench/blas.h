@@ -9,12 +9,13 @@
  * changes it, so a program that finds the fallback restarts itself once
  * with the variable set.
  *
- * The engine itself no longer calls OpenBLAS (engine/cpu/gemm.h says why);
- * this keeps bench/gemm_bench's OpenBLAS baseline honest.
+ * The engine does not call OpenBLAS (engine/cpu/gemm.h says why) and the
+ * server does not link it: only bench/gemm_bench does, as its baseline, and
+ * this keeps that baseline honest.
  *
  * Threading: call first thing in main, before any thread starts. */
-#ifndef FS_ENGINE_CPU_BLAS_H
-#define FS_ENGINE_CPU_BLAS_H
+#ifndef FS_BENCH_BLAS_H
+#define FS_BENCH_BLAS_H
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,10 +26,10 @@ extern "C" {
  * logs why at INFO and re-executes the program with `argv`; it does not
  * return then. Returns when nothing needs doing, or when the re-exec failed
  * (logged at WARN: the program goes on with the slow kernels). */
-void eng_blas_ensure_fast_kernels(char **argv);
+void bench_blas_ensure_fast_kernels(char **argv);
 
 /* OpenBLAS's core name ("SkylakeX", "Prescott", ...). Never NULL. */
-const char *eng_blas_core_name(void);
+const char *bench_blas_core_name(void);
 
 #ifdef __cplusplus
 }

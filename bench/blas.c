@@ -1,6 +1,6 @@
 /* blas.c -- restarting with OPENBLAS_CORETYPE when OpenBLAS fell back to
  * generic kernels on a CPU that has better ones (see blas.h). */
-#include "engine/cpu/blas.h"
+#include "bench/blas.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 
 #include "common/log.h"
 
-const char *eng_blas_core_name(void)
+const char *bench_blas_core_name(void)
 {
     const char *name = openblas_get_corename();
     return name ? name : "unknown";
@@ -29,10 +29,10 @@ static int core_is_generic(const char *name)
     return 0;
 }
 
-void eng_blas_ensure_fast_kernels(char **argv)
+void bench_blas_ensure_fast_kernels(char **argv)
 {
 #if defined(__x86_64__)
-    if (getenv("OPENBLAS_CORETYPE") || !core_is_generic(eng_blas_core_name()))
+    if (getenv("OPENBLAS_CORETYPE") || !core_is_generic(bench_blas_core_name()))
         return;
     __builtin_cpu_init();
     const char *want = NULL;
@@ -43,11 +43,11 @@ void eng_blas_ensure_fast_kernels(char **argv)
         want = "Haswell";
     if (!want)
         return;
-    FS_LOG_I("engine", "OpenBLAS chose its generic '%s' kernels for this CPU (a model its table "
-             "lacks); restarting with OPENBLAS_CORETYPE=%s", eng_blas_core_name(), want);
+    FS_LOG_I("bench", "OpenBLAS chose its generic '%s' kernels for this CPU (a model its table "
+             "lacks); restarting with OPENBLAS_CORETYPE=%s", bench_blas_core_name(), want);
     setenv("OPENBLAS_CORETYPE", want, 1);
     execv("/proc/self/exe", argv);
-    FS_LOG_W("engine", "could not restart with OPENBLAS_CORETYPE=%s (%s): GEMM runs on the slow "
+    FS_LOG_W("bench", "could not restart with OPENBLAS_CORETYPE=%s (%s): GEMM runs on the slow "
              "generic kernels; set the variable before starting", want, strerror(errno));
 #else
     (void)argv;
