@@ -13,7 +13,7 @@
  * Guarantees: every index is passed to fn exactly once (a chunk number is
  * handed out once by the fetch-add, and chunks do not overlap); idle
  * workers sleep on the condition variable (no spinning that would take CPU
- * from OpenBLAS's threads); the pool runs one job at a time, held by
+ * from the server's other threads); the pool runs one job at a time, held by
  * run_lock, which a caller only try-locks -- a second thread's call, and a
  * call from inside fn (flagged thread-locally), run inline, so nothing
  * waits on the pool while holding it and no call can deadlock. The workers
