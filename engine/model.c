@@ -558,24 +558,12 @@ size_t eng_model_n_outputs(const eng_model_t *m)
     return m->graph->n_outputs;
 }
 
-static void io_info(const eng_value_t *v, eng_io_info_t *out)
-{
-    memset(out, 0, sizeof *out);
-    out->name = v->name;
-    out->dtype = v->dtype;
-    out->rank = v->rank;
-    for (int d = 0; d < v->rank && d < ENG_MAX_RANK; d++) {
-        out->dims[d] = v->dims[d].value;
-        out->dim_params[d] = v->dims[d].param;
-    }
-}
-
 int eng_model_input(const eng_model_t *m, size_t i, eng_io_info_t *out)
 {
     if (i >= m->graph->n_inputs)
         return fs_err(FS_EINVAL, "model '%s' has %zu inputs, not %zu", m->name,
                       m->graph->n_inputs, i + 1);
-    io_info(&m->graph->values[m->graph->inputs[i]], out);
+    eng_value_io_info(&m->graph->values[m->graph->inputs[i]], out);
     return 0;
 }
 
@@ -584,7 +572,7 @@ int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out)
     if (i >= m->graph->n_outputs)
         return fs_err(FS_EINVAL, "model '%s' has %zu outputs, not %zu", m->name,
                       m->graph->n_outputs, i + 1);
-    io_info(&m->graph->values[m->graph->outputs[i]], out);
+    eng_value_io_info(&m->graph->values[m->graph->outputs[i]], out);
     return 0;
 }
 
