@@ -20,6 +20,7 @@
 
 #include "common/error.h"
 #include "config/config_impl.h"
+#include "engine/registry.h"
 
 /* Config files larger than this are refused before parsing. */
 #define CFG_FILE_MAX ((size_t)16 << 20)
@@ -84,21 +85,8 @@ static int set_object(const cfg_key_t *key, const cfg_src_t *src, void *root)
 
 /* --- models --------------------------------------------------------------------- */
 
-/* 1..CFG_NAME_MAX-1 bytes of [A-Za-z0-9_.-], not starting with '.', so a
- * name is one directory of the repository and never "." or "..". */
-static bool model_name_valid(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n >= CFG_NAME_MAX || s[0] == '.')
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            return false;
-    }
-    return true;
-}
+/* Model names follow the registry's rule; a valid one fits cfg->models[i]. */
+_Static_assert(ENG_MODEL_NAME_MAX <= CFG_NAME_MAX, "a model name fits cfg_t.models");
 
 static int set_models(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
@@ -124,11 +112,12 @@ static int set_models(const cfg_key_t *key, const cfg_src_t *src, void *root)
         char path[CFG_KEYPATH_MAX];
         cfg_path_index(path, sizeof path, src, i);
         cfg_src_t es = {.json = e, .origin = src->origin, .path = path};
-        if (!cJSON_IsString(e) || !model_name_valid(e->valuestring))
-            return cfg_src_fail(&es,
-                                "expected a model name (1..127 characters of A-Z a-z 0-9 _ . -, "
-                                "not starting with '.'), got %s",
-                                cfg_json_describe(e, got, sizeof got));
+        size_t at;
+        const char *why = cJSON_IsString(e) ? eng_registry_name_problem(e->valuestring, &at)
+                                            : "is not a string";
+        if (why)
+            return cfg_src_fail(&es, "expected a model name, got %s, which %s",
+                                cfg_json_describe(e, got, sizeof got), why);
         for (size_t j = 0; j < i; j++)
             if (strcmp(cfg->models[j], e->valuestring) == 0)
                 return cfg_src_fail(&es, "model %s is listed twice",
