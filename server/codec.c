@@ -201,6 +201,14 @@ static int leaf_float(const data_walk_t *w, const cJSON *v, size_t i, float *out
     return 0;
 }
 
+/* The case of leaf_store for an integer dtype: the range JSON can hold it
+ * in, and its C type. */
+#define LEAF_INTEGER(DT, T, LO, HI)                                            \
+    case DT:                                                                   \
+        rc = leaf_integer(w, v, i, LO, HI, &d);                                \
+        ((T *)w->dst)[i] = (T)d;                                               \
+        return rc;
+
 static int leaf_store(data_walk_t *w, const cJSON *v)
 {
     size_t i = w->i++;
@@ -213,38 +221,14 @@ static int leaf_store(data_walk_t *w, const cJSON *v)
             return leaf_err(w, v, i, "is not true or false, as ", " needs");
         ((uint8_t *)w->dst)[i] = cJSON_IsTrue(v) ? 1 : 0;
         return 0;
-    case ENG_DT_UINT8:
-        rc = leaf_integer(w, v, i, 0, UINT8_MAX, &d);
-        ((uint8_t *)w->dst)[i] = (uint8_t)d;
-        return rc;
-    case ENG_DT_UINT16:
-        rc = leaf_integer(w, v, i, 0, UINT16_MAX, &d);
-        ((uint16_t *)w->dst)[i] = (uint16_t)d;
-        return rc;
-    case ENG_DT_UINT32:
-        rc = leaf_integer(w, v, i, 0, UINT32_MAX, &d);
-        ((uint32_t *)w->dst)[i] = (uint32_t)d;
-        return rc;
-    case ENG_DT_UINT64:
-        rc = leaf_integer(w, v, i, 0, JSON_INT_MAX, &d);
-        ((uint64_t *)w->dst)[i] = (uint64_t)d;
-        return rc;
-    case ENG_DT_INT8:
-        rc = leaf_integer(w, v, i, INT8_MIN, INT8_MAX, &d);
-        ((int8_t *)w->dst)[i] = (int8_t)d;
-        return rc;
-    case ENG_DT_INT16:
-        rc = leaf_integer(w, v, i, INT16_MIN, INT16_MAX, &d);
-        ((int16_t *)w->dst)[i] = (int16_t)d;
-        return rc;
-    case ENG_DT_INT32:
-        rc = leaf_integer(w, v, i, INT32_MIN, INT32_MAX, &d);
-        ((int32_t *)w->dst)[i] = (int32_t)d;
-        return rc;
-    case ENG_DT_INT64:
-        rc = leaf_integer(w, v, i, -JSON_INT_MAX, JSON_INT_MAX, &d);
-        ((int64_t *)w->dst)[i] = (int64_t)d;
-        return rc;
+    LEAF_INTEGER(ENG_DT_UINT8, uint8_t, 0, UINT8_MAX)
+    LEAF_INTEGER(ENG_DT_UINT16, uint16_t, 0, UINT16_MAX)
+    LEAF_INTEGER(ENG_DT_UINT32, uint32_t, 0, UINT32_MAX)
+    LEAF_INTEGER(ENG_DT_UINT64, uint64_t, 0, JSON_INT_MAX)
+    LEAF_INTEGER(ENG_DT_INT8, int8_t, INT8_MIN, INT8_MAX)
+    LEAF_INTEGER(ENG_DT_INT16, int16_t, INT16_MIN, INT16_MAX)
+    LEAF_INTEGER(ENG_DT_INT32, int32_t, INT32_MIN, INT32_MAX)
+    LEAF_INTEGER(ENG_DT_INT64, int64_t, -JSON_INT_MAX, JSON_INT_MAX)
     case ENG_DT_FLOAT:
         rc = leaf_float(w, v, i, &f);
         ((float *)w->dst)[i] = f;
@@ -270,6 +254,8 @@ static int leaf_store(data_walk_t *w, const cJSON *v)
                       dtype_label(w->dtype));
     }
 }
+
+#undef LEAF_INTEGER
 
 /* Depth first; cJSON's nesting limit bounds the recursion. */
 static int json_leaves_store(data_walk_t *w, const cJSON *v)
