@@ -20,6 +20,7 @@
 
 #include "common/error.h"
 #include "config/config_impl.h"
+#include "engine/registry.h"
 
 /* Config files larger than this are refused before parsing. */
 #define CFG_FILE_MAX ((size_t)16 << 20)
@@ -82,62 +83,72 @@ static int set_object(const cfg_key_t *key, const cfg_src_t *src, void *root)
     return obj_apply(src, key->sub, key->n_sub, root, NULL);
 }
 
-/* --- models --------------------------------------------------------------------- */
+/* --- lists ------------------------------------------------------------------------ */
 
-/* 1..CFG_NAME_MAX-1 bytes of [A-Za-z0-9_.-], not starting with '.', so a
- * name is one directory of the repository and never "." or "..". */
-static bool model_name_valid(const char *s)
+/* Applies each item of the array at src through item(), which gets the item
+ * with its path ("models[2]") and its index; *n gets the count. FS_EINVAL
+ * ("expected <expected>, got ...") when src is not an array, and when it
+ * has more than `max` items ("at most <max> <noun>"). */
+static int array_apply(const cfg_src_t *src, size_t max, const char *noun, const char *expected,
+                       int (*item)(const cfg_src_t *es, size_t i, void *root), void *root,
+                       size_t *n)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n >= CFG_NAME_MAX || s[0] == '.')
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            return false;
-    }
-    return true;
-}
-
-static int set_models(const cfg_key_t *key, const cfg_src_t *src, void *root)
-{
-    cfg_t *cfg = root;
     char got[96];
-    if (cJSON_IsString(src->json) && strcmp(src->json->valuestring, "*") == 0) {
-        cfg->models_all = true;
-        cfg->n_models = 0;
-        memset(cfg->models, 0, sizeof cfg->models);
-        return 0;
-    }
     if (!cJSON_IsArray(src->json))
-        return cfg_src_fail(src,
-                            "expected \"*\" (every model of the repository) or an array of "
-                            "model names, got %s",
-                            CFG_GOT(src));
-    int n = cJSON_GetArraySize(src->json);
-    if (n > CFG_MAX_MODELS)
-        return cfg_src_fail(src, "at most %d models, got %d", CFG_MAX_MODELS, n);
-    memset(cfg->models, 0, sizeof cfg->models);
+        return cfg_src_fail(src, "expected %s, got %s", expected, CFG_GOT(src));
+    int count = cJSON_GetArraySize(src->json);
+    if ((size_t)count > max)
+        return cfg_src_fail(src, "at most %zu %s, got %d", max, noun, count);
     size_t i = 0;
     for (const cJSON *e = src->json->child; e; e = e->next, i++) {
         char path[CFG_KEYPATH_MAX];
         cfg_path_index(path, sizeof path, src, i);
         cfg_src_t es = {.json = e, .origin = src->origin, .path = path};
-        if (!cJSON_IsString(e) || !model_name_valid(e->valuestring))
-            return cfg_src_fail(&es,
-                                "expected a model name (1..127 characters of A-Z a-z 0-9 _ . -, "
-                                "not starting with '.'), got %s",
-                                cfg_json_describe(e, got, sizeof got));
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(cfg->models[j], e->valuestring) == 0)
-                return cfg_src_fail(&es, "model %s is listed twice",
-                                    cfg_json_describe(e, got, sizeof got));
-        cfg_string_store(cfg->models[i], sizeof cfg->models[i], e->valuestring);
+        int rc = item(&es, i, root);
+        if (rc != 0)
+            return rc;
     }
-    cfg->models_all = false;
-    cfg->n_models = i;
+    *n = i;
     return 0;
+}
+
+/* --- models --------------------------------------------------------------------- */
+
+/* Model names follow the registry's rule; a valid one fits cfg->models[i]. */
+_Static_assert(ENG_MODEL_NAME_MAX <= CFG_NAME_MAX, "a model name fits cfg_t.models");
+
+static int model_item(const cfg_src_t *es, size_t i, void *root)
+{
+    cfg_t *cfg = root;
+    char got[96];
+    size_t at;
+    const char *why = cJSON_IsString(es->json)
+                          ? eng_registry_name_problem(es->json->valuestring, &at)
+                          : "is not a string";
+    if (why)
+        return cfg_src_fail(es, "expected a model name, got %s, which %s", CFG_GOT(es), why);
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(cfg->models[j], es->json->valuestring) == 0)
+            return cfg_src_fail(es, "model %s is listed twice", CFG_GOT(es));
+    cfg_string_store(cfg->models[i], sizeof cfg->models[i], es->json->valuestring);
+    return 0;
+}
+
+int cfg_set_models(const cfg_key_t *key, const cfg_src_t *src, void *root)
+{
+    cfg_t *cfg = root;
+    memset(cfg->models, 0, sizeof cfg->models);
+    if (cJSON_IsString(src->json) && strcmp(src->json->valuestring, "*") == 0) {
+        cfg->models_all = true;
+        cfg->n_models = 0;
+        return 0;
+    }
+    int rc = array_apply(src, CFG_MAX_MODELS, "models",
+                         "\"*\" (every model of the repository) or an array of model names",
+                         model_item, cfg, &cfg->n_models);
+    if (rc == 0)
+        cfg->models_all = false;
+    return rc;
 }
 
 /* --- memory policies ------------------------------------------------------------ */
@@ -215,39 +226,34 @@ static int policy_apply(const cfg_src_t *src, cfg_policy_t *p)
     return 0;
 }
 
-static int set_policies(const cfg_key_t *key, const cfg_src_t *src, void *root)
+static int policy_item(const cfg_src_t *es, size_t i, void *root)
 {
     cfg_t *cfg = root;
-    char got[96];
-    if (!cJSON_IsArray(src->json))
-        return cfg_src_fail(src,
-                            "expected an array of policies (kind names such as \"cache\", or "
-                            "objects such as {\"kind\": \"idle_trim\", \"after\": \"30s\"}), "
-                            "got %s",
-                            CFG_GOT(src));
-    int n = cJSON_GetArraySize(src->json);
-    if (n > CFG_MAX_POLICIES)
-        return cfg_src_fail(src, "at most %d policies, got %d", CFG_MAX_POLICIES, n);
+    cfg_policy_t *p = &cfg->memory.policies[i];
+    int rc = policy_apply(es, p);
+    for (size_t j = 0; rc == 0 && p->kind == ALLOC_POLICY_ARENA && j < i; j++)
+        if (cfg->memory.policies[j].kind == ALLOC_POLICY_ARENA)
+            rc = cfg_src_fail(es,
+                              "a second \"arena\" policy (the first is item %zu): arena may "
+                              "be listed once",
+                              j);
+    return rc;
+}
+
+int cfg_set_policies(const cfg_key_t *key, const cfg_src_t *src, void *root)
+{
+    cfg_t *cfg = root;
     memset(cfg->memory.policies, 0, sizeof cfg->memory.policies);
-    size_t i = 0, arena_at = SIZE_MAX;
-    for (const cJSON *e = src->json->child; e; e = e->next, i++) {
-        char path[CFG_KEYPATH_MAX];
-        cfg_path_index(path, sizeof path, src, i);
-        cfg_src_t es = {.json = e, .origin = src->origin, .path = path};
-        cfg_policy_t *p = &cfg->memory.policies[i];
-        int rc = policy_apply(&es, p);
-        if (rc != 0)
-            return rc;
-        if (p->kind == ALLOC_POLICY_ARENA && arena_at != SIZE_MAX)
-            return cfg_src_fail(&es,
-                                "a second \"arena\" policy (the first is item %zu): arena may "
-                                "be listed once",
-                                arena_at);
-        if (p->kind == ALLOC_POLICY_ARENA)
-            arena_at = i;
-    }
-    cfg->memory.n_policies = i;
-    return 0;
+    return array_apply(src, CFG_MAX_POLICIES, "policies",
+                       "an array of policies (kind names such as \"cache\", or objects such as "
+                       "{\"kind\": \"idle_trim\", \"after\": \"30s\"})",
+                       policy_item, cfg, &cfg->memory.n_policies);
+}
+
+const cfg_key_t *cfg_policy_keys(alloc_policy_kind_t kind, size_t *n)
+{
+    *n = policy_tables[kind].n;
+    return policy_tables[kind].keys;
 }
 
 /* --- the schema ------------------------------------------------------------------ */
@@ -277,7 +283,7 @@ static const cfg_key_t server_keys[] = {
 static const cfg_key_t batching_keys[] = {BATCHING_KEYS(cfg_t, batching)};
 static const cfg_key_t engine_keys[] = {ENGINE_KEYS(cfg_t, engine)};
 static const cfg_key_t memory_keys[] = {
-    {"policies", set_policies, 0, 0, 0, 0, NULL, 0},
+    {"policies", cfg_set_policies, 0, 0, 0, 0, NULL, 0},
     KEY("limit_fraction", cfg_set_fraction, cfg_t, memory.limit_fraction, 0, 0),
     KEY("limit_bytes", cfg_set_size, cfg_t, memory.limit_bytes, 0, UINT64_MAX),
     KEY("max_split", cfg_set_split, cfg_t, memory.max_split_bytes, 0, 0),
@@ -292,7 +298,7 @@ static const cfg_key_t top_keys[] = {
     SECTION("server", server_keys),
     KEY("device", cfg_set_device, cfg_t, device, 1, 0),
     KEY("repository", cfg_set_path, cfg_t, repository, 0, 0),
-    {"models", set_models, 0, 0, 0, 0, NULL, 0},
+    {"models", cfg_set_models, 0, 0, 0, 0, NULL, 0},
     SECTION("batching", batching_keys),
     SECTION("engine", engine_keys),
     SECTION("memory", memory_keys),
@@ -305,6 +311,12 @@ static const cfg_key_t model_keys[] = {
     BATCHING_KEYS(cfg_model_t, batching),
     ENGINE_KEYS(cfg_model_t, engine),
 };
+
+const cfg_key_t *cfg_schema(size_t *n)
+{
+    *n = CFG_N_OF(top_keys);
+    return top_keys;
+}
 
 /* --- defaults ---------------------------------------------------------------------- */
 

@@ -9,6 +9,7 @@
 #define FS_CONFIG_CONFIG_IMPL_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -115,6 +116,28 @@ int cfg_set_log_level(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_log_format(const cfg_key_t *key, const cfg_src_t *src, void *root);
 /* cpu, cuda, cuda:N (N < 1024), and with min 1 also auto */
 int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root);
+
+/* The value of `key` in `root` as the file writes it, for every validator
+ * above: integers and fractions as numbers, sizes and durations as exact
+ * unit strings, a set token as "***" (the one value that does not read
+ * back). NULL on FS_ENOMEM. */
+cJSON *cfg_value_json(const cfg_key_t *key, const void *root);
+/* Whether the field of `key` differs between roots a and b. Cannot fail. */
+bool cfg_value_differs(const cfg_key_t *key, const void *a, const void *b);
+
+/* --- the schema (config.c) -------------------------------------------------- */
+
+/* The keys of flatserve.json in document order, offsets from a cfg_t; a
+ * section's keys are its `sub`. Lets cfg_to_json and cfg_diff walk the
+ * same tables the parser applies. Cannot fail. */
+const cfg_key_t *cfg_schema(size_t *n);
+/* The keys of one policy kind's object form, offsets from a cfg_policy_t;
+ * the first is "kind" (no setter). Cannot fail. */
+const cfg_key_t *cfg_policy_keys(alloc_policy_kind_t kind, size_t *n);
+/* The two list keys, which the walkers treat by name of their setter:
+ * "models" ("*" or names) and "memory.policies" (kinds or objects). */
+int cfg_set_models(const cfg_key_t *key, const cfg_src_t *src, void *root);
+int cfg_set_policies(const cfg_key_t *key, const cfg_src_t *src, void *root);
 
 /* --- flags (config.c) ------------------------------------------------------ */
 

@@ -188,6 +188,26 @@ static void *field_of(const cfg_key_t *key, void *root)
     return (char *)root + key->offset;
 }
 
+/* The unsigned field of `key` in root, of width 2, 4 or 8 bytes. */
+static uint64_t field_load(const cfg_key_t *key, const void *root)
+{
+    const char *field = (const char *)root + key->offset;
+    if (key->width == sizeof(uint16_t)) {
+        uint16_t x;
+        memcpy(&x, field, sizeof x);
+        return x;
+    }
+    if (key->width == sizeof(uint32_t)) {
+        uint32_t x;
+        memcpy(&x, field, sizeof x);
+        return x;
+    }
+    assert(key->width == sizeof(uint64_t));
+    uint64_t x;
+    memcpy(&x, field, sizeof x);
+    return x;
+}
+
 int cfg_set_uint(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
     uint64_t v;
@@ -369,11 +389,12 @@ int cfg_set_precision(const cfg_key_t *key, const cfg_src_t *src, void *root)
     return rc;
 }
 
+static const char *const log_format_names[] = {[FS_LOG_TEXT] = "text", [FS_LOG_JSON] = "json"};
+
 int cfg_set_log_format(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
-    static const char *const names[] = {[FS_LOG_TEXT] = "text", [FS_LOG_JSON] = "json"};
     size_t i;
-    int rc = src_choice(src, names, CFG_N_OF(names), &i);
+    int rc = src_choice(src, log_format_names, CFG_N_OF(log_format_names), &i);
     if (rc == 0) {
         fs_log_format_t f = (fs_log_format_t)i;
         memcpy(field_of(key, root), &f, sizeof f);
@@ -413,4 +434,55 @@ int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root)
                             CFG_GOT(src));
     cfg_string_store(field_of(key, root), key->width, src->json->valuestring);
     return 0;
+}
+
+/* --- values written back (cfg_to_json, cfg_diff) ---------------------------- */
+
+cJSON *cfg_value_json(const cfg_key_t *key, const void *root)
+{
+    const char *field = (const char *)root + key->offset;
+    char text[32];
+    if (key->set == cfg_set_uint) {
+        /* Raw text: cJSON prints doubles with 15 digits and accepts a near
+         * miss, which would not read back exactly. */
+        snprintf(text, sizeof text, "%llu", (unsigned long long)field_load(key, root));
+        return cJSON_CreateRaw(text);
+    }
+    if (key->set == cfg_set_size || key->set == cfg_set_split)
+        return cJSON_CreateString(cfg_size_text(field_load(key, root), text, sizeof text));
+    if (key->set == cfg_set_duration)
+        return cJSON_CreateString(cfg_duration_text(field_load(key, root), text, sizeof text));
+    if (key->set == cfg_set_fraction) {
+        double d;
+        memcpy(&d, field, sizeof d);
+        return cJSON_CreateRaw(cfg_double_text(d, text, sizeof text));
+    }
+    if (key->set == cfg_set_bool) {
+        bool b;
+        memcpy(&b, field, sizeof b);
+        return cJSON_CreateBool(b);
+    }
+    if (key->set == cfg_set_token)
+        return cJSON_CreateString(field[0] ? "***" : "");
+    if (key->set == cfg_set_log_level) {
+        fs_log_level_t level;
+        memcpy(&level, field, sizeof level);
+        return cJSON_CreateString(fs_log_level_name(level));
+    }
+    if (key->set == cfg_set_log_format) {
+        fs_log_format_t f;
+        memcpy(&f, field, sizeof f);
+        return cJSON_CreateString(log_format_names[f == FS_LOG_JSON ? FS_LOG_JSON : FS_LOG_TEXT]);
+    }
+    /* host, path, precision, device: a string stored as written. */
+    assert(key->set == cfg_set_host || key->set == cfg_set_path ||
+           key->set == cfg_set_precision || key->set == cfg_set_device);
+    return cJSON_CreateString(field);
+}
+
+bool cfg_value_differs(const cfg_key_t *key, const void *a, const void *b)
+{
+    /* Every stored form compares byte for byte: strings are zero-filled
+     * (cfg_string_store), numbers, booleans and enums have no padding. */
+    return memcmp((const char *)a + key->offset, (const char *)b + key->offset, key->width) != 0;
 }

@@ -130,7 +130,7 @@ static bool model_has_batch_dim(const eng_served_t *s)
 /* FS_EINVAL naming the input, the expected and the actual, or 0. */
 static int request_check(const eng_served_t *s, const eng_request_t *req)
 {
-    char want[128], got[96];
+    char got[96];
     if (!req || !req->done)
         return fs_err(FS_EINVAL, "model '%s': a request needs a done callback", s->name);
     if (req->n_inputs != s->n_inputs)
@@ -139,37 +139,13 @@ static int request_check(const eng_served_t *s, const eng_request_t *req)
     if (req->n_inputs && !req->inputs)
         return fs_err(FS_EINVAL, "model '%s': the request has no inputs array", s->name);
     for (size_t i = 0; i < s->n_inputs; i++) {
-        const eng_io_info_t *io = &s->inputs[i];
         const eng_tensor_t *t = &req->inputs[i];
-        if (io->dtype != ENG_DT_UNDEFINED && t->dtype != io->dtype)
-            return fs_err(FS_EINVAL, "input '%s' of model '%s': expected dtype %s, got %s",
-                          io->name, s->name, eng_dtype_name(io->dtype), eng_dtype_name(t->dtype));
-        if (eng_dtype_size(t->dtype) == 0)
-            return fs_err(FS_EINVAL, "input '%s' of model '%s': dtype %s is not supported",
-                          io->name, s->name, eng_dtype_name(t->dtype));
-        if (t->shape.rank < 0 || t->shape.rank > ENG_MAX_RANK)
-            return fs_err(FS_EINVAL, "input '%s' of model '%s': rank %d (ranks 0 to %d)",
-                          io->name, s->name, t->shape.rank, ENG_MAX_RANK);
-        eng_io_info_format(io, want, sizeof want);
-        if (io->rank >= 0 && t->shape.rank != io->rank)
-            return fs_err(FS_EINVAL,
-                          "input '%s' of model '%s': expected shape %s, got %s (rank %d, not %d)",
-                          io->name, s->name, want, eng_shape_format(&t->shape, got, sizeof got),
-                          t->shape.rank, io->rank);
-        for (int d = 0; d < t->shape.rank; d++) {
-            if (t->shape.dims[d] < 0)
-                return fs_err(FS_EINVAL, "input '%s' of model '%s': dim %d is negative",
-                              io->name, s->name, d);
-            if (io->rank >= 0 && io->dims[d] >= 0 && t->shape.dims[d] != io->dims[d])
-                return fs_err(FS_EINVAL,
-                              "input '%s' of model '%s': expected shape %s, got %s (dim %d must "
-                              "be %lld)",
-                              io->name, s->name, want,
-                              eng_shape_format(&t->shape, got, sizeof got), d,
-                              (long long)io->dims[d]);
-        }
+        int rc = eng_io_check(&s->inputs[i], s->name, t, NULL);
+        if (rc)
+            return rc;
         if (!t->data && eng_shape_numel(&t->shape) > 0)
-            return fs_err(FS_EINVAL, "input '%s' of model '%s' has no data", io->name, s->name);
+            return fs_err(FS_EINVAL, "input '%s' of model '%s' has no data", s->inputs[i].name,
+                          s->name);
     }
     if (!s->batch_dim)
         return 0;

@@ -137,12 +137,33 @@ typedef struct eng_io_info {
  * (always terminated); returns buf. Cannot fail. */
 char *eng_io_info_format(const eng_io_info_t *io, char *buf, size_t len);
 
+/* How a message names a dtype: eng_dtype_name ("float"), or a protocol's
+ * own names ("FP32"). Must return a string for any value. */
+typedef const char *(*eng_dtype_namer_t)(eng_dtype_t dt);
+
+/* The one check of a tensor against a declared input (engine/io.c), made
+ * by the codec, the batcher and the planner alike. `t` fits `io` when its
+ * dtype is io's (any supported dtype where io declares none), its rank is
+ * 0..ENG_MAX_RANK with no negative dim, and, unless io->rank < 0 (any
+ * shape), its rank is io's and each fixed dim of io matches (a symbolic
+ * dim takes any size). t's data is not looked at. 0, or FS_EINVAL with one
+ * message for every caller, e.g.
+ *   input 'x' of model 'm': expected FP32 [batch,64], got FP32 [2,63] (dim 1 must be 64)
+ * `model` (borrowed; NULL leaves out the " of model" part) names the model;
+ * `dtype_name` (NULL: eng_dtype_name) names the dtypes. */
+int eng_io_check(const eng_io_info_t *io, const char *model, const eng_tensor_t *t,
+                 eng_dtype_namer_t dtype_name);
+
 size_t eng_model_n_inputs(const eng_model_t *m);
 size_t eng_model_n_outputs(const eng_model_t *m);
 /* 0 and *out (strings borrowed from the model), or FS_EINVAL for a bad
  * index. */
 int eng_model_input(const eng_model_t *m, size_t i, eng_io_info_t *out);
 int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out);
+/* The index of the input (output) of `m` called `name`, or -1 (engine/io.c).
+ * Cannot fail. */
+long eng_io_input_find(const eng_model_t *m, const char *name);
+long eng_io_output_find(const eng_model_t *m, const char *name);
 /* The owner of the model's weights (and folded constants), and the owner
  * of its activations (blocks of runs in flight, the cuBLAS workspace), both
  * in eng_model_cache(m) (borrowed: the cache given at load). */

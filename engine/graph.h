@@ -79,6 +79,12 @@ typedef struct eng_value {
     bool is_output;           /* a graph output */
 } eng_value_t;
 
+struct eng_io_info;
+
+/* The declaration of `v` as engine.h shows it (strings borrowed from the
+ * graph); engine/io.c. Cannot fail. */
+void eng_value_io_info(const eng_value_t *v, struct eng_io_info *out);
+
 struct eng_op_def;
 
 typedef struct eng_node {

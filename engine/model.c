@@ -548,25 +548,13 @@ size_t eng_model_n_outputs(const eng_model_t *m)
     return m->graph->n_outputs;
 }
 
-static void io_info(const eng_value_t *v, eng_io_info_t *out)
-{
-    memset(out, 0, sizeof *out);
-    out->name = v->name;
-    out->dtype = v->dtype;
-    out->rank = v->rank;
-    for (int d = 0; d < v->rank && d < ENG_MAX_RANK; d++) {
-        out->dims[d] = v->dims[d].value;
-        out->dim_params[d] = v->dims[d].param;
-    }
-}
-
 /* Entry i of the graph's inputs or outputs (`ids`, n of them, `what`). */
 static int io_at(const eng_model_t *m, const int *ids, size_t n, const char *what, size_t i,
                  eng_io_info_t *out)
 {
     if (i >= n)
         return fs_err(FS_EINVAL, "model '%s' has %zu %s, not %zu", m->name, n, what, i + 1);
-    io_info(&m->graph->values[ids[i]], out);
+    eng_value_io_info(&m->graph->values[ids[i]], out);
     return 0;
 }
 

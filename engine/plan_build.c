@@ -76,31 +76,9 @@ static void node_views(const eng_node_t *n, plan_value_t *values, const eng_tens
 /* Checks an input tensor against the graph input's declared dtype/dims. */
 static int check_input(const eng_value_t *v, const eng_tensor_t *t)
 {
-    char want[96], got[96];
-    if (v->dtype != ENG_DT_UNDEFINED && t->dtype != v->dtype)
-        return fs_err(FS_EINVAL, "input '%s': expected dtype %s, got %s", v->name,
-                      eng_dtype_name(v->dtype), eng_dtype_name(t->dtype));
-    if (v->rank < 0)
-        return 0;
-    bool ok = t->shape.rank == v->rank;
-    for (int d = 0; ok && d < v->rank; d++)
-        ok = v->dims[d].value < 0 || v->dims[d].value == t->shape.dims[d];
-    if (ok)
-        return 0;
-    size_t len = 0;
-    len += (size_t)snprintf(want + len, sizeof want - len, "[");
-    for (int d = 0; d < v->rank && len < sizeof want; d++) {
-        if (v->dims[d].value >= 0)
-            len += (size_t)snprintf(want + len, sizeof want - len, "%s%lld", d ? "," : "",
-                                    (long long)v->dims[d].value);
-        else
-            len += (size_t)snprintf(want + len, sizeof want - len, "%s%s", d ? "," : "",
-                                    v->dims[d].param ? v->dims[d].param : "?");
-    }
-    if (len < sizeof want)
-        snprintf(want + len, sizeof want - len, "]");
-    return fs_err(FS_EINVAL, "input '%s': expected shape %s, got %s", v->name, want,
-                  eng_shape_format(&t->shape, got, sizeof got));
+    eng_io_info_t io;
+    eng_value_io_info(v, &io);
+    return eng_io_check(&io, NULL, t, NULL);
 }
 
 /* Step 1: shapes, folding, steps. Sets p->dynamic instead of failing when an

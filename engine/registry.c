@@ -42,8 +42,7 @@ const char *eng_model_state_name(eng_model_state_t s)
 
 /* ---- names and paths -------------------------------------------------------- */
 
-/* Why `name` cannot name a model, or NULL; `at` gets the offending byte. */
-static const char *name_problem(const char *name, size_t *at)
+const char *eng_registry_name_problem(const char *name, size_t *at)
 {
     *at = 0;
     if (!name || !name[0])
@@ -68,7 +67,7 @@ static const char *name_problem(const char *name, size_t *at)
 int eng_registry_check_name(const char *name)
 {
     size_t at;
-    const char *why = name_problem(name, &at);
+    const char *why = eng_registry_name_problem(name, &at);
     if (!why)
         return 0;
     if (!name || !name[0])
@@ -713,7 +712,7 @@ static int index_scan(eng_registry_t *r, eng_model_entry_t **list, size_t *n, si
     while (rc == 0 && (de = readdir(d)) != NULL) {
         size_t at;
         char dir[REG_PATH_MAX];
-        if (name_problem(de->d_name, &at) || path_join(dir, r->repository, de->d_name, NULL) ||
+        if (eng_registry_name_problem(de->d_name, &at) || path_join(dir, r->repository, de->d_name, NULL) ||
             !is_dir(dir))
             continue;
         if ((rc = index_push(list, n, cap, de->d_name)) == 0)

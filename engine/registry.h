@@ -101,9 +101,14 @@ int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out);
  * NULL is a no-op. */
 void eng_registry_destroy(eng_registry_t *r);
 
-/* Whether `name` may name a model: 1..127 bytes of [A-Za-z0-9_.-], not
- * starting with '.', so it stays inside the repository. 0, or FS_EINVAL
- * saying why. */
+/* The one rule for a model name, which the registry, the config and the
+ * server's routes all apply: 1..127 bytes of [A-Za-z0-9_.-], not starting
+ * with '.', so the name is one directory of the repository and never "."
+ * or "..". NULL when `name` follows it; else why not, as a phrase
+ * completing "the name ..." ("starts with '.'"), with *at the offending
+ * byte (0 when no one byte is). Cannot fail. */
+const char *eng_registry_name_problem(const char *name, size_t *at);
+/* The same as an error: 0, or FS_EINVAL naming the name and saying why. */
 int eng_registry_check_name(const char *name);
 
 /* Loads REPO/name's newest version, or rebuilds the served model from its

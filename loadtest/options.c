@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/parse.h"
+#include "engine/registry.h"
 
 #define NS_PER_S 1000000000ull
 
@@ -206,15 +207,14 @@ int lg_model_ref_parse(const char *text, lg_model_ref_t *out)
 {
     lg_model_ref_t m = {.weight = 1.0};
     const char *colon = strrchr(text, ':');
-    size_t len = colon ? (size_t)(colon - text) : strlen(text);
-    if (len == 0 || len >= LG_NAME_MAX || text[0] == '.')
-        goto bad;
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            goto bad;
-    }
+    size_t len = colon ? (size_t)(colon - text) : strlen(text), at;
+    if (len >= LG_NAME_MAX)
+        return fs_err(FS_EINVAL, "model \"%s\": expected NAME[:WEIGHT], NAME of at most %d bytes",
+                      text, LG_NAME_MAX - 1);
+    memcpy(m.name, text, len);
+    const char *why = eng_registry_name_problem(m.name, &at);
+    if (why)
+        return fs_err(FS_EINVAL, "model \"%s\": expected NAME[:WEIGHT], but NAME %s", text, why);
     if (colon) {
         char *end = NULL;
         errno = 0;
@@ -223,14 +223,8 @@ int lg_model_ref_parse(const char *text, lg_model_ref_t *out)
             return fs_err(FS_EINVAL, "model \"%s\": the weight after ':' must be a number > 0",
                           text);
     }
-    memcpy(m.name, text, len);
     *out = m;
     return 0;
-bad:
-    return fs_err(FS_EINVAL,
-                  "model \"%s\": expected NAME[:WEIGHT], NAME of 1..127 characters "
-                  "A-Z a-z 0-9 _ . -",
-                  text);
 }
 
 int lg_url_host(const char *url, char *host, size_t host_len, int *is_loopback)

@@ -19,7 +19,6 @@
 #include "server/codec.h"
 
 #include <cjson/cJSON.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +201,14 @@ static int leaf_float(const data_walk_t *w, const cJSON *v, size_t i, float *out
     return 0;
 }
 
+/* The case of leaf_store for an integer dtype: the range JSON can hold it
+ * in, and its C type. */
+#define LEAF_INTEGER(DT, T, LO, HI)                                            \
+    case DT:                                                                   \
+        rc = leaf_integer(w, v, i, LO, HI, &d);                                \
+        ((T *)w->dst)[i] = (T)d;                                               \
+        return rc;
+
 static int leaf_store(data_walk_t *w, const cJSON *v)
 {
     size_t i = w->i++;
@@ -214,38 +221,14 @@ static int leaf_store(data_walk_t *w, const cJSON *v)
             return leaf_err(w, v, i, "is not true or false, as ", " needs");
         ((uint8_t *)w->dst)[i] = cJSON_IsTrue(v) ? 1 : 0;
         return 0;
-    case ENG_DT_UINT8:
-        rc = leaf_integer(w, v, i, 0, UINT8_MAX, &d);
-        ((uint8_t *)w->dst)[i] = (uint8_t)d;
-        return rc;
-    case ENG_DT_UINT16:
-        rc = leaf_integer(w, v, i, 0, UINT16_MAX, &d);
-        ((uint16_t *)w->dst)[i] = (uint16_t)d;
-        return rc;
-    case ENG_DT_UINT32:
-        rc = leaf_integer(w, v, i, 0, UINT32_MAX, &d);
-        ((uint32_t *)w->dst)[i] = (uint32_t)d;
-        return rc;
-    case ENG_DT_UINT64:
-        rc = leaf_integer(w, v, i, 0, JSON_INT_MAX, &d);
-        ((uint64_t *)w->dst)[i] = (uint64_t)d;
-        return rc;
-    case ENG_DT_INT8:
-        rc = leaf_integer(w, v, i, INT8_MIN, INT8_MAX, &d);
-        ((int8_t *)w->dst)[i] = (int8_t)d;
-        return rc;
-    case ENG_DT_INT16:
-        rc = leaf_integer(w, v, i, INT16_MIN, INT16_MAX, &d);
-        ((int16_t *)w->dst)[i] = (int16_t)d;
-        return rc;
-    case ENG_DT_INT32:
-        rc = leaf_integer(w, v, i, INT32_MIN, INT32_MAX, &d);
-        ((int32_t *)w->dst)[i] = (int32_t)d;
-        return rc;
-    case ENG_DT_INT64:
-        rc = leaf_integer(w, v, i, -JSON_INT_MAX, JSON_INT_MAX, &d);
-        ((int64_t *)w->dst)[i] = (int64_t)d;
-        return rc;
+    LEAF_INTEGER(ENG_DT_UINT8, uint8_t, 0, UINT8_MAX)
+    LEAF_INTEGER(ENG_DT_UINT16, uint16_t, 0, UINT16_MAX)
+    LEAF_INTEGER(ENG_DT_UINT32, uint32_t, 0, UINT32_MAX)
+    LEAF_INTEGER(ENG_DT_UINT64, uint64_t, 0, JSON_INT_MAX)
+    LEAF_INTEGER(ENG_DT_INT8, int8_t, INT8_MIN, INT8_MAX)
+    LEAF_INTEGER(ENG_DT_INT16, int16_t, INT16_MIN, INT16_MAX)
+    LEAF_INTEGER(ENG_DT_INT32, int32_t, INT32_MIN, INT32_MAX)
+    LEAF_INTEGER(ENG_DT_INT64, int64_t, -JSON_INT_MAX, JSON_INT_MAX)
     case ENG_DT_FLOAT:
         rc = leaf_float(w, v, i, &f);
         ((float *)w->dst)[i] = f;
@@ -271,6 +254,8 @@ static int leaf_store(data_walk_t *w, const cJSON *v)
                       dtype_label(w->dtype));
     }
 }
+
+#undef LEAF_INTEGER
 
 /* Depth first; cJSON's nesting limit bounds the recursion. */
 static int json_leaves_store(data_walk_t *w, const cJSON *v)
@@ -658,39 +643,6 @@ static const char *io_names(const eng_model_t *m, bool inputs, char *buf, size_t
     return buf;
 }
 
-/* The index of the model output called `name`, or -1. */
-static long output_find(const eng_model_t *m, const char *name)
-{
-    for (size_t k = 0; k < eng_model_n_outputs(m); k++) {
-        eng_io_info_t info;
-        if (eng_model_output(m, k, &info) == 0 && strcmp(info.name, name) == 0)
-            return (long)k;
-    }
-    return -1;
-}
-
-/* The request input's fit to model input `info`. */
-static int input_check(const eng_io_info_t *info, const srv_infer_input_t *in)
-{
-    const eng_tensor_t *t = &in->tensor;
-    if (info->dtype != t->dtype)
-        return fs_err(FS_EINVAL, "input '%s': the model takes %s, got %s", in->name,
-                      dtype_label(info->dtype), dtype_label(t->dtype));
-    if (info->rank < 0)
-        return 0;
-    if (info->rank != t->shape.rank) {
-        char want[160], got[96];
-        return fs_err(FS_EINVAL, "input '%s': the model takes rank %d %s, got rank %d %s",
-                      in->name, info->rank, eng_io_info_format(info, want, sizeof want), t->shape.rank,
-                      eng_shape_format(&t->shape, got, sizeof got));
-    }
-    for (int d = 0; d < info->rank; d++)
-        if (info->dims[d] >= 0 && info->dims[d] != t->shape.dims[d])
-            return fs_err(FS_EINVAL, "input '%s': dim %d is %" PRId64 " in the model, got %" PRId64,
-                          in->name, d, info->dims[d], t->shape.dims[d]);
-    return 0;
-}
-
 int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tensor_t *views)
 {
     size_t n = eng_model_n_inputs(m);
@@ -702,16 +654,13 @@ int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tenso
         views[k] = (eng_tensor_t){.dtype = ENG_DT_UNDEFINED};
     for (size_t j = 0; j < r->n_inputs; j++) {
         const srv_infer_input_t *in = &r->inputs[j];
-        size_t k = 0;
-        for (; k < n; k++)
-            if (eng_model_input(m, k, &info) == 0 && strcmp(info.name, in->name) == 0)
-                break;
-        if (k == n)
+        long k = eng_io_input_find(m, in->name);
+        if (k < 0 || eng_model_input(m, (size_t)k, &info) != 0)
             return fs_err(FS_EINVAL, "input '%s' is not an input of the model (it takes %s)",
                           in->name, io_names(m, true, names, sizeof names));
         if (views[k].dtype != ENG_DT_UNDEFINED)
             return fs_err(FS_EINVAL, "input '%s' is given twice", in->name);
-        int rc = input_check(&info, in);
+        int rc = eng_io_check(&info, NULL, &in->tensor, dtype_label);
         if (rc)
             return rc;
         views[k] = in->tensor;
@@ -721,7 +670,7 @@ int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tenso
             return fs_err(FS_EINVAL, "the request lacks input '%s', which the model takes",
                           info.name);
     for (size_t j = 0; j < r->n_outputs; j++)
-        if (output_find(m, r->outputs[j].name) < 0)
+        if (eng_io_output_find(m, r->outputs[j].name) < 0)
             return fs_err(FS_EINVAL,
                           "requested output '%s' is not an output of the model (it has %s)",
                           r->outputs[j].name, io_names(m, false, names, sizeof names));

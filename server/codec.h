@@ -82,9 +82,10 @@ void srv_infer_request_free(srv_infer_request_t *r);
 /* Puts the request's inputs in the model's input order: views[i] (an array
  * of eng_model_n_inputs(m)) views the input named like model input i. 0,
  * or FS_EINVAL naming a model input that is missing, an input the model
- * does not have, a duplicate, or a datatype other than the model's
- * ("input 'x': the model takes FP32, got INT64"); also every requested
- * output must be one of the model's. */
+ * does not have, a duplicate, or an input that does not fit the model's
+ * declaration (eng_io_check's message, with protocol datatype names:
+ * "input 'x': expected FP32 [batch,64], got INT64 [1,64] (wrong dtype)");
+ * also every requested output must be one of the model's. */
 int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tensor_t *views);
 
 /* A growable byte buffer. */

@@ -218,17 +218,6 @@ static size_t fmt_element(char *p, eng_dtype_t dt, const void *data, size_t i)
 
 /* ---- the response --------------------------------------------------------- */
 
-/* The index of the model output called `name`, or -1. */
-static long output_find(const eng_model_t *m, const char *name)
-{
-    for (size_t k = 0; k < eng_model_n_outputs(m); k++) {
-        eng_io_info_t info;
-        if (eng_model_output(m, k, &info) == 0 && strcmp(info.name, name) == 0)
-            return (long)k;
-    }
-    return -1;
-}
-
 /* {"name":..,"datatype":..,"shape":[..], then "data" or the binary size}. */
 static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, bool binary)
 {
@@ -272,7 +261,7 @@ static int response_pick(const eng_model_t *m, const srv_infer_request_t *r, siz
         *binary = r->binary_output;
         return 0;
     }
-    long idx = output_find(m, r->outputs[p].name);
+    long idx = eng_io_output_find(m, r->outputs[p].name);
     if (idx < 0)
         return fs_err(FS_EINVAL, "requested output '%s' is not an output of the model",
                       r->outputs[p].name);

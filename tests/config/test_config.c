@@ -289,12 +289,13 @@ Test(cfg, models_star_means_all_and_a_list_names_them)
 Test(cfg, model_names_are_validated)
 {
     FAILS("{\"models\": [\"ok\", \".hidden\"]}", FS_EINVAL, "\"models[1]\"", "\".hidden\"",
-          "model name");
-    FAILS("{\"models\": [\"a/b\"]}", FS_EINVAL, "\"models[0]\"", "\"a/b\"");
-    FAILS("{\"models\": [\"\"]}", FS_EINVAL, "\"models[0]\"");
+          "model name", "starts with '.'");
+    FAILS("{\"models\": [\"a/b\"]}", FS_EINVAL, "\"models[0]\"", "\"a/b\"",
+          "has a character other than");
+    FAILS("{\"models\": [\"\"]}", FS_EINVAL, "\"models[0]\"", "is empty");
     FAILS("{\"models\": [\"a b\"]}", FS_EINVAL, "\"models[0]\"");
     FAILS("{\"models\": [\"..\"]}", FS_EINVAL, "\"models[0]\"");
-    FAILS("{\"models\": [3]}", FS_EINVAL, "\"models[0]\"", "got 3");
+    FAILS("{\"models\": [3]}", FS_EINVAL, "\"models[0]\"", "got 3", "is not a string");
     FAILS("{\"models\": [\"m\", \"n\", \"m\"]}", FS_EINVAL, "\"models[2]\"", "listed twice");
     FAILS("{\"models\": \"all\"}", FS_EINVAL, "\"models\"", "\"*\"", "got \"all\"");
 
@@ -303,7 +304,7 @@ Test(cfg, model_names_are_validated)
     memset(name, 'x', 128);
     name[128] = '\0';
     snprintf(json, sizeof json, "{\"models\": [\"%s\"]}", name);
-    FAILS(json, FS_EINVAL, "\"models[0]\"");
+    FAILS(json, FS_EINVAL, "\"models[0]\"", "longer than 127 bytes");
     name[127] = '\0';
     snprintf(json, sizeof json, "{\"models\": [\"%s\"]}", name);
     cfg_t c = parse_ok(json);

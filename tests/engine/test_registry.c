@@ -37,6 +37,24 @@ Test(registry, check_name_accepts_and_refuses)
     cr_expect(strstr(fs_errmsg(), "'/'"), "the message shows the character: %s", fs_errmsg());
 }
 
+/* The rule the config and the load generator apply too: why, and where. */
+Test(registry, name_problem_says_why_and_at_which_byte)
+{
+    size_t at = 99;
+    cr_expect_null(eng_registry_name_problem("mlp", &at));
+    cr_expect_eq(at, 0);
+    cr_expect_str_eq(eng_registry_name_problem("", &at), "is empty");
+    cr_expect_str_eq(eng_registry_name_problem(NULL, &at), "is empty");
+    cr_expect_str_eq(eng_registry_name_problem("..", &at), "starts with '.'");
+    const char *why = eng_registry_name_problem("ab/c", &at);
+    cr_expect(why && strstr(why, "a character other than"), "%s", why ? why : "(none)");
+    cr_expect_eq(at, 2);
+    char too_long[ENG_MODEL_NAME_MAX + 1];
+    memset(too_long, 'a', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = '\0';
+    cr_expect_str_eq(eng_registry_name_problem(too_long, &at), "is longer than 127 bytes");
+}
+
 Test(registry, load_acquire_submit_gives_the_outputs_of_a_direct_run)
 {
     reg_fixture_t f;

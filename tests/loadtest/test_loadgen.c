@@ -103,6 +103,9 @@ Test(loadgen, model_ref_takes_an_optional_weight)
     const char *bad[] = {"", ":3", "mlp:0", "mlp:-1", "mlp:x", ".hidden", "a b"};
     for (size_t i = 0; i < N_OF(bad); i++)
         cr_expect_eq(lg_model_ref_parse(bad[i], &m), FS_EINVAL, "\"%s\" parsed", bad[i]);
+    cr_expect_eq(lg_model_ref_parse("a b:2", &m), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "has a character other than"), "the server's rule: %s",
+              fs_errmsg());
 }
 
 Test(loadgen, url_host_knows_loopback)

@@ -15,6 +15,7 @@
 #include "engine/half.h"
 #include "server/codec.h"
 #include "tests/engine/onnx_build.h"
+#include "tests/engine/registry_fixture.h"
 
 #define MLP_PATH "models/mlp/1/model.onnx"
 
@@ -919,12 +920,12 @@ Test(srv_codec, bind_refuses_what_does_not_fit_the_model)
          "input 'c' is not an input of the model (it takes 'a', 'b')"},
         {A_OK "," A_OK "," B_OK "]", "input 'a' is given twice"},
         {A_OK ",{\"name\":\"b\",\"shape\":[2],\"datatype\":\"INT32\",\"data\":[7,8]}]",
-         "input 'b': the model takes INT64, got INT32"},
+         "input 'b': expected INT64 [2], got INT32 [2] (wrong dtype)"},
         {"{\"name\":\"a\",\"shape\":[6],\"datatype\":\"FP32\",\"data\":[1,2,3,4,5,6]}," B_OK "]",
-         "input 'a': the model takes rank 2 [n,3], got rank 1 [6]"},
+         "input 'a': expected FP32 [n,3], got FP32 [6] (rank 1, not 2)"},
         {"{\"name\":\"a\",\"shape\":[2,4],\"datatype\":\"FP32\",\"data\":[[1,2,3,4],[5,6,7,8]]},"
          B_OK "]",
-         "input 'a': dim 1 is 3 in the model, got 4"},
+         "input 'a': expected FP32 [n,3], got FP32 [2,4] (dim 1 must be 3)"},
         {A_OK "," B_OK "],\"outputs\":[{\"name\":\"sum\"},{\"name\":\"nope\"}]",
          "requested output 'nope' is not an output of the model (it has 'sum', 'ids')"},
     };
@@ -945,18 +946,64 @@ Test(srv_codec, bind_checks_the_mlp_input)
                               "\"data\":[1,2]}]",
                           &view),
                  FS_EINVAL);
-    cr_expect_str_eq(fs_errmsg(), "input 'input': the model takes FP32, got INT64");
+    cr_expect_str_eq(fs_errmsg(),
+                     "input 'input': expected FP32 [batch,64], got INT64 [1,2] (wrong dtype)");
     cr_expect_eq(bind_try(&f, "{\"name\":\"input\",\"shape\":[1,2],\"datatype\":\"FP32\","
                               "\"data\":[1,2]}]",
                           &view),
                  FS_EINVAL);
-    cr_expect_str_eq(fs_errmsg(), "input 'input': dim 1 is 64 in the model, got 2");
+    cr_expect_str_eq(fs_errmsg(),
+                     "input 'input': expected FP32 [batch,64], got FP32 [1,2] (dim 1 must be 64)");
     cr_expect_eq(bind_try(&f, "{\"name\":\"image\",\"shape\":[1],\"datatype\":\"FP32\","
                               "\"data\":[1]}]",
                           &view),
                  FS_EINVAL);
     cr_expect_str_eq(fs_errmsg(), "input 'image' is not an input of the model (it takes 'input')");
     fixture_close(&f);
+}
+
+/* The three places an input is checked -- the codec binding a request, the
+ * batcher taking one, the planner of a direct run -- word one bad input
+ * alike: only the dtype names (the protocol's in the codec) and the model
+ * the batcher names differ. */
+Test(srv_codec, bind_batcher_and_planner_word_a_bad_input_alike)
+{
+    const char *want_codec =
+        "input 'input': expected FP32 [batch,64], got FP32 [1,2] (dim 1 must be 64)";
+    const char *want_planner =
+        "input 'input': expected float [batch,64], got float [1,2] (dim 1 must be 64)";
+    const char *want_batcher = "input 'input' of model 'mlp': expected float [batch,64], got "
+                               "float [1,2] (dim 1 must be 64)";
+
+    codec_fixture_t f;
+    fixture_open_mlp(&f);
+    eng_tensor_t view;
+    cr_expect_eq(bind_try(&f, "{\"name\":\"input\",\"shape\":[1,2],\"datatype\":\"FP32\","
+                              "\"data\":[1,2]}]",
+                          &view),
+                 FS_EINVAL);
+    cr_expect_str_eq(fs_errmsg(), want_codec, "the codec");
+
+    float data[2] = {1, 2};
+    eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = {2, {1, 2}}, .data = data};
+    eng_tensor_t *outs[1] = {NULL};
+    cr_expect_eq(eng_model_run(f.model, &in, 1, outs), FS_EINVAL);
+    cr_expect_str_eq(fs_errmsg(), want_planner, "the planner");
+    fixture_close(&f);
+
+    reg_fixture_t rf;
+    reg_fixture_open(&rf);
+    repo_copy(&rf, "mlp", "mlp", 1);
+    cr_assert_eq(eng_registry_load(rf.reg, "mlp"), 0, "%s", fs_errmsg());
+    eng_served_t *s = NULL;
+    cr_assert_eq(eng_registry_acquire(rf.reg, "mlp", -1, &s), 0, "%s", fs_errmsg());
+    treq_t t;
+    treq_init(&t, 1, &(eng_shape_t){2, {1, 2}}, 1);
+    cr_expect_eq(eng_served_submit(s, &t.req), FS_EINVAL);
+    cr_expect_str_eq(fs_errmsg(), want_batcher, "the batcher");
+    treq_fini(&t);
+    eng_served_release(s);
+    reg_fixture_close(&rf);
 }
 
 /* ---- a full round --------------------------------------------------------- */
