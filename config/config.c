@@ -330,14 +330,14 @@ void cfg_defaults(cfg_t *out)
     out->server.connection_timeout_ns = 30ull * 1000000000;
     out->server.request_timeout_ns = 30ull * 1000000000;
     out->server.shutdown_timeout_ns = 30ull * 1000000000;
-    cfg_string_store(out->device, sizeof out->device, "auto");
+    out->device.set = out->device.is_auto = true;
     cfg_string_store(out->repository, sizeof out->repository, "models");
     out->models_all = true;
     out->batching.max_batch_size = 64;
     out->batching.max_queue_delay_ns = 0;
     out->batching.max_queue = 1024;
     out->batching.instances = 1;
-    cfg_string_store(out->engine.precision, sizeof out->engine.precision, "fp32");
+    out->engine.precision = ENG_PREC_FP32;
     out->engine.threads = 0;
     out->engine.max_plans = 16;
     out->engine.cuda_graphs = true;

@@ -20,6 +20,7 @@
 
 #include "alloc/policy.h"
 #include "common/log.h"
+#include "engine/engine.h" /* eng_device_t, eng_precision_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,19 @@ extern "C" {
 #define CFG_TOKEN_MAX 256
 #define CFG_MAX_MODELS 64
 #define CFG_MAX_POLICIES 8
+
+/* A device as the config holds it: parsed once, by the engine's parser, when
+ * read. The server's may be "auto" (chosen at start); a model's may be
+ * unset (the server's). */
+typedef struct cfg_device {
+    bool set;                     /* false: a model's device is the server's */
+    bool is_auto;                 /* the server's: "auto" */
+    eng_device_t dev;             /* when set and not auto */
+} cfg_device_t;
+
+/* "auto", "" (unset) or the device's name ("cpu", "cuda:N") into buf; returns
+ * buf. Cannot fail. */
+const char *cfg_device_text(const cfg_device_t *d, char *buf, size_t len);
 
 /* Dynamic batching of one model (defaults in the server file's "batching",
  * overridden by the model's config.json). */
@@ -44,7 +58,7 @@ typedef struct cfg_batching {
 /* How a model is built: the server file's "engine" section, overridden by
  * the model's config.json. */
 typedef struct cfg_engine {
-    char precision[16];           /* "fp32" (default), "tf32", "fp16", "bf16" */
+    eng_precision_t precision;    /* fp32 (default), tf32, fp16, bf16 */
     uint32_t threads;             /* CPU kernel threads per run; 0: the machine's cores / instances. Default 0 */
     uint32_t max_plans;           /* plan cache bound per model. Default 16 */
     bool cuda_graphs;             /* replay captured CUDA graphs. Default true */
@@ -68,7 +82,7 @@ typedef struct cfg {
         uint64_t request_timeout_ns;      /* a request waiting longer fails with 503. Default 30s */
         uint64_t shutdown_timeout_ns;     /* SIGTERM drain bound. Default 30s */
     } server;
-    char device[CFG_NAME_MAX];            /* "auto" (default: cuda:0 if a GPU answers, else cpu), "cpu", "cuda", "cuda:N" */
+    cfg_device_t device;                  /* "auto" (default: cuda:0 if a GPU answers, else cpu), "cpu", "cuda", "cuda:N" */
     char repository[CFG_PATH_MAX];        /* Default "models" */
     /* Models loaded at start: with models_all (the default, or "models": "*")
      * every model directory of the repository; otherwise the listed names
@@ -96,7 +110,7 @@ typedef struct cfg {
 /* A model's config.json: batching and engine settings over the server's
  * defaults, and the device. */
 typedef struct cfg_model {
-    char device[CFG_NAME_MAX];   /* "" (default): the server's device */
+    cfg_device_t device;         /* unset (default): the server's device */
     cfg_batching_t batching;
     cfg_engine_t engine;
 } cfg_model_t;

@@ -383,9 +383,12 @@ int cfg_set_precision(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
     static const char *const names[] = {"fp32", "tf32", "fp16", "bf16"};
     size_t i;
+    eng_precision_t p;
     int rc = src_choice(src, names, CFG_N_OF(names), &i);
-    if (rc == 0)
-        cfg_string_store(field_of(key, root), key->width, names[i]);
+    /* The engine's parser decides the value; the list above only words the
+     * error like every other choice's. */
+    if (rc == 0 && (rc = eng_precision_parse(names[i], &p)) == 0)
+        memcpy(field_of(key, root), &p, sizeof p);
     return rc;
 }
 
@@ -420,20 +423,31 @@ int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
     char got[96];
     bool auto_ok = key->min == 1;
-    eng_device_t dev;
+    cfg_device_t d;
+    memset(&d, 0, sizeof d); /* compared byte for byte (cfg_value_differs) */
+    d.set = true;
+    d.is_auto = auto_ok && cJSON_IsString(src->json) && strcmp(src->json->valuestring, "auto") == 0;
     /* The engine's own parser, so the config accepts exactly the devices
      * the engine does; its message is replaced by one naming the key. */
     if (!cJSON_IsString(src->json) ||
-        !((auto_ok && strcmp(src->json->valuestring, "auto") == 0) ||
-          eng_device_parse(src->json->valuestring, &dev) == 0))
+        !(d.is_auto || eng_device_parse(src->json->valuestring, &d.dev) == 0))
         return cfg_src_fail(src, "expected %s, got %s",
                             auto_ok
                                 ? "\"auto\", \"cpu\", \"cuda\" or \"cuda:N\" (N below 1024)"
                                 : "\"cpu\", \"cuda\" or \"cuda:N\" (N below 1024; leave the key "
                                   "out for the server's device)",
                             CFG_GOT(src));
-    cfg_string_store(field_of(key, root), key->width, src->json->valuestring);
+    memcpy(field_of(key, root), &d, sizeof d);
     return 0;
+}
+
+const char *cfg_device_text(const cfg_device_t *d, char *buf, size_t len)
+{
+    if (!d->set || d->is_auto)
+        snprintf(buf, len, "%s", d->is_auto ? "auto" : "");
+    else
+        eng_device_name(&d->dev, buf, len);
+    return buf;
 }
 
 /* --- values written back (cfg_to_json, cfg_diff) ---------------------------- */
@@ -474,9 +488,18 @@ cJSON *cfg_value_json(const cfg_key_t *key, const void *root)
         memcpy(&f, field, sizeof f);
         return cJSON_CreateString(log_format_names[f == FS_LOG_JSON ? FS_LOG_JSON : FS_LOG_TEXT]);
     }
-    /* host, path, precision, device: a string stored as written. */
-    assert(key->set == cfg_set_host || key->set == cfg_set_path ||
-           key->set == cfg_set_precision || key->set == cfg_set_device);
+    if (key->set == cfg_set_precision) {
+        eng_precision_t p;
+        memcpy(&p, field, sizeof p);
+        return cJSON_CreateString(eng_precision_name(p));
+    }
+    if (key->set == cfg_set_device) {
+        cfg_device_t d;
+        memcpy(&d, field, sizeof d);
+        return cJSON_CreateString(cfg_device_text(&d, text, sizeof text));
+    }
+    /* host, path: a string stored as written. */
+    assert(key->set == cfg_set_host || key->set == cfg_set_path);
     return cJSON_CreateString(field);
 }
 

@@ -108,10 +108,9 @@ static int model_options(void *user, const char *name, const char *model_dir,
     if (rc != 0)
         return rc;
     memset(out, 0, sizeof *out);
-    /* Both were checked when the config was read. */
-    out->device_set = mc.device[0] && eng_device_parse(mc.device, &out->device) == 0;
-    if (mc.engine.precision[0])
-        eng_precision_parse(mc.engine.precision, &out->precision);
+    out->device_set = mc.device.set;
+    out->device = mc.device.dev;
+    out->precision = mc.engine.precision;
     out->threads = mc.engine.threads;
     out->max_plans = mc.engine.max_plans;
     out->cuda_graphs = mc.engine.cuda_graphs;
@@ -173,13 +172,12 @@ static void ticker_stop(srv_app_t *app)
 
 /* ---- start and stop ------------------------------------------------------------------------ */
 
-/* "auto" -> cuda:0 when a GPU answers, else cpu (saying why); any other
- * value was checked by the config. */
-static void resolve_device(const char *want, eng_device_t *out)
+/* "auto" -> cuda:0 when a GPU answers, else cpu (saying why). */
+static void resolve_device(const cfg_device_t *want, eng_device_t *out)
 {
     *out = (eng_device_t){ENG_DEVICE_CPU, 0};
-    if (strcmp(want, "auto") != 0) {
-        eng_device_parse(want, out);
+    if (!want->is_auto) {
+        *out = want->dev;
         return;
     }
     int n = 0;
@@ -293,7 +291,7 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     pthread_condattr_destroy(&attr);
     fs_log_set_level(cfg->log.level);
     fs_log_set_format(cfg->log.format);
-    resolve_device(cfg->device, &app->dev);
+    resolve_device(&cfg->device, &app->dev);
     eng_device_name(&app->dev, app->device, sizeof app->device);
 
     int rc = open_memory(app);

@@ -104,6 +104,13 @@ static int args_run(cfg_t *out, cfg_action_t *action, const char **config_path, 
 
 /* --- defaults and the example ------------------------------------------------------ */
 
+/* A config device as text ("auto", "" or its name), for comparisons. */
+static const char *dev_text(const cfg_device_t *d)
+{
+    static char buf[ENG_DEVICE_NAME_MAX];
+    return cfg_device_text(d, buf, sizeof buf);
+}
+
 Test(cfg, defaults_are_the_documented_values)
 {
     cfg_t c;
@@ -116,7 +123,7 @@ Test(cfg, defaults_are_the_documented_values)
     cr_expect_eq(c.server.connection_timeout_ns, 30 * SEC);
     cr_expect_eq(c.server.request_timeout_ns, 30 * SEC);
     cr_expect_eq(c.server.shutdown_timeout_ns, 30 * SEC);
-    cr_expect_str_eq(c.device, "auto");
+    cr_expect_str_eq(dev_text(&c.device), "auto");
     cr_expect_str_eq(c.repository, "models");
     cr_expect(c.models_all);
     cr_expect_eq(c.n_models, 0);
@@ -124,7 +131,7 @@ Test(cfg, defaults_are_the_documented_values)
     cr_expect_eq(c.batching.max_queue_delay_ns, 0);
     cr_expect_eq(c.batching.max_queue, 1024);
     cr_expect_eq(c.batching.instances, 1);
-    cr_expect_str_eq(c.engine.precision, "fp32");
+    cr_expect_str_eq(eng_precision_name(c.engine.precision), "fp32");
     cr_expect_eq(c.engine.threads, 0);
     cr_expect_eq(c.engine.max_plans, 16);
     cr_expect(c.engine.cuda_graphs);
@@ -195,7 +202,7 @@ Test(cfg, keys_present_replace_and_others_stay)
     int rc = cfg_parse("{\"device\": \"cpu\"}", 17, "second.json", &c);
     cr_assert_eq(rc, 0, "%s", fs_errmsg());
     cr_expect_eq(c.server.port, 9000);
-    cr_expect_str_eq(c.device, "cpu");
+    cr_expect_str_eq(dev_text(&c.device), "cpu");
 }
 
 Test(cfg, batching_and_engine_keys_are_read)
@@ -208,7 +215,7 @@ Test(cfg, batching_and_engine_keys_are_read)
     cr_expect_eq(c.batching.max_queue_delay_ns, 2 * MS);
     cr_expect_eq(c.batching.max_queue, 10);
     cr_expect_eq(c.batching.instances, 4);
-    cr_expect_str_eq(c.engine.precision, "bf16");
+    cr_expect_str_eq(eng_precision_name(c.engine.precision), "bf16");
     cr_expect_eq(c.engine.threads, 8);
     cr_expect_eq(c.engine.max_plans, 1);
     cr_expect(!c.engine.cuda_graphs);
@@ -251,11 +258,14 @@ Test(cfg, sizes_accept_byte_counts_and_unit_strings)
 Test(cfg, device_accepts_auto_cpu_cuda_and_cuda_index)
 {
     static const char *const good[] = {"auto", "cpu", "cuda", "cuda:0", "cuda:7", "cuda:1023"};
+    static const char *const held[] = {"auto", "cpu", "cuda:0", "cuda:0", "cuda:7", "cuda:1023"};
     for (size_t i = 0; i < N_OF(good); i++) {
         char json[64];
         snprintf(json, sizeof json, "{\"device\": \"%s\"}", good[i]);
         cfg_t c = parse_ok(json);
-        cr_expect_str_eq(c.device, good[i]);
+        cr_expect_str_eq(dev_text(&c.device), held[i]);
+        cr_expect(c.device.set);
+        cr_expect_eq(c.device.is_auto, i == 0);
     }
 }
 
@@ -568,7 +578,7 @@ Test(cfg, text_is_bounded_by_its_length)
     cr_expect_eq(cfg_parse(text, 13, "x.json", &c), FS_EINVAL);
     const char *text2 = "{\"device\": \"cpu\"}garbage";
     cr_expect_eq(cfg_parse(text2, 17, "x.json", &c), 0, "%s", fs_errmsg());
-    cr_expect_str_eq(c.device, "cpu");
+    cr_expect_str_eq(dev_text(&c.device), "cpu");
     cr_expect_eq(cfg_parse("{}\0{}", 5, "x.json", &c), FS_EPARSE);
     cr_expect(strstr(fs_errmsg(), "NUL byte at byte 2"), "%s", fs_errmsg());
 }
@@ -702,9 +712,9 @@ Test(cfg, flags_override_the_defaults)
     cr_expect_str_eq(c.server.host, "127.0.0.1");
     cr_expect_eq(c.server.port, 9000);
     cr_expect_eq(c.server.threads, 2);
-    cr_expect_str_eq(c.device, "cpu");
+    cr_expect_str_eq(dev_text(&c.device), "cpu");
     cr_expect_str_eq(c.repository, "/r");
-    cr_expect_str_eq(c.engine.precision, "fp16");
+    cr_expect_str_eq(eng_precision_name(c.engine.precision), "fp16");
     cr_expect_eq(c.batching.max_batch_size, 8);
     cr_expect_eq(c.batching.max_queue_delay_ns, 2 * MS);
     cr_expect_str_eq(c.server.admin_token, "tok");
@@ -736,7 +746,7 @@ Test(cfg, flag_equals_value_form_works)
     cr_expect_eq(c.server.port, 9002, "later flags win");
     cr_expect_str_eq(c.repository, "/m");
     cr_expect_str_eq(c.server.admin_token, "--x");
-    cr_expect_str_eq(c.device, "cuda:1");
+    cr_expect_str_eq(dev_text(&c.device), "cuda:1");
 }
 
 Test(cfg, config_file_is_read_first_wherever_it_stands)
@@ -753,7 +763,7 @@ Test(cfg, config_file_is_read_first_wherever_it_stands)
     cr_assert_eq(rc, 0, "%s", fs_errmsg());
     cr_expect_eq(c.server.port, 9000, "the flag overrides the file");
     cr_expect_eq(c.server.threads, 9);
-    cr_expect_str_eq(c.device, "cpu");
+    cr_expect_str_eq(dev_text(&c.device), "cpu");
     cr_expect_str_eq(path, file);
 
     char arg[160];
@@ -928,10 +938,10 @@ Test(cfg, model_defaults_come_from_the_server_config)
                        " \"fp16\"}, \"device\": \"cpu\"}");
     cfg_model_t m;
     cfg_model_defaults(&c, &m);
-    cr_expect_str_eq(m.device, "");
+    cr_expect_str_eq(dev_text(&m.device), "");
     cr_expect_eq(m.batching.max_batch_size, 5);
     cr_expect_eq(m.batching.max_queue, 1024);
-    cr_expect_str_eq(m.engine.precision, "fp16");
+    cr_expect_str_eq(eng_precision_name(m.engine.precision), "fp16");
     cr_expect_eq(m.engine.max_plans, 16);
 }
 
@@ -946,12 +956,12 @@ Test(cfg, model_config_keys_are_read)
                        " \"threads\": 4, \"max_plans\": 2, \"cuda_graphs\": false}";
     int rc = cfg_model_parse(json, strlen(json), "models/m/config.json", &m);
     cr_assert_eq(rc, 0, "%s", fs_errmsg());
-    cr_expect_str_eq(m.device, "cuda:1");
+    cr_expect_str_eq(dev_text(&m.device), "cuda:1");
     cr_expect_eq(m.batching.max_batch_size, 32);
     cr_expect_eq(m.batching.max_queue_delay_ns, MS);
     cr_expect_eq(m.batching.max_queue, 8);
     cr_expect_eq(m.batching.instances, 2);
-    cr_expect_str_eq(m.engine.precision, "tf32");
+    cr_expect_str_eq(eng_precision_name(m.engine.precision), "tf32");
     cr_expect_eq(m.engine.threads, 4);
     cr_expect_eq(m.engine.max_plans, 2);
     cr_expect(!m.engine.cuda_graphs);
