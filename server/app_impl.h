@@ -123,8 +123,6 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
 /* {"error": "..."} with the status. Adds Retry-After: 1 to 503. */
 void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Appends `s` as a JSON string, quotes included (errors: the buffer's). */
-void srv_buf_json_string(srv_buf_t *b, const char *s);
 /* The error of an FS_E* code with this thread's fs_errmsg(). */
 void srv_respond_fs_error(srv_req_t *r, int code);
 /* An FS_E* code's HTTP status: 400, 404, 503, 507 or 500. */

@@ -97,23 +97,6 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
     count_status(r->app, status);
 }
 
-void srv_buf_json_string(srv_buf_t *b, const char *s)
-{
-    srv_buf_append(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            char esc[2] = {'\\', (char)ch};
-            srv_buf_append(b, esc, 2);
-        } else if (ch < 0x20) {
-            srv_buf_printf(b, "\\u%04x", ch);
-        } else {
-            srv_buf_append(b, s, 1);
-        }
-    }
-    srv_buf_append(b, "\"", 1);
-}
-
 void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
 {
     char msg[FS_ERRMSG_MAX + 256];
@@ -126,9 +109,10 @@ void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
     else
         FS_LOG_D("http", "%s %s: %u %s", r->method, r->url, status, msg);
     srv_buf_t b = {0};
-    srv_buf_append(&b, "{\"error\":", 9);
+    srv_buf_puts(&b, "{\"error\":");
     srv_buf_json_string(&b, msg);
-    if (srv_buf_append(&b, "}", 1) != 0) {
+    srv_buf_puts(&b, "}");
+    if (b.failed) {
         srv_buf_free(&b);
         srv_respond(r, status, "application/json", "{\"error\":\"out of memory\"}", 25, false);
         return;

@@ -835,9 +835,9 @@ void srv_route(srv_req_t *r)
             char msg[128];
             snprintf(msg, sizeof msg, "%.16s is not allowed here; use %s", r->method, allow);
             srv_buf_t b = {0};
-            srv_buf_append(&b, "{\"error\":", 9);
+            srv_buf_puts(&b, "{\"error\":");
             srv_buf_json_string(&b, msg);
-            srv_buf_append(&b, "}", 1);
+            srv_buf_puts(&b, "}");
             srv_respond_header(r, 405, "application/json", b.data, b.len, true,
                                MHD_HTTP_HEADER_ALLOW, allow);
             return;
