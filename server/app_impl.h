@@ -1,9 +1,12 @@
-/* app_impl.h -- the running app's state, shared by app.c (composition),
- * http.c (libmicrohttpd glue), routes.c (the endpoints) and metrics.c
- * (Prometheus text). Only server/ includes it. */
+/* app_impl.h -- the running app's state and one request's, shared by
+ * app.c (composition), http.c (libmicrohttpd glue and responses), routes.c
+ * (the route table), infer.c (the request's wait and inference), admin.c
+ * (load, unload, memory), model_info.c (metadata, config, stats) and
+ * metrics.c (Prometheus text). Only server/ includes it. */
 #ifndef FS_SERVER_APP_IMPL_H
 #define FS_SERVER_APP_IMPL_H
 
+#include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,10 +14,12 @@
 #include <stdint.h>
 
 #include "alloc/provider.h"
+#include "common/error.h"
 #include "config/config.h"
 #include "engine/engine.h"
 #include "engine/registry.h"
 #include "server/app.h"
+#include "server/buf.h"
 #include "server/codec.h"
 
 /* HTTP status codes counted for flatserve_http_responses_total. */
@@ -64,22 +69,51 @@ typedef struct srv_cache_ref {
 } srv_cache_ref_t;
 size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6]);
 
-/* ---- http.c ---------------------------------------------------------------- */
+/* ---- the request ----------------------------------------------------------- */
 
-typedef enum srv_admin {
-    SRV_ADMIN_NONE = 0,
-    SRV_ADMIN_LOAD,
-    SRV_ADMIN_UNLOAD,
-} srv_admin_t;
+/* Where a request stands in the wait for another thread (infer.c documents
+ * the machine: who may move it, from which state to which). */
+typedef enum srv_req_state {
+    SRV_REQ_IDLE = 0,             /* nothing handed off: the HTTP thread answers */
+    SRV_REQ_SUBMITTING,           /* being handed off; the completion may come any time */
+    SRV_REQ_DONE_EARLY,           /* completed before the HTTP thread suspended */
+    SRV_REQ_SUSPENDED,            /* connection suspended, waiting for the completion */
+    SRV_REQ_RESUMED,              /* completed, connection resumed, answer pending */
+    SRV_REQ_FINISHED,             /* answered */
+    SRV_REQ_N_STATES,
+} srv_req_state_t;
 
-/* Who resumes an inference's connection (routes.c, on_infer_done). */
-enum {
-    SRV_PHASE_SUBMITTING = 0,     /* the handler is queuing it */
-    SRV_PHASE_SUSPENDED,          /* the handler suspended the connection */
-    SRV_PHASE_DONE_EARLY,         /* done before the handler suspended */
-};
+/* What moves the machine. */
+typedef enum srv_req_event {
+    SRV_EV_SUBMIT = 0,            /* HTTP thread: about to hand the request off */
+    SRV_EV_REFUSE,                /* HTTP thread: the hand-off failed, no completion will come */
+    SRV_EV_COMPLETE,              /* the completing thread: the result is written */
+    SRV_EV_SUSPEND,               /* HTTP thread: it suspended the connection */
+    SRV_EV_FINISH,                /* HTTP thread: it answers */
+    SRV_EV_N,
+} srv_req_event_t;
 
-/* One HTTP request from its first byte to its completion. */
+/* An inference's engine side (infer.c); every field owned by the request. */
+typedef struct srv_infer_job {
+    eng_served_t *served;         /* the version it runs on (a reference) */
+    srv_infer_request_t *request; /* the parsed body */
+    eng_tensor_t *views;          /* the inputs in the model's order (borrow the body's data) */
+    eng_request_t ereq;           /* the batcher's request and result */
+} srv_infer_job_t;
+
+/* A load or unload (admin.c): what to do and how it went. */
+typedef struct srv_admin_job {
+    bool load;                    /* false: unload */
+    char model[ENG_MODEL_NAME_MAX];
+    int status;                   /* 0 or FS_E* */
+    char error[FS_ERRMSG_MAX];    /* the message when status != 0 */
+    uint64_t duration_ns;
+} srv_admin_job_t;
+
+/* One HTTP request from its first byte to its completion. Owned by the
+ * connection's HTTP thread; while `state` is SUBMITTING or SUSPENDED the
+ * completing thread writes the job's result, and only that, before it
+ * moves `state`. */
 typedef struct srv_req {
     srv_app_t *app;
     struct MHD_Connection *conn;
@@ -89,19 +123,24 @@ typedef struct srv_req {
     bool too_large;
     bool dispatched;
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
-    bool waiting;                 /* suspended on the batcher */
     uint64_t start_ns;
-    /* An inference in flight (routes.c). */
-    eng_served_t *served;
-    srv_infer_request_t *infer;
-    eng_tensor_t *views;
-    eng_request_t ereq;           /* also the result of a load or unload */
-    atomic_bool done;
-    atomic_int phase;             /* SRV_PHASE_* */
-    /* A load or unload running on its own thread (routes.c). */
-    srv_admin_t admin;
-    char admin_model[ENG_MODEL_NAME_MAX];
+    atomic_int state;             /* srv_req_state_t (infer.c) */
+    void (*finish)(struct srv_req *r); /* answers once complete (set at SRV_EV_SUBMIT) */
+    srv_infer_job_t infer;
+    srv_admin_job_t admin;
 } srv_req_t;
+
+/* The path's arguments for a route's handler. */
+typedef struct srv_route_args {
+    char model[ENG_MODEL_NAME_MAX]; /* "" when the route has no {m} */
+    int64_t version;              /* -1: none in the path */
+    const char *bad_version;      /* a {v} that is not a number (dispatch refuses it) */
+} srv_route_args_t;
+
+/* A route's handler: answers, or hands the request off (infer.c's machine). */
+typedef void srv_handler_fn(srv_req_t *r, const srv_route_args_t *a);
+
+/* ---- http.c ---------------------------------------------------------------- */
 
 /* Starts libmicrohttpd on cfg's host and port. 0, or FS_EIO naming the
  * address when it cannot listen. */
@@ -114,8 +153,9 @@ int srv_http_wait_idle(srv_app_t *app, uint64_t deadline_ns);
 /* Stops the daemon; only when no request is suspended. */
 void srv_http_stop(srv_app_t *app);
 
-/* Responses. Each queues the response on the request's connection and
- * counts its status; the body is copied or taken as documented. */
+/* Responses, from the request's HTTP thread. Each queues the response on
+ * the request's connection and counts its status; the body is copied or,
+ * with `take`, taken (freed also when the response cannot be made). */
 void srv_respond(srv_req_t *r, unsigned status, const char *content_type, char *body,
                  size_t len, bool take);
 /* The same with one more header (`header` NULL: none). */
@@ -124,27 +164,72 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
 /* {"error": "..."} with the status. Adds Retry-After: 1 to 503. */
 void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Appends `s` as a JSON string, quotes included (errors: the buffer's). */
-void srv_buf_json_string(srv_buf_t *b, const char *s);
+/* The same with one more header (`header` NULL: none), as 405's Allow. */
+void srv_respond_error_header(srv_req_t *r, unsigned status, const char *header,
+                              const char *value, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* The error of an FS_E* code with this thread's fs_errmsg(). */
 void srv_respond_fs_error(srv_req_t *r, int code);
+/* `doc` printed as application/json with the status; takes `doc` (NULL,
+ * or a print that runs out of memory: 507 instead). */
+void srv_respond_json(srv_req_t *r, unsigned status, cJSON *doc);
 /* An FS_E* code's HTTP status: 400, 404, 503, 507 or 500. */
 unsigned srv_status_of(int code);
+/* Adds `key`: "<v>" (versions are strings in the protocol). */
+void srv_json_add_version(cJSON *obj, const char *key, int64_t v);
 
 /* ---- routes.c -------------------------------------------------------------- */
 
-/* Dispatches a complete request (body read); either responds or suspends
- * the connection on an inference (r->waiting). */
+/* Dispatches a complete request (body read) to its route's handler, or
+ * answers 404, 405 (with Allow), 401 or 400 itself. */
 void srv_route(srv_req_t *r);
-/* Finishes a resumed inference: encodes its outputs or its error. */
-void srv_route_finish(srv_req_t *r);
-/* Frees what an inference holds (safe when none). */
-void srv_route_release(srv_req_t *r);
+
+/* ---- infer.c: the request's wait, and inference ---------------------------- */
+
+/* The machine's table: the state `ev` moves `from` to, or -1 when `ev`
+ * may not happen in `from` (a broken invariant). Pure. */
+int srv_req_state_next(srv_req_state_t from, srv_req_event_t ev);
+/* HTTP thread, before handing r off: IDLE -> SUBMITTING; `finish` will
+ * answer it. */
+void srv_req_submitting(srv_req_t *r, void (*finish)(srv_req_t *r));
+/* HTTP thread, when the hand-off failed (no completion will come):
+ * SUBMITTING -> IDLE; the caller answers. */
+void srv_req_refused(srv_req_t *r);
+/* The completing thread, once the result is written: wakes the HTTP side
+ * (resumes the connection when it was suspended). r may be gone after. */
+void srv_req_complete(srv_req_t *r);
+/* HTTP thread, after a hand-off that succeeded: answers now when the
+ * completion came already, else suspends the connection until it does. */
+void srv_req_park(srv_req_t *r);
+/* HTTP thread, when MHD calls again after the body: answers a resumed
+ * request; false (nothing done) in any other state. */
+bool srv_req_wake(srv_req_t *r);
+
+/* POST .../infer and POST /infer. */
+srv_handler_fn srv_infer_handle;
+/* Frees what an inference holds (safe when none); the request must not be
+ * waiting (SUBMITTING or SUSPENDED). */
+void srv_infer_release(srv_req_t *r);
+
+/* ---- model_info.c ---------------------------------------------------------- */
+
+srv_handler_fn srv_info_live, srv_info_ready, srv_info_server, srv_info_model,
+    srv_info_model_ready, srv_info_model_config, srv_info_stats;
+/* Acquires the route's model version (caller releases with
+ * eng_served_release), or answers the error and returns NULL. */
+eng_served_t *srv_info_acquire(srv_req_t *r, const srv_route_args_t *a);
+
+/* ---- admin.c --------------------------------------------------------------- */
+
+srv_handler_fn srv_admin_index, srv_admin_load, srv_admin_unload, srv_admin_memory,
+    srv_admin_memory_empty, srv_admin_memory_reset_peak;
 
 /* ---- metrics.c ------------------------------------------------------------- */
 
 /* Appends the Prometheus text exposition (format 0.0.4) of everything. 0
  * or FS_ENOMEM. */
 int srv_metrics_render(srv_app_t *app, srv_buf_t *out);
+/* GET /metrics. */
+srv_handler_fn srv_metrics_handle;
 
 #endif

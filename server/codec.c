@@ -1,6 +1,6 @@
 /* codec.c -- the KServe v2 infer request: parsed with cJSON, with Triton's
  * binary tensor extension, and bound to a model's inputs. The response
- * encoder and srv_buf are in codec_response.c.
+ * encoder is in codec_response.c, srv_buf in buf.c.
  *
  * Limits a client can meet:
  * - cJSON keeps a JSON number only as a double. An integer of magnitude up

@@ -35,6 +35,7 @@
 
 #include "engine/engine.h"
 #include "engine/tensor.h"
+#include "server/buf.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -87,17 +88,6 @@ void srv_infer_request_free(srv_infer_request_t *r);
  * "input 'x': expected FP32 [batch,64], got INT64 [1,64] (wrong dtype)");
  * also every requested output must be one of the model's. */
 int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tensor_t *views);
-
-/* A growable byte buffer. */
-typedef struct srv_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;                  /* an append ran out of memory since the last free */
-} srv_buf_t;
-/* 0 or FS_ENOMEM (the buffer keeps what it had). */
-int srv_buf_append(srv_buf_t *b, const void *data, size_t len);
-int srv_buf_printf(srv_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void srv_buf_free(srv_buf_t *b);
 
 /* Encodes the response for `outputs` (the model's n outputs, in model
  * order) as `r` asked: all outputs or the requested ones, each in JSON or

@@ -8,13 +8,12 @@
  * 1e9, which print the same through the integer formatter (zeros, class
  * ids and counts are common outputs). Numbers are written in the C
  * locale's format (the server never calls setlocale). Strings (the id,
- * names) are escaped as JSON requires; bytes >= 0x80 pass through as they
- * came. */
+ * names) go through srv_buf_json_string (buf.c), the server's one JSON
+ * escaper. */
 #include "server/codec.h"
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,75 +25,8 @@
  * (24), "-9223372036854775808" (20), "\"-Infinity\"" (11), plus a comma. */
 #define ELEMENT_MAX 32
 
-/* ---- the buffer ----------------------------------------------------------- */
-
-/* Room for `extra` more bytes, growing the capacity by doubling. */
-static int buf_reserve(srv_buf_t *b, size_t extra)
-{
-    if (b->cap - b->len >= extra)
-        return 0;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->failed = true;
-        return fs_err(FS_ENOMEM, "buffer: %zu more bytes after %zu is too large", extra, b->len);
-    }
-    size_t need = b->len + extra, cap = b->cap ? b->cap : 256;
-    while (cap < need)
-        cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (!p) {
-        b->failed = true;
-        return fs_err(FS_ENOMEM, "buffer: cannot grow to %zu bytes", cap);
-    }
-    b->data = p;
-    b->cap = cap;
-    return 0;
-}
-
-int srv_buf_append(srv_buf_t *b, const void *data, size_t len)
-{
-    if (len == 0)
-        return 0;
-    int rc = buf_reserve(b, len);
-    if (rc)
-        return rc;
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    return 0;
-}
-
-int srv_buf_printf(srv_buf_t *b, const char *fmt, ...)
-{
-    va_list ap, again;
-    va_start(ap, fmt);
-    va_copy(again, ap);
-    size_t room = b->data ? b->cap - b->len : 0;
-    int n = vsnprintf(b->data ? b->data + b->len : NULL, room, fmt, ap);
-    int rc = 0;
-    if (n < 0) {
-        rc = fs_err(FS_EINVAL, "buffer: the format \"%.32s\" cannot be written", fmt);
-    } else if ((size_t)n >= room) {
-        rc = buf_reserve(b, (size_t)n + 1);
-        if (rc == 0)
-            vsnprintf(b->data + b->len, b->cap - b->len, fmt, again);
-    }
-    if (rc == 0)
-        b->len += (size_t)n;
-    va_end(again);
-    va_end(ap);
-    return rc;
-}
-
-void srv_buf_free(srv_buf_t *b)
-{
-    if (!b)
-        return;
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    b->failed = false;
-}
-
-/* Callers have reserved the room: these write into b->data directly. */
+/* Callers have reserved the room (srv_buf_reserve): these write into
+ * b->data directly. */
 static void buf_put(srv_buf_t *b, const char *s, size_t n)
 {
     memcpy(b->data + b->len, s, n);
@@ -102,48 +34,6 @@ static void buf_put(srv_buf_t *b, const char *s, size_t n)
 }
 
 #define BUF_PUT_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
-
-static int buf_literal(srv_buf_t *b, const char *s)
-{
-    return srv_buf_append(b, s, strlen(s));
-}
-
-/* s as a JSON string, quotes included. */
-static int buf_json_string(srv_buf_t *b, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t n = strlen(s);
-    if (n > (SIZE_MAX - 2) / 6)
-        return fs_err(FS_ENOMEM, "buffer: a string of %zu bytes is too large to escape", n);
-    int rc = buf_reserve(b, 6 * n + 2);
-    if (rc)
-        return rc;
-    char *p = b->data + b->len;
-    *p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        switch (*c) {
-        case '"': *p++ = '\\'; *p++ = '"'; break;
-        case '\\': *p++ = '\\'; *p++ = '\\'; break;
-        case '\n': *p++ = '\\'; *p++ = 'n'; break;
-        case '\r': *p++ = '\\'; *p++ = 'r'; break;
-        case '\t': *p++ = '\\'; *p++ = 't'; break;
-        case '\b': *p++ = '\\'; *p++ = 'b'; break;
-        case '\f': *p++ = '\\'; *p++ = 'f'; break;
-        default:
-            if (*c < 0x20) {
-                memcpy(p, "\\u00", 4);
-                p[4] = hex[*c >> 4];
-                p[5] = hex[*c & 15];
-                p += 6;
-            } else {
-                *p++ = (char)*c;
-            }
-        }
-    }
-    *p++ = '"';
-    b->len = (size_t)(p - b->data);
-    return 0;
-}
 
 /* ---- number formatting ---------------------------------------------------- */
 
@@ -229,9 +119,9 @@ static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, b
     if (numel > 0 && !t->data)
         return fs_err(FS_EINVAL, "output '%s' has no data", name);
     int rc;
-    if ((rc = buf_literal(b, "{\"name\":")) || (rc = buf_json_string(b, name)) ||
+    if ((rc = srv_buf_puts(b, "{\"name\":")) || (rc = srv_buf_json_string(b, name)) ||
         (rc = srv_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[", dt)) ||
-        (rc = buf_reserve(b, (size_t)ENG_MAX_RANK * ELEMENT_MAX + 64)))
+        (rc = srv_buf_reserve(b, (size_t)ENG_MAX_RANK * ELEMENT_MAX + 64)))
         return rc;
     for (int d = 0; d < t->shape.rank; d++) {
         if (d)
@@ -243,13 +133,13 @@ static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, b
                               eng_tensor_bytes(t));
     BUF_PUT_LIT(b, "],\"data\":[");
     for (size_t i = 0; i < numel; i++) {
-        if ((rc = buf_reserve(b, ELEMENT_MAX)))
+        if ((rc = srv_buf_reserve(b, ELEMENT_MAX)))
             return rc;
         if (i)
             BUF_PUT_LIT(b, ",");
         b->len += fmt_element(b->data + b->len, t->dtype, t->data, i);
     }
-    return buf_literal(b, "]}");
+    return srv_buf_puts(b, "]}");
 }
 
 /* Output p of the response: its model index and whether it goes binary. */
@@ -276,16 +166,16 @@ static int response_json(const eng_model_t *m, const char *model_name, int64_t v
                          srv_buf_t *out)
 {
     int rc;
-    if ((rc = buf_literal(out, "{")))
+    if ((rc = srv_buf_puts(out, "{")))
         return rc;
-    if (r->id && ((rc = buf_literal(out, "\"id\":")) || (rc = buf_json_string(out, r->id)) ||
-                  (rc = buf_literal(out, ","))))
+    if (r->id && ((rc = srv_buf_puts(out, "\"id\":")) || (rc = srv_buf_json_string(out, r->id)) ||
+                  (rc = srv_buf_puts(out, ","))))
         return rc;
-    if ((rc = buf_literal(out, "\"model_name\":")) || (rc = buf_json_string(out, model_name)))
+    if ((rc = srv_buf_puts(out, "\"model_name\":")) || (rc = srv_buf_json_string(out, model_name)))
         return rc;
     if (version >= 0 && (rc = srv_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", version)))
         return rc;
-    if ((rc = buf_literal(out, ",\"outputs\":[")))
+    if ((rc = srv_buf_puts(out, ",\"outputs\":[")))
         return rc;
     size_t count = r->n_outputs ? r->n_outputs : eng_model_n_outputs(m);
     for (size_t p = 0; p < count; p++) {
@@ -296,11 +186,11 @@ static int response_json(const eng_model_t *m, const char *model_name, int64_t v
             return rc;
         if (!outputs[k])
             return fs_err(FS_EINVAL, "output '%s' was not computed", info.name);
-        if ((p && (rc = buf_literal(out, ","))) ||
+        if ((p && (rc = srv_buf_puts(out, ","))) ||
             (rc = output_write(out, info.name, outputs[k], binary)))
             return rc;
     }
-    return buf_literal(out, "]}");
+    return srv_buf_puts(out, "]}");
 }
 
 /* `out` is written from its start: its length is reset and its capacity

@@ -1,21 +1,24 @@
 /* http.c -- libmicrohttpd glue: a pool of polling threads, request bodies
- * read under a size bound, and inference requests parked on suspended
- * connections, so a request waiting for its batch holds no thread.
+ * read under a size bound, and requests parked on suspended connections,
+ * so a request waiting for its batch holds no thread; and the responses.
  *
  * The life of a request: MHD calls on_access first with no body (a context
  * is made), then with each piece of the body (copied, up to
  * server.max_body: past it the answer is 413 at once and the connection
  * closes), then once with none left: the request counts as in flight and
- * srv_route runs. An inference that cannot be answered at once suspends
- * the connection; the batcher's completion resumes it, MHD calls on_access
- * again, and srv_route_finish writes the answer. on_completed frees the
- * context (also when the client went away) and, for a request in flight,
- * lowers the count; graceful stop waits for it to reach zero before
+ * srv_route runs. A request handed to another thread (an inference to its
+ * batcher, a load to its own thread) that cannot be answered at once
+ * suspends the connection; the completion resumes it, MHD calls on_access
+ * again, and srv_req_wake answers (infer.c has the whole machine). The
+ * responses -- plain, JSON, errors -- are written here too. on_completed
+ * frees the context (also when the client went away) and, for a request in
+ * flight, lowers the count; graceful stop waits for it to reach zero before
  * stopping MHD, which must never see a suspended connection at stop. A
  * body still arriving is not in flight: a client that sends half a body
  * and leaves is reaped by the connection timeout, not awaited. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,43 +100,64 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
     count_status(r->app, status);
 }
 
-void srv_buf_json_string(srv_buf_t *b, const char *s)
-{
-    srv_buf_append(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            char esc[2] = {'\\', (char)ch};
-            srv_buf_append(b, esc, 2);
-        } else if (ch < 0x20) {
-            srv_buf_printf(b, "\\u%04x", ch);
-        } else {
-            srv_buf_append(b, s, 1);
-        }
-    }
-    srv_buf_append(b, "\"", 1);
-}
-
-void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
+/* {"error": msg}; a body that cannot be built for want of memory becomes
+ * a fixed one, so the client still learns the status. */
+static void respond_error_va(srv_req_t *r, unsigned status, const char *header,
+                             const char *value, const char *fmt, va_list ap)
 {
     char msg[FS_ERRMSG_MAX + 256];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (status >= 500)
         FS_LOG_W("http", "%s %s: %u %s", r->method, r->url, status, msg);
     else
         FS_LOG_D("http", "%s %s: %u %s", r->method, r->url, status, msg);
     srv_buf_t b = {0};
-    srv_buf_append(&b, "{\"error\":", 9);
+    srv_buf_puts(&b, "{\"error\":");
     srv_buf_json_string(&b, msg);
-    if (srv_buf_append(&b, "}", 1) != 0) {
+    srv_buf_puts(&b, "}");
+    if (b.failed) {
         srv_buf_free(&b);
-        srv_respond(r, status, "application/json", "{\"error\":\"out of memory\"}", 25, false);
+        static const char oom[] = "{\"error\":\"out of memory\"}";
+        srv_respond_header(r, status, "application/json", (char *)oom, sizeof oom - 1, false,
+                           header, value);
         return;
     }
-    srv_respond(r, status, "application/json", b.data, b.len, true);
+    srv_respond_header(r, status, "application/json", b.data, b.len, true, header, value);
+}
+
+void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    respond_error_va(r, status, NULL, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void srv_respond_error_header(srv_req_t *r, unsigned status, const char *header,
+                              const char *value, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    respond_error_va(r, status, header, value, fmt, ap);
+    va_end(ap);
+}
+
+void srv_respond_json(srv_req_t *r, unsigned status, cJSON *doc)
+{
+    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
+    if (!text) {
+        srv_respond_error(r, 507, "out of host memory writing the response");
+        return;
+    }
+    srv_respond(r, status, "application/json", text, strlen(text), true);
+}
+
+void srv_json_add_version(cJSON *obj, const char *key, int64_t v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRId64, v);
+    cJSON_AddStringToObject(obj, key, text);
 }
 
 void srv_respond_fs_error(srv_req_t *r, int code)
@@ -168,7 +192,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         r->url = url;
         r->method = method;
         r->start_ns = fs_clock_now_ns();
-        atomic_init(&r->done, false);
+        atomic_init(&r->state, SRV_REQ_IDLE);
         *con_cls = r;
         /* A declared length past the bound is refused before any byte. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -209,14 +233,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         return MHD_YES;
     }
-    if (r->waiting) {
-        /* Resumed by the batcher's completion. */
-        if (!atomic_load_explicit(&r->done, memory_order_acquire))
-            return MHD_YES;
-        r->waiting = false;
-        srv_route_finish(r);
-        return MHD_YES;
-    }
+    if (srv_req_wake(r))
+        return MHD_YES; /* resumed by its completion, and answered */
     if (!r->dispatched) {
         /* In flight from here: a body still arriving is no work the
          * graceful stop must wait for (a client that sent half a body and
@@ -239,7 +257,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         FS_LOG_D("http", "%s %s: ended before its answer was sent (code %d)", r->method, r->url,
                  (int)toe);
     bool counted = r->in_flight;
-    srv_route_release(r);
+    srv_infer_release(r);
     srv_buf_free(&r->body);
     free(r);
     *con_cls = NULL;

@@ -347,3 +347,14 @@ int srv_metrics_render(srv_app_t *app, srv_buf_t *out)
     free(entries);
     return out->failed ? fs_err(FS_ENOMEM, "out of host memory writing the metrics") : 0;
 }
+
+void srv_metrics_handle(srv_req_t *r, const srv_route_args_t *a)
+{
+    srv_buf_t b = {0};
+    if (srv_metrics_render(r->app, &b) != 0) {
+        srv_buf_free(&b);
+        srv_respond_error(r, 507, "out of host memory writing the metrics");
+        return;
+    }
+    srv_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, true);
+}

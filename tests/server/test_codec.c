@@ -1,7 +1,8 @@
 /* test_codec.c -- tests of server/codec.c and codec_response.c: datatype
  * names, request parsing (JSON data, nested and flat, range checks,
- * Triton's binary extension), binding to a model, the buffer and the
- * response encoder, and one full round through the engine on the demo MLP. */
+ * Triton's binary extension), binding to a model, the response encoder,
+ * and one full round through the engine on the demo MLP. (The buffer and
+ * the escaper: test_buf.c.) */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -573,40 +574,6 @@ Test(srv_codec, binary_sizes_that_do_not_add_up_are_refused)
     cr_expect_str_eq(fs_errmsg(), "input 'm': BOOL byte 2 at index 2 is neither 0 nor 1");
     cr_expect_null(r);
     srv_buf_free(&body);
-}
-
-/* ---- the buffer ----------------------------------------------------------- */
-
-Test(srv_codec, buffer_grows_geometrically_and_keeps_its_bytes)
-{
-    srv_buf_t b = {0};
-    cr_expect_eq(srv_buf_append(&b, NULL, 0), 0);
-    size_t grows = 0, cap = 0;
-    for (int i = 0; i < 100000; i++) {
-        char c = (char)('a' + i % 26);
-        cr_assert_eq(srv_buf_append(&b, &c, 1), 0);
-        if (b.cap != cap) {
-            grows++;
-            cap = b.cap;
-        }
-    }
-    cr_expect_eq(b.len, 100000);
-    cr_expect_leq(grows, 12, "%zu reallocations for 100000 bytes", grows);
-    cr_expect_eq(b.data[99999], (char)('a' + 99999 % 26));
-    char big[3000];
-    memset(big, 'z', sizeof big - 1);
-    big[sizeof big - 1] = '\0';
-    srv_buf_t p = {0};
-    cr_expect_eq(srv_buf_printf(&p, "<%s|%d>", big, 42), 0);
-    cr_expect_eq(p.len, 2999 + 5);
-    cr_expect_eq(memcmp(p.data + 3000, "|42>", 4), 0);
-    cr_expect_eq(srv_buf_printf(&p, "%s", "!"), 0);
-    cr_expect_eq(p.data[p.len - 1], '!');
-    srv_buf_free(&b);
-    srv_buf_free(&p);
-    cr_expect_null(p.data);
-    cr_expect_eq(p.len + p.cap, 0);
-    srv_buf_free(NULL);
 }
 
 /* ---- the response --------------------------------------------------------- */

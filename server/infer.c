@@ -1,0 +1,314 @@
+/* infer.c -- inference (POST .../infer, POST /infer), and the one state
+ * machine by which a request waits for another thread without holding an
+ * HTTP thread: submit -> suspend -> resume -> finish.
+ *
+ * ## The wait
+ *
+ * A request handed to another thread -- an inference to its model's
+ * batcher, a load or unload to its own thread (admin.c) -- has one atomic
+ * state, r->state, and these transitions (srv_req_state_next is the
+ * table; any other is a broken invariant and asserts):
+ *
+ *   IDLE --SUBMIT--> SUBMITTING               HTTP thread, before the hand-off
+ *   SUBMITTING --REFUSE--> IDLE               HTTP thread: the hand-off failed,
+ *                                             no completion will come; it answers
+ *   SUBMITTING --COMPLETE--> DONE_EARLY       completing thread: the HTTP thread
+ *                                             has not suspended; it will answer
+ *   SUBMITTING --SUSPEND--> SUSPENDED         HTTP thread, after it suspended
+ *   SUSPENDED --COMPLETE--> RESUMED           completing thread, which then
+ *                                             resumes the connection
+ *   DONE_EARLY --SUSPEND--> RESUMED           HTTP thread: it suspended just as
+ *                                             the completion came; it resumes
+ *   DONE_EARLY --FINISH--> FINISHED           HTTP thread, answering without
+ *                                             ever suspending
+ *   RESUMED --FINISH--> FINISHED              HTTP thread, called again by MHD
+ *                                             after the resume; it answers
+ *
+ * Every move is a compare-and-swap (acq_rel): the completing thread writes
+ * the result before its move and the HTTP thread reads it after its own,
+ * so the move publishes the result. Exactly one thread resumes, and only a
+ * connection that is suspended: the HTTP thread suspends *before* it
+ * publishes SUSPENDED, and whoever sees the other's move first (COMPLETE
+ * finding SUSPENDED, or SUSPEND finding DONE_EARLY) resumes. After
+ * COMPLETE the completing thread must not touch r (the HTTP thread may
+ * answer and free it), so it reads r->conn first.
+ *
+ * When a batch can start at once, eng_served_submit_run runs it on this
+ * HTTP thread (its own request, and whatever queued with it): COMPLETE
+ * comes inside the submit, on this thread, and the request is answered
+ * with no suspend, no hand-off to a worker and no wake-up back -- at low
+ * concurrency most of a request's cost; the price is that this thread's
+ * other connections wait for one batch run.
+ *
+ * A client that goes away while its request waits costs nothing else: MHD
+ * does not look at a suspended connection, so the request stays until its
+ * completion resumes it, and on_completed then frees it (http.c). A
+ * request's deadline (server.request_timeout) is the batcher's: one past
+ * it fails with FS_ETIMEDOUT instead of running. Graceful stop waits for
+ * every request in flight, waiting ones included, before it stops MHD.
+ *
+ * ## Inference
+ *
+ * The body is parsed, bound to the model's inputs in the model's order and
+ * submitted. A version being replaced refuses with FS_ESTATE, and the
+ * request is then submitted once more on the version that replaced it, so
+ * a reload under load loses nothing. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "server/app_impl.h"
+
+/* ---- the wait -------------------------------------------------------------------- */
+
+#define X (-1)
+static const signed char next_state[SRV_REQ_N_STATES][SRV_EV_N] = {
+    /*                   SUBMIT            REFUSE         COMPLETE            SUSPEND            FINISH */
+    [SRV_REQ_IDLE]       = {SRV_REQ_SUBMITTING, X,            X,                  X,                 X},
+    [SRV_REQ_SUBMITTING] = {X,                 SRV_REQ_IDLE, SRV_REQ_DONE_EARLY, SRV_REQ_SUSPENDED, X},
+    [SRV_REQ_DONE_EARLY] = {X,                 X,            X,                  SRV_REQ_RESUMED,   SRV_REQ_FINISHED},
+    [SRV_REQ_SUSPENDED]  = {X,                 X,            SRV_REQ_RESUMED,    X,                 X},
+    [SRV_REQ_RESUMED]    = {X,                 X,            X,                  X,                 SRV_REQ_FINISHED},
+    [SRV_REQ_FINISHED]   = {X,                 X,            X,                  X,                 X},
+};
+#undef X
+
+int srv_req_state_next(srv_req_state_t from, srv_req_event_t ev)
+{
+    if ((unsigned)from >= SRV_REQ_N_STATES || (unsigned)ev >= SRV_EV_N)
+        return -1;
+    return next_state[from][ev];
+}
+
+/* Moves r->state by `ev`; returns the state it moved from. */
+static srv_req_state_t req_move(srv_req_t *r, srv_req_event_t ev)
+{
+    int from = atomic_load_explicit(&r->state, memory_order_acquire);
+    for (;;) {
+        int to = srv_req_state_next((srv_req_state_t)from, ev);
+        assert(to >= 0 && "an event the request's state does not allow");
+        if (to < 0)
+            return (srv_req_state_t)from; /* NDEBUG: leave the state as it is */
+        if (atomic_compare_exchange_weak_explicit(&r->state, &from, to, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return (srv_req_state_t)from;
+    }
+}
+
+void srv_req_submitting(srv_req_t *r, void (*finish)(srv_req_t *r))
+{
+    r->finish = finish;
+    req_move(r, SRV_EV_SUBMIT);
+}
+
+void srv_req_refused(srv_req_t *r)
+{
+    req_move(r, SRV_EV_REFUSE);
+}
+
+void srv_req_complete(srv_req_t *r)
+{
+    struct MHD_Connection *conn = r->conn; /* r may be freed once we move */
+    if (req_move(r, SRV_EV_COMPLETE) == SRV_REQ_SUSPENDED)
+        MHD_resume_connection(conn);
+}
+
+static void req_finish(srv_req_t *r)
+{
+    req_move(r, SRV_EV_FINISH);
+    r->finish(r);
+}
+
+void srv_req_park(srv_req_t *r)
+{
+    if (atomic_load_explicit(&r->state, memory_order_acquire) == SRV_REQ_DONE_EARLY) {
+        req_finish(r); /* done already: no suspend, no resume */
+        return;
+    }
+    MHD_suspend_connection(r->conn);
+    if (req_move(r, SRV_EV_SUSPEND) == SRV_REQ_DONE_EARLY)
+        MHD_resume_connection(r->conn); /* the completion came after the check above */
+}
+
+bool srv_req_wake(srv_req_t *r)
+{
+    if (atomic_load_explicit(&r->state, memory_order_acquire) != SRV_REQ_RESUMED)
+        return false;
+    req_finish(r);
+    return true;
+}
+
+/* ---- inference ------------------------------------------------------------------- */
+
+static void on_infer_done(eng_request_t *ereq)
+{
+    srv_req_complete(ereq->user); /* may free the request */
+}
+
+void srv_infer_release(srv_req_t *r)
+{
+    srv_infer_job_t *job = &r->infer;
+    int state = atomic_load_explicit(&r->state, memory_order_acquire);
+    assert(state != SRV_REQ_SUBMITTING && state != SRV_REQ_SUSPENDED);
+    (void)state;
+    eng_request_free_outputs(&job->ereq);
+    srv_infer_request_free(job->request);
+    job->request = NULL;
+    free(job->views);
+    job->views = NULL;
+    if (job->served)
+        eng_served_release(job->served);
+    job->served = NULL;
+}
+
+/* Views of the request's inputs in the order of job->served's model, as
+ * job->ereq's inputs. 0, or FS_ENOMEM / srv_infer_bind's FS_EINVAL. */
+static int bind_inputs(srv_infer_job_t *job)
+{
+    const eng_model_t *m = eng_served_model(job->served);
+    size_t n_in = eng_model_n_inputs(m);
+    free(job->views);
+    job->views = calloc(n_in ? n_in : 1, sizeof *job->views);
+    if (!job->views)
+        return fs_err(FS_ENOMEM, "out of host memory");
+    job->ereq.inputs = job->views;
+    job->ereq.n_inputs = n_in;
+    return srv_infer_bind(job->request, m, job->views);
+}
+
+/* Submits the bound request; on FS_ESTATE (its version is being replaced
+ * or unloaded), once more on the version serving now. 0: the completion
+ * will come; else the error, and none will. */
+static int submit(srv_req_t *r, const srv_route_args_t *a)
+{
+    srv_infer_job_t *job = &r->infer;
+    const eng_model_t *m = eng_served_model(job->served);
+    int rc = eng_served_submit_run(job->served, &job->ereq);
+    if (rc != FS_ESTATE)
+        return rc;
+    eng_served_release(job->served);
+    job->served = NULL;
+    eng_served_t *next = NULL;
+    rc = eng_registry_acquire(r->app->registry, a->model, a->version, &next);
+    if (rc != 0)
+        return rc;
+    if (eng_served_model(next) == m) {
+        eng_served_release(next);
+        return fs_err(FS_ESTATE, "model '%s' is being unloaded", a->model);
+    }
+    job->served = next;
+    /* The new version may differ: bind again. */
+    if ((rc = bind_inputs(job)) != 0)
+        return rc;
+    return eng_served_submit_run(job->served, &job->ereq);
+}
+
+/* The Inference-Header-Content-Length header (Triton's binary extension):
+ * 0 and *out (0 when absent), or -1 having answered 400. */
+static int header_length(srv_req_t *r, size_t *out)
+{
+    *out = 0;
+    const char *hl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Inference-Header-Content-Length");
+    if (!hl)
+        return 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(hl, &end, 10);
+    if (end == hl || *end || v == 0 || v > r->body.len) {
+        srv_respond_error(r, 400, "Inference-Header-Content-Length '%s' must be a number "
+                          "from 1 to the body's %zu bytes", hl, r->body.len);
+        return -1;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+/* POST /infer names its model and version in the body: into `args`, and
+ * acquired. 0, or -1 having answered the error. */
+static int body_model(srv_req_t *r, srv_route_args_t *args)
+{
+    const srv_infer_request_t *in = r->infer.request;
+    if (!in->model) {
+        srv_respond_error(r, 400, "the body of POST /infer needs \"model\" (a model name)");
+        return -1;
+    }
+    if (strlen(in->model) >= sizeof args->model) {
+        srv_respond_error(r, 400, "\"model\" is longer than %zu bytes", sizeof args->model - 1);
+        return -1;
+    }
+    strcpy(args->model, in->model);
+    args->version = in->version;
+    if (eng_registry_check_name(args->model) != 0) {
+        srv_respond_fs_error(r, FS_EINVAL);
+        return -1;
+    }
+    return (r->infer.served = srv_info_acquire(r, args)) ? 0 : -1;
+}
+
+/* Answers a completed inference: its outputs encoded, or its error. */
+static void infer_finish(srv_req_t *r)
+{
+    srv_infer_job_t *job = &r->infer;
+    eng_request_t *e = &job->ereq;
+    if (e->status != 0) {
+        srv_respond_error(r, srv_status_of(e->status), "%s", e->error);
+        return;
+    }
+    srv_buf_t out = {0};
+    size_t json_len = 0;
+    int rc = srv_infer_response_encode(eng_served_model(job->served), eng_served_name(job->served),
+                                       eng_served_version(job->served), job->request, e->outputs,
+                                       e->n_outputs, &out, &json_len);
+    eng_request_free_outputs(e);
+    if (rc != 0) {
+        srv_buf_free(&out);
+        srv_respond_fs_error(r, rc);
+        return;
+    }
+    if (json_len == out.len) {
+        srv_respond(r, 200, "application/json", out.data, out.len, true);
+        return;
+    }
+    char hdr[32];
+    snprintf(hdr, sizeof hdr, "%zu", json_len);
+    srv_respond_header(r, 200, "application/octet-stream", out.data, out.len, true,
+                       "Inference-Header-Content-Length", hdr);
+}
+
+void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
+{
+    srv_infer_job_t *job = &r->infer;
+    size_t header_len = 0;
+    if (header_length(r, &header_len) != 0)
+        return;
+    /* A model in the path is looked up first: an unknown one is 404
+     * whatever the body holds. */
+    if (a->model[0] && !(job->served = srv_info_acquire(r, a)))
+        return;
+    int rc = srv_infer_request_parse(r->body.data ? r->body.data : "", r->body.len, header_len,
+                                     &job->request);
+    if (rc != 0) {
+        srv_respond_fs_error(r, rc);
+        return;
+    }
+    srv_route_args_t args = *a;
+    if (!args.model[0] && body_model(r, &args) != 0)
+        return;
+    uint64_t timeout = r->app->cfg.server.request_timeout_ns;
+    job->ereq = (eng_request_t){.deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
+                                .done = on_infer_done, .user = r};
+    if ((rc = bind_inputs(job)) != 0) {
+        srv_respond_fs_error(r, rc);
+        return;
+    }
+    srv_req_submitting(r, infer_finish);
+    if ((rc = submit(r, &args)) != 0) {
+        srv_req_refused(r);
+        srv_respond_fs_error(r, rc);
+        return;
+    }
+    srv_req_park(r);
+}

@@ -1,0 +1,266 @@
+/* model_info.c -- the documents that describe the server and its models:
+ * health (live, ready), server metadata, model metadata and readiness,
+ * Triton's model config and its statistics extension. Each is built as a
+ * cJSON tree and answered whole; none changes anything.
+ *
+ * A model document holds a reference to the version it describes while it
+ * is written (one acquire, one release in model_doc), so a version being
+ * replaced meanwhile is described as it was, never half-freed. */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "server/app_impl.h"
+
+eng_served_t *srv_info_acquire(srv_req_t *r, const srv_route_args_t *a)
+{
+    eng_served_t *s = NULL;
+    int rc = eng_registry_acquire(r->app->registry, a->model, a->version, &s);
+    if (rc != 0) {
+        srv_respond_fs_error(r, rc);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- health and the server ------------------------------------------------------ */
+
+void srv_info_live(srv_req_t *r, const srv_route_args_t *a)
+{
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddBoolToObject(doc, "live", true);
+    srv_respond_json(r, 200, doc);
+}
+
+void srv_info_ready(srv_req_t *r, const srv_route_args_t *a)
+{
+    if (!atomic_load(&r->app->ready)) {
+        srv_respond_error(r, 503, atomic_load(&r->app->draining) ? "the server is shutting down"
+                                                                 : "the server is starting");
+        return;
+    }
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddBoolToObject(doc, "ready", true);
+    srv_respond_json(r, 200, doc);
+}
+
+void srv_info_server(srv_req_t *r, const srv_route_args_t *a)
+{
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "name", "flatserve");
+    cJSON_AddStringToObject(doc, "version", CFG_VERSION);
+    cJSON *ext = cJSON_AddArrayToObject(doc, "extensions");
+    const char *names[] = {"binary_tensor_data", "model_repository", "statistics", "memory"};
+    for (size_t i = 0; ext && i < sizeof names / sizeof names[0]; i++)
+        cJSON_AddItemToArray(ext, cJSON_CreateString(names[i]));
+    cJSON_AddStringToObject(doc, "device", r->app->device);
+    srv_respond_json(r, 200, doc);
+}
+
+/* ---- one model ------------------------------------------------------------------ */
+
+/* The dims of a model input or output as the protocol shows them (-1 for
+ * symbolic ones). */
+static cJSON *dims_json(const eng_io_info_t *io, int from)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int d = from; a && d < io->rank; d++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)io->dims[d]));
+    return a;
+}
+
+/* A model's inputs or outputs: as model metadata shows them ({name,
+ * datatype, shape}), or as Triton's model config does ({name, data_type
+ * "TYPE_FP32", dims}, without the batch dim when the model batches). */
+static cJSON *io_list_json(const eng_model_t *m, bool outputs, bool config, bool batched)
+{
+    cJSON *list = cJSON_CreateArray();
+    size_t n = outputs ? eng_model_n_outputs(m) : eng_model_n_inputs(m);
+    for (size_t i = 0; list && i < n; i++) {
+        eng_io_info_t io;
+        if ((outputs ? eng_model_output(m, i, &io) : eng_model_input(m, i, &io)) != 0)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        const char *dt = srv_datatype_name(io.dtype);
+        cJSON_AddStringToObject(o, "name", io.name);
+        if (config) {
+            char type[32];
+            snprintf(type, sizeof type, "TYPE_%s", dt ? dt : "INVALID");
+            cJSON_AddStringToObject(o, "data_type", type);
+            cJSON_AddItemToObject(o, "dims", dims_json(&io, batched ? 1 : 0));
+        } else {
+            cJSON_AddStringToObject(o, "datatype", dt ? dt : eng_dtype_name(io.dtype));
+            cJSON_AddItemToObject(o, "shape", dims_json(&io, 0));
+        }
+        cJSON_AddItemToArray(list, o);
+    }
+    return list;
+}
+
+/* Answers {"name": ..., what `fill` adds} about the route's model version,
+ * or the error when it does not serve. */
+static void model_doc(srv_req_t *r, const srv_route_args_t *a,
+                      void (*fill)(cJSON *doc, eng_served_t *s))
+{
+    eng_served_t *s = srv_info_acquire(r, a);
+    if (!s)
+        return;
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "name", eng_served_name(s));
+    fill(doc, s);
+    eng_served_release(s);
+    srv_respond_json(r, 200, doc);
+}
+
+static void model_fill(cJSON *doc, eng_served_t *s)
+{
+    const eng_model_t *m = eng_served_model(s);
+    cJSON *versions = cJSON_AddArrayToObject(doc, "versions");
+    char v[32];
+    snprintf(v, sizeof v, "%" PRId64, eng_served_version(s));
+    cJSON_AddItemToArray(versions, cJSON_CreateString(v));
+    cJSON_AddStringToObject(doc, "platform", "onnx");
+    cJSON_AddStringToObject(doc, "device", eng_model_device(m));
+    cJSON_AddItemToObject(doc, "inputs", io_list_json(m, false, false, false));
+    cJSON_AddItemToObject(doc, "outputs", io_list_json(m, true, false, false));
+}
+
+static void model_ready_fill(cJSON *doc, eng_served_t *s)
+{
+    cJSON_AddBoolToObject(doc, "ready", true);
+}
+
+/* Triton's model config. */
+static void model_config_fill(cJSON *doc, eng_served_t *s)
+{
+    const eng_model_t *m = eng_served_model(s);
+    eng_serve_options_t o;
+    eng_served_options(s, &o);
+    bool batched = eng_served_batches(s);
+    bool gpu = strncmp(eng_model_device(m), "cuda", 4) == 0;
+    cJSON_AddStringToObject(doc, "platform", "onnx");
+    cJSON_AddStringToObject(doc, "backend", "flatserve");
+    cJSON_AddNumberToObject(doc, "max_batch_size", batched ? o.max_batch_size : 0);
+    cJSON_AddItemToObject(doc, "input", io_list_json(m, false, true, batched));
+    cJSON_AddItemToObject(doc, "output", io_list_json(m, true, true, batched));
+    if (batched) {
+        cJSON *db = cJSON_AddObjectToObject(doc, "dynamic_batching");
+        cJSON_AddNumberToObject(db, "max_queue_delay_microseconds",
+                                (double)(o.max_queue_delay_ns / 1000));
+        cJSON_AddNumberToObject(db, "max_queue_size", o.max_queue);
+    }
+    cJSON *groups = cJSON_AddArrayToObject(doc, "instance_group");
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "count", o.instances ? o.instances : 1);
+    cJSON_AddStringToObject(g, "kind", gpu ? "KIND_GPU" : "KIND_CPU");
+    cJSON_AddItemToArray(groups, g);
+    cJSON *params = cJSON_AddObjectToObject(doc, "parameters");
+    cJSON_AddStringToObject(params, "device", eng_model_device(m));
+    cJSON_AddStringToObject(params, "precision", eng_precision_name(o.precision));
+    cJSON_AddBoolToObject(params, "cuda_graphs", o.cuda_graphs);
+    cJSON_AddNumberToObject(params, "threads", o.threads);
+}
+
+void srv_info_model(srv_req_t *r, const srv_route_args_t *a)
+{
+    model_doc(r, a, model_fill);
+}
+
+void srv_info_model_ready(srv_req_t *r, const srv_route_args_t *a)
+{
+    model_doc(r, a, model_ready_fill);
+}
+
+void srv_info_model_config(srv_req_t *r, const srv_route_args_t *a)
+{
+    model_doc(r, a, model_config_fill);
+}
+
+/* ---- statistics ----------------------------------------------------------------- */
+
+static cJSON *duration_json(uint64_t count, uint64_t us)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "count", (double)count);
+    cJSON_AddNumberToObject(o, "ns", (double)us * 1000.0);
+    return o;
+}
+
+/* Triton's statistics extension. */
+static cJSON *stats_json(const char *name, int64_t version, const eng_model_stats_t *st)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", name);
+    srv_json_add_version(o, "version", version);
+    cJSON_AddNumberToObject(o, "last_inference", (double)st->last_inference_ms);
+    cJSON_AddNumberToObject(o, "inference_count", (double)st->inference_count);
+    cJSON_AddNumberToObject(o, "execution_count", (double)st->exec_count);
+    cJSON *is = cJSON_AddObjectToObject(o, "inference_stats");
+    cJSON_AddItemToObject(is, "success", duration_json(st->request_success, st->request_duration_us));
+    cJSON_AddItemToObject(is, "fail", duration_json(st->request_failure, 0));
+    cJSON_AddItemToObject(is, "queue", duration_json(st->request_success, st->queue_duration_us));
+    cJSON_AddItemToObject(is, "compute_input", duration_json(st->exec_count, st->compute_input_us));
+    cJSON_AddItemToObject(is, "compute_infer", duration_json(st->exec_count, st->compute_infer_us));
+    cJSON_AddItemToObject(is, "compute_output", duration_json(st->exec_count, st->compute_output_us));
+    cJSON *bs = cJSON_AddArrayToObject(o, "batch_stats");
+    for (int b = 0; b <= ENG_BATCH_BUCKETS; b++) {
+        if (!st->batch_buckets[b])
+            continue;
+        cJSON *e = cJSON_CreateObject();
+        if (b < ENG_BATCH_BUCKETS)
+            cJSON_AddNumberToObject(e, "batch_size_le", (double)eng_batch_bucket_bounds[b]);
+        else
+            cJSON_AddStringToObject(e, "batch_size_le", "+Inf");
+        cJSON_AddNumberToObject(e, "count", (double)st->batch_buckets[b]);
+        cJSON_AddItemToArray(bs, e);
+    }
+    cJSON_AddNumberToObject(o, "pending_request_count", (double)st->pending);
+    return o;
+}
+
+/* Every model's statistics (no model in the path), or one model's (every
+ * version it has, or the one in the path). */
+void srv_info_stats(srv_req_t *r, const srv_route_args_t *a)
+{
+    const srv_route_args_t *want = a->model[0] ? a : NULL;
+    eng_model_entry_t *entries = NULL;
+    size_t n = 0;
+    int rc = eng_registry_index(r->app->registry, &entries, &n);
+    if (rc != 0) {
+        srv_respond_fs_error(r, rc);
+        return;
+    }
+    cJSON *doc = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(doc, "model_stats");
+    bool found = !want;
+    for (size_t i = 0; i < n; i++) {
+        const eng_model_entry_t *e = &entries[i];
+        if (want && strcmp(e->name, want->model) != 0)
+            continue;
+        found = true;
+        eng_model_stats_t st = e->stats;
+        int64_t version = e->version;
+        if (want && want->version >= 0) {
+            version = want->version;
+            if (eng_registry_stats(r->app->registry, e->name, want->version, &st) != 0) {
+                cJSON_Delete(doc);
+                free(entries);
+                srv_respond_error(r, 404, "model '%s' has no statistics for version %" PRId64,
+                                  want->model, want->version);
+                return;
+            }
+        }
+        if (version >= 0)
+            cJSON_AddItemToArray(list, stats_json(e->name, version, &st));
+    }
+    free(entries);
+    if (!found) {
+        cJSON_Delete(doc);
+        srv_respond_error(r, 404, "model '%s' is not in the repository", want->model);
+        return;
+    }
+    srv_respond_json(r, 200, doc);
+}
