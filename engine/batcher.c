@@ -56,6 +56,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/sync.h"
 #include "engine/registry_impl.h"
 
 const uint64_t eng_latency_bucket_bounds_us[ENG_LATENCY_BUCKETS] = {
@@ -536,16 +537,6 @@ static void batch_end_locked(eng_served_t *s)
         pthread_cond_broadcast(&s->idle);
 }
 
-static void cond_wait_ns(pthread_cond_t *c, pthread_mutex_t *m, uint64_t ns)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t at = (uint64_t)ts.tv_nsec + ns;
-    ts.tv_sec += (time_t)(at / 1000000000u);
-    ts.tv_nsec = (long)(at % 1000000000u);
-    pthread_cond_timedwait(c, m, &ts);
-}
-
 static void *served_worker(void *arg)
 {
     eng_served_t *s = arg;
@@ -569,7 +560,7 @@ static void *served_worker(void *arg)
         queue_walk_locked(s, now, false, &expired, &b);
         uint64_t wait = batch_wait_ns_locked(s, &b, now);
         if (wait && !expired) {
-            cond_wait_ns(&s->work, &s->lock, wait);
+            fs_cond_timedwait_ns(&s->work, &s->lock, wait);
             continue;
         }
         if (!wait)

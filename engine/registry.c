@@ -196,13 +196,9 @@ static eng_served_t *served_new(eng_registry_t *r)
     eng_served_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->work, &ca);
+    pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->idle, NULL);
-    pthread_condattr_destroy(&ca);
     s->registry = r;
     s->refs = 1;
     return s;

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/sync.h"
 #include "server/app_impl.h"
 
 size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6])
@@ -131,12 +132,7 @@ static void *ticker_main(void *arg)
         pthread_mutex_lock(&app->cfg_lock);
         uint64_t period = app->cfg.memory.tick_ns;
         pthread_mutex_unlock(&app->cfg_lock);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t at = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + period;
-        ts.tv_sec = (time_t)(at / 1000000000ull);
-        ts.tv_nsec = (long)(at % 1000000000ull);
-        pthread_cond_timedwait(&app->tick_cond, &app->tick_lock, &ts);
+        fs_cond_timedwait_ns(&app->tick_cond, &app->tick_lock, period);
         if (app->ticker_stop)
             break;
         pthread_mutex_unlock(&app->tick_lock);
@@ -284,11 +280,7 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     pthread_mutex_init(&app->flight_lock, NULL);
     pthread_cond_init(&app->flight_cond, NULL);
     pthread_mutex_init(&app->tick_lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&app->tick_cond, &attr);
-    pthread_condattr_destroy(&attr);
+    pthread_cond_init(&app->tick_cond, NULL);
     fs_log_set_level(cfg->log.level);
     fs_log_set_format(cfg->log.format);
     resolve_device(&cfg->device, &app->dev);

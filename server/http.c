@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/sync.h"
 #include "server/app_impl.h"
 
 const unsigned srv_counted_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 409,
@@ -334,15 +335,10 @@ int srv_http_wait_idle(srv_app_t *app, uint64_t deadline_ns)
                         (unsigned long long)app->in_flight);
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t wait_ns = deadline_ns - now;
         if (wait_ns > 50000000ull)
             wait_ns = 50000000ull; /* re-read the clock: tests may replace it */
-        ts.tv_nsec += (long)wait_ns;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&app->flight_cond, &app->flight_lock, &ts);
+        fs_cond_timedwait_ns(&app->flight_cond, &app->flight_lock, wait_ns);
     }
     pthread_mutex_unlock(&app->flight_lock);
     return rc;
