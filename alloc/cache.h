@@ -3,9 +3,12 @@
  *
  * The algorithm is PyTorch's CUDA caching allocator, restated in cache.c's
  * header, with three additions: owner tags with exact per-owner bytes,
- * cross-stream reuse through lazily recorded fences, and release policies
- * that run inside the allocator (watermark) or on hooks the server calls
- * (request and batch begin/end, a timer tick).
+ * cross-stream reuse through lazily recorded fences (cache_streams.c),
+ * release policies that run inside the allocator (watermark) or on hooks
+ * the server calls (request and batch begin/end, a timer tick;
+ * cache_policies.c, cache_batch.c). alloc_cache_check walks every
+ * invariant (cache_check.c); check builds (ALLOC_CHECK_INVARIANTS, on under
+ * SANITIZE=1) run it at every unlock.
  *
  * Units: every size is in bytes; stats count rounded block sizes except
  * `requested`, which counts what callers asked for.
@@ -189,6 +192,15 @@ size_t alloc_cache_trim(alloc_cache_t *c, size_t keep_bytes, alloc_release_reaso
 /* Polls pending fences, moving blocks whose streams finished back into the
  * pools. alloc does this on its own; policies call it on ticks. */
 void alloc_cache_process_fences(alloc_cache_t *c);
+
+/* Walks every invariant of the cache under its lock: every segment tiled
+ * exactly by its blocks (no gap, no overlap, sizes summing to the segment),
+ * allocated = sum of ALLOCATED blocks, active = allocated + PENDING, the
+ * owners' bytes summing to allocated, the free trees holding exactly the
+ * FREE blocks, the hash exactly the ALLOCATED and PENDING ones. 0, or
+ * FS_ESTATE with a message naming the first broken invariant. Changes
+ * nothing. */
+int alloc_cache_check(alloc_cache_t *c);
 
 /* Stats. */
 void alloc_cache_stats(alloc_cache_t *c, alloc_cache_stats_t *out);
