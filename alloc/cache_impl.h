@@ -7,7 +7,7 @@
  *   cache_info.c     owners, stats and the segment snapshot
  *   cache_policies.c the policy host: the attached list, its replacement,
  *                    and the hooks (request, tick, OOM) that fan out to it
- *   cache_batch.c    batch memory: the batch hooks
+ *   cache_batch.c    batch memory: one handle per batch
  *   cache_check.c    the invariant walker
  *
  * Types and their invariants (cache_check.c checks every one):

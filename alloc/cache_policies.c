@@ -7,7 +7,7 @@
  * copy of the list taken under it. A replaced list is retired, not
  * destroyed, while any hook runs; the last hook out destroys it. So a
  * policy is never destroyed under a hook, and SIGHUP never waits for one.
- * The batch hooks, which hand memory out, are in cache_batch.c;
+ * Batch memory, the one hook that hands something back, is cache_batch.c;
  * the watermark's before-grow hook runs inside the allocator (cache.c). */
 #include <stdlib.h>
 #include <string.h>

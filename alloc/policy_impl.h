@@ -17,7 +17,8 @@ struct alloc_policy_i {
     void (*request_begin)(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns);
     void (*request_end)(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns);
     /* Only a policy that provides batch memory (arena) has batch_begin; it
-     * sets *arena or fails with the cache's error. */
+     * sets *arena to an arena of at least plan_bytes or fails with the
+     * cache's error. cache_batch.c cuts the batch's block from it. */
     int (*batch_begin)(alloc_policy_t *p, alloc_cache_t *c, size_t plan_bytes,
                        alloc_stream_t stream, alloc_owner_t owner, alloc_arena_t **arena);
     void (*batch_end)(alloc_policy_t *p, alloc_cache_t *c, alloc_arena_t *arena);
