@@ -143,8 +143,8 @@ static bool should_split(const alloc_cache_t *c, const cache_block_t *b, size_t 
 
 /* A FREE block struct for [ptr, ptr + size) of `seg`, not yet linked, or
  * NULL when out of host memory. Only the fields a FREE block reads are set
- * (the struct is large and this is the split path): the tree node and hash
- * handle are written when the block enters the tree or the hash. */
+ * (the struct is large and this is the split path): the tree node, the
+ * list links and the hash handle are written when it enters each. */
 static cache_block_t *block_new(alloc_cache_t *c, cache_segment_t *seg, char *ptr, size_t size,
                                 alloc_stream_t stream, uint64_t free_seq)
 {

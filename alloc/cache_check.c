@@ -171,6 +171,11 @@ static int check_owners_pending_locked(alloc_cache_t *c, const check_sums_t *sum
     CHECK(n_listed == sum->n_pending, "cache '%s': the pending list holds %llu blocks, the "
           "segments %llu PENDING ones", c->name, (unsigned long long)n_listed,
           (unsigned long long)sum->n_pending);
+    size_t n_spare = 0;
+    SLIST_FOREACH(b, &c->spare, link)
+        n_spare++;
+    CHECK(n_spare == c->n_spare && n_spare <= CACHE_SPARE_BLOCKS_MAX, "cache '%s': the spare "
+          "list holds %zu block structs and counts %zu", c->name, n_spare, c->n_spare);
     /* The sentinel plus every ALLOCATED and PENDING block: with each of
      * those found in the hash above, nothing else is in it. */
     unsigned n_hashed = HASH_COUNT(c->by_ptr);
