@@ -4,9 +4,11 @@
  * is no public way to reach one) and undone before any other call, so a
  * check build, which walks at every unlock, never sees them. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <string.h>
 
 #include "alloc/cache_impl.h"
+#include "alloc/policy_impl.h"
 #include "tests/alloc/alloc_test.h"
 
 #define KiB ALLOC_TEST_KiB
@@ -139,3 +141,25 @@ Test(alloc_cache_check, names_a_block_missing_from_its_tree_or_the_hash)
     alloc_test_free(f.cache, p);
     alloc_fixture_fini(&f);
 }
+
+#ifndef NDEBUG
+/* The lock assertions are live wherever assert() is. */
+Test(alloc_cache_lock, a_locked_function_called_without_the_lock_aborts, .signal = SIGABRT)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    alloc_cache_assert_locked(f.cache);
+}
+#endif
+
+#ifdef ALLOC_CHECK_INVARIANTS
+/* A check build walks at every unlock: a public call on a broken cache
+ * aborts instead of returning. */
+Test(alloc_cache_check, a_check_build_aborts_at_the_next_unlock, .signal = SIGABRT)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    f.cache->stats.allocated.current += 512;
+    alloc_test_stats(f.cache);
+}
+#endif
