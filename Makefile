@@ -56,6 +56,8 @@ ifeq ($(SANITIZE),1)
   SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
   CFLAGS += $(SAN) -O1
   LDFLAGS += $(SAN)
+  # alloc/ walks its invariants at every unlock of a cache (alloc/cache_check.c).
+  CPPFLAGS += -DALLOC_CHECK_INVARIANTS
   # The test framework's own leaks only (tests/lsan.supp says which).
   export LSAN_OPTIONS := suppressions=$(CURDIR)/tests/lsan.supp
 endif

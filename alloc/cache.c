@@ -1,5 +1,7 @@
 /* cache.c -- the caching allocator: best-fit over cached segments, split and
- * coalesce, streams and fences, the limit and the OOM ladder.
+ * coalesce, the limit and the OOM ladder. Streams and fences are in
+ * cache_streams.c, owners and stats in cache_info.c, the policy host in
+ * cache_policies.c.
  *
  * The algorithm is PyTorch's CUDA caching allocator (c10/cuda/
  * CUDACachingAllocator.cpp), restated:
@@ -37,7 +39,8 @@
  * one per stream rather than one per free, so the common path never touches
  * the device. record_stream (a block used on several streams) defers the
  * free itself until every recorded stream's fence passes, as PyTorch does.
- * A provider without fences (host) makes all of this immediate.
+ * A provider without fences (host) makes all of this immediate. The details
+ * are in cache_streams.c.
  *
  * Guarantee: a block is never handed out while it is allocated, or while
  * work queued before its free on another stream may still be running; the
@@ -53,7 +56,9 @@
 #include "common/log.h"
 #include "common/parse.h"
 
-static int block_cmp(const cache_block_t *a, const cache_block_t *b)
+/* Not static: RB_PROTOTYPE in cache_impl.h declares it for the tree's
+ * functions, which cache_check.c walks with too. */
+int cache_block_cmp(const cache_block_t *a, const cache_block_t *b)
 {
     if (a->size != b->size)
         return a->size < b->size ? -1 : 1;
@@ -62,13 +67,11 @@ static int block_cmp(const cache_block_t *a, const cache_block_t *b)
     return 0;
 }
 
-/* libbsd's RB_GENERATE_STATIC spells `__unused`, which its cdefs.h leaves
- * undefined on glibc; say the same thing directly. */
-RB_GENERATE_INTERNAL(cache_free_tree, cache_block, free_node, block_cmp,
-                     __attribute__((unused)) static)
+RB_GENERATE(cache_free_tree, cache_block, free_node, cache_block_cmp)
 
 size_t cache_largest_free_locked(alloc_cache_t *c)
 {
+    CACHE_ASSERT_LOCKED(c);
     size_t largest = 0;
     for (int p = 0; p < ALLOC_POOL_N; p++) {
         cache_block_t *b = RB_MAX(cache_free_tree, &c->free_tree[p]);
@@ -140,19 +143,18 @@ static bool should_split(const alloc_cache_t *c, const cache_block_t *b, size_t 
 
 /* A FREE block struct for [ptr, ptr + size) of `seg`, not yet linked, or
  * NULL when out of host memory. Only the fields a FREE block reads are set
- * (the struct is large and this is the split path): the tree node and hash
- * handle are written when the block enters the tree or the hash. */
+ * (the struct is large and this is the split path): the tree node, the
+ * list links and the hash handle are written when it enters each. */
 static cache_block_t *block_new(alloc_cache_t *c, cache_segment_t *seg, char *ptr, size_t size,
                                 alloc_stream_t stream, uint64_t free_seq)
 {
-    cache_block_t *b = c->spare;
+    cache_block_t *b = SLIST_FIRST(&c->spare);
     if (b) {
-        c->spare = b->pending_next;
+        SLIST_REMOVE_HEAD(&c->spare, link);
         c->n_spare--;
     } else if (!(b = malloc(sizeof *b))) {
         return NULL;
     }
-    b->prev = b->next = NULL;
     b->seg = seg;
     b->ptr = ptr;
     b->size = size;
@@ -162,7 +164,6 @@ static cache_block_t *block_new(alloc_cache_t *c, cache_segment_t *seg, char *pt
     b->owner = ALLOC_OWNER_SERVER;
     b->state = ALLOC_BLOCK_FREE;
     b->n_uses = 0;
-    b->pending_next = NULL;
     return b;
 }
 
@@ -172,90 +173,8 @@ static void block_recycle(alloc_cache_t *c, cache_block_t *b)
         free(b);
         return;
     }
-    b->pending_next = c->spare;
-    c->spare = b;
+    SLIST_INSERT_HEAD(&c->spare, b, link);
     c->n_spare++;
-}
-
-/* ---- streams --------------------------------------------------------------- */
-
-/* The fence state of `id`, created on first use. NULL only when out of host
- * memory, in which case the block simply is not offered to other streams. */
-static cache_stream_t *stream_get_locked(alloc_cache_t *c, alloc_stream_t id)
-{
-    for (size_t i = 0; i < c->n_streams; i++)
-        if (c->streams[i].id == id)
-            return &c->streams[i];
-    if (c->n_streams == c->cap_streams) {
-        size_t cap = c->cap_streams ? 2 * c->cap_streams : 4;
-        cache_stream_t *grown = realloc(c->streams, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        c->streams = grown;
-        c->cap_streams = cap;
-    }
-    cache_stream_t *s = &c->streams[c->n_streams++];
-    memset(s, 0, sizeof *s);
-    s->id = id;
-    return s;
-}
-
-static bool stream_block_ready(alloc_cache_t *c, const cache_block_t *b)
-{
-    for (size_t i = 0; i < c->n_streams; i++)
-        if (c->streams[i].id == b->stream)
-            return b->free_seq <= c->streams[i].done_seq;
-    return false;
-}
-
-/* Whether a free block may serve an allocation on `stream`. */
-static bool block_usable_by(alloc_cache_t *c, const cache_block_t *b, alloc_stream_t stream)
-{
-    return b->stream == stream || !c->has_fences || stream_block_ready(c, b);
-}
-
-/* After a miss on `stream`: learn which fences passed, and record a fence on
- * every other stream that has blocks freed since its last fence, so a later
- * miss can use them. Returns whether any stream's done_seq moved. */
-static bool streams_poll_locked(alloc_cache_t *c, alloc_stream_t stream)
-{
-    bool moved = false;
-    for (size_t i = 0; i < c->n_streams; i++) {
-        cache_stream_t *s = &c->streams[i];
-        if (s->fence) {
-            int q = alloc_provider_fence_query(c->provider, s->fence);
-            if (q == 0)
-                continue;
-            if (q < 0)
-                FS_LOG_W("alloc", "cache '%s': fence query on stream %#lx failed: %s", c->name,
-                         (unsigned long)s->id, fs_errmsg());
-            else if (s->fence_seq > s->done_seq) {
-                s->done_seq = s->fence_seq;
-                moved = true;
-            }
-            alloc_provider_fence_destroy(c->provider, s->fence);
-            s->fence = NULL;
-        }
-        /* A fence recorded from here into a stream under graph capture
-         * would join the capture (and be no fence); it waits for the end. */
-        if (s->id != stream && !s->retired && !s->capturing && s->last_free_seq > s->done_seq) {
-            void *fence = NULL;
-            if (alloc_provider_fence_record(c->provider, s->id, &fence) != 0) {
-                FS_LOG_W("alloc", "cache '%s': fence record on stream %#lx failed: %s", c->name,
-                         (unsigned long)s->id, fs_errmsg());
-                continue;
-            }
-            if (fence) {
-                s->fence = fence;
-                s->fence_seq = c->free_seq;
-            } else {
-                /* A NULL fence has passed already. */
-                s->done_seq = c->free_seq;
-                moved = true;
-            }
-        }
-    }
-    return moved;
 }
 
 /* ---- the free trees ----------------------------------------------------------- */
@@ -264,6 +183,7 @@ static bool streams_poll_locked(alloc_cache_t *c, alloc_stream_t stream)
 static cache_block_t *find_free_locked(alloc_cache_t *c, alloc_pool_t pool, size_t rounded,
                                        alloc_stream_t stream)
 {
+    CACHE_ASSERT_LOCKED(c);
     cache_block_t key = {.size = rounded, .ptr = NULL};
     cache_block_t *b = RB_NFIND(cache_free_tree, &c->free_tree[pool], &key);
     for (; b; b = RB_NEXT(cache_free_tree, &c->free_tree[pool], b)) {
@@ -271,7 +191,7 @@ static cache_block_t *find_free_locked(alloc_cache_t *c, alloc_pool_t pool, size
             return NULL;
         if (rounded >= c->max_split_bytes && b->size >= rounded + ALLOC_LARGE_SEGMENT_BYTES)
             return NULL;
-        if (block_usable_by(c, b, stream))
+        if (cache_block_usable_by_locked(c, b, stream))
             return b;
     }
     return NULL;
@@ -282,10 +202,11 @@ static cache_block_t *find_free_locked(alloc_cache_t *c, alloc_pool_t pool, size
 static cache_block_t *find_own_segment_locked(alloc_cache_t *c, alloc_pool_t pool,
                                               size_t seg_size, alloc_stream_t stream)
 {
+    CACHE_ASSERT_LOCKED(c);
     cache_block_t key = {.size = seg_size, .ptr = NULL};
     cache_block_t *b = RB_NFIND(cache_free_tree, &c->free_tree[pool], &key);
     for (; b && b->size == seg_size; b = RB_NEXT(cache_free_tree, &c->free_tree[pool], b))
-        if (!b->prev && !b->next && block_usable_by(c, b, stream))
+        if (b->size == b->seg->size && cache_block_usable_by_locked(c, b, stream))
             return b;
     return NULL;
 }
@@ -295,55 +216,65 @@ static cache_block_t *find_own_segment_locked(alloc_cache_t *c, alloc_pool_t poo
 static cache_block_t *find_for_locked(alloc_cache_t *c, alloc_pool_t pool, size_t rounded,
                                       size_t seg_size, bool own, alloc_stream_t stream)
 {
+    CACHE_ASSERT_LOCKED(c);
     return own ? find_own_segment_locked(c, pool, seg_size, stream)
                : find_free_locked(c, pool, rounded, stream);
+}
+
+/* `b` swallows its address successor, which leaves the segment. */
+static void block_absorb_next(alloc_cache_t *c, cache_block_t *b)
+{
+    cache_block_t *next = TAILQ_NEXT(b, addr);
+    b->size += next->size;
+    TAILQ_REMOVE(&b->seg->blocks, next, addr);
+    block_recycle(c, next);
+}
+
+/* Whether `n`, an address neighbour of a block of `stream` becoming FREE,
+ * merges with it: it is FREE and safe for that stream. */
+static bool block_merges_locked(alloc_cache_t *c, const cache_block_t *n, alloc_stream_t stream)
+{
+    return n && n->state == ALLOC_BLOCK_FREE && cache_block_usable_by_locked(c, n, stream);
 }
 
 /* Makes `b` FREE: merges it with free neighbours of its stream and files it
  * in its pool's tree. `b` is not in the tree or the hash. */
 static void block_make_free_locked(alloc_cache_t *c, cache_block_t *b)
 {
+    CACHE_ASSERT_LOCKED(c);
     struct cache_free_tree *tree = &c->free_tree[b->seg->pool];
     b->state = ALLOC_BLOCK_FREE;
     b->requested = 0;
     b->n_uses = 0;
     b->free_seq = ++c->free_seq;
-    if (c->has_fences) {
-        cache_stream_t *s = stream_get_locked(c, b->stream);
-        if (s) {
-            s->last_free_seq = b->free_seq;
-            s->retired = false; /* a live stream that reuses a retired handle */
-        }
-    }
+    cache_stream_note_free_locked(c, b);
     /* A neighbour merges when it is FREE and safe for b's stream (its own,
      * or its fence passed): the merged block is b's, with b's newer
      * free_seq, so other streams wait for b's stream and thereby for both.
      * A merged neighbour may have kept apart from the one beyond it only
      * because their streams differed, hence the loops. */
-    cache_block_t *prev;
-    while ((prev = b->prev) && prev->state == ALLOC_BLOCK_FREE &&
-           block_usable_by(c, prev, b->stream)) {
-        RB_REMOVE(cache_free_tree, tree, prev);
-        prev->size += b->size;
-        prev->next = b->next;
-        if (b->next)
-            b->next->prev = prev;
-        prev->stream = b->stream;
-        prev->free_seq = b->free_seq;
-        block_recycle(c, b);
-        b = prev;
+    cache_block_t *n;
+    while (block_merges_locked(c, n = TAILQ_PREV(b, cache_block_list, addr), b->stream)) {
+        RB_REMOVE(cache_free_tree, tree, n);
+        n->stream = b->stream;
+        n->free_seq = b->free_seq;
+        block_absorb_next(c, n);
+        b = n;
     }
-    cache_block_t *next;
-    while ((next = b->next) && next->state == ALLOC_BLOCK_FREE &&
-           block_usable_by(c, next, b->stream)) {
-        RB_REMOVE(cache_free_tree, tree, next);
-        b->size += next->size;
-        b->next = next->next;
-        if (next->next)
-            next->next->prev = b;
-        block_recycle(c, next);
+    while (block_merges_locked(c, n = TAILQ_NEXT(b, addr), b->stream)) {
+        RB_REMOVE(cache_free_tree, tree, n);
+        block_absorb_next(c, b);
     }
     RB_INSERT(cache_free_tree, tree, b);
+}
+
+void cache_block_release_locked(alloc_cache_t *c, cache_block_t *b)
+{
+    CACHE_ASSERT_LOCKED(c);
+    HASH_DEL(c->by_ptr, b);
+    b->seg->n_busy--;
+    cache_stat_dec(&c->stats.active, b->size);
+    block_make_free_locked(c, b);
 }
 
 /* ---- segments ----------------------------------------------------------------- */
@@ -359,19 +290,13 @@ static bool segment_fully_free(const cache_segment_t *s)
 static void segment_release_locked(alloc_cache_t *c, cache_segment_t *s,
                                    alloc_release_reason_t reason)
 {
-    for (cache_block_t *b = s->first, *next; b; b = next) {
-        next = b->next;
+    CACHE_ASSERT_LOCKED(c);
+    cache_block_t *b, *tmp;
+    TAILQ_FOREACH_SAFE(b, &s->blocks, addr, tmp) {
         RB_REMOVE(cache_free_tree, &c->free_tree[s->pool], b);
         block_recycle(c, b);
     }
-    if (s->older)
-        s->older->newer = s->newer;
-    else
-        c->oldest = s->newer;
-    if (s->newer)
-        s->newer->older = s->older;
-    else
-        c->newest = s->older;
+    TAILQ_REMOVE(&c->segments, s, age);
     alloc_provider_free(c->provider, s->base, s->size);
     alloc_cache_stats_t *st = &c->stats;
     cache_stat_dec(&st->reserved, s->size);
@@ -388,15 +313,16 @@ static void segment_release_locked(alloc_cache_t *c, cache_segment_t *s,
 static size_t release_free_locked(alloc_cache_t *c, alloc_pool_t pool, size_t target,
                                   alloc_release_reason_t reason)
 {
+    CACHE_ASSERT_LOCKED(c);
     size_t released = 0;
-    cache_segment_t *s = c->oldest;
-    while (s && (size_t)c->stats.reserved.current > target) {
-        cache_segment_t *newer = s->newer;
+    cache_segment_t *s, *newer;
+    TAILQ_FOREACH_SAFE(s, &c->segments, age, newer) {
+        if ((size_t)c->stats.reserved.current <= target)
+            break;
         if ((pool == ALLOC_POOL_N || s->pool == pool) && segment_fully_free(s)) {
             released += s->size;
             segment_release_locked(c, s, reason);
         }
-        s = newer;
     }
     return released;
 }
@@ -407,13 +333,20 @@ size_t alloc_cache_release_until_locked(alloc_cache_t *c, size_t target_reserved
     return release_free_locked(c, ALLOC_POOL_N, target_reserved_bytes, reason);
 }
 
+void alloc_cache_assert_locked(const alloc_cache_t *c)
+{
+    CACHE_ASSERT_LOCKED(c);
+}
+
 size_t alloc_cache_reserved_locked(const alloc_cache_t *c)
 {
+    CACHE_ASSERT_LOCKED(c);
     return (size_t)c->stats.reserved.current;
 }
 
 size_t alloc_cache_limit_locked(const alloc_cache_t *c)
 {
+    CACHE_ASSERT_LOCKED(c);
     return c->limit_bytes;
 }
 
@@ -423,6 +356,7 @@ size_t alloc_cache_limit_locked(const alloc_cache_t *c)
 static int segment_grow_locked(alloc_cache_t *c, alloc_pool_t pool, size_t size,
                                alloc_stream_t stream, cache_block_t **out)
 {
+    CACHE_ASSERT_LOCKED(c);
     if (size > c->limit_bytes || (size_t)c->stats.reserved.current > c->limit_bytes - size)
         return FS_ENOMEM;
     cache_segment_t *s = calloc(1, sizeof *s);
@@ -444,14 +378,10 @@ static int segment_grow_locked(alloc_cache_t *c, alloc_pool_t pool, size_t size,
     s->size = size;
     s->pool = pool;
     s->seq = ++c->segment_seq;
-    s->first = b;
+    TAILQ_INIT(&s->blocks);
+    TAILQ_INSERT_HEAD(&s->blocks, b, addr);
     b->ptr = base;
-    s->older = c->newest;
-    if (c->newest)
-        c->newest->newer = s;
-    else
-        c->oldest = s;
-    c->newest = s;
+    TAILQ_INSERT_TAIL(&c->segments, s, age);
     alloc_cache_stats_t *st = &c->stats;
     cache_stat_inc(&st->reserved, size);
     cache_stat_inc(&st->pool_reserved[pool], size);
@@ -459,42 +389,6 @@ static int segment_grow_locked(alloc_cache_t *c, alloc_pool_t pool, size_t size,
     st->n_device_allocs++;
     *out = b;
     return 0;
-}
-
-/* ---- fences of pending blocks ---------------------------------------------- */
-
-/* Moves PENDING blocks whose fences all passed back to the free pools. */
-static void pending_process_locked(alloc_cache_t *c)
-{
-    cache_block_t **link = &c->pending;
-    while (*link) {
-        cache_block_t *b = *link;
-        bool all_passed = true;
-        for (uint8_t i = 0; i < b->n_uses; i++) {
-            if (!b->fences[i])
-                continue;
-            int q = alloc_provider_fence_query(c->provider, b->fences[i]);
-            if (q == 0) {
-                all_passed = false;
-                continue;
-            }
-            if (q < 0)
-                FS_LOG_W("alloc", "cache '%s': fence query failed, treating it as passed: %s",
-                         c->name, fs_errmsg());
-            alloc_provider_fence_destroy(c->provider, b->fences[i]);
-            b->fences[i] = NULL;
-        }
-        if (!all_passed) {
-            link = &b->pending_next;
-            continue;
-        }
-        *link = b->pending_next;
-        b->pending_next = NULL;
-        HASH_DEL(c->by_ptr, b);
-        b->seg->n_busy--;
-        cache_stat_dec(&c->stats.active, b->size);
-        block_make_free_locked(c, b);
-    }
 }
 
 /* ---- create / destroy ------------------------------------------------------- */
@@ -535,6 +429,9 @@ int alloc_cache_create(alloc_provider_t *provider, const alloc_cache_config_t *c
     c->max_split_bytes = cfg->max_split_bytes ? cfg->max_split_bytes : SIZE_MAX;
     for (int p = 0; p < ALLOC_POOL_N; p++)
         RB_INIT(&c->free_tree[p]);
+    TAILQ_INIT(&c->segments);
+    SLIST_INIT(&c->pending);
+    SLIST_INIT(&c->spare);
 
     /* uthash frees its table when the last item leaves and mallocs it again
      * on the next add; a permanent NULL-keyed sentinel keeps the table, so
@@ -556,7 +453,7 @@ void alloc_cache_destroy(alloc_cache_t *c)
     if (!c)
         return;
     cache_policies_fini(c);
-    pthread_mutex_lock(&c->lock);
+    cache_lock(c);
     /* Leaked blocks: say whose, then release regardless. */
     cache_block_t *b, *tmp;
     HASH_ITER(hh, c->by_ptr, b, tmp)
@@ -571,27 +468,21 @@ void alloc_cache_destroy(alloc_cache_t *c)
             alloc_provider_fence_destroy(c->provider, b->fences[i]);
     }
     HASH_CLEAR(hh, c->by_ptr);
-    while (c->oldest) {
-        cache_segment_t *s = c->oldest;
-        cache_block_t *blk = s->first;
-        while (blk) {
-            cache_block_t *next = blk->next;
-            free(blk);
-            blk = next;
-        }
-        c->oldest = s->newer;
+    cache_segment_t *s, *stmp;
+    TAILQ_FOREACH_SAFE(s, &c->segments, age, stmp) {
+        TAILQ_FOREACH_SAFE(b, &s->blocks, addr, tmp)
+            free(b);
         alloc_provider_free(c->provider, s->base, s->size);
         free(s);
     }
-    while (c->spare) {
-        cache_block_t *next = c->spare->pending_next;
-        free(c->spare);
-        c->spare = next;
-    }
-    for (size_t i = 0; i < c->n_streams; i++)
-        alloc_provider_fence_destroy(c->provider, c->streams[i].fence);
-    free(c->streams);
+    SLIST_FOREACH_SAFE(b, &c->spare, link, tmp)
+        free(b);
+    cache_streams_fini(c);
     cache_owners_fini(c);
+    /* Not cache_unlock: nothing is left for a check to walk. */
+#ifdef CACHE_LOCK_OWNER
+    c->locked = false;
+#endif
     pthread_mutex_unlock(&c->lock);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -602,6 +493,7 @@ void alloc_cache_destroy(alloc_cache_t *c)
 /* Writes the OOM message; lock held. */
 static int oom_error_locked(alloc_cache_t *c, size_t bytes, size_t rounded, size_t seg_size)
 {
+    CACHE_ASSERT_LOCKED(c);
     char req[32], rnd[32], seg[32], alloc[32], res[32], lim[32], dev[48];
     size_t free_bytes = 0, total = 0;
     if (alloc_provider_mem_info(c->provider, &free_bytes, &total) == 0)
@@ -627,11 +519,12 @@ static int oom_error_locked(alloc_cache_t *c, size_t bytes, size_t rounded, size
 static int block_obtain_locked(alloc_cache_t *c, size_t bytes, size_t rounded,
                                alloc_stream_t stream, unsigned flags, cache_block_t **out)
 {
+    CACHE_ASSERT_LOCKED(c);
     alloc_pool_t pool = pool_of(rounded);
     bool own = flags & ALLOC_F_OWN_SEGMENT;
     size_t seg_size = own ? segment_size_tight(rounded) : segment_size_for(rounded);
     cache_block_t *b = find_for_locked(c, pool, rounded, seg_size, own, stream);
-    if (!b && c->has_fences && c->n_streams > 0 && streams_poll_locked(c, stream))
+    if (!b && c->has_fences && c->n_streams > 0 && cache_streams_poll_locked(c, stream))
         b = find_for_locked(c, pool, rounded, seg_size, own, stream);
     if (b) {
         RB_REMOVE(cache_free_tree, &c->free_tree[pool], b);
@@ -676,18 +569,18 @@ int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t strea
         return fs_err(FS_ENOMEM, "cache '%s': request of %zu bytes is too large", c->name, bytes);
     size_t rounded = round_size(bytes);
 
-    pthread_mutex_lock(&c->lock);
+    cache_lock(c);
     if (owner >= c->n_owners || !c->owners[owner].in_use) {
-        pthread_mutex_unlock(&c->lock);
+        cache_unlock(c);
         return fs_err(FS_EINVAL, "cache '%s': unknown owner %u", c->name, owner);
     }
-    if (c->pending)
-        pending_process_locked(c);
+    if (!SLIST_EMPTY(&c->pending))
+        cache_pending_process_locked(c);
 
     cache_block_t *b = NULL;
     int rc = block_obtain_locked(c, bytes, rounded, stream, flags, &b);
     if (rc != 0) {
-        pthread_mutex_unlock(&c->lock);
+        cache_unlock(c);
         if (rc == FS_ENOMEM)
             cache_policies_oom(c, bytes);
         return rc;
@@ -697,11 +590,7 @@ int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t strea
         cache_block_t *rest = block_new(c, b->seg, b->ptr + rounded, b->size - rounded,
                                         b->stream, b->free_seq);
         if (rest) {
-            rest->prev = b;
-            rest->next = b->next;
-            if (b->next)
-                b->next->prev = rest;
-            b->next = rest;
+            TAILQ_INSERT_AFTER(&b->seg->blocks, b, rest, addr);
             b->size = rounded;
             RB_INSERT(cache_free_tree, &c->free_tree[b->seg->pool], rest);
         }
@@ -716,7 +605,7 @@ int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t strea
     HASH_ADD(hh, c->by_ptr, ptr, sizeof(void *), b);
     if (hash_oom) {
         block_make_free_locked(c, b);
-        pthread_mutex_unlock(&c->lock);
+        cache_unlock(c);
         return fs_err(FS_ENOMEM, "cache '%s': out of host memory for the block table", c->name);
     }
     b->state = ALLOC_BLOCK_ALLOCATED;
@@ -736,7 +625,7 @@ int alloc_cache_alloc_flags(alloc_cache_t *c, size_t bytes, alloc_stream_t strea
     cache_stat_inc(&o->requested, bytes);
     cache_stat_inc(&o->blocks, 1);
     *out = b->ptr;
-    pthread_mutex_unlock(&c->lock);
+    cache_unlock(c);
     return 0;
 }
 
@@ -746,9 +635,9 @@ int alloc_cache_alloc(alloc_cache_t *c, size_t bytes, alloc_stream_t stream, all
     return alloc_cache_alloc_flags(c, bytes, stream, owner, ALLOC_F_NONE, out);
 }
 
-/* The ALLOCATED block at `ptr`, or NULL. */
-static cache_block_t *block_lookup_locked(alloc_cache_t *c, const void *ptr)
+cache_block_t *cache_block_lookup_locked(alloc_cache_t *c, const void *ptr)
 {
+    CACHE_ASSERT_LOCKED(c);
     cache_block_t *b = NULL;
     HASH_FIND(hh, c->by_ptr, &ptr, sizeof(void *), b);
     return b && b->state == ALLOC_BLOCK_ALLOCATED ? b : NULL;
@@ -758,10 +647,10 @@ int alloc_cache_free(alloc_cache_t *c, void *ptr)
 {
     if (!ptr)
         return 0;
-    pthread_mutex_lock(&c->lock);
-    cache_block_t *b = block_lookup_locked(c, ptr);
+    cache_lock(c);
+    cache_block_t *b = cache_block_lookup_locked(c, ptr);
     if (!b) {
-        pthread_mutex_unlock(&c->lock);
+        cache_unlock(c);
         return fs_err(FS_EINVAL, "cache '%s': free of %p, which it did not hand out or which "
                       "was already freed", c->name, ptr);
     }
@@ -776,116 +665,19 @@ int alloc_cache_free(alloc_cache_t *c, void *ptr)
     cache_stat_dec(&o->requested, b->requested);
     cache_stat_dec(&o->blocks, 1);
 
-    bool deferred = false;
-    if (b->n_uses > 0 && c->has_fences) {
-        for (uint8_t i = 0; i < b->n_uses; i++) {
-            b->fences[i] = NULL;
-            if (alloc_provider_fence_record(c->provider, b->uses[i], &b->fences[i]) != 0)
-                FS_LOG_W("alloc", "cache '%s': fence record on stream %#lx failed, freeing "
-                         "without waiting: %s", c->name, (unsigned long)b->uses[i], fs_errmsg());
-            else if (b->fences[i])
-                deferred = true;
-        }
-    }
-    if (deferred) {
-        b->state = ALLOC_BLOCK_PENDING;
-        b->requested = 0;
-        b->pending_next = c->pending;
-        c->pending = b;
-    } else {
-        for (uint8_t i = 0; i < b->n_uses; i++)
-            alloc_provider_fence_destroy(c->provider, b->fences[i]);
-        HASH_DEL(c->by_ptr, b);
-        b->seg->n_busy--;
-        cache_stat_dec(&st->active, b->size);
-        block_make_free_locked(c, b);
-    }
-    pthread_mutex_unlock(&c->lock);
+    if (!cache_block_defer_locked(c, b))
+        cache_block_release_locked(c, b);
+    cache_unlock(c);
     return 0;
-}
-
-int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream)
-{
-    if (!c->has_fences || stream == 0)
-        return 0;
-    pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->n_streams; i++) {
-        cache_stream_t *s = &c->streams[i];
-        if (s->id != stream)
-            continue;
-        if (s->fence) {
-            alloc_provider_fence_destroy(c->provider, s->fence);
-            s->fence = NULL;
-        }
-        /* The caller synchronised it: everything freed on it is safe. */
-        s->done_seq = c->free_seq;
-        s->retired = true;
-    }
-    /* Blocks still in use keep no reference to the stream: their frees (and
-     * extra uses) count as the default stream's from now on. */
-    cache_block_t *b, *tmp;
-    HASH_ITER(hh, c->by_ptr, b, tmp) {
-        if (b == &c->sentinel || b->state != ALLOC_BLOCK_ALLOCATED)
-            continue;
-        if (b->stream == stream)
-            b->stream = 0;
-        for (int u = 0; u < b->n_uses; u++)
-            if (b->uses[u] == stream)
-                b->uses[u] = 0;
-    }
-    pthread_mutex_unlock(&c->lock);
-    return 0;
-}
-
-int alloc_cache_stream_capture(alloc_cache_t *c, alloc_stream_t stream, bool capturing)
-{
-    if (!c->has_fences || stream == 0)
-        return 0;
-    pthread_mutex_lock(&c->lock);
-    cache_stream_t *s = stream_get_locked(c, stream);
-    int rc = 0;
-    if (!s)
-        rc = fs_err(FS_ENOMEM, "cache '%s': out of host memory for a stream's state", c->name);
-    else if (capturing)
-        s->capturing++;
-    else if (s->capturing > 0)
-        s->capturing--;
-    pthread_mutex_unlock(&c->lock);
-    return rc;
-}
-
-int alloc_cache_record_stream(alloc_cache_t *c, void *ptr, alloc_stream_t stream)
-{
-    pthread_mutex_lock(&c->lock);
-    cache_block_t *b = block_lookup_locked(c, ptr);
-    int rc = 0;
-    if (!b) {
-        rc = fs_err(FS_EINVAL, "cache '%s': record_stream on %p, which is not an allocated block",
-                    c->name, ptr);
-    } else if (stream != b->stream) {
-        uint8_t i = 0;
-        while (i < b->n_uses && b->uses[i] != stream)
-            i++;
-        if (i == b->n_uses) {
-            if (b->n_uses == CACHE_BLOCK_MAX_USES)
-                rc = fs_err(FS_ENOTSUP, "cache '%s': block %p is already used on %d other "
-                            "streams, the most a block can be", c->name, ptr,
-                            CACHE_BLOCK_MAX_USES);
-            else
-                b->uses[b->n_uses++] = stream;
-        }
-    }
-    pthread_mutex_unlock(&c->lock);
-    return rc;
 }
 
 int alloc_cache_block_size(alloc_cache_t *c, const void *ptr, size_t *out)
 {
-    pthread_mutex_lock(&c->lock);
-    cache_block_t *b = block_lookup_locked(c, ptr);
+    cache_lock(c);
+    cache_block_t *b = cache_block_lookup_locked(c, ptr);
     if (b)
         *out = b->size;
-    pthread_mutex_unlock(&c->lock);
+    cache_unlock(c);
     if (!b)
         return fs_err(FS_EINVAL, "cache '%s': %p is not an allocated block", c->name, ptr);
     return 0;
@@ -895,32 +687,22 @@ int alloc_cache_block_size(alloc_cache_t *c, const void *ptr, size_t *out)
 
 size_t alloc_cache_empty(alloc_cache_t *c, alloc_release_reason_t reason)
 {
-    pthread_mutex_lock(&c->lock);
-    if (c->pending)
-        pending_process_locked(c);
+    cache_lock(c);
+    if (!SLIST_EMPTY(&c->pending))
+        cache_pending_process_locked(c);
     size_t released = release_free_locked(c, ALLOC_POOL_N, 0, reason);
-    pthread_mutex_unlock(&c->lock);
+    cache_unlock(c);
     return released;
 }
 
 size_t alloc_cache_trim(alloc_cache_t *c, size_t keep_bytes, alloc_release_reason_t reason)
 {
-    pthread_mutex_lock(&c->lock);
-    if (c->pending)
-        pending_process_locked(c);
+    cache_lock(c);
+    if (!SLIST_EMPTY(&c->pending))
+        cache_pending_process_locked(c);
     size_t allocated = (size_t)c->stats.allocated.current;
     size_t target = keep_bytes > SIZE_MAX - allocated ? SIZE_MAX : allocated + keep_bytes;
     size_t released = release_free_locked(c, ALLOC_POOL_N, target, reason);
-    pthread_mutex_unlock(&c->lock);
+    cache_unlock(c);
     return released;
-}
-
-void alloc_cache_process_fences(alloc_cache_t *c)
-{
-    pthread_mutex_lock(&c->lock);
-    if (c->pending)
-        pending_process_locked(c);
-    if (c->has_fences && c->n_streams > 0)
-        streams_poll_locked(c, (alloc_stream_t)-1);
-    pthread_mutex_unlock(&c->lock);
 }

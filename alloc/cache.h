@@ -2,17 +2,22 @@
  * host) memory, with exact accounting and pluggable release policies.
  *
  * The algorithm is PyTorch's CUDA caching allocator, restated in cache.c's
- * header, with three additions: owner tags with exact per-owner bytes,
- * cross-stream reuse through lazily recorded fences, and release policies
- * that run inside the allocator (watermark) or on hooks the server calls
- * (request and batch begin/end, a timer tick).
+ * header, with four additions: owner tags with exact per-owner bytes,
+ * cross-stream reuse through lazily recorded fences (cache_streams.c),
+ * release policies that run inside the allocator (watermark) or on hooks
+ * the server calls (request begin/end, a timer tick; cache_policies.c), and
+ * batch memory as one handle per batch (an arena, or one block when no
+ * arena policy is attached; cache_batch.c). alloc_cache_check walks every
+ * invariant (cache_check.c); check builds (ALLOC_CHECK_INVARIANTS, on under
+ * SANITIZE=1) run it at every unlock.
  *
  * Units: every size is in bytes; stats count rounded block sizes except
  * `requested`, which counts what callers asked for.
  *
  * Threading: an alloc_cache_t is internally locked; every function may be
  * called from any thread. Hooks run policies outside the lock except the
- * watermark check, which runs inside alloc before the cache grows. */
+ * watermark check, which runs inside alloc before the cache grows. An
+ * alloc_batch_t belongs to the thread that runs its batch. */
 #ifndef FS_ALLOC_CACHE_H
 #define FS_ALLOC_CACHE_H
 
@@ -190,6 +195,15 @@ size_t alloc_cache_trim(alloc_cache_t *c, size_t keep_bytes, alloc_release_reaso
  * pools. alloc does this on its own; policies call it on ticks. */
 void alloc_cache_process_fences(alloc_cache_t *c);
 
+/* Walks every invariant of the cache under its lock: every segment tiled
+ * exactly by its blocks (no gap, no overlap, sizes summing to the segment),
+ * allocated = sum of ALLOCATED blocks, active = allocated + PENDING, the
+ * owners' bytes summing to allocated, the free trees holding exactly the
+ * FREE blocks, the hash exactly the ALLOCATED and PENDING ones. 0, or
+ * FS_ESTATE with a message naming the first broken invariant. Changes
+ * nothing. */
+int alloc_cache_check(alloc_cache_t *c);
+
 /* Stats. */
 void alloc_cache_stats(alloc_cache_t *c, alloc_cache_stats_t *out);
 /* Sets every peak to its current value. */
@@ -258,15 +272,29 @@ alloc_policy_t *alloc_cache_policy_get(alloc_cache_t *c, size_t index);
  * order they were added. */
 void alloc_cache_request_begin(alloc_cache_t *c);
 void alloc_cache_request_end(alloc_cache_t *c);
-/* A batch needing `plan_bytes` of activations on `stream`, counted to
- * `owner`. With an arena policy attached, *arena is an arena of at least
- * plan_bytes that the caller bump-allocates from and hands back to
- * alloc_cache_batch_end; without one, *arena is NULL and the caller
- * allocates per tensor. Errors as alloc_cache_alloc. */
+/* Batch memory: one handle per batch, whatever the policies, so the caller
+ * has one path: begin, use alloc_batch_ptr's block, end. */
+typedef struct alloc_batch alloc_batch_t;
+/* Every batch block is aligned to this (cudaMalloc's own alignment). */
+#define ALLOC_BATCH_ALIGN ((size_t)256)
+/* Begins a batch needing `plan_bytes` of activations on `stream`, counted
+ * to `owner`. Its block is cut from an arena of at least plan_bytes when an
+ * arena policy is attached, else it is one cache block of plan_bytes; either
+ * way alloc_batch_ptr(*out) has at least plan_bytes (0: a minimum block),
+ * aligned to ALLOC_BATCH_ALIGN. 0 and *out (the caller ends it with
+ * alloc_cache_batch_end), or the errors of alloc_cache_alloc, or FS_ENOMEM
+ * for the handle; nothing is held on error. */
 int alloc_cache_batch_begin(alloc_cache_t *c, size_t plan_bytes, alloc_stream_t stream,
-                            alloc_owner_t owner, alloc_arena_t **arena);
-/* Ends a batch; `arena` (taken; may be NULL) is released back to the cache. */
-void alloc_cache_batch_end(alloc_cache_t *c, alloc_arena_t *arena);
+                            alloc_owner_t owner, alloc_batch_t **out);
+/* The batch's block: borrowed, valid until alloc_cache_batch_end. */
+void *alloc_batch_ptr(const alloc_batch_t *b);
+/* The arena the block was cut from (borrowed, as long as the block), for a
+ * caller that bump-allocates past its plan or reads arena stats; NULL when
+ * the batch is one plain block. */
+alloc_arena_t *alloc_batch_arena(const alloc_batch_t *b);
+/* Ends a batch begun on `c`: `batch` (taken) and its memory go back to the
+ * cache. NULL is a no-op. */
+void alloc_cache_batch_end(alloc_cache_t *c, alloc_batch_t *batch);
 /* A timer tick: time-driven policies (periodic, idle_trim, watermark)
  * decide here, reading fs_clock_now_ns(). */
 void alloc_cache_tick(alloc_cache_t *c);

@@ -436,16 +436,15 @@ void alloc_policy_stats(alloc_policy_t *p, alloc_policy_stats_t *out)
 
 /* --- wrappers the cache calls --------------------------------------------- */
 
-void alloc_policy_on_request_begin(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns)
+void alloc_policy_on_timed(alloc_policy_t *p, alloc_policy_timed_t hook, alloc_cache_t *c,
+                           uint64_t now_ns)
 {
-    if (p->iface->request_begin)
-        p->iface->request_begin(p, c, now_ns);
-}
-
-void alloc_policy_on_request_end(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns)
-{
-    if (p->iface->request_end)
-        p->iface->request_end(p, c, now_ns);
+    void (*fn)(alloc_policy_t *, alloc_cache_t *, uint64_t) =
+        hook == ALLOC_POLICY_ON_REQUEST_BEGIN ? p->iface->request_begin
+        : hook == ALLOC_POLICY_ON_REQUEST_END ? p->iface->request_end
+                                              : p->iface->tick;
+    if (fn)
+        fn(p, c, now_ns);
 }
 
 bool alloc_policy_provides_batch_memory(const alloc_policy_t *p)
@@ -453,8 +452,8 @@ bool alloc_policy_provides_batch_memory(const alloc_policy_t *p)
     return p->iface->batch_begin != NULL;
 }
 
-/* A policy without batch memory leaves the caller to allocate per tensor:
- * *arena is NULL and the call succeeds. */
+/* A policy without batch memory gives none: *arena is NULL and the call
+ * succeeds (the host asks only a policy that provides it). */
 int alloc_policy_on_batch_begin(alloc_policy_t *p, alloc_cache_t *c, size_t plan_bytes,
                                 alloc_stream_t stream, alloc_owner_t owner,
                                 alloc_arena_t **arena)
@@ -472,12 +471,6 @@ void alloc_policy_on_batch_end(alloc_policy_t *p, alloc_cache_t *c, alloc_arena_
         p->iface->batch_end(p, c, arena);
 }
 
-void alloc_policy_on_tick(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns)
-{
-    if (p->iface->tick)
-        p->iface->tick(p, c, now_ns);
-}
-
 void alloc_policy_on_oom(alloc_policy_t *p, alloc_cache_t *c, size_t requested_bytes)
 {
     if (p->iface->oom)
@@ -486,6 +479,7 @@ void alloc_policy_on_oom(alloc_policy_t *p, alloc_cache_t *c, size_t requested_b
 
 void alloc_policy_on_before_grow_locked(alloc_policy_t *p, alloc_cache_t *c, size_t grow_bytes)
 {
+    alloc_cache_assert_locked(c);
     if (p->iface->before_grow_locked)
         p->iface->before_grow_locked(p, c, grow_bytes);
 }

@@ -1,5 +1,5 @@
 /* policy_impl.h -- the policy function table, and the few cache internals
- * policies reach into. For alloc/policy.c and alloc/cache.c only. */
+ * policies reach into. For alloc/policy.c and the cache's files only. */
 #ifndef FS_ALLOC_POLICY_IMPL_H
 #define FS_ALLOC_POLICY_IMPL_H
 
@@ -17,7 +17,8 @@ struct alloc_policy_i {
     void (*request_begin)(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns);
     void (*request_end)(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns);
     /* Only a policy that provides batch memory (arena) has batch_begin; it
-     * sets *arena or fails with the cache's error. */
+     * sets *arena to an arena of at least plan_bytes or fails with the
+     * cache's error. cache_batch.c cuts the batch's block from it. */
     int (*batch_begin)(alloc_policy_t *p, alloc_cache_t *c, size_t plan_bytes,
                        alloc_stream_t stream, alloc_owner_t owner, alloc_arena_t **arena);
     void (*batch_end)(alloc_policy_t *p, alloc_cache_t *c, alloc_arena_t *arena);
@@ -32,19 +33,28 @@ struct alloc_policy_i {
 };
 
 /* --- wrappers the cache calls (policy.c); NULL hooks do nothing --- */
-void alloc_policy_on_request_begin(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns);
-void alloc_policy_on_request_end(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns);
+
+/* The hooks that take the time: one wrapper serves them all. */
+typedef enum alloc_policy_timed {
+    ALLOC_POLICY_ON_REQUEST_BEGIN,
+    ALLOC_POLICY_ON_REQUEST_END,
+    ALLOC_POLICY_ON_TICK,
+} alloc_policy_timed_t;
+void alloc_policy_on_timed(alloc_policy_t *p, alloc_policy_timed_t hook, alloc_cache_t *c,
+                           uint64_t now_ns);
 /* Whether this policy supplies batch memory (has batch_begin). */
 bool alloc_policy_provides_batch_memory(const alloc_policy_t *p);
 int alloc_policy_on_batch_begin(alloc_policy_t *p, alloc_cache_t *c, size_t plan_bytes,
                                 alloc_stream_t stream, alloc_owner_t owner,
                                 alloc_arena_t **arena);
 void alloc_policy_on_batch_end(alloc_policy_t *p, alloc_cache_t *c, alloc_arena_t *arena);
-void alloc_policy_on_tick(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns);
 void alloc_policy_on_oom(alloc_policy_t *p, alloc_cache_t *c, size_t requested_bytes);
 void alloc_policy_on_before_grow_locked(alloc_policy_t *p, alloc_cache_t *c, size_t grow_bytes);
 
 /* --- cache internals for policies (cache lock held) --- */
+
+/* Asserts the calling thread holds c's lock (a no-op under NDEBUG). */
+void alloc_cache_assert_locked(const alloc_cache_t *c);
 
 /* Releases fully free segments, oldest first, until reserved <= target or
  * none is left; counts them under `reason`. Returns the bytes released. */

@@ -95,19 +95,35 @@ static void cuda_live_sub(cuda_provider_t *c, size_t bytes)
     atomic_fetch_sub(&c->live_allocs, 1);
 }
 
-static int cuda_alloc(alloc_provider_t *p, size_t bytes, void **out)
+/* cuda_device_enter for `p`'s device, with the message set on error. */
+static int cuda_provider_enter(alloc_provider_t *p, int *prev)
+{
+    cuda_provider_t *c = p->ctx;
+    cudaError_t err = cuda_device_enter(c->device, prev);
+    if (err != cudaSuccess)
+        return cuda_fail(FS_EDEVICE, err, "%s: cannot make device %d current", p->name, c->device);
+    return 0;
+}
+
+/* cudaMalloc on `p`'s device or, with `from_pool` (cuda_async), stream-
+ * ordered on the legacy default stream (stream 0) from the pool with its
+ * release threshold at UINT64_MAX: freed memory stays in the pool for
+ * reuse. Work on other blocking streams is ordered with stream 0
+ * implicitly; non-blocking streams must be ordered by the caller. */
+static int cuda_alloc_on(alloc_provider_t *p, size_t bytes, bool from_pool, void **out)
 {
     cuda_provider_t *c = p->ctx;
     int prev;
-    cudaError_t err = cuda_device_enter(c->device, &prev);
-    if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cannot make device %d current", p->name, c->device);
+    int rc = cuda_provider_enter(p, &prev);
+    if (rc != 0)
+        return rc;
     void *ptr = NULL;
-    err = cudaMalloc(&ptr, bytes);
+    cudaError_t err = from_pool ? cudaMallocFromPoolAsync(&ptr, bytes, c->pool, (cudaStream_t)0)
+                                : cudaMalloc(&ptr, bytes);
     cuda_device_leave(c->device, prev);
     if (err != cudaSuccess)
-        return cuda_fail(cuda_alloc_code(err), err, "%s: cudaMalloc of %zu bytes failed", p->name,
-                         bytes);
+        return cuda_fail(cuda_alloc_code(err), err, "%s: %s of %zu bytes failed", p->name,
+                         from_pool ? "cudaMallocFromPoolAsync" : "cudaMalloc", bytes);
     cuda_live_add(c, bytes);
     *out = ptr;
     return 0;
@@ -128,50 +144,37 @@ static void cuda_free_finish(alloc_provider_t *p, cuda_provider_t *c, cudaError_
     cuda_live_sub(c, bytes);
 }
 
-static void cuda_free(alloc_provider_t *p, void *ptr, size_t bytes)
+/* cudaFree on `p`'s device or, with `to_pool`, cudaFreeAsync on stream 0. */
+static void cuda_free_on(alloc_provider_t *p, void *ptr, size_t bytes, bool to_pool)
 {
     cuda_provider_t *c = p->ctx;
     int prev;
     cudaError_t err = cuda_device_enter(c->device, &prev);
     if (err == cudaSuccess) {
-        err = cudaFree(ptr);
+        err = to_pool ? cudaFreeAsync(ptr, (cudaStream_t)0) : cudaFree(ptr);
         cuda_device_leave(c->device, prev);
     }
-    cuda_free_finish(p, c, err, "cudaFree", ptr, bytes);
+    cuda_free_finish(p, c, err, to_pool ? "cudaFreeAsync" : "cudaFree", ptr, bytes);
 }
 
-/* Stream-ordered on the legacy default stream (stream 0), from the pool
- * with its release threshold at UINT64_MAX: freed memory stays in the pool
- * for reuse. Work on other blocking streams is ordered with stream 0
- * implicitly; non-blocking streams must be ordered by the caller. */
+static int cuda_alloc(alloc_provider_t *p, size_t bytes, void **out)
+{
+    return cuda_alloc_on(p, bytes, false, out);
+}
+
+static void cuda_free(alloc_provider_t *p, void *ptr, size_t bytes)
+{
+    cuda_free_on(p, ptr, bytes, false);
+}
+
 static int cuda_async_alloc(alloc_provider_t *p, size_t bytes, void **out)
 {
-    cuda_provider_t *c = p->ctx;
-    int prev;
-    cudaError_t err = cuda_device_enter(c->device, &prev);
-    if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cannot make device %d current", p->name, c->device);
-    void *ptr = NULL;
-    err = cudaMallocFromPoolAsync(&ptr, bytes, c->pool, (cudaStream_t)0);
-    cuda_device_leave(c->device, prev);
-    if (err != cudaSuccess)
-        return cuda_fail(cuda_alloc_code(err), err, "%s: cudaMallocFromPoolAsync of %zu bytes failed",
-                         p->name, bytes);
-    cuda_live_add(c, bytes);
-    *out = ptr;
-    return 0;
+    return cuda_alloc_on(p, bytes, true, out);
 }
 
 static void cuda_async_free(alloc_provider_t *p, void *ptr, size_t bytes)
 {
-    cuda_provider_t *c = p->ctx;
-    int prev;
-    cudaError_t err = cuda_device_enter(c->device, &prev);
-    if (err == cudaSuccess) {
-        err = cudaFreeAsync(ptr, (cudaStream_t)0);
-        cuda_device_leave(c->device, prev);
-    }
-    cuda_free_finish(p, c, err, "cudaFreeAsync", ptr, bytes);
+    cuda_free_on(p, ptr, bytes, true);
 }
 
 static int pinned_alloc(alloc_provider_t *p, size_t bytes, void **out)
@@ -199,10 +202,10 @@ static int cuda_mem_info(alloc_provider_t *p, size_t *free_bytes, size_t *total_
 {
     cuda_provider_t *c = p->ctx;
     int prev;
-    cudaError_t err = cuda_device_enter(c->device, &prev);
-    if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cannot make device %d current", p->name, c->device);
-    err = cudaMemGetInfo(free_bytes, total_bytes);
+    int rc = cuda_provider_enter(p, &prev);
+    if (rc != 0)
+        return rc;
+    cudaError_t err = cudaMemGetInfo(free_bytes, total_bytes);
     cuda_device_leave(c->device, prev);
     if (err != cudaSuccess)
         return cuda_fail(FS_EDEVICE, err, "%s: cudaMemGetInfo failed", p->name);
@@ -223,19 +226,19 @@ static int cuda_fence_record(alloc_provider_t *p, alloc_stream_t stream, void **
 {
     cuda_provider_t *c = p->ctx;
     int prev;
-    cudaError_t err = cuda_device_enter(c->device, &prev);
-    if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cannot make device %d current", p->name, c->device);
+    int rc = cuda_provider_enter(p, &prev);
+    if (rc != 0)
+        return rc;
     cudaEvent_t ev = NULL;
-    err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (err != cudaSuccess) {
         cuda_device_leave(c->device, prev);
         return cuda_fail(FS_EDEVICE, err, "%s: cudaEventCreateWithFlags failed", p->name);
     }
     err = cudaEventRecord(ev, (cudaStream_t)stream);
     if (err != cudaSuccess) {
-        int rc = cuda_fail(FS_EDEVICE, err, "%s: cudaEventRecord on stream %#" PRIxPTR " failed",
-                           p->name, stream);
+        rc = cuda_fail(FS_EDEVICE, err, "%s: cudaEventRecord on stream %#" PRIxPTR " failed",
+                       p->name, stream);
         cudaEventDestroy(ev);
         cuda_device_leave(c->device, prev);
         return rc;
@@ -303,14 +306,17 @@ static void cuda_async_destroy(alloc_provider_t *p)
     cuda_destroy(p);
 }
 
+/* Every CUDA table fences with CUDA events (cuda_fence_*). */
+#define CUDA_EVENT_FENCES                                                                          \
+    .fence_record = cuda_fence_record, .fence_query = cuda_fence_query,                            \
+    .fence_destroy = cuda_fence_destroy
+
 static const struct alloc_provider_i cuda_iface = {
     .alloc = cuda_alloc,
     .free = cuda_free,
     .destroy = cuda_destroy,
     .mem_info = cuda_mem_info,
-    .fence_record = cuda_fence_record,
-    .fence_query = cuda_fence_query,
-    .fence_destroy = cuda_fence_destroy,
+    CUDA_EVENT_FENCES,
 };
 
 static const struct alloc_provider_i cuda_async_iface = {
@@ -318,9 +324,7 @@ static const struct alloc_provider_i cuda_async_iface = {
     .free = cuda_async_free,
     .destroy = cuda_async_destroy,
     .mem_info = cuda_mem_info,
-    .fence_record = cuda_fence_record,
-    .fence_query = cuda_fence_query,
-    .fence_destroy = cuda_fence_destroy,
+    CUDA_EVENT_FENCES,
 };
 
 /* Pinned buffers are staging for async copies: a buffer must not be reused
@@ -330,9 +334,7 @@ static const struct alloc_provider_i pinned_iface = {
     .free = pinned_free,
     .destroy = cuda_destroy,
     .mem_info = pinned_mem_info,
-    .fence_record = cuda_fence_record,
-    .fence_query = cuda_fence_query,
-    .fence_destroy = cuda_fence_destroy,
+    CUDA_EVENT_FENCES,
 };
 
 int alloc_cuda_probe(int *n_devices)

@@ -479,10 +479,12 @@ static int replay_per_tensor(alloc_cache_t *c, alloc_owner_t owner,
     return rc;
 }
 
-/* One request: plan, batch begin, the tensors (one planned block from the
- * arena when the policy gives one, else per tensor), batch end. FS_ENOMEM
- * counts as a failed request; any other error is returned. */
-static int replay_request(alloc_cache_t *c, alloc_owner_t owner, const trace_t *tr,
+/* One request. With a memory plan (the arena policy, as the engine runs a
+ * static plan): plan, batch begin, the tensors at their planned offsets in
+ * the batch's one block, batch end. Without (every other policy): tensor by
+ * tensor, as a framework without a memory plan does. FS_ENOMEM counts as a
+ * failed request; any other error is returned. */
+static int replay_request(alloc_cache_t *c, alloc_owner_t owner, bool planned, const trace_t *tr,
                           const trace_request_t *r, replay_result_t *res)
 {
     alloc_plan_tensor_t t[TRACE_N_TENSORS];
@@ -491,20 +493,19 @@ static int replay_request(alloc_cache_t *c, alloc_owner_t owner, const trace_t *
     int rc = alloc_plan_build(t, TRACE_N_TENSORS, ALLOC_PLAN_DEFAULT_ALIGN, &plan_bytes);
     if (rc)
         return rc;
-    alloc_arena_t *arena = NULL;
-    rc = alloc_cache_batch_begin(c, plan_bytes, 0, owner, &arena);
-    if (rc == 0 && arena) {
-        /* Tensor i lives at block + t[i].offset; nothing more is allocated. */
-        void *block;
-        rc = alloc_arena_alloc(arena, plan_bytes, ALLOC_PLAN_DEFAULT_ALIGN, &block);
-        alloc_arena_stats_t as;
-        alloc_arena_stats(arena, &as);
+    alloc_batch_t *batch = NULL;
+    if (!planned)
+        rc = replay_per_tensor(c, owner, t);
+    else if ((rc = alloc_cache_batch_begin(c, plan_bytes, 0, owner, &batch)) == 0) {
+        /* Tensor i lives at the block + t[i].offset; nothing more is allocated. */
+        alloc_arena_t *arena = alloc_batch_arena(batch);
+        alloc_arena_stats_t as = {0};
+        if (arena)
+            alloc_arena_stats(arena, &as);
         if (as.n_blocks > 1)
             res->n_arena_spills++;
-    } else if (rc == 0) {
-        rc = replay_per_tensor(c, owner, t);
+        alloc_cache_batch_end(c, batch);
     }
-    alloc_cache_batch_end(c, arena);
     if (rc == FS_ENOMEM) {
         res->n_failed++;
         return 0;
@@ -559,6 +560,7 @@ static int replay_run(alloc_provider_t *provider, const trace_t *tr, const char 
     alloc_cache_t *c = NULL;
     alloc_policy_t *pol = NULL;
     alloc_policy_params_t params;
+    bool planned = strcmp(policy, "arena") == 0;
     memset(res, 0, sizeof *res);
     fs_clock_manual_install(REPLAY_CLOCK_START_NS);
 
@@ -592,7 +594,7 @@ static int replay_run(alloc_provider_t *provider, const trace_t *tr, const char 
         fs_clock_manual_advance(tr->requests[i].gap_ns);
         alloc_cache_tick(c);
         alloc_cache_request_begin(c);
-        rc = replay_request(c, owners[1], tr, &tr->requests[i], res);
+        rc = replay_request(c, owners[1], planned, tr, &tr->requests[i], res);
         alloc_cache_request_end(c);
     }
     res->wall_ns = fs_clock_real_ns() - t0;

@@ -277,19 +277,13 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
     int rc = run_state_init(p, &rs);
     if (rc != 0)
         return rc;
-    alloc_arena_t *arena = NULL;
+    alloc_batch_t *batch = NULL;
     void *block = NULL, *staging = NULL;
-    bool own_block = false;
     if (p->block_bytes) {
-        rc = alloc_cache_batch_begin(p->cache, p->block_bytes, rs.stream, p->act_owner, &arena);
-        if (rc == 0 && arena)
-            rc = alloc_arena_alloc(arena, p->block_bytes, EXEC_ALIGN, &block);
-        else if (rc == 0) {
-            rc = alloc_cache_alloc(p->cache, p->block_bytes, rs.stream, p->act_owner, &block);
-            own_block = rc == 0;
-        }
+        rc = alloc_cache_batch_begin(p->cache, p->block_bytes, rs.stream, p->act_owner, &batch);
         if (rc != 0)
             goto done;
+        block = alloc_batch_ptr(batch);
     }
     if (p->staging && p->staging_bytes &&
         (rc = alloc_cache_alloc(p->staging, p->staging_bytes, 0, p->staging_owner, &staging)) != 0)
@@ -331,10 +325,7 @@ done:
     }
     if (staging)
         alloc_cache_free(p->staging, staging);
-    if (own_block)
-        alloc_cache_free(p->cache, block);
-    if (p->block_bytes)
-        alloc_cache_batch_end(p->cache, arena);
+    alloc_cache_batch_end(p->cache, batch);
     run_state_fini(&rs);
     return rc;
 }

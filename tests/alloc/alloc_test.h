@@ -28,10 +28,12 @@ static inline void alloc_fixture_init(alloc_fixture_t *f, const alloc_fault_conf
     cr_assert_eq(alloc_cache_create(f->fault, cache_cfg, &f->cache), 0, "cache: %s", fs_errmsg());
 }
 
-/* Asserts nothing is allocated, empties the cache, asserts nothing is
- * reserved and the provider holds nothing, then destroys the fixture. */
+/* Asserts the invariants hold and nothing is allocated, empties the cache,
+ * asserts nothing is reserved and the provider holds nothing, then destroys
+ * the fixture. */
 static inline void alloc_fixture_fini(alloc_fixture_t *f)
 {
+    cr_expect_eq(alloc_cache_check(f->cache), 0, "invariants at end: %s", fs_errmsg());
     alloc_cache_stats_t st;
     alloc_cache_stats(f->cache, &st);
     cr_expect_eq(st.allocated.current, 0, "allocated at end: %lld", (long long)st.allocated.current);
@@ -39,6 +41,7 @@ static inline void alloc_fixture_fini(alloc_fixture_t *f)
     cr_expect_eq(st.active.current, 0, "active at end: %lld", (long long)st.active.current);
     cr_expect_eq(st.blocks.current, 0, "blocks at end: %lld", (long long)st.blocks.current);
     alloc_cache_empty(f->cache, ALLOC_RELEASE_EMPTY);
+    cr_expect_eq(alloc_cache_check(f->cache), 0, "invariants after empty: %s", fs_errmsg());
     alloc_cache_stats(f->cache, &st);
     cr_expect_eq(st.reserved.current, 0, "reserved after empty: %lld",
                  (long long)st.reserved.current);
@@ -237,12 +240,14 @@ static inline int alloc_test_snapshot_problem(const alloc_snapshot_t *s, char *w
     return 0;
 }
 
-/* Asserts alloc_test_snapshot_problem finds nothing, and that the snapshot
+/* Asserts the cache's own invariant walk passes, that
+ * alloc_test_snapshot_problem finds nothing, and that the snapshot
  * agrees with the stats (call only while no other thread uses the cache):
  * reserved, allocated, active, blocks, segments, per-pool reserved and
  * allocated, largest_free_bytes, free_cached_bytes. */
 static inline void alloc_test_check_consistent(alloc_cache_t *c)
 {
+    cr_expect_eq(alloc_cache_check(c), 0, "invariants: %s", fs_errmsg());
     alloc_snapshot_t *s = alloc_test_snapshot(c);
     alloc_cache_stats_t st = alloc_test_stats(c);
     char why[256];

@@ -31,9 +31,10 @@ static void cuda_fixture_init(cuda_fixture_t *f, const alloc_cache_config_t *cfg
     cr_assert_eq(alloc_cache_create(f->cuda, cfg, &f->cache), 0, "%s", fs_errmsg());
 }
 
-/* Stats back to zero, then nothing reserved after empty. */
+/* Invariants hold, stats back to zero, then nothing reserved after empty. */
 static void cuda_fixture_fini(cuda_fixture_t *f)
 {
+    cr_expect_eq(alloc_cache_check(f->cache), 0, "invariants at end: %s", fs_errmsg());
     alloc_cache_stats_t st;
     alloc_cache_stats(f->cache, &st);
     cr_expect_eq(st.allocated.current, 0);

@@ -291,27 +291,47 @@ Test(alloc_policy_cache, keeps_segments_after_frees_requests_and_ticks)
     fs_clock_set_source(NULL, NULL);
 }
 
-Test(alloc_policy_cache, batch_begin_without_an_arena_policy_gives_no_arena)
+/* A batch without an arena policy: one cache block of the plan, counted to
+ * its owner, back at batch end. */
+static void expect_plain_batch(alloc_fixture_t *f, size_t plan_bytes, alloc_owner_t owner)
+{
+    alloc_batch_t *batch = NULL;
+    cr_assert_eq(alloc_cache_batch_begin(f->cache, plan_bytes, 0, owner, &batch), 0, "%s",
+                 fs_errmsg());
+    cr_expect_null(alloc_batch_arena(batch), "no arena policy attached, yet an arena");
+    void *block = alloc_batch_ptr(batch);
+    cr_assert_not_null(block);
+    cr_expect_eq((uintptr_t)block % ALLOC_BATCH_ALIGN, 0, "block %p misaligned", block);
+    size_t size = 0;
+    cr_assert_eq(alloc_cache_block_size(f->cache, block, &size), 0, "%s", fs_errmsg());
+    cr_expect_geq(size, plan_bytes);
+    memset(block, 0xab, plan_bytes);
+    alloc_owner_stats_t os;
+    cr_assert_eq(alloc_cache_owner_stats(f->cache, owner, &os), 0);
+    cr_expect_eq(os.allocated.current, (int64_t)size, "the block is not counted to its owner");
+    cr_expect_eq(alloc_cache_check(f->cache), 0, "%s", fs_errmsg());
+    alloc_cache_batch_end(f->cache, batch);
+    cr_expect_eq(cache_stats(f).allocated.current, 0, "the batch's block was not given back");
+    cr_expect_eq(alloc_cache_check(f->cache), 0, "%s", fs_errmsg());
+}
+
+Test(alloc_policy_cache, batch_without_an_arena_policy_is_one_cache_block)
 {
     alloc_fixture_t f;
     alloc_fixture_init(&f, NULL, NULL);
-    alloc_arena_t *arena = (alloc_arena_t *)&arena;
-    cr_assert_eq(alloc_cache_batch_begin(f.cache, 30 * MiB, 0, ALLOC_OWNER_SERVER, &arena), 0,
-                 "%s", fs_errmsg());
-    cr_expect_null(arena, "no policy attached, yet an arena");
-    alloc_cache_batch_end(f.cache, arena);
+    alloc_owner_t model;
+    cr_assert_eq(alloc_cache_owner_create(f.cache, "model", &model), 0, "%s", fs_errmsg());
+    expect_plain_batch(&f, 30 * MiB, model);
+    expect_plain_batch(&f, 0, model);
 
     attach(&f, ALLOC_POLICY_CACHE, NULL);
     alloc_policy_params_t params;
     alloc_policy_params_default(&params);
     attach(&f, ALLOC_POLICY_PERIODIC, &params);
     attach(&f, ALLOC_POLICY_WATERMARK, &params);
-    arena = (alloc_arena_t *)&arena;
-    cr_assert_eq(alloc_cache_batch_begin(f.cache, 30 * MiB, 0, ALLOC_OWNER_SERVER, &arena), 0,
-                 "%s", fs_errmsg());
-    cr_expect_null(arena, "no arena policy attached, yet an arena");
-    alloc_cache_batch_end(f.cache, arena);
-    cr_expect_eq(cache_stats(&f).reserved.current, 0, "a batch without an arena allocated");
+    expect_plain_batch(&f, 30 * MiB, model);
+    alloc_cache_batch_end(f.cache, NULL); /* a no-op */
+    cr_expect_eq(alloc_cache_owner_destroy(f.cache, model), 0, "%s", fs_errmsg());
     alloc_fixture_fini(&f);
 }
 
@@ -663,27 +683,27 @@ Test(alloc_policy_arena, batch_gets_an_arena_of_the_plan_and_gives_it_back)
     alloc_owner_t model;
     cr_assert_eq(alloc_cache_owner_create(f.cache, "model", &model), 0, "%s", fs_errmsg());
 
-    alloc_arena_t *arena = NULL;
-    cr_assert_eq(alloc_cache_batch_begin(f.cache, 30 * MiB, 0, model, &arena), 0, "%s",
+    alloc_batch_t *batch = NULL;
+    cr_assert_eq(alloc_cache_batch_begin(f.cache, 30 * MiB, 0, model, &batch), 0, "%s",
                  fs_errmsg());
+    alloc_arena_t *arena = alloc_batch_arena(batch);
     cr_assert_not_null(arena);
+    void *block = alloc_batch_ptr(batch);
+    cr_assert_not_null(block);
+    cr_expect_eq((uintptr_t)block % ALLOC_BATCH_ALIGN, 0, "block %p misaligned", block);
+    memset(block, 0xab, 30 * MiB);
     alloc_arena_stats_t as;
     alloc_arena_stats(arena, &as);
     cr_expect_geq(as.capacity_bytes, 30 * MiB);
-    cr_expect_eq(as.n_blocks, 1);
-    for (int i = 0; i < 3; i++) {
-        void *slice = NULL;
-        cr_assert_eq(alloc_arena_alloc(arena, 10 * MiB, 0, &slice), 0, "%s", fs_errmsg());
-        memset(slice, 0xab, 10 * MiB);
-    }
-    alloc_arena_stats(arena, &as);
-    cr_expect_eq(as.n_blocks, 1, "the plan's slices did not fit the first block");
+    cr_expect_eq(as.n_blocks, 1, "the plan's block did not fit the first arena block");
+    cr_expect_eq(as.used_bytes, 30 * MiB, "the block is not the arena's first slice");
+    cr_expect_eq(alloc_cache_check(f.cache), 0, "%s", fs_errmsg());
     alloc_owner_stats_t os;
     cr_assert_eq(alloc_cache_owner_stats(f.cache, model, &os), 0);
     cr_expect_eq(os.allocated.current, (int64_t)as.capacity_bytes, "arena not counted to owner");
     cr_expect_eq(policy_stats(p).n_batches, 1);
 
-    alloc_cache_batch_end(f.cache, arena);
+    alloc_cache_batch_end(f.cache, batch);
     alloc_cache_stats_t st = cache_stats(&f);
     cr_expect_eq(st.allocated.current, 0);
     cr_expect_eq(st.blocks.current, 0);
@@ -703,13 +723,13 @@ Test(alloc_policy_arena, min_block_bytes_raises_small_plans)
     attach(&f, ALLOC_POLICY_ARENA, &params);
     const size_t plans[] = {0, 1000, 16 * MiB};
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
-        alloc_arena_t *arena = NULL;
-        cr_assert_eq(alloc_cache_batch_begin(f.cache, plans[i], 0, ALLOC_OWNER_SERVER, &arena), 0,
+        alloc_batch_t *batch = NULL;
+        cr_assert_eq(alloc_cache_batch_begin(f.cache, plans[i], 0, ALLOC_OWNER_SERVER, &batch), 0,
                      "plan %zu: %s", plans[i], fs_errmsg());
         alloc_arena_stats_t as;
-        alloc_arena_stats(arena, &as);
+        alloc_arena_stats(alloc_batch_arena(batch), &as);
         cr_expect_geq(as.capacity_bytes, 16 * MiB, "plan %zu", plans[i]);
-        alloc_cache_batch_end(f.cache, arena);
+        alloc_cache_batch_end(f.cache, batch);
     }
     alloc_fixture_fini(&f);
 }
@@ -721,12 +741,14 @@ Test(alloc_policy_arena, varying_plans_keep_reserved_bounded)
     alloc_policy_t *p = attach(&f, ALLOC_POLICY_ARENA, NULL);
     const size_t plans[] = {30 * MiB, 50 * MiB, 70 * MiB, 90 * MiB};
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
-        alloc_arena_t *arena = NULL;
-        cr_assert_eq(alloc_cache_batch_begin(f.cache, plans[i], 0, ALLOC_OWNER_SERVER, &arena), 0,
+        alloc_batch_t *batch = NULL;
+        cr_assert_eq(alloc_cache_batch_begin(f.cache, plans[i], 0, ALLOC_OWNER_SERVER, &batch), 0,
                      "plan %zu MiB: %s", plans[i] / MiB, fs_errmsg());
-        void *slice = NULL;
-        cr_assert_eq(alloc_arena_alloc(arena, plans[i], 0, &slice), 0, "%s", fs_errmsg());
-        alloc_cache_batch_end(f.cache, arena);
+        alloc_arena_stats_t as;
+        alloc_arena_stats(alloc_batch_arena(batch), &as);
+        cr_expect_eq(as.n_blocks, 1, "plan %zu MiB spilled", plans[i] / MiB);
+        alloc_cache_batch_end(f.cache, batch);
+        cr_expect_eq(alloc_cache_check(f.cache), 0, "%s", fs_errmsg());
     }
     alloc_cache_stats_t st = cache_stats(&f);
     cr_expect_geq(st.reserved.current, (int64_t)(90 * MiB));
@@ -739,10 +761,10 @@ Test(alloc_policy_arena, varying_plans_keep_reserved_bounded)
 
     /* The same shape again is served from the cache. */
     uint64_t device_allocs = st.n_device_allocs;
-    alloc_arena_t *arena = NULL;
-    cr_assert_eq(alloc_cache_batch_begin(f.cache, 90 * MiB, 0, ALLOC_OWNER_SERVER, &arena), 0,
+    alloc_batch_t *batch = NULL;
+    cr_assert_eq(alloc_cache_batch_begin(f.cache, 90 * MiB, 0, ALLOC_OWNER_SERVER, &batch), 0,
                  "%s", fs_errmsg());
-    alloc_cache_batch_end(f.cache, arena);
+    alloc_cache_batch_end(f.cache, batch);
     cr_expect_eq(cache_stats(&f).n_device_allocs, device_allocs, "a repeated plan grew the cache");
     alloc_fixture_fini(&f);
 }
@@ -767,10 +789,12 @@ Test(alloc_policy_arena, a_failed_batch_counts_nothing)
     alloc_fault_config_t fault = {.capacity_bytes = 16 * MiB};
     alloc_fixture_init(&f, &fault, NULL);
     alloc_policy_t *p = attach(&f, ALLOC_POLICY_ARENA, NULL);
-    alloc_arena_t *arena = (alloc_arena_t *)&arena;
-    cr_expect_eq(alloc_cache_batch_begin(f.cache, 30 * MiB, 0, ALLOC_OWNER_SERVER, &arena),
+    alloc_batch_t *batch = NULL;
+    cr_expect_eq(alloc_cache_batch_begin(f.cache, 30 * MiB, 0, ALLOC_OWNER_SERVER, &batch),
                  FS_ENOMEM);
+    cr_expect_null(batch, "a failed begin handed out a batch");
     cr_expect_eq(policy_stats(p).n_batches, 0);
+    cr_expect_eq(cache_stats(&f).allocated.current, 0, "a failed begin holds memory");
     alloc_fixture_fini(&f);
 }
 
@@ -853,18 +877,18 @@ static void *policy_worker_run(void *arg)
         alloc_cache_request_begin(c);
         size_t plan = (10 + 2 * (size_t)(rand_r(&w->seed) % 6)) * MiB;
         size_t bytes = (10 + 2 * (size_t)(rand_r(&w->seed) % 6)) * MiB;
-        alloc_arena_t *arena = NULL;
-        void *slice = NULL, *block = NULL;
-        if (alloc_cache_batch_begin(c, plan, 0, ALLOC_OWNER_SERVER, &arena) != 0 ||
-            alloc_arena_alloc(arena, plan, 0, &slice) != 0 ||
+        alloc_batch_t *batch = NULL;
+        void *block = NULL;
+        if (alloc_cache_batch_begin(c, plan, 0, ALLOC_OWNER_SERVER, &batch) != 0 ||
             alloc_cache_alloc(c, bytes, 0, ALLOC_OWNER_SERVER, &block) != 0) {
             snprintf(w->err, sizeof w->err, "iteration %d: %s", i, fs_errmsg());
-            alloc_cache_batch_end(c, arena);
+            alloc_cache_batch_end(c, batch);
             alloc_cache_request_end(c);
             return NULL;
         }
+        memset(alloc_batch_ptr(batch), 0x5a, plan);
         alloc_cache_free(c, block);
-        alloc_cache_batch_end(c, arena);
+        alloc_cache_batch_end(c, batch);
         alloc_cache_request_end(c);
         if (i % 8 == 0)
             alloc_cache_tick(c);
@@ -923,10 +947,10 @@ Test(alloc_policy_replace, swaps_the_list_and_an_old_arena_still_goes_back)
     attach(&f, ALLOC_POLICY_ARENA, NULL);
     alloc_owner_t model;
     cr_assert_eq(alloc_cache_owner_create(f.cache, "model", &model), 0, "%s", fs_errmsg());
-    alloc_arena_t *arena = NULL;
-    cr_assert_eq(alloc_cache_batch_begin(f.cache, 3 * MiB, 0, model, &arena), 0, "%s",
+    alloc_batch_t *batch = NULL;
+    cr_assert_eq(alloc_cache_batch_begin(f.cache, 3 * MiB, 0, model, &batch), 0, "%s",
                  fs_errmsg());
-    cr_assert_not_null(arena);
+    cr_assert_not_null(alloc_batch_arena(batch));
 
     /* The arena policy goes while its batch is in flight. */
     alloc_policy_t *next[2] = {NULL, NULL};
@@ -936,14 +960,28 @@ Test(alloc_policy_replace, swaps_the_list_and_an_old_arena_still_goes_back)
     cr_expect_eq(alloc_cache_policy_count(f.cache), 2);
     cr_expect_eq(alloc_policy_kind(alloc_cache_policy_get(f.cache, 1)), ALLOC_POLICY_IDLE_TRIM);
 
-    alloc_cache_batch_end(f.cache, arena);
+    alloc_cache_batch_end(f.cache, batch);
     alloc_owner_stats_t os;
     cr_assert_eq(alloc_cache_owner_stats(f.cache, model, &os), 0);
     cr_expect_eq(os.allocated.current, 0, "the old policy's arena was not given back");
-    alloc_arena_t *none = NULL;
-    cr_assert_eq(alloc_cache_batch_begin(f.cache, 3 * MiB, 0, model, &none), 0);
-    cr_expect_null(none, "no arena policy is attached any more");
+    cr_expect_eq(alloc_cache_check(f.cache), 0, "%s", fs_errmsg());
+    expect_plain_batch(&f, 3 * MiB, model); /* no arena policy is attached any more */
     cr_expect_eq(alloc_cache_owner_destroy(f.cache, model), 0, "%s", fs_errmsg());
+    alloc_fixture_fini(&f);
+}
+
+Test(alloc_policy_replace, a_plain_batch_goes_back_as_a_block_after_an_arena_policy_came)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    alloc_batch_t *batch = NULL;
+    cr_assert_eq(alloc_cache_batch_begin(f.cache, 3 * MiB, 0, ALLOC_OWNER_SERVER, &batch), 0,
+                 "%s", fs_errmsg());
+    cr_assert_null(alloc_batch_arena(batch));
+    alloc_policy_t *p = attach(&f, ALLOC_POLICY_ARENA, NULL);
+    alloc_cache_batch_end(f.cache, batch);
+    cr_expect_eq(cache_stats(&f).allocated.current, 0, "the plain block was not given back");
+    cr_expect_eq(policy_stats(p).n_batches, 0, "the arena policy counted a batch it did not serve");
     alloc_fixture_fini(&f);
 }
 
