@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc/arena.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/plan_impl.h"
