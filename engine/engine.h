@@ -10,6 +10,11 @@
  * activation block (taken through the cache's batch hooks, so the arena
  * policy applies), and returns host output tensors.
  *
+ * Devices and precisions are typed values (eng_device_t, eng_precision_t):
+ * the caller parses them once, where they enter (config/ for the server),
+ * and every layer below takes them as they are. What runs on a device is
+ * that device's table (engine/backend.h); nothing above it asks which.
+ *
  * Threading: a model is immutable after load apart from its plan cache,
  * which is locked; eng_model_run may be called from several threads. */
 #ifndef FS_ENGINE_ENGINE_H

@@ -1,5 +1,6 @@
 /* device.cu -- a model instance's CUDA state: device, stream, cuBLAS handle
- * (engine/cuda/cuda.h). */
+ * (engine/cuda/cuda.h), and the CUDA device's table (engine/backend.h) that
+ * hands it to the engine. */
 #include <stdlib.h>
 #include <string.h>
 
