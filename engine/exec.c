@@ -227,7 +227,7 @@ static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
                             .inputs = rs->ins, .n_outputs = st->node->n_outputs,
                             .outputs = rs->outs, .n_threads = p->n_threads,
                             .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
-                            .scratch_bytes = st->scratch_bytes, .cuda = p->cuda,
+                            .scratch_bytes = st->scratch_bytes, .instance = p->cuda,
                             .host_inputs = dev ? rs->hins : NULL};
         rc = st->kernel->run(&ctx);
     }
@@ -476,7 +476,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         run_views(p, &rs, n, storage);
         eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
                             .inputs = rs.ins, .n_outputs = n->n_outputs, .outputs = rs.outs,
-                            .n_threads = p->n_threads, .cuda = p->cuda};
+                            .n_threads = p->n_threads, .instance = p->cuda};
         if (!kernel) {
             rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", dev ? "CUDA" : "CPU");
             break;

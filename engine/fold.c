@@ -13,7 +13,7 @@
 
 /* Folds node n; its outputs' data comes from `wa`. */
 static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n,
-                     const eng_cpu_kernel_t *kernel)
+                     const eng_kernel_t *kernel)
 {
     const eng_tensor_t *ins[n->n_inputs > 0 ? n->n_inputs : 1];
     eng_tensor_t outv[n->n_outputs > 0 ? n->n_outputs : 1];
@@ -71,7 +71,7 @@ int eng_fold_constants(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
         bool all_const = true;
         for (int k = 0; k < n->n_inputs && all_const; k++)
             all_const = n->inputs[k] < 0 || g->values[n->inputs[k]].kind == ENG_VALUE_CONST;
-        const eng_cpu_kernel_t *kernel = eng_cpu_kernel_find(n->op_type);
+        const eng_kernel_t *kernel = eng_cpu_kernel_find(n->op_type);
         if (!all_const || !kernel)
             continue;
         int rc = fold_node(g, wa, n, kernel);

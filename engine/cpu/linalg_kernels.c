@@ -24,6 +24,7 @@
 
 #include "common/error.h"
 #include "engine/cpu/gemm.h"
+#include "engine/kernels.h"
 #include "engine/ops/linalg_impl.h"
 
 /* Y [m, n] = A [m, k] x B [k, n], row-major and packed, with up to n_threads
@@ -301,8 +302,6 @@ static int einsum_run(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_cpu_kernel_t k_matmul = {"MatMul", matmul_run, matmul_scratch_bytes};
-static const eng_cpu_kernel_t k_gemm = {"Gemm", gemm_run, gemm_scratch_bytes};
-static const eng_cpu_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
-
-const eng_cpu_kernel_t *const eng_cpu_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};
+const eng_kernel_t eng_cpu_MatMul = {.run = matmul_run, .scratch_bytes = matmul_scratch_bytes};
+const eng_kernel_t eng_cpu_Gemm = {.run = gemm_run, .scratch_bytes = gemm_scratch_bytes};
+const eng_kernel_t eng_cpu_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};

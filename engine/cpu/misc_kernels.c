@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/kernels.h"
 #include "engine/ops/misc_impl.h"
 
 /* ---- TopK --------------------------------------------------------------- */
@@ -279,10 +280,6 @@ static int resize_run(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_cpu_kernel_t k_topk = {.op_type = "TopK", .run = topk_run,
-                                        .scratch_bytes = topk_scratch};
-static const eng_cpu_kernel_t k_trilu = {.op_type = "Trilu", .run = trilu_run};
-static const eng_cpu_kernel_t k_resize = {.op_type = "Resize", .run = resize_run,
-                                          .scratch_bytes = eng_resize_scratch_bytes};
-
-const eng_cpu_kernel_t *const eng_cpu_misc[] = {&k_topk, &k_trilu, &k_resize, NULL};
+const eng_kernel_t eng_cpu_TopK = {.run = topk_run, .scratch_bytes = topk_scratch};
+const eng_kernel_t eng_cpu_Trilu = {.run = trilu_run};
+const eng_kernel_t eng_cpu_Resize = {.run = resize_run, .scratch_bytes = eng_resize_scratch_bytes};

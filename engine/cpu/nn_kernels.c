@@ -35,6 +35,7 @@
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/parallel.h"
+#include "engine/kernels.h"
 #include "engine/ops/nn_impl.h"
 
 /* The taps of the window at output position o along dim i that land in
@@ -1053,21 +1054,15 @@ static int lrn_run(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_cpu_kernel_t k_conv = {"Conv", conv_run, conv_scratch_bytes};
-static const eng_cpu_kernel_t k_conv_transpose = {"ConvTranspose", conv_transpose_run,
-                                                  conv_transpose_scratch_bytes};
-static const eng_cpu_kernel_t k_average_pool = {"AveragePool", avgpool_run, NULL};
-static const eng_cpu_kernel_t k_max_pool = {"MaxPool", maxpool_run, NULL};
-static const eng_cpu_kernel_t k_global_average_pool = {"GlobalAveragePool", global_pool_run,
-                                                       NULL};
-static const eng_cpu_kernel_t k_global_max_pool = {"GlobalMaxPool", global_pool_run, NULL};
-static const eng_cpu_kernel_t k_batchnorm = {"BatchNormalization", batchnorm_run, NULL};
-static const eng_cpu_kernel_t k_instancenorm = {"InstanceNormalization", instancenorm_run, NULL};
-static const eng_cpu_kernel_t k_layernorm = {"LayerNormalization", layernorm_run,
-                                             layernorm_scratch_bytes};
-static const eng_cpu_kernel_t k_lrn = {"LRN", lrn_run, NULL};
-
-const eng_cpu_kernel_t *const eng_cpu_nn[] = {
-    &k_conv, &k_conv_transpose, &k_average_pool, &k_max_pool, &k_global_average_pool,
-    &k_global_max_pool, &k_batchnorm, &k_instancenorm, &k_layernorm, &k_lrn, NULL,
-};
+const eng_kernel_t eng_cpu_Conv = {.run = conv_run, .scratch_bytes = conv_scratch_bytes};
+const eng_kernel_t eng_cpu_ConvTranspose = {.run = conv_transpose_run,
+                                            .scratch_bytes = conv_transpose_scratch_bytes};
+const eng_kernel_t eng_cpu_AveragePool = {.run = avgpool_run};
+const eng_kernel_t eng_cpu_MaxPool = {.run = maxpool_run};
+const eng_kernel_t eng_cpu_GlobalAveragePool = {.run = global_pool_run};
+const eng_kernel_t eng_cpu_GlobalMaxPool = {.run = global_pool_run};
+const eng_kernel_t eng_cpu_BatchNormalization = {.run = batchnorm_run};
+const eng_kernel_t eng_cpu_InstanceNormalization = {.run = instancenorm_run};
+const eng_kernel_t eng_cpu_LayerNormalization = {.run = layernorm_run,
+                                                 .scratch_bytes = layernorm_scratch_bytes};
+const eng_kernel_t eng_cpu_LRN = {.run = lrn_run};

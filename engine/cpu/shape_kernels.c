@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/kernels.h"
 #include "engine/op.h"
 #include "engine/ops/shape_impl.h"
 
@@ -520,33 +521,27 @@ static int constant_run(eng_op_ctx_t *c)
     return rc;
 }
 
-/* --- the table ----------------------------------------------------------------------------- */
+/* --- the kernels ------------------------------------------------------------------------- */
 
-#define SHAPE_KERNEL_(name, type, fn)                                                           \
-    static const eng_cpu_kernel_t name = {.op_type = type, .run = fn};
-SHAPE_KERNEL_(k_reshape, "Reshape", view_run)
-SHAPE_KERNEL_(k_flatten, "Flatten", view_run)
-SHAPE_KERNEL_(k_squeeze, "Squeeze", view_run)
-SHAPE_KERNEL_(k_unsqueeze, "Unsqueeze", view_run)
-SHAPE_KERNEL_(k_transpose, "Transpose", transpose_run)
-SHAPE_KERNEL_(k_concat, "Concat", concat_run)
-SHAPE_KERNEL_(k_split, "Split", split_run)
-SHAPE_KERNEL_(k_slice, "Slice", slice_run)
-SHAPE_KERNEL_(k_gather, "Gather", gather_run)
-SHAPE_KERNEL_(k_gather_elements, "GatherElements", gather_elements_run)
-SHAPE_KERNEL_(k_expand, "Expand", expand_run)
-SHAPE_KERNEL_(k_tile, "Tile", tile_run)
-SHAPE_KERNEL_(k_pad, "Pad", pad_run)
-SHAPE_KERNEL_(k_shape, "Shape", shape_run)
-SHAPE_KERNEL_(k_size, "Size", size_run)
-SHAPE_KERNEL_(k_constant_of_shape, "ConstantOfShape", constant_of_shape_run)
-SHAPE_KERNEL_(k_range, "Range", range_run)
-SHAPE_KERNEL_(k_depth_to_space, "DepthToSpace", depth_to_space_run)
-SHAPE_KERNEL_(k_space_to_depth, "SpaceToDepth", space_to_depth_run)
-SHAPE_KERNEL_(k_constant, "Constant", constant_run)
+#define SHAPE_KERNEL_(op, fn) const eng_kernel_t eng_cpu_##op = {.run = fn};
+SHAPE_KERNEL_(Reshape, view_run)
+SHAPE_KERNEL_(Flatten, view_run)
+SHAPE_KERNEL_(Squeeze, view_run)
+SHAPE_KERNEL_(Unsqueeze, view_run)
+SHAPE_KERNEL_(Transpose, transpose_run)
+SHAPE_KERNEL_(Concat, concat_run)
+SHAPE_KERNEL_(Split, split_run)
+SHAPE_KERNEL_(Slice, slice_run)
+SHAPE_KERNEL_(Gather, gather_run)
+SHAPE_KERNEL_(GatherElements, gather_elements_run)
+SHAPE_KERNEL_(Expand, expand_run)
+SHAPE_KERNEL_(Tile, tile_run)
+SHAPE_KERNEL_(Pad, pad_run)
+SHAPE_KERNEL_(Shape, shape_run)
+SHAPE_KERNEL_(Size, size_run)
+SHAPE_KERNEL_(ConstantOfShape, constant_of_shape_run)
+SHAPE_KERNEL_(Range, range_run)
+SHAPE_KERNEL_(DepthToSpace, depth_to_space_run)
+SHAPE_KERNEL_(SpaceToDepth, space_to_depth_run)
+SHAPE_KERNEL_(Constant, constant_run)
 #undef SHAPE_KERNEL_
-
-const eng_cpu_kernel_t *const eng_cpu_shape[] = {
-    &k_reshape, &k_flatten, &k_squeeze, &k_unsqueeze, &k_transpose, &k_concat, &k_split,
-    &k_slice, &k_gather, &k_gather_elements, &k_expand, &k_tile, &k_pad, &k_shape, &k_size,
-    &k_constant_of_shape, &k_range, &k_depth_to_space, &k_space_to_depth, &k_constant, NULL};

@@ -378,7 +378,7 @@ int bc2_launch(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *a,
         return rc;
     const void *ptr[2] = {a->data, b->data};
     const size_t es[2] = {sizeof(TA), sizeof(TB)};
-    cudaStream_t s = c->cuda->stream;
+    cudaStream_t s = eng_cuda_ctx(c)->stream;
     if (n <= INT32_MAX) {
         bc_meta<uint32_t, 2> m;
         const bool vec = bc_meta_fill(l, ptr, es, y->data, sizeof(TO), N, &m);
@@ -413,7 +413,7 @@ int bc3_launch(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *a,
         return rc;
     const void *ptr[3] = {a->data, b->data, cc->data};
     const size_t es[3] = {sizeof(TA), sizeof(TB), sizeof(TC)};
-    cudaStream_t s = c->cuda->stream;
+    cudaStream_t s = eng_cuda_ctx(c)->stream;
     if (n <= INT32_MAX) {
         bc_meta<uint32_t, 3> m;
         const bool vec = bc_meta_fill(l, ptr, es, y->data, sizeof(TO), N, &m);
@@ -651,33 +651,31 @@ int binary_run(eng_op_ctx_t *oc, List list, Make make, eng_dtype_t out_dt)
     return rc == DISPATCH_NONE ? dtype_err(c, c->inputs[0]->dtype) : rc;
 }
 
-#define BINARY_KERNEL(fn, name, list, OP, out_dt)                                        \
-    int fn##_run(eng_op_ctx_t *c)                                                        \
+#define BINARY_KERNEL(op, list, OP, out_dt)                                               \
+    int op##_run(eng_op_ctx_t *c)                                                        \
     {                                                                                    \
         return binary_run(c, list{}, [](auto t) { return OP<decltype(t)>{}; }, out_dt);  \
-    }                                                                                    \
-    const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
+    }
 
-BINARY_KERNEL(add, "Add", numeric_types, add_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(sub, "Sub", numeric_types, sub_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(mul, "Mul", numeric_types, mul_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(div, "Div", numeric_types, div_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(greater, "Greater", numeric_types, gt_op, ENG_DT_BOOL)
-BINARY_KERNEL(greater_equal, "GreaterOrEqual", numeric_types, ge_op, ENG_DT_BOOL)
-BINARY_KERNEL(less, "Less", numeric_types, lt_op, ENG_DT_BOOL)
-BINARY_KERNEL(less_equal, "LessOrEqual", numeric_types, le_op, ENG_DT_BOOL)
-BINARY_KERNEL(prelu, "PRelu", prelu_types, prelu_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Add, numeric_types, add_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Sub, numeric_types, sub_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Mul, numeric_types, mul_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Div, numeric_types, div_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Greater, numeric_types, gt_op, ENG_DT_BOOL)
+BINARY_KERNEL(GreaterOrEqual, numeric_types, ge_op, ENG_DT_BOOL)
+BINARY_KERNEL(Less, numeric_types, lt_op, ENG_DT_BOOL)
+BINARY_KERNEL(LessOrEqual, numeric_types, le_op, ENG_DT_BOOL)
+BINARY_KERNEL(PRelu, prelu_types, prelu_op, ENG_DT_UNDEFINED)
 #undef BINARY_KERNEL
 
-#define BOOL_KERNEL(fn, name, OP)                                                        \
-    int fn##_run(eng_op_ctx_t *c)                                                        \
+#define BOOL_KERNEL(op, OP)                                                              \
+    int op##_run(eng_op_ctx_t *c)                                                        \
     {                                                                                    \
         return binary_run(c, types<bool_t>{}, [](bool_t) { return OP{}; }, ENG_DT_BOOL); \
-    }                                                                                    \
-    const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
-BOOL_KERNEL(and, "And", and_op)
-BOOL_KERNEL(or, "Or", or_op)
-BOOL_KERNEL(xor, "Xor", xor_op)
+    }
+BOOL_KERNEL(And, and_op)
+BOOL_KERNEL(Or, or_op)
+BOOL_KERNEL(Xor, xor_op)
 #undef BOOL_KERNEL
 
 int equal_run(eng_op_ctx_t *c)
@@ -690,7 +688,6 @@ int equal_run(eng_op_ctx_t *c)
             return eq_op<T>{};
     }, ENG_DT_BOOL);
 }
-const eng_kernel_t equal_kernel = {.op_type = "Equal", .run = equal_run, .scratch_bytes = NULL};
 
 int mod_run(eng_op_ctx_t *c)
 {
@@ -704,7 +701,6 @@ int mod_run(eng_op_ctx_t *c)
     return binary_run(c, int_types{}, [](auto t) { return mod_op<decltype(t)>{}; },
                       ENG_DT_UNDEFINED);
 }
-const eng_kernel_t mod_kernel = {.op_type = "Mod", .run = mod_run, .scratch_bytes = NULL};
 
 /* Base float, double, int32 or int64; exponent any numeric type; the output
  * has the base's. */
@@ -740,7 +736,6 @@ int pow_run(eng_op_ctx_t *oc)
                           eng_dtype_name(y->dtype));
     return rc;
 }
-const eng_kernel_t pow_kernel = {.op_type = "Pow", .run = pow_run, .scratch_bytes = NULL};
 
 int where_run(eng_op_ctx_t *c)
 {
@@ -758,7 +753,6 @@ int where_run(eng_op_ctx_t *c)
         return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(x->dtype));
     }
 }
-const eng_kernel_t where_kernel = {.op_type = "Where", .run = where_run, .scratch_bytes = NULL};
 
 /* --- variadic ---------------------------------------------------------------------------- */
 
@@ -783,7 +777,7 @@ int variadic_run(eng_op_ctx_t *c, List list, Make make)
             return eng_op_err(c, FS_EINVAL, "the output's shape differs from the input's");
         if (x->data != y->data && eng_tensor_bytes(x) > 0)
             ENG_CUDA_TRY(c, cudaMemcpyAsync(y->data, x->data, eng_tensor_bytes(x),
-                                            cudaMemcpyDeviceToDevice, c->cuda->stream));
+                                            cudaMemcpyDeviceToDevice, eng_cuda_ctx(c)->stream));
         return 0;
     }
     bc_shape l;
@@ -825,17 +819,27 @@ int mean_run(eng_op_ctx_t *c)
     return variadic_run<true>(c, float_types{}, [](auto t) { return add_op<decltype(t)>{}; });
 }
 
-const eng_kernel_t max_kernel = {.op_type = "Max", .run = max_run, .scratch_bytes = NULL};
-const eng_kernel_t min_kernel = {.op_type = "Min", .run = min_run, .scratch_bytes = NULL};
-const eng_kernel_t sum_kernel = {.op_type = "Sum", .run = sum_run, .scratch_bytes = NULL};
-const eng_kernel_t mean_kernel = {.op_type = "Mean", .run = mean_run, .scratch_bytes = NULL};
-
 } /* namespace */
 
-extern "C" const eng_kernel_t *const eng_cuda_binary[] = {
-    &add_kernel,   &sub_kernel,     &mul_kernel,    &div_kernel,           &pow_kernel,
-    &mod_kernel,   &and_kernel,     &or_kernel,     &xor_kernel,           &equal_kernel,
-    &greater_kernel, &greater_equal_kernel, &less_kernel, &less_equal_kernel, &prelu_kernel,
-    &where_kernel, &max_kernel,     &min_kernel,    &mean_kernel,          &sum_kernel,
-    NULL,
-};
+/* --- the kernels -------------------------------------------------------------------------- */
+
+const eng_kernel_t eng_cuda_Add = {.run = Add_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Sub = {.run = Sub_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Mul = {.run = Mul_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Div = {.run = Div_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Greater = {.run = Greater_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_GreaterOrEqual = {.run = GreaterOrEqual_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Less = {.run = Less_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_LessOrEqual = {.run = LessOrEqual_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_PRelu = {.run = PRelu_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_And = {.run = And_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Or = {.run = Or_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Xor = {.run = Xor_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Equal = {.run = equal_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Mod = {.run = mod_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Pow = {.run = pow_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Where = {.run = where_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Max = {.run = max_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Min = {.run = min_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Sum = {.run = sum_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Mean = {.run = mean_run, .scratch_bytes = NULL};

@@ -43,7 +43,7 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
     int ia = (int)(lda > 0 ? lda : 1), ib = (int)(ldb > 0 ? ldb : 1), ic = (int)ldc;
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasHandle_t h = ctx->cuda->blas;
+    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
     if (batch == 1)
         ENG_CUBLAS_TRY(ctx, cublasSgemm(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, ib, a,
                                         ia, &beta, c, ic));
@@ -71,7 +71,7 @@ int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a,
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-    cublasHandle_t h = ctx->cuda->blas;
+    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
     /* An explicit cublasComputeType_t: CUBLAS_PEDANTIC_MATH on the handle
      * would demote only a cudaDataType compute type. */
     if (batch == 1)
@@ -134,10 +134,10 @@ int eng_cuda_to_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, void *dst, cons
     int64_t n_vec = vec ? n / 4 : 0;
     unsigned blocks = eng_cuda_blocks(ctx, n_vec > 0 ? n_vec : n);
     if (dtype == ENG_DT_FLOAT16)
-        to_lowp_kernel<__half><<<blocks, ENG_CUDA_THREADS, 0, ctx->cuda->stream>>>(
+        to_lowp_kernel<__half><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(
             (__half *)dst, src, n, n_vec);
     else
-        to_lowp_kernel<__nv_bfloat16><<<blocks, ENG_CUDA_THREADS, 0, ctx->cuda->stream>>>(
+        to_lowp_kernel<__nv_bfloat16><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(
             (__nv_bfloat16 *)dst, src, n, n_vec);
     ENG_CUDA_LAUNCHED(ctx);
     return 0;

@@ -139,7 +139,7 @@ static int matmul_run(eng_op_ctx_t *c)
         return 0;
     if (d.k == 0) {
         ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(batches * d.m * d.n) * sizeof *y,
-                                        c->cuda->stream));
+                                        eng_cuda_ctx(c)->stream));
         return 0;
     }
     /* fp16/bf16 B: all of A in B's dtype, read at the same offsets. */
@@ -218,13 +218,14 @@ static int gemm_run(eng_op_ctx_t *c)
         const eng_shape_t *cs = &ct->shape;
         int64_t rows = cs->rank == 2 ? cs->dims[0] : 1;
         int64_t cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
-        gemm_fill_c<<<eng_cuda_blocks(c, m * n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        gemm_fill_c<<<eng_cuda_blocks(c, m * n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             y, (const float *)ct->data, m, n, rows, cols, beta);
         ENG_CUDA_LAUNCHED(c);
     }
     if (k == 0) {
         if (!ct)
-            ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof *y, c->cuda->stream));
+            ENG_CUDA_TRY(
+                c, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
     if (eng_cuda_is_lowp(bt->dtype)) {
@@ -342,7 +343,8 @@ static int einsum_launch_gather(const eng_op_ctx_t *c, const float *in, float *o
 {
     if (n == 0)
         return 0;
-    einsum_gather<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(in, out, *g, n);
+    einsum_gather<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(in, out,
+                                                                                           *g, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -378,7 +380,8 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
     if (b == 0 || m == 0 || n == 0)
         return 0;
     if (k == 0) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(b * m * n) * sizeof *y, c->cuda->stream));
+        ENG_CUDA_TRY(
+            c, cudaMemsetAsync(y, 0, (size_t)(b * m * n) * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
     float *next = (float *)c->scratch;
@@ -562,16 +565,17 @@ static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
     if (out_total == 0)
         return 0;
     if (d.red_total == 0) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)out_total * sizeof *y, c->cuda->stream));
+        ENG_CUDA_TRY(c,
+                     cudaMemsetAsync(y, 0, (size_t)out_total * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
     /* Few outputs with long sums: a block per output keeps the GPU busy. */
     if (out_total < 65536 && d.red_total >= 64) {
         unsigned blocks = (unsigned)(out_total < 65535 ? out_total : 65535);
-        einsum_direct_block<<<blocks, EINSUM_BLOCK, 0, c->cuda->stream>>>(d, y, out_total);
+        einsum_direct_block<<<blocks, EINSUM_BLOCK, 0, eng_cuda_ctx(c)->stream>>>(d, y, out_total);
     } else {
         einsum_direct_thread<<<eng_cuda_blocks(c, out_total), ENG_CUDA_THREADS, 0,
-                               c->cuda->stream>>>(d, y, out_total);
+                               eng_cuda_ctx(c)->stream>>>(d, y, out_total);
     }
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -602,8 +606,6 @@ static int einsum_run(eng_op_ctx_t *c)
     return einsum_gemm_run(c, &e, &pl);
 }
 
-static const eng_kernel_t k_matmul = {"MatMul", matmul_run, lowp_a_scratch_bytes};
-static const eng_kernel_t k_gemm = {"Gemm", gemm_run, lowp_a_scratch_bytes};
-static const eng_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
-
-extern "C" const eng_kernel_t *const eng_cuda_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};
+const eng_kernel_t eng_cuda_MatMul = {.run = matmul_run, .scratch_bytes = lowp_a_scratch_bytes};
+const eng_kernel_t eng_cuda_Gemm = {.run = gemm_run, .scratch_bytes = lowp_a_scratch_bytes};
+const eng_kernel_t eng_cuda_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};

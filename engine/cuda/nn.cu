@@ -129,7 +129,7 @@ static int launch(const eng_op_ctx_t *c, void (*k)(P...), int64_t n, A... args)
 {
     if (n <= 0)
         return 0;
-    k<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(args...);
+    k<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(args...);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -584,7 +584,8 @@ static int conv_run(eng_op_ctx_t *c)
         return rc;
     if (cg * taps == 0) {
         if (!bias)
-            ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)y_n * sizeof *y, c->cuda->stream));
+            ENG_CUDA_TRY(c,
+                         cudaMemsetAsync(y, 0, (size_t)y_n * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
     /* Y_g [M/group, OUT] = W_g [M/group, C/group * K] x columns [C/group * K, OUT]. */
@@ -799,7 +800,7 @@ static int conv_transpose_run(eng_op_ctx_t *c)
         if (cg == 0 || in_sz == 0) {
             if (cnt * per > 0)
                 ENG_CUDA_TRY(c, cudaMemsetAsync(col, 0, (size_t)(cnt * per) * sizeof *col,
-                                                c->cuda->stream));
+                                                eng_cuda_ctx(c)->stream));
         } else {
             const float *xc = x + n0 * g.in_channels * in_sz;
             p.b = xc;
@@ -990,9 +991,11 @@ static int global_pool_run(eng_op_ctx_t *c)
     float *y = (float *)c->outputs[0]->data;
     unsigned threads = row_threads(plane), blocks = row_blocks(planes);
     if (max)
-        global_pool_kernel<true><<<blocks, threads, 0, c->cuda->stream>>>(x, y, planes, plane);
+        global_pool_kernel<true>
+            <<<blocks, threads, 0, eng_cuda_ctx(c)->stream>>>(x, y, planes, plane);
     else
-        global_pool_kernel<false><<<blocks, threads, 0, c->cuda->stream>>>(x, y, planes, plane);
+        global_pool_kernel<false>
+            <<<blocks, threads, 0, eng_cuda_ctx(c)->stream>>>(x, y, planes, plane);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -1108,7 +1111,7 @@ static int instancenorm_run(eng_op_ctx_t *c)
     int64_t plane = dims_from(&xt->shape, 2);
     if (planes == 0 || plane == 0)
         return 0;
-    instancenorm_kernel<<<row_blocks(planes), row_threads(plane), 0, c->cuda->stream>>>(
+    instancenorm_kernel<<<row_blocks(planes), row_threads(plane), 0, eng_cuda_ctx(c)->stream>>>(
         (const float *)xt->data, (float *)c->outputs[0]->data, (const float *)c->inputs[1]->data,
         (const float *)c->inputs[2]->data, planes, channels, plane,
         (double)eng_attr_f(c->node, "epsilon", 1e-5f));
@@ -1234,7 +1237,7 @@ static int layernorm_run(eng_op_ctx_t *c)
     }
     float *mean_out = c->n_outputs > 1 && c->outputs[1] ? (float *)c->outputs[1]->data : NULL;
     float *inv_out = c->n_outputs > 2 && c->outputs[2] ? (float *)c->outputs[2]->data : NULL;
-    layernorm_kernel<<<row_blocks(rows), row_threads(cols), 0, c->cuda->stream>>>(
+    layernorm_kernel<<<row_blocks(rows), row_threads(cols), 0, eng_cuda_ctx(c)->stream>>>(
         (const float *)xt->data, (float *)c->outputs[0]->data, scale, bias, mean_out, inv_out,
         rows, cols, (double)eng_attr_f(c->node, "epsilon", 1e-5f));
     ENG_CUDA_LAUNCHED(c);
@@ -1281,21 +1284,17 @@ static int lrn_run(eng_op_ctx_t *c)
                   alpha / (double)size, beta, bias);
 }
 
-static const eng_kernel_t k_conv = {"Conv", conv_run, conv_scratch_bytes};
-static const eng_kernel_t k_conv_transpose = {"ConvTranspose", conv_transpose_run,
-                                              conv_transpose_scratch_bytes};
-static const eng_kernel_t k_average_pool = {"AveragePool", avgpool_run, NULL};
-static const eng_kernel_t k_max_pool = {"MaxPool", maxpool_run, NULL};
-static const eng_kernel_t k_global_average_pool = {"GlobalAveragePool", global_pool_run, NULL};
-static const eng_kernel_t k_global_max_pool = {"GlobalMaxPool", global_pool_run, NULL};
-static const eng_kernel_t k_batchnorm = {"BatchNormalization", batchnorm_run,
-                                         batchnorm_scratch_bytes};
-static const eng_kernel_t k_instancenorm = {"InstanceNormalization", instancenorm_run, NULL};
-static const eng_kernel_t k_layernorm = {"LayerNormalization", layernorm_run,
-                                         layernorm_scratch_bytes};
-static const eng_kernel_t k_lrn = {"LRN", lrn_run, NULL};
-
-extern "C" const eng_kernel_t *const eng_cuda_nn[] = {
-    &k_conv, &k_conv_transpose, &k_average_pool, &k_max_pool, &k_global_average_pool,
-    &k_global_max_pool, &k_batchnorm, &k_instancenorm, &k_layernorm, &k_lrn, NULL,
-};
+const eng_kernel_t eng_cuda_Conv = {.run = conv_run, .scratch_bytes = conv_scratch_bytes};
+const eng_kernel_t eng_cuda_ConvTranspose = {.run = conv_transpose_run,
+                                             .scratch_bytes = conv_transpose_scratch_bytes};
+const eng_kernel_t eng_cuda_AveragePool = {.run = avgpool_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_MaxPool = {.run = maxpool_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_GlobalAveragePool = {.run = global_pool_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_GlobalMaxPool = {.run = global_pool_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_BatchNormalization = {.run = batchnorm_run,
+                                                  .scratch_bytes = batchnorm_scratch_bytes};
+const eng_kernel_t eng_cuda_InstanceNormalization = {.run = instancenorm_run,
+                                                     .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_LayerNormalization = {.run = layernorm_run,
+                                                  .scratch_bytes = layernorm_scratch_bytes};
+const eng_kernel_t eng_cuda_LRN = {.run = lrn_run, .scratch_bytes = NULL};

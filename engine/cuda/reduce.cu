@@ -502,7 +502,7 @@ static int red_launch(eng_op_ctx_t *c, const red_geom_t &g, const void *xv, void
         return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
                           c->scratch_bytes, need);
     Acc *part = (Acc *)c->scratch;
-    cudaStream_t st = c->cuda->stream;
+    cudaStream_t st = eng_cuda_ctx(c)->stream;
     switch (g.mode) {
     case RED_ROW_WARP:
         red_rows_warp<Op><<<eng_cuda_grid_cap(c, ceil_div(g.n_out, RED_WARPS)), RED_THREADS, 0, st>>>(x, y, g);
@@ -794,7 +794,7 @@ static void softmax_warp_launch(eng_op_ctx_t *c, const float *x, float *y, int64
                                 bool log_out)
 {
     softmax_rows_warp<E><<<eng_cuda_grid_cap(c, ceil_div(rows, RED_WARPS)), RED_THREADS, 0,
-                           c->cuda->stream>>>(x, y, rows, n, log_out);
+                           eng_cuda_ctx(c)->stream>>>(x, y, rows, n, log_out);
 }
 
 static int softmax_run(eng_op_ctx_t *c)
@@ -815,8 +815,8 @@ static int softmax_run(eng_op_ctx_t *c)
     float *y = (float *)c->outputs[0]->data;
     bool log_out = strcmp(c->node->op_type, "LogSoftmax") == 0;
     if (inner > 1) {
-        softmax_lines<<<eng_cuda_blocks(c, outer * inner), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
-            x, y, outer, n, inner, log_out);
+        softmax_lines<<<eng_cuda_blocks(c, outer * inner), ENG_CUDA_THREADS, 0,
+                        eng_cuda_ctx(c)->stream>>>(x, y, outer, n, inner, log_out);
     } else if (n <= SOFTMAX_WARP_MAX) {
         int ni = (int)n;
         if (ni <= 32)
@@ -832,8 +832,8 @@ static int softmax_run(eng_op_ctx_t *c)
         else
             softmax_warp_launch<32>(c, x, y, outer, ni, log_out);
     } else {
-        softmax_rows_block<<<eng_cuda_grid_cap(c, outer), SOFTMAX_THREADS, 0, c->cuda->stream>>>(
-            x, y, outer, n, log_out);
+        softmax_rows_block<<<eng_cuda_grid_cap(c, outer), SOFTMAX_THREADS, 0,
+                             eng_cuda_ctx(c)->stream>>>(x, y, outer, n, log_out);
     }
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -974,7 +974,7 @@ static int cumsum_typed(eng_op_ctx_t *c, const cumsum_geom_t &g, bool exclusive,
 {
     const T *x = (const T *)c->inputs[0]->data;
     T *y = (T *)c->outputs[0]->data;
-    cudaStream_t st = c->cuda->stream;
+    cudaStream_t st = eng_cuda_ctx(c)->stream;
     int64_t total = eng_shape_numel(&c->inputs[0]->shape);
     if (g.axis || g.inner > 1)
         cumsum_lines<T, U><<<eng_cuda_blocks(c, g.axis ? total : g.outer * g.inner),
@@ -1033,22 +1033,17 @@ static int cumsum_run(eng_op_ctx_t *c)
     }
 }
 
-#define KERNEL(name, op, fn, scratch)                                                    \
-    static const eng_kernel_t name = {op, fn, scratch}
-KERNEL(k_reduce_l2, "ReduceL2", reduce_run, reduce_scratch);
-KERNEL(k_reduce_max, "ReduceMax", reduce_run, reduce_scratch);
-KERNEL(k_reduce_mean, "ReduceMean", reduce_run, reduce_scratch);
-KERNEL(k_reduce_min, "ReduceMin", reduce_run, reduce_scratch);
-KERNEL(k_reduce_prod, "ReduceProd", reduce_run, reduce_scratch);
-KERNEL(k_reduce_sum, "ReduceSum", reduce_run, reduce_scratch);
-KERNEL(k_reduce_sum_square, "ReduceSumSquare", reduce_run, reduce_scratch);
-KERNEL(k_argmax, "ArgMax", arg_run, arg_scratch);
-KERNEL(k_argmin, "ArgMin", arg_run, arg_scratch);
-KERNEL(k_softmax, "Softmax", softmax_run, NULL);
-KERNEL(k_log_softmax, "LogSoftmax", softmax_run, NULL);
-KERNEL(k_cumsum, "CumSum", cumsum_run, NULL);
-
-extern "C" const eng_kernel_t *const eng_cuda_reduce[] = {
-    &k_reduce_l2, &k_reduce_max, &k_reduce_mean, &k_reduce_min, &k_reduce_prod,
-    &k_reduce_sum, &k_reduce_sum_square, &k_argmax, &k_argmin, &k_softmax,
-    &k_log_softmax, &k_cumsum, NULL};
+#define KERNEL(op, fn, scratch)                                                                    \
+    const eng_kernel_t eng_cuda_##op = {.run = fn, .scratch_bytes = scratch}
+KERNEL(ReduceL2, reduce_run, reduce_scratch);
+KERNEL(ReduceMax, reduce_run, reduce_scratch);
+KERNEL(ReduceMean, reduce_run, reduce_scratch);
+KERNEL(ReduceMin, reduce_run, reduce_scratch);
+KERNEL(ReduceProd, reduce_run, reduce_scratch);
+KERNEL(ReduceSum, reduce_run, reduce_scratch);
+KERNEL(ReduceSumSquare, reduce_run, reduce_scratch);
+KERNEL(ArgMax, arg_run, arg_scratch);
+KERNEL(ArgMin, arg_run, arg_scratch);
+KERNEL(Softmax, softmax_run, NULL);
+KERNEL(LogSoftmax, softmax_run, NULL);
+KERNEL(CumSum, cumsum_run, NULL);

@@ -105,7 +105,8 @@ static size_t unit_for(uint64_t m, const void *a, const void *b)
 static int copy_bytes(const eng_op_ctx_t *c, void *dst, const void *src, size_t n)
 {
     if (n > 0 && dst != src)
-        ENG_CUDA_TRY(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->cuda->stream));
+        ENG_CUDA_TRY(
+            c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, eng_cuda_ctx(c)->stream));
     return 0;
 }
 
@@ -257,8 +258,8 @@ static int tiled_launch(const eng_op_ctx_t *c, void *y, const void *x, const str
         t.n_tiles *= t.dims[d];
     /* One block per tile, up to eng_cuda_blocks' cap; blocks loop over the rest. */
     unsigned blocks = eng_cuda_blocks(c, t.n_tiles * ENG_CUDA_THREADS);
-    tiled_kernel<T><<<blocks, dim3(TILE, TILE_ROWS), 0, c->cuda->stream>>>((T *)y, (const T *)x,
-                                                                          t);
+    tiled_kernel<T>
+        <<<blocks, dim3(TILE, TILE_ROWS), 0, eng_cuda_ctx(c)->stream>>>((T *)y, (const T *)x, t);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -276,10 +277,10 @@ static int strided_launch(const eng_op_ctx_t *c, void *y, const void *x, const s
     }
     unsigned blocks = eng_cuda_blocks(c, n);
     if (n <= NARROW_MAX && extent <= NARROW_MAX)
-        strided_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        strided_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, (int32_t)n);
     else
-        strided_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        strided_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -467,11 +468,11 @@ static int rows_launch(const eng_op_ctx_t *c, void *y, int64_t y_pitch, const vo
     int64_t n = rows * width, pitch = y_pitch > x_pitch ? y_pitch : x_pitch;
     unsigned blocks = eng_cuda_blocks(c, n);
     if ((rows - 1) * pitch + width <= NARROW_MAX)
-        rows_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        rows_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (int32_t)y_pitch, (const T *)x, (int32_t)x_pitch, (int32_t)width,
             (int32_t)n);
     else
-        rows_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        rows_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, y_pitch, (const T *)x, x_pitch, width, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -580,11 +581,11 @@ static int gather_launch(const eng_op_ctx_t *c, void *y, const void *x, const vo
 {
     unsigned blocks = eng_cuda_blocks(c, n);
     if (n <= NARROW_MAX && x_units <= NARROW_MAX)
-        gather_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        gather_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, (int32_t)row, (int32_t)n_idx, (int32_t)dim,
             (int32_t)n);
     else
-        gather_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        gather_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, row, n_idx, dim, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -659,11 +660,11 @@ static int gather_elements_launch(const eng_op_ctx_t *c, void *y, const void *x,
     unsigned blocks = eng_cuda_blocks(c, n);
     if (narrow)
         gather_elements_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0,
-                                                  c->cuda->stream>>>(
+                                                  eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, *g, (int32_t)n);
     else
         gather_elements_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0,
-                                                  c->cuda->stream>>>(
+                                                  eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, *g, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -774,10 +775,10 @@ static int pad_launch(const eng_op_ctx_t *c, void *y, const void *x, const pad_g
     memcpy(&v, value, sizeof v);
     unsigned blocks = eng_cuda_blocks(c, n);
     if (narrow)
-        pad_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        pad_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, v, (const T *)valp, (int32_t)n);
     else
-        pad_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        pad_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, v, (const T *)valp, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -851,7 +852,8 @@ static int write_small(const eng_op_ctx_t *c, void *dst, const void *src, size_t
         return 0;
     small_bytes_t v = {};
     memcpy(v.b, src, n);
-    small_bytes_kernel<<<1, SMALL_BYTES, 0, c->cuda->stream>>>((unsigned char *)dst, v, (int)n);
+    small_bytes_kernel<<<1, SMALL_BYTES, 0, eng_cuda_ctx(c)->stream>>>((unsigned char *)dst, v,
+                                                                       (int)n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -887,8 +889,8 @@ static int fill_launch(const eng_op_ctx_t *c, void *y, const unsigned char *valu
 {
     T v;
     memcpy(&v, value, sizeof v);
-    fill_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>((T *)y, v,
-                                                                                    n);
+    fill_kernel<T>
+        <<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>((T *)y, v, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -914,7 +916,7 @@ static int constant_of_shape_run(eng_op_ctx_t *c)
     for (size_t k = 1; k < es; k++)
         one_byte = one_byte && v[k] == v[0];
     if (one_byte) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y->data, v[0], (size_t)n * es, c->cuda->stream));
+        ENG_CUDA_TRY(c, cudaMemsetAsync(y->data, v[0], (size_t)n * es, eng_cuda_ctx(c)->stream));
         return 0;
     }
     return with_unit(c, es, [&](auto t) {
@@ -958,8 +960,8 @@ template <typename T> static int range_launch(eng_op_ctx_t *c)
     T s, d;
     memcpy(&s, start->data, sizeof s);
     memcpy(&d, delta->data, sizeof d);
-    range_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>((T *)y->data,
-                                                                                     s, d, n);
+    range_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
+        (T *)y->data, s, d, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -1003,32 +1005,27 @@ static int constant_run(eng_op_ctx_t *c)
 
 } // namespace
 
-/* --- the table ----------------------------------------------------------------------------- */
+/* --- the kernels ------------------------------------------------------------------------- */
 
-#define SHAPE_KERNEL_(name, type, fn) static const eng_kernel_t name = {type, fn, NULL};
-SHAPE_KERNEL_(k_reshape, "Reshape", view_run)
-SHAPE_KERNEL_(k_flatten, "Flatten", view_run)
-SHAPE_KERNEL_(k_squeeze, "Squeeze", view_run)
-SHAPE_KERNEL_(k_unsqueeze, "Unsqueeze", view_run)
-SHAPE_KERNEL_(k_transpose, "Transpose", transpose_run)
-SHAPE_KERNEL_(k_concat, "Concat", concat_run)
-SHAPE_KERNEL_(k_split, "Split", split_run)
-SHAPE_KERNEL_(k_slice, "Slice", slice_run)
-SHAPE_KERNEL_(k_gather, "Gather", gather_run)
-SHAPE_KERNEL_(k_gather_elements, "GatherElements", gather_elements_run)
-SHAPE_KERNEL_(k_expand, "Expand", expand_run)
-SHAPE_KERNEL_(k_tile, "Tile", tile_run)
-SHAPE_KERNEL_(k_pad, "Pad", pad_run)
-SHAPE_KERNEL_(k_shape, "Shape", shape_run)
-SHAPE_KERNEL_(k_size, "Size", size_run)
-SHAPE_KERNEL_(k_constant_of_shape, "ConstantOfShape", constant_of_shape_run)
-SHAPE_KERNEL_(k_range, "Range", range_run)
-SHAPE_KERNEL_(k_depth_to_space, "DepthToSpace", depth_to_space_run)
-SHAPE_KERNEL_(k_space_to_depth, "SpaceToDepth", space_to_depth_run)
-SHAPE_KERNEL_(k_constant, "Constant", constant_run)
+#define SHAPE_KERNEL_(op, fn) const eng_kernel_t eng_cuda_##op = {.run = fn, .scratch_bytes = NULL};
+SHAPE_KERNEL_(Reshape, view_run)
+SHAPE_KERNEL_(Flatten, view_run)
+SHAPE_KERNEL_(Squeeze, view_run)
+SHAPE_KERNEL_(Unsqueeze, view_run)
+SHAPE_KERNEL_(Transpose, transpose_run)
+SHAPE_KERNEL_(Concat, concat_run)
+SHAPE_KERNEL_(Split, split_run)
+SHAPE_KERNEL_(Slice, slice_run)
+SHAPE_KERNEL_(Gather, gather_run)
+SHAPE_KERNEL_(GatherElements, gather_elements_run)
+SHAPE_KERNEL_(Expand, expand_run)
+SHAPE_KERNEL_(Tile, tile_run)
+SHAPE_KERNEL_(Pad, pad_run)
+SHAPE_KERNEL_(Shape, shape_run)
+SHAPE_KERNEL_(Size, size_run)
+SHAPE_KERNEL_(ConstantOfShape, constant_of_shape_run)
+SHAPE_KERNEL_(Range, range_run)
+SHAPE_KERNEL_(DepthToSpace, depth_to_space_run)
+SHAPE_KERNEL_(SpaceToDepth, space_to_depth_run)
+SHAPE_KERNEL_(Constant, constant_run)
 #undef SHAPE_KERNEL_
-
-extern "C" const eng_kernel_t *const eng_cuda_shape[] = {
-    &k_reshape, &k_flatten, &k_squeeze, &k_unsqueeze, &k_transpose, &k_concat, &k_split,
-    &k_slice, &k_gather, &k_gather_elements, &k_expand, &k_tile, &k_pad, &k_shape, &k_size,
-    &k_constant_of_shape, &k_range, &k_depth_to_space, &k_space_to_depth, &k_constant, NULL};

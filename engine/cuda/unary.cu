@@ -100,7 +100,7 @@ int map_launch(const eng_op_ctx_t *c, const void *x, void *y, int64_t n, const O
         return 0;
     const bool vec = (uintptr_t)x % (N * sizeof(TI)) == 0 && (uintptr_t)y % (N * sizeof(TO)) == 0;
     map_kernel<Op><<<eng_cuda_blocks(c, vec ? (n + N - 1) / N : n), ENG_CUDA_THREADS, 0,
-                     c->cuda->stream>>>((const TI *)x, (TO *)y, n, vec, op);
+                     eng_cuda_ctx(c)->stream>>>((const TI *)x, (TO *)y, n, vec, op);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -109,7 +109,8 @@ int map_launch(const eng_op_ctx_t *c, const void *x, void *y, int64_t n, const O
 int copy_data(const eng_op_ctx_t *c, const void *x, void *y, size_t bytes)
 {
     if (x != y && bytes > 0)
-        ENG_CUDA_TRY(c, cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, c->cuda->stream));
+        ENG_CUDA_TRY(
+            c, cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, eng_cuda_ctx(c)->stream));
     return 0;
 }
 
@@ -213,22 +214,22 @@ template <typename List, typename Make> int run_typed(eng_op_ctx_t *c, List list
 /* --- float ops --------------------------------------------------------------------------- */
 
 /* One float op: its functor (EXPR of x, alpha, beta, gamma), its run function
- * reading the attributes with their ONNX defaults, and its kernel. */
-#define FLOAT_OP(fn, name, ALPHA, BETA, GAMMA, EXPR)                                     \
-    struct fn##_op {                                                                     \
+ * reading the attributes with their ONNX defaults; its kernel is defined
+ * with the others, after the namespace. */
+#define FLOAT_OP(op, ALPHA, BETA, GAMMA, EXPR)                                     \
+    struct op##_op {                                                                     \
         using TI = float;                                                                \
         using TO = float;                                                                \
         float alpha, beta, gamma;                                                        \
         __device__ float operator()(float x) const { return (EXPR); }                    \
     };                                                                                   \
-    int fn##_run(eng_op_ctx_t *c)                                                        \
+    int op##_run(eng_op_ctx_t *c)                                                        \
     {                                                                                    \
-        const fn##_op op = {eng_attr_f(c->node, "alpha", ALPHA),                         \
+        const op##_op op = {eng_attr_f(c->node, "alpha", ALPHA),                         \
                             eng_attr_f(c->node, "beta", BETA),                           \
                             eng_attr_f(c->node, "gamma", GAMMA)};                        \
         return run_float(c, op);                                                         \
-    }                                                                                    \
-    const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
+    }
 
 ENG_UNARY_FLOAT_OPS(FLOAT_OP)
 #undef FLOAT_OP
@@ -260,7 +261,6 @@ int gelu_run(eng_op_ctx_t *c)
         return run_float(c, gelu_erf_op{});
     return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
 }
-const eng_kernel_t gelu_kernel = {.op_type = "Gelu", .run = gelu_run, .scratch_bytes = NULL};
 
 /* --- ops over several dtypes ------------------------------------------------------------- */
 
@@ -339,11 +339,6 @@ int not_run(eng_op_ctx_t *c)
     return run_typed(c, types<bool_t>{}, [](bool_t) { return not_op{}; });
 }
 
-const eng_kernel_t abs_kernel = {.op_type = "Abs", .run = abs_run, .scratch_bytes = NULL};
-const eng_kernel_t neg_kernel = {.op_type = "Neg", .run = neg_run, .scratch_bytes = NULL};
-const eng_kernel_t sign_kernel = {.op_type = "Sign", .run = sign_run, .scratch_bytes = NULL};
-const eng_kernel_t relu_kernel = {.op_type = "Relu", .run = relu_run, .scratch_bytes = NULL};
-const eng_kernel_t not_kernel = {.op_type = "Not", .run = not_run, .scratch_bytes = NULL};
 
 /* --- Clip ----------------------------------------------------------------------------------- */
 
@@ -409,7 +404,6 @@ int clip_run(eng_op_ctx_t *c)
                           type_lowest<T>(), type_highest<T>()};
     });
 }
-const eng_kernel_t clip_kernel = {.op_type = "Clip", .run = clip_run, .scratch_bytes = NULL};
 
 /* --- Identity and Dropout ---------------------------------------------------------------- */
 
@@ -428,8 +422,6 @@ int copy_run(eng_op_ctx_t *c)
         return eng_unary_dtype_err(c, x->dtype);
     return copy_data(c, x->data, y->data, (size_t)n * es);
 }
-const eng_kernel_t identity_kernel = {.op_type = "Identity", .run = copy_run,
-                                      .scratch_bytes = NULL};
 
 template <typename T> __global__ void fill_kernel(T *p, int64_t n, T v)
 {
@@ -461,7 +453,7 @@ int dropout_run(eng_op_ctx_t *c)
     const int64_t n = eng_shape_numel(&mask->shape);
     if (n == 0)
         return 0;
-    cudaStream_t s = c->cuda->stream;
+    cudaStream_t s = eng_cuda_ctx(c)->stream;
     const unsigned blocks = eng_cuda_blocks(c, n);
     switch (mask->dtype) {
     case ENG_DT_BOOL:
@@ -477,8 +469,6 @@ int dropout_run(eng_op_ctx_t *c)
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
-const eng_kernel_t dropout_kernel = {.op_type = "Dropout", .run = dropout_run,
-                                     .scratch_bytes = NULL};
 
 /* --- Cast ----------------------------------------------------------------------------------- */
 
@@ -604,20 +594,23 @@ int cast_run(eng_op_ctx_t *c)
         });
     });
 }
-const eng_kernel_t cast_kernel = {.op_type = "Cast", .run = cast_run, .scratch_bytes = NULL};
-const eng_kernel_t castlike_kernel = {.op_type = "CastLike", .run = cast_run,
-                                      .scratch_bytes = NULL};
 
 } /* namespace */
 
-extern "C" const eng_kernel_t *const eng_cuda_unary[] = {
-    &abs_kernel,       &acos_kernel,      &asin_kernel,     &atan_kernel,
-    &ceil_kernel,      &cos_kernel,       &elu_kernel,      &erf_kernel,
-    &exp_kernel,       &floor_kernel,     &gelu_kernel,     &hardsigmoid_kernel,
-    &hardswish_kernel, &leakyrelu_kernel, &log_kernel,      &neg_kernel,
-    &not_kernel,       &reciprocal_kernel, &relu_kernel,    &round_kernel,
-    &selu_kernel,      &sigmoid_kernel,   &sign_kernel,     &sin_kernel,
-    &softplus_kernel,  &softsign_kernel,  &sqrt_kernel,     &tan_kernel,
-    &tanh_kernel,      &thresholdedrelu_kernel, &cast_kernel, &castlike_kernel,
-    &clip_kernel,      &identity_kernel,  &dropout_kernel,  NULL,
-};
+/* --- the kernels -------------------------------------------------------------------------- */
+
+#define FLOAT_KERNEL(op, ALPHA, BETA, GAMMA, EXPR)                                       \
+    const eng_kernel_t eng_cuda_##op = {.run = op##_run, .scratch_bytes = NULL};
+ENG_UNARY_FLOAT_OPS(FLOAT_KERNEL)
+#undef FLOAT_KERNEL
+const eng_kernel_t eng_cuda_Gelu = {.run = gelu_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Abs = {.run = abs_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Neg = {.run = neg_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Sign = {.run = sign_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Relu = {.run = relu_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Not = {.run = not_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Clip = {.run = clip_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Identity = {.run = copy_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Dropout = {.run = dropout_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Cast = {.run = cast_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_CastLike = {.run = cast_run, .scratch_bytes = NULL};

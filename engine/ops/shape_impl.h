@@ -38,10 +38,6 @@ void eng_shapeops_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shap
 /* Errors of check() functions, which have a node but no context. */
 #define ENG_NODE_ERR(n, code, ...) eng_op_err(&(eng_op_ctx_t){.node = (n)}, (code), __VA_ARGS__)
 
-/* The definitions shape_make.c adds to the family's table. */
-extern const eng_op_def_t eng_op_def_shape, eng_op_def_size, eng_op_def_constant_of_shape,
-    eng_op_def_constant, eng_op_def_range;
-
 /* Transpose: output dim d is input dim perm[d]. */
 int eng_transpose_params(const eng_op_ctx_t *c, int perm[ENG_MAX_RANK]);
 

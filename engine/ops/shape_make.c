@@ -211,15 +211,8 @@ static int range_infer(eng_op_ctx_t *c)
     return 0;
 }
 
-const eng_op_def_t eng_op_def_shape = {.op_type = "Shape", .infer = shape_infer,
-                                        .inplace_input = -1};
-const eng_op_def_t eng_op_def_size = {.op_type = "Size", .infer = size_infer,
-                                       .inplace_input = -1};
-const eng_op_def_t eng_op_def_constant_of_shape = {.op_type = "ConstantOfShape",
-                                                    .check = constant_of_shape_check,
-                                                    .infer = constant_of_shape_infer,
-                                                    .inplace_input = -1};
-const eng_op_def_t eng_op_def_constant = {.op_type = "Constant", .check = constant_check,
-                                           .infer = constant_infer, .inplace_input = -1};
-const eng_op_def_t eng_op_def_range = {.op_type = "Range", .infer = range_infer,
-                                        .inplace_input = -1};
+ENG_OP_DEF(Shape, NULL, shape_infer, -1);
+ENG_OP_DEF(Size, NULL, size_infer, -1);
+ENG_OP_DEF(ConstantOfShape, constant_of_shape_check, constant_of_shape_infer, -1);
+ENG_OP_DEF(Constant, constant_check, constant_infer, -1);
+ENG_OP_DEF(Range, NULL, range_infer, -1);

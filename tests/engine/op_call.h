@@ -92,7 +92,7 @@ static inline int call_infer_at(call_t *c, const char *op, int opset, const eng_
  * asks for, and runs the CPU kernel. */
 static inline int call_run(call_t *c)
 {
-    const eng_cpu_kernel_t *k = eng_cpu_kernel_find(c->node.op_type);
+    const eng_kernel_t *k = eng_cpu_kernel_find(c->node.op_type);
     cr_assert(k != NULL, "no CPU kernel for %s", c->node.op_type);
     for (int i = 0; i < c->ctx.n_outputs; i++)
         if (!c->outs[i].data) {

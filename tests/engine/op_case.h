@@ -76,7 +76,7 @@ typedef struct op_case {
     eng_tensor_t *out[MAX_IO];
     eng_op_ctx_t ctx;
     const eng_op_def_t *def;
-    const eng_cpu_kernel_t *kernel;
+    const eng_kernel_t *kernel;
 } op_case_t;
 
 /* A case for op at opset with n_out outputs; add inputs with case_in
