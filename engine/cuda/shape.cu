@@ -22,11 +22,10 @@
  * Concat and Split copy each piece as a pitched 2-D copy (rows of one
  * input/output inside the rows of the whole), Gather copies rows of `inner`
  * elements widened the same way, and Pad and GatherElements work element by
- * element. Shape, Size, Constant and ConstantOfShape write host-known values
- * through kernels that take them by value. Every host value a kernel needs
- * (geometry, fill values) goes into its launch by value, never through an
- * async copy from host memory, so a plan captured into a CUDA graph replays
- * correctly.
+ * element (Shape, Size, Constant, ConstantOfShape and Range are in
+ * shape_make.cu). Every host value a kernel needs (geometry, fill values)
+ * goes into its launch by value, never through an async copy from host
+ * memory, so a plan captured into a CUDA graph replays correctly.
  *
  * Values that decide shapes (Slice's starts, Split's sizes, Pad's pads,
  * Range's start and delta) come from their host copies (eng_ctx_host_in);
@@ -43,10 +42,9 @@
 
 #include <type_traits>
 
-#include "engine/cuda/cuda_impl.h"
-#include "engine/ops/shape_impl.h"
+#include "engine/cuda/shape_impl.h"
 
-/* Everything but the table has internal linkage: kernel templates named like
+/* Everything but the kernels has internal linkage: kernel templates named like
  * another family's (fill_kernel<float>) must not merge at link time. */
 namespace {
 
@@ -59,34 +57,8 @@ namespace {
 /* Index arithmetic runs in 32 bits when every index and offset stays below
  * this; the headroom keeps a grid-stride step from overflowing. */
 #define NARROW_MAX ((int64_t)1 << 30)
-/* Shape, Size, Constant: host bytes passed by value to one block (a
- * Constant in pieces of this size). */
-#define SMALL_BYTES 256
 
 /* --- element units and dispatch ------------------------------------------------------- */
-
-template <typename T> struct unit_tag {
-    using type = T;
-};
-
-/* Calls f(unit_tag<T>{}) with T an opaque type of `bytes` bytes; FS_ENOTSUP
- * for a size no dtype has. */
-template <typename F> static int with_unit(const eng_op_ctx_t *c, size_t bytes, F &&f)
-{
-    switch (bytes) {
-    case 1:
-        return f(unit_tag<uint8_t>{});
-    case 2:
-        return f(unit_tag<uint16_t>{});
-    case 4:
-        return f(unit_tag<uint32_t>{});
-    case 8:
-        return f(unit_tag<uint64_t>{});
-    case 16:
-        return f(unit_tag<uint4>{});
-    }
-    return eng_op_err(c, FS_ENOTSUP, "elements of %zu bytes are not supported", bytes);
-}
 
 /* The widest unit (16, 8, 4, 2, else 1 bytes) dividing every size and
  * stride OR-ed into `m` (two's complement keeps a negative stride's low
@@ -832,177 +804,6 @@ static int pad_run(eng_op_ctx_t *c)
     });
 }
 
-/* --- producers: Shape, Size, ConstantOfShape, Range, Constant ------------------------------ */
-
-struct small_bytes_t {
-    unsigned char b[SMALL_BYTES];
-};
-
-__global__ void small_bytes_kernel(unsigned char *__restrict__ y, small_bytes_t v, int n)
-{
-    if ((int)threadIdx.x < n)
-        y[threadIdx.x] = v.b[threadIdx.x];
-}
-
-/* Writes n <= SMALL_BYTES host bytes to device dst, passed by value to the
- * kernel (so src may be gone before it runs). */
-static int write_small(const eng_op_ctx_t *c, void *dst, const void *src, size_t n)
-{
-    if (n == 0)
-        return 0;
-    small_bytes_t v = {};
-    memcpy(v.b, src, n);
-    small_bytes_kernel<<<1, SMALL_BYTES, 0, eng_cuda_ctx(c)->stream>>>((unsigned char *)dst, v,
-                                                                       (int)n);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-/* Shape and Size read only their input's shape, never its data. */
-static int shape_run(eng_op_ctx_t *c)
-{
-    int start, n;
-    int rc = eng_shapeof_params(c, &start, &n);
-    if (rc != 0)
-        return rc;
-    int64_t dims[ENG_MAX_RANK];
-    for (int k = 0; k < n; k++)
-        dims[k] = c->inputs[0]->shape.dims[start + k];
-    return write_small(c, c->outputs[0]->data, dims, (size_t)n * sizeof dims[0]);
-}
-
-static int size_run(eng_op_ctx_t *c)
-{
-    int64_t n = eng_shape_numel(&c->inputs[0]->shape);
-    return write_small(c, c->outputs[0]->data, &n, sizeof n);
-}
-
-template <typename T> __global__ void fill_kernel(T *__restrict__ y, T v, int64_t n)
-{
-    ENG_CUDA_FOR(i, n) {
-        y[i] = v;
-    }
-}
-
-template <typename T>
-static int fill_launch(const eng_op_ctx_t *c, void *y, const unsigned char *value, int64_t n)
-{
-    T v;
-    memcpy(&v, value, sizeof v);
-    fill_kernel<T>
-        <<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>((T *)y, v, n);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-static int constant_of_shape_run(eng_op_ctx_t *c)
-{
-    eng_dtype_t dt;
-    const void *value;
-    int rc = eng_constant_of_shape_value(c, &dt, &value);
-    if (rc != 0)
-        return rc;
-    eng_tensor_t *y = c->outputs[0];
-    size_t es = eng_dtype_size(dt);
-    int64_t n = eng_shape_numel(&y->shape);
-    unsigned char v[16] = {0};
-    if (es > sizeof v)
-        return eng_op_err(c, FS_ENOTSUP, "elements of %zu bytes are not supported", es);
-    if (n == 0)
-        return 0;
-    memcpy(v, value, es);
-    /* A value of one repeated byte (zero, above all) is a memset. */
-    bool one_byte = true;
-    for (size_t k = 1; k < es; k++)
-        one_byte = one_byte && v[k] == v[0];
-    if (one_byte) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y->data, v[0], (size_t)n * es, eng_cuda_ctx(c)->stream));
-        return 0;
-    }
-    return with_unit(c, es, [&](auto t) {
-        return fill_launch<typename decltype(t)::type>(c, y->data, v, n);
-    });
-}
-
-/* y[i] = start + i * delta in T, rounded as the CPU's C expression is:
- * float and double products and sums round separately (no FMA). */
-template <typename T> __device__ __forceinline__ T range_at(T s, T d, int64_t i)
-{
-    return (T)(s + (T)i * d);
-}
-template <> __device__ __forceinline__ float range_at<float>(float s, float d, int64_t i)
-{
-    return __fadd_rn(s, __fmul_rn((float)i, d));
-}
-template <> __device__ __forceinline__ double range_at<double>(double s, double d, int64_t i)
-{
-    return __dadd_rn(s, __dmul_rn((double)i, d));
-}
-
-template <typename T> __global__ void range_kernel(T *__restrict__ y, T s, T d, int64_t n)
-{
-    ENG_CUDA_FOR(i, n) {
-        y[i] = range_at<T>(s, d, i);
-    }
-}
-
-/* start and delta from their host copies (they decide the output's length,
- * so the engine keeps them on the host). */
-template <typename T> static int range_launch(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *start = eng_ctx_host_in(c, 0), *delta = eng_ctx_host_in(c, 2);
-    if (!start || !delta)
-        return eng_op_err(c, FS_EDYNAMIC, "start and delta are not known on the host");
-    eng_tensor_t *y = c->outputs[0];
-    int64_t n = eng_shape_numel(&y->shape);
-    if (n == 0)
-        return 0;
-    T s, d;
-    memcpy(&s, start->data, sizeof s);
-    memcpy(&d, delta->data, sizeof d);
-    range_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
-        (T *)y->data, s, d, n);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-static int range_run(eng_op_ctx_t *c)
-{
-    eng_dtype_t dt = c->outputs[0]->dtype;
-    switch (dt) {
-    case ENG_DT_FLOAT:
-        return range_launch<float>(c);
-    case ENG_DT_DOUBLE:
-        return range_launch<double>(c);
-    case ENG_DT_INT16:
-        return range_launch<int16_t>(c);
-    case ENG_DT_INT32:
-        return range_launch<int32_t>(c);
-    case ENG_DT_INT64:
-        return range_launch<int64_t>(c);
-    default:
-        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(dt));
-    }
-}
-
-/* Load-time folding makes every Constant a weight, so this runs only for a
- * graph that was not folded. The value goes by value in SMALL_BYTES pieces,
- * like Shape's: an async copy from pageable host memory could not be
- * captured into the plan's CUDA graph. */
-static int constant_run(eng_op_ctx_t *c)
-{
-    eng_tensor_t v;
-    int rc = eng_constant_params(c, &v);
-    if (rc != 0)
-        return rc;
-    size_t bytes = eng_tensor_bytes(&v);
-    char *y = (char *)c->outputs[0]->data;
-    for (size_t at = 0; at < bytes && rc == 0; at += SMALL_BYTES)
-        rc = write_small(c, y + at, (const char *)v.data + at,
-                         bytes - at < SMALL_BYTES ? bytes - at : SMALL_BYTES);
-    return rc;
-}
-
 } // namespace
 
 /* --- the kernels ------------------------------------------------------------------------- */
@@ -1021,11 +822,6 @@ SHAPE_KERNEL_(GatherElements, gather_elements_run)
 SHAPE_KERNEL_(Expand, expand_run)
 SHAPE_KERNEL_(Tile, tile_run)
 SHAPE_KERNEL_(Pad, pad_run)
-SHAPE_KERNEL_(Shape, shape_run)
-SHAPE_KERNEL_(Size, size_run)
-SHAPE_KERNEL_(ConstantOfShape, constant_of_shape_run)
-SHAPE_KERNEL_(Range, range_run)
 SHAPE_KERNEL_(DepthToSpace, depth_to_space_run)
 SHAPE_KERNEL_(SpaceToDepth, space_to_depth_run)
-SHAPE_KERNEL_(Constant, constant_run)
 #undef SHAPE_KERNEL_
