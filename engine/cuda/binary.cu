@@ -41,7 +41,7 @@
 
 #include <type_traits>
 
-#include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/dtype_impl.h"
 #include "engine/ops/binary_impl.h"
 
 namespace {
@@ -50,62 +50,12 @@ constexpr int BC_MAX_IN = ENG_BINARY_MAX_OPERANDS - 1; /* Where */
 
 /* --- dtypes -------------------------------------------------------------------------- */
 
-/* The bool dtype's tag (its storage, uint8_t, is also uint8's). */
-struct bool_t {
-    uint8_t v;
-};
-
-template <typename T> struct dtype_of;
-#define DTYPE_OF(T, DT)                                                                  \
-    template <> struct dtype_of<T> {                                                     \
-        static constexpr eng_dtype_t value = DT;                                         \
-    };
-DTYPE_OF(float, ENG_DT_FLOAT)
-DTYPE_OF(double, ENG_DT_DOUBLE)
-DTYPE_OF(int8_t, ENG_DT_INT8)
-DTYPE_OF(int16_t, ENG_DT_INT16)
-DTYPE_OF(int32_t, ENG_DT_INT32)
-DTYPE_OF(int64_t, ENG_DT_INT64)
-DTYPE_OF(uint8_t, ENG_DT_UINT8)
-DTYPE_OF(uint16_t, ENG_DT_UINT16)
-DTYPE_OF(uint32_t, ENG_DT_UINT32)
-DTYPE_OF(uint64_t, ENG_DT_UINT64)
-DTYPE_OF(bool_t, ENG_DT_BOOL)
-#undef DTYPE_OF
-
-template <typename... Ts> struct types {};
-
-/* The CPU's EW_FLOAT_TYPES, EW_SINT_TYPES and EW_UINT_TYPES. */
+/* The CPU's EW_FLOAT_TYPES, and EW_SINT_TYPES with EW_UINT_TYPES. */
 using float_types = types<float, double>;
 using int_types = types<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>;
-using numeric_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
-                            uint32_t, uint64_t>;
 using prelu_types = types<float, double, int32_t, int64_t>;
 using numeric_bool_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t,
                                  uint16_t, uint32_t, uint64_t, bool_t>;
-
-/* dispatch's answer when dt is not in the list (never an FS_E* code). */
-constexpr int DISPATCH_NONE = 1;
-
-/* f(T{}) for the T of `types` whose dtype is dt, or DISPATCH_NONE. */
-template <typename F> int dispatch(eng_dtype_t, types<>, F &&)
-{
-    return DISPATCH_NONE;
-}
-template <typename T, typename... Ts, typename F>
-int dispatch(eng_dtype_t dt, types<T, Ts...>, F &&f)
-{
-    if (dt == dtype_of<T>::value)
-        return f(T{});
-    return dispatch(dt, types<Ts...>{}, f);
-}
-
-/* Integer arithmetic wraps in this unsigned type (the CPU's UT). */
-template <typename T>
-using wrap_t = typename std::conditional<sizeof(T) <= 4, uint32_t, uint64_t>::type;
-
-template <typename T> constexpr bool is_float_v = std::is_floating_point<T>::value;
-template <typename T> constexpr bool is_sint_v = std::is_signed<T>::value && !is_float_v<T>;
 
 /* --- broadcasting, on the host ------------------------------------------------------- */
 
@@ -166,10 +116,6 @@ template <typename Idx, int NIN> struct bc_meta {
     bool contig[NIN]; /* innermost stride 1: loaded as vectors on the vector path */
     divider<Idx> dims[ENG_MAX_RANK];
     Idx stride[NIN][ENG_MAX_RANK];
-};
-
-template <typename T, int N> struct alignas(sizeof(T) * N) vec_t {
-    T v[N];
 };
 
 /* Elements per thread on the vector path: 16 bytes of the widest type. */
@@ -775,10 +721,7 @@ int variadic_run(eng_op_ctx_t *c, List list, Make make)
         const eng_tensor_t *x = c->inputs[0];
         if (!eng_shape_equal(&x->shape, &y->shape))
             return eng_op_err(c, FS_EINVAL, "the output's shape differs from the input's");
-        if (x->data != y->data && eng_tensor_bytes(x) > 0)
-            ENG_CUDA_TRY(c, cudaMemcpyAsync(y->data, x->data, eng_tensor_bytes(x),
-                                            cudaMemcpyDeviceToDevice, eng_cuda_ctx(c)->stream));
-        return 0;
+        return eng_cuda_copy_d2d(c, y->data, x->data, eng_tensor_bytes(x));
     }
     bc_shape l;
     for (int k = 0; k < c->n_inputs; k++)

@@ -151,12 +151,14 @@ static int conv_im2col_run(const eng_op_ctx_t *c, eng_dtype_t dt, bool small,
                            const im2col_args_t &a, const eng_nn_geom_t &g)
 {
     if (dt == ENG_DT_FLOAT16)
-        return launch(c, small ? conv_im2col<true, __half> : conv_im2col<false, __half>, a.n, a, g);
+        return eng_cuda_launch(c, small ? conv_im2col<true, __half> : conv_im2col<false, __half>,
+                               a.n, a, g);
     if (dt == ENG_DT_BFLOAT16)
-        return launch(c,
+        return eng_cuda_launch(c,
                       small ? conv_im2col<true, __nv_bfloat16> : conv_im2col<false, __nv_bfloat16>,
                       a.n, a, g);
-    return launch(c, small ? conv_im2col<true, float> : conv_im2col<false, float>, a.n, a, g);
+    return eng_cuda_launch(c, small ? conv_im2col<true, float> : conv_im2col<false, float>, a.n, a,
+                           g);
 }
 
 /* Depthwise Conv, one thread per output: the bias, then weight x input
@@ -298,15 +300,16 @@ static int conv_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, con
     out_index_t out = out_index_make(g->out);
     udiv_t ch = udiv_make(g->out_channels);
     if (wdt == ENG_DT_FLOAT16)
-        return launch(c, small ? conv_depthwise<true, __half> : conv_depthwise<false, __half>, n, x,
-                      (const __half *)w, bias, y, *g, out, ch, n);
+        return eng_cuda_launch(c,
+                               small ? conv_depthwise<true, __half> : conv_depthwise<false, __half>,
+                               n, x, (const __half *)w, bias, y, *g, out, ch, n);
     if (wdt == ENG_DT_BFLOAT16)
-        return launch(c,
+        return eng_cuda_launch(c,
                       small ? conv_depthwise<true, __nv_bfloat16>
                             : conv_depthwise<false, __nv_bfloat16>,
                       n, x, (const __nv_bfloat16 *)w, bias, y, *g, out, ch, n);
-    return launch(c, small ? conv_depthwise<true, float> : conv_depthwise<false, float>, n, x,
-                  (const float *)w, bias, y, *g, out, ch, n);
+    return eng_cuda_launch(c, small ? conv_depthwise<true, float> : conv_depthwise<false, float>, n,
+                           x, (const float *)w, bias, y, *g, out, ch, n);
 }
 
 /* Conv's GEMMs with a half / bfloat16 W (p filled but for B and Y): a
@@ -378,8 +381,9 @@ static int conv_run(eng_op_ctx_t *c)
     if (eng_nn_conv_is_depthwise(&g))
         return conv_depthwise_run(c, &g, x, w, wdt, bias, y);
     /* Y starts as the bias and the GEMMs accumulate onto it. */
-    if (bias && (rc = launch(c, fits32(y_n) ? conv_fill_bias<true> : conv_fill_bias<false>, y_n, y,
-                             bias, udiv_make(out_sz), udiv_make(g.out_channels), y_n)))
+    if (bias &&
+        (rc = eng_cuda_launch(c, fits32(y_n) ? conv_fill_bias<true> : conv_fill_bias<false>, y_n, y,
+                              bias, udiv_make(out_sz), udiv_make(g.out_channels), y_n)))
         return rc;
     if (cg * taps == 0) {
         if (!bias)
@@ -616,7 +620,7 @@ static int conv_transpose_run(eng_op_ctx_t *c)
         a.n = cnt * g.out_channels * out_sz;
         int64_t most = a.n > cnt * per ? a.n : cnt * per;
         bool small = fits32(most > reach ? most : reach);
-        if ((rc = launch(c, small ? conv_col2im<true> : conv_col2im<false>, a.n, a, g)))
+        if ((rc = eng_cuda_launch(c, small ? conv_col2im<true> : conv_col2im<false>, a.n, a, g)))
             return rc;
     }
     return 0;

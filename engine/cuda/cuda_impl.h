@@ -84,6 +84,32 @@ static inline unsigned eng_cuda_grid_cap(const eng_op_ctx_t *ctx, int64_t need)
     return (unsigned)(need < cap ? need : cap);
 }
 
+/* Queues n bytes from src to dst, both device memory, on ctx's stream;
+ * nothing when n is 0 or they are one buffer. 0, or FS_EDEVICE naming the
+ * node (nothing queued). */
+static inline int eng_cuda_copy_d2d(const eng_op_ctx_t *ctx, void *dst, const void *src, size_t n)
+{
+    if (n > 0 && dst != src)
+        ENG_CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice,
+                                          eng_cuda_ctx(ctx)->stream));
+    return 0;
+}
+
+#ifdef __cplusplus
+/* Launches kernel k over n items (grid-stride, ENG_CUDA_THREADS per block)
+ * on ctx's stream; n <= 0 launches nothing. 0, or FS_EDEVICE when the
+ * launch fails. */
+template <typename... P, typename... A>
+static inline int eng_cuda_launch(const eng_op_ctx_t *ctx, void (*k)(P...), int64_t n, A... args)
+{
+    if (n <= 0)
+        return 0;
+    k<<<eng_cuda_blocks(ctx, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(args...);
+    ENG_CUDA_LAUNCHED(ctx);
+    return 0;
+}
+#endif
+
 /* A grid-stride loop over [0, n) with a 64-bit index. */
 #define ENG_CUDA_FOR(i, n)                                                               \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);            \

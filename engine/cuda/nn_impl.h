@@ -70,18 +70,6 @@ static inline bool fits32(int64_t max_index)
     return max_index <= INT32_MAX;
 }
 
-/* Launches kernel k over n items (grid-stride, ENG_CUDA_THREADS per
- * block) on ctx's stream; n == 0 launches nothing. */
-template <typename... P, typename... A>
-static inline int launch(const eng_op_ctx_t *c, void (*k)(P...), int64_t n, A... args)
-{
-    if (n <= 0)
-        return 0;
-    k<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(args...);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
 /* Flat output index -> (plane, d, h, w) for an output of `plane` positions
  * per (image, channel) plane and spatial dims [.., h, w]. */
 typedef struct out_index {

@@ -94,7 +94,7 @@ static int batchnorm_run(eng_op_ctx_t *c)
         return 0;
     float *mul = (float *)c->scratch, *add = mul + channels;
     float eps = eng_attr_f(c->node, "epsilon", 1e-5f);
-    if ((rc = launch(c, batchnorm_fold, channels, (const float *)c->inputs[1]->data,
+    if ((rc = eng_cuda_launch(c, batchnorm_fold, channels, (const float *)c->inputs[1]->data,
                      (const float *)c->inputs[2]->data, (const float *)c->inputs[3]->data,
                      (const float *)c->inputs[4]->data, eps, mul, add, channels)))
         return rc;
@@ -104,10 +104,11 @@ static int batchnorm_run(eng_op_ctx_t *c)
     int64_t width = vec ? 4 : 1, n_vecs = n / width;
     udiv_t pv = udiv_make(plane / width), ch = udiv_make(channels);
     if (vec)
-        return launch(c, fits32(n_vecs) ? batchnorm_apply<true, 4> : batchnorm_apply<false, 4>,
-                      n_vecs, x, y, (const float *)mul, (const float *)add, pv, ch, n_vecs);
-    return launch(c, fits32(n_vecs) ? batchnorm_apply<true, 1> : batchnorm_apply<false, 1>, n_vecs,
-                  x, y, (const float *)mul, (const float *)add, pv, ch, n_vecs);
+        return eng_cuda_launch(
+            c, fits32(n_vecs) ? batchnorm_apply<true, 4> : batchnorm_apply<false, 4>, n_vecs, x, y,
+            (const float *)mul, (const float *)add, pv, ch, n_vecs);
+    return eng_cuda_launch(c, fits32(n_vecs) ? batchnorm_apply<true, 1> : batchnorm_apply<false, 1>,
+                           n_vecs, x, y, (const float *)mul, (const float *)add, pv, ch, n_vecs);
 }
 
 /* InstanceNormalization, one block per (image, channel) plane:
@@ -179,7 +180,7 @@ static __global__ void layernorm_expand(const float *src, float *dst, eng_nn_tai
 static int layernorm_expand_run(const eng_op_ctx_t *c, const eng_tensor_t *p,
                                 const eng_shape_t *x, int axis, float *dst, int64_t cols)
 {
-    return launch(c, layernorm_expand, cols, (const float *)p->data, dst,
+    return eng_cuda_launch(c, layernorm_expand, cols, (const float *)p->data, dst,
                   eng_nn_tail_map(p, x, axis), cols);
 }
 
@@ -279,7 +280,7 @@ static int lrn_run(eng_op_ctx_t *c)
     int64_t n = eng_shape_numel(&xt->shape), size = eng_attr_i(c->node, "size", 1);
     double alpha = eng_attr_f(c->node, "alpha", 1e-4f), beta = eng_attr_f(c->node, "beta", 0.75f);
     double bias = eng_attr_f(c->node, "bias", 1.0f);
-    return launch(c, fits32(n) ? lrn_kernel<true> : lrn_kernel<false>, n,
+    return eng_cuda_launch(c, fits32(n) ? lrn_kernel<true> : lrn_kernel<false>, n,
                   (const float *)xt->data, (float *)c->outputs[0]->data,
                   udiv_make(eng_nn_dims_from(&xt->shape, 2)), udiv_make(xt->shape.dims[1]), n, size,
                   alpha / (double)size, beta, bias);

@@ -70,10 +70,10 @@ static int maxpool_run(eng_op_ctx_t *c)
     bool small = fits32(n > in_n ? n : in_n);
     out_index_t out = out_index_make(g.out);
     if (xt->dtype == ENG_DT_UINT8)
-        return launch(c, small ? maxpool_kernel<true, uint8_t> : maxpool_kernel<false, uint8_t>, n,
-                      (const uint8_t *)xt->data, (uint8_t *)c->outputs[0]->data, idx, g, out, n,
-                      col_major);
-    return launch(c, small ? maxpool_kernel<true, float> : maxpool_kernel<false, float>, n,
+        return eng_cuda_launch(
+            c, small ? maxpool_kernel<true, uint8_t> : maxpool_kernel<false, uint8_t>, n,
+            (const uint8_t *)xt->data, (uint8_t *)c->outputs[0]->data, idx, g, out, n, col_major);
+    return eng_cuda_launch(c, small ? maxpool_kernel<true, float> : maxpool_kernel<false, float>, n,
                   (const float *)xt->data, (float *)c->outputs[0]->data, idx, g, out, n, col_major);
 }
 
@@ -123,7 +123,7 @@ static int avgpool_run(eng_op_ctx_t *c)
     int64_t in_n = g.batch * g.in_channels * eng_nn_prod(g.in);
     bool small = fits32(n > in_n ? n : in_n);
     bool include_pad = eng_attr_i(c->node, "count_include_pad", 0) != 0;
-    return launch(c, small ? avgpool_kernel<true> : avgpool_kernel<false>, n,
+    return eng_cuda_launch(c, small ? avgpool_kernel<true> : avgpool_kernel<false>, n,
                   (const float *)c->inputs[0]->data, (float *)c->outputs[0]->data, g,
                   out_index_make(g.out), n, include_pad);
 }

@@ -72,16 +72,6 @@ static size_t unit_for(uint64_t m, const void *a, const void *b)
     return 1;
 }
 
-/* n bytes, device to device, on the stream; nothing when n is 0 or the
- * buffers are the same. */
-static int copy_bytes(const eng_op_ctx_t *c, void *dst, const void *src, size_t n)
-{
-    if (n > 0 && dst != src)
-        ENG_CUDA_TRY(
-            c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, eng_cuda_ctx(c)->stream));
-    return 0;
-}
-
 /* A grid-stride loop over [0, n) in index type I. */
 #define SHAPE_FOR_(I, i, n)                                                                      \
     for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (n);                          \
@@ -288,9 +278,9 @@ static int copy_strided(const eng_op_ctx_t *c, void *dst, const void *src, size_
     }
     /* Rank 0: one unit (a single element of one byte, or one widened unit). */
     if (g.rank == 0)
-        return copy_bytes(c, dst, src, w);
+        return eng_cuda_copy_d2d(c, dst, src, w);
     if (g.rank == 1 && g.strides[0] == 1)
-        return copy_bytes(c, dst, src, (size_t)g.dims[0] * w);
+        return eng_cuda_copy_d2d(c, dst, src, (size_t)g.dims[0] * w);
     return with_unit(c, w, [&](auto t) {
         return strided_launch<typename decltype(t)::type>(c, dst, src, &g);
     });
@@ -302,7 +292,7 @@ static int copy_strided(const eng_op_ctx_t *c, void *dst, const void *src, size_
  * nothing to do when the planner made it share the input's buffer. */
 static int view_run(eng_op_ctx_t *c)
 {
-    return copy_bytes(c, c->outputs[0]->data, c->inputs[0]->data,
+    return eng_cuda_copy_d2d(c, c->outputs[0]->data, c->inputs[0]->data,
                       eng_tensor_bytes(c->outputs[0]));
 }
 
@@ -459,7 +449,7 @@ static int copy_rows(const eng_op_ctx_t *c, void *dst, size_t dst_pitch, const v
     if (rows == 0 || width == 0)
         return 0;
     if (rows == 1 || (dst_pitch == width && src_pitch == width))
-        return copy_bytes(c, dst, src, (size_t)rows * width);
+        return eng_cuda_copy_d2d(c, dst, src, (size_t)rows * width);
     size_t w = unit_for(width | dst_pitch | src_pitch, dst, src);
     return with_unit(c, w, [&](auto t) {
         return rows_launch<typename decltype(t)::type>(c, dst, (int64_t)(dst_pitch / w), src,
@@ -786,7 +776,7 @@ static int pad_run(eng_op_ctx_t *c)
     if (n == 0)
         return 0;
     if (p.out.rank == 0)
-        return copy_bytes(c, y, x->data, es);
+        return eng_cuda_copy_d2d(c, y, x->data, es);
     pad_geom_t g;
     g.rank = p.out.rank;
     g.mode = (int)p.mode;

@@ -33,16 +33,12 @@
 #include <limits>
 #include <type_traits>
 
-#include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/dtype_impl.h"
 #include "engine/ops/unary_impl.h"
 
 namespace {
 
 /* --- the map kernel ------------------------------------------------------------------ */
-
-template <typename T, int N> struct alignas(sizeof(T) * N) vec_t {
-    T v[N];
-};
 
 /* Elements per thread on the vector path: 16 bytes of the wider type. */
 template <typename TI, typename TO> __host__ __device__ constexpr int map_width()
@@ -105,76 +101,12 @@ int map_launch(const eng_op_ctx_t *c, const void *x, void *y, int64_t n, const O
     return 0;
 }
 
-/* Copies `bytes` from x to y on ctx's stream unless they are one buffer. */
-int copy_data(const eng_op_ctx_t *c, const void *x, void *y, size_t bytes)
-{
-    if (x != y && bytes > 0)
-        ENG_CUDA_TRY(
-            c, cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, eng_cuda_ctx(c)->stream));
-    return 0;
-}
-
 /* --- dtypes ---------------------------------------------------------------------------- */
 
-/* Storage of the dtypes whose C type another dtype already uses. */
-struct f16_t {
-    uint16_t bits;
-};
-struct bf16_t {
-    uint16_t bits;
-};
-struct bool_t {
-    uint8_t v;
-};
-
-template <typename T> struct dtype_of;
-#define DTYPE_OF(T, DT)                                                                  \
-    template <> struct dtype_of<T> {                                                     \
-        static constexpr eng_dtype_t value = DT;                                         \
-    };
-DTYPE_OF(float, ENG_DT_FLOAT)
-DTYPE_OF(double, ENG_DT_DOUBLE)
-DTYPE_OF(f16_t, ENG_DT_FLOAT16)
-DTYPE_OF(bf16_t, ENG_DT_BFLOAT16)
-DTYPE_OF(int8_t, ENG_DT_INT8)
-DTYPE_OF(int16_t, ENG_DT_INT16)
-DTYPE_OF(int32_t, ENG_DT_INT32)
-DTYPE_OF(int64_t, ENG_DT_INT64)
-DTYPE_OF(uint8_t, ENG_DT_UINT8)
-DTYPE_OF(uint16_t, ENG_DT_UINT16)
-DTYPE_OF(uint32_t, ENG_DT_UINT32)
-DTYPE_OF(uint64_t, ENG_DT_UINT64)
-DTYPE_OF(bool_t, ENG_DT_BOOL)
-#undef DTYPE_OF
-
-template <typename... Ts> struct types {};
-
-/* The CPU's EW_FLOAT_TYPES, EW_SINT_TYPES and EW_UINT_TYPES. */
+/* The CPU's EW_FLOAT_TYPES with EW_SINT_TYPES, and every dtype Cast takes. */
 using float_sint_types = types<float, double, int8_t, int16_t, int32_t, int64_t>;
-using numeric_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
-                            uint32_t, uint64_t>;
 using cast_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t, int64_t,
                          uint8_t, uint16_t, uint32_t, uint64_t, bool_t>;
-
-/* dispatch's answer when dt is not in the list (never an FS_E* code). */
-constexpr int DISPATCH_NONE = 1;
-
-/* f(T{}) for the T of `types` whose dtype is dt, or DISPATCH_NONE. */
-template <typename F> int dispatch(eng_dtype_t, types<>, F &&)
-{
-    return DISPATCH_NONE;
-}
-template <typename T, typename... Ts, typename F>
-int dispatch(eng_dtype_t dt, types<T, Ts...>, F &&f)
-{
-    if (dt == dtype_of<T>::value)
-        return f(T{});
-    return dispatch(dt, types<Ts...>{}, f);
-}
-
-/* Integer arithmetic wraps in this unsigned type (the CPU's UT). */
-template <typename T>
-using wrap_t = typename std::conditional<sizeof(T) <= 4, uint32_t, uint64_t>::type;
 
 /* --- checks ---------------------------------------------------------------------------- */
 
@@ -420,7 +352,7 @@ int copy_run(eng_op_ctx_t *c)
     size_t es = eng_dtype_size(x->dtype);
     if (es == 0 || y->dtype != x->dtype)
         return eng_unary_dtype_err(c, x->dtype);
-    return copy_data(c, x->data, y->data, (size_t)n * es);
+    return eng_cuda_copy_d2d(c, y->data, x->data, (size_t)n * es);
 }
 
 template <typename T> __global__ void fill_kernel(T *p, int64_t n, T v)
@@ -472,55 +404,11 @@ int dropout_run(eng_op_ctx_t *c)
 
 /* --- Cast ----------------------------------------------------------------------------------- */
 
-__device__ float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
-    if (e == 0) {
-        float f = (float)m * 5.9604644775390625e-08f; /* 2^-24: zero or subnormal */
-        return sign ? -f : f;
-    }
-    bits = sign | (e == 0x1f ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-    return __uint_as_float(bits);
-}
-
-/* Round to nearest even (after F. Giesen's float_to_half_fast3_rtne). */
-__device__ uint16_t float_to_half(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    u &= 0x7fffffffu;
-    if (u >= 0x47800000u) /* 65536 or more, inf, NaN */
-        return sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u);
-    if (u < 0x38800000u) { /* a subnormal half: let the FPU round */
-        float a = __uint_as_float(u);
-        a += 0.5f;
-        u = __float_as_uint(a);
-        return sign | (uint16_t)(u - 0x3f000000u);
-    }
-    uint32_t odd = (u >> 13) & 1u;
-    u += (uint32_t)(15 - 127) * (1u << 23) + 0xfffu + odd;
-    return sign | (uint16_t)(u >> 13);
-}
-
-__device__ float bf16_to_float(uint16_t h)
-{
-    return __uint_as_float((uint32_t)h << 16);
-}
-
-__device__ uint16_t float_to_bf16(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u); /* keep NaN a quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* Widening: to double, int64 or uint64 by the source's kind. */
 __device__ double cast_widen(float x) { return x; }
 __device__ double cast_widen(double x) { return x; }
-__device__ double cast_widen(f16_t x) { return half_to_float(x.bits); }
-__device__ double cast_widen(bf16_t x) { return bf16_to_float(x.bits); }
+__device__ double cast_widen(f16_t x) { return eng_half_to_float(x.bits); }
+__device__ double cast_widen(bf16_t x) { return eng_bf16_to_float(x.bits); }
 __device__ int64_t cast_widen(int8_t x) { return x; }
 __device__ int64_t cast_widen(int16_t x) { return x; }
 __device__ int64_t cast_widen(int32_t x) { return x; }
@@ -554,10 +442,16 @@ template <> struct cast_to<double> {
     template <typename W> __device__ static double from(W w) { return (double)w; }
 };
 template <> struct cast_to<f16_t> {
-    template <typename W> __device__ static f16_t from(W w) { return {float_to_half((float)w)}; }
+    template <typename W> __device__ static f16_t from(W w)
+    {
+        return {eng_float_to_half((float)w)};
+    }
 };
 template <> struct cast_to<bf16_t> {
-    template <typename W> __device__ static bf16_t from(W w) { return {float_to_bf16((float)w)}; }
+    template <typename W> __device__ static bf16_t from(W w)
+    {
+        return {eng_float_to_bf16((float)w)};
+    }
 };
 template <> struct cast_to<bool_t> {
     template <typename W> __device__ static bool_t from(W w) { return {(uint8_t)(w != 0)}; }
@@ -588,7 +482,7 @@ int cast_run(eng_op_ctx_t *c)
             using S = decltype(s);
             using D = decltype(d);
             if constexpr (std::is_same<S, D>::value)
-                return copy_data(c, x->data, y->data, (size_t)n * sizeof(S));
+                return eng_cuda_copy_d2d(c, y->data, x->data, (size_t)n * sizeof(S));
             else
                 return map_launch(c, x->data, y->data, n, cast_op<S, D>{});
         });
