@@ -38,30 +38,11 @@
 
 #include "engine/cuda/nn_impl.h"
 
-/* A Conv / ConvTranspose weight: float32, or as fp16/bf16 precision stored
- * it. */
-static const eng_dtype_t dt_weight[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
-                                        ENG_DT_UNDEFINED};
-
 /* Most scratch a convolution's column buffer takes for a chunk of images
  * (a single image's columns may need more; they then get exactly that). */
 #define COL_CHUNK_BYTES ((size_t)64 << 20)
 
 /* ---- Conv --------------------------------------------------------------- */
-
-/* FS_ENOTSUP unless X and B (when present) are float and W is float, half
- * or bfloat16. */
-static int require_conv_inputs(const eng_op_ctx_t *c)
-{
-    for (int i = 0; i < 3 && i < c->n_inputs; i++) {
-        if (!c->inputs[i])
-            continue;
-        int rc = eng_op_require_dtype(c, i, i == 1 ? dt_weight : dt_float);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
 
 /* Whether W (input 1) is half or bfloat16. */
 static bool weight_is_lowp(const eng_op_ctx_t *c)
@@ -364,7 +345,7 @@ static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, groupe
 static int conv_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = require_conv_inputs(c);
+    int rc = eng_cuda_require_float_inputs(c, 3, 1);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_CONV, &g)))
         return rc;
     const float *x = (const float *)c->inputs[0]->data;
@@ -539,7 +520,7 @@ static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
 static int conv_transpose_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = require_conv_inputs(c);
+    int rc = eng_cuda_require_float_inputs(c, 3, 1);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g)))
         return rc;
     const float *x = (const float *)c->inputs[0]->data;

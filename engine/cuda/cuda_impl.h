@@ -84,6 +84,24 @@ static inline unsigned eng_cuda_grid_cap(const eng_op_ctx_t *ctx, int64_t need)
     return (unsigned)(need < cap ? need : cap);
 }
 
+/* FS_ENOTSUP naming the input unless every present input in [0, n) is
+ * float32, input `weight` (-1: none) also half or bfloat16 (a weight that
+ * fp16/bf16 precision stored so). 0 otherwise; nothing is queued. */
+static inline int eng_cuda_require_float_inputs(const eng_op_ctx_t *ctx, int n, int weight)
+{
+    static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+    static const eng_dtype_t dt_weight[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                            ENG_DT_UNDEFINED};
+    for (int i = 0; i < n && i < ctx->n_inputs; i++) {
+        if (!ctx->inputs[i])
+            continue;
+        int rc = eng_op_require_dtype(ctx, i, i == weight ? dt_weight : dt_float);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Queues n bytes from src to dst, both device memory, on ctx's stream;
  * nothing when n is 0 or they are one buffer. 0, or FS_EDEVICE naming the
  * node (nothing queued). */

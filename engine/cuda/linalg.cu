@@ -40,38 +40,6 @@
 #include "engine/cuda/cuda_impl.h"
 #include "engine/ops/linalg_impl.h"
 
-static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
-/* A GEMM weight: float32, or as fp16/bf16 precision stored it. */
-static const eng_dtype_t dt_weight[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
-                                        ENG_DT_UNDEFINED};
-
-/* FS_ENOTSUP unless inputs [0, n) that are present are float. */
-static int require_float_inputs(const eng_op_ctx_t *c, int n)
-{
-    for (int i = 0; i < n && i < c->n_inputs; i++) {
-        if (!c->inputs[i])
-            continue;
-        int rc = eng_op_require_dtype(c, i, dt_float);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-/* FS_ENOTSUP unless inputs [0, n) that are present are float, input 1 (B,
- * the weight) also half or bfloat16. */
-static int require_gemm_inputs(const eng_op_ctx_t *c, int n)
-{
-    for (int i = 0; i < n && i < c->n_inputs; i++) {
-        if (!c->inputs[i])
-            continue;
-        int rc = eng_op_require_dtype(c, i, i == 1 ? dt_weight : dt_float);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 /* MatMul's and Gemm's scratch: with a half / bfloat16 B, A converted to
  * B's dtype; else none. */
 static size_t lowp_a_scratch_bytes(const eng_op_ctx_t *c)
@@ -127,7 +95,7 @@ static matmul_run_split_t matmul_split(const eng_matmul_dims_t *d)
 static int matmul_run(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
-    int rc = require_gemm_inputs(c, 2);
+    int rc = eng_cuda_require_float_inputs(c, 2, 1);
     if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = lowp_a_scratch_check(c)))
         return rc;
     int64_t batches = 1;
@@ -203,7 +171,7 @@ static __global__ void gemm_fill_c(float *y, const float *cv, int64_t m, int64_t
  * written; on another Y may be partly written. */
 static int gemm_run(eng_op_ctx_t *c)
 {
-    int rc = require_gemm_inputs(c, 3);
+    int rc = eng_cuda_require_float_inputs(c, 3, 1);
     if (rc || (rc = lowp_a_scratch_check(c)))
         return rc;
     const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
@@ -597,7 +565,7 @@ static int einsum_run(eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     einsum_plan_t pl;
-    int rc = require_float_inputs(c, c->n_inputs);
+    int rc = eng_cuda_require_float_inputs(c, c->n_inputs, -1);
     if (rc || (rc = eng_einsum_parse(c, &e)))
         return rc;
     if (!eng_einsum_as_gemm(c, &e, &pl.p))

@@ -1,5 +1,5 @@
 /* nn_impl.h -- what the CUDA kernels of the nn ops (conv.cu, pool.cu,
- * norm.cu) share: the float dtype check, index arithmetic over the
+ * norm.cu) share: index arithmetic over the
  * normalised 3-D geometry of engine/ops/nn_impl.h, and block reductions.
  *
  * Index arithmetic: the element-wise kernels split flat indices with
@@ -15,21 +15,6 @@
 
 #include "engine/cuda/cuda_impl.h"
 #include "engine/ops/nn_impl.h"
-
-static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
-
-/* FS_ENOTSUP unless inputs [0, n) that are present are float. */
-static inline int require_float_inputs(const eng_op_ctx_t *c, int n)
-{
-    for (int i = 0; i < n && i < c->n_inputs; i++) {
-        if (!c->inputs[i])
-            continue;
-        int rc = eng_op_require_dtype(c, i, dt_float);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
 
 /* ---- index arithmetic --------------------------------------------------- */
 

@@ -80,7 +80,7 @@ static size_t batchnorm_scratch_bytes(const eng_op_ctx_t *c)
  * nothing is written. */
 static int batchnorm_run(eng_op_ctx_t *c)
 {
-    int rc = require_float_inputs(c, 5);
+    int rc = eng_cuda_require_float_inputs(c, 5, -1);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0];
@@ -133,7 +133,7 @@ static __global__ void instancenorm_kernel(const float *x, float *y, const float
 /* InstanceNormalization. Y may alias X. Cannot fail but for the launch. */
 static int instancenorm_run(eng_op_ctx_t *c)
 {
-    int rc = require_float_inputs(c, 3);
+    int rc = eng_cuda_require_float_inputs(c, 3, -1);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0];
@@ -211,7 +211,7 @@ static __global__ void layernorm_kernel(const float *x, float *y, const float *s
  * alias X. On error (scratch) nothing is written. */
 static int layernorm_run(eng_op_ctx_t *c)
 {
-    int rc = require_float_inputs(c, 3);
+    int rc = eng_cuda_require_float_inputs(c, 3, -1);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0], *st = c->inputs[1], *bt = eng_ctx_in(c, 2);
@@ -273,7 +273,7 @@ static __global__ void lrn_kernel(const float *x, float *y, udiv_t plane, udiv_t
 /* LRN. Cannot fail but for the launch. */
 static int lrn_run(eng_op_ctx_t *c)
 {
-    int rc = require_float_inputs(c, 1);
+    int rc = eng_cuda_require_float_inputs(c, 1, -1);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0];

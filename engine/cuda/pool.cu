@@ -116,7 +116,7 @@ static __global__ void avgpool_kernel(const float *x, float *y, eng_nn_geom_t g,
 static int avgpool_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = require_float_inputs(c, 1);
+    int rc = eng_cuda_require_float_inputs(c, 1, -1);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
         return rc;
     int64_t n = g.batch * g.in_channels * eng_nn_prod(g.out);
@@ -151,7 +151,7 @@ static __global__ void global_pool_kernel(const float *x, float *y, int64_t plan
 /* GlobalAveragePool / GlobalMaxPool. Cannot fail but for the launch. */
 static int global_pool_run(eng_op_ctx_t *c)
 {
-    int rc = require_float_inputs(c, 1);
+    int rc = eng_cuda_require_float_inputs(c, 1, -1);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0];
