@@ -140,6 +140,9 @@ int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
 /* FS_ENOTSUP naming the input and its dtype unless `dt` is in `allowed`
  * (ENG_DT_UNDEFINED-terminated). */
 int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *allowed);
+/* FS_EINVAL naming the scratch the kernel has and the `need` bytes it
+ * needs; for a run whose ctx->scratch_bytes is short of what it asked. */
+int eng_op_scratch_err(const eng_op_ctx_t *c, size_t need);
 /* Reads element i of an int32/int64 tensor with known data as int64. */
 int64_t eng_tensor_get_i64(const eng_tensor_t *t, int64_t i);
 /* Normalises a possibly negative axis for `rank`; FS_EINVAL if out of

@@ -89,6 +89,12 @@ int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *al
                       "(supported: %s)", input, eng_dtype_name(t->dtype), list);
 }
 
+int eng_op_scratch_err(const eng_op_ctx_t *c, size_t need)
+{
+    return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
+                      c->scratch_bytes, need);
+}
+
 int64_t eng_tensor_get_i64(const eng_tensor_t *t, int64_t i)
 {
     if (t->dtype == ENG_DT_INT32)

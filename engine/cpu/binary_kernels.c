@@ -451,8 +451,6 @@ const eng_kernel_t eng_cpu_Where = {.run = where_run};
  * output is written, so it is untouched on error. */
 static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
 {
-    if (c->n_inputs < 1)
-        return eng_op_err(c, FS_EINVAL, "needs at least one input");
     int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
     if (rc)
         return rc;

@@ -423,8 +423,7 @@ static int conv_run(eng_op_ctx_t *c)
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
     bool pointwise = eng_nn_conv_is_pointwise(&g);
     if (c->scratch_bytes < cp.col_bytes)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, cp.col_bytes);
+        return eng_op_scratch_err(c, cp.col_bytes);
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {
             const float *xg = x + (n * g.in_channels + gi * cg) * in_sz;
@@ -459,8 +458,7 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
     size_t col_bytes = (size_t)(mg * taps * in_sz) * sizeof(float);
     if (c->scratch_bytes < col_bytes)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, col_bytes);
+        return eng_op_scratch_err(c, col_bytes);
     const float *x = c->inputs[0]->data, *w = c->inputs[1]->data;
     const eng_tensor_t *b = eng_ctx_in(c, 2);
     float *y = c->outputs[0]->data, *col = c->scratch;

@@ -214,8 +214,7 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const eng_ein
     size_t copies, gemm;
     einsum_scratch_split(p, &copies, &gemm);
     if (c->scratch_bytes < copies)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, copies + gemm);
+        return eng_op_scratch_err(c, copies + gemm);
     float *a = c->scratch, *bm = a + b * m * k, *y = bm + b * k * n;
     int64_t ystride[ENG_EINSUM_MAX_LABELS] = {0}, st = 1;
     for (int i = e->n_out - 1; i >= 0; i--) {

@@ -83,8 +83,7 @@ static int topk_run(eng_op_ctx_t *c)
     if (k == 0 || outer * inner == 0)
         return 0;
     if (c->scratch_bytes < (size_t)n * sizeof(topk_item_t))
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, (size_t)n * sizeof(topk_item_t));
+        return eng_op_scratch_err(c, (size_t)n * sizeof(topk_item_t));
     bool desc = eng_attr_i(c->node, "largest", 1) != 0;
     bool is_f = x->dtype == ENG_DT_FLOAT;
     int (*cmp)(const void *, const void *) =
@@ -256,8 +255,7 @@ static int resize_run(eng_op_ctx_t *c)
         need += eng_resize_table_bytes(g.out[d], ax[d].width);
     }
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     char *p = c->scratch;
     int64_t stride = 1;
     for (int d = g.rank - 1; d >= 0; d--) {

@@ -170,8 +170,7 @@ static int layernorm_run(eng_op_ctx_t *c)
     int axis = eng_nn_layernorm_axis(c);
     size_t need = layernorm_scratch_bytes(c);
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     int64_t cols = (int64_t)(need / 2 / sizeof(float));
     int64_t rows = cols ? eng_shape_numel(&xt->shape) / cols : 0;
     float *scale = c->scratch, *bias = scale + cols;

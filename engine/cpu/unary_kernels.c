@@ -242,22 +242,14 @@ static const typed_row_t clip_rows[] = {
  * inputs of the input's type. */
 static int clip_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x = eng_ctx_in(c, 0);
-    if (!x)
-        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
-    if (c->opset < 11) {
-        if (x->dtype != ENG_DT_FLOAT)
-            return eng_unary_dtype_err(c, x->dtype);
-        const float lo = eng_attr_f(c->node, "min", -INFINITY);
-        const float hi = eng_attr_f(c->node, "max", INFINITY);
-        const clip_bounds_t b = {&lo, &hi};
-        return run_typed(c, clip_rows, &b);
-    }
     const eng_tensor_t *lo, *hi;
-    int rc = eng_unary_clip_bounds(c, &lo, &hi);
+    float attr[2];
+    int rc = eng_unary_clip_bounds(c, &lo, &hi, attr);
     if (rc)
         return rc;
-    const clip_bounds_t b = {lo ? lo->data : NULL, hi ? hi->data : NULL};
+    const clip_bounds_t b = c->opset < 11 ? (clip_bounds_t){&attr[0], &attr[1]}
+                                          : (clip_bounds_t){lo ? lo->data : NULL,
+                                                            hi ? hi->data : NULL};
     return run_typed(c, clip_rows, &b);
 }
 const eng_kernel_t eng_cpu_Clip = {.run = clip_run};

@@ -709,8 +709,6 @@ int where_run(eng_op_ctx_t *c)
 template <bool MEAN, typename List, typename Make>
 int variadic_run(eng_op_ctx_t *c, List list, Make make)
 {
-    if (c->n_inputs < 1)
-        return eng_op_err(c, FS_EINVAL, "needs at least one input");
     int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
     if (rc)
         return rc;

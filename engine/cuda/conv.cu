@@ -154,11 +154,10 @@ static __global__ void conv_depthwise(const float *x, const Wt *w, const float *
     ENG_CUDA_FOR(i, n)
     {
         int64_t o[3];
-        int64_t pl = out_pos<Small>(out, i, o);
+        eng_nn_window_t win[3];
+        int64_t pl = out_taps<Small>(g, out, i, o, win);
         int64_t ch = pl - udiv_q<Small>(channels, pl) * channels.d;
-        eng_nn_window_t wd = eng_nn_window_at(&g, 0, o[0], 0, g.in[0]);
-        eng_nn_window_t wh = eng_nn_window_at(&g, 1, o[1], 0, g.in[1]);
-        eng_nn_window_t ww = eng_nn_window_at(&g, 2, o[2], 0, g.in[2]);
+        const eng_nn_window_t &wd = win[0], &wh = win[1], &ww = win[2];
         const float *xp = x + pl * in_sz;
         const Wt *wk = w + ch * taps;
         float acc = bias ? bias[ch] : 0.0f;
@@ -249,8 +248,7 @@ static int col_chunk_from_scratch(const eng_op_ctx_t *c, int64_t batch, int64_t 
     if (*nb > batch)
         *nb = batch;
     if (*nb < 1 && batch > 0)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, per_bytes);
+        return eng_op_scratch_err(c, per_bytes);
     return 0;
 }
 
@@ -305,8 +303,7 @@ static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, groupe
     int64_t nb = col_chunk_images(g->batch, (size_t)per * ENG_CUDA_LOWP_BYTES);
     size_t need = (size_t)(nb * per) * ENG_CUDA_LOWP_BYTES;
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     bool pointwise = eng_nn_conv_is_pointwise(g);
     im2col_args_t a;
     a.col = c->scratch;
@@ -539,8 +536,7 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     if (lowp) {
         convt_lowp_layout_t l = convt_lowp_layout(&g);
         if (c->scratch_bytes < l.bytes)
-            return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                              c->scratch_bytes, l.bytes);
+            return eng_op_scratch_err(c, l.bytes);
         nb = l.nb;
         x_lowp = (char *)c->scratch + l.x_off;
     } else if ((rc = col_chunk_from_scratch(c, g.batch, per, &nb))) {

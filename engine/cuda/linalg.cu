@@ -54,8 +54,7 @@ static int lowp_a_scratch_check(const eng_op_ctx_t *c)
 {
     size_t need = lowp_a_scratch_bytes(c);
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     return 0;
 }
 
@@ -342,8 +341,7 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
     int64_t n = p->len[ENG_EINSUM_N], k = p->len[ENG_EINSUM_K];
     size_t need = (size_t)einsum_plan_floats(pl) * sizeof(float);
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     float *y = (float *)c->outputs[0]->data;
     if (b == 0 || m == 0 || n == 0)
         return 0;

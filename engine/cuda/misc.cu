@@ -402,8 +402,7 @@ static int topk_run(eng_op_ctx_t *c)
     if (p.g.k == 0 || p.g.slices == 0)
         return 0;
     if (c->scratch_bytes < p.bytes)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, p.bytes);
+        return eng_op_scratch_err(c, p.bytes);
     eng_tensor_t *vt = c->n_outputs > 0 ? c->outputs[0] : NULL;
     eng_tensor_t *it = c->n_outputs > 1 ? c->outputs[1] : NULL;
     void *vals = vt ? vt->data : NULL;
@@ -661,8 +660,7 @@ static int resize_run(eng_op_ctx_t *c)
     if (total == 0)
         return 0;
     if (c->scratch_bytes < p.bytes)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, p.bytes);
+        return eng_op_scratch_err(c, p.bytes);
     const eng_tensor_t *roi_t = c->opset >= 11 ? eng_ctx_in(c, 1) : NULL;
     const float *roi = NULL;
     if (p.g.attrs.coord == ENG_RESIZE_TF_CROP_AND_RESIZE && roi_t && eng_shape_numel(&roi_t->shape))

@@ -78,6 +78,19 @@ static __device__ __forceinline__ int64_t out_pos(const out_index_t &o, int64_t 
     return pl;
 }
 
+/* out_pos, plus the windows of output element i's taps that read X along
+ * each dim (w[0] depth, w[1] height, w[2] width). */
+template <bool Small>
+static __device__ __forceinline__ int64_t out_taps(const eng_nn_geom_t &g, const out_index_t &o,
+                                                   int64_t i, int64_t pos[3], eng_nn_window_t w[3])
+{
+    int64_t pl = out_pos<Small>(o, i, pos);
+#pragma unroll
+    for (int d = 0; d < ENG_NN_DIMS; d++)
+        w[d] = eng_nn_window_at(&g, d, pos[d], 0, g.in[d]);
+    return pl;
+}
+
 /* ---- block reductions --------------------------------------------------- */
 
 struct sum_op {

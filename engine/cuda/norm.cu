@@ -88,8 +88,7 @@ static int batchnorm_run(eng_op_ctx_t *c)
     int64_t n = eng_shape_numel(&xt->shape);
     size_t need = batchnorm_scratch_bytes(c);
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     if (n == 0)
         return 0;
     float *mul = (float *)c->scratch, *add = mul + channels;
@@ -220,8 +219,7 @@ static int layernorm_run(eng_op_ctx_t *c)
     int64_t rows = cols ? eng_shape_numel(&xt->shape) / cols : 0;
     size_t need = layernorm_scratch_bytes(c);
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     if (rows == 0)
         return 0;
     const float *scale = (const float *)st->data, *bias = bt ? (const float *)bt->data : NULL;

@@ -21,10 +21,9 @@ static __global__ void maxpool_kernel(const T *x, T *y, int64_t *idx, eng_nn_geo
     ENG_CUDA_FOR(i, n)
     {
         int64_t o[3];
-        int64_t pl = out_pos<Small>(out, i, o);
-        eng_nn_window_t wd = eng_nn_window_at(&g, 0, o[0], 0, g.in[0]);
-        eng_nn_window_t wh = eng_nn_window_at(&g, 1, o[1], 0, g.in[1]);
-        eng_nn_window_t ww = eng_nn_window_at(&g, 2, o[2], 0, g.in[2]);
+        eng_nn_window_t win[3];
+        int64_t pl = out_taps<Small>(g, out, i, o, win);
+        const eng_nn_window_t &wd = win[0], &wh = win[1], &ww = win[2];
         const T *xp = x + pl * in_sz;
         float best = -INFINITY;
         int64_t best_at = -1;
@@ -88,10 +87,9 @@ static __global__ void avgpool_kernel(const float *x, float *y, eng_nn_geom_t g,
     ENG_CUDA_FOR(i, n)
     {
         int64_t o[3];
-        int64_t pl = out_pos<Small>(out, i, o);
-        eng_nn_window_t wd = eng_nn_window_at(&g, 0, o[0], 0, g.in[0]);
-        eng_nn_window_t wh = eng_nn_window_at(&g, 1, o[1], 0, g.in[1]);
-        eng_nn_window_t ww = eng_nn_window_at(&g, 2, o[2], 0, g.in[2]);
+        eng_nn_window_t win[3];
+        int64_t pl = out_taps<Small>(g, out, i, o, win);
+        const eng_nn_window_t &wd = win[0], &wh = win[1], &ww = win[2];
         const float *xp = x + pl * in_sz;
         double sum = 0;
         for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)

@@ -431,8 +431,7 @@ static int red_launch(eng_op_ctx_t *c, const red_geom_t &g, const void *xv, void
         return 0;
     size_t need = red_part_bytes(&g, sizeof(Acc));
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     Acc *part = (Acc *)c->scratch;
     cudaStream_t st = eng_cuda_ctx(c)->stream;
     switch (g.mode) {

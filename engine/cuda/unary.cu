@@ -315,21 +315,14 @@ template <typename T> constexpr T type_highest()
  * inputs of the input's type, read on the device. */
 int clip_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x = eng_ctx_in(c, 0);
-    if (!x)
-        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
-    if (c->opset < 11) {
-        if (x->dtype != ENG_DT_FLOAT)
-            return eng_unary_dtype_err(c, x->dtype);
-        const float lo = eng_attr_f(c->node, "min", -INFINITY);
-        const float hi = eng_attr_f(c->node, "max", INFINITY);
-        return run_typed(c, types<float>{},
-                         [&](float) { return clip_op<float>{NULL, NULL, lo, hi}; });
-    }
     const eng_tensor_t *lo, *hi;
-    int rc = eng_unary_clip_bounds(c, &lo, &hi);
+    float attr[2];
+    int rc = eng_unary_clip_bounds(c, &lo, &hi, attr);
     if (rc)
         return rc;
+    if (c->opset < 11)
+        return run_typed(c, types<float>{},
+                         [&](float) { return clip_op<float>{NULL, NULL, attr[0], attr[1]}; });
     return run_typed(c, numeric_types{}, [&](auto t) {
         using T = decltype(t);
         return clip_op<T>{lo ? (const T *)lo->data : NULL, hi ? (const T *)hi->data : NULL,

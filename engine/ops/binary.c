@@ -123,6 +123,8 @@ int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *lg)
 
 int eng_binary_check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
 {
+    if (n < 1)
+        return eng_op_err(c, FS_EINVAL, "needs at least one input");
     for (int i = 0; i < n; i++) {
         const eng_tensor_t *t = eng_ctx_in(c, i);
         if (!t)

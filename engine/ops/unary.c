@@ -238,9 +238,20 @@ int eng_unary_dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt)
     return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
 }
 
-int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi)
+int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi,
+                          float attr[2])
 {
-    const eng_tensor_t *x = c->inputs[0];
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    *lo = *hi = NULL;
+    if (!x)
+        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
+    if (c->opset < 11) {
+        if (x->dtype != ENG_DT_FLOAT)
+            return eng_unary_dtype_err(c, x->dtype);
+        attr[0] = eng_attr_f(c->node, "min", -INFINITY);
+        attr[1] = eng_attr_f(c->node, "max", INFINITY);
+        return 0;
+    }
     *lo = eng_ctx_in(c, 1);
     *hi = eng_ctx_in(c, 2);
     for (int i = 1; i <= 2; i++) {

@@ -25,10 +25,13 @@ extern "C" {
 int eng_unary_flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y,
                       int64_t *n);
 
-/* Clip's bounds from opset 11: the optional inputs 1 (min) and 2 (max) of
- * c, each NULL when absent. 0, or FS_EINVAL when a present one is not a
- * one-element tensor of input 0's dtype (input 0 present). */
-int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi);
+/* Clip's bounds. From opset 11: the optional inputs 1 (min) and 2 (max) of
+ * c in *lo and *hi, each NULL when absent. Before 11: *lo and *hi NULL, and
+ * attr[0], attr[1] the float attributes min and max (default -inf, inf).
+ * 0, or FS_EINVAL (input 0 missing; a present bound not a one-element
+ * tensor of input 0's dtype), FS_ENOTSUP (before 11, input 0 not float). */
+int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi,
+                          float attr[2]);
 
 /* FS_ENOTSUP naming dtype dt as not supported by the node in c. */
 int eng_unary_dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt);
