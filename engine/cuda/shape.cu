@@ -48,9 +48,9 @@
  * another family's (fill_kernel<float>) must not merge at link time. */
 namespace {
 
-/* Tile's (repeat, dim) view doubles the rank; the bytes of an element add
- * one more dim. */
-#define STRIDED_MAX_RANK (2 * ENG_MAX_RANK + 1)
+/* A view's dims (engine/ops/shape_impl.h) plus one: the bytes of an
+ * element. */
+#define STRIDED_MAX_RANK (ENG_STRIDED_MAX_RANK + 1)
 /* Transpose tiles: TILE x TILE elements, TILE x TILE_ROWS threads. */
 #define TILE 32
 #define TILE_ROWS 8
@@ -298,114 +298,36 @@ static int view_run(eng_op_ctx_t *c)
 
 /* --- strided ops ------------------------------------------------------------------------- */
 
-static int transpose_run(eng_op_ctx_t *c)
+/* Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth: one strided
+ * copy of the view `view` gives (engine/ops/shape_view.c), from the
+ * inputs' host copies. */
+static int strided_run(eng_op_ctx_t *c, int (*view)(const eng_op_ctx_t *, eng_strided_t *))
 {
-    int perm[ENG_MAX_RANK];
-    int rc = eng_transpose_params(c, perm);
+    eng_cuda_host_view_t hv;
+    int rc = eng_cuda_host_view(c, &hv);
     if (rc != 0)
         return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t xs[ENG_MAX_RANK], dims[ENG_MAX_RANK], strides[ENG_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < x->shape.rank; d++) {
-        dims[d] = x->shape.dims[perm[d]];
-        strides[d] = xs[perm[d]];
-    }
-    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype),
-                        x->shape.rank, dims, strides);
-}
-
-static int slice_run(eng_op_ctx_t *c)
-{
-    eng_cuda_host_view_t v;
-    int hv_rc = eng_cuda_host_view(c, &v);
-    if (hv_rc != 0)
-        return hv_rc;
-    eng_slice_params_t p;
-    int rc = eng_slice_params(&v.c, &p);
-    if (rc != 0)
+    eng_strided_t v;
+    if ((rc = view(&hv.c, &v)) != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
-    size_t es = eng_dtype_size(x->dtype);
-    int64_t xs[ENG_MAX_RANK], dims[ENG_MAX_RANK], strides[ENG_MAX_RANK], base = 0;
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < x->shape.rank; d++) {
-        dims[d] = p.out.dims[d];
-        strides[d] = xs[d] * p.steps[d];
-        base += p.starts[d] * xs[d];
-    }
-    if (eng_shape_numel(&p.out) == 0)
-        return 0;
-    return copy_strided(c, c->outputs[0]->data, (const char *)x->data + base * (int64_t)es, es,
-                        x->shape.rank, dims, strides);
-}
-
-static int expand_run(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *x = c->inputs[0];
     eng_tensor_t *y = c->outputs[0];
-    int r = y->shape.rank, lead = r - x->shape.rank;
-    int64_t xs[ENG_MAX_RANK], strides[ENG_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < r; d++)
-        strides[d] = d < lead || x->shape.dims[d - lead] == 1 ? 0 : xs[d - lead];
-    return copy_strided(c, y->data, x->data, eng_dtype_size(x->dtype), r, y->shape.dims,
-                        strides);
-}
-
-static int tile_run(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *x = c->inputs[0];
-    eng_tensor_t *y = c->outputs[0];
-    int r = x->shape.rank;
     if (eng_shape_numel(&y->shape) == 0)
         return 0;
-    int64_t xs[ENG_MAX_RANK], dims[2 * ENG_MAX_RANK], strides[2 * ENG_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < r; d++) {
-        dims[2 * d] = y->shape.dims[d] / x->shape.dims[d];
-        strides[2 * d] = 0;
-        dims[2 * d + 1] = x->shape.dims[d];
-        strides[2 * d + 1] = xs[d];
-    }
-    return copy_strided(c, y->data, x->data, eng_dtype_size(x->dtype), 2 * r, dims, strides);
+    size_t es = eng_dtype_size(x->dtype);
+    return copy_strided(c, y->data, (const char *)x->data + v.offset * (int64_t)es, es, v.rank,
+                        v.dims, v.strides);
 }
 
-static int depth_to_space_run(eng_op_ctx_t *c)
-{
-    int64_t b;
-    bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
-    if (rc != 0)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
-            w = x->shape.dims[3], oc = ch / (b * b);
-    /* Output (n, oc, h, b1, w, b2) reads input channel (b1, b2, oc) in DCR
-     * order and (oc, b1, b2) in CRD order. */
-    const int64_t dims[6] = {n, oc, h, b, w, b};
-    const int64_t strides[6] = {ch * h * w, (crd ? b * b : 1) * h * w, w,
-                                (crd ? b : b * oc) * h * w, 1, (crd ? 1 : oc) * h * w};
-    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims,
-                        strides);
-}
-
-static int space_to_depth_run(eng_op_ctx_t *c)
-{
-    int64_t b;
-    bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
-    if (rc != 0)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
-            w = x->shape.dims[3];
-    /* Output channel (b1, b2, c) at (oh, ow) reads input (c, oh*b+b1, ow*b+b2). */
-    const int64_t dims[6] = {n, b, b, ch, h / b, w / b};
-    const int64_t strides[6] = {ch * h * w, w, 1, h * w, b * w, b};
-    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims,
-                        strides);
-}
+#define STRIDED_RUN_(fn, view)                                                                  \
+    static int fn(eng_op_ctx_t *c) { return strided_run(c, view); }
+STRIDED_RUN_(transpose_run, eng_strided_transpose)
+STRIDED_RUN_(slice_run, eng_strided_slice)
+STRIDED_RUN_(expand_run, eng_strided_expand)
+STRIDED_RUN_(tile_run, eng_strided_tile)
+STRIDED_RUN_(depth_to_space_run, eng_strided_depth_to_space)
+STRIDED_RUN_(space_to_depth_run, eng_strided_space_to_depth)
+#undef STRIDED_RUN_
 
 /* --- Concat, Split --------------------------------------------------------------------------- */
 

@@ -105,6 +105,30 @@ int eng_constant_params(const eng_op_ctx_t *c, eng_tensor_t *value);
  * mode is CRD (else DCR). */
 int eng_space_depth_params(const eng_op_ctx_t *c, int64_t *blocksize, bool *crd);
 
+/* The ops that are one strided copy (engine/ops/shape_view.c): the dense
+ * output, walked in row-major order over `dims`, reads input 0 at element
+ * `offset` plus the sum of index * stride (in elements; negative for a
+ * reversed slice, 0 on a broadcast dim). Tile views each dim as (repeat,
+ * dim), so the rank may double. Every device's kernel copies through it. */
+#define ENG_STRIDED_MAX_RANK (2 * ENG_MAX_RANK)
+typedef struct eng_strided {
+    int rank;
+    int64_t offset;
+    int64_t dims[ENG_STRIDED_MAX_RANK];
+    int64_t strides[ENG_STRIDED_MAX_RANK];
+} eng_strided_t;
+
+/* Each op's view, from c's input shapes and host-known parameters (as its
+ * infer read them). 0, or the error of the op's parameters (Transpose's
+ * perm, Slice's starts/ends/axes/steps, the space/depth blocksize); *v is
+ * then undefined. An empty output gives a view with a 0 dim. */
+int eng_strided_transpose(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_slice(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_expand(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_tile(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_depth_to_space(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_space_to_depth(const eng_op_ctx_t *c, eng_strided_t *v);
+
 #ifdef __cplusplus
 }
 #endif
