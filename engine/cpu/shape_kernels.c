@@ -173,17 +173,6 @@ STRIDED_RUN_(space_to_depth_run, eng_strided_space_to_depth)
 
 /* --- Concat, Split --------------------------------------------------------------------------- */
 
-/* Elements of s before and after `axis`. */
-static void outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner)
-{
-    *outer = 1;
-    *inner = 1;
-    for (int d = 0; d < axis; d++)
-        *outer *= s->dims[d];
-    for (int d = axis + 1; d < s->rank; d++)
-        *inner *= s->dims[d];
-}
-
 static int concat_run(eng_op_ctx_t *c)
 {
     eng_tensor_t *y = c->outputs[0];
@@ -193,7 +182,7 @@ static int concat_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(y->dtype);
     int64_t outer, inner;
-    outer_inner(&y->shape, axis, &outer, &inner);
+    eng_outer_inner(&y->shape, axis, &outer, &inner);
     char *dst = y->data;
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < c->n_inputs; i++) {
@@ -215,7 +204,7 @@ static int split_run(eng_op_ctx_t *c)
     const eng_tensor_t *x = c->inputs[0];
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner;
-    outer_inner(&x->shape, p.axis, &outer, &inner);
+    eng_outer_inner(&x->shape, p.axis, &outer, &inner);
     size_t in_block = (size_t)(p.dim * inner) * es, at = 0;
     for (int k = 0; k < p.n; k++) {
         size_t block = (size_t)(eng_split_size(&p, k) * inner) * es;
@@ -254,7 +243,7 @@ static int gather_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner, dim = x->shape.dims[axis], n = eng_shape_numel(&idx->shape), v;
-    outer_inner(&x->shape, axis, &outer, &inner);
+    eng_outer_inner(&x->shape, axis, &outer, &inner);
     for (int64_t j = 0; j < n; j++)
         if ((rc = index_at(c, idx, j, dim, &v)) != 0)
             return rc;
@@ -371,14 +360,8 @@ static int pad_run(eng_op_ctx_t *c)
  * can run before the input exists. */
 static int shape_run(eng_op_ctx_t *c)
 {
-    int start, n;
-    int rc = eng_shapeof_params(c, &start, &n);
-    if (rc != 0)
-        return rc;
-    int64_t *y = c->outputs[0]->data;
-    for (int k = 0; k < n; k++)
-        y[k] = c->inputs[0]->shape.dims[start + k];
-    return 0;
+    int n;
+    return eng_shapeof_dims(c, c->outputs[0]->data, &n);
 }
 
 static int size_run(eng_op_ctx_t *c)

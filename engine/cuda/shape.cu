@@ -380,17 +380,6 @@ static int copy_rows(const eng_op_ctx_t *c, void *dst, size_t dst_pitch, const v
     });
 }
 
-/* Elements of s before and after `axis`. */
-static void outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner)
-{
-    *outer = 1;
-    *inner = 1;
-    for (int d = 0; d < axis; d++)
-        *outer *= s->dims[d];
-    for (int d = axis + 1; d < s->rank; d++)
-        *inner *= s->dims[d];
-}
-
 static int concat_run(eng_op_ctx_t *c)
 {
     eng_tensor_t *y = c->outputs[0];
@@ -400,7 +389,7 @@ static int concat_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(y->dtype);
     int64_t outer, inner;
-    outer_inner(&y->shape, axis, &outer, &inner);
+    eng_outer_inner(&y->shape, axis, &outer, &inner);
     size_t out_row = (size_t)(y->shape.dims[axis] * inner) * es, at = 0;
     for (int i = 0; i < c->n_inputs; i++) {
         const eng_tensor_t *x = c->inputs[i];
@@ -425,7 +414,7 @@ static int split_run(eng_op_ctx_t *c)
     const eng_tensor_t *x = c->inputs[0];
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner;
-    outer_inner(&x->shape, p.axis, &outer, &inner);
+    eng_outer_inner(&x->shape, p.axis, &outer, &inner);
     size_t in_row = (size_t)(p.dim * inner) * es, at = 0;
     for (int k = 0; k < p.n; k++) {
         size_t row = (size_t)(eng_split_size(&p, k) * inner) * es;
@@ -487,7 +476,7 @@ static int gather_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner, dim = x->shape.dims[axis], n_idx = eng_shape_numel(&idx->shape);
-    outer_inner(&x->shape, axis, &outer, &inner);
+    eng_outer_inner(&x->shape, axis, &outer, &inner);
     if (eng_tensor_bytes(y) == 0)
         return 0;
     /* Rows move in the widest unit their bytes and both buffers allow. */

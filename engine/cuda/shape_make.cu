@@ -48,14 +48,10 @@ static int write_small(const eng_op_ctx_t *c, void *dst, const void *src, size_t
 /* Shape and Size read only their input's shape, never its data. */
 static int shape_run(eng_op_ctx_t *c)
 {
-    int start, n;
-    int rc = eng_shapeof_params(c, &start, &n);
-    if (rc != 0)
-        return rc;
     int64_t dims[ENG_MAX_RANK];
-    for (int k = 0; k < n; k++)
-        dims[k] = c->inputs[0]->shape.dims[start + k];
-    return write_small(c, c->outputs[0]->data, dims, (size_t)n * sizeof dims[0]);
+    int n;
+    int rc = eng_shapeof_dims(c, dims, &n);
+    return rc != 0 ? rc : write_small(c, c->outputs[0]->data, dims, (size_t)n * sizeof dims[0]);
 }
 
 static int size_run(eng_op_ctx_t *c)

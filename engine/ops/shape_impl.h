@@ -92,6 +92,9 @@ int eng_pad_value(const eng_op_ctx_t *c, void *value);
 
 /* Shape (the op): the output lists input dims [start, start + n). */
 int eng_shapeof_params(const eng_op_ctx_t *c, int *start, int *n);
+/* Shape's output values: the n dims eng_shapeof_params selects, into
+ * dims[0, n). 0, or its error (dims untouched). */
+int eng_shapeof_dims(const eng_op_ctx_t *c, int64_t *dims, int *n);
 
 /* ConstantOfShape: the fill value, one element of its dtype. *value
  * points into the node's attribute (or a static float zero). */
@@ -104,6 +107,10 @@ int eng_constant_params(const eng_op_ctx_t *c, eng_tensor_t *value);
 /* DepthToSpace / SpaceToDepth: blocksize, and for DepthToSpace whether the
  * mode is CRD (else DCR). */
 int eng_space_depth_params(const eng_op_ctx_t *c, int64_t *blocksize, bool *crd);
+
+/* The elements of s before and after dim `axis` (Concat, Split and Gather
+ * move [outer, dim, inner] rows). Cannot fail. */
+void eng_outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner);
 
 /* The ops that are one strided copy (engine/ops/shape_view.c): the dense
  * output, walked in row-major order over `dims`, reads input 0 at element

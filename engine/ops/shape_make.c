@@ -29,6 +29,15 @@ int eng_shapeof_params(const eng_op_ctx_t *c, int *start, int *n)
     return 0;
 }
 
+int eng_shapeof_dims(const eng_op_ctx_t *c, int64_t *dims, int *n)
+{
+    int start;
+    int rc = eng_shapeof_params(c, &start, n);
+    for (int k = 0; rc == 0 && k < *n; k++)
+        dims[k] = c->inputs[0]->shape.dims[start + k];
+    return rc;
+}
+
 static int shape_infer(eng_op_ctx_t *c)
 {
     int start, n;

@@ -67,14 +67,33 @@ int eng_strided_tile(const eng_op_ctx_t *c, eng_strided_t *v)
     return 0;
 }
 
+void eng_outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = 1;
+    *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= s->dims[d];
+    for (int d = axis + 1; d < s->rank; d++)
+        *inner *= s->dims[d];
+}
+
+/* DepthToSpace's and SpaceToDepth's parameters, and input 0's dims
+ * x[4] = (n, c, h, w). 0, or eng_space_depth_params's error. */
+static int space_depth_dims(const eng_op_ctx_t *c, int64_t *b, bool *crd, int64_t x[4])
+{
+    int rc = eng_space_depth_params(c, b, crd);
+    for (int d = 0; rc == 0 && d < 4; d++)
+        x[d] = c->inputs[0]->shape.dims[d];
+    return rc;
+}
+
 int eng_strided_depth_to_space(const eng_op_ctx_t *c, eng_strided_t *v)
 {
-    int64_t b;
+    int64_t b, x[4];
     bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
+    int rc = space_depth_dims(c, &b, &crd, x);
     if (rc != 0)
         return rc;
-    const int64_t *x = c->inputs[0]->shape.dims;
     int64_t n = x[0], ch = x[1], h = x[2], w = x[3], oc = ch / (b * b);
     /* Output (n, oc, h, b1, w, b2) reads input channel (b1, b2, oc) in DCR
      * order and (oc, b1, b2) in CRD order. */
@@ -87,13 +106,12 @@ int eng_strided_depth_to_space(const eng_op_ctx_t *c, eng_strided_t *v)
 
 int eng_strided_space_to_depth(const eng_op_ctx_t *c, eng_strided_t *v)
 {
-    int64_t b;
+    int64_t b, x[4];
     bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
+    int rc = space_depth_dims(c, &b, &crd, x);
     if (rc != 0)
         return rc;
-    const int64_t *x = c->inputs[0]->shape.dims;
-    int64_t n = x[0], ch = x[1], h = x[2], w = x[3];
+    const int64_t n = x[0], ch = x[1], h = x[2], w = x[3];
     /* Output channel (b1, b2, c) at (oh, ow) reads input (c, oh*b+b1, ow*b+b2). */
     *v = (eng_strided_t){.rank = 6,
                          .dims = {n, b, b, ch, h / b, w / b},
