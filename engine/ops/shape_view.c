@@ -4,16 +4,25 @@
  * walk the same view (engine/ops/shape_impl.h says what a view is). */
 #include "engine/ops/shape_impl.h"
 
+/* Starts *v as an empty view of `rank` dims; returns input 0's shape, its
+ * strides in st. Cannot fail. */
+static const eng_shape_t *view_start(const eng_op_ctx_t *c, eng_strided_t *v, int rank,
+                                     int64_t st[ENG_MAX_RANK])
+{
+    const eng_shape_t *xs = &c->inputs[0]->shape;
+    eng_shape_strides(xs, st);
+    *v = (eng_strided_t){.rank = rank};
+    return xs;
+}
+
 int eng_strided_transpose(const eng_op_ctx_t *c, eng_strided_t *v)
 {
     int perm[ENG_MAX_RANK];
     int rc = eng_transpose_params(c, perm);
     if (rc != 0)
         return rc;
-    const eng_shape_t *xs = &c->inputs[0]->shape;
     int64_t st[ENG_MAX_RANK];
-    eng_shape_strides(xs, st);
-    *v = (eng_strided_t){.rank = xs->rank};
+    const eng_shape_t *xs = view_start(c, v, c->inputs[0]->shape.rank, st);
     for (int d = 0; d < xs->rank; d++) {
         v->dims[d] = xs->dims[perm[d]];
         v->strides[d] = st[perm[d]];
@@ -27,10 +36,8 @@ int eng_strided_slice(const eng_op_ctx_t *c, eng_strided_t *v)
     int rc = eng_slice_params(c, &p);
     if (rc != 0)
         return rc;
-    const eng_shape_t *xs = &c->inputs[0]->shape;
     int64_t st[ENG_MAX_RANK];
-    eng_shape_strides(xs, st);
-    *v = (eng_strided_t){.rank = xs->rank};
+    const eng_shape_t *xs = view_start(c, v, c->inputs[0]->shape.rank, st);
     for (int d = 0; d < xs->rank; d++) {
         v->dims[d] = p.out.dims[d];
         v->strides[d] = st[d] * p.steps[d];
@@ -41,11 +48,10 @@ int eng_strided_slice(const eng_op_ctx_t *c, eng_strided_t *v)
 
 int eng_strided_expand(const eng_op_ctx_t *c, eng_strided_t *v)
 {
-    const eng_shape_t *xs = &c->inputs[0]->shape, *ys = &c->outputs[0]->shape;
-    int lead = ys->rank - xs->rank;
+    const eng_shape_t *ys = &c->outputs[0]->shape;
     int64_t st[ENG_MAX_RANK];
-    eng_shape_strides(xs, st);
-    *v = (eng_strided_t){.rank = ys->rank};
+    const eng_shape_t *xs = view_start(c, v, ys->rank, st);
+    int lead = ys->rank - xs->rank;
     for (int d = 0; d < ys->rank; d++) {
         v->dims[d] = ys->dims[d];
         v->strides[d] = d < lead || xs->dims[d - lead] == 1 ? 0 : st[d - lead];
@@ -55,10 +61,9 @@ int eng_strided_expand(const eng_op_ctx_t *c, eng_strided_t *v)
 
 int eng_strided_tile(const eng_op_ctx_t *c, eng_strided_t *v)
 {
-    const eng_shape_t *xs = &c->inputs[0]->shape, *ys = &c->outputs[0]->shape;
+    const eng_shape_t *ys = &c->outputs[0]->shape;
     int64_t st[ENG_MAX_RANK];
-    eng_shape_strides(xs, st);
-    *v = (eng_strided_t){.rank = 2 * xs->rank};
+    const eng_shape_t *xs = view_start(c, v, 2 * c->inputs[0]->shape.rank, st);
     for (int d = 0; d < xs->rank; d++) {
         v->dims[2 * d] = xs->dims[d] ? ys->dims[d] / xs->dims[d] : 0;
         v->dims[2 * d + 1] = xs->dims[d];
