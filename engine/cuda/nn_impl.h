@@ -1,6 +1,6 @@
 /* nn_impl.h -- what the CUDA kernels of the nn ops (conv.cu, pool.cu,
- * norm.cu) share: index arithmetic over the
- * normalised 3-D geometry of engine/ops/nn_impl.h, and block reductions.
+ * norm.cu) share: index arithmetic over the normalised 3-D geometry of
+ * engine/ops/nn_impl.h, and block reductions.
  *
  * Index arithmetic: the element-wise kernels split flat indices with
  * divisions by fixed divisors; when every index fits in 31 bits they use a
