@@ -31,10 +31,15 @@ bool eng_backend_supports(const eng_backend_i *be, eng_precision_t p)
     return (unsigned)p < 32 && (be->precisions & (1u << p));
 }
 
-/* TEMP until the op tables are generated from engine/ops/list.h. */
 const eng_kernel_t *eng_backend_kernel(const eng_backend_i *be, const eng_op_def_t *op)
 {
-    return eng_kernel_find(be == &eng_backend_cpu ? ENG_DEVICE_CPU : ENG_DEVICE_CUDA, op->op_type);
+    return (unsigned)op->id < ENG_OP_COUNT ? be->kernels[op->id] : NULL;
+}
+
+const eng_kernel_t *eng_backend_kernel_find(const eng_backend_i *be, const char *op_type)
+{
+    const eng_op_def_t *op = eng_op_find(op_type);
+    return op ? eng_backend_kernel(be, op) : NULL;
 }
 
 int eng_backend_instance_create(const eng_backend_i *be, const eng_device_t *dev,

@@ -89,6 +89,8 @@ bool eng_backend_supports(const eng_backend_i *be, eng_precision_t p);
 
 /* The kernel of `op` on the device, or NULL when the device lacks one. */
 const eng_kernel_t *eng_backend_kernel(const eng_backend_i *be, const eng_op_def_t *op);
+/* The same by op type; NULL also for a type that is no op. */
+const eng_kernel_t *eng_backend_kernel_find(const eng_backend_i *be, const char *op_type);
 
 /* An instance (*out stays NULL for a device without state). 0, or the
  * device's error. */

@@ -459,7 +459,7 @@ static void gelu_apply(eng_graph_t *g, bool *done, const gelu_chain_t *c, const 
         if (c->nodes[i] != first)
             done[c->nodes[i]] = true;
     }
-    n->op_type = gelu->op_type;
+    n->op_type = eng_op_type(gelu->id);
     n->op = gelu;
     n->n_attrs = 0;
     n->attrs = NULL;

@@ -4,8 +4,10 @@
  * An op definition (eng_op_def_t) validates a node at load and infers its
  * outputs' dtypes and shapes from its inputs'. A kernel (eng_kernel_t) computes
  * the outputs on one device: each device has its own table (engine/cpu/ for
- * the host, engine/cuda/ for NVIDIA GPUs), searched by eng_kernel_find. All
- * see one context type, eng_op_ctx_t:
+ * the host, engine/cuda/ for NVIDIA GPUs), indexed by the op's id. Every op
+ * is listed once, in engine/ops/list.h; the ids, the definitions' and the
+ * kernels' names and the tables all come from that list. All see one context
+ * type, eng_op_ctx_t:
  *  - at inference, every present input has dtype and shape; its data is
  *    set when the value is known before running (a constant, or a shape
  *    computed at plan time), else NULL. infer sets each output's dtype and
@@ -40,6 +42,7 @@
 
 #include "engine/engine.h" /* eng_device_kind_t */
 #include "engine/graph.h"
+#include "engine/ops/list.h" /* eng_op_id_t, ENG_OPS */
 #include "engine/tensor.h"
 
 #ifdef __cplusplus
@@ -56,16 +59,16 @@ typedef struct eng_op_ctx {
     void *scratch;                  /* run: the kernel's workspace, if it asked */
     size_t scratch_bytes;
     int n_threads;                  /* run: threads the kernel may use (>= 1) */
-    /* Device runs only (NULL on the CPU): the model instance's backend state
-     * (engine/cuda: struct eng_cuda, through eng_cuda_ctx()), and per input
-     * the host copy of its value when known before running (else a NULL
-     * entry). */
+    /* device runs: the model instance's backend state (engine/cuda: struct
+     * eng_cuda, through eng_cuda_ctx()); NULL on the CPU */
     void *instance;
+    /* Device runs only (NULL on the CPU): per input, the host copy of its
+     * value when known before running (else a NULL entry). */
     const eng_tensor_t *const *host_inputs;
 } eng_op_ctx_t;
 
 typedef struct eng_op_def {
-    const char *op_type;            /* default domain */
+    eng_op_id_t id;                 /* default domain; eng_op_type() names it */
     /* Optional: load-time check of attributes against what is supported. */
     int (*check)(const eng_node_t *n, int opset);
     /* Required: outputs' dtypes and shapes (and data, when cheap and
@@ -77,42 +80,39 @@ typedef struct eng_op_def {
 } eng_op_def_t;
 
 typedef struct eng_kernel {
-    const char *op_type;
     /* Computes the outputs. A device kernel only queues work on
-     * ctx->cuda's stream: it never synchronises, and returns an error only
+     * its instance's stream: it never synchronises, and returns an error only
      * for what it can tell before or at launch. */
     int (*run)(eng_op_ctx_t *ctx);
     /* Optional: workspace bytes for this context (shapes set), in the
      * device's memory. */
     size_t (*scratch_bytes)(const eng_op_ctx_t *ctx);
 } eng_kernel_t;
-typedef eng_kernel_t eng_cpu_kernel_t;
 
-/* Families. Each engine/ops/<family>.c defines eng_ops_<family>, each
- * engine/cpu/<family>_kernels.c defines eng_cpu_<family> and, in a CUDA
- * build, each engine/cuda/<family>.cu defines eng_cuda_<family>:
- * NULL-terminated arrays. The registry (engine/ops.c) searches them. */
-#define ENG_OP_FAMILIES(X)                                                     \
-    X(unary)                                                                   \
-    X(binary)                                                                  \
-    X(reduce)                                                                  \
-    X(shape)                                                                   \
-    X(nn)                                                                      \
-    X(linalg)                                                                  \
-    X(misc)
+/* Defines eng_op_<op>, the definition of list.h's op `op`. */
+#define ENG_OP_DEF(op, chk, inf, inplace)                                      \
+    const eng_op_def_t eng_op_##op = {                                         \
+        .id = ENG_OP_##op, .check = chk, .infer = inf, .inplace_input = inplace}
 
-#define ENG_OP_FAMILY_DECL_(f)                                                 \
-    extern const eng_op_def_t *const eng_ops_##f[];                           \
-    extern const eng_kernel_t *const eng_cpu_##f[];                           \
-    extern const eng_kernel_t *const eng_cuda_##f[];
-ENG_OP_FAMILIES(ENG_OP_FAMILY_DECL_)
-#undef ENG_OP_FAMILY_DECL_
+/* Every op's definition, eng_op_<OpType> (in engine/ops/<family>.c). */
+#define ENG_OP_DEF_DECL_(op, cpu, cuda) extern const eng_op_def_t eng_op_##op;
+ENG_OPS(ENG_OP_DEF_DECL_)
+#undef ENG_OP_DEF_DECL_
 
-/* The definition / a device's kernel for an op type, or NULL (also for
- * ENG_DEVICE_CUDA in a build without CUDA). */
+/* The tables, indexed by eng_op_id_t: every op's definition; each device's
+ * kernel, NULL where list.h marks the op N for that device.
+ * eng_cuda_kernels exists only in a CUDA build (FS_HAVE_CUDA). */
+extern const eng_op_def_t *const eng_op_defs[ENG_OP_COUNT];
+extern const eng_kernel_t *const eng_cpu_kernels[ENG_OP_COUNT];
+extern const eng_kernel_t *const eng_cuda_kernels[ENG_OP_COUNT];
+
+/* The op type string of an id ("Add" for ENG_OP_Add); id must be below
+ * ENG_OP_COUNT. Cannot fail. */
+const char *eng_op_type(eng_op_id_t id);
+
+/* The definition of an op type, or NULL. A device's kernel for it comes
+ * from that device's table (engine/backend.h: eng_backend_kernel). */
 const eng_op_def_t *eng_op_find(const char *op_type);
-const eng_kernel_t *eng_kernel_find(eng_device_kind_t dev, const char *op_type);
-const eng_cpu_kernel_t *eng_cpu_kernel_find(const char *op_type);
 
 /* Helpers for op code. */
 /* The input at i, or NULL when absent or out of range. */
@@ -137,6 +137,9 @@ int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
 /* FS_ENOTSUP naming the input and its dtype unless `dt` is in `allowed`
  * (ENG_DT_UNDEFINED-terminated). */
 int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *allowed);
+/* FS_EINVAL naming the scratch the kernel has and the `need` bytes it
+ * needs; for a run whose ctx->scratch_bytes is short of what it asked. */
+int eng_op_scratch_err(const eng_op_ctx_t *c, size_t need);
 /* Reads element i of an int32/int64 tensor with known data as int64. */
 int64_t eng_tensor_get_i64(const eng_tensor_t *t, int64_t i);
 /* Normalises a possibly negative axis for `rank`; FS_EINVAL if out of

@@ -1,5 +1,5 @@
-/* ops.c -- the op registry (every family's definitions and CPU kernels) and
- * the helpers op code shares. */
+/* ops.c -- the op registry (every op's definition and type string, by id,
+ * generated from engine/ops/list.h) and the helpers op code shares. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,59 +7,34 @@
 #include "common/error.h"
 #include "engine/op.h"
 
-#define ENG_OP_FAMILY_DEFS_(f) eng_ops_##f,
-static const eng_op_def_t *const *const op_families[] = {ENG_OP_FAMILIES(ENG_OP_FAMILY_DEFS_)};
-#undef ENG_OP_FAMILY_DEFS_
-#define ENG_OP_FAMILY_CPU_(f) eng_cpu_##f,
-static const eng_cpu_kernel_t *const *const cpu_families[] = {ENG_OP_FAMILIES(ENG_OP_FAMILY_CPU_)};
-#undef ENG_OP_FAMILY_CPU_
+#define ENG_OP_DEF_ENTRY_(op, cpu, cuda) &eng_op_##op,
+const eng_op_def_t *const eng_op_defs[ENG_OP_COUNT] = {ENG_OPS(ENG_OP_DEF_ENTRY_)};
+#undef ENG_OP_DEF_ENTRY_
 
-/* Linear over about a hundred names: only load and plan building look ops
- * up; execution holds the resolved pointers. */
+#define ENG_OP_TYPE_ENTRY_(op, cpu, cuda) #op,
+static const char *const op_types[ENG_OP_COUNT] = {ENG_OPS(ENG_OP_TYPE_ENTRY_)};
+#undef ENG_OP_TYPE_ENTRY_
+
+const char *eng_op_type(eng_op_id_t id)
+{
+    return op_types[id];
+}
+
+/* The id of an op type, or ENG_OP_COUNT. Linear over about a hundred
+ * names: only load and plan building look ops up; execution holds the
+ * resolved pointers. */
+static eng_op_id_t op_id_find(const char *op_type)
+{
+    int id = 0;
+    while (id < ENG_OP_COUNT && strcmp(op_types[id], op_type) != 0)
+        id++;
+    return (eng_op_id_t)id;
+}
+
 const eng_op_def_t *eng_op_find(const char *op_type)
 {
-    for (size_t f = 0; f < sizeof op_families / sizeof op_families[0]; f++)
-        for (const eng_op_def_t *const *d = op_families[f]; *d; d++)
-            if (strcmp((*d)->op_type, op_type) == 0)
-                return *d;
-    return NULL;
-}
-
-#if FS_HAVE_CUDA
-#define ENG_OP_FAMILY_CUDA_(f) eng_cuda_##f,
-static const eng_kernel_t *const *const cuda_families[] = {ENG_OP_FAMILIES(ENG_OP_FAMILY_CUDA_)};
-#undef ENG_OP_FAMILY_CUDA_
-#endif
-
-static const eng_kernel_t *kernel_search(const eng_kernel_t *const *const *families, size_t n,
-                                         const char *op_type)
-{
-    for (size_t f = 0; f < n; f++)
-        for (const eng_kernel_t *const *k = families[f]; *k; k++)
-            if (strcmp((*k)->op_type, op_type) == 0)
-                return *k;
-    return NULL;
-}
-
-const eng_kernel_t *eng_kernel_find(eng_device_kind_t dev, const char *op_type)
-{
-    switch (dev) {
-    case ENG_DEVICE_CPU:
-        return kernel_search(cpu_families, sizeof cpu_families / sizeof cpu_families[0], op_type);
-    case ENG_DEVICE_CUDA:
-#if FS_HAVE_CUDA
-        return kernel_search(cuda_families, sizeof cuda_families / sizeof cuda_families[0],
-                             op_type);
-#else
-        return NULL;
-#endif
-    }
-    return NULL;
-}
-
-const eng_cpu_kernel_t *eng_cpu_kernel_find(const char *op_type)
-{
-    return eng_kernel_find(ENG_DEVICE_CPU, op_type);
+    eng_op_id_t id = op_id_find(op_type);
+    return id < ENG_OP_COUNT ? eng_op_defs[id] : NULL;
 }
 
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
@@ -89,6 +64,12 @@ int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *al
                                 eng_dtype_name(*a));
     return eng_op_err(c, FS_ENOTSUP, "input %d has dtype %s, which this op does not support "
                       "(supported: %s)", input, eng_dtype_name(t->dtype), list);
+}
+
+int eng_op_scratch_err(const eng_op_ctx_t *c, size_t need)
+{
+    return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
+                      c->scratch_bytes, need);
 }
 
 int64_t eng_tensor_get_i64(const eng_tensor_t *t, int64_t i)

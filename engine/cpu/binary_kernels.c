@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/parallel.h"
+#include "engine/kernels.h"
 #include "engine/op.h"
 #include "engine/ops/binary_impl.h"
 
@@ -270,23 +271,23 @@ static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_d
     return bc_apply(c, c->outputs[0], c->inputs, 2, row, NULL);
 }
 
-#define BINARY_KERNEL(fn, name, rows, out_dt)                                           \
-    static int fn##_run(eng_op_ctx_t *c) { return binary_run(c, rows, out_dt); }        \
-    static const eng_cpu_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run};
+#define BINARY_KERNEL(op, rows, out_dt)                                                 \
+    static int op##_run(eng_op_ctx_t *c) { return binary_run(c, rows, out_dt); }        \
+    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
 
-BINARY_KERNEL(add, "Add", add_rows, ENG_DT_UNDEFINED)
-BINARY_KERNEL(sub, "Sub", sub_rows, ENG_DT_UNDEFINED)
-BINARY_KERNEL(mul, "Mul", mul_rows, ENG_DT_UNDEFINED)
-BINARY_KERNEL(div, "Div", div_rows, ENG_DT_UNDEFINED)
-BINARY_KERNEL(and, "And", and_rows, ENG_DT_BOOL)
-BINARY_KERNEL(or, "Or", or_rows, ENG_DT_BOOL)
-BINARY_KERNEL(xor, "Xor", xor_rows, ENG_DT_BOOL)
-BINARY_KERNEL(equal, "Equal", eq_rows, ENG_DT_BOOL)
-BINARY_KERNEL(greater, "Greater", gt_rows, ENG_DT_BOOL)
-BINARY_KERNEL(greater_equal, "GreaterOrEqual", ge_rows, ENG_DT_BOOL)
-BINARY_KERNEL(less, "Less", lt_rows, ENG_DT_BOOL)
-BINARY_KERNEL(less_equal, "LessOrEqual", le_rows, ENG_DT_BOOL)
-BINARY_KERNEL(prelu, "PRelu", prelu_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Add, add_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Sub, sub_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Mul, mul_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Div, div_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(And, and_rows, ENG_DT_BOOL)
+BINARY_KERNEL(Or, or_rows, ENG_DT_BOOL)
+BINARY_KERNEL(Xor, xor_rows, ENG_DT_BOOL)
+BINARY_KERNEL(Equal, eq_rows, ENG_DT_BOOL)
+BINARY_KERNEL(Greater, gt_rows, ENG_DT_BOOL)
+BINARY_KERNEL(GreaterOrEqual, ge_rows, ENG_DT_BOOL)
+BINARY_KERNEL(Less, lt_rows, ENG_DT_BOOL)
+BINARY_KERNEL(LessOrEqual, le_rows, ENG_DT_BOOL)
+BINARY_KERNEL(PRelu, prelu_rows, ENG_DT_UNDEFINED)
 
 static int mod_run(eng_op_ctx_t *c)
 {
@@ -296,7 +297,7 @@ static int mod_run(eng_op_ctx_t *c)
         return eng_op_err(c, FS_EINVAL, "fmod must be 1 for dtype %s", eng_dtype_name(a->dtype));
     return binary_run(c, fm ? fmod_rows : mod_rows, ENG_DT_UNDEFINED);
 }
-static const eng_cpu_kernel_t mod_kernel = {.op_type = "Mod", .run = mod_run};
+const eng_kernel_t eng_cpu_Mod = {.run = mod_run};
 
 /* --- Pow -----------------------------------------------------------------------------
  * float^float and double^double have their own rows (x^2 as x*x); every
@@ -399,7 +400,7 @@ static int pow_run(eng_op_ctx_t *oc)
         row = pow_f64;
     return bc_apply(c, y, c->inputs, 2, row, dt);
 }
-static const eng_cpu_kernel_t pow_kernel = {.op_type = "Pow", .run = pow_run};
+const eng_kernel_t eng_cpu_Pow = {.run = pow_run};
 
 /* --- Where ---------------------------------------------------------------------------
  * Selection only moves bytes, so one row per element size serves every
@@ -441,7 +442,7 @@ static int where_run(eng_op_ctx_t *c)
     }
     return bc_apply(c, out, c->inputs, 3, row, NULL);
 }
-static const eng_cpu_kernel_t where_kernel = {.op_type = "Where", .run = where_run};
+const eng_kernel_t eng_cpu_Where = {.run = where_run};
 
 /* --- variadic ---------------------------------------------------------------------------- */
 
@@ -450,8 +451,6 @@ static const eng_cpu_kernel_t where_kernel = {.op_type = "Where", .run = where_r
  * output is written, so it is untouched on error. */
 static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
 {
-    if (c->n_inputs < 1)
-        return eng_op_err(c, FS_EINVAL, "needs at least one input");
     int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
     if (rc)
         return rc;
@@ -496,15 +495,7 @@ static int min_run(eng_op_ctx_t *c) { return variadic_run(c, min_rows, false); }
 static int sum_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, false); }
 static int mean_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, true); }
 
-static const eng_cpu_kernel_t max_kernel = {.op_type = "Max", .run = max_run};
-static const eng_cpu_kernel_t min_kernel = {.op_type = "Min", .run = min_run};
-static const eng_cpu_kernel_t sum_kernel = {.op_type = "Sum", .run = sum_run};
-static const eng_cpu_kernel_t mean_kernel = {.op_type = "Mean", .run = mean_run};
-
-const eng_cpu_kernel_t *const eng_cpu_binary[] = {
-    &add_kernel,   &sub_kernel,     &mul_kernel,    &div_kernel,           &pow_kernel,
-    &mod_kernel,   &and_kernel,     &or_kernel,     &xor_kernel,           &equal_kernel,
-    &greater_kernel, &greater_equal_kernel, &less_kernel, &less_equal_kernel, &prelu_kernel,
-    &where_kernel, &max_kernel,     &min_kernel,    &mean_kernel,          &sum_kernel,
-    NULL,
-};
+const eng_kernel_t eng_cpu_Max = {.run = max_run};
+const eng_kernel_t eng_cpu_Min = {.run = min_run};
+const eng_kernel_t eng_cpu_Sum = {.run = sum_run};
+const eng_kernel_t eng_cpu_Mean = {.run = mean_run};

@@ -4,7 +4,7 @@
 
 const eng_backend_i eng_backend_cpu = {
     .name = "cpu",
-    .kernels = NULL, /* TEMP */
+    .kernels = eng_cpu_kernels,
     .host_memory = true,
     .precisions = 1u << ENG_PREC_FP32,
 };

@@ -24,6 +24,7 @@
 
 #include "common/error.h"
 #include "engine/cpu/gemm.h"
+#include "engine/kernels.h"
 #include "engine/ops/linalg_impl.h"
 
 /* Y [m, n] = A [m, k] x B [k, n], row-major and packed, with up to n_threads
@@ -213,8 +214,7 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const eng_ein
     size_t copies, gemm;
     einsum_scratch_split(p, &copies, &gemm);
     if (c->scratch_bytes < copies)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, copies + gemm);
+        return eng_op_scratch_err(c, copies + gemm);
     float *a = c->scratch, *bm = a + b * m * k, *y = bm + b * k * n;
     int64_t ystride[ENG_EINSUM_MAX_LABELS] = {0}, st = 1;
     for (int i = e->n_out - 1; i >= 0; i--) {
@@ -301,8 +301,6 @@ static int einsum_run(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_cpu_kernel_t k_matmul = {"MatMul", matmul_run, matmul_scratch_bytes};
-static const eng_cpu_kernel_t k_gemm = {"Gemm", gemm_run, gemm_scratch_bytes};
-static const eng_cpu_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
-
-const eng_cpu_kernel_t *const eng_cpu_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};
+const eng_kernel_t eng_cpu_MatMul = {.run = matmul_run, .scratch_bytes = matmul_scratch_bytes};
+const eng_kernel_t eng_cpu_Gemm = {.run = gemm_run, .scratch_bytes = gemm_scratch_bytes};
+const eng_kernel_t eng_cpu_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/kernels.h"
 #include "engine/ops/misc_impl.h"
 
 /* ---- TopK --------------------------------------------------------------- */
@@ -82,8 +83,7 @@ static int topk_run(eng_op_ctx_t *c)
     if (k == 0 || outer * inner == 0)
         return 0;
     if (c->scratch_bytes < (size_t)n * sizeof(topk_item_t))
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, (size_t)n * sizeof(topk_item_t));
+        return eng_op_scratch_err(c, (size_t)n * sizeof(topk_item_t));
     bool desc = eng_attr_i(c->node, "largest", 1) != 0;
     bool is_f = x->dtype == ENG_DT_FLOAT;
     int (*cmp)(const void *, const void *) =
@@ -255,8 +255,7 @@ static int resize_run(eng_op_ctx_t *c)
         need += eng_resize_table_bytes(g.out[d], ax[d].width);
     }
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     char *p = c->scratch;
     int64_t stride = 1;
     for (int d = g.rank - 1; d >= 0; d--) {
@@ -279,10 +278,6 @@ static int resize_run(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_cpu_kernel_t k_topk = {.op_type = "TopK", .run = topk_run,
-                                        .scratch_bytes = topk_scratch};
-static const eng_cpu_kernel_t k_trilu = {.op_type = "Trilu", .run = trilu_run};
-static const eng_cpu_kernel_t k_resize = {.op_type = "Resize", .run = resize_run,
-                                          .scratch_bytes = eng_resize_scratch_bytes};
-
-const eng_cpu_kernel_t *const eng_cpu_misc[] = {&k_topk, &k_trilu, &k_resize, NULL};
+const eng_kernel_t eng_cpu_TopK = {.run = topk_run, .scratch_bytes = topk_scratch};
+const eng_kernel_t eng_cpu_Trilu = {.run = trilu_run};
+const eng_kernel_t eng_cpu_Resize = {.run = resize_run, .scratch_bytes = eng_resize_scratch_bytes};

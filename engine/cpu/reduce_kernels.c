@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/parallel.h"
+#include "engine/kernels.h"
 #include "engine/ops/reduce_impl.h"
 
 /* ---- Reduce* ------------------------------------------------------------ */
@@ -435,21 +436,16 @@ static int cumsum_run(eng_op_ctx_t *c)
     }
 }
 
-#define KERNEL(name, op, fn) static const eng_cpu_kernel_t name = {.op_type = op, .run = fn}
-KERNEL(k_reduce_l2, "ReduceL2", reduce_run);
-KERNEL(k_reduce_max, "ReduceMax", reduce_run);
-KERNEL(k_reduce_mean, "ReduceMean", reduce_run);
-KERNEL(k_reduce_min, "ReduceMin", reduce_run);
-KERNEL(k_reduce_prod, "ReduceProd", reduce_run);
-KERNEL(k_reduce_sum, "ReduceSum", reduce_run);
-KERNEL(k_reduce_sum_square, "ReduceSumSquare", reduce_run);
-KERNEL(k_argmax, "ArgMax", arg_run);
-KERNEL(k_argmin, "ArgMin", arg_run);
-KERNEL(k_softmax, "Softmax", softmax_run);
-KERNEL(k_log_softmax, "LogSoftmax", softmax_run);
-KERNEL(k_cumsum, "CumSum", cumsum_run);
-
-const eng_cpu_kernel_t *const eng_cpu_reduce[] = {
-    &k_reduce_l2, &k_reduce_max, &k_reduce_mean, &k_reduce_min, &k_reduce_prod,
-    &k_reduce_sum, &k_reduce_sum_square, &k_argmax, &k_argmin, &k_softmax,
-    &k_log_softmax, &k_cumsum, NULL};
+#define KERNEL(op, fn) const eng_kernel_t eng_cpu_##op = {.run = fn}
+KERNEL(ReduceL2, reduce_run);
+KERNEL(ReduceMax, reduce_run);
+KERNEL(ReduceMean, reduce_run);
+KERNEL(ReduceMin, reduce_run);
+KERNEL(ReduceProd, reduce_run);
+KERNEL(ReduceSum, reduce_run);
+KERNEL(ReduceSumSquare, reduce_run);
+KERNEL(ArgMax, arg_run);
+KERNEL(ArgMin, arg_run);
+KERNEL(Softmax, softmax_run);
+KERNEL(LogSoftmax, softmax_run);
+KERNEL(CumSum, cumsum_run);

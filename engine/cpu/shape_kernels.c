@@ -16,11 +16,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/kernels.h"
 #include "engine/op.h"
 #include "engine/ops/shape_impl.h"
-
-/* Tile's (repeat, dim) view doubles the rank. */
-#define STRIDED_MAX_RANK (2 * ENG_MAX_RANK)
 
 /* n elements of es bytes from src, stride `stride` elements, to dense dst. */
 static void copy_row(char *dst, const char *src, size_t es, int64_t n, int64_t stride)
@@ -108,7 +106,7 @@ static void copy_strided(void *dst, const void *src, size_t es, int rank, int64_
     int block_rank = rank >= 2 && strides[rank - 1] != 1 ? 2 : 1, outer = rank - block_rank;
     char *out = dst;
     const char *in = src;
-    int64_t idx[STRIDED_MAX_RANK] = {0}, off = 0, block = dims[rank - 1];
+    int64_t idx[ENG_STRIDED_MAX_RANK] = {0}, off = 0, block = dims[rank - 1];
     if (block_rank == 2)
         block *= dims[rank - 2];
     for (;;) {
@@ -145,128 +143,35 @@ static int view_run(eng_op_ctx_t *c)
 
 /* --- strided copies ------------------------------------------------------------------------ */
 
-static int transpose_run(eng_op_ctx_t *c)
+/* Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth: one strided
+ * copy of the view `view` gives (engine/ops/shape_view.c). */
+static int strided_run(eng_op_ctx_t *c, int (*view)(const eng_op_ctx_t *, eng_strided_t *))
 {
-    int perm[ENG_MAX_RANK];
-    int rc = eng_transpose_params(c, perm);
+    eng_strided_t v;
+    int rc = view(c, &v);
     if (rc != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
     eng_tensor_t *y = c->outputs[0];
-    int64_t xs[ENG_MAX_RANK], dims[STRIDED_MAX_RANK], strides[STRIDED_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < x->shape.rank; d++) {
-        dims[d] = x->shape.dims[perm[d]];
-        strides[d] = xs[perm[d]];
-    }
-    copy_strided(y->data, x->data, eng_dtype_size(x->dtype), x->shape.rank, dims, strides);
-    return 0;
-}
-
-static int slice_run(eng_op_ctx_t *c)
-{
-    eng_slice_params_t p;
-    int rc = eng_slice_params(c, &p);
-    if (rc != 0)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    size_t es = eng_dtype_size(x->dtype);
-    int64_t xs[ENG_MAX_RANK], dims[STRIDED_MAX_RANK], strides[STRIDED_MAX_RANK], base = 0;
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < x->shape.rank; d++) {
-        dims[d] = p.out.dims[d];
-        strides[d] = xs[d] * p.steps[d];
-        base += p.starts[d] * xs[d];
-    }
-    if (eng_shape_numel(&p.out) == 0)
-        return 0;
-    copy_strided(c->outputs[0]->data, (const char *)x->data + base * (int64_t)es, es,
-                 x->shape.rank, dims, strides);
-    return 0;
-}
-
-static int expand_run(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *x = c->inputs[0];
-    eng_tensor_t *y = c->outputs[0];
-    int r = y->shape.rank, lead = r - x->shape.rank;
-    int64_t xs[ENG_MAX_RANK], dims[STRIDED_MAX_RANK], strides[STRIDED_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < r; d++) {
-        dims[d] = y->shape.dims[d];
-        strides[d] = d < lead || x->shape.dims[d - lead] == 1 ? 0 : xs[d - lead];
-    }
-    copy_strided(y->data, x->data, eng_dtype_size(x->dtype), r, dims, strides);
-    return 0;
-}
-
-static int tile_run(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *x = c->inputs[0];
-    eng_tensor_t *y = c->outputs[0];
-    int r = x->shape.rank;
     if (eng_shape_numel(&y->shape) == 0)
         return 0;
-    int64_t xs[ENG_MAX_RANK], dims[STRIDED_MAX_RANK], strides[STRIDED_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < r; d++) {
-        dims[2 * d] = y->shape.dims[d] / x->shape.dims[d];
-        strides[2 * d] = 0;
-        dims[2 * d + 1] = x->shape.dims[d];
-        strides[2 * d + 1] = xs[d];
-    }
-    copy_strided(y->data, x->data, eng_dtype_size(x->dtype), 2 * r, dims, strides);
+    size_t es = eng_dtype_size(x->dtype);
+    copy_strided(y->data, (const char *)x->data + v.offset * (int64_t)es, es, v.rank, v.dims,
+                 v.strides);
     return 0;
 }
 
-static int depth_to_space_run(eng_op_ctx_t *c)
-{
-    int64_t b;
-    bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
-    if (rc != 0)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
-            w = x->shape.dims[3], oc = ch / (b * b);
-    /* Output (n, oc, h, b1, w, b2) reads input channel (b1, b2, oc) in DCR
-     * order and (oc, b1, b2) in CRD order. */
-    int64_t dims[STRIDED_MAX_RANK] = {n, oc, h, b, w, b};
-    int64_t strides[STRIDED_MAX_RANK] = {ch * h * w, (crd ? b * b : 1) * h * w, w,
-                                         (crd ? b : b * oc) * h * w, 1, (crd ? 1 : oc) * h * w};
-    copy_strided(c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims, strides);
-    return 0;
-}
-
-static int space_to_depth_run(eng_op_ctx_t *c)
-{
-    int64_t b;
-    bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
-    if (rc != 0)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
-            w = x->shape.dims[3];
-    /* Output channel (b1, b2, c) at (oh, ow) reads input (c, oh*b+b1, ow*b+b2). */
-    int64_t dims[STRIDED_MAX_RANK] = {n, b, b, ch, h / b, w / b};
-    int64_t strides[STRIDED_MAX_RANK] = {ch * h * w, w, 1, h * w, b * w, b};
-    copy_strided(c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims, strides);
-    return 0;
-}
+#define STRIDED_RUN_(fn, view)                                                                  \
+    static int fn(eng_op_ctx_t *c) { return strided_run(c, view); }
+STRIDED_RUN_(transpose_run, eng_strided_transpose)
+STRIDED_RUN_(slice_run, eng_strided_slice)
+STRIDED_RUN_(expand_run, eng_strided_expand)
+STRIDED_RUN_(tile_run, eng_strided_tile)
+STRIDED_RUN_(depth_to_space_run, eng_strided_depth_to_space)
+STRIDED_RUN_(space_to_depth_run, eng_strided_space_to_depth)
+#undef STRIDED_RUN_
 
 /* --- Concat, Split --------------------------------------------------------------------------- */
-
-/* Elements of s before and after `axis`. */
-static void outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner)
-{
-    *outer = 1;
-    *inner = 1;
-    for (int d = 0; d < axis; d++)
-        *outer *= s->dims[d];
-    for (int d = axis + 1; d < s->rank; d++)
-        *inner *= s->dims[d];
-}
 
 static int concat_run(eng_op_ctx_t *c)
 {
@@ -277,7 +182,7 @@ static int concat_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(y->dtype);
     int64_t outer, inner;
-    outer_inner(&y->shape, axis, &outer, &inner);
+    eng_outer_inner(&y->shape, axis, &outer, &inner);
     char *dst = y->data;
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < c->n_inputs; i++) {
@@ -299,7 +204,7 @@ static int split_run(eng_op_ctx_t *c)
     const eng_tensor_t *x = c->inputs[0];
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner;
-    outer_inner(&x->shape, p.axis, &outer, &inner);
+    eng_outer_inner(&x->shape, p.axis, &outer, &inner);
     size_t in_block = (size_t)(p.dim * inner) * es, at = 0;
     for (int k = 0; k < p.n; k++) {
         size_t block = (size_t)(eng_split_size(&p, k) * inner) * es;
@@ -338,7 +243,7 @@ static int gather_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner, dim = x->shape.dims[axis], n = eng_shape_numel(&idx->shape), v;
-    outer_inner(&x->shape, axis, &outer, &inner);
+    eng_outer_inner(&x->shape, axis, &outer, &inner);
     for (int64_t j = 0; j < n; j++)
         if ((rc = index_at(c, idx, j, dim, &v)) != 0)
             return rc;
@@ -455,14 +360,8 @@ static int pad_run(eng_op_ctx_t *c)
  * can run before the input exists. */
 static int shape_run(eng_op_ctx_t *c)
 {
-    int start, n;
-    int rc = eng_shapeof_params(c, &start, &n);
-    if (rc != 0)
-        return rc;
-    int64_t *y = c->outputs[0]->data;
-    for (int k = 0; k < n; k++)
-        y[k] = c->inputs[0]->shape.dims[start + k];
-    return 0;
+    int n;
+    return eng_shapeof_dims(c, c->outputs[0]->data, &n);
 }
 
 static int size_run(eng_op_ctx_t *c)
@@ -520,33 +419,27 @@ static int constant_run(eng_op_ctx_t *c)
     return rc;
 }
 
-/* --- the table ----------------------------------------------------------------------------- */
+/* --- the kernels ------------------------------------------------------------------------- */
 
-#define SHAPE_KERNEL_(name, type, fn)                                                           \
-    static const eng_cpu_kernel_t name = {.op_type = type, .run = fn};
-SHAPE_KERNEL_(k_reshape, "Reshape", view_run)
-SHAPE_KERNEL_(k_flatten, "Flatten", view_run)
-SHAPE_KERNEL_(k_squeeze, "Squeeze", view_run)
-SHAPE_KERNEL_(k_unsqueeze, "Unsqueeze", view_run)
-SHAPE_KERNEL_(k_transpose, "Transpose", transpose_run)
-SHAPE_KERNEL_(k_concat, "Concat", concat_run)
-SHAPE_KERNEL_(k_split, "Split", split_run)
-SHAPE_KERNEL_(k_slice, "Slice", slice_run)
-SHAPE_KERNEL_(k_gather, "Gather", gather_run)
-SHAPE_KERNEL_(k_gather_elements, "GatherElements", gather_elements_run)
-SHAPE_KERNEL_(k_expand, "Expand", expand_run)
-SHAPE_KERNEL_(k_tile, "Tile", tile_run)
-SHAPE_KERNEL_(k_pad, "Pad", pad_run)
-SHAPE_KERNEL_(k_shape, "Shape", shape_run)
-SHAPE_KERNEL_(k_size, "Size", size_run)
-SHAPE_KERNEL_(k_constant_of_shape, "ConstantOfShape", constant_of_shape_run)
-SHAPE_KERNEL_(k_range, "Range", range_run)
-SHAPE_KERNEL_(k_depth_to_space, "DepthToSpace", depth_to_space_run)
-SHAPE_KERNEL_(k_space_to_depth, "SpaceToDepth", space_to_depth_run)
-SHAPE_KERNEL_(k_constant, "Constant", constant_run)
+#define SHAPE_KERNEL_(op, fn) const eng_kernel_t eng_cpu_##op = {.run = fn};
+SHAPE_KERNEL_(Reshape, view_run)
+SHAPE_KERNEL_(Flatten, view_run)
+SHAPE_KERNEL_(Squeeze, view_run)
+SHAPE_KERNEL_(Unsqueeze, view_run)
+SHAPE_KERNEL_(Transpose, transpose_run)
+SHAPE_KERNEL_(Concat, concat_run)
+SHAPE_KERNEL_(Split, split_run)
+SHAPE_KERNEL_(Slice, slice_run)
+SHAPE_KERNEL_(Gather, gather_run)
+SHAPE_KERNEL_(GatherElements, gather_elements_run)
+SHAPE_KERNEL_(Expand, expand_run)
+SHAPE_KERNEL_(Tile, tile_run)
+SHAPE_KERNEL_(Pad, pad_run)
+SHAPE_KERNEL_(Shape, shape_run)
+SHAPE_KERNEL_(Size, size_run)
+SHAPE_KERNEL_(ConstantOfShape, constant_of_shape_run)
+SHAPE_KERNEL_(Range, range_run)
+SHAPE_KERNEL_(DepthToSpace, depth_to_space_run)
+SHAPE_KERNEL_(SpaceToDepth, space_to_depth_run)
+SHAPE_KERNEL_(Constant, constant_run)
 #undef SHAPE_KERNEL_
-
-const eng_cpu_kernel_t *const eng_cpu_shape[] = {
-    &k_reshape, &k_flatten, &k_squeeze, &k_unsqueeze, &k_transpose, &k_concat, &k_split,
-    &k_slice, &k_gather, &k_gather_elements, &k_expand, &k_tile, &k_pad, &k_shape, &k_size,
-    &k_constant_of_shape, &k_range, &k_depth_to_space, &k_space_to_depth, &k_constant, NULL};

@@ -12,6 +12,7 @@
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/half.h"
 #include "engine/cpu/parallel.h"
+#include "engine/kernels.h"
 #include "engine/op.h"
 #include "engine/ops/unary_impl.h"
 
@@ -82,21 +83,21 @@ static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
 
 /* One float op: its row loop (EXPR of x, alpha, beta, gamma), its run
  * function reading the attributes with their ONNX defaults, and its kernel. */
-#define FLOAT_OP(fn, name, ALPHA, BETA, GAMMA, EXPR)                                    \
-    EW_CLONES static void fn##_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a) \
+#define FLOAT_OP(op, ALPHA, BETA, GAMMA, EXPR)                                    \
+    EW_CLONES static void op##_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a) \
     {                                                                                   \
         const float alpha = a->alpha, beta = a->beta, gamma = a->gamma;                 \
         (void)alpha, (void)beta, (void)gamma;                                           \
         EW_LOOP(n, const float x = xs[i]; ys[i] = (EXPR););                             \
     }                                                                                   \
-    static int fn##_run(eng_op_ctx_t *c)                                                \
+    static int op##_run(eng_op_ctx_t *c)                                                \
     {                                                                                   \
         const unary_attrs_t a = {eng_attr_f(c->node, "alpha", ALPHA),                   \
                                  eng_attr_f(c->node, "beta", BETA),                     \
                                  eng_attr_f(c->node, "gamma", GAMMA)};                  \
-        return run_float(c, fn##_row, &a);                                              \
+        return run_float(c, op##_row, &a);                                              \
     }                                                                                   \
-    static const eng_cpu_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run};
+    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
 
 ENG_UNARY_FLOAT_OPS(FLOAT_OP)
 
@@ -121,7 +122,7 @@ static int gelu_run(eng_op_ctx_t *c)
         return run_float(c, gelu_erf_row, NULL);
     return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
 }
-static const eng_cpu_kernel_t gelu_kernel = {.op_type = "Gelu", .run = gelu_run};
+const eng_kernel_t eng_cpu_Gelu = {.run = gelu_run};
 
 /* --- ops over several dtypes --------------------------------------------------- */
 
@@ -206,11 +207,11 @@ static int sign_run(eng_op_ctx_t *c) { return run_typed(c, sign_rows, NULL); }
 static int relu_run(eng_op_ctx_t *c) { return run_typed(c, relu_rows, NULL); }
 static int not_run(eng_op_ctx_t *c) { return run_typed(c, not_rows, NULL); }
 
-static const eng_cpu_kernel_t abs_kernel = {.op_type = "Abs", .run = abs_run};
-static const eng_cpu_kernel_t neg_kernel = {.op_type = "Neg", .run = neg_run};
-static const eng_cpu_kernel_t sign_kernel = {.op_type = "Sign", .run = sign_run};
-static const eng_cpu_kernel_t relu_kernel = {.op_type = "Relu", .run = relu_run};
-static const eng_cpu_kernel_t not_kernel = {.op_type = "Not", .run = not_run};
+const eng_kernel_t eng_cpu_Abs = {.run = abs_run};
+const eng_kernel_t eng_cpu_Neg = {.run = neg_run};
+const eng_kernel_t eng_cpu_Sign = {.run = sign_run};
+const eng_kernel_t eng_cpu_Relu = {.run = relu_run};
+const eng_kernel_t eng_cpu_Not = {.run = not_run};
 
 /* --- Clip ------------------------------------------------------------------------- */
 
@@ -241,25 +242,17 @@ static const typed_row_t clip_rows[] = {
  * inputs of the input's type. */
 static int clip_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x = eng_ctx_in(c, 0);
-    if (!x)
-        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
-    if (c->opset < 11) {
-        if (x->dtype != ENG_DT_FLOAT)
-            return eng_unary_dtype_err(c, x->dtype);
-        const float lo = eng_attr_f(c->node, "min", -INFINITY);
-        const float hi = eng_attr_f(c->node, "max", INFINITY);
-        const clip_bounds_t b = {&lo, &hi};
-        return run_typed(c, clip_rows, &b);
-    }
     const eng_tensor_t *lo, *hi;
-    int rc = eng_unary_clip_bounds(c, &lo, &hi);
+    float attr[2];
+    int rc = eng_unary_clip_bounds(c, &lo, &hi, attr);
     if (rc)
         return rc;
-    const clip_bounds_t b = {lo ? lo->data : NULL, hi ? hi->data : NULL};
+    const clip_bounds_t b = c->opset < 11 ? (clip_bounds_t){&attr[0], &attr[1]}
+                                          : (clip_bounds_t){lo ? lo->data : NULL,
+                                                            hi ? hi->data : NULL};
     return run_typed(c, clip_rows, &b);
 }
-static const eng_cpu_kernel_t clip_kernel = {.op_type = "Clip", .run = clip_run};
+const eng_kernel_t eng_cpu_Clip = {.run = clip_run};
 
 /* --- Identity and Dropout ------------------------------------------------------------ */
 
@@ -279,7 +272,7 @@ static int copy_run(eng_op_ctx_t *c)
         memcpy(y->data, x->data, (size_t)n * es);
     return 0;
 }
-static const eng_cpu_kernel_t identity_kernel = {.op_type = "Identity", .run = copy_run};
+const eng_kernel_t eng_cpu_Identity = {.run = copy_run};
 
 /* Inference: output = input, and the optional mask all ones (bool, or the
  * input's type before opset 10). A training_mode input that is true at run
@@ -311,7 +304,7 @@ static int dropout_run(eng_op_ctx_t *c)
                           eng_dtype_name(mask->dtype));
     }
 }
-static const eng_cpu_kernel_t dropout_kernel = {.op_type = "Dropout", .run = dropout_run};
+const eng_kernel_t eng_cpu_Dropout = {.run = dropout_run};
 
 /* --- Cast -------------------------------------------------------------------------------
  * Every conversion goes through one of three wide types, a chunk at a time:
@@ -447,17 +440,5 @@ static int cast_run(eng_op_ctx_t *c)
     }
     return 0;
 }
-static const eng_cpu_kernel_t cast_kernel = {.op_type = "Cast", .run = cast_run};
-static const eng_cpu_kernel_t castlike_kernel = {.op_type = "CastLike", .run = cast_run};
-
-const eng_cpu_kernel_t *const eng_cpu_unary[] = {
-    &abs_kernel,       &acos_kernel,      &asin_kernel,     &atan_kernel,
-    &ceil_kernel,      &cos_kernel,       &elu_kernel,      &erf_kernel,
-    &exp_kernel,       &floor_kernel,     &gelu_kernel,     &hardsigmoid_kernel,
-    &hardswish_kernel, &leakyrelu_kernel, &log_kernel,      &neg_kernel,
-    &not_kernel,       &reciprocal_kernel, &relu_kernel,    &round_kernel,
-    &selu_kernel,      &sigmoid_kernel,   &sign_kernel,     &sin_kernel,
-    &softplus_kernel,  &softsign_kernel,  &sqrt_kernel,     &tan_kernel,
-    &tanh_kernel,      &thresholdedrelu_kernel, &cast_kernel, &castlike_kernel,
-    &clip_kernel,      &identity_kernel,  &dropout_kernel,  NULL,
-};
+const eng_kernel_t eng_cpu_Cast = {.run = cast_run};
+const eng_kernel_t eng_cpu_CastLike = {.run = cast_run};

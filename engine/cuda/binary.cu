@@ -41,7 +41,7 @@
 
 #include <type_traits>
 
-#include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/dtype_impl.h"
 #include "engine/ops/binary_impl.h"
 
 namespace {
@@ -50,62 +50,12 @@ constexpr int BC_MAX_IN = ENG_BINARY_MAX_OPERANDS - 1; /* Where */
 
 /* --- dtypes -------------------------------------------------------------------------- */
 
-/* The bool dtype's tag (its storage, uint8_t, is also uint8's). */
-struct bool_t {
-    uint8_t v;
-};
-
-template <typename T> struct dtype_of;
-#define DTYPE_OF(T, DT)                                                                  \
-    template <> struct dtype_of<T> {                                                     \
-        static constexpr eng_dtype_t value = DT;                                         \
-    };
-DTYPE_OF(float, ENG_DT_FLOAT)
-DTYPE_OF(double, ENG_DT_DOUBLE)
-DTYPE_OF(int8_t, ENG_DT_INT8)
-DTYPE_OF(int16_t, ENG_DT_INT16)
-DTYPE_OF(int32_t, ENG_DT_INT32)
-DTYPE_OF(int64_t, ENG_DT_INT64)
-DTYPE_OF(uint8_t, ENG_DT_UINT8)
-DTYPE_OF(uint16_t, ENG_DT_UINT16)
-DTYPE_OF(uint32_t, ENG_DT_UINT32)
-DTYPE_OF(uint64_t, ENG_DT_UINT64)
-DTYPE_OF(bool_t, ENG_DT_BOOL)
-#undef DTYPE_OF
-
-template <typename... Ts> struct types {};
-
-/* The CPU's EW_FLOAT_TYPES, EW_SINT_TYPES and EW_UINT_TYPES. */
+/* The CPU's EW_FLOAT_TYPES, and EW_SINT_TYPES with EW_UINT_TYPES. */
 using float_types = types<float, double>;
 using int_types = types<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>;
-using numeric_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
-                            uint32_t, uint64_t>;
 using prelu_types = types<float, double, int32_t, int64_t>;
 using numeric_bool_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t,
                                  uint16_t, uint32_t, uint64_t, bool_t>;
-
-/* dispatch's answer when dt is not in the list (never an FS_E* code). */
-constexpr int DISPATCH_NONE = 1;
-
-/* f(T{}) for the T of `types` whose dtype is dt, or DISPATCH_NONE. */
-template <typename F> int dispatch(eng_dtype_t, types<>, F &&)
-{
-    return DISPATCH_NONE;
-}
-template <typename T, typename... Ts, typename F>
-int dispatch(eng_dtype_t dt, types<T, Ts...>, F &&f)
-{
-    if (dt == dtype_of<T>::value)
-        return f(T{});
-    return dispatch(dt, types<Ts...>{}, f);
-}
-
-/* Integer arithmetic wraps in this unsigned type (the CPU's UT). */
-template <typename T>
-using wrap_t = typename std::conditional<sizeof(T) <= 4, uint32_t, uint64_t>::type;
-
-template <typename T> constexpr bool is_float_v = std::is_floating_point<T>::value;
-template <typename T> constexpr bool is_sint_v = std::is_signed<T>::value && !is_float_v<T>;
 
 /* --- broadcasting, on the host ------------------------------------------------------- */
 
@@ -166,10 +116,6 @@ template <typename Idx, int NIN> struct bc_meta {
     bool contig[NIN]; /* innermost stride 1: loaded as vectors on the vector path */
     divider<Idx> dims[ENG_MAX_RANK];
     Idx stride[NIN][ENG_MAX_RANK];
-};
-
-template <typename T, int N> struct alignas(sizeof(T) * N) vec_t {
-    T v[N];
 };
 
 /* Elements per thread on the vector path: 16 bytes of the widest type. */
@@ -378,7 +324,7 @@ int bc2_launch(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *a,
         return rc;
     const void *ptr[2] = {a->data, b->data};
     const size_t es[2] = {sizeof(TA), sizeof(TB)};
-    cudaStream_t s = c->cuda->stream;
+    cudaStream_t s = eng_cuda_ctx(c)->stream;
     if (n <= INT32_MAX) {
         bc_meta<uint32_t, 2> m;
         const bool vec = bc_meta_fill(l, ptr, es, y->data, sizeof(TO), N, &m);
@@ -413,7 +359,7 @@ int bc3_launch(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *a,
         return rc;
     const void *ptr[3] = {a->data, b->data, cc->data};
     const size_t es[3] = {sizeof(TA), sizeof(TB), sizeof(TC)};
-    cudaStream_t s = c->cuda->stream;
+    cudaStream_t s = eng_cuda_ctx(c)->stream;
     if (n <= INT32_MAX) {
         bc_meta<uint32_t, 3> m;
         const bool vec = bc_meta_fill(l, ptr, es, y->data, sizeof(TO), N, &m);
@@ -651,33 +597,31 @@ int binary_run(eng_op_ctx_t *oc, List list, Make make, eng_dtype_t out_dt)
     return rc == DISPATCH_NONE ? dtype_err(c, c->inputs[0]->dtype) : rc;
 }
 
-#define BINARY_KERNEL(fn, name, list, OP, out_dt)                                        \
-    int fn##_run(eng_op_ctx_t *c)                                                        \
+#define BINARY_KERNEL(op, list, OP, out_dt)                                               \
+    int op##_run(eng_op_ctx_t *c)                                                        \
     {                                                                                    \
         return binary_run(c, list{}, [](auto t) { return OP<decltype(t)>{}; }, out_dt);  \
-    }                                                                                    \
-    const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
+    }
 
-BINARY_KERNEL(add, "Add", numeric_types, add_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(sub, "Sub", numeric_types, sub_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(mul, "Mul", numeric_types, mul_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(div, "Div", numeric_types, div_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(greater, "Greater", numeric_types, gt_op, ENG_DT_BOOL)
-BINARY_KERNEL(greater_equal, "GreaterOrEqual", numeric_types, ge_op, ENG_DT_BOOL)
-BINARY_KERNEL(less, "Less", numeric_types, lt_op, ENG_DT_BOOL)
-BINARY_KERNEL(less_equal, "LessOrEqual", numeric_types, le_op, ENG_DT_BOOL)
-BINARY_KERNEL(prelu, "PRelu", prelu_types, prelu_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Add, numeric_types, add_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Sub, numeric_types, sub_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Mul, numeric_types, mul_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Div, numeric_types, div_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Greater, numeric_types, gt_op, ENG_DT_BOOL)
+BINARY_KERNEL(GreaterOrEqual, numeric_types, ge_op, ENG_DT_BOOL)
+BINARY_KERNEL(Less, numeric_types, lt_op, ENG_DT_BOOL)
+BINARY_KERNEL(LessOrEqual, numeric_types, le_op, ENG_DT_BOOL)
+BINARY_KERNEL(PRelu, prelu_types, prelu_op, ENG_DT_UNDEFINED)
 #undef BINARY_KERNEL
 
-#define BOOL_KERNEL(fn, name, OP)                                                        \
-    int fn##_run(eng_op_ctx_t *c)                                                        \
+#define BOOL_KERNEL(op, OP)                                                              \
+    int op##_run(eng_op_ctx_t *c)                                                        \
     {                                                                                    \
         return binary_run(c, types<bool_t>{}, [](bool_t) { return OP{}; }, ENG_DT_BOOL); \
-    }                                                                                    \
-    const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
-BOOL_KERNEL(and, "And", and_op)
-BOOL_KERNEL(or, "Or", or_op)
-BOOL_KERNEL(xor, "Xor", xor_op)
+    }
+BOOL_KERNEL(And, and_op)
+BOOL_KERNEL(Or, or_op)
+BOOL_KERNEL(Xor, xor_op)
 #undef BOOL_KERNEL
 
 int equal_run(eng_op_ctx_t *c)
@@ -690,7 +634,6 @@ int equal_run(eng_op_ctx_t *c)
             return eq_op<T>{};
     }, ENG_DT_BOOL);
 }
-const eng_kernel_t equal_kernel = {.op_type = "Equal", .run = equal_run, .scratch_bytes = NULL};
 
 int mod_run(eng_op_ctx_t *c)
 {
@@ -704,7 +647,6 @@ int mod_run(eng_op_ctx_t *c)
     return binary_run(c, int_types{}, [](auto t) { return mod_op<decltype(t)>{}; },
                       ENG_DT_UNDEFINED);
 }
-const eng_kernel_t mod_kernel = {.op_type = "Mod", .run = mod_run, .scratch_bytes = NULL};
 
 /* Base float, double, int32 or int64; exponent any numeric type; the output
  * has the base's. */
@@ -740,7 +682,6 @@ int pow_run(eng_op_ctx_t *oc)
                           eng_dtype_name(y->dtype));
     return rc;
 }
-const eng_kernel_t pow_kernel = {.op_type = "Pow", .run = pow_run, .scratch_bytes = NULL};
 
 int where_run(eng_op_ctx_t *c)
 {
@@ -758,7 +699,6 @@ int where_run(eng_op_ctx_t *c)
         return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(x->dtype));
     }
 }
-const eng_kernel_t where_kernel = {.op_type = "Where", .run = where_run, .scratch_bytes = NULL};
 
 /* --- variadic ---------------------------------------------------------------------------- */
 
@@ -769,8 +709,6 @@ const eng_kernel_t where_kernel = {.op_type = "Where", .run = where_run, .scratc
 template <bool MEAN, typename List, typename Make>
 int variadic_run(eng_op_ctx_t *c, List list, Make make)
 {
-    if (c->n_inputs < 1)
-        return eng_op_err(c, FS_EINVAL, "needs at least one input");
     int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
     if (rc)
         return rc;
@@ -781,10 +719,7 @@ int variadic_run(eng_op_ctx_t *c, List list, Make make)
         const eng_tensor_t *x = c->inputs[0];
         if (!eng_shape_equal(&x->shape, &y->shape))
             return eng_op_err(c, FS_EINVAL, "the output's shape differs from the input's");
-        if (x->data != y->data && eng_tensor_bytes(x) > 0)
-            ENG_CUDA_TRY(c, cudaMemcpyAsync(y->data, x->data, eng_tensor_bytes(x),
-                                            cudaMemcpyDeviceToDevice, c->cuda->stream));
-        return 0;
+        return eng_cuda_copy_d2d(c, y->data, x->data, eng_tensor_bytes(x));
     }
     bc_shape l;
     for (int k = 0; k < c->n_inputs; k++)
@@ -825,17 +760,27 @@ int mean_run(eng_op_ctx_t *c)
     return variadic_run<true>(c, float_types{}, [](auto t) { return add_op<decltype(t)>{}; });
 }
 
-const eng_kernel_t max_kernel = {.op_type = "Max", .run = max_run, .scratch_bytes = NULL};
-const eng_kernel_t min_kernel = {.op_type = "Min", .run = min_run, .scratch_bytes = NULL};
-const eng_kernel_t sum_kernel = {.op_type = "Sum", .run = sum_run, .scratch_bytes = NULL};
-const eng_kernel_t mean_kernel = {.op_type = "Mean", .run = mean_run, .scratch_bytes = NULL};
-
 } /* namespace */
 
-extern "C" const eng_kernel_t *const eng_cuda_binary[] = {
-    &add_kernel,   &sub_kernel,     &mul_kernel,    &div_kernel,           &pow_kernel,
-    &mod_kernel,   &and_kernel,     &or_kernel,     &xor_kernel,           &equal_kernel,
-    &greater_kernel, &greater_equal_kernel, &less_kernel, &less_equal_kernel, &prelu_kernel,
-    &where_kernel, &max_kernel,     &min_kernel,    &mean_kernel,          &sum_kernel,
-    NULL,
-};
+/* --- the kernels -------------------------------------------------------------------------- */
+
+const eng_kernel_t eng_cuda_Add = {.run = Add_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Sub = {.run = Sub_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Mul = {.run = Mul_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Div = {.run = Div_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Greater = {.run = Greater_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_GreaterOrEqual = {.run = GreaterOrEqual_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Less = {.run = Less_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_LessOrEqual = {.run = LessOrEqual_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_PRelu = {.run = PRelu_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_And = {.run = And_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Or = {.run = Or_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Xor = {.run = Xor_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Equal = {.run = equal_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Mod = {.run = mod_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Pow = {.run = pow_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Where = {.run = where_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Max = {.run = max_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Min = {.run = min_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Sum = {.run = sum_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Mean = {.run = mean_run, .scratch_bytes = NULL};

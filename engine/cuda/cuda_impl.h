@@ -1,10 +1,11 @@
 /* cuda_impl.h -- what the CUDA kernels (engine/cuda/<family>.cu) share:
- * the instance state behind ctx->cuda, checked calls, and launch sizing.
+ * the instance state behind ctx->instance (eng_cuda_ctx), checked calls, and
+ * launch sizing.
  *
  * Kernel contract (see engine/op.h): a run function reads shapes from
  * ctx->inputs/outputs, device data from their `data`, any value that decides
  * shapes from eng_ctx_host_in (host copy), and queues its kernels on
- * ctx->cuda->stream only. It never synchronises, never allocates (a
+ * eng_cuda_ctx(ctx)->stream only. It never synchronises, never allocates (a
  * workspace comes from scratch_bytes, as ctx->scratch in device memory), and
  * checks every launch with ENG_CUDA_LAUNCHED and every CUDA/cuBLAS call with
  * ENG_CUDA_TRY / ENG_CUBLAS_TRY, so a failure becomes that node's error.
@@ -19,6 +20,7 @@
 
 #include "common/error.h"
 #include "engine/cuda/cuda.h"
+#include "engine/kernels.h"
 #include "engine/op.h"
 
 struct eng_cuda {
@@ -28,6 +30,13 @@ struct eng_cuda {
     eng_precision_t precision;
     int sm_count;              /* multiprocessors, for grid sizing */
 };
+
+/* The model instance's CUDA state a device run's context carries. Cannot
+ * fail; NULL only for a CPU context, which no CUDA kernel sees. */
+static inline eng_cuda_t *eng_cuda_ctx(const eng_op_ctx_t *ctx)
+{
+    return (eng_cuda_t *)ctx->instance;
+}
 
 /* Returns FS_EDEVICE from the enclosing kernel run, naming the node and the
  * call, when a CUDA runtime call fails. */
@@ -61,7 +70,8 @@ static inline unsigned eng_cuda_blocks(const eng_op_ctx_t *ctx, int64_t n)
     if (n <= 0)
         return 0;
     int64_t need = (n + ENG_CUDA_THREADS - 1) / ENG_CUDA_THREADS;
-    int64_t cap = (int64_t)(ctx->cuda->sm_count > 0 ? ctx->cuda->sm_count : 80) * 32;
+    int64_t cap =
+        (int64_t)(eng_cuda_ctx(ctx)->sm_count > 0 ? eng_cuda_ctx(ctx)->sm_count : 80) * 32;
     return (unsigned)(need < cap ? need : cap);
 }
 
@@ -69,9 +79,54 @@ static inline unsigned eng_cuda_blocks(const eng_op_ctx_t *ctx, int64_t n)
  * at most 32 per multiprocessor. */
 static inline unsigned eng_cuda_grid_cap(const eng_op_ctx_t *ctx, int64_t need)
 {
-    int64_t cap = (int64_t)(ctx->cuda->sm_count > 0 ? ctx->cuda->sm_count : 80) * 32;
+    int64_t cap =
+        (int64_t)(eng_cuda_ctx(ctx)->sm_count > 0 ? eng_cuda_ctx(ctx)->sm_count : 80) * 32;
     return (unsigned)(need < cap ? need : cap);
 }
+
+/* FS_ENOTSUP naming the input unless every present input in [0, n) is
+ * float32, input `weight` (-1: none) also half or bfloat16 (a weight that
+ * fp16/bf16 precision stored so). 0 otherwise; nothing is queued. */
+static inline int eng_cuda_require_float_inputs(const eng_op_ctx_t *ctx, int n, int weight)
+{
+    static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+    static const eng_dtype_t dt_weight[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                            ENG_DT_UNDEFINED};
+    for (int i = 0; i < n && i < ctx->n_inputs; i++) {
+        if (!ctx->inputs[i])
+            continue;
+        int rc = eng_op_require_dtype(ctx, i, i == weight ? dt_weight : dt_float);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Queues n bytes from src to dst, both device memory, on ctx's stream;
+ * nothing when n is 0 or they are one buffer. 0, or FS_EDEVICE naming the
+ * node (nothing queued). */
+static inline int eng_cuda_copy_d2d(const eng_op_ctx_t *ctx, void *dst, const void *src, size_t n)
+{
+    if (n > 0 && dst != src)
+        ENG_CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice,
+                                          eng_cuda_ctx(ctx)->stream));
+    return 0;
+}
+
+#ifdef __cplusplus
+/* Launches kernel k over n items (grid-stride, ENG_CUDA_THREADS per block)
+ * on ctx's stream; n <= 0 launches nothing. 0, or FS_EDEVICE when the
+ * launch fails. */
+template <typename... P, typename... A>
+static inline int eng_cuda_launch(const eng_op_ctx_t *ctx, void (*k)(P...), int64_t n, A... args)
+{
+    if (n <= 0)
+        return 0;
+    k<<<eng_cuda_blocks(ctx, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(args...);
+    ENG_CUDA_LAUNCHED(ctx);
+    return 0;
+}
+#endif
 
 /* A grid-stride loop over [0, n) with a 64-bit index. */
 #define ENG_CUDA_FOR(i, n)                                                               \

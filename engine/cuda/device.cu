@@ -232,7 +232,7 @@ static void be_graph_destroy(void *graph) { eng_cuda_graph_destroy((eng_cuda_gra
 
 extern "C" const eng_backend_i eng_backend_cuda = {
     .name = "cuda",
-    .kernels = NULL, /* TEMP */
+    .kernels = eng_cuda_kernels,
     .host_memory = false,
     .precisions = (1u << ENG_PREC_FP32) | (1u << ENG_PREC_TF32) | (1u << ENG_PREC_FP16) |
                   (1u << ENG_PREC_BF16),

@@ -17,15 +17,27 @@
 
 #include "engine/cuda/cuda_impl.h"
 
-/* FS_ENOTSUP when a size exceeds cuBLAS's int range, else 0. */
-static int gemm_check_range(const eng_op_ctx_t *ctx, int64_t m, int64_t n, int64_t k,
-                            int64_t lda, int64_t ldb, int64_t ldc, int64_t batch)
+/* A row-major GEMM in cuBLAS's terms: the leading dimensions as ints and
+ * the operations on A and B. */
+typedef struct gemm_args {
+    int ia, ib, ic;
+    cublasOperation_t op_a, op_b;
+} gemm_args_t;
+
+/* Fills *g for a product of these sizes. 0, or FS_ENOTSUP when a size
+ * exceeds cuBLAS's int range (*g then unset). */
+static int gemm_prepare(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch,
+                        gemm_args_t *g)
 {
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
         ldc > INT_MAX || batch > INT_MAX)
         return eng_op_err(ctx, FS_ENOTSUP,
                           "GEMM %lld x %lld x %lld (batch %lld) exceeds cuBLAS's int range",
                           (long long)m, (long long)n, (long long)k, (long long)batch);
+    /* cuBLAS requires ld >= 1 even for k == 0. */
+    *g = {(int)(lda > 0 ? lda : 1), (int)(ldb > 0 ? ldb : 1), (int)ldc,
+          trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N};
     return 0;
 }
 
@@ -36,14 +48,13 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
 {
     if (m == 0 || n == 0 || batch == 0)
         return 0;
-    int rc = gemm_check_range(ctx, m, n, k, lda, ldb, ldc, batch);
+    gemm_args_t g = {};
+    int rc = gemm_prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, &g);
     if (rc)
         return rc;
-    /* cuBLAS requires ld >= 1 even for k == 0. */
-    int ia = (int)(lda > 0 ? lda : 1), ib = (int)(ldb > 0 ? ldb : 1), ic = (int)ldc;
-    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasHandle_t h = ctx->cuda->blas;
+    const int ia = g.ia, ib = g.ib, ic = g.ic;
+    const cublasOperation_t op_a = g.op_a, op_b = g.op_b;
+    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
     if (batch == 1)
         ENG_CUBLAS_TRY(ctx, cublasSgemm(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, ib, a,
                                         ia, &beta, c, ic));
@@ -64,14 +75,14 @@ int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a,
                           "or bfloat16)", eng_dtype_name(dtype));
     if (m == 0 || n == 0 || batch == 0)
         return 0;
-    int rc = gemm_check_range(ctx, m, n, k, lda, ldb, ldc, batch);
+    gemm_args_t g = {};
+    int rc = gemm_prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, &g);
     if (rc)
         return rc;
-    int ia = (int)(lda > 0 ? lda : 1), ib = (int)(ldb > 0 ? ldb : 1), ic = (int)ldc;
-    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int ia = g.ia, ib = g.ib, ic = g.ic;
+    const cublasOperation_t op_a = g.op_a, op_b = g.op_b;
     cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-    cublasHandle_t h = ctx->cuda->blas;
+    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
     /* An explicit cublasComputeType_t: CUBLAS_PEDANTIC_MATH on the handle
      * would demote only a cudaDataType compute type. */
     if (batch == 1)
@@ -134,10 +145,10 @@ int eng_cuda_to_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, void *dst, cons
     int64_t n_vec = vec ? n / 4 : 0;
     unsigned blocks = eng_cuda_blocks(ctx, n_vec > 0 ? n_vec : n);
     if (dtype == ENG_DT_FLOAT16)
-        to_lowp_kernel<__half><<<blocks, ENG_CUDA_THREADS, 0, ctx->cuda->stream>>>(
+        to_lowp_kernel<__half><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(
             (__half *)dst, src, n, n_vec);
     else
-        to_lowp_kernel<__nv_bfloat16><<<blocks, ENG_CUDA_THREADS, 0, ctx->cuda->stream>>>(
+        to_lowp_kernel<__nv_bfloat16><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(
             (__nv_bfloat16 *)dst, src, n, n_vec);
     ENG_CUDA_LAUNCHED(ctx);
     return 0;

@@ -40,38 +40,6 @@
 #include "engine/cuda/cuda_impl.h"
 #include "engine/ops/linalg_impl.h"
 
-static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
-/* A GEMM weight: float32, or as fp16/bf16 precision stored it. */
-static const eng_dtype_t dt_weight[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
-                                        ENG_DT_UNDEFINED};
-
-/* FS_ENOTSUP unless inputs [0, n) that are present are float. */
-static int require_float_inputs(const eng_op_ctx_t *c, int n)
-{
-    for (int i = 0; i < n && i < c->n_inputs; i++) {
-        if (!c->inputs[i])
-            continue;
-        int rc = eng_op_require_dtype(c, i, dt_float);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-/* FS_ENOTSUP unless inputs [0, n) that are present are float, input 1 (B,
- * the weight) also half or bfloat16. */
-static int require_gemm_inputs(const eng_op_ctx_t *c, int n)
-{
-    for (int i = 0; i < n && i < c->n_inputs; i++) {
-        if (!c->inputs[i])
-            continue;
-        int rc = eng_op_require_dtype(c, i, i == 1 ? dt_weight : dt_float);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 /* MatMul's and Gemm's scratch: with a half / bfloat16 B, A converted to
  * B's dtype; else none. */
 static size_t lowp_a_scratch_bytes(const eng_op_ctx_t *c)
@@ -86,8 +54,7 @@ static int lowp_a_scratch_check(const eng_op_ctx_t *c)
 {
     size_t need = lowp_a_scratch_bytes(c);
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     return 0;
 }
 
@@ -127,7 +94,7 @@ static matmul_run_split_t matmul_split(const eng_matmul_dims_t *d)
 static int matmul_run(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
-    int rc = require_gemm_inputs(c, 2);
+    int rc = eng_cuda_require_float_inputs(c, 2, 1);
     if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = lowp_a_scratch_check(c)))
         return rc;
     int64_t batches = 1;
@@ -139,7 +106,7 @@ static int matmul_run(eng_op_ctx_t *c)
         return 0;
     if (d.k == 0) {
         ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(batches * d.m * d.n) * sizeof *y,
-                                        c->cuda->stream));
+                                        eng_cuda_ctx(c)->stream));
         return 0;
     }
     /* fp16/bf16 B: all of A in B's dtype, read at the same offsets. */
@@ -203,7 +170,7 @@ static __global__ void gemm_fill_c(float *y, const float *cv, int64_t m, int64_t
  * written; on another Y may be partly written. */
 static int gemm_run(eng_op_ctx_t *c)
 {
-    int rc = require_gemm_inputs(c, 3);
+    int rc = eng_cuda_require_float_inputs(c, 3, 1);
     if (rc || (rc = lowp_a_scratch_check(c)))
         return rc;
     const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
@@ -218,13 +185,14 @@ static int gemm_run(eng_op_ctx_t *c)
         const eng_shape_t *cs = &ct->shape;
         int64_t rows = cs->rank == 2 ? cs->dims[0] : 1;
         int64_t cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
-        gemm_fill_c<<<eng_cuda_blocks(c, m * n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        gemm_fill_c<<<eng_cuda_blocks(c, m * n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             y, (const float *)ct->data, m, n, rows, cols, beta);
         ENG_CUDA_LAUNCHED(c);
     }
     if (k == 0) {
         if (!ct)
-            ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof *y, c->cuda->stream));
+            ENG_CUDA_TRY(
+                c, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
     if (eng_cuda_is_lowp(bt->dtype)) {
@@ -342,7 +310,8 @@ static int einsum_launch_gather(const eng_op_ctx_t *c, const float *in, float *o
 {
     if (n == 0)
         return 0;
-    einsum_gather<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(in, out, *g, n);
+    einsum_gather<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(in, out,
+                                                                                           *g, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -372,13 +341,13 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
     int64_t n = p->len[ENG_EINSUM_N], k = p->len[ENG_EINSUM_K];
     size_t need = (size_t)einsum_plan_floats(pl) * sizeof(float);
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch has %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     float *y = (float *)c->outputs[0]->data;
     if (b == 0 || m == 0 || n == 0)
         return 0;
     if (k == 0) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(b * m * n) * sizeof *y, c->cuda->stream));
+        ENG_CUDA_TRY(
+            c, cudaMemsetAsync(y, 0, (size_t)(b * m * n) * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
     float *next = (float *)c->scratch;
@@ -562,16 +531,17 @@ static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
     if (out_total == 0)
         return 0;
     if (d.red_total == 0) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)out_total * sizeof *y, c->cuda->stream));
+        ENG_CUDA_TRY(c,
+                     cudaMemsetAsync(y, 0, (size_t)out_total * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
     /* Few outputs with long sums: a block per output keeps the GPU busy. */
     if (out_total < 65536 && d.red_total >= 64) {
         unsigned blocks = (unsigned)(out_total < 65535 ? out_total : 65535);
-        einsum_direct_block<<<blocks, EINSUM_BLOCK, 0, c->cuda->stream>>>(d, y, out_total);
+        einsum_direct_block<<<blocks, EINSUM_BLOCK, 0, eng_cuda_ctx(c)->stream>>>(d, y, out_total);
     } else {
         einsum_direct_thread<<<eng_cuda_blocks(c, out_total), ENG_CUDA_THREADS, 0,
-                               c->cuda->stream>>>(d, y, out_total);
+                               eng_cuda_ctx(c)->stream>>>(d, y, out_total);
     }
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -593,7 +563,7 @@ static int einsum_run(eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     einsum_plan_t pl;
-    int rc = require_float_inputs(c, c->n_inputs);
+    int rc = eng_cuda_require_float_inputs(c, c->n_inputs, -1);
     if (rc || (rc = eng_einsum_parse(c, &e)))
         return rc;
     if (!eng_einsum_as_gemm(c, &e, &pl.p))
@@ -602,8 +572,6 @@ static int einsum_run(eng_op_ctx_t *c)
     return einsum_gemm_run(c, &e, &pl);
 }
 
-static const eng_kernel_t k_matmul = {"MatMul", matmul_run, lowp_a_scratch_bytes};
-static const eng_kernel_t k_gemm = {"Gemm", gemm_run, lowp_a_scratch_bytes};
-static const eng_kernel_t k_einsum = {"Einsum", einsum_run, einsum_scratch_bytes};
-
-extern "C" const eng_kernel_t *const eng_cuda_linalg[] = {&k_matmul, &k_gemm, &k_einsum, NULL};
+const eng_kernel_t eng_cuda_MatMul = {.run = matmul_run, .scratch_bytes = lowp_a_scratch_bytes};
+const eng_kernel_t eng_cuda_Gemm = {.run = gemm_run, .scratch_bytes = lowp_a_scratch_bytes};
+const eng_kernel_t eng_cuda_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};

@@ -339,8 +339,9 @@ static int topk_round(eng_op_ctx_t *c, const topk_plan_t *p, const T *x, const I
     int64_t chunks = ceil_div(m, p->chunk);
     int64_t P = pow2_ceil(m < p->chunk ? m : p->chunk);
     int threads = (int)(P / 2 < 32 ? 32 : P / 2 > 1024 ? 1024 : P / 2);
-    topk_chunks<T, Item><<<eng_cuda_grid_cap(c, p->g.slices * chunks), threads, (size_t)P * sizeof(Item),
-                           c->cuda->stream>>>(x, src, dst, vals, idxs, p->g, m, chunks, keep);
+    topk_chunks<T, Item>
+        <<<eng_cuda_grid_cap(c, p->g.slices * chunks), threads, (size_t)P * sizeof(Item),
+           eng_cuda_ctx(c)->stream>>>(x, src, dst, vals, idxs, p->g, m, chunks, keep);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -354,7 +355,7 @@ static int topk_typed(eng_op_ctx_t *c, const topk_plan_t *p, T *vals, int64_t *i
     if (p->mode == TOPK_ONE_CHUNK)
         return topk_round<T, Item>(c, p, x, NULL, NULL, vals, idxs, g.n, g.k);
     Item *buf = (Item *)c->scratch;
-    cudaStream_t st = c->cuda->stream;
+    cudaStream_t st = eng_cuda_ctx(c)->stream;
     int rc;
     if (p->mode == TOPK_ROUNDS) {
         Item *bufs[2] = {buf, buf + g.slices * p->m1};
@@ -401,8 +402,7 @@ static int topk_run(eng_op_ctx_t *c)
     if (p.g.k == 0 || p.g.slices == 0)
         return 0;
     if (c->scratch_bytes < p.bytes)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, p.bytes);
+        return eng_op_scratch_err(c, p.bytes);
     eng_tensor_t *vt = c->n_outputs > 0 ? c->outputs[0] : NULL;
     eng_tensor_t *it = c->n_outputs > 1 ? c->outputs[1] : NULL;
     void *vals = vt ? vt->data : NULL;
@@ -438,7 +438,7 @@ __global__ void trilu_kernel(const E *__restrict__ x, E *__restrict__ y, int64_t
 template <typename E> static int trilu_typed(eng_op_ctx_t *c, int64_t total, int64_t rows, int64_t cols,
                                              const int64_t *kp, bool upper)
 {
-    trilu_kernel<E><<<eng_cuda_blocks(c, total), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+    trilu_kernel<E><<<eng_cuda_blocks(c, total), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
         (const E *)c->inputs[0]->data, (E *)c->outputs[0]->data, total, rows, cols, kp, upper);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -660,8 +660,7 @@ static int resize_run(eng_op_ctx_t *c)
     if (total == 0)
         return 0;
     if (c->scratch_bytes < p.bytes)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, p.bytes);
+        return eng_op_scratch_err(c, p.bytes);
     const eng_tensor_t *roi_t = c->opset >= 11 ? eng_ctx_in(c, 1) : NULL;
     const float *roi = NULL;
     if (p.g.attrs.coord == ENG_RESIZE_TF_CROP_AND_RESIZE && roi_t && eng_shape_numel(&roi_t->shape))
@@ -670,7 +669,7 @@ static int resize_run(eng_op_ctx_t *c)
     for (int d = 0; d < p.g.rank; d++)
         n_coords += p.g.out[d];
     char *scratch = (char *)c->scratch;
-    cudaStream_t st = c->cuda->stream;
+    cudaStream_t st = eng_cuda_ctx(c)->stream;
     resize_tables<<<eng_cuda_blocks(c, n_coords), ENG_CUDA_THREADS, 0, st>>>(p, roi, scratch,
                                                                           n_coords);
     ENG_CUDA_LAUNCHED(c);
@@ -680,8 +679,6 @@ static int resize_run(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_kernel_t k_topk = {"TopK", topk_run, topk_scratch};
-static const eng_kernel_t k_trilu = {"Trilu", trilu_run, NULL};
-static const eng_kernel_t k_resize = {"Resize", resize_run, eng_resize_scratch_bytes};
-
-extern "C" const eng_kernel_t *const eng_cuda_misc[] = {&k_topk, &k_trilu, &k_resize, NULL};
+const eng_kernel_t eng_cuda_TopK = {.run = topk_run, .scratch_bytes = topk_scratch};
+const eng_kernel_t eng_cuda_Trilu = {.run = trilu_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Resize = {.run = resize_run, .scratch_bytes = eng_resize_scratch_bytes};

@@ -1,6 +1,5 @@
-/* reduce.cu -- the CUDA kernels of the reduce ops (engine/ops/reduce.c defines them;
- * engine/cpu/reduce_kernels.c is the CPU reference): Reduce*, ArgMax/ArgMin,
- * Softmax/LogSoftmax and CumSum.
+/* reduce.cu -- the CUDA kernels of Reduce* and ArgMax/ArgMin (engine/ops/reduce.c
+ * defines them; engine/cpu/reduce_kernels.c is the CPU reference).
  *
  * Reduce* and ArgMax/ArgMin share one reduction. The input's dims are
  * coalesced into runs of kept and reduced dims as the CPU kernel does (size-1
@@ -25,77 +24,14 @@
  * tree instead of a left-to-right walk), which is at least as accurate.
  * ArgMax/ArgMin reproduce the CPU's left-to-right walk exactly: ties go to
  * the first (or, with select_last_index, the last) index, a NaN is never
- * picked unless it sits at index 0, in which case the walk never leaves it.
- *
- * Softmax/LogSoftmax view the input as [outer, n, inner] (eng_axis_extent,
- * with the opset < 13 flattening) and use the CPU's formula: max, then the
- * float sum of expf(x - max), then expf(x - max) * (1 / sum) or
- * (x - max) - logf(sum). Contiguous rows (inner == 1) of up to 1024
- * elements take one warp each with the row in registers; longer rows one
- * block each (three passes over the row); inner > 1 one thread per line
- * (coalesced along inner), in the CPU's order.
- *
- * CumSum: inner > 1 walks each line in one thread exactly as the CPU does
- * (coalesced along inner); contiguous rows are scanned by one warp (short
- * rows) or one block (long rows) per row, a tile at a time with a running
- * carry, so float sums are added in a different order than on the CPU. The
- * axis input decides no shape, so it may exist only on the device: then the
- * kernel reads it and walks every line in one thread (correct, not fast),
- * and an axis out of range -- which the CPU reports as FS_EINVAL -- leaves
- * the output unwritten, since a queued kernel cannot report it. */
+ * picked unless it sits at index 0, in which case the walk never leaves it. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <type_traits>
 
-#include "engine/cuda/cuda_impl.h"
-#include "engine/ops/reduce_impl.h"
-
-
-/* ---- warp-level helpers ----------------------------------------------------- */
-
-#define FULL_MASK 0xffffffffu
-
-/* Shuffles of any trivially copyable value, a 32-bit word at a time. */
-template <typename V> __device__ __forceinline__ V shfl_down_any(V v, int d)
-{
-    constexpr int W = (int)((sizeof(V) + 3) / 4);
-    int w[W] = {};
-    memcpy(w, &v, sizeof(V));
-#pragma unroll
-    for (int i = 0; i < W; i++)
-        w[i] = __shfl_down_sync(FULL_MASK, w[i], d);
-    V r;
-    memcpy(&r, w, sizeof(V));
-    return r;
-}
-
-template <typename V> __device__ __forceinline__ V shfl_up_any(V v, int d)
-{
-    constexpr int W = (int)((sizeof(V) + 3) / 4);
-    int w[W] = {};
-    memcpy(w, &v, sizeof(V));
-#pragma unroll
-    for (int i = 0; i < W; i++)
-        w[i] = __shfl_up_sync(FULL_MASK, w[i], d);
-    V r;
-    memcpy(&r, w, sizeof(V));
-    return r;
-}
-
-template <typename V> __device__ __forceinline__ V shfl_idx_any(V v, int src)
-{
-    constexpr int W = (int)((sizeof(V) + 3) / 4);
-    int w[W] = {};
-    memcpy(w, &v, sizeof(V));
-#pragma unroll
-    for (int i = 0; i < W; i++)
-        w[i] = __shfl_sync(FULL_MASK, w[i], src);
-    V r;
-    memcpy(&r, w, sizeof(V));
-    return r;
-}
+#include "engine/cuda/reduce_impl.h"
 
 /* ---- Reduce* and ArgMax/ArgMin: the operations ------------------------------ */
 
@@ -231,8 +167,6 @@ template <typename T, bool MAX, bool LAST> struct arg_op {
 /* ---- Reduce* and ArgMax/ArgMin: geometry and plan --------------------------- */
 
 #define RED_MAX_RUNS 4          /* runs of one kind: they alternate, rank <= 8 */
-#define RED_THREADS 256         /* block-per-output rows, finishing */
-#define RED_WARPS (RED_THREADS / 32)
 #define RED_COL_Y 8             /* rows of threads in a column block (x 32) */
 #define RED_BLOCK_MIN 2048      /* R from which a row takes a block, not a warp */
 #define RED_TARGET_BLOCKS 1024  /* fewer blocks than this: split R */
@@ -251,8 +185,6 @@ typedef struct red_geom {
     int split;                      /* segments (gridDim.y); 1: no partials */
     int mode;                       /* red_mode */
 } red_geom_t;
-
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Segments for `blocks` blocks of work over R elements, each segment at
  * least `seg_min` long. */
@@ -499,10 +431,9 @@ static int red_launch(eng_op_ctx_t *c, const red_geom_t &g, const void *xv, void
         return 0;
     size_t need = red_part_bytes(&g, sizeof(Acc));
     if (c->scratch_bytes < need)
-        return eng_op_err(c, FS_EINVAL, "scratch holds %zu bytes, the kernel needs %zu",
-                          c->scratch_bytes, need);
+        return eng_op_scratch_err(c, need);
     Acc *part = (Acc *)c->scratch;
-    cudaStream_t st = c->cuda->stream;
+    cudaStream_t st = eng_cuda_ctx(c)->stream;
     switch (g.mode) {
     case RED_ROW_WARP:
         red_rows_warp<Op><<<eng_cuda_grid_cap(c, ceil_div(g.n_out, RED_WARPS)), RED_THREADS, 0, st>>>(x, y, g);
@@ -651,404 +582,15 @@ static int arg_run(eng_op_ctx_t *c)
     }
 }
 
-/* ---- Softmax / LogSoftmax --------------------------------------------------- */
-
-#define SOFTMAX_WARP_MAX 1024   /* longest contiguous row one warp takes */
-#define SOFTMAX_THREADS 512     /* block-per-row kernel */
-
-__device__ __forceinline__ float fmax_cmp(float a, float b) { return b > a ? b : a; }
-
-__device__ __forceinline__ float warp_all_max(float v)
-{
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1)
-        v = fmax_cmp(v, __shfl_xor_sync(FULL_MASK, v, d));
-    return v;
-}
-
-__device__ __forceinline__ float warp_all_sum(float v)
-{
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1)
-        v += __shfl_xor_sync(FULL_MASK, v, d);
-    return v;
-}
-
-/* The block's max (MAX) or sum of v, in every thread. sh: 32 floats of
- * shared memory, free again when it returns. */
-template <bool MAX> __device__ __forceinline__ float block_all(float v, float *sh)
-{
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = MAX ? warp_all_max(v) : warp_all_sum(v);
-    if (lane == 0)
-        sh[w] = v;
-    __syncthreads();
-    float r = sh[0];
-    for (int i = 1; i < nw; i++)
-        r = MAX ? fmax_cmp(r, sh[i]) : r + sh[i];
-    __syncthreads();
-    return r;
-}
-
-/* Contiguous rows of n <= 32 * E elements, one warp each, the row in
- * registers. The max is a compare, as on the CPU: a NaN never becomes the
- * max but makes the sum, and so the whole row, NaN. */
-template <int E>
-__global__ void softmax_rows_warp(const float *__restrict__ x, float *__restrict__ y, int64_t rows,
-                                  int n, bool log_out)
-{
-    int lane = threadIdx.x & 31;
-    int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int64_t n_warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t row = warp; row < rows; row += n_warps) {
-        const float *xr = x + row * n;
-        float *yr = y + row * n;
-        float v[E];
-        float m = -INFINITY;
-#pragma unroll
-        for (int e = 0; e < E; e++) {
-            int j = lane + 32 * e;
-            v[e] = j < n ? xr[j] : -INFINITY;
-            m = fmax_cmp(m, v[e]);
-        }
-        m = warp_all_max(m);
-        float sum = 0.0f;
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            if (lane + 32 * e < n)
-                sum += expf(v[e] - m);
-        sum = warp_all_sum(sum);
-        if (log_out) {
-            float log_sum = logf(sum);
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                if (lane + 32 * e < n)
-                    yr[lane + 32 * e] = (v[e] - m) - log_sum;
-        } else {
-            float inv = 1.0f / sum;
-#pragma unroll
-            for (int e = 0; e < E; e++)
-                if (lane + 32 * e < n)
-                    yr[lane + 32 * e] = expf(v[e] - m) * inv;
-        }
-    }
-}
-
-/* Contiguous rows, one block each: max, sum and output passes. */
-__global__ void softmax_rows_block(const float *__restrict__ x, float *__restrict__ y, int64_t rows,
-                                   int64_t n, bool log_out)
-{
-    __shared__ float sh[32];
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const float *xr = x + row * n;
-        float *yr = y + row * n;
-        float m = -INFINITY;
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-            m = fmax_cmp(m, xr[j]);
-        m = block_all<true>(m, sh);
-        float sum = 0.0f;
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-            sum += expf(xr[j] - m);
-        sum = block_all<false>(sum, sh);
-        if (log_out) {
-            float log_sum = logf(sum);
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-                yr[j] = (xr[j] - m) - log_sum;
-        } else {
-            float inv = 1.0f / sum;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-                yr[j] = expf(xr[j] - m) * inv;
-        }
-    }
-}
-
-/* Lines x[o, :, i] with inner > 1, one thread each, in the CPU's order. */
-__global__ void softmax_lines(const float *__restrict__ x, float *__restrict__ y, int64_t outer,
-                              int64_t n, int64_t inner, bool log_out)
-{
-    ENG_CUDA_FOR(line, outer * inner)
-    {
-        int64_t o = line / inner, i = line - o * inner;
-        const float *xs = x + o * n * inner + i;
-        float *ys = y + o * n * inner + i;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < n; j++)
-            m = fmax_cmp(m, xs[j * inner]);
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n; j++)
-            sum += expf(xs[j * inner] - m);
-        if (log_out) {
-            float log_sum = logf(sum);
-            for (int64_t j = 0; j < n; j++)
-                ys[j * inner] = (xs[j * inner] - m) - log_sum;
-        } else {
-            float inv = 1.0f / sum;
-            for (int64_t j = 0; j < n; j++)
-                ys[j * inner] = expf(xs[j * inner] - m) * inv;
-        }
-    }
-}
-
-template <int E>
-static void softmax_warp_launch(eng_op_ctx_t *c, const float *x, float *y, int64_t rows, int n,
-                                bool log_out)
-{
-    softmax_rows_warp<E><<<eng_cuda_grid_cap(c, ceil_div(rows, RED_WARPS)), RED_THREADS, 0,
-                           c->cuda->stream>>>(x, y, rows, n, log_out);
-}
-
-static int softmax_run(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *xt = c->inputs[0];
-    if (xt->dtype != ENG_DT_FLOAT)
-        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
-    int axis;
-    bool flatten_tail;
-    int rc = eng_softmax_axis(c, &axis, &flatten_tail);
-    if (rc)
-        return rc;
-    int64_t outer, n, inner;
-    eng_axis_extent(&xt->shape, axis, flatten_tail, &outer, &n, &inner);
-    if (outer * n * inner == 0)
-        return 0;
-    const float *x = (const float *)xt->data;
-    float *y = (float *)c->outputs[0]->data;
-    bool log_out = strcmp(c->node->op_type, "LogSoftmax") == 0;
-    if (inner > 1) {
-        softmax_lines<<<eng_cuda_blocks(c, outer * inner), ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
-            x, y, outer, n, inner, log_out);
-    } else if (n <= SOFTMAX_WARP_MAX) {
-        int ni = (int)n;
-        if (ni <= 32)
-            softmax_warp_launch<1>(c, x, y, outer, ni, log_out);
-        else if (ni <= 64)
-            softmax_warp_launch<2>(c, x, y, outer, ni, log_out);
-        else if (ni <= 128)
-            softmax_warp_launch<4>(c, x, y, outer, ni, log_out);
-        else if (ni <= 256)
-            softmax_warp_launch<8>(c, x, y, outer, ni, log_out);
-        else if (ni <= 512)
-            softmax_warp_launch<16>(c, x, y, outer, ni, log_out);
-        else
-            softmax_warp_launch<32>(c, x, y, outer, ni, log_out);
-    } else {
-        softmax_rows_block<<<eng_cuda_grid_cap(c, outer), SOFTMAX_THREADS, 0, c->cuda->stream>>>(
-            x, y, outer, n, log_out);
-    }
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-/* ---- CumSum ----------------------------------------------------------------- */
-
-#define CUMSUM_WARP_MAX 4096    /* longest contiguous row one warp scans */
-
-/* CumSum's [outer, n, inner] view, or what it takes to find it on the
- * device when the axis is only there. */
-typedef struct cumsum_geom {
-    int64_t outer, n, inner;
-    const void *axis;               /* device axis to resolve from; NULL: set above */
-    bool axis_i64;                  /* its dtype: int64, else int32 */
-    int rank;
-    int64_t dims[ENG_MAX_RANK];
-} cumsum_geom_t;
-
-/* Sets g's view from its device axis, if it has one. False when that axis
- * is out of range (eng_op_axis's rule), which the host cannot report. */
-__device__ __forceinline__ bool cumsum_resolve(cumsum_geom_t &g)
-{
-    if (!g.axis)
-        return true;
-    int64_t a = g.axis_i64 ? *(const int64_t *)g.axis : *(const int32_t *)g.axis;
-    if (a < -(int64_t)g.rank || a >= g.rank)
-        return false;
-    int axis = (int)(a < 0 ? a + g.rank : a);
-    g.outer = g.n = g.inner = 1;
-    for (int d = 0; d < g.rank; d++)
-        *(d < axis ? &g.outer : d == axis ? &g.n : &g.inner) *= g.dims[d];
-    return true;
-}
-
-/* Lines x[o, :, i], one thread each, exactly as the CPU walks them (the
- * first inclusive element is x itself, not 0 + x): coalesced along inner
- * when inner > 1; also every line when the axis is only on the device. */
-template <typename T, typename U>
-__global__ void cumsum_lines(const T *__restrict__ x, T *__restrict__ y, cumsum_geom_t g,
-                             bool exclusive, bool reverse)
-{
-    if (!cumsum_resolve(g))
-        return;
-    const int64_t n = g.n, inner = g.inner;
-    ENG_CUDA_FOR(line, g.outer * inner)
-    {
-        int64_t o = line / inner, i = line - o * inner;
-        const T *xs = x + o * n * inner + i;
-        T *ys = y + o * n * inner + i;
-        U acc = 0;
-        for (int64_t k = 0; k < n; k++) {
-            int64_t at = (reverse ? n - 1 - k : k) * inner;
-            U v = (U)xs[at];
-            if (exclusive) {
-                ys[at] = (T)acc;
-                acc = acc + v;
-            } else {
-                acc = k == 0 ? v : acc + v;
-                ys[at] = (T)acc;
-            }
-        }
-    }
-}
-
-/* Contiguous rows, W warps per row (W == 1: eight rows per block, W == 8:
- * one), a tile of W * 32 * ITEMS elements at a time: each thread sums its
- * ITEMS consecutive elements, the thread sums are scanned across the warp
- * and the warps, and a carry runs from tile to tile. U: the type the sums
- * are computed in (unsigned for integers, so they wrap). */
-template <typename T, typename U, int W>
-__global__ void cumsum_rows(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int64_t n,
-                            bool exclusive, bool reverse)
-{
-    constexpr int ITEMS = W == 1 ? 4 : 8, TILE = W * 32 * ITEMS, GROUPS = RED_WARPS / W;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gw = warp % W;
-    int t = gw * 32 + lane;
-    for (int64_t row = (int64_t)blockIdx.x * GROUPS + warp / W; row < rows;
-         row += (int64_t)gridDim.x * GROUPS) {
-        const T *xr = x + row * n;
-        T *yr = y + row * n;
-        U carry = 0;
-        for (int64_t base = 0; base < n; base += TILE) {
-            U v[ITEMS];
-            U total = 0;
-#pragma unroll
-            for (int e = 0; e < ITEMS; e++) {
-                int64_t p = base + (int64_t)t * ITEMS + e;
-                v[e] = p < n ? (U)xr[reverse ? n - 1 - p : p] : (U)0;
-                total = total + v[e];
-            }
-            U inc = total;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                U up = shfl_up_any(inc, d);
-                if (lane >= d)
-                    inc = inc + up;
-            }
-            U excl = shfl_up_any(inc, 1);
-            if (lane == 0)
-                excl = 0;
-            U before = 0, tile_total = shfl_idx_any(inc, 31);
-            if constexpr (W > 1) {
-                __shared__ U sh[W];
-                if (lane == 31)
-                    sh[gw] = inc;
-                __syncthreads();
-                tile_total = 0;
-                for (int i = 0; i < W; i++) {
-                    if (i < gw)
-                        before = before + sh[i];
-                    tile_total = tile_total + sh[i];
-                }
-                __syncthreads();
-            }
-            U acc = carry + before + excl;
-#pragma unroll
-            for (int e = 0; e < ITEMS; e++) {
-                int64_t p = base + (int64_t)t * ITEMS + e;
-                if (p >= n)
-                    break;
-                int64_t at = reverse ? n - 1 - p : p;
-                if (exclusive) {
-                    yr[at] = (T)acc;
-                    acc = acc + v[e];
-                } else {
-                    acc = acc + v[e];
-                    yr[at] = (T)acc;
-                }
-            }
-            carry = carry + tile_total;
-        }
-    }
-}
-
-template <typename T, typename U>
-static int cumsum_typed(eng_op_ctx_t *c, const cumsum_geom_t &g, bool exclusive, bool reverse)
-{
-    const T *x = (const T *)c->inputs[0]->data;
-    T *y = (T *)c->outputs[0]->data;
-    cudaStream_t st = c->cuda->stream;
-    int64_t total = eng_shape_numel(&c->inputs[0]->shape);
-    if (g.axis || g.inner > 1)
-        cumsum_lines<T, U><<<eng_cuda_blocks(c, g.axis ? total : g.outer * g.inner),
-                             ENG_CUDA_THREADS, 0, st>>>(x, y, g, exclusive, reverse);
-    else if (g.n <= CUMSUM_WARP_MAX)
-        cumsum_rows<T, U, 1><<<eng_cuda_grid_cap(c, ceil_div(g.outer, RED_WARPS)), RED_THREADS, 0, st>>>(
-            x, y, g.outer, g.n, exclusive, reverse);
-    else
-        cumsum_rows<T, U, RED_WARPS><<<eng_cuda_grid_cap(c, g.outer), RED_THREADS, 0, st>>>(
-            x, y, g.outer, g.n, exclusive, reverse);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-/* The axis comes from the host copy when there is one; an axis known only on
- * the device (it decides no shape, so the plan may leave it there) is read
- * by the kernel, which then walks every line in one thread. */
-static int cumsum_run(eng_op_ctx_t *c)
-{
-    static const eng_dtype_t index_types[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
-    const eng_tensor_t *xt = c->inputs[0];
-    eng_cuda_host_view_t v;
-    int rc = eng_cuda_host_view(c, &v);
-    if (rc)
-        return rc;
-    cumsum_geom_t g;
-    memset(&g, 0, sizeof g);
-    const eng_tensor_t *at = eng_ctx_in(&v.c, 1);
-    if (at && !at->data) {
-        if ((rc = eng_op_require_dtype(c, 1, index_types)))
-            return rc;
-        if (at->shape.rank > 1 || eng_shape_numel(&at->shape) != 1)
-            return eng_op_err(c, FS_EINVAL, "the axis input must hold one value, not %lld "
-                              "(rank %d)", (long long)eng_shape_numel(&at->shape), at->shape.rank);
-        g.axis = c->inputs[1]->data;
-        g.axis_i64 = at->dtype == ENG_DT_INT64;
-        g.rank = xt->shape.rank;
-        for (int d = 0; d < g.rank; d++)
-            g.dims[d] = xt->shape.dims[d];
-    } else {
-        int axis;
-        if ((rc = eng_cumsum_axis(&v.c, &axis)))
-            return rc;
-        eng_axis_extent(&xt->shape, axis, false, &g.outer, &g.n, &g.inner);
-    }
-    bool exclusive = eng_attr_i(c->node, "exclusive", 0) != 0;
-    bool reverse = eng_attr_i(c->node, "reverse", 0) != 0;
-    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_INT32 && xt->dtype != ENG_DT_INT64)
-        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
-    if (eng_shape_numel(&xt->shape) == 0)
-        return 0;
-    switch (xt->dtype) {
-    case ENG_DT_FLOAT: return cumsum_typed<float, float>(c, g, exclusive, reverse);
-    case ENG_DT_INT32: return cumsum_typed<int32_t, uint32_t>(c, g, exclusive, reverse);
-    default: return cumsum_typed<int64_t, uint64_t>(c, g, exclusive, reverse);
-    }
-}
-
-#define KERNEL(name, op, fn, scratch)                                                    \
-    static const eng_kernel_t name = {op, fn, scratch}
-KERNEL(k_reduce_l2, "ReduceL2", reduce_run, reduce_scratch);
-KERNEL(k_reduce_max, "ReduceMax", reduce_run, reduce_scratch);
-KERNEL(k_reduce_mean, "ReduceMean", reduce_run, reduce_scratch);
-KERNEL(k_reduce_min, "ReduceMin", reduce_run, reduce_scratch);
-KERNEL(k_reduce_prod, "ReduceProd", reduce_run, reduce_scratch);
-KERNEL(k_reduce_sum, "ReduceSum", reduce_run, reduce_scratch);
-KERNEL(k_reduce_sum_square, "ReduceSumSquare", reduce_run, reduce_scratch);
-KERNEL(k_argmax, "ArgMax", arg_run, arg_scratch);
-KERNEL(k_argmin, "ArgMin", arg_run, arg_scratch);
-KERNEL(k_softmax, "Softmax", softmax_run, NULL);
-KERNEL(k_log_softmax, "LogSoftmax", softmax_run, NULL);
-KERNEL(k_cumsum, "CumSum", cumsum_run, NULL);
-
-extern "C" const eng_kernel_t *const eng_cuda_reduce[] = {
-    &k_reduce_l2, &k_reduce_max, &k_reduce_mean, &k_reduce_min, &k_reduce_prod,
-    &k_reduce_sum, &k_reduce_sum_square, &k_argmax, &k_argmin, &k_softmax,
-    &k_log_softmax, &k_cumsum, NULL};
+#define KERNEL(op, fn, scratch)                                                           \
+    const eng_kernel_t eng_cuda_##op = {.run = fn, .scratch_bytes = scratch}
+KERNEL(ReduceL2, reduce_run, reduce_scratch);
+KERNEL(ReduceMax, reduce_run, reduce_scratch);
+KERNEL(ReduceMean, reduce_run, reduce_scratch);
+KERNEL(ReduceMin, reduce_run, reduce_scratch);
+KERNEL(ReduceProd, reduce_run, reduce_scratch);
+KERNEL(ReduceSum, reduce_run, reduce_scratch);
+KERNEL(ReduceSumSquare, reduce_run, reduce_scratch);
+KERNEL(ArgMax, arg_run, arg_scratch);
+KERNEL(ArgMin, arg_run, arg_scratch);
+#undef KERNEL

@@ -22,11 +22,10 @@
  * Concat and Split copy each piece as a pitched 2-D copy (rows of one
  * input/output inside the rows of the whole), Gather copies rows of `inner`
  * elements widened the same way, and Pad and GatherElements work element by
- * element. Shape, Size, Constant and ConstantOfShape write host-known values
- * through kernels that take them by value. Every host value a kernel needs
- * (geometry, fill values) goes into its launch by value, never through an
- * async copy from host memory, so a plan captured into a CUDA graph replays
- * correctly.
+ * element (Shape, Size, Constant, ConstantOfShape and Range are in
+ * shape_make.cu). Every host value a kernel needs (geometry, fill values)
+ * goes into its launch by value, never through an async copy from host
+ * memory, so a plan captured into a CUDA graph replays correctly.
  *
  * Values that decide shapes (Slice's starts, Split's sizes, Pad's pads,
  * Range's start and delta) come from their host copies (eng_ctx_host_in);
@@ -43,50 +42,23 @@
 
 #include <type_traits>
 
-#include "engine/cuda/cuda_impl.h"
-#include "engine/ops/shape_impl.h"
+#include "engine/cuda/shape_impl.h"
 
-/* Everything but the table has internal linkage: kernel templates named like
+/* Everything but the kernels has internal linkage: kernel templates named like
  * another family's (fill_kernel<float>) must not merge at link time. */
 namespace {
 
-/* Tile's (repeat, dim) view doubles the rank; the bytes of an element add
- * one more dim. */
-#define STRIDED_MAX_RANK (2 * ENG_MAX_RANK + 1)
+/* A view's dims (engine/ops/shape_impl.h) plus one: the bytes of an
+ * element. */
+#define STRIDED_MAX_RANK (ENG_STRIDED_MAX_RANK + 1)
 /* Transpose tiles: TILE x TILE elements, TILE x TILE_ROWS threads. */
 #define TILE 32
 #define TILE_ROWS 8
 /* Index arithmetic runs in 32 bits when every index and offset stays below
  * this; the headroom keeps a grid-stride step from overflowing. */
 #define NARROW_MAX ((int64_t)1 << 30)
-/* Shape, Size, Constant: host bytes passed by value to one block (a
- * Constant in pieces of this size). */
-#define SMALL_BYTES 256
 
 /* --- element units and dispatch ------------------------------------------------------- */
-
-template <typename T> struct unit_tag {
-    using type = T;
-};
-
-/* Calls f(unit_tag<T>{}) with T an opaque type of `bytes` bytes; FS_ENOTSUP
- * for a size no dtype has. */
-template <typename F> static int with_unit(const eng_op_ctx_t *c, size_t bytes, F &&f)
-{
-    switch (bytes) {
-    case 1:
-        return f(unit_tag<uint8_t>{});
-    case 2:
-        return f(unit_tag<uint16_t>{});
-    case 4:
-        return f(unit_tag<uint32_t>{});
-    case 8:
-        return f(unit_tag<uint64_t>{});
-    case 16:
-        return f(unit_tag<uint4>{});
-    }
-    return eng_op_err(c, FS_ENOTSUP, "elements of %zu bytes are not supported", bytes);
-}
 
 /* The widest unit (16, 8, 4, 2, else 1 bytes) dividing every size and
  * stride OR-ed into `m` (two's complement keeps a negative stride's low
@@ -98,15 +70,6 @@ static size_t unit_for(uint64_t m, const void *a, const void *b)
         if (m % w == 0)
             return w;
     return 1;
-}
-
-/* n bytes, device to device, on the stream; nothing when n is 0 or the
- * buffers are the same. */
-static int copy_bytes(const eng_op_ctx_t *c, void *dst, const void *src, size_t n)
-{
-    if (n > 0 && dst != src)
-        ENG_CUDA_TRY(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->cuda->stream));
-    return 0;
 }
 
 /* A grid-stride loop over [0, n) in index type I. */
@@ -257,8 +220,8 @@ static int tiled_launch(const eng_op_ctx_t *c, void *y, const void *x, const str
         t.n_tiles *= t.dims[d];
     /* One block per tile, up to eng_cuda_blocks' cap; blocks loop over the rest. */
     unsigned blocks = eng_cuda_blocks(c, t.n_tiles * ENG_CUDA_THREADS);
-    tiled_kernel<T><<<blocks, dim3(TILE, TILE_ROWS), 0, c->cuda->stream>>>((T *)y, (const T *)x,
-                                                                          t);
+    tiled_kernel<T>
+        <<<blocks, dim3(TILE, TILE_ROWS), 0, eng_cuda_ctx(c)->stream>>>((T *)y, (const T *)x, t);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -276,10 +239,10 @@ static int strided_launch(const eng_op_ctx_t *c, void *y, const void *x, const s
     }
     unsigned blocks = eng_cuda_blocks(c, n);
     if (n <= NARROW_MAX && extent <= NARROW_MAX)
-        strided_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        strided_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, (int32_t)n);
     else
-        strided_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        strided_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -315,9 +278,9 @@ static int copy_strided(const eng_op_ctx_t *c, void *dst, const void *src, size_
     }
     /* Rank 0: one unit (a single element of one byte, or one widened unit). */
     if (g.rank == 0)
-        return copy_bytes(c, dst, src, w);
+        return eng_cuda_copy_d2d(c, dst, src, w);
     if (g.rank == 1 && g.strides[0] == 1)
-        return copy_bytes(c, dst, src, (size_t)g.dims[0] * w);
+        return eng_cuda_copy_d2d(c, dst, src, (size_t)g.dims[0] * w);
     return with_unit(c, w, [&](auto t) {
         return strided_launch<typename decltype(t)::type>(c, dst, src, &g);
     });
@@ -329,120 +292,42 @@ static int copy_strided(const eng_op_ctx_t *c, void *dst, const void *src, size_
  * nothing to do when the planner made it share the input's buffer. */
 static int view_run(eng_op_ctx_t *c)
 {
-    return copy_bytes(c, c->outputs[0]->data, c->inputs[0]->data,
+    return eng_cuda_copy_d2d(c, c->outputs[0]->data, c->inputs[0]->data,
                       eng_tensor_bytes(c->outputs[0]));
 }
 
 /* --- strided ops ------------------------------------------------------------------------- */
 
-static int transpose_run(eng_op_ctx_t *c)
+/* Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth: one strided
+ * copy of the view `view` gives (engine/ops/shape_view.c), from the
+ * inputs' host copies. */
+static int strided_run(eng_op_ctx_t *c, int (*view)(const eng_op_ctx_t *, eng_strided_t *))
 {
-    int perm[ENG_MAX_RANK];
-    int rc = eng_transpose_params(c, perm);
+    eng_cuda_host_view_t hv;
+    int rc = eng_cuda_host_view(c, &hv);
     if (rc != 0)
         return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t xs[ENG_MAX_RANK], dims[ENG_MAX_RANK], strides[ENG_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < x->shape.rank; d++) {
-        dims[d] = x->shape.dims[perm[d]];
-        strides[d] = xs[perm[d]];
-    }
-    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype),
-                        x->shape.rank, dims, strides);
-}
-
-static int slice_run(eng_op_ctx_t *c)
-{
-    eng_cuda_host_view_t v;
-    int hv_rc = eng_cuda_host_view(c, &v);
-    if (hv_rc != 0)
-        return hv_rc;
-    eng_slice_params_t p;
-    int rc = eng_slice_params(&v.c, &p);
-    if (rc != 0)
+    eng_strided_t v;
+    if ((rc = view(&hv.c, &v)) != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
-    size_t es = eng_dtype_size(x->dtype);
-    int64_t xs[ENG_MAX_RANK], dims[ENG_MAX_RANK], strides[ENG_MAX_RANK], base = 0;
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < x->shape.rank; d++) {
-        dims[d] = p.out.dims[d];
-        strides[d] = xs[d] * p.steps[d];
-        base += p.starts[d] * xs[d];
-    }
-    if (eng_shape_numel(&p.out) == 0)
-        return 0;
-    return copy_strided(c, c->outputs[0]->data, (const char *)x->data + base * (int64_t)es, es,
-                        x->shape.rank, dims, strides);
-}
-
-static int expand_run(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *x = c->inputs[0];
     eng_tensor_t *y = c->outputs[0];
-    int r = y->shape.rank, lead = r - x->shape.rank;
-    int64_t xs[ENG_MAX_RANK], strides[ENG_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < r; d++)
-        strides[d] = d < lead || x->shape.dims[d - lead] == 1 ? 0 : xs[d - lead];
-    return copy_strided(c, y->data, x->data, eng_dtype_size(x->dtype), r, y->shape.dims,
-                        strides);
-}
-
-static int tile_run(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *x = c->inputs[0];
-    eng_tensor_t *y = c->outputs[0];
-    int r = x->shape.rank;
     if (eng_shape_numel(&y->shape) == 0)
         return 0;
-    int64_t xs[ENG_MAX_RANK], dims[2 * ENG_MAX_RANK], strides[2 * ENG_MAX_RANK];
-    eng_shape_strides(&x->shape, xs);
-    for (int d = 0; d < r; d++) {
-        dims[2 * d] = y->shape.dims[d] / x->shape.dims[d];
-        strides[2 * d] = 0;
-        dims[2 * d + 1] = x->shape.dims[d];
-        strides[2 * d + 1] = xs[d];
-    }
-    return copy_strided(c, y->data, x->data, eng_dtype_size(x->dtype), 2 * r, dims, strides);
+    size_t es = eng_dtype_size(x->dtype);
+    return copy_strided(c, y->data, (const char *)x->data + v.offset * (int64_t)es, es, v.rank,
+                        v.dims, v.strides);
 }
 
-static int depth_to_space_run(eng_op_ctx_t *c)
-{
-    int64_t b;
-    bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
-    if (rc != 0)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
-            w = x->shape.dims[3], oc = ch / (b * b);
-    /* Output (n, oc, h, b1, w, b2) reads input channel (b1, b2, oc) in DCR
-     * order and (oc, b1, b2) in CRD order. */
-    const int64_t dims[6] = {n, oc, h, b, w, b};
-    const int64_t strides[6] = {ch * h * w, (crd ? b * b : 1) * h * w, w,
-                                (crd ? b : b * oc) * h * w, 1, (crd ? 1 : oc) * h * w};
-    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims,
-                        strides);
-}
-
-static int space_to_depth_run(eng_op_ctx_t *c)
-{
-    int64_t b;
-    bool crd;
-    int rc = eng_space_depth_params(c, &b, &crd);
-    if (rc != 0)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    int64_t n = x->shape.dims[0], ch = x->shape.dims[1], h = x->shape.dims[2],
-            w = x->shape.dims[3];
-    /* Output channel (b1, b2, c) at (oh, ow) reads input (c, oh*b+b1, ow*b+b2). */
-    const int64_t dims[6] = {n, b, b, ch, h / b, w / b};
-    const int64_t strides[6] = {ch * h * w, w, 1, h * w, b * w, b};
-    return copy_strided(c, c->outputs[0]->data, x->data, eng_dtype_size(x->dtype), 6, dims,
-                        strides);
-}
+#define STRIDED_RUN_(fn, view)                                                                  \
+    static int fn(eng_op_ctx_t *c) { return strided_run(c, view); }
+STRIDED_RUN_(transpose_run, eng_strided_transpose)
+STRIDED_RUN_(slice_run, eng_strided_slice)
+STRIDED_RUN_(expand_run, eng_strided_expand)
+STRIDED_RUN_(tile_run, eng_strided_tile)
+STRIDED_RUN_(depth_to_space_run, eng_strided_depth_to_space)
+STRIDED_RUN_(space_to_depth_run, eng_strided_space_to_depth)
+#undef STRIDED_RUN_
 
 /* --- Concat, Split --------------------------------------------------------------------------- */
 
@@ -467,11 +352,11 @@ static int rows_launch(const eng_op_ctx_t *c, void *y, int64_t y_pitch, const vo
     int64_t n = rows * width, pitch = y_pitch > x_pitch ? y_pitch : x_pitch;
     unsigned blocks = eng_cuda_blocks(c, n);
     if ((rows - 1) * pitch + width <= NARROW_MAX)
-        rows_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        rows_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (int32_t)y_pitch, (const T *)x, (int32_t)x_pitch, (int32_t)width,
             (int32_t)n);
     else
-        rows_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        rows_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, y_pitch, (const T *)x, x_pitch, width, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -486,24 +371,13 @@ static int copy_rows(const eng_op_ctx_t *c, void *dst, size_t dst_pitch, const v
     if (rows == 0 || width == 0)
         return 0;
     if (rows == 1 || (dst_pitch == width && src_pitch == width))
-        return copy_bytes(c, dst, src, (size_t)rows * width);
+        return eng_cuda_copy_d2d(c, dst, src, (size_t)rows * width);
     size_t w = unit_for(width | dst_pitch | src_pitch, dst, src);
     return with_unit(c, w, [&](auto t) {
         return rows_launch<typename decltype(t)::type>(c, dst, (int64_t)(dst_pitch / w), src,
                                                        (int64_t)(src_pitch / w),
                                                        (int64_t)(width / w), rows);
     });
-}
-
-/* Elements of s before and after `axis`. */
-static void outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner)
-{
-    *outer = 1;
-    *inner = 1;
-    for (int d = 0; d < axis; d++)
-        *outer *= s->dims[d];
-    for (int d = axis + 1; d < s->rank; d++)
-        *inner *= s->dims[d];
 }
 
 static int concat_run(eng_op_ctx_t *c)
@@ -515,7 +389,7 @@ static int concat_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(y->dtype);
     int64_t outer, inner;
-    outer_inner(&y->shape, axis, &outer, &inner);
+    eng_outer_inner(&y->shape, axis, &outer, &inner);
     size_t out_row = (size_t)(y->shape.dims[axis] * inner) * es, at = 0;
     for (int i = 0; i < c->n_inputs; i++) {
         const eng_tensor_t *x = c->inputs[i];
@@ -540,7 +414,7 @@ static int split_run(eng_op_ctx_t *c)
     const eng_tensor_t *x = c->inputs[0];
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner;
-    outer_inner(&x->shape, p.axis, &outer, &inner);
+    eng_outer_inner(&x->shape, p.axis, &outer, &inner);
     size_t in_row = (size_t)(p.dim * inner) * es, at = 0;
     for (int k = 0; k < p.n; k++) {
         size_t row = (size_t)(eng_split_size(&p, k) * inner) * es;
@@ -580,11 +454,11 @@ static int gather_launch(const eng_op_ctx_t *c, void *y, const void *x, const vo
 {
     unsigned blocks = eng_cuda_blocks(c, n);
     if (n <= NARROW_MAX && x_units <= NARROW_MAX)
-        gather_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        gather_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, (int32_t)row, (int32_t)n_idx, (int32_t)dim,
             (int32_t)n);
     else
-        gather_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        gather_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, row, n_idx, dim, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -602,7 +476,7 @@ static int gather_run(eng_op_ctx_t *c)
         return rc;
     size_t es = eng_dtype_size(x->dtype);
     int64_t outer, inner, dim = x->shape.dims[axis], n_idx = eng_shape_numel(&idx->shape);
-    outer_inner(&x->shape, axis, &outer, &inner);
+    eng_outer_inner(&x->shape, axis, &outer, &inner);
     if (eng_tensor_bytes(y) == 0)
         return 0;
     /* Rows move in the widest unit their bytes and both buffers allow. */
@@ -659,11 +533,11 @@ static int gather_elements_launch(const eng_op_ctx_t *c, void *y, const void *x,
     unsigned blocks = eng_cuda_blocks(c, n);
     if (narrow)
         gather_elements_kernel<T, int32_t, IDX><<<blocks, ENG_CUDA_THREADS, 0,
-                                                  c->cuda->stream>>>(
+                                                  eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, *g, (int32_t)n);
     else
         gather_elements_kernel<T, int64_t, IDX><<<blocks, ENG_CUDA_THREADS, 0,
-                                                  c->cuda->stream>>>(
+                                                  eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, (const IDX *)idx, *g, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -774,10 +648,10 @@ static int pad_launch(const eng_op_ctx_t *c, void *y, const void *x, const pad_g
     memcpy(&v, value, sizeof v);
     unsigned blocks = eng_cuda_blocks(c, n);
     if (narrow)
-        pad_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        pad_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, v, (const T *)valp, (int32_t)n);
     else
-        pad_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, c->cuda->stream>>>(
+        pad_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
             (T *)y, (const T *)x, *g, v, (const T *)valp, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -813,7 +687,7 @@ static int pad_run(eng_op_ctx_t *c)
     if (n == 0)
         return 0;
     if (p.out.rank == 0)
-        return copy_bytes(c, y, x->data, es);
+        return eng_cuda_copy_d2d(c, y, x->data, es);
     pad_geom_t g;
     g.rank = p.out.rank;
     g.mode = (int)p.mode;
@@ -831,204 +705,24 @@ static int pad_run(eng_op_ctx_t *c)
     });
 }
 
-/* --- producers: Shape, Size, ConstantOfShape, Range, Constant ------------------------------ */
-
-struct small_bytes_t {
-    unsigned char b[SMALL_BYTES];
-};
-
-__global__ void small_bytes_kernel(unsigned char *__restrict__ y, small_bytes_t v, int n)
-{
-    if ((int)threadIdx.x < n)
-        y[threadIdx.x] = v.b[threadIdx.x];
-}
-
-/* Writes n <= SMALL_BYTES host bytes to device dst, passed by value to the
- * kernel (so src may be gone before it runs). */
-static int write_small(const eng_op_ctx_t *c, void *dst, const void *src, size_t n)
-{
-    if (n == 0)
-        return 0;
-    small_bytes_t v = {};
-    memcpy(v.b, src, n);
-    small_bytes_kernel<<<1, SMALL_BYTES, 0, c->cuda->stream>>>((unsigned char *)dst, v, (int)n);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-/* Shape and Size read only their input's shape, never its data. */
-static int shape_run(eng_op_ctx_t *c)
-{
-    int start, n;
-    int rc = eng_shapeof_params(c, &start, &n);
-    if (rc != 0)
-        return rc;
-    int64_t dims[ENG_MAX_RANK];
-    for (int k = 0; k < n; k++)
-        dims[k] = c->inputs[0]->shape.dims[start + k];
-    return write_small(c, c->outputs[0]->data, dims, (size_t)n * sizeof dims[0]);
-}
-
-static int size_run(eng_op_ctx_t *c)
-{
-    int64_t n = eng_shape_numel(&c->inputs[0]->shape);
-    return write_small(c, c->outputs[0]->data, &n, sizeof n);
-}
-
-template <typename T> __global__ void fill_kernel(T *__restrict__ y, T v, int64_t n)
-{
-    ENG_CUDA_FOR(i, n) {
-        y[i] = v;
-    }
-}
-
-template <typename T>
-static int fill_launch(const eng_op_ctx_t *c, void *y, const unsigned char *value, int64_t n)
-{
-    T v;
-    memcpy(&v, value, sizeof v);
-    fill_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>((T *)y, v,
-                                                                                    n);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-static int constant_of_shape_run(eng_op_ctx_t *c)
-{
-    eng_dtype_t dt;
-    const void *value;
-    int rc = eng_constant_of_shape_value(c, &dt, &value);
-    if (rc != 0)
-        return rc;
-    eng_tensor_t *y = c->outputs[0];
-    size_t es = eng_dtype_size(dt);
-    int64_t n = eng_shape_numel(&y->shape);
-    unsigned char v[16] = {0};
-    if (es > sizeof v)
-        return eng_op_err(c, FS_ENOTSUP, "elements of %zu bytes are not supported", es);
-    if (n == 0)
-        return 0;
-    memcpy(v, value, es);
-    /* A value of one repeated byte (zero, above all) is a memset. */
-    bool one_byte = true;
-    for (size_t k = 1; k < es; k++)
-        one_byte = one_byte && v[k] == v[0];
-    if (one_byte) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y->data, v[0], (size_t)n * es, c->cuda->stream));
-        return 0;
-    }
-    return with_unit(c, es, [&](auto t) {
-        return fill_launch<typename decltype(t)::type>(c, y->data, v, n);
-    });
-}
-
-/* y[i] = start + i * delta in T, rounded as the CPU's C expression is:
- * float and double products and sums round separately (no FMA). */
-template <typename T> __device__ __forceinline__ T range_at(T s, T d, int64_t i)
-{
-    return (T)(s + (T)i * d);
-}
-template <> __device__ __forceinline__ float range_at<float>(float s, float d, int64_t i)
-{
-    return __fadd_rn(s, __fmul_rn((float)i, d));
-}
-template <> __device__ __forceinline__ double range_at<double>(double s, double d, int64_t i)
-{
-    return __dadd_rn(s, __dmul_rn((double)i, d));
-}
-
-template <typename T> __global__ void range_kernel(T *__restrict__ y, T s, T d, int64_t n)
-{
-    ENG_CUDA_FOR(i, n) {
-        y[i] = range_at<T>(s, d, i);
-    }
-}
-
-/* start and delta from their host copies (they decide the output's length,
- * so the engine keeps them on the host). */
-template <typename T> static int range_launch(eng_op_ctx_t *c)
-{
-    const eng_tensor_t *start = eng_ctx_host_in(c, 0), *delta = eng_ctx_host_in(c, 2);
-    if (!start || !delta)
-        return eng_op_err(c, FS_EDYNAMIC, "start and delta are not known on the host");
-    eng_tensor_t *y = c->outputs[0];
-    int64_t n = eng_shape_numel(&y->shape);
-    if (n == 0)
-        return 0;
-    T s, d;
-    memcpy(&s, start->data, sizeof s);
-    memcpy(&d, delta->data, sizeof d);
-    range_kernel<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, c->cuda->stream>>>((T *)y->data,
-                                                                                     s, d, n);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-static int range_run(eng_op_ctx_t *c)
-{
-    eng_dtype_t dt = c->outputs[0]->dtype;
-    switch (dt) {
-    case ENG_DT_FLOAT:
-        return range_launch<float>(c);
-    case ENG_DT_DOUBLE:
-        return range_launch<double>(c);
-    case ENG_DT_INT16:
-        return range_launch<int16_t>(c);
-    case ENG_DT_INT32:
-        return range_launch<int32_t>(c);
-    case ENG_DT_INT64:
-        return range_launch<int64_t>(c);
-    default:
-        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(dt));
-    }
-}
-
-/* Load-time folding makes every Constant a weight, so this runs only for a
- * graph that was not folded. The value goes by value in SMALL_BYTES pieces,
- * like Shape's: an async copy from pageable host memory could not be
- * captured into the plan's CUDA graph. */
-static int constant_run(eng_op_ctx_t *c)
-{
-    eng_tensor_t v;
-    int rc = eng_constant_params(c, &v);
-    if (rc != 0)
-        return rc;
-    size_t bytes = eng_tensor_bytes(&v);
-    char *y = (char *)c->outputs[0]->data;
-    for (size_t at = 0; at < bytes && rc == 0; at += SMALL_BYTES)
-        rc = write_small(c, y + at, (const char *)v.data + at,
-                         bytes - at < SMALL_BYTES ? bytes - at : SMALL_BYTES);
-    return rc;
-}
-
 } // namespace
 
-/* --- the table ----------------------------------------------------------------------------- */
+/* --- the kernels ------------------------------------------------------------------------- */
 
-#define SHAPE_KERNEL_(name, type, fn) static const eng_kernel_t name = {type, fn, NULL};
-SHAPE_KERNEL_(k_reshape, "Reshape", view_run)
-SHAPE_KERNEL_(k_flatten, "Flatten", view_run)
-SHAPE_KERNEL_(k_squeeze, "Squeeze", view_run)
-SHAPE_KERNEL_(k_unsqueeze, "Unsqueeze", view_run)
-SHAPE_KERNEL_(k_transpose, "Transpose", transpose_run)
-SHAPE_KERNEL_(k_concat, "Concat", concat_run)
-SHAPE_KERNEL_(k_split, "Split", split_run)
-SHAPE_KERNEL_(k_slice, "Slice", slice_run)
-SHAPE_KERNEL_(k_gather, "Gather", gather_run)
-SHAPE_KERNEL_(k_gather_elements, "GatherElements", gather_elements_run)
-SHAPE_KERNEL_(k_expand, "Expand", expand_run)
-SHAPE_KERNEL_(k_tile, "Tile", tile_run)
-SHAPE_KERNEL_(k_pad, "Pad", pad_run)
-SHAPE_KERNEL_(k_shape, "Shape", shape_run)
-SHAPE_KERNEL_(k_size, "Size", size_run)
-SHAPE_KERNEL_(k_constant_of_shape, "ConstantOfShape", constant_of_shape_run)
-SHAPE_KERNEL_(k_range, "Range", range_run)
-SHAPE_KERNEL_(k_depth_to_space, "DepthToSpace", depth_to_space_run)
-SHAPE_KERNEL_(k_space_to_depth, "SpaceToDepth", space_to_depth_run)
-SHAPE_KERNEL_(k_constant, "Constant", constant_run)
+#define SHAPE_KERNEL_(op, fn) const eng_kernel_t eng_cuda_##op = {.run = fn, .scratch_bytes = NULL};
+SHAPE_KERNEL_(Reshape, view_run)
+SHAPE_KERNEL_(Flatten, view_run)
+SHAPE_KERNEL_(Squeeze, view_run)
+SHAPE_KERNEL_(Unsqueeze, view_run)
+SHAPE_KERNEL_(Transpose, transpose_run)
+SHAPE_KERNEL_(Concat, concat_run)
+SHAPE_KERNEL_(Split, split_run)
+SHAPE_KERNEL_(Slice, slice_run)
+SHAPE_KERNEL_(Gather, gather_run)
+SHAPE_KERNEL_(GatherElements, gather_elements_run)
+SHAPE_KERNEL_(Expand, expand_run)
+SHAPE_KERNEL_(Tile, tile_run)
+SHAPE_KERNEL_(Pad, pad_run)
+SHAPE_KERNEL_(DepthToSpace, depth_to_space_run)
+SHAPE_KERNEL_(SpaceToDepth, space_to_depth_run)
 #undef SHAPE_KERNEL_
-
-extern "C" const eng_kernel_t *const eng_cuda_shape[] = {
-    &k_reshape, &k_flatten, &k_squeeze, &k_unsqueeze, &k_transpose, &k_concat, &k_split,
-    &k_slice, &k_gather, &k_gather_elements, &k_expand, &k_tile, &k_pad, &k_shape, &k_size,
-    &k_constant_of_shape, &k_range, &k_depth_to_space, &k_space_to_depth, &k_constant, NULL};

@@ -33,16 +33,12 @@
 #include <limits>
 #include <type_traits>
 
-#include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/dtype_impl.h"
 #include "engine/ops/unary_impl.h"
 
 namespace {
 
 /* --- the map kernel ------------------------------------------------------------------ */
-
-template <typename T, int N> struct alignas(sizeof(T) * N) vec_t {
-    T v[N];
-};
 
 /* Elements per thread on the vector path: 16 bytes of the wider type. */
 template <typename TI, typename TO> __host__ __device__ constexpr int map_width()
@@ -100,80 +96,17 @@ int map_launch(const eng_op_ctx_t *c, const void *x, void *y, int64_t n, const O
         return 0;
     const bool vec = (uintptr_t)x % (N * sizeof(TI)) == 0 && (uintptr_t)y % (N * sizeof(TO)) == 0;
     map_kernel<Op><<<eng_cuda_blocks(c, vec ? (n + N - 1) / N : n), ENG_CUDA_THREADS, 0,
-                     c->cuda->stream>>>((const TI *)x, (TO *)y, n, vec, op);
+                     eng_cuda_ctx(c)->stream>>>((const TI *)x, (TO *)y, n, vec, op);
     ENG_CUDA_LAUNCHED(c);
-    return 0;
-}
-
-/* Copies `bytes` from x to y on ctx's stream unless they are one buffer. */
-int copy_data(const eng_op_ctx_t *c, const void *x, void *y, size_t bytes)
-{
-    if (x != y && bytes > 0)
-        ENG_CUDA_TRY(c, cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, c->cuda->stream));
     return 0;
 }
 
 /* --- dtypes ---------------------------------------------------------------------------- */
 
-/* Storage of the dtypes whose C type another dtype already uses. */
-struct f16_t {
-    uint16_t bits;
-};
-struct bf16_t {
-    uint16_t bits;
-};
-struct bool_t {
-    uint8_t v;
-};
-
-template <typename T> struct dtype_of;
-#define DTYPE_OF(T, DT)                                                                  \
-    template <> struct dtype_of<T> {                                                     \
-        static constexpr eng_dtype_t value = DT;                                         \
-    };
-DTYPE_OF(float, ENG_DT_FLOAT)
-DTYPE_OF(double, ENG_DT_DOUBLE)
-DTYPE_OF(f16_t, ENG_DT_FLOAT16)
-DTYPE_OF(bf16_t, ENG_DT_BFLOAT16)
-DTYPE_OF(int8_t, ENG_DT_INT8)
-DTYPE_OF(int16_t, ENG_DT_INT16)
-DTYPE_OF(int32_t, ENG_DT_INT32)
-DTYPE_OF(int64_t, ENG_DT_INT64)
-DTYPE_OF(uint8_t, ENG_DT_UINT8)
-DTYPE_OF(uint16_t, ENG_DT_UINT16)
-DTYPE_OF(uint32_t, ENG_DT_UINT32)
-DTYPE_OF(uint64_t, ENG_DT_UINT64)
-DTYPE_OF(bool_t, ENG_DT_BOOL)
-#undef DTYPE_OF
-
-template <typename... Ts> struct types {};
-
-/* The CPU's EW_FLOAT_TYPES, EW_SINT_TYPES and EW_UINT_TYPES. */
+/* The CPU's EW_FLOAT_TYPES with EW_SINT_TYPES, and every dtype Cast takes. */
 using float_sint_types = types<float, double, int8_t, int16_t, int32_t, int64_t>;
-using numeric_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
-                            uint32_t, uint64_t>;
 using cast_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t, int64_t,
                          uint8_t, uint16_t, uint32_t, uint64_t, bool_t>;
-
-/* dispatch's answer when dt is not in the list (never an FS_E* code). */
-constexpr int DISPATCH_NONE = 1;
-
-/* f(T{}) for the T of `types` whose dtype is dt, or DISPATCH_NONE. */
-template <typename F> int dispatch(eng_dtype_t, types<>, F &&)
-{
-    return DISPATCH_NONE;
-}
-template <typename T, typename... Ts, typename F>
-int dispatch(eng_dtype_t dt, types<T, Ts...>, F &&f)
-{
-    if (dt == dtype_of<T>::value)
-        return f(T{});
-    return dispatch(dt, types<Ts...>{}, f);
-}
-
-/* Integer arithmetic wraps in this unsigned type (the CPU's UT). */
-template <typename T>
-using wrap_t = typename std::conditional<sizeof(T) <= 4, uint32_t, uint64_t>::type;
 
 /* --- checks ---------------------------------------------------------------------------- */
 
@@ -213,22 +146,22 @@ template <typename List, typename Make> int run_typed(eng_op_ctx_t *c, List list
 /* --- float ops --------------------------------------------------------------------------- */
 
 /* One float op: its functor (EXPR of x, alpha, beta, gamma), its run function
- * reading the attributes with their ONNX defaults, and its kernel. */
-#define FLOAT_OP(fn, name, ALPHA, BETA, GAMMA, EXPR)                                     \
-    struct fn##_op {                                                                     \
+ * reading the attributes with their ONNX defaults; its kernel is defined
+ * with the others, after the namespace. */
+#define FLOAT_OP(op, ALPHA, BETA, GAMMA, EXPR)                                     \
+    struct op##_op {                                                                     \
         using TI = float;                                                                \
         using TO = float;                                                                \
         float alpha, beta, gamma;                                                        \
         __device__ float operator()(float x) const { return (EXPR); }                    \
     };                                                                                   \
-    int fn##_run(eng_op_ctx_t *c)                                                        \
+    int op##_run(eng_op_ctx_t *c)                                                        \
     {                                                                                    \
-        const fn##_op op = {eng_attr_f(c->node, "alpha", ALPHA),                         \
+        const op##_op op = {eng_attr_f(c->node, "alpha", ALPHA),                         \
                             eng_attr_f(c->node, "beta", BETA),                           \
                             eng_attr_f(c->node, "gamma", GAMMA)};                        \
         return run_float(c, op);                                                         \
-    }                                                                                    \
-    const eng_kernel_t fn##_kernel = {.op_type = name, .run = fn##_run, .scratch_bytes = NULL};
+    }
 
 ENG_UNARY_FLOAT_OPS(FLOAT_OP)
 #undef FLOAT_OP
@@ -260,7 +193,6 @@ int gelu_run(eng_op_ctx_t *c)
         return run_float(c, gelu_erf_op{});
     return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
 }
-const eng_kernel_t gelu_kernel = {.op_type = "Gelu", .run = gelu_run, .scratch_bytes = NULL};
 
 /* --- ops over several dtypes ------------------------------------------------------------- */
 
@@ -339,11 +271,6 @@ int not_run(eng_op_ctx_t *c)
     return run_typed(c, types<bool_t>{}, [](bool_t) { return not_op{}; });
 }
 
-const eng_kernel_t abs_kernel = {.op_type = "Abs", .run = abs_run, .scratch_bytes = NULL};
-const eng_kernel_t neg_kernel = {.op_type = "Neg", .run = neg_run, .scratch_bytes = NULL};
-const eng_kernel_t sign_kernel = {.op_type = "Sign", .run = sign_run, .scratch_bytes = NULL};
-const eng_kernel_t relu_kernel = {.op_type = "Relu", .run = relu_run, .scratch_bytes = NULL};
-const eng_kernel_t not_kernel = {.op_type = "Not", .run = not_run, .scratch_bytes = NULL};
 
 /* --- Clip ----------------------------------------------------------------------------------- */
 
@@ -388,28 +315,20 @@ template <typename T> constexpr T type_highest()
  * inputs of the input's type, read on the device. */
 int clip_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x = eng_ctx_in(c, 0);
-    if (!x)
-        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
-    if (c->opset < 11) {
-        if (x->dtype != ENG_DT_FLOAT)
-            return eng_unary_dtype_err(c, x->dtype);
-        const float lo = eng_attr_f(c->node, "min", -INFINITY);
-        const float hi = eng_attr_f(c->node, "max", INFINITY);
-        return run_typed(c, types<float>{},
-                         [&](float) { return clip_op<float>{NULL, NULL, lo, hi}; });
-    }
     const eng_tensor_t *lo, *hi;
-    int rc = eng_unary_clip_bounds(c, &lo, &hi);
+    float attr[2];
+    int rc = eng_unary_clip_bounds(c, &lo, &hi, attr);
     if (rc)
         return rc;
+    if (c->opset < 11)
+        return run_typed(c, types<float>{},
+                         [&](float) { return clip_op<float>{NULL, NULL, attr[0], attr[1]}; });
     return run_typed(c, numeric_types{}, [&](auto t) {
         using T = decltype(t);
         return clip_op<T>{lo ? (const T *)lo->data : NULL, hi ? (const T *)hi->data : NULL,
                           type_lowest<T>(), type_highest<T>()};
     });
 }
-const eng_kernel_t clip_kernel = {.op_type = "Clip", .run = clip_run, .scratch_bytes = NULL};
 
 /* --- Identity and Dropout ---------------------------------------------------------------- */
 
@@ -426,10 +345,8 @@ int copy_run(eng_op_ctx_t *c)
     size_t es = eng_dtype_size(x->dtype);
     if (es == 0 || y->dtype != x->dtype)
         return eng_unary_dtype_err(c, x->dtype);
-    return copy_data(c, x->data, y->data, (size_t)n * es);
+    return eng_cuda_copy_d2d(c, y->data, x->data, (size_t)n * es);
 }
-const eng_kernel_t identity_kernel = {.op_type = "Identity", .run = copy_run,
-                                      .scratch_bytes = NULL};
 
 template <typename T> __global__ void fill_kernel(T *p, int64_t n, T v)
 {
@@ -461,7 +378,7 @@ int dropout_run(eng_op_ctx_t *c)
     const int64_t n = eng_shape_numel(&mask->shape);
     if (n == 0)
         return 0;
-    cudaStream_t s = c->cuda->stream;
+    cudaStream_t s = eng_cuda_ctx(c)->stream;
     const unsigned blocks = eng_cuda_blocks(c, n);
     switch (mask->dtype) {
     case ENG_DT_BOOL:
@@ -477,60 +394,14 @@ int dropout_run(eng_op_ctx_t *c)
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
-const eng_kernel_t dropout_kernel = {.op_type = "Dropout", .run = dropout_run,
-                                     .scratch_bytes = NULL};
 
 /* --- Cast ----------------------------------------------------------------------------------- */
-
-__device__ float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
-    if (e == 0) {
-        float f = (float)m * 5.9604644775390625e-08f; /* 2^-24: zero or subnormal */
-        return sign ? -f : f;
-    }
-    bits = sign | (e == 0x1f ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-    return __uint_as_float(bits);
-}
-
-/* Round to nearest even (after F. Giesen's float_to_half_fast3_rtne). */
-__device__ uint16_t float_to_half(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    u &= 0x7fffffffu;
-    if (u >= 0x47800000u) /* 65536 or more, inf, NaN */
-        return sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u);
-    if (u < 0x38800000u) { /* a subnormal half: let the FPU round */
-        float a = __uint_as_float(u);
-        a += 0.5f;
-        u = __float_as_uint(a);
-        return sign | (uint16_t)(u - 0x3f000000u);
-    }
-    uint32_t odd = (u >> 13) & 1u;
-    u += (uint32_t)(15 - 127) * (1u << 23) + 0xfffu + odd;
-    return sign | (uint16_t)(u >> 13);
-}
-
-__device__ float bf16_to_float(uint16_t h)
-{
-    return __uint_as_float((uint32_t)h << 16);
-}
-
-__device__ uint16_t float_to_bf16(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u); /* keep NaN a quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 /* Widening: to double, int64 or uint64 by the source's kind. */
 __device__ double cast_widen(float x) { return x; }
 __device__ double cast_widen(double x) { return x; }
-__device__ double cast_widen(f16_t x) { return half_to_float(x.bits); }
-__device__ double cast_widen(bf16_t x) { return bf16_to_float(x.bits); }
+__device__ double cast_widen(f16_t x) { return eng_half_to_float(x.bits); }
+__device__ double cast_widen(bf16_t x) { return eng_bf16_to_float(x.bits); }
 __device__ int64_t cast_widen(int8_t x) { return x; }
 __device__ int64_t cast_widen(int16_t x) { return x; }
 __device__ int64_t cast_widen(int32_t x) { return x; }
@@ -564,10 +435,16 @@ template <> struct cast_to<double> {
     template <typename W> __device__ static double from(W w) { return (double)w; }
 };
 template <> struct cast_to<f16_t> {
-    template <typename W> __device__ static f16_t from(W w) { return {float_to_half((float)w)}; }
+    template <typename W> __device__ static f16_t from(W w)
+    {
+        return {eng_float_to_half((float)w)};
+    }
 };
 template <> struct cast_to<bf16_t> {
-    template <typename W> __device__ static bf16_t from(W w) { return {float_to_bf16((float)w)}; }
+    template <typename W> __device__ static bf16_t from(W w)
+    {
+        return {eng_float_to_bf16((float)w)};
+    }
 };
 template <> struct cast_to<bool_t> {
     template <typename W> __device__ static bool_t from(W w) { return {(uint8_t)(w != 0)}; }
@@ -598,26 +475,29 @@ int cast_run(eng_op_ctx_t *c)
             using S = decltype(s);
             using D = decltype(d);
             if constexpr (std::is_same<S, D>::value)
-                return copy_data(c, x->data, y->data, (size_t)n * sizeof(S));
+                return eng_cuda_copy_d2d(c, y->data, x->data, (size_t)n * sizeof(S));
             else
                 return map_launch(c, x->data, y->data, n, cast_op<S, D>{});
         });
     });
 }
-const eng_kernel_t cast_kernel = {.op_type = "Cast", .run = cast_run, .scratch_bytes = NULL};
-const eng_kernel_t castlike_kernel = {.op_type = "CastLike", .run = cast_run,
-                                      .scratch_bytes = NULL};
 
 } /* namespace */
 
-extern "C" const eng_kernel_t *const eng_cuda_unary[] = {
-    &abs_kernel,       &acos_kernel,      &asin_kernel,     &atan_kernel,
-    &ceil_kernel,      &cos_kernel,       &elu_kernel,      &erf_kernel,
-    &exp_kernel,       &floor_kernel,     &gelu_kernel,     &hardsigmoid_kernel,
-    &hardswish_kernel, &leakyrelu_kernel, &log_kernel,      &neg_kernel,
-    &not_kernel,       &reciprocal_kernel, &relu_kernel,    &round_kernel,
-    &selu_kernel,      &sigmoid_kernel,   &sign_kernel,     &sin_kernel,
-    &softplus_kernel,  &softsign_kernel,  &sqrt_kernel,     &tan_kernel,
-    &tanh_kernel,      &thresholdedrelu_kernel, &cast_kernel, &castlike_kernel,
-    &clip_kernel,      &identity_kernel,  &dropout_kernel,  NULL,
-};
+/* --- the kernels -------------------------------------------------------------------------- */
+
+#define FLOAT_KERNEL(op, ALPHA, BETA, GAMMA, EXPR)                                       \
+    const eng_kernel_t eng_cuda_##op = {.run = op##_run, .scratch_bytes = NULL};
+ENG_UNARY_FLOAT_OPS(FLOAT_KERNEL)
+#undef FLOAT_KERNEL
+const eng_kernel_t eng_cuda_Gelu = {.run = gelu_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Abs = {.run = abs_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Neg = {.run = neg_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Sign = {.run = sign_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Relu = {.run = relu_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Not = {.run = not_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Clip = {.run = clip_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Identity = {.run = copy_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Dropout = {.run = dropout_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Cast = {.run = cast_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_CastLike = {.run = cast_run, .scratch_bytes = NULL};

@@ -123,6 +123,8 @@ int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *lg)
 
 int eng_binary_check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
 {
+    if (n < 1)
+        return eng_op_err(c, FS_EINVAL, "needs at least one input");
     for (int i = 0; i < n; i++) {
         const eng_tensor_t *t = eng_ctx_in(c, i);
         if (!t)
@@ -363,38 +365,27 @@ static int infer_where(eng_op_ctx_t *c)
     return 0;
 }
 
-#define BINARY_DEF(var, name, chk, inf, inplace)                                       \
-    static const eng_op_def_t var = {                                                  \
-        .op_type = name, .check = chk, .infer = inf, .inplace_input = inplace};
-
 /* In place on input 0 (input 1 for Where's X) is safe: each output element
  * reads the same index of that input, when the planner gives it the same
  * shape, before writing it. The variadic ops fold input 0 into the output
  * first. */
-BINARY_DEF(op_add, "Add", NULL, infer_arith, 0)
-BINARY_DEF(op_sub, "Sub", NULL, infer_arith, 0)
-BINARY_DEF(op_mul, "Mul", NULL, infer_arith, 0)
-BINARY_DEF(op_div, "Div", NULL, infer_arith, 0)
-BINARY_DEF(op_pow, "Pow", NULL, infer_pow, 0)
-BINARY_DEF(op_mod, "Mod", check_mod, infer_mod, 0)
-BINARY_DEF(op_and, "And", NULL, infer_logic, 0)
-BINARY_DEF(op_or, "Or", NULL, infer_logic, 0)
-BINARY_DEF(op_xor, "Xor", NULL, infer_logic, 0)
-BINARY_DEF(op_equal, "Equal", NULL, infer_equal, 0)
-BINARY_DEF(op_greater, "Greater", NULL, infer_compare, 0)
-BINARY_DEF(op_greater_equal, "GreaterOrEqual", NULL, infer_compare, 0)
-BINARY_DEF(op_less, "Less", NULL, infer_compare, 0)
-BINARY_DEF(op_less_equal, "LessOrEqual", NULL, infer_compare, 0)
-BINARY_DEF(op_prelu, "PRelu", NULL, infer_prelu, 0)
-BINARY_DEF(op_where, "Where", NULL, infer_where, 1)
-BINARY_DEF(op_max, "Max", NULL, infer_minmax, 0)
-BINARY_DEF(op_min, "Min", NULL, infer_minmax, 0)
-BINARY_DEF(op_mean, "Mean", NULL, infer_sum, 0)
-BINARY_DEF(op_sum, "Sum", NULL, infer_sum, 0)
-
-const eng_op_def_t *const eng_ops_binary[] = {
-    &op_add,   &op_sub,     &op_mul,           &op_div,  &op_pow,        &op_mod,
-    &op_and,   &op_or,      &op_xor,           &op_equal, &op_greater,   &op_greater_equal,
-    &op_less,  &op_less_equal, &op_prelu,      &op_where, &op_max,       &op_min,
-    &op_mean,  &op_sum,     NULL,
-};
+ENG_OP_DEF(Add, NULL, infer_arith, 0);
+ENG_OP_DEF(Sub, NULL, infer_arith, 0);
+ENG_OP_DEF(Mul, NULL, infer_arith, 0);
+ENG_OP_DEF(Div, NULL, infer_arith, 0);
+ENG_OP_DEF(Pow, NULL, infer_pow, 0);
+ENG_OP_DEF(Mod, check_mod, infer_mod, 0);
+ENG_OP_DEF(And, NULL, infer_logic, 0);
+ENG_OP_DEF(Or, NULL, infer_logic, 0);
+ENG_OP_DEF(Xor, NULL, infer_logic, 0);
+ENG_OP_DEF(Equal, NULL, infer_equal, 0);
+ENG_OP_DEF(Greater, NULL, infer_compare, 0);
+ENG_OP_DEF(GreaterOrEqual, NULL, infer_compare, 0);
+ENG_OP_DEF(Less, NULL, infer_compare, 0);
+ENG_OP_DEF(LessOrEqual, NULL, infer_compare, 0);
+ENG_OP_DEF(PRelu, NULL, infer_prelu, 0);
+ENG_OP_DEF(Where, NULL, infer_where, 1);
+ENG_OP_DEF(Max, NULL, infer_minmax, 0);
+ENG_OP_DEF(Min, NULL, infer_minmax, 0);
+ENG_OP_DEF(Mean, NULL, infer_sum, 0);
+ENG_OP_DEF(Sum, NULL, infer_sum, 0);

@@ -31,9 +31,10 @@ typedef struct eng_binary_legacy {
  * match the legacy rules. */
 int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *out);
 
-/* Checks that inputs [0, n) of c are present and share input 0's dtype, and
- * that output 0 is present with dtype `out_dt` (ENG_DT_UNDEFINED: the
- * inputs'). 0 or FS_EINVAL naming the input or output. */
+/* Checks that n >= 1, that inputs [0, n) of c are present and share input
+ * 0's dtype, and that output 0 is present with dtype `out_dt`
+ * (ENG_DT_UNDEFINED: the inputs'). 0 or FS_EINVAL naming the input or
+ * output. */
 int eng_binary_check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt);
 
 /* Where's operands: condition (bool), X, Y and the output present, X, Y and

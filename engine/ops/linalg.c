@@ -273,8 +273,8 @@ static int einsum_infer(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_op_def_t op_matmul = {"MatMul", NULL, matmul_infer, -1};
-static const eng_op_def_t op_gemm = {"Gemm", NULL, gemm_infer, -1};
+ENG_OP_DEF(MatMul, NULL, matmul_infer, -1);
+ENG_OP_DEF(Gemm, NULL, gemm_infer, -1);
 static int einsum_check(const eng_node_t *n, int opset)
 {
     eng_op_ctx_t c = {.node = n, .opset = opset};
@@ -286,9 +286,7 @@ static int einsum_check(const eng_node_t *n, int opset)
     return 0;
 }
 
-static const eng_op_def_t op_einsum = {"Einsum", einsum_check, einsum_infer, -1};
-
-const eng_op_def_t *const eng_ops_linalg[] = {&op_matmul, &op_gemm, &op_einsum, NULL};
+ENG_OP_DEF(Einsum, einsum_check, einsum_infer, -1);
 
 void eng_einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
                         int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])

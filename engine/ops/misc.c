@@ -301,13 +301,9 @@ static int resize_infer(eng_op_ctx_t *c)
     return 0;
 }
 
-static const eng_op_def_t def_topk = {.op_type = "TopK", .infer = topk_infer, .inplace_input = -1};
-static const eng_op_def_t def_trilu = {.op_type = "Trilu", .infer = trilu_infer,
-                                       .inplace_input = -1};
-static const eng_op_def_t def_resize = {.op_type = "Resize", .check = resize_check,
-                                        .infer = resize_infer, .inplace_input = -1};
-
-const eng_op_def_t *const eng_ops_misc[] = {&def_topk, &def_trilu, &def_resize, NULL};
+ENG_OP_DEF(TopK, NULL, topk_infer, -1);
+ENG_OP_DEF(Trilu, NULL, trilu_infer, -1);
+ENG_OP_DEF(Resize, resize_check, resize_infer, -1);
 
 size_t eng_resize_scratch_bytes(const eng_op_ctx_t *c)
 {

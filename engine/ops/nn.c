@@ -429,26 +429,18 @@ static int lrn_infer(eng_op_ctx_t *c)
     return channel_input(c, 2);
 }
 
-static const eng_op_def_t op_conv = {"Conv", window_check, conv_infer, -1};
-static const eng_op_def_t op_conv_transpose = {"ConvTranspose", window_check, conv_infer, -1};
-static const eng_op_def_t op_average_pool = {"AveragePool", window_check, pool_infer, -1};
-static const eng_op_def_t op_max_pool = {"MaxPool", window_check, pool_infer, -1};
-static const eng_op_def_t op_global_average_pool = {"GlobalAveragePool", NULL,
-                                                    global_pool_infer, -1};
-static const eng_op_def_t op_global_max_pool = {"GlobalMaxPool", NULL, global_pool_infer, -1};
+ENG_OP_DEF(Conv, window_check, conv_infer, -1);
+ENG_OP_DEF(ConvTranspose, window_check, conv_infer, -1);
+ENG_OP_DEF(AveragePool, window_check, pool_infer, -1);
+ENG_OP_DEF(MaxPool, window_check, pool_infer, -1);
+ENG_OP_DEF(GlobalAveragePool, NULL, global_pool_infer, -1);
+ENG_OP_DEF(GlobalMaxPool, NULL, global_pool_infer, -1);
 /* The normalisations read each row's (or channel's) statistics before they
  * write it, so Y may take X's buffer. */
-static const eng_op_def_t op_batchnorm = {"BatchNormalization", batchnorm_check,
-                                          batchnorm_infer, 0};
-static const eng_op_def_t op_instancenorm = {"InstanceNormalization", NULL,
-                                             instancenorm_infer, 0};
-static const eng_op_def_t op_layernorm = {"LayerNormalization", NULL, layernorm_infer, 0};
-static const eng_op_def_t op_lrn = {"LRN", NULL, lrn_infer, -1};
-
-const eng_op_def_t *const eng_ops_nn[] = {
-    &op_conv, &op_conv_transpose, &op_average_pool, &op_max_pool, &op_global_average_pool,
-    &op_global_max_pool, &op_batchnorm, &op_instancenorm, &op_layernorm, &op_lrn, NULL,
-};
+ENG_OP_DEF(BatchNormalization, batchnorm_check, batchnorm_infer, 0);
+ENG_OP_DEF(InstanceNormalization, NULL, instancenorm_infer, 0);
+ENG_OP_DEF(LayerNormalization, NULL, layernorm_infer, 0);
+ENG_OP_DEF(LRN, NULL, lrn_infer, -1);
 
 bool eng_nn_conv_is_pointwise(const eng_nn_geom_t *g)
 {

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "engine/op.h"
+#include "engine/ops/ops_hd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,9 +56,103 @@ typedef struct eng_nn_geom {
 int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g);
 
 /* The product of the three normalised dims. Cannot fail. */
-static inline int64_t eng_nn_prod(const int64_t d[ENG_NN_DIMS])
+ENG_OPS_HD static inline int64_t eng_nn_prod(const int64_t d[ENG_NN_DIMS])
 {
     return d[0] * d[1] * d[2];
+}
+
+/* The taps of a window along one dim that land in [lo, hi) of the image
+ * (lo = 0, hi = in: the taps that read X). */
+typedef struct eng_nn_window {
+    int64_t start;     /* image position of tap 0 */
+    int64_t k_begin;   /* first tap with position >= lo */
+    int64_t k_end;     /* one past the last tap with position < hi */
+} eng_nn_window_t;
+
+/* The window at output position o along dim i of g. Cannot fail. */
+ENG_OPS_HD static inline eng_nn_window_t eng_nn_window_at(const eng_nn_geom_t *g, int i,
+                                                          int64_t o, int64_t lo, int64_t hi)
+{
+    eng_nn_window_t w = {o * g->stride[i] - g->pad_begin[i], 0, g->kernel[i]};
+    int64_t d = g->dilation[i];
+    while (w.k_begin < w.k_end && w.start + w.k_begin * d < lo)
+        w.k_begin++;
+    while (w.k_end > w.k_begin && w.start + (w.k_end - 1) * d >= hi)
+        w.k_end--;
+    return w;
+}
+
+/* How many taps of that window land in [lo, hi). Cannot fail. */
+ENG_OPS_HD static inline int64_t eng_nn_taps_between(const eng_nn_geom_t *g, int i, int64_t o,
+                                                     int64_t lo, int64_t hi)
+{
+    eng_nn_window_t w = eng_nn_window_at(g, i, o, lo, hi);
+    return w.k_end - w.k_begin;
+}
+
+/* The output columns [*lo, *hi) whose input column ow * stride + off lies
+ * in [0, in): where a kernel column contributes along a row. Cannot fail. */
+static inline void eng_nn_tap_range(int64_t off, int64_t stride, int64_t in, int64_t out,
+                                    int64_t *lo, int64_t *hi)
+{
+    *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    *hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
+    if (*hi > out)
+        *hi = out;
+}
+
+/* The product of s's dims from `from` on. Cannot fail. */
+static inline int64_t eng_nn_dims_from(const eng_shape_t *s, int from)
+{
+    int64_t n = 1;
+    for (int i = from; i < s->rank; i++)
+        n *= s->dims[i];
+    return n;
+}
+
+/* LayerNormalization's axis, normalised (infer checked its range). Cannot
+ * fail. */
+static inline int eng_nn_layernorm_axis(const eng_op_ctx_t *c)
+{
+    int rank = c->inputs[0]->shape.rank;
+    int64_t axis = eng_attr_i(c->node, "axis", -1);
+    return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* A parameter broadcast over X's dims from an axis on (LayerNormalization's
+ * scale and bias): position j of those dims reads the parameter's element
+ * eng_nn_tail_at(m, j). */
+typedef struct eng_nn_tail_map {
+    int rank;
+    int64_t dims[ENG_MAX_RANK], pstride[ENG_MAX_RANK];
+} eng_nn_tail_map_t;
+
+/* The map of parameter p over x's dims from `axis` on. Cannot fail (infer
+ * checked the shapes). */
+static inline eng_nn_tail_map_t eng_nn_tail_map(const eng_tensor_t *p, const eng_shape_t *x,
+                                                int axis)
+{
+    eng_nn_tail_map_t m = {x->rank - axis, {0}, {0}};
+    int64_t size = 1;
+    for (int i = m.rank - 1; i >= 0; i--) {
+        int pi = p->shape.rank - m.rank + i;
+        int64_t pd = pi >= 0 ? p->shape.dims[pi] : 1;
+        m.dims[i] = x->dims[axis + i];
+        m.pstride[i] = pd == 1 ? 0 : size;
+        size *= pd;
+    }
+    return m;
+}
+
+ENG_OPS_HD static inline int64_t eng_nn_tail_at(const eng_nn_tail_map_t *m, int64_t j)
+{
+    int64_t at = 0;
+    for (int i = m->rank - 1; i >= 0; i--) {
+        int64_t q = j / m->dims[i];
+        at += (j - q * m->dims[i]) * m->pstride[i];
+        j = q;
+    }
+    return at;
 }
 
 /* Whether a Conv of geometry g is a 1x1 kernel at stride 1 with no padding:

@@ -197,29 +197,17 @@ static int cumsum_infer(eng_op_ctx_t *c)
     return 0;
 }
 
-#define REDUCE_DEF(name, op)                                                                       \
-    static const eng_op_def_t name = {                                                             \
-        .op_type = op, .check = reduce_check, .infer = reduce_infer, .inplace_input = -1}
+#define REDUCE_DEF(op) ENG_OP_DEF(op, reduce_check, reduce_infer, -1)
 
-REDUCE_DEF(def_reduce_l2, "ReduceL2");
-REDUCE_DEF(def_reduce_max, "ReduceMax");
-REDUCE_DEF(def_reduce_mean, "ReduceMean");
-REDUCE_DEF(def_reduce_min, "ReduceMin");
-REDUCE_DEF(def_reduce_prod, "ReduceProd");
-REDUCE_DEF(def_reduce_sum, "ReduceSum");
-REDUCE_DEF(def_reduce_sum_square, "ReduceSumSquare");
-static const eng_op_def_t def_argmax = {.op_type = "ArgMax", .infer = arg_infer,
-                                        .inplace_input = -1};
-static const eng_op_def_t def_argmin = {.op_type = "ArgMin", .infer = arg_infer,
-                                        .inplace_input = -1};
-static const eng_op_def_t def_softmax = {.op_type = "Softmax", .infer = softmax_infer,
-                                         .inplace_input = -1};
-static const eng_op_def_t def_log_softmax = {.op_type = "LogSoftmax", .infer = softmax_infer,
-                                             .inplace_input = -1};
-static const eng_op_def_t def_cumsum = {.op_type = "CumSum", .infer = cumsum_infer,
-                                        .inplace_input = -1};
-
-const eng_op_def_t *const eng_ops_reduce[] = {
-    &def_reduce_l2, &def_reduce_max, &def_reduce_mean, &def_reduce_min, &def_reduce_prod,
-    &def_reduce_sum, &def_reduce_sum_square, &def_argmax, &def_argmin, &def_softmax,
-    &def_log_softmax, &def_cumsum, NULL};
+REDUCE_DEF(ReduceL2);
+REDUCE_DEF(ReduceMax);
+REDUCE_DEF(ReduceMean);
+REDUCE_DEF(ReduceMin);
+REDUCE_DEF(ReduceProd);
+REDUCE_DEF(ReduceSum);
+REDUCE_DEF(ReduceSumSquare);
+ENG_OP_DEF(ArgMax, NULL, arg_infer, -1);
+ENG_OP_DEF(ArgMin, NULL, arg_infer, -1);
+ENG_OP_DEF(Softmax, NULL, softmax_infer, -1);
+ENG_OP_DEF(LogSoftmax, NULL, softmax_infer, -1);
+ENG_OP_DEF(CumSum, NULL, cumsum_infer, -1);

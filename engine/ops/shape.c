@@ -828,30 +828,20 @@ static int pad_infer(eng_op_ctx_t *c)
     return rc;
 }
 
-/* --- the table ---------------------------------------------------------------------------- */
+/* --- the definitions ----------------------------------------------------------------------- */
 
-#define SHAPE_OP_(name, type, chk, inf, inplace)                                                \
-    static const eng_op_def_t name = {.op_type = type, .check = chk, .infer = inf,             \
-                                      .inplace_input = inplace};
-SHAPE_OP_(op_reshape, "Reshape", NULL, reshape_infer, 0)
-SHAPE_OP_(op_flatten, "Flatten", NULL, flatten_infer, 0)
-SHAPE_OP_(op_squeeze, "Squeeze", NULL, squeeze_infer, 0)
-SHAPE_OP_(op_unsqueeze, "Unsqueeze", unsqueeze_check, unsqueeze_infer, 0)
-SHAPE_OP_(op_transpose, "Transpose", NULL, transpose_infer, -1)
-SHAPE_OP_(op_concat, "Concat", concat_check, concat_infer, -1)
-SHAPE_OP_(op_split, "Split", NULL, split_infer, -1)
-SHAPE_OP_(op_slice, "Slice", slice_check, slice_infer, -1)
-SHAPE_OP_(op_gather, "Gather", NULL, gather_infer, -1)
-SHAPE_OP_(op_gather_elements, "GatherElements", NULL, gather_elements_infer, -1)
-SHAPE_OP_(op_expand, "Expand", NULL, expand_infer, -1)
-SHAPE_OP_(op_tile, "Tile", NULL, tile_infer, -1)
-SHAPE_OP_(op_pad, "Pad", pad_check, pad_infer, -1)
-SHAPE_OP_(op_depth_to_space, "DepthToSpace", space_depth_check, depth_to_space_infer, -1)
-SHAPE_OP_(op_space_to_depth, "SpaceToDepth", space_depth_check, space_to_depth_infer, -1)
-#undef SHAPE_OP_
-
-const eng_op_def_t *const eng_ops_shape[] = {
-    &op_reshape, &op_flatten, &op_squeeze, &op_unsqueeze, &op_transpose, &op_concat, &op_split,
-    &op_slice, &op_gather, &op_gather_elements, &op_expand, &op_tile, &op_pad, &op_depth_to_space,
-    &op_space_to_depth, &eng_op_def_shape, &eng_op_def_size, &eng_op_def_constant_of_shape,
-    &eng_op_def_range, &eng_op_def_constant, NULL};
+ENG_OP_DEF(Reshape, NULL, reshape_infer, 0);
+ENG_OP_DEF(Flatten, NULL, flatten_infer, 0);
+ENG_OP_DEF(Squeeze, NULL, squeeze_infer, 0);
+ENG_OP_DEF(Unsqueeze, unsqueeze_check, unsqueeze_infer, 0);
+ENG_OP_DEF(Transpose, NULL, transpose_infer, -1);
+ENG_OP_DEF(Concat, concat_check, concat_infer, -1);
+ENG_OP_DEF(Split, NULL, split_infer, -1);
+ENG_OP_DEF(Slice, slice_check, slice_infer, -1);
+ENG_OP_DEF(Gather, NULL, gather_infer, -1);
+ENG_OP_DEF(GatherElements, NULL, gather_elements_infer, -1);
+ENG_OP_DEF(Expand, NULL, expand_infer, -1);
+ENG_OP_DEF(Tile, NULL, tile_infer, -1);
+ENG_OP_DEF(Pad, pad_check, pad_infer, -1);
+ENG_OP_DEF(DepthToSpace, space_depth_check, depth_to_space_infer, -1);
+ENG_OP_DEF(SpaceToDepth, space_depth_check, space_to_depth_infer, -1);

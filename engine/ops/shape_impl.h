@@ -38,10 +38,6 @@ void eng_shapeops_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shap
 /* Errors of check() functions, which have a node but no context. */
 #define ENG_NODE_ERR(n, code, ...) eng_op_err(&(eng_op_ctx_t){.node = (n)}, (code), __VA_ARGS__)
 
-/* The definitions shape_make.c adds to the family's table. */
-extern const eng_op_def_t eng_op_def_shape, eng_op_def_size, eng_op_def_constant_of_shape,
-    eng_op_def_constant, eng_op_def_range;
-
 /* Transpose: output dim d is input dim perm[d]. */
 int eng_transpose_params(const eng_op_ctx_t *c, int perm[ENG_MAX_RANK]);
 
@@ -96,6 +92,9 @@ int eng_pad_value(const eng_op_ctx_t *c, void *value);
 
 /* Shape (the op): the output lists input dims [start, start + n). */
 int eng_shapeof_params(const eng_op_ctx_t *c, int *start, int *n);
+/* Shape's output values: the n dims eng_shapeof_params selects, into
+ * dims[0, n). 0, or its error (dims untouched). */
+int eng_shapeof_dims(const eng_op_ctx_t *c, int64_t *dims, int *n);
 
 /* ConstantOfShape: the fill value, one element of its dtype. *value
  * points into the node's attribute (or a static float zero). */
@@ -108,6 +107,34 @@ int eng_constant_params(const eng_op_ctx_t *c, eng_tensor_t *value);
 /* DepthToSpace / SpaceToDepth: blocksize, and for DepthToSpace whether the
  * mode is CRD (else DCR). */
 int eng_space_depth_params(const eng_op_ctx_t *c, int64_t *blocksize, bool *crd);
+
+/* The elements of s before and after dim `axis` (Concat, Split and Gather
+ * move [outer, dim, inner] rows). Cannot fail. */
+void eng_outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner);
+
+/* The ops that are one strided copy (engine/ops/shape_view.c): the dense
+ * output, walked in row-major order over `dims`, reads input 0 at element
+ * `offset` plus the sum of index * stride (in elements; negative for a
+ * reversed slice, 0 on a broadcast dim). Tile views each dim as (repeat,
+ * dim), so the rank may double. Every device's kernel copies through it. */
+#define ENG_STRIDED_MAX_RANK (2 * ENG_MAX_RANK)
+typedef struct eng_strided {
+    int rank;
+    int64_t offset;
+    int64_t dims[ENG_STRIDED_MAX_RANK];
+    int64_t strides[ENG_STRIDED_MAX_RANK];
+} eng_strided_t;
+
+/* Each op's view, from c's input shapes and host-known parameters (as its
+ * infer read them). 0, or the error of the op's parameters (Transpose's
+ * perm, Slice's starts/ends/axes/steps, the space/depth blocksize); *v is
+ * then undefined. An empty output gives a view with a 0 dim. */
+int eng_strided_transpose(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_slice(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_expand(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_tile(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_depth_to_space(const eng_op_ctx_t *c, eng_strided_t *v);
+int eng_strided_space_to_depth(const eng_op_ctx_t *c, eng_strided_t *v);
 
 #ifdef __cplusplus
 }

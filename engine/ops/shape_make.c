@@ -29,6 +29,15 @@ int eng_shapeof_params(const eng_op_ctx_t *c, int *start, int *n)
     return 0;
 }
 
+int eng_shapeof_dims(const eng_op_ctx_t *c, int64_t *dims, int *n)
+{
+    int start;
+    int rc = eng_shapeof_params(c, &start, n);
+    for (int k = 0; rc == 0 && k < *n; k++)
+        dims[k] = c->inputs[0]->shape.dims[start + k];
+    return rc;
+}
+
 static int shape_infer(eng_op_ctx_t *c)
 {
     int start, n;
@@ -211,15 +220,8 @@ static int range_infer(eng_op_ctx_t *c)
     return 0;
 }
 
-const eng_op_def_t eng_op_def_shape = {.op_type = "Shape", .infer = shape_infer,
-                                        .inplace_input = -1};
-const eng_op_def_t eng_op_def_size = {.op_type = "Size", .infer = size_infer,
-                                       .inplace_input = -1};
-const eng_op_def_t eng_op_def_constant_of_shape = {.op_type = "ConstantOfShape",
-                                                    .check = constant_of_shape_check,
-                                                    .infer = constant_of_shape_infer,
-                                                    .inplace_input = -1};
-const eng_op_def_t eng_op_def_constant = {.op_type = "Constant", .check = constant_check,
-                                           .infer = constant_infer, .inplace_input = -1};
-const eng_op_def_t eng_op_def_range = {.op_type = "Range", .infer = range_infer,
-                                        .inplace_input = -1};
+ENG_OP_DEF(Shape, NULL, shape_infer, -1);
+ENG_OP_DEF(Size, NULL, size_infer, -1);
+ENG_OP_DEF(ConstantOfShape, constant_of_shape_check, constant_of_shape_infer, -1);
+ENG_OP_DEF(Constant, constant_check, constant_infer, -1);
+ENG_OP_DEF(Range, NULL, range_infer, -1);

@@ -189,46 +189,23 @@ static int infer_dropout(eng_op_ctx_t *c)
     return 0;
 }
 
-/* --- the table ---------------------------------------------------------------- */
+/* --- the definitions ----------------------------------------------------------- */
 
-#define UNARY_DEF(var, name, chk, inf, inplace)                                        \
-    static const eng_op_def_t var = {                                                  \
-        .op_type = name, .check = chk, .infer = inf, .inplace_input = inplace};
+/* The float32-only ops, from their formula list (engine/ops/unary_impl.h). */
+#define FLOAT_DEF_(op, ALPHA, BETA, GAMMA, EXPR) ENG_OP_DEF(op, NULL, infer_float, 0);
+ENG_UNARY_FLOAT_OPS(FLOAT_DEF_)
+#undef FLOAT_DEF_
 
-UNARY_DEF(op_abs, "Abs", NULL, infer_numeric, 0)
-UNARY_DEF(op_acos, "Acos", NULL, infer_float, 0)
-UNARY_DEF(op_asin, "Asin", NULL, infer_float, 0)
-UNARY_DEF(op_atan, "Atan", NULL, infer_float, 0)
-UNARY_DEF(op_ceil, "Ceil", NULL, infer_float, 0)
-UNARY_DEF(op_cos, "Cos", NULL, infer_float, 0)
-UNARY_DEF(op_elu, "Elu", NULL, infer_float, 0)
-UNARY_DEF(op_erf, "Erf", NULL, infer_float, 0)
-UNARY_DEF(op_exp, "Exp", NULL, infer_float, 0)
-UNARY_DEF(op_floor, "Floor", NULL, infer_float, 0)
-UNARY_DEF(op_gelu, "Gelu", check_gelu, infer_gelu, 0)
-UNARY_DEF(op_hardsigmoid, "HardSigmoid", NULL, infer_float, 0)
-UNARY_DEF(op_hardswish, "HardSwish", NULL, infer_float, 0)
-UNARY_DEF(op_leakyrelu, "LeakyRelu", NULL, infer_float, 0)
-UNARY_DEF(op_log, "Log", NULL, infer_float, 0)
-UNARY_DEF(op_neg, "Neg", NULL, infer_signed, 0)
-UNARY_DEF(op_not, "Not", NULL, infer_bool, 0)
-UNARY_DEF(op_reciprocal, "Reciprocal", NULL, infer_float, 0)
-UNARY_DEF(op_relu, "Relu", NULL, infer_signed, 0)
-UNARY_DEF(op_round, "Round", NULL, infer_float, 0)
-UNARY_DEF(op_selu, "Selu", NULL, infer_float, 0)
-UNARY_DEF(op_sigmoid, "Sigmoid", NULL, infer_float, 0)
-UNARY_DEF(op_sign, "Sign", NULL, infer_numeric, 0)
-UNARY_DEF(op_sin, "Sin", NULL, infer_float, 0)
-UNARY_DEF(op_softplus, "Softplus", NULL, infer_float, 0)
-UNARY_DEF(op_softsign, "Softsign", NULL, infer_float, 0)
-UNARY_DEF(op_sqrt, "Sqrt", NULL, infer_float, 0)
-UNARY_DEF(op_tan, "Tan", NULL, infer_float, 0)
-UNARY_DEF(op_tanh, "Tanh", NULL, infer_float, 0)
-UNARY_DEF(op_thresholdedrelu, "ThresholdedRelu", NULL, infer_float, 0)
-UNARY_DEF(op_cast, "Cast", check_cast, infer_cast, -1)
-UNARY_DEF(op_castlike, "CastLike", NULL, infer_castlike, -1)
-UNARY_DEF(op_clip, "Clip", NULL, infer_clip, 0)
-UNARY_DEF(op_identity, "Identity", NULL, infer_identity, 0)
+ENG_OP_DEF(Abs, NULL, infer_numeric, 0);
+ENG_OP_DEF(Gelu, check_gelu, infer_gelu, 0);
+ENG_OP_DEF(Neg, NULL, infer_signed, 0);
+ENG_OP_DEF(Not, NULL, infer_bool, 0);
+ENG_OP_DEF(Relu, NULL, infer_signed, 0);
+ENG_OP_DEF(Sign, NULL, infer_numeric, 0);
+ENG_OP_DEF(Cast, check_cast, infer_cast, -1);
+ENG_OP_DEF(CastLike, NULL, infer_castlike, -1);
+ENG_OP_DEF(Clip, NULL, infer_clip, 0);
+ENG_OP_DEF(Identity, NULL, infer_identity, 0);
 /* Before opset 7, is_test=0 (the default) meant training: random drops. */
 static int check_dropout(const eng_node_t *n, int opset)
 {
@@ -240,18 +217,7 @@ static int check_dropout(const eng_node_t *n, int opset)
     return 0;
 }
 
-UNARY_DEF(op_dropout, "Dropout", check_dropout, infer_dropout, 0)
-
-const eng_op_def_t *const eng_ops_unary[] = {
-    &op_abs,         &op_acos,     &op_asin,         &op_atan,     &op_ceil,
-    &op_cos,         &op_elu,      &op_erf,          &op_exp,      &op_floor,
-    &op_gelu,        &op_hardsigmoid, &op_hardswish, &op_leakyrelu, &op_log,
-    &op_neg,         &op_not,      &op_reciprocal,   &op_relu,     &op_round,
-    &op_selu,        &op_sigmoid,  &op_sign,         &op_sin,      &op_softplus,
-    &op_softsign,    &op_sqrt,     &op_tan,          &op_tanh,     &op_thresholdedrelu,
-    &op_cast,        &op_castlike, &op_clip,         &op_identity, &op_dropout,
-    NULL,
-};
+ENG_OP_DEF(Dropout, check_dropout, infer_dropout, 0);
 
 int eng_unary_flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y,
                       int64_t *n)
@@ -272,9 +238,20 @@ int eng_unary_dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt)
     return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
 }
 
-int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi)
+int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi,
+                          float attr[2])
 {
-    const eng_tensor_t *x = c->inputs[0];
+    const eng_tensor_t *x = eng_ctx_in(c, 0);
+    *lo = *hi = NULL;
+    if (!x)
+        return eng_op_err(c, FS_EINVAL, "input 0 is missing");
+    if (c->opset < 11) {
+        if (x->dtype != ENG_DT_FLOAT)
+            return eng_unary_dtype_err(c, x->dtype);
+        attr[0] = eng_attr_f(c->node, "min", -INFINITY);
+        attr[1] = eng_attr_f(c->node, "max", INFINITY);
+        return 0;
+    }
     *lo = eng_ctx_in(c, 1);
     *hi = eng_ctx_in(c, 2);
     for (int i = 1; i <= 2; i++) {

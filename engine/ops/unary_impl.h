@@ -25,10 +25,13 @@ extern "C" {
 int eng_unary_flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y,
                       int64_t *n);
 
-/* Clip's bounds from opset 11: the optional inputs 1 (min) and 2 (max) of
- * c, each NULL when absent. 0, or FS_EINVAL when a present one is not a
- * one-element tensor of input 0's dtype (input 0 present). */
-int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi);
+/* Clip's bounds. From opset 11: the optional inputs 1 (min) and 2 (max) of
+ * c in *lo and *hi, each NULL when absent. Before 11: *lo and *hi NULL, and
+ * attr[0], attr[1] the float attributes min and max (default -inf, inf).
+ * 0, or FS_EINVAL (input 0 missing; a present bound not a one-element
+ * tensor of input 0's dtype), FS_ENOTSUP (before 11, input 0 not float). */
+int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi,
+                          float attr[2]);
 
 /* FS_ENOTSUP naming dtype dt as not supported by the node in c. */
 int eng_unary_dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt);
@@ -88,7 +91,8 @@ ENG_OPS_HD static inline float eng_sigmoid_f32(float x)
     return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
-/* The float32-only ops: X(fn, "OpType", ALPHA, BETA, GAMMA, EXPR), EXPR a
+/* The float32-only ops of ENG_OPS_UNARY (engine/ops/list.h), with their
+ * formulas: X(OpType, ALPHA, BETA, GAMMA, EXPR), EXPR a
  * float expression of x and the attributes alpha, beta and gamma, whose
  * ONNX defaults are ALPHA, BETA and GAMMA (0: the op has no such
  * attribute). Each device expands it into its own loop or functor.
@@ -98,31 +102,31 @@ ENG_OPS_HD static inline float eng_sigmoid_f32(float x)
  * under a condition. Round's nearbyintf rounds half to even (the default
  * mode). */
 #define ENG_UNARY_FLOAT_OPS(X)                                                            \
-    X(acos, "Acos", 0, 0, 0, acosf(x))                                                    \
-    X(asin, "Asin", 0, 0, 0, asinf(x))                                                    \
-    X(atan, "Atan", 0, 0, 0, atanf(x))                                                    \
-    X(ceil, "Ceil", 0, 0, 0, ceilf(x))                                                    \
-    X(cos, "Cos", 0, 0, 0, cosf(x))                                                       \
-    X(elu, "Elu", 1.0f, 0, 0, x < 0 ? alpha * expm1f(x) : x)                              \
-    X(erf, "Erf", 0, 0, 0, eng_erf_f32(x))                                                \
-    X(exp, "Exp", 0, 0, 0, expf(x))                                                       \
-    X(floor, "Floor", 0, 0, 0, floorf(x))                                                 \
-    X(hardsigmoid, "HardSigmoid", 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta))) \
-    X(hardswish, "HardSwish", 0, 0, 0, x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f))) \
-    X(leakyrelu, "LeakyRelu", 0.01f, 0, 0, (x < 0 ? 0.0f : x) + alpha * (x < 0 ? x : -0.0f)) \
-    X(log, "Log", 0, 0, 0, logf(x))                                                       \
-    X(reciprocal, "Reciprocal", 0, 0, 0, 1.0f / x)                                        \
-    X(round, "Round", 0, 0, 0, nearbyintf(x))                                             \
-    X(selu, "Selu", 1.67326319217681884765625f, 0, 1.05070102214813232421875f,           \
+    X(Acos, 0, 0, 0, acosf(x))                                                            \
+    X(Asin, 0, 0, 0, asinf(x))                                                            \
+    X(Atan, 0, 0, 0, atanf(x))                                                            \
+    X(Ceil, 0, 0, 0, ceilf(x))                                                            \
+    X(Cos, 0, 0, 0, cosf(x))                                                              \
+    X(Elu, 1.0f, 0, 0, x < 0 ? alpha * expm1f(x) : x)                                     \
+    X(Erf, 0, 0, 0, eng_erf_f32(x))                                                       \
+    X(Exp, 0, 0, 0, expf(x))                                                              \
+    X(Floor, 0, 0, 0, floorf(x))                                                          \
+    X(HardSigmoid, 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta)))             \
+    X(HardSwish, 0, 0, 0, x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))         \
+    X(LeakyRelu, 0.01f, 0, 0, (x < 0 ? 0.0f : x) + alpha * (x < 0 ? x : -0.0f))           \
+    X(Log, 0, 0, 0, logf(x))                                                              \
+    X(Reciprocal, 0, 0, 0, 1.0f / x)                                                      \
+    X(Round, 0, 0, 0, nearbyintf(x))                                                      \
+    X(Selu, 1.67326319217681884765625f, 0, 1.05070102214813232421875f,                    \
       x > 0 ? gamma * x : gamma * alpha * expm1f(x))                                      \
-    X(sigmoid, "Sigmoid", 0, 0, 0, eng_sigmoid_f32(x))                                    \
-    X(sin, "Sin", 0, 0, 0, sinf(x))                                                       \
-    X(softplus, "Softplus", 0, 0, 0, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))))            \
-    X(softsign, "Softsign", 0, 0, 0, x / (1.0f + fabsf(x)))                               \
-    X(sqrt, "Sqrt", 0, 0, 0, sqrtf(x))                                                    \
-    X(tan, "Tan", 0, 0, 0, tanf(x))                                                       \
-    X(tanh, "Tanh", 0, 0, 0, eng_tanh_f32(x))                                             \
-    X(thresholdedrelu, "ThresholdedRelu", 1.0f, 0, 0, x > alpha ? x : 0.0f)
+    X(Sigmoid, 0, 0, 0, eng_sigmoid_f32(x))                                               \
+    X(Sin, 0, 0, 0, sinf(x))                                                              \
+    X(Softplus, 0, 0, 0, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))))                        \
+    X(Softsign, 0, 0, 0, x / (1.0f + fabsf(x)))                                           \
+    X(Sqrt, 0, 0, 0, sqrtf(x))                                                            \
+    X(Tan, 0, 0, 0, tanf(x))                                                              \
+    X(Tanh, 0, 0, 0, eng_tanh_f32(x))                                                     \
+    X(ThresholdedRelu, 1.0f, 0, 0, x > alpha ? x : 0.0f)
 
 #ifdef __cplusplus
 }

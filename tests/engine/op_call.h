@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/backend.h"
 #include "engine/op.h"
 
 #define CALL_MAX_IO 8
@@ -92,7 +93,7 @@ static inline int call_infer_at(call_t *c, const char *op, int opset, const eng_
  * asks for, and runs the CPU kernel. */
 static inline int call_run(call_t *c)
 {
-    const eng_cpu_kernel_t *k = eng_cpu_kernel_find(c->node.op_type);
+    const eng_kernel_t *k = eng_backend_kernel_find(eng_backend_get(ENG_DEVICE_CPU), c->node.op_type);
     cr_assert(k != NULL, "no CPU kernel for %s", c->node.op_type);
     for (int i = 0; i < c->ctx.n_outputs; i++)
         if (!c->outs[i].data) {

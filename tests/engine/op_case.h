@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/backend.h"
 #include "engine/op.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -76,7 +77,7 @@ typedef struct op_case {
     eng_tensor_t *out[MAX_IO];
     eng_op_ctx_t ctx;
     const eng_op_def_t *def;
-    const eng_cpu_kernel_t *kernel;
+    const eng_kernel_t *kernel;
 } op_case_t;
 
 /* A case for op at opset with n_out outputs; add inputs with case_in
@@ -86,7 +87,7 @@ static inline op_case_t *case_new(const char *op, int opset, int n_out)
     op_case_t *c = calloc(1, sizeof *c);
     cr_assert(c);
     c->def = eng_op_find(op);
-    c->kernel = eng_cpu_kernel_find(op);
+    c->kernel = eng_backend_kernel_find(eng_backend_get(ENG_DEVICE_CPU), op);
     cr_assert(c->def && c->kernel, "%s is not registered", op);
     c->node = (eng_node_t){.name = "n0", .op_type = op, .domain = "", .attrs = c->attrs,
                            .n_outputs = n_out, .op = c->def};

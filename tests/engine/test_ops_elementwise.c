@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/backend.h"
 #include "engine/op.h"
 #include "op_call.h"
 
@@ -316,7 +317,7 @@ Test(engine_ops_unary, unsupported_dtypes_are_refused)
     eng_node_t node = {.name = "n0", .op_type = "Exp"};
     eng_op_ctx_t ctx = {.node = &node, .opset = 13, .n_inputs = 1, .inputs = i32,
                         .n_outputs = 1, .outputs = outs, .n_threads = 1};
-    cr_expect_eq(eng_cpu_kernel_find("Exp")->run(&ctx), FS_ENOTSUP);
+    cr_expect_eq(eng_backend_kernel_find(eng_backend_get(ENG_DEVICE_CPU), "Exp")->run(&ctx), FS_ENOTSUP);
 }
 
 Test(engine_ops_unary, runs_in_place)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/backend.h"
 #include "engine/op.h"
 #include "op_call.h"
 
@@ -502,7 +503,7 @@ static float *conv_run_threads(const conv_case_t *cc, uint64_t seed, int n_threa
                           attr_ints("pads", pads, (size_t)(2 * ns)), attr_i("group", cc->group)};
     call_t c;
     cr_assert_eq(call_infer(&c, "Conv", attrs, 4, in, b ? 3 : 2, 1), 0, "infer: %s", fs_errmsg());
-    const eng_cpu_kernel_t *k = eng_cpu_kernel_find("Conv");
+    const eng_kernel_t *k = eng_backend_kernel_find(eng_backend_get(ENG_DEVICE_CPU), "Conv");
     *n_out = (size_t)numel(rank, yd);
     float *y = calloc(*n_out, sizeof *y);
     c.outs[0].data = y;

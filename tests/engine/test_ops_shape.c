@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/backend.h"
 #include "engine/op.h"
 #include "op_case.h"
 
@@ -944,6 +945,6 @@ Test(engine_ops_shape_registry, every_op_has_a_definition_and_kernel)
         const eng_op_def_t *d = eng_op_find(ops[k].op);
         cr_assert(d, "%s has no definition", ops[k].op);
         cr_expect_eq(d->inplace_input, ops[k].inplace, "%s inplace_input", ops[k].op);
-        cr_expect(eng_cpu_kernel_find(ops[k].op), "%s has no CPU kernel", ops[k].op);
+        cr_expect(eng_backend_kernel_find(eng_backend_get(ENG_DEVICE_CPU), ops[k].op), "%s has no CPU kernel", ops[k].op);
     }
 }

@@ -1,0 +1,293 @@
+/* norm.cu -- CUDA kernels of the normalisations and LRN (engine/ops/nn.c
+ * defines them; engine/cpu/norm_kernels.c is the CPU reference).
+ *
+ * BatchNormalization folds each channel into a multiply and an add (in
+ * float, as the CPU; 2 * C floats of scratch) and applies them element-wise,
+ * four floats at a time when the planes allow. InstanceNormalization and
+ * LayerNormalization take one block per plane or row with the CPU's
+ * two-pass moments in double (sum, then the sum of squared deviations), each
+ * block reducing through warp shuffles and shared memory; the block reads
+ * its whole row before writing any of it, so Y may alias X. LRN is one
+ * thread per element, in double as the CPU. */
+#include "engine/cuda/nn_impl.h"
+
+/* Two-pass moments of a row of n floats in double, as the CPU's moments:
+ * the mean, then 1 / sqrt(mean squared deviation + eps). */
+static __device__ void row_moments(const float *x, int64_t n, double eps, double *smem,
+                                   double *mean, double *inv_std)
+{
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += x[i];
+    s = block_reduce(s, smem, sum_op());
+    double m = n ? s / (double)n : 0;
+    double q = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        q += (x[i] - m) * (x[i] - m);
+    q = block_reduce(q, smem, sum_op());
+    *mean = m;
+    *inv_std = 1.0 / sqrt((n ? q / (double)n : 0) + eps);
+}
+
+/* ---- normalisations ----------------------------------------------------- */
+
+/* BatchNormalization's per-channel multiply and add, in float as the CPU:
+ * mul = scale / sqrtf(var + eps), add = bias - mean * mul. */
+static __global__ void batchnorm_fold(const float *scale, const float *bias, const float *mean,
+                                      const float *var, float eps, float *mul, float *add,
+                                      int64_t n)
+{
+    ENG_CUDA_FOR(k, n)
+    {
+        float m = scale[k] / sqrtf(var[k] + eps);
+        mul[k] = m;
+        add[k] = bias[k] - mean[k] * m;
+    }
+}
+
+/* y = x * mul[c] + add[c], Vec floats at a time (a vector never straddles
+ * two planes: plane % Vec == 0). Y may alias X. */
+template <bool Small, int Vec>
+static __global__ void batchnorm_apply(const float *x, float *y, const float *mul,
+                                       const float *add, udiv_t plane_vecs, udiv_t channels,
+                                       int64_t n_vecs)
+{
+    typedef typename std::conditional<Vec == 4, float4, float>::type vec_t;
+    ENG_CUDA_FOR(v, n_vecs)
+    {
+        int64_t p = udiv_q<Small>(plane_vecs, v);
+        int64_t k = p - udiv_q<Small>(channels, p) * channels.d;
+        float mk = mul[k], ak = add[k];
+        vec_t xv = ((const vec_t *)x)[v];
+        if constexpr (Vec == 4) {
+            xv.x = xv.x * mk + ak;
+            xv.y = xv.y * mk + ak;
+            xv.z = xv.z * mk + ak;
+            xv.w = xv.w * mk + ak;
+        } else {
+            xv = xv * mk + ak;
+        }
+        ((vec_t *)y)[v] = xv;
+    }
+}
+
+static size_t batchnorm_scratch_bytes(const eng_op_ctx_t *c)
+{
+    return 2 * (size_t)c->inputs[0]->shape.dims[1] * sizeof(float);
+}
+
+/* BatchNormalization in inference mode. Y may alias X. On error (scratch)
+ * nothing is written. */
+static int batchnorm_run(eng_op_ctx_t *c)
+{
+    int rc = eng_cuda_require_float_inputs(c, 5, -1);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0];
+    int64_t channels = xt->shape.dims[1], plane = eng_nn_dims_from(&xt->shape, 2);
+    int64_t n = eng_shape_numel(&xt->shape);
+    size_t need = batchnorm_scratch_bytes(c);
+    if (c->scratch_bytes < need)
+        return eng_op_scratch_err(c, need);
+    if (n == 0)
+        return 0;
+    float *mul = (float *)c->scratch, *add = mul + channels;
+    float eps = eng_attr_f(c->node, "epsilon", 1e-5f);
+    if ((rc = eng_cuda_launch(c, batchnorm_fold, channels, (const float *)c->inputs[1]->data,
+                     (const float *)c->inputs[2]->data, (const float *)c->inputs[3]->data,
+                     (const float *)c->inputs[4]->data, eps, mul, add, channels)))
+        return rc;
+    const float *x = (const float *)xt->data;
+    float *y = (float *)c->outputs[0]->data;
+    bool vec = plane % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0;
+    int64_t width = vec ? 4 : 1, n_vecs = n / width;
+    udiv_t pv = udiv_make(plane / width), ch = udiv_make(channels);
+    if (vec)
+        return eng_cuda_launch(
+            c, fits32(n_vecs) ? batchnorm_apply<true, 4> : batchnorm_apply<false, 4>, n_vecs, x, y,
+            (const float *)mul, (const float *)add, pv, ch, n_vecs);
+    return eng_cuda_launch(c, fits32(n_vecs) ? batchnorm_apply<true, 1> : batchnorm_apply<false, 1>,
+                           n_vecs, x, y, (const float *)mul, (const float *)add, pv, ch, n_vecs);
+}
+
+/* InstanceNormalization, one block per (image, channel) plane:
+ * y = (x - mean) * (scale * inv_std) + bias, in double as the CPU. */
+static __global__ void instancenorm_kernel(const float *x, float *y, const float *scale,
+                                           const float *bias, int64_t planes, int64_t channels,
+                                           int64_t plane, double eps)
+{
+    __shared__ double smem[32];
+    for (int64_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+        const float *xp = x + pl * plane;
+        float *yp = y + pl * plane;
+        int64_t k = pl % channels;
+        double mean, inv_std;
+        row_moments(xp, plane, eps, smem, &mean, &inv_std);
+        double mul = scale[k] * inv_std;
+        for (int64_t i = threadIdx.x; i < plane; i += blockDim.x)
+            yp[i] = (float)((xp[i] - mean) * mul + bias[k]);
+    }
+}
+
+/* InstanceNormalization. Y may alias X. Cannot fail but for the launch. */
+static int instancenorm_run(eng_op_ctx_t *c)
+{
+    int rc = eng_cuda_require_float_inputs(c, 3, -1);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0];
+    int64_t channels = xt->shape.dims[1], planes = xt->shape.dims[0] * channels;
+    int64_t plane = eng_nn_dims_from(&xt->shape, 2);
+    if (planes == 0 || plane == 0)
+        return 0;
+    instancenorm_kernel<<<row_blocks(planes), row_threads(plane), 0, eng_cuda_ctx(c)->stream>>>(
+        (const float *)xt->data, (float *)c->outputs[0]->data, (const float *)c->inputs[1]->data,
+        (const float *)c->inputs[2]->data, planes, channels, plane,
+        (double)eng_attr_f(c->node, "epsilon", 1e-5f));
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* Whether LayerNormalization's parameter p must be expanded to X's tail
+ * dims: not when it already has their numel (then, as it broadcasts, it
+ * has their layout). */
+static bool layernorm_needs_expand(const eng_tensor_t *p, int64_t cols)
+{
+    return p && eng_shape_numel(&p->shape) != cols;
+}
+
+static size_t layernorm_scratch_bytes(const eng_op_ctx_t *c)
+{
+    int64_t cols = eng_nn_dims_from(&c->inputs[0]->shape, eng_nn_layernorm_axis(c));
+    int n = layernorm_needs_expand(c->inputs[1], cols) +
+            layernorm_needs_expand(eng_ctx_in(c, 2), cols);
+    return (size_t)n * (size_t)cols * sizeof(float);
+}
+
+/* Expands a parameter over X's tail dims (engine/ops/nn_impl.h's map). */
+static __global__ void layernorm_expand(const float *src, float *dst, eng_nn_tail_map_t m,
+                                        int64_t n)
+{
+    ENG_CUDA_FOR(j, n)
+    {
+        dst[j] = src[eng_nn_tail_at(&m, j)];
+    }
+}
+
+/* Expands parameter p to X's dims from `axis` on into dst (as the CPU's
+ * expand_tail). */
+static int layernorm_expand_run(const eng_op_ctx_t *c, const eng_tensor_t *p,
+                                const eng_shape_t *x, int axis, float *dst, int64_t cols)
+{
+    return eng_cuda_launch(c, layernorm_expand, cols, (const float *)p->data, dst,
+                  eng_nn_tail_map(p, x, axis), cols);
+}
+
+/* LayerNormalization, one block per row: y = (x - mean) * inv_std *
+ * scale + bias in double, and the row's statistics when asked. */
+static __global__ void layernorm_kernel(const float *x, float *y, const float *scale,
+                                        const float *bias, float *mean_out, float *inv_out,
+                                        int64_t rows, int64_t cols, double eps)
+{
+    __shared__ double smem[32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        double mean, inv_std;
+        row_moments(xr, cols, eps, smem, &mean, &inv_std);
+        for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+            yr[k] = (float)((xr[k] - mean) * inv_std * scale[k] + (bias ? bias[k] : 0.0f));
+        if (threadIdx.x == 0) {
+            if (mean_out)
+                mean_out[r] = (float)mean;
+            if (inv_out)
+                inv_out[r] = (float)inv_std;
+        }
+    }
+}
+
+/* LayerNormalization with the optional Mean and InvStdDev outputs. Y may
+ * alias X. On error (scratch) nothing is written. */
+static int layernorm_run(eng_op_ctx_t *c)
+{
+    int rc = eng_cuda_require_float_inputs(c, 3, -1);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0], *st = c->inputs[1], *bt = eng_ctx_in(c, 2);
+    int axis = eng_nn_layernorm_axis(c);
+    int64_t cols = eng_nn_dims_from(&xt->shape, axis);
+    int64_t rows = cols ? eng_shape_numel(&xt->shape) / cols : 0;
+    size_t need = layernorm_scratch_bytes(c);
+    if (c->scratch_bytes < need)
+        return eng_op_scratch_err(c, need);
+    if (rows == 0)
+        return 0;
+    const float *scale = (const float *)st->data, *bias = bt ? (const float *)bt->data : NULL;
+    float *next = (float *)c->scratch;
+    if (layernorm_needs_expand(st, cols)) {
+        if ((rc = layernorm_expand_run(c, st, &xt->shape, axis, next, cols)))
+            return rc;
+        scale = next;
+        next += cols;
+    }
+    if (layernorm_needs_expand(bt, cols)) {
+        if ((rc = layernorm_expand_run(c, bt, &xt->shape, axis, next, cols)))
+            return rc;
+        bias = next;
+    }
+    float *mean_out = c->n_outputs > 1 && c->outputs[1] ? (float *)c->outputs[1]->data : NULL;
+    float *inv_out = c->n_outputs > 2 && c->outputs[2] ? (float *)c->outputs[2]->data : NULL;
+    layernorm_kernel<<<row_blocks(rows), row_threads(cols), 0, eng_cuda_ctx(c)->stream>>>(
+        (const float *)xt->data, (float *)c->outputs[0]->data, scale, bias, mean_out, inv_out,
+        rows, cols, (double)eng_attr_f(c->node, "epsilon", 1e-5f));
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* LRN across channels, one thread per element: x / (bias + alpha / size *
+ * sum of squares over the channel window)^beta, in double as the CPU. */
+template <bool Small>
+static __global__ void lrn_kernel(const float *x, float *y, udiv_t plane, udiv_t channels,
+                                  int64_t n, int64_t size, double alpha_over_size, double beta,
+                                  double bias)
+{
+    const int64_t before = (size - 1) / 2, after = size - 1 - before, ch = channels.d;
+    ENG_CUDA_FOR(i, n)
+    {
+        int64_t pl = udiv_q<Small>(plane, i), pos = i - pl * plane.d;
+        int64_t b = udiv_q<Small>(channels, pl), k = pl - b * ch;
+        int64_t lo = k - before < 0 ? 0 : k - before;
+        int64_t hi = k + after >= ch ? ch - 1 : k + after;
+        const float *xb = x + b * ch * plane.d + pos;
+        double sq = 0;
+        for (int64_t m = lo; m <= hi; m++) {
+            double v = xb[m * plane.d];
+            sq += v * v;
+        }
+        y[i] = (float)(xb[k * plane.d] / pow(bias + alpha_over_size * sq, beta));
+    }
+}
+
+/* LRN. Cannot fail but for the launch. */
+static int lrn_run(eng_op_ctx_t *c)
+{
+    int rc = eng_cuda_require_float_inputs(c, 1, -1);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0];
+    int64_t n = eng_shape_numel(&xt->shape), size = eng_attr_i(c->node, "size", 1);
+    double alpha = eng_attr_f(c->node, "alpha", 1e-4f), beta = eng_attr_f(c->node, "beta", 0.75f);
+    double bias = eng_attr_f(c->node, "bias", 1.0f);
+    return eng_cuda_launch(c, fits32(n) ? lrn_kernel<true> : lrn_kernel<false>, n,
+                  (const float *)xt->data, (float *)c->outputs[0]->data,
+                  udiv_make(eng_nn_dims_from(&xt->shape, 2)), udiv_make(xt->shape.dims[1]), n, size,
+                  alpha / (double)size, beta, bias);
+}
+
+const eng_kernel_t eng_cuda_BatchNormalization = {.run = batchnorm_run,
+                                                  .scratch_bytes = batchnorm_scratch_bytes};
+const eng_kernel_t eng_cuda_InstanceNormalization = {.run = instancenorm_run,
+                                                     .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_LayerNormalization = {.run = layernorm_run,
+                                                  .scratch_bytes = layernorm_scratch_bytes};
+const eng_kernel_t eng_cuda_LRN = {.run = lrn_run, .scratch_bytes = NULL};
