@@ -26,6 +26,11 @@ const eng_backend_i *eng_backend_get(eng_device_kind_t kind)
     return NULL;
 }
 
+const eng_backend_i *eng_backend_host(void)
+{
+    return &eng_backend_cpu;
+}
+
 bool eng_backend_supports(const eng_backend_i *be, eng_precision_t p)
 {
     return (unsigned)p < 32 && (be->precisions & (1u << p));

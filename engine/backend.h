@@ -84,6 +84,10 @@ typedef struct eng_backend_i {
  * a build without CUDA support). */
 const eng_backend_i *eng_backend_get(eng_device_kind_t kind);
 
+/* The host's table: where load-time folding and plan-time values are
+ * computed, whatever device a model runs on. Cannot fail. */
+const eng_backend_i *eng_backend_host(void);
+
 /* Whether the device computes at `p`. */
 bool eng_backend_supports(const eng_backend_i *be, eng_precision_t p);
 

@@ -72,7 +72,7 @@ int eng_fold_constants(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
         bool all_const = true;
         for (int k = 0; k < n->n_inputs && all_const; k++)
             all_const = n->inputs[k] < 0 || g->values[n->inputs[k]].kind == ENG_VALUE_CONST;
-        const eng_kernel_t *kernel = eng_backend_kernel(eng_backend_get(ENG_DEVICE_CPU), n->op);
+        const eng_kernel_t *kernel = eng_backend_kernel(eng_backend_host(), n->op);
         if (!all_const || !kernel)
             continue;
         int rc = fold_node(g, wa, n, kernel);

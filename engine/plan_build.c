@@ -132,7 +132,7 @@ static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
                     (op_reads_shape_only(n->op_type) && k == 0);
         }
         /* Plan-time nodes run on the host; steps on the plan's device. */
-        const eng_backend_i *be = known ? eng_backend_get(ENG_DEVICE_CPU) : p->be;
+        const eng_backend_i *be = known ? eng_backend_host() : p->be;
         const eng_kernel_t *kernel = eng_backend_kernel(be, n->op);
         if (!kernel) {
             rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", be->name);
