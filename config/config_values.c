@@ -478,20 +478,17 @@ cJSON *cfg_value_json(const cfg_key_t *key, const void *root)
     }
     if (key->set == cfg_set_token)
         return cJSON_CreateString(field[0] ? "***" : "");
-    if (key->set == cfg_set_log_level) {
-        fs_log_level_t level;
-        memcpy(&level, field, sizeof level);
-        return cJSON_CreateString(fs_log_level_name(level));
-    }
-    if (key->set == cfg_set_log_format) {
-        fs_log_format_t f;
-        memcpy(&f, field, sizeof f);
-        return cJSON_CreateString(log_format_names[f == FS_LOG_JSON ? FS_LOG_JSON : FS_LOG_TEXT]);
-    }
-    if (key->set == cfg_set_precision) {
-        eng_precision_t p;
-        memcpy(&p, field, sizeof p);
-        return cJSON_CreateString(eng_precision_name(p));
+    if (key->set == cfg_set_log_level || key->set == cfg_set_log_format ||
+        key->set == cfg_set_precision) {
+        /* An enum (a log level or format, a precision), by name. */
+        int e;
+        assert(key->width == sizeof e);
+        memcpy(&e, field, sizeof e);
+        if (key->set == cfg_set_log_level)
+            return cJSON_CreateString(fs_log_level_name((fs_log_level_t)e));
+        if (key->set == cfg_set_precision)
+            return cJSON_CreateString(eng_precision_name((eng_precision_t)e));
+        return cJSON_CreateString(log_format_names[e == FS_LOG_JSON ? FS_LOG_JSON : FS_LOG_TEXT]);
     }
     if (key->set == cfg_set_device) {
         cfg_device_t d;

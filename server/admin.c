@@ -47,13 +47,10 @@ void srv_admin_index(srv_req_t *r, const srv_route_args_t *a)
         ready_only = ready && cJSON_IsTrue(ready);
         cJSON_Delete(body);
     }
-    eng_model_entry_t *entries = NULL;
-    size_t n = 0;
-    int rc = eng_registry_index(r->app->registry, &entries, &n);
-    if (rc != 0) {
-        srv_respond_fs_error(r, rc);
+    eng_model_entry_t *entries;
+    size_t n;
+    if (!srv_registry_index(r, &entries, &n))
         return;
-    }
     cJSON *list = cJSON_CreateArray();
     for (size_t i = 0; i < n; i++) {
         const eng_model_entry_t *e = &entries[i];

@@ -170,6 +170,9 @@ void srv_respond_error_header(srv_req_t *r, unsigned status, const char *header,
     __attribute__((format(printf, 5, 6)));
 /* The error of an FS_E* code with this thread's fs_errmsg(). */
 void srv_respond_fs_error(srv_req_t *r, int code);
+/* The registry's index (caller frees with free), or, when
+ * it cannot be read, the error answered and false. */
+bool srv_registry_index(srv_req_t *r, eng_model_entry_t **entries, size_t *n);
 /* `doc` printed as application/json with the status; takes `doc` (NULL,
  * or a print that runs out of memory: 507 instead). */
 void srv_respond_json(srv_req_t *r, unsigned status, cJSON *doc);

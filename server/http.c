@@ -161,6 +161,16 @@ void srv_json_add_version(cJSON *obj, const char *key, int64_t v)
     cJSON_AddStringToObject(obj, key, text);
 }
 
+bool srv_registry_index(srv_req_t *r, eng_model_entry_t **entries, size_t *n)
+{
+    *entries = NULL;
+    *n = 0;
+    int rc = eng_registry_index(r->app->registry, entries, n);
+    if (rc != 0)
+        srv_respond_fs_error(r, rc);
+    return rc == 0;
+}
+
 void srv_respond_fs_error(srv_req_t *r, int code)
 {
     srv_respond_error(r, srv_status_of(code), "%s", fs_errmsg());

@@ -226,13 +226,10 @@ static cJSON *stats_json(const char *name, int64_t version, const eng_model_stat
 void srv_info_stats(srv_req_t *r, const srv_route_args_t *a)
 {
     const srv_route_args_t *want = a->model[0] ? a : NULL;
-    eng_model_entry_t *entries = NULL;
-    size_t n = 0;
-    int rc = eng_registry_index(r->app->registry, &entries, &n);
-    if (rc != 0) {
-        srv_respond_fs_error(r, rc);
+    eng_model_entry_t *entries;
+    size_t n;
+    if (!srv_registry_index(r, &entries, &n))
         return;
-    }
     cJSON *doc = cJSON_CreateObject();
     cJSON *list = cJSON_AddArrayToObject(doc, "model_stats");
     bool found = !want;
