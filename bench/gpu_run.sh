@@ -12,6 +12,7 @@
 #   alloc   the allocator benchmark on the device and on the host
 #   cuda    model_bench on the GPU (demo + light models), graphs on and off
 #   torch   bench/torch_ref.py: the CUDA engine against PyTorch eager
+#           (TORCH_ARGS: more flags, e.g. --quick)
 #   ort     model_bench on the CPU against ONNX Runtime at 1 and 8 threads
 #   server  the server suites on the GPU (device auto: cuda:0), then the
 #           server itself on cuda:0 answering curl
@@ -38,7 +39,8 @@
 #   wait    (no build) waits up to WAIT_SECONDS (default 560) for the
 #           background soaks, printing their progress
 #   collect (no build) packs /tmp/fsgpu into $OUT/soak.tar.gz
-#   compare the same model_bench runs on an earlier tree and on this one,
+#   compare the same model_bench runs (COMPARE_ARGS: more flags, e.g.
+#           --quick) on an earlier tree and on this one,
 #           alternating (after, before, after, before), on cuda and on the
 #           CPU: .gpu/before.tar.gz is that tree, packed with
 #           `git archive REV | gzip > .gpu/before.tar.gz`; built once per
@@ -69,6 +71,18 @@ tests=.gpu/onnx-tests
 light=$tests/light
 FLATSERVE_ONNX_TESTS=$PWD/$tests
 export FLATSERVE_ONNX_TESTS
+
+# The earlier tree of `compare` builds beside this one's.
+before_build() {
+    [ -x .gpu/before/build/cuda/bin/model_bench ] && return 0
+    rm -rf .gpu/before && mkdir -p .gpu/before && tar -C .gpu/before -xzf .gpu/before.tar.gz &&
+        (cd .gpu/before && make CUDA=1 WERROR=1 -j"$(nproc)" build/cuda/bin/model_bench \
+            models/mlp/1/model.onnx > "$OUT/build_before.txt" 2>&1)
+}
+if has compare; then
+    before_build &
+    before_pid=$!
+fi
 
 case " $parts " in
 *" wait "* | *" collect "*) ;;
@@ -128,7 +142,8 @@ fi
 
 if has torch; then
     echo "=== PyTorch eager vs the CUDA engine"
-    python3 bench/torch_ref.py --bench build/cuda/bin/model_bench --out-json "$OUT/torch_ref.json" \
+    # shellcheck disable=SC2086 # TORCH_ARGS is a list of flags
+    python3 bench/torch_ref.py --bench build/cuda/bin/model_bench --out-json "$OUT/torch_ref.json" ${TORCH_ARGS:-} \
         > "$OUT/torch_ref.md" 2> "$OUT/torch_ref.err" || echo "torch_ref.py: exit $?"
     tail -60 "$OUT/torch_ref.md"
     tail -5 "$OUT/torch_ref.err"
@@ -284,12 +299,7 @@ fi
 
 if has compare; then
     echo "=== the tree before (.gpu/before.tar.gz) against this one: model_bench, alternating"
-    if [ ! -x .gpu/before/build/cuda/bin/model_bench ]; then
-        rm -rf .gpu/before && mkdir -p .gpu/before && tar -C .gpu/before -xzf .gpu/before.tar.gz
-        (cd .gpu/before && make CUDA=1 WERROR=1 -j"$(nproc)" build/cuda/bin/model_bench \
-            models/mlp/1/model.onnx > "$OUT/build_before.txt" 2>&1) ||
-            { tail -20 "$OUT/build_before.txt"; exit 1; }
-    fi
+    wait "$before_pid" || { tail -20 "$OUT/build_before.txt"; exit 1; }
     root=$PWD
     d="$OUT/compare"
     mkdir -p "$d"
@@ -298,7 +308,8 @@ if has compare; then
             dir=.; [ "$side" = before ] && dir=.gpu/before
             for dev in cuda cpu; do
                 f="$d/${side}_${dev}_$round.md"
-                (cd "$dir" && build/cuda/bin/model_bench --device "$dev" --markdown \
+                # shellcheck disable=SC2086 # COMPARE_ARGS is a list of flags
+                (cd "$dir" && build/cuda/bin/model_bench --device "$dev" --markdown ${COMPARE_ARGS:-} \
                     --light "$root/$light" --json "$d/${side}_${dev}_$round.json") \
                     > "$f" 2>&1 || echo "model_bench $side $dev: exit $?"
             done
