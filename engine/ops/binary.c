@@ -23,15 +23,6 @@ static const eng_dtype_t dt_pow_base[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_IN
 static const eng_dtype_t dt_prelu[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
                                        ENG_DT_UNDEFINED};
 
-/* Sets output 0's dtype and shape when it is requested; cannot fail. */
-static void set_output(eng_op_ctx_t *c, eng_dtype_t dt, const eng_shape_t *shape)
-{
-    if (c->n_outputs > 0 && c->outputs[0]) {
-        c->outputs[0]->dtype = dt;
-        c->outputs[0]->shape = *shape;
-    }
-}
-
 /* The broadcast of inputs [first, n_inputs), all present. 0, or FS_EINVAL
  * naming the input that is missing or does not broadcast; *out is then
  * undefined. */
@@ -227,7 +218,7 @@ static int infer_same_dtype(eng_op_ctx_t *c, const eng_dtype_t *allowed, eng_dty
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)
         return rc;
-    set_output(c, out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt, &shape);
+    eng_ctx_out_set(c, 0, out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt, &shape);
     return 0;
 }
 
@@ -293,7 +284,7 @@ static int infer_pow(eng_op_ctx_t *oc)
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)
         return rc;
-    set_output(c, c->inputs[0]->dtype, &shape);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &shape);
     return 0;
 }
 
@@ -341,7 +332,7 @@ static int infer_prelu(eng_op_ctx_t *oc)
                           eng_shape_format(&slope->shape, ss, sizeof ss),
                           eng_shape_format(&x->shape, xs, sizeof xs));
     }
-    set_output(c, x->dtype, &shape);
+    eng_ctx_out_set(c, 0, x->dtype, &shape);
     return 0;
 }
 
@@ -367,7 +358,7 @@ static int infer_where(eng_op_ctx_t *c)
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)
         return rc;
-    set_output(c, dt, &shape);
+    eng_ctx_out_set(c, 0, dt, &shape);
     return 0;
 }
 

@@ -62,13 +62,8 @@ static int topk_infer(eng_op_ctx_t *c)
         return rc;
     eng_shape_t ys = c->inputs[0]->shape;
     ys.dims[axis] = k;
-    eng_dtype_t dts[2] = {c->inputs[0]->dtype, ENG_DT_INT64};
-    for (int i = 0; i < c->n_outputs && i < 2; i++) {
-        if (c->outputs[i]) {
-            c->outputs[i]->dtype = dts[i];
-            c->outputs[i]->shape = ys;
-        }
-    }
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &ys); /* Values */
+    eng_ctx_out_set(c, 1, ENG_DT_INT64, &ys);        /* Indices */
     return 0;
 }
 
@@ -90,8 +85,7 @@ static int trilu_infer(eng_op_ctx_t *c)
             return eng_op_err(c, FS_EINVAL, "k must hold one value, not %lld (rank %d)",
                               (long long)eng_shape_numel(&k->shape), k->shape.rank);
     }
-    c->outputs[0]->dtype = x->dtype;
-    c->outputs[0]->shape = x->shape;
+    eng_ctx_out_set(c, 0, x->dtype, &x->shape);
     return 0;
 }
 

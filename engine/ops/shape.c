@@ -103,14 +103,6 @@ static int ints_arg(const eng_op_ctx_t *c, const char *name, int input, int sinc
     return 0;
 }
 
-void eng_shapeops_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shape_t *s)
-{
-    if (i < c->n_outputs && c->outputs[i]) {
-        c->outputs[i]->dtype = dt;
-        c->outputs[i]->shape = *s;
-    }
-}
-
 /* Normalises each of axes[0..n) for `rank` into ax; FS_EINVAL on a value out
  * of range or repeated. */
 static int axes_normalise(const eng_op_ctx_t *c, const int64_t *axes, int n, int rank, int *ax)
@@ -180,7 +172,7 @@ static int reshape_infer(eng_op_ctx_t *c)
                           eng_shape_format(&x->shape, b1, sizeof b1), (long long)numel,
                           ints_format(v, n, b2, sizeof b2), (long long)known);
     }
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -201,7 +193,7 @@ static int flatten_infer(eng_op_ctx_t *c)
     memcpy(outer.dims, x->shape.dims, (size_t)axis * sizeof(int64_t));
     memcpy(inner.dims, x->shape.dims + axis, (size_t)(r - axis) * sizeof(int64_t));
     eng_shape_t out = {.rank = 2, .dims = {eng_shape_numel(&outer), eng_shape_numel(&inner)}};
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -235,7 +227,7 @@ static int squeeze_infer(eng_op_ctx_t *c)
     for (int d = 0; d < r; d++)
         if (!drop[d])
             out.dims[out.rank++] = x->shape.dims[d];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -269,7 +261,7 @@ static int unsqueeze_infer(eng_op_ctx_t *c)
     eng_shape_t out = {.rank = r + n};
     for (int d = 0, from = 0; d < r + n; d++)
         out.dims[d] = add[d] ? 1 : x->shape.dims[from++];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -316,7 +308,7 @@ static int transpose_infer(eng_op_ctx_t *c)
     eng_shape_t out = {.rank = x->shape.rank};
     for (int d = 0; d < out.rank; d++)
         out.dims[d] = x->shape.dims[perm[d]];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -365,7 +357,7 @@ static int depth_to_space_infer(eng_op_ctx_t *c)
     }
     eng_shape_t out = {.rank = 4, .dims = {s->dims[0], s->dims[1] / (b * b), s->dims[2] * b,
                                            s->dims[3] * b}};
-    eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &out);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &out);
     return 0;
 }
 
@@ -384,7 +376,7 @@ static int space_to_depth_infer(eng_op_ctx_t *c)
     }
     eng_shape_t out = {.rank = 4, .dims = {s->dims[0], s->dims[1] * b * b, s->dims[2] / b,
                                            s->dims[3] / b}};
-    eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &out);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &out);
     return 0;
 }
 
@@ -427,7 +419,7 @@ static int concat_infer(eng_op_ctx_t *c)
         }
         out.dims[axis] += x->shape.dims[axis];
     }
-    eng_shapeops_out_set(c, 0, x0->dtype, &out);
+    eng_ctx_out_set(c, 0, x0->dtype, &out);
     return 0;
 }
 
@@ -494,7 +486,7 @@ static int split_infer(eng_op_ctx_t *c)
     eng_shape_t out = c->inputs[0]->shape;
     for (int k = 0; k < p.n; k++) {
         out.dims[p.axis] = eng_split_size(&p, k);
-        eng_shapeops_out_set(c, k, c->inputs[0]->dtype, &out);
+        eng_ctx_out_set(c, k, c->inputs[0]->dtype, &out);
     }
     return 0;
 }
@@ -582,7 +574,7 @@ static int slice_infer(eng_op_ctx_t *c)
     eng_slice_params_t p;
     int rc = eng_slice_params(c, &p);
     if (rc == 0)
-        eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &p.out);
+        eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &p.out);
     return rc;
 }
 
@@ -613,7 +605,7 @@ static int gather_infer(eng_op_ctx_t *c)
         out.dims[out.rank++] = idx->shape.dims[d];
     for (int d = axis + 1; d < x->shape.rank; d++)
         out.dims[out.rank++] = x->shape.dims[d];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -636,7 +628,7 @@ static int gather_elements_infer(eng_op_ctx_t *c)
                           "outside axis %d", eng_shape_format(&idx->shape, b1, sizeof b1),
                           eng_shape_format(&x->shape, b2, sizeof b2), axis);
     }
-    eng_shapeops_out_set(c, 0, x->dtype, &idx->shape);
+    eng_ctx_out_set(c, 0, x->dtype, &idx->shape);
     return 0;
 }
 
@@ -665,7 +657,7 @@ static int expand_infer(eng_op_ctx_t *c)
         }
         out.dims[d] = a == 1 ? s : a;
     }
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -688,7 +680,7 @@ static int tile_infer(eng_op_ctx_t *c)
     eng_shape_t out = x->shape;
     for (int d = 0; d < n; d++)
         out.dims[d] *= v[d];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -824,7 +816,7 @@ static int pad_infer(eng_op_ctx_t *c)
     eng_pad_params_t p;
     int rc = eng_pad_params(c, &p);
     if (rc == 0)
-        eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &p.out);
+        eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &p.out);
     return rc;
 }
 
