@@ -103,6 +103,19 @@ static int ints_arg(const eng_op_ctx_t *c, const char *name, int input, int sinc
     return 0;
 }
 
+/* ints_arg for a list the op cannot do without: FS_EINVAL naming the
+ * attribute or input when it is absent, so *n is never -1. */
+static int ints_arg_required(const eng_op_ctx_t *c, const char *name, int input, int since,
+                             int64_t *v, int max, int *n)
+{
+    int rc = ints_arg(c, name, input, since, v, max, n);
+    if (rc != 0 || *n >= 0)
+        return rc;
+    if (c->opset < since)
+        return eng_op_err(c, FS_EINVAL, "attribute %s is required", name);
+    return eng_op_err(c, FS_EINVAL, "required input %d (%s) is missing", input, name);
+}
+
 /* Normalises each of axes[0..n) for `rank` into ax; FS_EINVAL on a value out
  * of range or repeated. */
 static int axes_normalise(const eng_op_ctx_t *c, const int64_t *axes, int n, int rank, int *ax)
@@ -130,10 +143,8 @@ static int reshape_infer(eng_op_ctx_t *c)
     int64_t v[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = ints_arg(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
         return rc;
-    if (n < 0)
-        return eng_op_err(c, FS_EINVAL, "required input 1 (shape) is missing");
     bool allowzero = c->opset >= 14 && eng_attr_i(c->node, "allowzero", 0) != 0;
     eng_shape_t out = {.rank = n};
     int infer_at = -1;
@@ -244,11 +255,8 @@ static int unsqueeze_infer(eng_op_ctx_t *c)
     int64_t axes[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = ints_arg(c, "axes", 1, 13, axes, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "axes", 1, 13, axes, ENG_MAX_RANK, &n)) != 0)
         return rc;
-    if (n < 0)
-        return eng_op_err(c, FS_EINVAL, c->opset < 13 ? "attribute axes is missing"
-                                                      : "required input 1 (axes) is missing");
     int r = x->shape.rank, ax[ENG_MAX_RANK];
     if (r + n > ENG_MAX_RANK)
         return eng_op_err(c, FS_ENOTSUP, "the output would have rank %d; at most %d is "
@@ -481,14 +489,12 @@ static int split_infer(eng_op_ctx_t *c)
 {
     eng_split_params_t p;
     int rc = eng_split_params(c, &p);
-    if (rc != 0)
-        return rc;
-    eng_shape_t out = c->inputs[0]->shape;
-    for (int k = 0; k < p.n; k++) {
+    for (int k = 0; rc == 0 && k < p.n; k++) {
+        eng_shape_t out = c->inputs[0]->shape;
         out.dims[p.axis] = eng_split_size(&p, k);
         eng_ctx_out_set(c, k, c->inputs[0]->dtype, &out);
     }
-    return 0;
+    return rc;
 }
 
 /* --- Slice -------------------------------------------------------------------------- */
@@ -532,15 +538,13 @@ int eng_slice_params(const eng_op_ctx_t *c, eng_slice_params_t *p)
     int r = x->shape.rank;
     int64_t starts[ENG_MAX_RANK], ends[ENG_MAX_RANK], axes[ENG_MAX_RANK], steps[ENG_MAX_RANK];
     int ns, ne, na, nst;
-    if ((rc = ints_arg(c, "starts", 1, 10, starts, ENG_MAX_RANK, &ns)) != 0 ||
-        (rc = ints_arg(c, "ends", 2, 10, ends, ENG_MAX_RANK, &ne)) != 0 ||
+    if ((rc = ints_arg_required(c, "starts", 1, 10, starts, ENG_MAX_RANK, &ns)) != 0 ||
+        (rc = ints_arg_required(c, "ends", 2, 10, ends, ENG_MAX_RANK, &ne)) != 0 ||
         (rc = ints_arg(c, "axes", 3, 10, axes, ENG_MAX_RANK, &na)) != 0)
         return rc;
     nst = -1;
     if (c->opset >= 10 && (rc = ints_arg(c, "steps", 4, 10, steps, ENG_MAX_RANK, &nst)) != 0)
         return rc;
-    if (ns < 0 || ne < 0)
-        return eng_op_err(c, FS_EINVAL, "starts and ends are required");
     char b[SHAPE_BUF];
     if (ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns) || ns > r)
         return eng_op_err(c, FS_EINVAL, "starts, ends, axes and steps have %d, %d, %d and %d "
@@ -640,10 +644,8 @@ static int expand_infer(eng_op_ctx_t *c)
     int64_t v[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "input", &x)) != 0 ||
-        (rc = ints_arg(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
         return rc;
-    if (n < 0)
-        return eng_op_err(c, FS_EINVAL, "required input 1 (shape) is missing");
     int r = x->shape.rank > n ? x->shape.rank : n;
     eng_shape_t out = {.rank = r};
     for (int d = 0; d < r; d++) {
@@ -667,7 +669,7 @@ static int tile_infer(eng_op_ctx_t *c)
     int64_t v[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "input", &x)) != 0 ||
-        (rc = ints_arg(c, "repeats", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "repeats", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
         return rc;
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     bool ok = n == x->shape.rank;
@@ -675,7 +677,7 @@ static int tile_infer(eng_op_ctx_t *c)
         ok = v[d] >= 0;
     if (!ok)
         return eng_op_err(c, FS_EINVAL, "repeats %s must be one non-negative count per dim of %s",
-                          ints_format(v, n < 0 ? 0 : n, b1, sizeof b1),
+                          ints_format(v, n, b1, sizeof b1),
                           eng_shape_format(&x->shape, b2, sizeof b2));
     eng_shape_t out = x->shape;
     for (int d = 0; d < n; d++)
@@ -717,12 +719,10 @@ int eng_pad_params(const eng_op_ctx_t *c, eng_pad_params_t *p)
         return rc;
     int r = x->shape.rank, np, na = -1;
     int64_t pads[2 * ENG_MAX_RANK], axes[ENG_MAX_RANK];
-    if ((rc = ints_arg(c, "pads", 1, 11, pads, 2 * ENG_MAX_RANK, &np)) != 0)
+    if ((rc = ints_arg_required(c, "pads", 1, 11, pads, 2 * ENG_MAX_RANK, &np)) != 0)
         return rc;
     if (c->opset >= 18 && (rc = ints_arg(c, "axes", 3, 18, axes, ENG_MAX_RANK, &na)) != 0)
         return rc;
-    if (np < 0)
-        return eng_op_err(c, FS_EINVAL, "pads are required");
     if (na < 0) {
         na = r;
         for (int k = 0; k < r; k++)
