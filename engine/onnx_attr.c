@@ -31,23 +31,20 @@ static eng_attr_type_t attr_type(const Onnx__AttributeProto *ap)
 {
     if (ap->has_type)
         return (eng_attr_type_t)ap->type;
-    /* Before IR 2 the type was implied by the field in use. */
-    if (ap->t)
-        return ENG_ATTR_TENSOR;
-    if (ap->g)
-        return ENG_ATTR_GRAPH;
-    if (ap->n_floats)
-        return ENG_ATTR_FLOATS;
-    if (ap->n_ints)
-        return ENG_ATTR_INTS;
-    if (ap->n_strings)
-        return ENG_ATTR_STRINGS;
-    if (ap->has_f)
-        return ENG_ATTR_FLOAT;
-    if (ap->has_i)
-        return ENG_ATTR_INT;
-    if (ap->has_s)
-        return ENG_ATTR_STRING;
+    /* Before IR 2 the type was implied by the field in use: the first
+     * field of this table that is set. */
+    const struct {
+        bool used;
+        eng_attr_type_t type;
+    } implied[] = {
+        {ap->t != NULL, ENG_ATTR_TENSOR},      {ap->g != NULL, ENG_ATTR_GRAPH},
+        {ap->n_floats > 0, ENG_ATTR_FLOATS},   {ap->n_ints > 0, ENG_ATTR_INTS},
+        {ap->n_strings > 0, ENG_ATTR_STRINGS}, {ap->has_f, ENG_ATTR_FLOAT},
+        {ap->has_i, ENG_ATTR_INT},             {ap->has_s, ENG_ATTR_STRING},
+    };
+    for (size_t k = 0; k < sizeof implied / sizeof *implied; k++)
+        if (implied[k].used)
+            return implied[k].type;
     return ENG_ATTR_UNDEFINED;
 }
 
