@@ -586,17 +586,27 @@ static int slice_infer(eng_op_ctx_t *c)
 
 static const eng_dtype_t index_dtypes[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
 
+/* Gather's and GatherElements' operands: data (input 0, not a scalar),
+ * indices (input 1, int32 or int64) and attribute axis normalised for data.
+ * 0, or FS_EINVAL / FS_ENOTSUP naming the operand. */
+static int gather_inputs(const eng_op_ctx_t *c, const eng_tensor_t **x, const eng_tensor_t **idx,
+                         int *axis)
+{
+    int rc;
+    if ((rc = eng_shapeops_in_data(c, 0, "data", x)) != 0 ||
+        (rc = eng_shapeops_in_data(c, 1, "indices", idx)) != 0 ||
+        (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
+        return rc;
+    if ((*x)->shape.rank == 0)
+        return eng_op_err(c, FS_EINVAL, "cannot gather from a scalar");
+    return eng_op_axis(c, eng_attr_i(c->node, "axis", 0), (*x)->shape.rank, axis);
+}
+
 static int gather_infer(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x, *idx;
-    int rc, axis;
-    if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = eng_shapeops_in_data(c, 1, "indices", &idx)) != 0 ||
-        (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
-        return rc;
-    if (x->shape.rank == 0)
-        return eng_op_err(c, FS_EINVAL, "cannot gather from a scalar");
-    if ((rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), x->shape.rank, &axis)) != 0)
+    int axis, rc = gather_inputs(c, &x, &idx, &axis);
+    if (rc != 0)
         return rc;
     int r = x->shape.rank - 1 + idx->shape.rank;
     if (r > ENG_MAX_RANK)
@@ -616,14 +626,10 @@ static int gather_infer(eng_op_ctx_t *c)
 static int gather_elements_infer(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x, *idx;
-    int rc, axis;
-    if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = eng_shapeops_in_data(c, 1, "indices", &idx)) != 0 ||
-        (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
+    int axis, rc = gather_inputs(c, &x, &idx, &axis);
+    if (rc != 0)
         return rc;
-    if ((rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), x->shape.rank, &axis)) != 0)
-        return rc;
-    bool ok = x->shape.rank == idx->shape.rank && x->shape.rank > 0;
+    bool ok = x->shape.rank == idx->shape.rank;
     for (int d = 0; ok && d < x->shape.rank; d++)
         ok = d == axis || idx->shape.dims[d] <= x->shape.dims[d];
     if (!ok) {
