@@ -306,7 +306,8 @@ static int channel_input(eng_op_ctx_t *c, int min_rank)
     return 0;
 }
 
-/* X [N, C, spatial...]; the output keeps N and C, each spatial dim 1. */
+/* X [N, C, spatial...]; the output keeps N and C, each spatial dim 1
+ * (overwriting the X-shaped output channel_input set). */
 static int global_pool_infer(eng_op_ctx_t *c)
 {
     int rc = channel_input(c, 3);
