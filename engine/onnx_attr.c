@@ -31,24 +31,31 @@ static eng_attr_type_t attr_type(const Onnx__AttributeProto *ap)
 {
     if (ap->has_type)
         return (eng_attr_type_t)ap->type;
-    /* Before IR 2 the type was implied by the field in use. */
-    if (ap->t)
-        return ENG_ATTR_TENSOR;
-    if (ap->g)
-        return ENG_ATTR_GRAPH;
-    if (ap->n_floats)
-        return ENG_ATTR_FLOATS;
-    if (ap->n_ints)
-        return ENG_ATTR_INTS;
-    if (ap->n_strings)
-        return ENG_ATTR_STRINGS;
-    if (ap->has_f)
-        return ENG_ATTR_FLOAT;
-    if (ap->has_i)
-        return ENG_ATTR_INT;
-    if (ap->has_s)
-        return ENG_ATTR_STRING;
+    /* Before IR 2 the type was implied by the field in use: the first
+     * field of this table that is set. */
+    const struct {
+        bool used;
+        eng_attr_type_t type;
+    } implied[] = {
+        {ap->t != NULL, ENG_ATTR_TENSOR},      {ap->g != NULL, ENG_ATTR_GRAPH},
+        {ap->n_floats > 0, ENG_ATTR_FLOATS},   {ap->n_ints > 0, ENG_ATTR_INTS},
+        {ap->n_strings > 0, ENG_ATTR_STRINGS}, {ap->has_f, ENG_ATTR_FLOAT},
+        {ap->has_i, ENG_ATTR_INT},             {ap->has_s, ENG_ATTR_STRING},
+    };
+    for (size_t k = 0; k < sizeof implied / sizeof *implied; k++)
+        if (implied[k].used)
+            return implied[k].type;
     return ENG_ATTR_UNDEFINED;
+}
+
+/* A copy in the pool of the n elements of `size` bytes at src (which may be
+ * NULL when n is 0), never NULL for n == 0; NULL when out of memory. */
+static void *pool_memdup(onnx_pool_t *p, const void *src, size_t n, size_t size)
+{
+    void *v = onnx_pool_alloc(p, n * size);
+    if (v && n)
+        memcpy(v, src, n * size);
+    return v;
 }
 
 /* Fills a with the value of ap (a->type set, one the engine holds); lists
@@ -68,26 +75,14 @@ static int attr_fill(onnx_pool_t *p, const char *dir, eng_attr_t *a, const Onnx_
     case ENG_ATTR_STRING:
         a->s_len = ap->s.len;
         return (a->s = onnx_pool_strndup(p, (const char *)ap->s.data, ap->s.len)) ? 0 : FS_ENOMEM;
-    case ENG_ATTR_FLOATS: {
-        float *f = onnx_pool_alloc(p, ap->n_floats * sizeof *f);
-        if (!f)
-            return FS_ENOMEM;
-        if (ap->n_floats)
-            memcpy(f, ap->floats, ap->n_floats * sizeof *f);
+    case ENG_ATTR_FLOATS:
         a->n = ap->n_floats;
-        a->floats = f;
-        return 0;
-    }
-    case ENG_ATTR_INTS: {
-        int64_t *v = onnx_pool_alloc(p, ap->n_ints * sizeof *v);
-        if (!v)
-            return FS_ENOMEM;
-        if (ap->n_ints)
-            memcpy(v, ap->ints, ap->n_ints * sizeof *v);
+        a->floats = pool_memdup(p, ap->floats, ap->n_floats, sizeof *a->floats);
+        return a->floats ? 0 : FS_ENOMEM;
+    case ENG_ATTR_INTS:
         a->n = ap->n_ints;
-        a->ints = v;
-        return 0;
-    }
+        a->ints = pool_memdup(p, ap->ints, ap->n_ints, sizeof *a->ints);
+        return a->ints ? 0 : FS_ENOMEM;
     case ENG_ATTR_STRINGS: {
         char **ss = onnx_pool_alloc(p, ap->n_strings * sizeof *ss);
         if (!ss)

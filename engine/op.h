@@ -131,6 +131,15 @@ static inline const eng_tensor_t *eng_ctx_host_in(const eng_op_ctx_t *c, int i)
     const eng_tensor_t *t = c->host_inputs[i];
     return t && t->data ? t : NULL;
 }
+/* Sets output i's dtype and shape (an infer hook's result) when the node
+ * has that output and it is requested; cannot fail. */
+static inline void eng_ctx_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shape_t *s)
+{
+    if (i < c->n_outputs && c->outputs[i]) {
+        c->outputs[i]->dtype = dt;
+        c->outputs[i]->shape = *s;
+    }
+}
 /* Sets fs_err(code, "<node name> (<op>): <message>") and returns code. */
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

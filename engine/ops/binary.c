@@ -23,15 +23,6 @@ static const eng_dtype_t dt_pow_base[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_IN
 static const eng_dtype_t dt_prelu[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
                                        ENG_DT_UNDEFINED};
 
-/* Sets output 0's dtype and shape when it is requested; cannot fail. */
-static void set_output(eng_op_ctx_t *c, eng_dtype_t dt, const eng_shape_t *shape)
-{
-    if (c->n_outputs > 0 && c->outputs[0]) {
-        c->outputs[0]->dtype = dt;
-        c->outputs[0]->shape = *shape;
-    }
-}
-
 /* The broadcast of inputs [first, n_inputs), all present. 0, or FS_EINVAL
  * naming the input that is missing or does not broadcast; *out is then
  * undefined. */
@@ -119,6 +110,13 @@ int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *lg)
         view->shape.dims[d] = 1;
     ins[1] = view;
     return 0;
+}
+
+int eng_binary_pair_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *lg)
+{
+    if (c->n_inputs != 2)
+        return eng_op_err(c, FS_EINVAL, "has %d inputs, expected 2", c->n_inputs);
+    return eng_binary_legacy_ctx(c, lg);
 }
 
 int eng_binary_check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt)
@@ -209,74 +207,76 @@ int eng_binary_bcast(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_ten
     return 0;
 }
 
-/* `min_in`..`max_in` inputs of one dtype from `allowed`, broadcast; output
- * of dtype `out_dt` (ENG_DT_UNDEFINED: the inputs'). */
-static int infer_elementwise(eng_op_ctx_t *oc, int min_in, int max_in, const eng_dtype_t *allowed,
-                             eng_dtype_t out_dt)
+/* Inputs of one dtype from `allowed`, broadcast; output of dtype `out_dt`
+ * (ENG_DT_UNDEFINED: the inputs'). `c` is the node's context, or for a
+ * two-input op the one eng_binary_pair_ctx made. */
+static int infer_same_dtype(eng_op_ctx_t *c, const eng_dtype_t *allowed, eng_dtype_t out_dt)
 {
-    if (oc->n_inputs < min_in || oc->n_inputs > max_in)
-        return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected %d to %d", oc->n_inputs, min_in,
-                          max_in);
-    eng_binary_legacy_t lg;
-    eng_op_ctx_t *c = oc;
-    if (max_in == 2) {
-        int lrc = eng_binary_legacy_ctx(oc, &lg);
-        if (lrc)
-            return lrc;
-        c = &lg.ctx;
-    }
     int rc = same_dtype(c, 0, allowed);
     eng_shape_t shape;
     if (rc == 0)
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)
         return rc;
-    set_output(c, out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt, &shape);
+    eng_ctx_out_set(c, 0, out_dt == ENG_DT_UNDEFINED ? c->inputs[0]->dtype : out_dt, &shape);
     return 0;
+}
+
+/* Two inputs (seen as opset 1..6 broadcasting needs), else as infer_same_dtype. */
+static int infer_pair(eng_op_ctx_t *c, const eng_dtype_t *allowed, eng_dtype_t out_dt)
+{
+    eng_binary_legacy_t lg;
+    int rc = eng_binary_pair_ctx(c, &lg);
+    return rc ? rc : infer_same_dtype(&lg.ctx, allowed, out_dt);
+}
+
+/* One or more inputs (Max, Min, Mean, Sum), else as infer_same_dtype. */
+static int infer_variadic(eng_op_ctx_t *c, const eng_dtype_t *allowed)
+{
+    if (c->n_inputs < 1)
+        return eng_op_err(c, FS_EINVAL, "has no inputs, expected at least 1");
+    return infer_same_dtype(c, allowed, ENG_DT_UNDEFINED);
 }
 
 static int infer_arith(eng_op_ctx_t *c)
 {
-    return infer_elementwise(c, 2, 2, dt_numeric, ENG_DT_UNDEFINED);
+    return infer_pair(c, dt_numeric, ENG_DT_UNDEFINED);
 }
 
 static int infer_logic(eng_op_ctx_t *c)
 {
-    return infer_elementwise(c, 2, 2, dt_bool, ENG_DT_BOOL);
+    return infer_pair(c, dt_bool, ENG_DT_BOOL);
 }
 
 static int infer_equal(eng_op_ctx_t *c)
 {
-    return infer_elementwise(c, 2, 2, dt_numeric_bool, ENG_DT_BOOL);
+    return infer_pair(c, dt_numeric_bool, ENG_DT_BOOL);
 }
 
 static int infer_compare(eng_op_ctx_t *c)
 {
-    return infer_elementwise(c, 2, 2, dt_numeric, ENG_DT_BOOL);
+    return infer_pair(c, dt_numeric, ENG_DT_BOOL);
 }
 
 static int infer_minmax(eng_op_ctx_t *c)
 {
-    return infer_elementwise(c, 1, 1 << 30, dt_numeric, ENG_DT_UNDEFINED);
+    return infer_variadic(c, dt_numeric);
 }
 
 static int infer_sum(eng_op_ctx_t *c)
 {
-    return infer_elementwise(c, 1, 1 << 30, dt_float, ENG_DT_UNDEFINED);
+    return infer_variadic(c, dt_float);
 }
 
 /* Pow's base and exponent may differ in type (T1, T2 from opset 12); the
  * output has the base's. */
 static int infer_pow(eng_op_ctx_t *oc)
 {
-    if (oc->n_inputs != 2)
-        return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected 2", oc->n_inputs);
     eng_binary_legacy_t lg;
-    int rc = eng_binary_legacy_ctx(oc, &lg);
-    if (rc)
-        return rc;
     eng_op_ctx_t *c = &lg.ctx;
-    rc = eng_op_require_dtype(c, 0, dt_pow_base);
+    int rc = eng_binary_pair_ctx(oc, &lg);
+    if (rc == 0)
+        rc = eng_op_require_dtype(c, 0, dt_pow_base);
     if (rc == 0)
         rc = eng_op_require_dtype(c, 1, dt_numeric);
     eng_shape_t shape;
@@ -284,7 +284,7 @@ static int infer_pow(eng_op_ctx_t *oc)
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)
         return rc;
-    set_output(c, c->inputs[0]->dtype, &shape);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &shape);
     return 0;
 }
 
@@ -315,15 +315,12 @@ static int infer_mod(eng_op_ctx_t *c)
 /* slope broadcasts to X (unidirectionally): the output has X's shape. */
 static int infer_prelu(eng_op_ctx_t *oc)
 {
-    if (oc->n_inputs != 2)
-        return eng_op_err(oc, FS_EINVAL, "has %d inputs, expected 2", oc->n_inputs);
     eng_binary_legacy_t lg;
-    int rc = eng_binary_legacy_ctx(oc, &lg);
-    if (rc)
-        return rc;
     eng_op_ctx_t *c = &lg.ctx;
     eng_shape_t shape;
-    rc = same_dtype(c, 0, dt_prelu);
+    int rc = eng_binary_pair_ctx(oc, &lg);
+    if (rc == 0)
+        rc = same_dtype(c, 0, dt_prelu);
     if (rc == 0)
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)
@@ -335,7 +332,7 @@ static int infer_prelu(eng_op_ctx_t *oc)
                           eng_shape_format(&slope->shape, ss, sizeof ss),
                           eng_shape_format(&x->shape, xs, sizeof xs));
     }
-    set_output(c, x->dtype, &shape);
+    eng_ctx_out_set(c, 0, x->dtype, &shape);
     return 0;
 }
 
@@ -361,7 +358,7 @@ static int infer_where(eng_op_ctx_t *c)
         rc = broadcast_inputs(c, 0, &shape);
     if (rc)
         return rc;
-    set_output(c, dt, &shape);
+    eng_ctx_out_set(c, 0, dt, &shape);
     return 0;
 }
 

@@ -31,6 +31,12 @@ typedef struct eng_binary_legacy {
  * match the legacy rules. */
 int eng_binary_legacy_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *out);
 
+/* eng_binary_legacy_ctx for an op of exactly two inputs: FS_EINVAL naming
+ * the count when `c` has another number of them, else as above. The
+ * two-input ops' infer starts here; a kernel that starts here too sees the
+ * same two operands. */
+int eng_binary_pair_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *out);
+
 /* Checks that n >= 1, that inputs [0, n) of c are present and share input
  * 0's dtype, and that output 0 is present with dtype `out_dt`
  * (ENG_DT_UNDEFINED: the inputs'). 0 or FS_EINVAL naming the input or

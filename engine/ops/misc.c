@@ -20,6 +20,19 @@ static int64_t input_numel(const eng_op_ctx_t *c, int i)
     return t ? eng_shape_numel(&t->shape) : 0;
 }
 
+/* Unless input i (`what`) is absent: FS_ENOTSUP unless its dtype is in
+ * `allowed`, FS_EINVAL unless it holds exactly one value. */
+static int one_value_input(const eng_op_ctx_t *c, int i, const char *what,
+                           const eng_dtype_t *allowed)
+{
+    const eng_tensor_t *t = eng_ctx_in(c, i);
+    int rc = t ? eng_op_require_dtype(c, i, allowed) : 0;
+    if (rc == 0 && t && (t->shape.rank > 1 || eng_shape_numel(&t->shape) != 1))
+        return eng_op_err(c, FS_EINVAL, "%s must hold one value, not %lld (rank %d)", what,
+                          (long long)eng_shape_numel(&t->shape), t->shape.rank);
+    return rc;
+}
+
 /* ---- TopK --------------------------------------------------------------- */
 
 int eng_topk_params(const eng_op_ctx_t *c, int *axis, int64_t *k)
@@ -36,11 +49,8 @@ int eng_topk_params(const eng_op_ctx_t *c, int *axis, int64_t *k)
         const eng_tensor_t *t = eng_ctx_in(c, 1);
         if (!t)
             return eng_op_err(c, FS_EINVAL, "the K input is missing");
-        if ((rc = eng_op_require_dtype(c, 1, index_types)))
+        if ((rc = one_value_input(c, 1, "K", index_types)))
             return rc;
-        if (t->shape.rank > 1 || eng_shape_numel(&t->shape) != 1)
-            return eng_op_err(c, FS_EINVAL, "K must hold one value, not %lld (rank %d)",
-                              (long long)eng_shape_numel(&t->shape), t->shape.rank);
         if (!t->data)
             return eng_op_err(c, FS_EDYNAMIC, "K's value is only known at run time");
         *k = eng_tensor_get_i64(t, 0);
@@ -62,13 +72,8 @@ static int topk_infer(eng_op_ctx_t *c)
         return rc;
     eng_shape_t ys = c->inputs[0]->shape;
     ys.dims[axis] = k;
-    eng_dtype_t dts[2] = {c->inputs[0]->dtype, ENG_DT_INT64};
-    for (int i = 0; i < c->n_outputs && i < 2; i++) {
-        if (c->outputs[i]) {
-            c->outputs[i]->dtype = dts[i];
-            c->outputs[i]->shape = ys;
-        }
-    }
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &ys); /* Values */
+    eng_ctx_out_set(c, 1, ENG_DT_INT64, &ys);        /* Indices */
     return 0;
 }
 
@@ -82,16 +87,9 @@ static int trilu_infer(eng_op_ctx_t *c)
     const eng_tensor_t *x = c->inputs[0];
     if (x->shape.rank < 2)
         return eng_op_err(c, FS_EINVAL, "input 0 must have rank >= 2, not %d", x->shape.rank);
-    const eng_tensor_t *k = eng_ctx_in(c, 1);
-    if (k) {
-        if ((rc = eng_op_require_dtype(c, 1, int64_only)))
-            return rc;
-        if (k->shape.rank > 1 || eng_shape_numel(&k->shape) != 1)
-            return eng_op_err(c, FS_EINVAL, "k must hold one value, not %lld (rank %d)",
-                              (long long)eng_shape_numel(&k->shape), k->shape.rank);
-    }
-    c->outputs[0]->dtype = x->dtype;
-    c->outputs[0]->shape = x->shape;
+    if ((rc = one_value_input(c, 1, "k", int64_only)))
+        return rc;
+    eng_ctx_out_set(c, 0, x->dtype, &x->shape);
     return 0;
 }
 

@@ -291,24 +291,6 @@ static int window_check(const eng_node_t *n, int opset)
     return 0;
 }
 
-static int global_pool_infer(eng_op_ctx_t *c)
-{
-    int rc = eng_op_require_dtype(c, 0, dt_float);
-    if (rc)
-        return rc;
-    const eng_tensor_t *x = c->inputs[0];
-    char xs[96];
-    if (x->shape.rank < 3)
-        return eng_op_err(c, FS_EINVAL, "X %s must have rank >= 3 ([N, C, spatial...])",
-                          eng_shape_format(&x->shape, xs, sizeof xs));
-    eng_tensor_t *y = c->outputs[0];
-    y->dtype = ENG_DT_FLOAT;
-    y->shape = x->shape;
-    for (int d = 2; d < x->shape.rank; d++)
-        y->shape.dims[d] = 1;
-    return 0;
-}
-
 /* X [N, C, ...] in float, rank >= min_rank; the output takes its type. */
 static int channel_input(eng_op_ctx_t *c, int min_rank)
 {
@@ -320,8 +302,21 @@ static int channel_input(eng_op_ctx_t *c, int min_rank)
     if (x->shape.rank < min_rank)
         return eng_op_err(c, FS_EINVAL, "X %s must have rank >= %d ([N, C, ...])",
                           eng_shape_format(&x->shape, xs, sizeof xs), min_rank);
-    c->outputs[0]->dtype = ENG_DT_FLOAT;
-    c->outputs[0]->shape = x->shape;
+    eng_ctx_out_set(c, 0, ENG_DT_FLOAT, &x->shape);
+    return 0;
+}
+
+/* X [N, C, spatial...]; the output keeps N and C, each spatial dim 1
+ * (overwriting the X-shaped output channel_input set). */
+static int global_pool_infer(eng_op_ctx_t *c)
+{
+    int rc = channel_input(c, 3);
+    if (rc)
+        return rc;
+    eng_shape_t ys = c->inputs[0]->shape;
+    for (int d = 2; d < ys.rank; d++)
+        ys.dims[d] = 1;
+    eng_ctx_out_set(c, 0, ENG_DT_FLOAT, &ys);
     return 0;
 }
 

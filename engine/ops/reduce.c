@@ -103,8 +103,21 @@ int eng_cumsum_axis(const eng_op_ctx_t *c, int *axis)
 /* Output 0 takes input 0's dtype and shape. Cannot fail. */
 static void same_as_input(eng_op_ctx_t *c)
 {
-    c->outputs[0]->dtype = c->inputs[0]->dtype;
-    c->outputs[0]->shape = c->inputs[0]->shape;
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &c->inputs[0]->shape);
+}
+
+/* xs without the dims marked in `reduced`, or with them as 1 when
+ * keepdims: the shape a reduction over those dims leaves. */
+static eng_shape_t reduced_shape(const eng_shape_t *xs, const bool *reduced, bool keepdims)
+{
+    eng_shape_t ys = {0};
+    for (int d = 0; d < xs->rank; d++) {
+        if (!reduced[d])
+            ys.dims[ys.rank++] = xs->dims[d];
+        else if (keepdims)
+            ys.dims[ys.rank++] = 1;
+    }
+    return ys;
 }
 
 /* Fails naming the node when an opset that takes `axes` as an input sees
@@ -130,16 +143,8 @@ static int reduce_infer(eng_op_ctx_t *c)
     eng_reduce_axes_t ax;
     if (rc || (rc = eng_reduce_axes(c, &ax)))
         return rc;
-    const eng_shape_t *xs = &c->inputs[0]->shape;
-    eng_shape_t ys = {0};
-    for (int d = 0; d < xs->rank; d++) {
-        if (!ax.reduced[d])
-            ys.dims[ys.rank++] = xs->dims[d];
-        else if (ax.keepdims)
-            ys.dims[ys.rank++] = 1;
-    }
-    c->outputs[0]->dtype = c->inputs[0]->dtype;
-    c->outputs[0]->shape = ys;
+    eng_shape_t ys = reduced_shape(&c->inputs[0]->shape, ax.reduced, ax.keepdims);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &ys);
     return 0;
 }
 
@@ -154,16 +159,10 @@ static int arg_infer(eng_op_ctx_t *c)
         return rc;
     if (xs->dims[axis] == 0)
         return eng_op_err(c, FS_EINVAL, "axis %d has size 0: there is no element to pick", axis);
-    bool keepdims = eng_attr_i(c->node, "keepdims", 1) != 0;
-    eng_shape_t ys = {0};
-    for (int d = 0; d < xs->rank; d++) {
-        if (d != axis)
-            ys.dims[ys.rank++] = xs->dims[d];
-        else if (keepdims)
-            ys.dims[ys.rank++] = 1;
-    }
-    c->outputs[0]->dtype = ENG_DT_INT64;
-    c->outputs[0]->shape = ys;
+    bool reduced[ENG_MAX_RANK] = {false};
+    reduced[axis] = true;
+    eng_shape_t ys = reduced_shape(xs, reduced, eng_attr_i(c->node, "keepdims", 1) != 0);
+    eng_ctx_out_set(c, 0, ENG_DT_INT64, &ys);
     return 0;
 }
 

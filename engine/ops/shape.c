@@ -103,12 +103,17 @@ static int ints_arg(const eng_op_ctx_t *c, const char *name, int input, int sinc
     return 0;
 }
 
-void eng_shapeops_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shape_t *s)
+/* ints_arg for a list the op cannot do without: FS_EINVAL naming the
+ * attribute or input when it is absent, so *n is never -1. */
+static int ints_arg_required(const eng_op_ctx_t *c, const char *name, int input, int since,
+                             int64_t *v, int max, int *n)
 {
-    if (i < c->n_outputs && c->outputs[i]) {
-        c->outputs[i]->dtype = dt;
-        c->outputs[i]->shape = *s;
-    }
+    int rc = ints_arg(c, name, input, since, v, max, n);
+    if (rc != 0 || *n >= 0)
+        return rc;
+    if (c->opset < since)
+        return eng_op_err(c, FS_EINVAL, "attribute %s is required", name);
+    return eng_op_err(c, FS_EINVAL, "required input %d (%s) is missing", input, name);
 }
 
 /* Normalises each of axes[0..n) for `rank` into ax; FS_EINVAL on a value out
@@ -138,10 +143,8 @@ static int reshape_infer(eng_op_ctx_t *c)
     int64_t v[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = ints_arg(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
         return rc;
-    if (n < 0)
-        return eng_op_err(c, FS_EINVAL, "required input 1 (shape) is missing");
     bool allowzero = c->opset >= 14 && eng_attr_i(c->node, "allowzero", 0) != 0;
     eng_shape_t out = {.rank = n};
     int infer_at = -1;
@@ -180,7 +183,7 @@ static int reshape_infer(eng_op_ctx_t *c)
                           eng_shape_format(&x->shape, b1, sizeof b1), (long long)numel,
                           ints_format(v, n, b2, sizeof b2), (long long)known);
     }
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -201,7 +204,7 @@ static int flatten_infer(eng_op_ctx_t *c)
     memcpy(outer.dims, x->shape.dims, (size_t)axis * sizeof(int64_t));
     memcpy(inner.dims, x->shape.dims + axis, (size_t)(r - axis) * sizeof(int64_t));
     eng_shape_t out = {.rank = 2, .dims = {eng_shape_numel(&outer), eng_shape_numel(&inner)}};
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -235,7 +238,7 @@ static int squeeze_infer(eng_op_ctx_t *c)
     for (int d = 0; d < r; d++)
         if (!drop[d])
             out.dims[out.rank++] = x->shape.dims[d];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -252,11 +255,8 @@ static int unsqueeze_infer(eng_op_ctx_t *c)
     int64_t axes[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = ints_arg(c, "axes", 1, 13, axes, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "axes", 1, 13, axes, ENG_MAX_RANK, &n)) != 0)
         return rc;
-    if (n < 0)
-        return eng_op_err(c, FS_EINVAL, c->opset < 13 ? "attribute axes is missing"
-                                                      : "required input 1 (axes) is missing");
     int r = x->shape.rank, ax[ENG_MAX_RANK];
     if (r + n > ENG_MAX_RANK)
         return eng_op_err(c, FS_ENOTSUP, "the output would have rank %d; at most %d is "
@@ -269,7 +269,7 @@ static int unsqueeze_infer(eng_op_ctx_t *c)
     eng_shape_t out = {.rank = r + n};
     for (int d = 0, from = 0; d < r + n; d++)
         out.dims[d] = add[d] ? 1 : x->shape.dims[from++];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -316,7 +316,7 @@ static int transpose_infer(eng_op_ctx_t *c)
     eng_shape_t out = {.rank = x->shape.rank};
     for (int d = 0; d < out.rank; d++)
         out.dims[d] = x->shape.dims[perm[d]];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -365,7 +365,7 @@ static int depth_to_space_infer(eng_op_ctx_t *c)
     }
     eng_shape_t out = {.rank = 4, .dims = {s->dims[0], s->dims[1] / (b * b), s->dims[2] * b,
                                            s->dims[3] * b}};
-    eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &out);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &out);
     return 0;
 }
 
@@ -384,7 +384,7 @@ static int space_to_depth_infer(eng_op_ctx_t *c)
     }
     eng_shape_t out = {.rank = 4, .dims = {s->dims[0], s->dims[1] * b * b, s->dims[2] / b,
                                            s->dims[3] / b}};
-    eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &out);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &out);
     return 0;
 }
 
@@ -427,7 +427,7 @@ static int concat_infer(eng_op_ctx_t *c)
         }
         out.dims[axis] += x->shape.dims[axis];
     }
-    eng_shapeops_out_set(c, 0, x0->dtype, &out);
+    eng_ctx_out_set(c, 0, x0->dtype, &out);
     return 0;
 }
 
@@ -489,14 +489,12 @@ static int split_infer(eng_op_ctx_t *c)
 {
     eng_split_params_t p;
     int rc = eng_split_params(c, &p);
-    if (rc != 0)
-        return rc;
-    eng_shape_t out = c->inputs[0]->shape;
-    for (int k = 0; k < p.n; k++) {
+    for (int k = 0; rc == 0 && k < p.n; k++) {
+        eng_shape_t out = c->inputs[0]->shape;
         out.dims[p.axis] = eng_split_size(&p, k);
-        eng_shapeops_out_set(c, k, c->inputs[0]->dtype, &out);
+        eng_ctx_out_set(c, k, c->inputs[0]->dtype, &out);
     }
-    return 0;
+    return rc;
 }
 
 /* --- Slice -------------------------------------------------------------------------- */
@@ -540,15 +538,13 @@ int eng_slice_params(const eng_op_ctx_t *c, eng_slice_params_t *p)
     int r = x->shape.rank;
     int64_t starts[ENG_MAX_RANK], ends[ENG_MAX_RANK], axes[ENG_MAX_RANK], steps[ENG_MAX_RANK];
     int ns, ne, na, nst;
-    if ((rc = ints_arg(c, "starts", 1, 10, starts, ENG_MAX_RANK, &ns)) != 0 ||
-        (rc = ints_arg(c, "ends", 2, 10, ends, ENG_MAX_RANK, &ne)) != 0 ||
+    if ((rc = ints_arg_required(c, "starts", 1, 10, starts, ENG_MAX_RANK, &ns)) != 0 ||
+        (rc = ints_arg_required(c, "ends", 2, 10, ends, ENG_MAX_RANK, &ne)) != 0 ||
         (rc = ints_arg(c, "axes", 3, 10, axes, ENG_MAX_RANK, &na)) != 0)
         return rc;
     nst = -1;
     if (c->opset >= 10 && (rc = ints_arg(c, "steps", 4, 10, steps, ENG_MAX_RANK, &nst)) != 0)
         return rc;
-    if (ns < 0 || ne < 0)
-        return eng_op_err(c, FS_EINVAL, "starts and ends are required");
     char b[SHAPE_BUF];
     if (ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns) || ns > r)
         return eng_op_err(c, FS_EINVAL, "starts, ends, axes and steps have %d, %d, %d and %d "
@@ -582,7 +578,7 @@ static int slice_infer(eng_op_ctx_t *c)
     eng_slice_params_t p;
     int rc = eng_slice_params(c, &p);
     if (rc == 0)
-        eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &p.out);
+        eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &p.out);
     return rc;
 }
 
@@ -590,17 +586,27 @@ static int slice_infer(eng_op_ctx_t *c)
 
 static const eng_dtype_t index_dtypes[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
 
+/* Gather's and GatherElements' operands: data (input 0, not a scalar),
+ * indices (input 1, int32 or int64) and attribute axis normalised for data.
+ * 0, or FS_EINVAL / FS_ENOTSUP naming the operand. */
+static int gather_inputs(const eng_op_ctx_t *c, const eng_tensor_t **x, const eng_tensor_t **idx,
+                         int *axis)
+{
+    int rc;
+    if ((rc = eng_shapeops_in_data(c, 0, "data", x)) != 0 ||
+        (rc = eng_shapeops_in_data(c, 1, "indices", idx)) != 0 ||
+        (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
+        return rc;
+    if ((*x)->shape.rank == 0)
+        return eng_op_err(c, FS_EINVAL, "cannot gather from a scalar");
+    return eng_op_axis(c, eng_attr_i(c->node, "axis", 0), (*x)->shape.rank, axis);
+}
+
 static int gather_infer(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x, *idx;
-    int rc, axis;
-    if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = eng_shapeops_in_data(c, 1, "indices", &idx)) != 0 ||
-        (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
-        return rc;
-    if (x->shape.rank == 0)
-        return eng_op_err(c, FS_EINVAL, "cannot gather from a scalar");
-    if ((rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), x->shape.rank, &axis)) != 0)
+    int axis, rc = gather_inputs(c, &x, &idx, &axis);
+    if (rc != 0)
         return rc;
     int r = x->shape.rank - 1 + idx->shape.rank;
     if (r > ENG_MAX_RANK)
@@ -613,21 +619,17 @@ static int gather_infer(eng_op_ctx_t *c)
         out.dims[out.rank++] = idx->shape.dims[d];
     for (int d = axis + 1; d < x->shape.rank; d++)
         out.dims[out.rank++] = x->shape.dims[d];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
 static int gather_elements_infer(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x, *idx;
-    int rc, axis;
-    if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
-        (rc = eng_shapeops_in_data(c, 1, "indices", &idx)) != 0 ||
-        (rc = eng_op_require_dtype(c, 1, index_dtypes)) != 0)
+    int axis, rc = gather_inputs(c, &x, &idx, &axis);
+    if (rc != 0)
         return rc;
-    if ((rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), x->shape.rank, &axis)) != 0)
-        return rc;
-    bool ok = x->shape.rank == idx->shape.rank && x->shape.rank > 0;
+    bool ok = x->shape.rank == idx->shape.rank;
     for (int d = 0; ok && d < x->shape.rank; d++)
         ok = d == axis || idx->shape.dims[d] <= x->shape.dims[d];
     if (!ok) {
@@ -636,7 +638,7 @@ static int gather_elements_infer(eng_op_ctx_t *c)
                           "outside axis %d", eng_shape_format(&idx->shape, b1, sizeof b1),
                           eng_shape_format(&x->shape, b2, sizeof b2), axis);
     }
-    eng_shapeops_out_set(c, 0, x->dtype, &idx->shape);
+    eng_ctx_out_set(c, 0, x->dtype, &idx->shape);
     return 0;
 }
 
@@ -648,10 +650,8 @@ static int expand_infer(eng_op_ctx_t *c)
     int64_t v[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "input", &x)) != 0 ||
-        (rc = ints_arg(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "shape", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
         return rc;
-    if (n < 0)
-        return eng_op_err(c, FS_EINVAL, "required input 1 (shape) is missing");
     int r = x->shape.rank > n ? x->shape.rank : n;
     eng_shape_t out = {.rank = r};
     for (int d = 0; d < r; d++) {
@@ -665,7 +665,7 @@ static int expand_infer(eng_op_ctx_t *c)
         }
         out.dims[d] = a == 1 ? s : a;
     }
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -675,7 +675,7 @@ static int tile_infer(eng_op_ctx_t *c)
     int64_t v[ENG_MAX_RANK];
     int n, rc;
     if ((rc = eng_shapeops_in_data(c, 0, "input", &x)) != 0 ||
-        (rc = ints_arg(c, "repeats", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
+        (rc = ints_arg_required(c, "repeats", 1, 0, v, ENG_MAX_RANK, &n)) != 0)
         return rc;
     char b1[SHAPE_BUF], b2[SHAPE_BUF];
     bool ok = n == x->shape.rank;
@@ -683,12 +683,12 @@ static int tile_infer(eng_op_ctx_t *c)
         ok = v[d] >= 0;
     if (!ok)
         return eng_op_err(c, FS_EINVAL, "repeats %s must be one non-negative count per dim of %s",
-                          ints_format(v, n < 0 ? 0 : n, b1, sizeof b1),
+                          ints_format(v, n, b1, sizeof b1),
                           eng_shape_format(&x->shape, b2, sizeof b2));
     eng_shape_t out = x->shape;
     for (int d = 0; d < n; d++)
         out.dims[d] *= v[d];
-    eng_shapeops_out_set(c, 0, x->dtype, &out);
+    eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
 
@@ -725,12 +725,10 @@ int eng_pad_params(const eng_op_ctx_t *c, eng_pad_params_t *p)
         return rc;
     int r = x->shape.rank, np, na = -1;
     int64_t pads[2 * ENG_MAX_RANK], axes[ENG_MAX_RANK];
-    if ((rc = ints_arg(c, "pads", 1, 11, pads, 2 * ENG_MAX_RANK, &np)) != 0)
+    if ((rc = ints_arg_required(c, "pads", 1, 11, pads, 2 * ENG_MAX_RANK, &np)) != 0)
         return rc;
     if (c->opset >= 18 && (rc = ints_arg(c, "axes", 3, 18, axes, ENG_MAX_RANK, &na)) != 0)
         return rc;
-    if (np < 0)
-        return eng_op_err(c, FS_EINVAL, "pads are required");
     if (na < 0) {
         na = r;
         for (int k = 0; k < r; k++)
@@ -824,7 +822,7 @@ static int pad_infer(eng_op_ctx_t *c)
     eng_pad_params_t p;
     int rc = eng_pad_params(c, &p);
     if (rc == 0)
-        eng_shapeops_out_set(c, 0, c->inputs[0]->dtype, &p.out);
+        eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &p.out);
     return rc;
 }
 

@@ -32,9 +32,6 @@ int eng_shapeops_in_data(const eng_op_ctx_t *c, int i, const char *what, const e
  * *out (and 0) when absent and not required. */
 int eng_shapeops_in_ints(const eng_op_ctx_t *c, int i, const char *what, bool required,
                          const eng_tensor_t **out, int64_t *n);
-/* Sets output i's dtype and shape unless that output is not requested.
- * Cannot fail. */
-void eng_shapeops_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shape_t *s);
 /* Errors of check() functions, which have a node but no context. */
 #define ENG_NODE_ERR(n, code, ...) eng_op_err(&(eng_op_ctx_t){.node = (n)}, (code), __VA_ARGS__)
 

@@ -43,7 +43,7 @@ static int shape_infer(eng_op_ctx_t *c)
     int start, n;
     int rc = eng_shapeof_params(c, &start, &n);
     if (rc == 0)
-        eng_shapeops_out_set(c, 0, ENG_DT_INT64, &(eng_shape_t){.rank = 1, .dims = {n}});
+        eng_ctx_out_set(c, 0, ENG_DT_INT64, &(eng_shape_t){.rank = 1, .dims = {n}});
     return rc;
 }
 
@@ -51,7 +51,7 @@ static int size_infer(eng_op_ctx_t *c)
 {
     if (!eng_ctx_in(c, 0))
         return eng_op_err(c, FS_EINVAL, "required input 0 (data) is missing");
-    eng_shapeops_out_set(c, 0, ENG_DT_INT64, &(eng_shape_t){.rank = 0});
+    eng_ctx_out_set(c, 0, ENG_DT_INT64, &(eng_shape_t){.rank = 0});
     return 0;
 }
 
@@ -103,7 +103,7 @@ static int constant_of_shape_infer(eng_op_ctx_t *c)
         if (out.dims[d] < 0)
             return eng_op_err(c, FS_EINVAL, "output dim %d is %lld", d, (long long)out.dims[d]);
     }
-    eng_shapeops_out_set(c, 0, dt, &out);
+    eng_ctx_out_set(c, 0, dt, &out);
     return 0;
 }
 
@@ -162,7 +162,7 @@ static int constant_infer(eng_op_ctx_t *c)
     eng_tensor_t v;
     int rc = eng_constant_params(c, &v);
     if (rc == 0)
-        eng_shapeops_out_set(c, 0, v.dtype, &v.shape);
+        eng_ctx_out_set(c, 0, v.dtype, &v.shape);
     return rc;
 }
 
@@ -216,7 +216,7 @@ static int range_infer(eng_op_ctx_t *c)
         if ((diff > 0 && delta > 0) || (diff < 0 && delta < 0))
             n = diff / delta + (diff % delta != 0);
     }
-    eng_shapeops_out_set(c, 0, t[0]->dtype, &(eng_shape_t){.rank = 1, .dims = {n}});
+    eng_ctx_out_set(c, 0, t[0]->dtype, &(eng_shape_t){.rank = 1, .dims = {n}});
     return 0;
 }
 

@@ -82,44 +82,50 @@ void eng_outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *in
         *inner *= s->dims[d];
 }
 
-/* DepthToSpace's and SpaceToDepth's parameters, and input 0's dims
- * x[4] = (n, c, h, w). 0, or eng_space_depth_params's error. */
-static int space_depth_dims(const eng_op_ctx_t *c, int64_t *b, bool *crd, int64_t x[4])
+/* DepthToSpace's and SpaceToDepth's parameters, and input 0's dims. */
+typedef struct space_depth {
+    int64_t b;              /* blocksize */
+    bool crd;               /* mode CRD (else DCR) */
+    int64_t n, ch, h, w;    /* input 0 (N, C, H, W) */
+} space_depth_t;
+
+/* Fills *s; 0, or eng_space_depth_params's error. */
+static int space_depth_dims(const eng_op_ctx_t *c, space_depth_t *s)
 {
-    int rc = eng_space_depth_params(c, b, crd);
-    for (int d = 0; rc == 0 && d < 4; d++)
-        x[d] = c->inputs[0]->shape.dims[d];
+    int rc = eng_space_depth_params(c, &s->b, &s->crd);
+    if (rc == 0) {
+        const int64_t *x = c->inputs[0]->shape.dims;
+        s->n = x[0], s->ch = x[1], s->h = x[2], s->w = x[3];
+    }
     return rc;
 }
 
 int eng_strided_depth_to_space(const eng_op_ctx_t *c, eng_strided_t *v)
 {
-    int64_t b, x[4];
-    bool crd;
-    int rc = space_depth_dims(c, &b, &crd, x);
+    space_depth_t s;
+    int rc = space_depth_dims(c, &s);
     if (rc != 0)
         return rc;
-    int64_t n = x[0], ch = x[1], h = x[2], w = x[3], oc = ch / (b * b);
+    const int64_t b = s.b, h = s.h, w = s.w, oc = s.ch / (b * b);
     /* Output (n, oc, h, b1, w, b2) reads input channel (b1, b2, oc) in DCR
      * order and (oc, b1, b2) in CRD order. */
     *v = (eng_strided_t){.rank = 6,
-                         .dims = {n, oc, h, b, w, b},
-                         .strides = {ch * h * w, (crd ? b * b : 1) * h * w, w,
-                                     (crd ? b : b * oc) * h * w, 1, (crd ? 1 : oc) * h * w}};
+                         .dims = {s.n, oc, h, b, w, b},
+                         .strides = {s.ch * h * w, (s.crd ? b * b : 1) * h * w, w,
+                                     (s.crd ? b : b * oc) * h * w, 1, (s.crd ? 1 : oc) * h * w}};
     return 0;
 }
 
 int eng_strided_space_to_depth(const eng_op_ctx_t *c, eng_strided_t *v)
 {
-    int64_t b, x[4];
-    bool crd;
-    int rc = space_depth_dims(c, &b, &crd, x);
+    space_depth_t s;
+    int rc = space_depth_dims(c, &s);
     if (rc != 0)
         return rc;
-    const int64_t n = x[0], ch = x[1], h = x[2], w = x[3];
+    const int64_t b = s.b, h = s.h, w = s.w;
     /* Output channel (b1, b2, c) at (oh, ow) reads input (c, oh*b+b1, ow*b+b2). */
     *v = (eng_strided_t){.rank = 6,
-                         .dims = {n, b, b, ch, h / b, w / b},
-                         .strides = {ch * h * w, w, 1, h * w, b * w, b}};
+                         .dims = {s.n, b, b, s.ch, h / b, w / b},
+                         .strides = {s.ch * h * w, w, 1, h * w, b * w, b}};
     return 0;
 }

@@ -31,15 +31,6 @@ static bool dtype_in(eng_dtype_t dt, const eng_dtype_t *set)
     return false;
 }
 
-/* Sets output i's dtype and shape when it is requested; cannot fail. */
-static void set_output(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_shape_t *shape)
-{
-    if (i < c->n_outputs && c->outputs[i]) {
-        c->outputs[i]->dtype = dt;
-        c->outputs[i]->shape = *shape;
-    }
-}
-
 /* Output 0 takes input 0's dtype and shape, which must be in `allowed`.
  * 0, or FS_EINVAL (input missing) / FS_ENOTSUP (dtype); outputs untouched
  * on error. */
@@ -49,7 +40,7 @@ static int infer_same(eng_op_ctx_t *c, const eng_dtype_t *allowed)
     if (rc)
         return rc;
     const eng_tensor_t *x = eng_ctx_in(c, 0);
-    set_output(c, 0, x->dtype, &x->shape);
+    eng_ctx_out_set(c, 0, x->dtype, &x->shape);
     return 0;
 }
 
@@ -65,7 +56,7 @@ static int infer_identity(eng_op_ctx_t *c)
         return eng_op_err(c, FS_EINVAL, "input 0 is missing");
     if (eng_dtype_size(x->dtype) == 0)
         return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(x->dtype));
-    set_output(c, 0, x->dtype, &x->shape);
+    eng_ctx_out_set(c, 0, x->dtype, &x->shape);
     return 0;
 }
 
@@ -118,7 +109,7 @@ static int infer_cast(eng_op_ctx_t *c)
         rc = eng_op_require_dtype(c, 0, dt_cast);
     if (rc)
         return rc;
-    set_output(c, 0, to, &eng_ctx_in(c, 0)->shape);
+    eng_ctx_out_set(c, 0, to, &eng_ctx_in(c, 0)->shape);
     return 0;
 }
 
@@ -129,7 +120,7 @@ static int infer_castlike(eng_op_ctx_t *c)
         rc = eng_op_require_dtype(c, 1, dt_cast);
     if (rc)
         return rc;
-    set_output(c, 0, eng_ctx_in(c, 1)->dtype, &eng_ctx_in(c, 0)->shape);
+    eng_ctx_out_set(c, 0, eng_ctx_in(c, 1)->dtype, &eng_ctx_in(c, 0)->shape);
     return 0;
 }
 
@@ -185,7 +176,7 @@ static int infer_dropout(eng_op_ctx_t *c)
             return eng_op_err(c, FS_ENOTSUP, "training_mode true is not supported (inference "
                               "only)");
     }
-    set_output(c, 1, c->opset < 10 ? x->dtype : ENG_DT_BOOL, &x->shape);
+    eng_ctx_out_set(c, 1, c->opset < 10 ? x->dtype : ENG_DT_BOOL, &x->shape);
     return 0;
 }
 
