@@ -383,12 +383,9 @@ static int concat_run(eng_op_ctx_t *c)
 static int split_run(eng_op_ctx_t *c)
 {
     eng_cuda_host_view_t v;
-    int hv_rc = eng_cuda_host_view(c, &v);
-    if (hv_rc != 0)
-        return hv_rc;
     eng_split_params_t p;
-    int rc = eng_split_params(&v.c, &p);
-    if (rc != 0)
+    int rc = eng_cuda_host_view(c, &v);
+    if (rc != 0 || (rc = eng_split_params(&v.c, &p)) != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
     size_t es = eng_dtype_size(x->dtype);
@@ -639,12 +636,9 @@ static int pad_launch(const eng_op_ctx_t *c, void *y, const void *x, const pad_g
 static int pad_run(eng_op_ctx_t *c)
 {
     eng_cuda_host_view_t v;
-    int hv_rc = eng_cuda_host_view(c, &v);
-    if (hv_rc != 0)
-        return hv_rc;
     eng_pad_params_t p;
-    int rc = eng_pad_params(&v.c, &p);
-    if (rc != 0)
+    int rc = eng_cuda_host_view(c, &v);
+    if (rc != 0 || (rc = eng_pad_params(&v.c, &p)) != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
     const eng_tensor_t *cv = c->opset >= 11 ? eng_ctx_in(c, 2) : NULL;
