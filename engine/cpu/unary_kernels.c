@@ -261,15 +261,12 @@ static int copy_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x;
     eng_tensor_t *y;
-    int64_t n;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    size_t bytes;
+    int rc = eng_unary_copy_io(c, &x, &y, &bytes);
     if (rc)
         return rc;
-    size_t es = eng_dtype_size(x->dtype);
-    if (es == 0 || y->dtype != x->dtype)
-        return eng_unary_dtype_err(c, x->dtype);
-    if (y->data != x->data && n > 0)
-        memcpy(y->data, x->data, (size_t)n * es);
+    if (y->data != x->data && bytes > 0)
+        memcpy(y->data, x->data, bytes);
     return 0;
 }
 const eng_kernel_t eng_cpu_Identity = {.run = copy_run};
