@@ -146,6 +146,21 @@ static inline int eng_unary_copy_io(const eng_op_ctx_t *c, const eng_tensor_t **
     return 0;
 }
 
+/* eng_unary_flat_io for the float32-only ops: also FS_ENOTSUP naming the
+ * first of input 0 and output 0 that is not float32; nothing is written or
+ * queued. */
+static inline int eng_unary_float_io(const eng_op_ctx_t *c, const eng_tensor_t **x,
+                                     eng_tensor_t **y, int64_t *n)
+{
+    int rc = eng_unary_flat_io(c, x, y, n);
+    if (rc)
+        return rc;
+    eng_dtype_t xt = (*x)->dtype, yt = (*y)->dtype;
+    if (xt != ENG_DT_FLOAT || yt != ENG_DT_FLOAT)
+        return eng_unary_dtype_err(c, xt != ENG_DT_FLOAT ? xt : yt);
+    return 0;
+}
+
 #ifdef __cplusplus
 }
 #endif
