@@ -490,12 +490,12 @@ static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
     return 0;
 }
 
-static int max_run(eng_op_ctx_t *c) { return variadic_run(c, max_rows, false); }
-static int min_run(eng_op_ctx_t *c) { return variadic_run(c, min_rows, false); }
-static int sum_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, false); }
-static int mean_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, true); }
+#define VARIADIC_KERNEL(op, rows, mean)                                                 \
+    static int op##_run(eng_op_ctx_t *c) { return variadic_run(c, rows, mean); }         \
+    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
 
-const eng_kernel_t eng_cpu_Max = {.run = max_run};
-const eng_kernel_t eng_cpu_Min = {.run = min_run};
-const eng_kernel_t eng_cpu_Sum = {.run = sum_run};
-const eng_kernel_t eng_cpu_Mean = {.run = mean_run};
+VARIADIC_KERNEL(Max, max_rows, false)
+VARIADIC_KERNEL(Min, min_rows, false)
+VARIADIC_KERNEL(Sum, sum_rows, false)
+VARIADIC_KERNEL(Mean, sum_rows, true)
+#undef VARIADIC_KERNEL
