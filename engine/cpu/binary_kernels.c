@@ -258,13 +258,10 @@ static bc_row_fn row_find(const eng_op_ctx_t *c, const bin_row_t *rows, eng_dtyp
 static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_dt)
 {
     eng_binary_legacy_t lg;
-    int rc = eng_binary_legacy_ctx(oc, &lg);
+    int rc = eng_binary_legacy_io(oc, &lg, out_dt);
     if (rc)
         return rc;
     eng_op_ctx_t *c = &lg.ctx;
-    rc = eng_binary_check_io(c, 2, out_dt);
-    if (rc)
-        return rc;
     bc_row_fn row = row_find(c, rows, c->inputs[0]->dtype);
     if (!row)
         return FS_ENOTSUP;
