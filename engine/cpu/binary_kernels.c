@@ -258,13 +258,10 @@ static bc_row_fn row_find(const eng_op_ctx_t *c, const bin_row_t *rows, eng_dtyp
 static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_dt)
 {
     eng_binary_legacy_t lg;
-    int rc = eng_binary_legacy_ctx(oc, &lg);
+    int rc = eng_binary_legacy_io(oc, &lg, out_dt);
     if (rc)
         return rc;
     eng_op_ctx_t *c = &lg.ctx;
-    rc = eng_binary_check_io(c, 2, out_dt);
-    if (rc)
-        return rc;
     bc_row_fn row = row_find(c, rows, c->inputs[0]->dtype);
     if (!row)
         return FS_ENOTSUP;
@@ -490,12 +487,12 @@ static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
     return 0;
 }
 
-static int max_run(eng_op_ctx_t *c) { return variadic_run(c, max_rows, false); }
-static int min_run(eng_op_ctx_t *c) { return variadic_run(c, min_rows, false); }
-static int sum_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, false); }
-static int mean_run(eng_op_ctx_t *c) { return variadic_run(c, sum_rows, true); }
+#define VARIADIC_KERNEL(op, rows, mean)                                                 \
+    static int op##_run(eng_op_ctx_t *c) { return variadic_run(c, rows, mean); }         \
+    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
 
-const eng_kernel_t eng_cpu_Max = {.run = max_run};
-const eng_kernel_t eng_cpu_Min = {.run = min_run};
-const eng_kernel_t eng_cpu_Sum = {.run = sum_run};
-const eng_kernel_t eng_cpu_Mean = {.run = mean_run};
+VARIADIC_KERNEL(Max, max_rows, false)
+VARIADIC_KERNEL(Min, min_rows, false)
+VARIADIC_KERNEL(Sum, sum_rows, false)
+VARIADIC_KERNEL(Mean, sum_rows, true)
+#undef VARIADIC_KERNEL

@@ -358,9 +358,7 @@ EW_CLONES static void softmax_lines(void *arg, int64_t begin, int64_t end)
             sum += e;
         }
         if (log_out) {
-            float log_sum = logf(sum);
-            for (int64_t j = 0; j < n; j++)
-                ys[j * inner] = (xs[j * inner] - max) - log_sum;
+            eng_log_softmax_line(xs, ys, n, inner, max, sum);
         } else {
             float inv = 1.0f / sum;
             for (int64_t j = 0; j < n; j++)
@@ -371,13 +369,10 @@ EW_CLONES static void softmax_lines(void *arg, int64_t begin, int64_t end)
 
 static int softmax_run(eng_op_ctx_t *c)
 {
-    int axis;
-    bool flatten_tail;
-    int rc = eng_softmax_axis(c, &axis, &flatten_tail);
+    int64_t outer, n, inner;
+    int rc = eng_softmax_extent(c, &outer, &n, &inner);
     if (rc)
         return rc;
-    int64_t outer, n, inner;
-    eng_axis_extent(&c->inputs[0]->shape, axis, flatten_tail, &outer, &n, &inner);
     softmax_job_t j = {c->inputs[0]->data, c->outputs[0]->data, n, inner,
                        strcmp(c->node->op_type, "LogSoftmax") == 0};
     /* The exp dominates: a dozen operations per element. */

@@ -48,28 +48,6 @@ static void copy_row(char *dst, const char *src, size_t es, int64_t n, int64_t s
 #undef COPY_ROW_
 }
 
-/* Drops dims of size 1 and merges each dim into the one before it when the
- * source walks the pair as one (strides[d-1] == strides[d] * dims[d]), in
- * place; returns the new rank. Fewer, longer rows make the copy faster and
- * do not change its result. */
-static int coalesce(int rank, int64_t *dims, int64_t *strides)
-{
-    int r = 0;
-    for (int d = 0; d < rank; d++) {
-        if (dims[d] == 1)
-            continue;
-        if (r > 0 && strides[r - 1] == strides[d] * dims[d]) {
-            dims[r - 1] *= dims[d];
-            strides[r - 1] = strides[d];
-            continue;
-        }
-        dims[r] = dims[d];
-        strides[r] = strides[d];
-        r++;
-    }
-    return r;
-}
-
 /* The last two dims of a copy whose inner stride is not 1 (a transpose, in
  * effect), in TILE x TILE tiles so that a tile's reads share cache lines as
  * its writes do. dst is dense (dims[0] x dims[1]). Cannot fail. */
@@ -97,7 +75,7 @@ static void copy_strided(void *dst, const void *src, size_t es, int rank, int64_
     for (int d = 0; d < rank; d++)
         if (dims[d] == 0)
             return;
-    rank = coalesce(rank, dims, strides);
+    rank = eng_strided_coalesce(rank, dims, strides);
     if (rank == 0) {
         memcpy(dst, src, es);
         return;
@@ -372,14 +350,13 @@ static int size_run(eng_op_ctx_t *c)
 
 static int constant_of_shape_run(eng_op_ctx_t *c)
 {
-    eng_dtype_t dt;
     const void *value;
-    int rc = eng_constant_of_shape_value(c, &dt, &value);
+    size_t es;
+    int64_t n;
+    int rc = eng_constant_of_shape_fill(c, &value, &es, &n);
     if (rc != 0)
         return rc;
     eng_tensor_t *y = c->outputs[0];
-    size_t es = eng_dtype_size(dt);
-    int64_t n = eng_shape_numel(&y->shape);
     for (int64_t i = 0; i < n; i++)
         memcpy((char *)y->data + (size_t)i * es, value, es);
     return 0;

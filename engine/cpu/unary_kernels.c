@@ -70,11 +70,9 @@ static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
     const eng_tensor_t *x;
     eng_tensor_t *y;
     int64_t n;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    int rc = eng_unary_float_io(c, &x, &y, &n);
     if (rc)
         return rc;
-    if (x->dtype != ENG_DT_FLOAT || y->dtype != ENG_DT_FLOAT)
-        return eng_unary_dtype_err(c, x->dtype != ENG_DT_FLOAT ? x->dtype : y->dtype);
     const unary_job_t j = {.frow = row, .farg = a, .xs = x->data, .ys = y->data,
                            .x_size = sizeof(float), .y_size = sizeof(float), .n = n};
     unary_apply(c->n_threads, &j);
@@ -201,17 +199,18 @@ static const typed_row_t relu_rows[] = {
     EW_FLOAT_TYPES(ROW_ENTRY, relu) EW_SINT_TYPES(ROW_ENTRY, relu) ROWS_END};
 static const typed_row_t not_rows[] = {{ENG_DT_BOOL, not_b}, ROWS_END};
 
-static int abs_run(eng_op_ctx_t *c) { return run_typed(c, abs_rows, NULL); }
-static int neg_run(eng_op_ctx_t *c) { return run_typed(c, neg_rows, NULL); }
-static int sign_run(eng_op_ctx_t *c) { return run_typed(c, sign_rows, NULL); }
-static int relu_run(eng_op_ctx_t *c) { return run_typed(c, relu_rows, NULL); }
-static int not_run(eng_op_ctx_t *c) { return run_typed(c, not_rows, NULL); }
+/* One typed op: its run function (run_typed over its rows) and its kernel,
+ * as BINARY_KERNEL does for the binary ops. */
+#define TYPED_KERNEL(op, rows)                                                          \
+    static int op##_run(eng_op_ctx_t *c) { return run_typed(c, rows, NULL); }            \
+    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
 
-const eng_kernel_t eng_cpu_Abs = {.run = abs_run};
-const eng_kernel_t eng_cpu_Neg = {.run = neg_run};
-const eng_kernel_t eng_cpu_Sign = {.run = sign_run};
-const eng_kernel_t eng_cpu_Relu = {.run = relu_run};
-const eng_kernel_t eng_cpu_Not = {.run = not_run};
+TYPED_KERNEL(Abs, abs_rows)
+TYPED_KERNEL(Neg, neg_rows)
+TYPED_KERNEL(Sign, sign_rows)
+TYPED_KERNEL(Relu, relu_rows)
+TYPED_KERNEL(Not, not_rows)
+#undef TYPED_KERNEL
 
 /* --- Clip ------------------------------------------------------------------------- */
 
@@ -261,15 +260,12 @@ static int copy_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x;
     eng_tensor_t *y;
-    int64_t n;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    size_t bytes;
+    int rc = eng_unary_copy_io(c, &x, &y, &bytes);
     if (rc)
         return rc;
-    size_t es = eng_dtype_size(x->dtype);
-    if (es == 0 || y->dtype != x->dtype)
-        return eng_unary_dtype_err(c, x->dtype);
-    if (y->data != x->data && n > 0)
-        memcpy(y->data, x->data, (size_t)n * es);
+    if (y->data != x->data && bytes > 0)
+        memcpy(y->data, x->data, bytes);
     return 0;
 }
 const eng_kernel_t eng_cpu_Identity = {.run = copy_run};

@@ -584,13 +584,10 @@ template <typename List, typename Make>
 int binary_run(eng_op_ctx_t *oc, List list, Make make, eng_dtype_t out_dt)
 {
     eng_binary_legacy_t lg;
-    int rc = eng_binary_legacy_ctx(oc, &lg);
+    int rc = eng_binary_legacy_io(oc, &lg, out_dt);
     if (rc)
         return rc;
     const eng_op_ctx_t *c = &lg.ctx;
-    rc = eng_binary_check_io(c, 2, out_dt);
-    if (rc)
-        return rc;
     rc = dispatch(c->inputs[0]->dtype, list, [&](auto t) {
         return bc2_launch(c, c->outputs[0], c->inputs[0], c->inputs[1], make(t));
     });

@@ -39,22 +39,20 @@ static inline eng_cuda_t *eng_cuda_ctx(const eng_op_ctx_t *ctx)
 }
 
 /* Returns FS_EDEVICE from the enclosing kernel run, naming the node and the
- * call, when a CUDA runtime call fails. */
+ * call, when a CUDA runtime (ENG_CUDA_TRY) or cuBLAS (ENG_CUBLAS_TRY) call
+ * fails. ENG_TRY_STATUS_ is their one body: text is the call as written,
+ * describe turns its status into words. */
+#define ENG_TRY_STATUS_(ctx, call, text, status_t, ok, describe)                         \
+    do {                                                                                 \
+        status_t s_ = (call);                                                            \
+        if (s_ != (ok))                                                                  \
+            return eng_op_err((ctx), FS_EDEVICE, "%s failed: %s", text, describe(s_));   \
+    } while (0)
 #define ENG_CUDA_TRY(ctx, call)                                                          \
-    do {                                                                                 \
-        cudaError_t e_ = (call);                                                         \
-        if (e_ != cudaSuccess)                                                           \
-            return eng_op_err((ctx), FS_EDEVICE, "%s failed: %s", #call,                 \
-                              cudaGetErrorString(e_));                                   \
-    } while (0)
-
+    ENG_TRY_STATUS_(ctx, call, #call, cudaError_t, cudaSuccess, cudaGetErrorString)
 #define ENG_CUBLAS_TRY(ctx, call)                                                        \
-    do {                                                                                 \
-        cublasStatus_t s_ = (call);                                                      \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                 \
-            return eng_op_err((ctx), FS_EDEVICE, "%s failed: %s", #call,                 \
-                              cublasGetStatusString(s_));                                \
-    } while (0)
+    ENG_TRY_STATUS_(ctx, call, #call, cublasStatus_t, CUBLAS_STATUS_SUCCESS,             \
+                    cublasGetStatusString)
 
 /* After a <<<...>>> launch: the launch error, if any, as the node's error. */
 #define ENG_CUDA_LAUNCHED(ctx) ENG_CUDA_TRY((ctx), cudaGetLastError())

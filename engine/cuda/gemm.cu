@@ -12,6 +12,8 @@
 #include <limits.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -41,10 +43,14 @@ static int gemm_prepare(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int
     return 0;
 }
 
-int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
-                   const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
-                   int64_t ldc, int64_t stride_c, int64_t batch)
+/* The body of both entries. T float: A and B float32 (cublasSgemm*, at the
+ * handle's math mode). T void: A and B in dtype, ENG_DT_FLOAT16 or
+ * ENG_DT_BFLOAT16 (cublasGemm*Ex). */
+template <typename T>
+static int gemm_run(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
+                    int64_t m, int64_t n, int64_t k, float alpha, const T *a, int64_t lda,
+                    int64_t stride_a, const T *b, int64_t ldb, int64_t stride_b, float beta,
+                    float *c, int64_t ldc, int64_t stride_c, int64_t batch)
 {
     if (m == 0 || n == 0 || batch == 0)
         return 0;
@@ -55,14 +61,39 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
     const int ia = g.ia, ib = g.ib, ic = g.ic;
     const cublasOperation_t op_a = g.op_a, op_b = g.op_b;
     cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
-    if (batch == 1)
-        ENG_CUBLAS_TRY(ctx, cublasSgemm(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, ib, a,
-                                        ia, &beta, c, ic));
-    else
-        ENG_CUBLAS_TRY(ctx, cublasSgemmStridedBatched(h, op_b, op_a, (int)n, (int)m, (int)k,
-                                                      &alpha, b, ib, stride_b, a, ia, stride_a,
-                                                      &beta, c, ic, stride_c, (int)batch));
+    if constexpr (std::is_same<T, float>::value) {
+        if (batch == 1)
+            ENG_CUBLAS_TRY(ctx, cublasSgemm(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, ib, a,
+                                            ia, &beta, c, ic));
+        else
+            ENG_CUBLAS_TRY(ctx, cublasSgemmStridedBatched(h, op_b, op_a, (int)n, (int)m, (int)k,
+                                                          &alpha, b, ib, stride_b, a, ia, stride_a,
+                                                          &beta, c, ic, stride_c, (int)batch));
+    } else {
+        cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
+        /* An explicit cublasComputeType_t: CUBLAS_PEDANTIC_MATH on the handle
+         * would demote only a cudaDataType compute type. */
+        if (batch == 1)
+            ENG_CUBLAS_TRY(ctx, cublasGemmEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t,
+                                             ib, a, t, ia, &beta, c, CUDA_R_32F, ic,
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        else
+            ENG_CUBLAS_TRY(ctx, cublasGemmStridedBatchedEx(
+                                    h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t, ib,
+                                    (long long)stride_b, a, t, ia, (long long)stride_a, &beta, c,
+                                    CUDA_R_32F, ic, (long long)stride_c, (int)batch,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
     return 0;
+}
+
+int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                   const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                   int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    return gemm_run(ctx, ENG_DT_FLOAT, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                    stride_b, beta, c, ldc, stride_c, batch);
 }
 
 int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
@@ -73,29 +104,8 @@ int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a,
     if (!eng_cuda_is_lowp(dtype))
         return eng_op_err(ctx, FS_EINVAL, "a low-precision GEMM of dtype %s (expected float16 "
                           "or bfloat16)", eng_dtype_name(dtype));
-    if (m == 0 || n == 0 || batch == 0)
-        return 0;
-    gemm_args_t g = {};
-    int rc = gemm_prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, &g);
-    if (rc)
-        return rc;
-    const int ia = g.ia, ib = g.ib, ic = g.ic;
-    const cublasOperation_t op_a = g.op_a, op_b = g.op_b;
-    cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
-    /* An explicit cublasComputeType_t: CUBLAS_PEDANTIC_MATH on the handle
-     * would demote only a cudaDataType compute type. */
-    if (batch == 1)
-        ENG_CUBLAS_TRY(ctx, cublasGemmEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t, ib,
-                                         a, t, ia, &beta, c, CUDA_R_32F, ic, CUBLAS_COMPUTE_32F,
-                                         CUBLAS_GEMM_DEFAULT));
-    else
-        ENG_CUBLAS_TRY(ctx, cublasGemmStridedBatchedEx(
-                                h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t, ib,
-                                (long long)stride_b, a, t, ia, (long long)stride_a, &beta, c,
-                                CUDA_R_32F, ic, (long long)stride_c, (int)batch,
-                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
+    return gemm_run(ctx, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                    stride_b, beta, c, ldc, stride_c, batch);
 }
 
 /* ---- float32 -> half / bfloat16 ---------------------------------------- */

@@ -489,6 +489,19 @@ static __global__ void einsum_direct_block(einsum_direct_t d, float *y, int64_t 
     }
 }
 
+/* Label l as d's loop nl, with each operand's stride for it; returns the
+ * next loop's index. A label of size 1 adds no loop (every index is 0). */
+static int einsum_direct_loop(einsum_direct_t *d, const eng_einsum_t *e,
+                              const int64_t (*stride)[ENG_EINSUM_MAX_LABELS], int l, int nl)
+{
+    if (e->size[l] == 1)
+        return nl;
+    d->size[nl] = e->size[l];
+    for (int op = 0; op < d->n_ops; op++)
+        d->stride[op][nl] = stride[op][l];
+    return nl + 1;
+}
+
 /* A direct Einsum (not a GEMM). On error Y is untouched. */
 static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
 {
@@ -507,24 +520,14 @@ static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
         int l = e->out[i];
         in_out[l] = true;
         out_total *= e->size[l];
-        if (e->size[l] == 1)
-            continue;
-        d.size[nl] = e->size[l];
-        for (int op = 0; op < d.n_ops; op++)
-            d.stride[op][nl] = stride[op][l];
-        nl++;
+        nl = einsum_direct_loop(&d, e, stride, l, nl);
     }
     d.n_out = nl;
     for (int l = 0; l < ENG_EINSUM_MAX_LABELS; l++) {
         if (e->size[l] < 0 || in_out[l])
             continue;
         d.red_total *= e->size[l];
-        if (e->size[l] == 1)
-            continue;
-        d.size[nl] = e->size[l];
-        for (int op = 0; op < d.n_ops; op++)
-            d.stride[op][nl] = stride[op][l];
-        nl++;
+        nl = einsum_direct_loop(&d, e, stride, l, nl);
     }
     d.n_red = nl - d.n_out;
     float *y = (float *)c->outputs[0]->data;

@@ -155,27 +155,6 @@ __global__ void tiled_kernel(T *__restrict__ y, const T *__restrict__ x, tiled_t
     }
 }
 
-/* Drops dims of size 1 and merges each dim into the one before it when the
- * source walks the pair as one (strides[d-1] == strides[d] * dims[d]), in
- * place; returns the new rank. Cannot fail. */
-static int coalesce(int rank, int64_t *dims, int64_t *strides)
-{
-    int r = 0;
-    for (int d = 0; d < rank; d++) {
-        if (dims[d] == 1)
-            continue;
-        if (r > 0 && strides[r - 1] == strides[d] * dims[d]) {
-            dims[r - 1] *= dims[d];
-            strides[r - 1] = strides[d];
-            continue;
-        }
-        dims[r] = dims[d];
-        strides[r] = strides[d];
-        r++;
-    }
-    return r;
-}
-
 /* Output dim k < r-1 to tile with dim r-1, or -1: a transpose is worth
  * tiling when the innermost dim jumps in the source and another dim, large
  * enough to fill a tile's rows, is contiguous there. */
@@ -263,7 +242,7 @@ static int copy_strided(const eng_op_ctx_t *c, void *dst, const void *src, size_
     }
     g.dims[rank] = (int64_t)es;
     g.strides[rank] = 1;
-    g.rank = coalesce(rank + 1, g.dims, g.strides);
+    g.rank = eng_strided_coalesce(rank + 1, g.dims, g.strides);
     int r = g.rank;
     size_t w = 1;
     if (r > 0 && g.strides[r - 1] == 1) {
@@ -274,7 +253,7 @@ static int copy_strided(const eng_op_ctx_t *c, void *dst, const void *src, size_
         g.dims[r - 1] /= (int64_t)w;
         for (int d = 0; d < r - 1; d++)
             g.strides[d] /= (int64_t)w;
-        g.rank = coalesce(r, g.dims, g.strides);
+        g.rank = eng_strided_coalesce(r, g.dims, g.strides);
     }
     /* Rank 0: one unit (a single element of one byte, or one widened unit). */
     if (g.rank == 0)
@@ -404,12 +383,9 @@ static int concat_run(eng_op_ctx_t *c)
 static int split_run(eng_op_ctx_t *c)
 {
     eng_cuda_host_view_t v;
-    int hv_rc = eng_cuda_host_view(c, &v);
-    if (hv_rc != 0)
-        return hv_rc;
     eng_split_params_t p;
-    int rc = eng_split_params(&v.c, &p);
-    if (rc != 0)
+    int rc = eng_cuda_host_view(c, &v);
+    if (rc != 0 || (rc = eng_split_params(&v.c, &p)) != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
     size_t es = eng_dtype_size(x->dtype);
@@ -660,12 +636,9 @@ static int pad_launch(const eng_op_ctx_t *c, void *y, const void *x, const pad_g
 static int pad_run(eng_op_ctx_t *c)
 {
     eng_cuda_host_view_t v;
-    int hv_rc = eng_cuda_host_view(c, &v);
-    if (hv_rc != 0)
-        return hv_rc;
     eng_pad_params_t p;
-    int rc = eng_pad_params(&v.c, &p);
-    if (rc != 0)
+    int rc = eng_cuda_host_view(c, &v);
+    if (rc != 0 || (rc = eng_pad_params(&v.c, &p)) != 0)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
     const eng_tensor_t *cv = c->opset >= 11 ? eng_ctx_in(c, 2) : NULL;

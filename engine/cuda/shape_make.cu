@@ -80,14 +80,13 @@ static int fill_launch(const eng_op_ctx_t *c, void *y, const unsigned char *valu
 
 static int constant_of_shape_run(eng_op_ctx_t *c)
 {
-    eng_dtype_t dt;
     const void *value;
-    int rc = eng_constant_of_shape_value(c, &dt, &value);
+    size_t es;
+    int64_t n;
+    int rc = eng_constant_of_shape_fill(c, &value, &es, &n);
     if (rc != 0)
         return rc;
     eng_tensor_t *y = c->outputs[0];
-    size_t es = eng_dtype_size(dt);
-    int64_t n = eng_shape_numel(&y->shape);
     unsigned char v[16] = {0};
     if (es > sizeof v)
         return eng_op_err(c, FS_ENOTSUP, "elements of %zu bytes are not supported", es);

@@ -140,9 +140,7 @@ __global__ void softmax_lines(const float *__restrict__ x, float *__restrict__ y
         for (int64_t j = 0; j < n; j++)
             sum += expf(xs[j * inner] - m);
         if (log_out) {
-            float log_sum = logf(sum);
-            for (int64_t j = 0; j < n; j++)
-                ys[j * inner] = (xs[j * inner] - m) - log_sum;
+            eng_log_softmax_line(xs, ys, n, inner, m, sum);
         } else {
             float inv = 1.0f / sum;
             for (int64_t j = 0; j < n; j++)
@@ -164,13 +162,10 @@ static int softmax_run(eng_op_ctx_t *c)
     const eng_tensor_t *xt = c->inputs[0];
     if (xt->dtype != ENG_DT_FLOAT)
         return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
-    int axis;
-    bool flatten_tail;
-    int rc = eng_softmax_axis(c, &axis, &flatten_tail);
+    int64_t outer, n, inner;
+    int rc = eng_softmax_extent(c, &outer, &n, &inner);
     if (rc)
         return rc;
-    int64_t outer, n, inner;
-    eng_axis_extent(&xt->shape, axis, flatten_tail, &outer, &n, &inner);
     if (outer * n * inner == 0)
         return 0;
     const float *x = (const float *)xt->data;

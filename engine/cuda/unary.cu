@@ -116,11 +116,9 @@ template <typename Op> int run_float(eng_op_ctx_t *c, const Op &op)
     const eng_tensor_t *x;
     eng_tensor_t *y;
     int64_t n = 0;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    int rc = eng_unary_float_io(c, &x, &y, &n);
     if (rc)
         return rc;
-    if (x->dtype != ENG_DT_FLOAT || y->dtype != ENG_DT_FLOAT)
-        return eng_unary_dtype_err(c, x->dtype != ENG_DT_FLOAT ? x->dtype : y->dtype);
     return map_launch(c, x->data, y->data, n, op);
 }
 
@@ -338,14 +336,11 @@ int copy_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x;
     eng_tensor_t *y;
-    int64_t n = 0;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    size_t bytes;
+    int rc = eng_unary_copy_io(c, &x, &y, &bytes);
     if (rc)
         return rc;
-    size_t es = eng_dtype_size(x->dtype);
-    if (es == 0 || y->dtype != x->dtype)
-        return eng_unary_dtype_err(c, x->dtype);
-    return eng_cuda_copy_d2d(c, y->data, x->data, (size_t)n * es);
+    return eng_cuda_copy_d2d(c, y->data, x->data, bytes);
 }
 
 template <typename T> __global__ void fill_kernel(T *p, int64_t n, T v)

@@ -69,6 +69,16 @@ typedef struct eng_binary_bcast {
 int eng_binary_bcast(const eng_op_ctx_t *c, const eng_tensor_t *y, const eng_tensor_t *const *in,
                      int n_in, eng_binary_bcast_t *l);
 
+/* How every device's two-input kernels (Add ... PRelu) start: *lg from c
+ * (eng_binary_legacy_ctx), then eng_binary_check_io(&lg->ctx, 2, out_dt).
+ * The kernel then runs through lg->ctx. 0, or either's error. */
+static inline int eng_binary_legacy_io(const eng_op_ctx_t *c, eng_binary_legacy_t *lg,
+                                       eng_dtype_t out_dt)
+{
+    int rc = eng_binary_legacy_ctx(c, lg);
+    return rc ? rc : eng_binary_check_io(&lg->ctx, 2, out_dt);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,7 +48,39 @@ int eng_softmax_axis(const eng_op_ctx_t *c, int *axis, bool *flatten_tail);
  * FS_EINVAL (not a one-element int32/int64 tensor, or out of range). */
 int eng_cumsum_axis(const eng_op_ctx_t *c, int *axis);
 
+/* Softmax's and LogSoftmax's [outer, n, inner] view of input 0, as both
+ * devices' kernels walk it: eng_softmax_axis, then eng_axis_extent. 0, or
+ * eng_softmax_axis's error (the extents unset). */
+static inline int eng_softmax_extent(const eng_op_ctx_t *c, int64_t *outer, int64_t *n,
+                                     int64_t *inner)
+{
+    int axis;
+    bool flatten_tail;
+    int rc = eng_softmax_axis(c, &axis, &flatten_tail);
+    if (rc)
+        return rc;
+    eng_axis_extent(&c->inputs[0]->shape, axis, flatten_tail, outer, n, inner);
+    return 0;
+}
+
 #ifdef __cplusplus
 }
 #endif
+
+/* After the C block: <math.h> must not be read with C linkage in C++. */
+#include <math.h>
+
+#include "engine/ops/ops_hd.h"
+
+/* LogSoftmax's output for one line of n elements, inner apart, once its max
+ * and the sum of exp(x - max) are known: (x - max) - log(sum). The CPU and
+ * CUDA strided-line kernels both end with it, so both evaluate the same
+ * expression. Cannot fail. */
+ENG_OPS_HD static inline void eng_log_softmax_line(const float *xs, float *ys, int64_t n,
+                                                   int64_t inner, float max, float sum)
+{
+    float log_sum = logf(sum);
+    for (int64_t j = 0; j < n; j++)
+        ys[j * inner] = (xs[j * inner] - max) - log_sum;
+}
 #endif

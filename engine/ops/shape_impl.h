@@ -133,6 +133,44 @@ int eng_strided_tile(const eng_op_ctx_t *c, eng_strided_t *v);
 int eng_strided_depth_to_space(const eng_op_ctx_t *c, eng_strided_t *v);
 int eng_strided_space_to_depth(const eng_op_ctx_t *c, eng_strided_t *v);
 
+/* Drops dims of size 1 from a strided walk and merges each dim into the one
+ * before it when the walk crosses the pair as one (strides[d-1] ==
+ * strides[d] * dims[d]), in place; returns the new rank. Fewer, longer rows
+ * make a copy faster and do not change its result; every device's strided
+ * copy walks the coalesced view. Cannot fail. */
+static inline int eng_strided_coalesce(int rank, int64_t *dims, int64_t *strides)
+{
+    int r = 0;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1)
+            continue;
+        if (r > 0 && strides[r - 1] == strides[d] * dims[d]) {
+            dims[r - 1] *= dims[d];
+            strides[r - 1] = strides[d];
+            continue;
+        }
+        dims[r] = dims[d];
+        strides[r] = strides[d];
+        r++;
+    }
+    return r;
+}
+
+/* ConstantOfShape's fill, as every device's kernel writes it: *value (from
+ * eng_constant_of_shape_value) repeated over output 0's *n elements of *es
+ * bytes. 0, or that function's error (nothing else set). */
+static inline int eng_constant_of_shape_fill(const eng_op_ctx_t *c, const void **value,
+                                             size_t *es, int64_t *n)
+{
+    eng_dtype_t dt;
+    int rc = eng_constant_of_shape_value(c, &dt, value);
+    if (rc != 0)
+        return rc;
+    *es = eng_dtype_size(dt);
+    *n = eng_shape_numel(&c->outputs[0]->shape);
+    return 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

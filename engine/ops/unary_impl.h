@@ -128,6 +128,39 @@ ENG_OPS_HD static inline float eng_sigmoid_f32(float x)
     X(Tanh, 0, 0, 0, eng_tanh_f32(x))                                                     \
     X(ThresholdedRelu, 1.0f, 0, 0, x > alpha ? x : 0.0f)
 
+/* Identity's copy (and Dropout's output 0): input 0, output 0 and the bytes
+ * of their common elements. 0, or FS_EINVAL (one missing, the counts
+ * differ) / FS_ENOTSUP (a dtype without a fixed size, or the output's dtype
+ * not the input's); nothing is written or queued. */
+static inline int eng_unary_copy_io(const eng_op_ctx_t *c, const eng_tensor_t **x,
+                                    eng_tensor_t **y, size_t *bytes)
+{
+    int64_t n = 0;
+    int rc = eng_unary_flat_io(c, x, y, &n);
+    if (rc)
+        return rc;
+    size_t es = eng_dtype_size((*x)->dtype);
+    *bytes = (size_t)n * es;
+    if (es == 0 || (*y)->dtype != (*x)->dtype)
+        return eng_unary_dtype_err(c, (*x)->dtype);
+    return 0;
+}
+
+/* eng_unary_flat_io for the float32-only ops: also FS_ENOTSUP naming the
+ * first of input 0 and output 0 that is not float32; nothing is written or
+ * queued. */
+static inline int eng_unary_float_io(const eng_op_ctx_t *c, const eng_tensor_t **x,
+                                     eng_tensor_t **y, int64_t *n)
+{
+    int rc = eng_unary_flat_io(c, x, y, n);
+    if (rc)
+        return rc;
+    eng_dtype_t xt = (*x)->dtype, yt = (*y)->dtype;
+    if (xt != ENG_DT_FLOAT || yt != ENG_DT_FLOAT)
+        return eng_unary_dtype_err(c, xt != ENG_DT_FLOAT ? xt : yt);
+    return 0;
+}
+
 #ifdef __cplusplus
 }
 #endif
