@@ -23,6 +23,13 @@ extern "C" {
 #define ENG_KERNEL_REF_Y(k) &k
 #define ENG_KERNEL_REF_N(k) NULL
 
+/* Defines eng_cpu_<op> as a kernel whose run is fn(ctx, ...): one line per
+ * op where a family's ops share one run function and differ in its
+ * arguments (a row function, an output dtype). */
+#define ENG_CPU_KERNEL_CALLING(op, fn, ...)                                            \
+    static int op##_run(eng_op_ctx_t *c) { return fn(c, __VA_ARGS__); }                  \
+    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
+
 #define ENG_CPU_KERNEL_DECL_(op, cpu, cuda) ENG_IF_##cpu(extern const eng_kernel_t eng_cpu_##op;)
 ENG_OPS(ENG_CPU_KERNEL_DECL_)
 #undef ENG_CPU_KERNEL_DECL_

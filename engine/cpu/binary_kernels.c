@@ -268,9 +268,7 @@ static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_d
     return bc_apply(c, c->outputs[0], c->inputs, 2, row, NULL);
 }
 
-#define BINARY_KERNEL(op, rows, out_dt)                                                 \
-    static int op##_run(eng_op_ctx_t *c) { return binary_run(c, rows, out_dt); }        \
-    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
+#define BINARY_KERNEL(op, rows, out_dt) ENG_CPU_KERNEL_CALLING(op, binary_run, rows, out_dt)
 
 BINARY_KERNEL(Add, add_rows, ENG_DT_UNDEFINED)
 BINARY_KERNEL(Sub, sub_rows, ENG_DT_UNDEFINED)
@@ -487,9 +485,7 @@ static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
     return 0;
 }
 
-#define VARIADIC_KERNEL(op, rows, mean)                                                 \
-    static int op##_run(eng_op_ctx_t *c) { return variadic_run(c, rows, mean); }         \
-    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
+#define VARIADIC_KERNEL(op, rows, mean) ENG_CPU_KERNEL_CALLING(op, variadic_run, rows, mean)
 
 VARIADIC_KERNEL(Max, max_rows, false)
 VARIADIC_KERNEL(Min, min_rows, false)

@@ -201,9 +201,7 @@ static const typed_row_t not_rows[] = {{ENG_DT_BOOL, not_b}, ROWS_END};
 
 /* One typed op: its run function (run_typed over its rows) and its kernel,
  * as BINARY_KERNEL does for the binary ops. */
-#define TYPED_KERNEL(op, rows)                                                          \
-    static int op##_run(eng_op_ctx_t *c) { return run_typed(c, rows, NULL); }            \
-    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
+#define TYPED_KERNEL(op, rows) ENG_CPU_KERNEL_CALLING(op, run_typed, rows, NULL)
 
 TYPED_KERNEL(Abs, abs_rows)
 TYPED_KERNEL(Neg, neg_rows)

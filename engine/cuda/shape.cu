@@ -683,19 +683,7 @@ static int pad_run(eng_op_ctx_t *c)
 /* --- the kernels ------------------------------------------------------------------------- */
 
 #define SHAPE_KERNEL_(op, fn) const eng_kernel_t eng_cuda_##op = {.run = fn, .scratch_bytes = NULL};
-SHAPE_KERNEL_(Reshape, view_run)
-SHAPE_KERNEL_(Flatten, view_run)
-SHAPE_KERNEL_(Squeeze, view_run)
-SHAPE_KERNEL_(Unsqueeze, view_run)
-SHAPE_KERNEL_(Transpose, transpose_run)
-SHAPE_KERNEL_(Concat, concat_run)
-SHAPE_KERNEL_(Split, split_run)
-SHAPE_KERNEL_(Slice, slice_run)
-SHAPE_KERNEL_(Gather, gather_run)
-SHAPE_KERNEL_(GatherElements, gather_elements_run)
-SHAPE_KERNEL_(Expand, expand_run)
-SHAPE_KERNEL_(Tile, tile_run)
-SHAPE_KERNEL_(Pad, pad_run)
+ENG_SHAPE_KERNEL_RUNS(SHAPE_KERNEL_)
 SHAPE_KERNEL_(DepthToSpace, depth_to_space_run)
 SHAPE_KERNEL_(SpaceToDepth, space_to_depth_run)
 #undef SHAPE_KERNEL_

@@ -171,6 +171,23 @@ static inline int eng_constant_of_shape_fill(const eng_op_ctx_t *c, const void *
     return 0;
 }
 
+/* The shape ops every device splits among the same run functions, each
+ * device's file defining them under these names: X(OpType, run). */
+#define ENG_SHAPE_KERNEL_RUNS(X)                                                       \
+    X(Reshape, view_run)                                                               \
+    X(Flatten, view_run)                                                               \
+    X(Squeeze, view_run)                                                               \
+    X(Unsqueeze, view_run)                                                             \
+    X(Transpose, transpose_run)                                                        \
+    X(Concat, concat_run)                                                              \
+    X(Split, split_run)                                                                \
+    X(Slice, slice_run)                                                                \
+    X(Gather, gather_run)                                                              \
+    X(GatherElements, gather_elements_run)                                             \
+    X(Expand, expand_run)                                                              \
+    X(Tile, tile_run)                                                                  \
+    X(Pad, pad_run)
+
 #ifdef __cplusplus
 }
 #endif
