@@ -141,12 +141,7 @@ static int strided_run(eng_op_ctx_t *c, int (*view)(const eng_op_ctx_t *, eng_st
 
 #define STRIDED_RUN_(fn, view)                                                                  \
     static int fn(eng_op_ctx_t *c) { return strided_run(c, view); }
-STRIDED_RUN_(transpose_run, eng_strided_transpose)
-STRIDED_RUN_(slice_run, eng_strided_slice)
-STRIDED_RUN_(expand_run, eng_strided_expand)
-STRIDED_RUN_(tile_run, eng_strided_tile)
-STRIDED_RUN_(depth_to_space_run, eng_strided_depth_to_space)
-STRIDED_RUN_(space_to_depth_run, eng_strided_space_to_depth)
+ENG_STRIDED_RUNS(STRIDED_RUN_)
 #undef STRIDED_RUN_
 
 /* --- Concat, Split --------------------------------------------------------------------------- */
@@ -155,12 +150,11 @@ static int concat_run(eng_op_ctx_t *c)
 {
     eng_tensor_t *y = c->outputs[0];
     int axis;
-    int rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), y->shape.rank, &axis);
+    size_t es;
+    int64_t outer, inner;
+    int rc = eng_concat_layout(c, &axis, &es, &outer, &inner);
     if (rc != 0)
         return rc;
-    size_t es = eng_dtype_size(y->dtype);
-    int64_t outer, inner;
-    eng_outer_inner(&y->shape, axis, &outer, &inner);
     char *dst = y->data;
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < c->n_inputs; i++) {

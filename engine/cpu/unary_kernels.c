@@ -67,14 +67,12 @@ static void unary_apply(int n_threads, const unary_job_t *j)
 /* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP with output untouched. */
 static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    int64_t n;
-    int rc = eng_unary_float_io(c, &x, &y, &n);
+    eng_unary_io_t io;
+    int rc = eng_unary_float_io(c, &io);
     if (rc)
         return rc;
-    const unary_job_t j = {.frow = row, .farg = a, .xs = x->data, .ys = y->data,
-                           .x_size = sizeof(float), .y_size = sizeof(float), .n = n};
+    const unary_job_t j = {.frow = row, .farg = a, .xs = io.x->data, .ys = io.y->data,
+                           .x_size = sizeof(float), .y_size = sizeof(float), .n = io.n};
     unary_apply(c->n_threads, &j);
     return 0;
 }
@@ -136,24 +134,22 @@ typedef struct typed_row {
  * FS_EINVAL / FS_ENOTSUP with output untouched. */
 static int run_typed(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    int64_t n;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    eng_unary_io_t io;
+    int rc = eng_unary_flat_io(c, &io);
     if (rc)
         return rc;
     for (const typed_row_t *r = rows; r->fn; r++)
-        if (r->dtype == x->dtype) {
-            if (y->dtype != x->dtype)
+        if (r->dtype == io.x->dtype) {
+            if (io.y->dtype != io.x->dtype)
                 return eng_op_err(c, FS_EINVAL, "output dtype %s differs from input dtype %s",
-                                  eng_dtype_name(y->dtype), eng_dtype_name(x->dtype));
-            size_t es = eng_dtype_size(x->dtype);
-            const unary_job_t j = {.trow = r->fn, .targ = arg, .xs = x->data, .ys = y->data,
-                                   .x_size = es, .y_size = es, .n = n};
+                                  eng_dtype_name(io.y->dtype), eng_dtype_name(io.x->dtype));
+            size_t es = eng_dtype_size(io.x->dtype);
+            const unary_job_t j = {.trow = r->fn, .targ = arg, .xs = io.x->data, .ys = io.y->data,
+                                   .x_size = es, .y_size = es, .n = io.n};
             unary_apply(c->n_threads, &j);
             return 0;
         }
-    return eng_unary_dtype_err(c, x->dtype);
+    return eng_unary_dtype_err(c, io.x->dtype);
 }
 
 /* A row applying EXPR (of x) to every element. */
@@ -256,14 +252,12 @@ const eng_kernel_t eng_cpu_Clip = {.run = clip_run};
 /* Copies input 0 to output 0 unless they share memory. 0 or FS_EINVAL. */
 static int copy_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    size_t bytes;
-    int rc = eng_unary_copy_io(c, &x, &y, &bytes);
+    eng_unary_io_t io;
+    int rc = eng_unary_copy_io(c, &io);
     if (rc)
         return rc;
-    if (y->data != x->data && bytes > 0)
-        memcpy(y->data, x->data, bytes);
+    if (io.y->data != io.x->data && io.bytes > 0)
+        memcpy(io.y->data, io.x->data, io.bytes);
     return 0;
 }
 const eng_kernel_t eng_cpu_Identity = {.run = copy_run};
@@ -403,26 +397,24 @@ static const cast_type_t *cast_type_find(eng_dtype_t dt)
  * FS_ENOTSUP with output untouched. */
 static int cast_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    int64_t n;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    eng_unary_io_t io;
+    int rc = eng_unary_flat_io(c, &io);
     if (rc)
         return rc;
-    const cast_type_t *from = cast_type_find(x->dtype), *to = cast_type_find(y->dtype);
+    const cast_type_t *from = cast_type_find(io.x->dtype), *to = cast_type_find(io.y->dtype);
     if (!from || !to)
         return eng_op_err(c, FS_ENOTSUP, "dtype not supported: cast from %s to %s",
-                          eng_dtype_name(x->dtype), eng_dtype_name(y->dtype));
+                          eng_dtype_name(io.x->dtype), eng_dtype_name(io.y->dtype));
     if (from == to) {
-        if (y->data != x->data && n > 0)
-            memcpy(y->data, x->data, (size_t)n * from->size);
+        if (io.y->data != io.x->data && io.n > 0)
+            memcpy(io.y->data, io.x->data, (size_t)io.n * from->size);
         return 0;
     }
     wide_buf_t w;
-    const char *src = x->data;
-    char *dst = y->data;
-    for (int64_t off = 0; off < n; off += CAST_CHUNK) {
-        int64_t m = n - off < CAST_CHUNK ? n - off : CAST_CHUNK;
+    const char *src = io.x->data;
+    char *dst = io.y->data;
+    for (int64_t off = 0; off < io.n; off += CAST_CHUNK) {
+        int64_t m = io.n - off < CAST_CHUNK ? io.n - off : CAST_CHUNK;
         from->widen(src + off * (int64_t)from->size, &w, m);
         void *d = dst + off * (int64_t)to->size;
         if (from->kind == WIDE_F64)

@@ -113,32 +113,28 @@ using cast_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t,
 /* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
 template <typename Op> int run_float(eng_op_ctx_t *c, const Op &op)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    int64_t n = 0;
-    int rc = eng_unary_float_io(c, &x, &y, &n);
+    eng_unary_io_t io;
+    int rc = eng_unary_float_io(c, &io);
     if (rc)
         return rc;
-    return map_launch(c, x->data, y->data, n, op);
+    return map_launch(c, io.x->data, io.y->data, io.n, op);
 }
 
 /* Runs the functor make(T{}) for x's dtype T from `list`; y must have that
  * dtype. 0, or FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
 template <typename List, typename Make> int run_typed(eng_op_ctx_t *c, List list, Make make)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    int64_t n = 0;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    eng_unary_io_t io;
+    int rc = eng_unary_flat_io(c, &io);
     if (rc)
         return rc;
-    rc = dispatch(x->dtype, list, [&](auto t) {
-        if (y->dtype != x->dtype)
+    rc = dispatch(io.x->dtype, list, [&](auto t) {
+        if (io.y->dtype != io.x->dtype)
             return eng_op_err(c, FS_EINVAL, "output dtype %s differs from input dtype %s",
-                              eng_dtype_name(y->dtype), eng_dtype_name(x->dtype));
-        return map_launch(c, x->data, y->data, n, make(t));
+                              eng_dtype_name(io.y->dtype), eng_dtype_name(io.x->dtype));
+        return map_launch(c, io.x->data, io.y->data, io.n, make(t));
     });
-    return rc == DISPATCH_NONE ? eng_unary_dtype_err(c, x->dtype) : rc;
+    return rc == DISPATCH_NONE ? eng_unary_dtype_err(c, io.x->dtype) : rc;
 }
 
 /* --- float ops --------------------------------------------------------------------------- */
@@ -334,13 +330,11 @@ int clip_run(eng_op_ctx_t *c)
  * FS_ENOTSUP or FS_EDEVICE. */
 int copy_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    size_t bytes;
-    int rc = eng_unary_copy_io(c, &x, &y, &bytes);
+    eng_unary_io_t io;
+    int rc = eng_unary_copy_io(c, &io);
     if (rc)
         return rc;
-    return eng_cuda_copy_d2d(c, y->data, x->data, bytes);
+    return eng_cuda_copy_d2d(c, io.y->data, io.x->data, io.bytes);
 }
 
 template <typename T> __global__ void fill_kernel(T *p, int64_t n, T v)
@@ -455,24 +449,22 @@ template <typename S, typename D> struct cast_op {
  * FS_ENOTSUP / FS_EDEVICE. */
 int cast_run(eng_op_ctx_t *c)
 {
-    const eng_tensor_t *x;
-    eng_tensor_t *y;
-    int64_t n = 0;
-    int rc = eng_unary_flat_io(c, &x, &y, &n);
+    eng_unary_io_t io;
+    int rc = eng_unary_flat_io(c, &io);
     if (rc)
         return rc;
     const auto known = [](auto) { return 0; };
-    if (dispatch(x->dtype, cast_types{}, known) || dispatch(y->dtype, cast_types{}, known))
+    if (dispatch(io.x->dtype, cast_types{}, known) || dispatch(io.y->dtype, cast_types{}, known))
         return eng_op_err(c, FS_ENOTSUP, "dtype not supported: cast from %s to %s",
-                          eng_dtype_name(x->dtype), eng_dtype_name(y->dtype));
-    return dispatch(x->dtype, cast_types{}, [&](auto s) {
-        return dispatch(y->dtype, cast_types{}, [&](auto d) {
+                          eng_dtype_name(io.x->dtype), eng_dtype_name(io.y->dtype));
+    return dispatch(io.x->dtype, cast_types{}, [&](auto s) {
+        return dispatch(io.y->dtype, cast_types{}, [&](auto d) {
             using S = decltype(s);
             using D = decltype(d);
             if constexpr (std::is_same<S, D>::value)
-                return eng_cuda_copy_d2d(c, y->data, x->data, (size_t)n * sizeof(S));
+                return eng_cuda_copy_d2d(c, io.y->data, io.x->data, (size_t)io.n * sizeof(S));
             else
-                return map_launch(c, x->data, y->data, n, cast_op<S, D>{});
+                return map_launch(c, io.x->data, io.y->data, io.n, cast_op<S, D>{});
         });
     });
 }

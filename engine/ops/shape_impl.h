@@ -171,6 +171,32 @@ static inline int eng_constant_of_shape_fill(const eng_op_ctx_t *c, const void *
     return 0;
 }
 
+/* The ops that are one strided copy of input 0: each device's run function
+ * for it and the view (above) it copies through: X(run, view). */
+#define ENG_STRIDED_RUNS(X)                                                            \
+    X(transpose_run, eng_strided_transpose)                                            \
+    X(slice_run, eng_strided_slice)                                                    \
+    X(expand_run, eng_strided_expand)                                                  \
+    X(tile_run, eng_strided_tile)                                                      \
+    X(depth_to_space_run, eng_strided_depth_to_space)                                  \
+    X(space_to_depth_run, eng_strided_space_to_depth)
+
+/* Concat's layout, as every device's kernel walks it: output 0 as *outer
+ * rows around *axis (attribute "axis", normalised), each row a run of the
+ * inputs' slices of *inner elements of *es bytes per index along the axis.
+ * 0, or the axis error naming the node. */
+static inline int eng_concat_layout(const eng_op_ctx_t *c, int *axis, size_t *es,
+                                    int64_t *outer, int64_t *inner)
+{
+    const eng_tensor_t *y = c->outputs[0];
+    int rc = eng_op_axis(c, eng_attr_i(c->node, "axis", 0), y->shape.rank, axis);
+    if (rc != 0)
+        return rc;
+    *es = eng_dtype_size(y->dtype);
+    eng_outer_inner(&y->shape, *axis, outer, inner);
+    return 0;
+}
+
 /* The shape ops every device splits among the same run functions, each
  * device's file defining them under these names: X(OpType, run). */
 #define ENG_SHAPE_KERNEL_RUNS(X)                                                       \

@@ -210,17 +210,15 @@ static int check_dropout(const eng_node_t *n, int opset)
 
 ENG_OP_DEF(Dropout, check_dropout, infer_dropout, 0);
 
-int eng_unary_flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y,
-                      int64_t *n)
+int eng_unary_flat_io(const eng_op_ctx_t *c, eng_unary_io_t *io)
 {
-    *x = eng_ctx_in(c, 0);
-    *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
-    if (!*x || !*y)
+    *io = (eng_unary_io_t){.x = eng_ctx_in(c, 0), .y = c->n_outputs > 0 ? c->outputs[0] : NULL};
+    if (!io->x || !io->y)
         return eng_op_err(c, FS_EINVAL, "input 0 or output 0 is missing");
-    *n = eng_shape_numel(&(*x)->shape);
-    if (eng_shape_numel(&(*y)->shape) != *n)
+    io->n = eng_shape_numel(&io->x->shape);
+    if (eng_shape_numel(&io->y->shape) != io->n)
         return eng_op_err(c, FS_EINVAL, "output has %lld elements, the input %lld",
-                          (long long)eng_shape_numel(&(*y)->shape), (long long)*n);
+                          (long long)eng_shape_numel(&io->y->shape), (long long)io->n);
     return 0;
 }
 

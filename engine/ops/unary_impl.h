@@ -20,10 +20,20 @@
 extern "C" {
 #endif
 
-/* Input 0, output 0 and their common element count. 0, or FS_EINVAL when one
- * is missing or the counts differ; nothing is written or queued. */
-int eng_unary_flat_io(const eng_op_ctx_t *c, const eng_tensor_t **x, eng_tensor_t **y,
-                      int64_t *n);
+/* A one-in, one-out op's operands, as every device's kernel starts from them:
+ * input 0, output 0, their common element count, and (eng_unary_copy_io)
+ * their bytes. */
+typedef struct eng_unary_io {
+    const eng_tensor_t *x;
+    eng_tensor_t *y;
+    int64_t n;
+    size_t bytes;
+} eng_unary_io_t;
+
+/* Input 0, output 0 and their common element count into *io. 0, or
+ * FS_EINVAL when one is missing or the counts differ; nothing is written or
+ * queued. */
+int eng_unary_flat_io(const eng_op_ctx_t *c, eng_unary_io_t *io);
 
 /* Clip's bounds. From opset 11: the optional inputs 1 (min) and 2 (max) of
  * c in *lo and *hi, each NULL when absent. Before 11: *lo and *hi NULL, and
@@ -132,30 +142,27 @@ ENG_OPS_HD static inline float eng_sigmoid_f32(float x)
  * of their common elements. 0, or FS_EINVAL (one missing, the counts
  * differ) / FS_ENOTSUP (a dtype without a fixed size, or the output's dtype
  * not the input's); nothing is written or queued. */
-static inline int eng_unary_copy_io(const eng_op_ctx_t *c, const eng_tensor_t **x,
-                                    eng_tensor_t **y, size_t *bytes)
+static inline int eng_unary_copy_io(const eng_op_ctx_t *c, eng_unary_io_t *io)
 {
-    int64_t n = 0;
-    int rc = eng_unary_flat_io(c, x, y, &n);
+    int rc = eng_unary_flat_io(c, io);
     if (rc)
         return rc;
-    size_t es = eng_dtype_size((*x)->dtype);
-    *bytes = (size_t)n * es;
-    if (es == 0 || (*y)->dtype != (*x)->dtype)
-        return eng_unary_dtype_err(c, (*x)->dtype);
+    size_t es = eng_dtype_size(io->x->dtype);
+    io->bytes = (size_t)io->n * es;
+    if (es == 0 || io->y->dtype != io->x->dtype)
+        return eng_unary_dtype_err(c, io->x->dtype);
     return 0;
 }
 
 /* eng_unary_flat_io for the float32-only ops: also FS_ENOTSUP naming the
  * first of input 0 and output 0 that is not float32; nothing is written or
  * queued. */
-static inline int eng_unary_float_io(const eng_op_ctx_t *c, const eng_tensor_t **x,
-                                     eng_tensor_t **y, int64_t *n)
+static inline int eng_unary_float_io(const eng_op_ctx_t *c, eng_unary_io_t *io)
 {
-    int rc = eng_unary_flat_io(c, x, y, n);
+    int rc = eng_unary_flat_io(c, io);
     if (rc)
         return rc;
-    eng_dtype_t xt = (*x)->dtype, yt = (*y)->dtype;
+    eng_dtype_t xt = io->x->dtype, yt = io->y->dtype;
     if (xt != ENG_DT_FLOAT || yt != ENG_DT_FLOAT)
         return eng_unary_dtype_err(c, xt != ENG_DT_FLOAT ? xt : yt);
     return 0;
