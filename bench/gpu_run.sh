@@ -11,6 +11,9 @@
 #   conf    the conformance runner with --device cuda, against the CPU's list
 #   alloc   the allocator benchmark on the device and on the host
 #   cuda    model_bench on the GPU (demo + light models), graphs on and off
+#   bigcompare  the same on the large exports: torch_ref.py (--quick) exports
+#           BERT-base and ResNet-50 into .gpu/onnx, then both trees' model_bench
+#           run them at fp32 and fp16 (--quick), alternating
 #   torch   bench/torch_ref.py: the CUDA engine against PyTorch eager
 #           (TORCH_ARGS: more flags, e.g. --quick)
 #   ort     model_bench on the CPU against ONNX Runtime at 1 and 8 threads
@@ -79,10 +82,15 @@ before_build() {
         (cd .gpu/before && make CUDA=1 WERROR=1 -j"$(nproc)" build/cuda/bin/model_bench \
             models/mlp/1/model.onnx > "$OUT/build_before.txt" 2>&1)
 }
-if has compare; then
+if has compare || has bigcompare; then
     before_build &
     before_pid=$!
 fi
+# Waits for the earlier tree's build (once; later calls find it done).
+wait_before() {
+    wait "$before_pid" 2>/dev/null || true
+    [ -x .gpu/before/build/cuda/bin/model_bench ] || { tail -20 "$OUT/build_before.txt"; exit 1; }
+}
 
 case " $parts " in
 *" wait "* | *" collect "*) ;;
@@ -299,7 +307,7 @@ fi
 
 if has compare; then
     echo "=== the tree before (.gpu/before.tar.gz) against this one: model_bench, alternating"
-    wait "$before_pid" || { tail -20 "$OUT/build_before.txt"; exit 1; }
+    wait_before
     root=$PWD
     d="$OUT/compare"
     mkdir -p "$d"
@@ -316,6 +324,30 @@ if has compare; then
         done
     done
     python3 bench/compare_runs.py "$d" | tee "$OUT/compare.md"
+fi
+
+if has bigcompare; then
+    echo "=== the tree before against this one on BERT-base and ResNet-50, fp32 and fp16"
+    wait_before
+    mkdir -p .gpu/onnx
+    python3 bench/torch_ref.py --models bert,resnet50 --batches 64 --precisions fp16 --quick \
+        --onnx-dir .gpu/onnx --bench build/cuda/bin/model_bench > "$OUT/torch_quick.md" \
+        2> "$OUT/torch_quick.err" || echo "torch_ref.py: exit $?"
+    root=$PWD
+    d="$OUT/bigcompare"
+    mkdir -p "$d"
+    for round in 1 2; do
+        for side in after before; do
+            dir=.; [ "$side" = before ] && dir=.gpu/before
+            for p in fp32 fp16; do
+                (cd "$dir" && build/cuda/bin/model_bench --device cuda --precision "$p" --quick \
+                    --json "$d/${side}_${p}_$round.json" "$root/.gpu/onnx/bert.onnx" \
+                    "$root/.gpu/onnx/resnet50.onnx") > /dev/null 2>&1 ||
+                    echo "model_bench $side $p: exit $?"
+            done
+        done
+    done
+    python3 bench/compare_runs.py "$d" | tee "$OUT/bigcompare.md"
 fi
 
 if has wait; then
