@@ -4,7 +4,8 @@
  * An op definition (eng_op_def_t) validates a node at load and infers its
  * outputs' dtypes and shapes from its inputs'. A kernel (eng_kernel_t) computes
  * the outputs on one device: each device has its own table (engine/cpu/ for
- * the host, engine/cuda/ for NVIDIA GPUs), indexed by the op's id. Every op
+ * the host, engine/cuda/ for NVIDIA GPUs), indexed by the op's id and
+ * reached through that device's backend table (engine/backend.h). Every op
  * is listed once, in engine/ops/list.h; the ids, the definitions' and the
  * kernels' names and the tables all come from that list. All see one context
  * type, eng_op_ctx_t:
