@@ -86,6 +86,25 @@ if has compare || has bigcompare; then
     before_build &
     before_pid=$!
 fi
+# Runs `model_bench FLAG V ARGS` in this tree and the earlier one, alternating
+# (after, before, after, before), for each V of the list VALUES, into
+# DIR/{after,before}_V_ROUND.{json,md}: alternate DIR FLAG VALUES ARGS...
+alternate() {
+    out=$1 flag=$2 values=$3
+    shift 3
+    mkdir -p "$out"
+    for round in 1 2; do
+        for side in after before; do
+            tree=.; [ "$side" = before ] && tree=.gpu/before
+            for v in $values; do
+                (cd "$tree" && build/cuda/bin/model_bench "$flag" "$v" "$@" \
+                    --json "$out/${side}_${v}_$round.json") > "$out/${side}_${v}_$round.md" 2>&1 ||
+                    echo "model_bench $side $flag $v: exit $?"
+            done
+        done
+    done
+}
+
 # Waits for the earlier tree's build (once; later calls find it done).
 wait_before() {
     wait "$before_pid" 2>/dev/null || true
@@ -308,21 +327,9 @@ fi
 if has compare; then
     echo "=== the tree before (.gpu/before.tar.gz) against this one: model_bench, alternating"
     wait_before
-    root=$PWD
     d="$OUT/compare"
-    mkdir -p "$d"
-    for round in 1 2; do
-        for side in after before; do
-            dir=.; [ "$side" = before ] && dir=.gpu/before
-            for dev in cuda cpu; do
-                f="$d/${side}_${dev}_$round.md"
-                # shellcheck disable=SC2086 # COMPARE_ARGS is a list of flags
-                (cd "$dir" && build/cuda/bin/model_bench --device "$dev" --markdown ${COMPARE_ARGS:-} \
-                    --light "$root/$light" --json "$d/${side}_${dev}_$round.json") \
-                    > "$f" 2>&1 || echo "model_bench $side $dev: exit $?"
-            done
-        done
-    done
+    # shellcheck disable=SC2086 # COMPARE_ARGS is a list of flags
+    alternate "$d" --device "cuda cpu" --markdown ${COMPARE_ARGS:-} --light "$PWD/$light"
     python3 bench/compare_runs.py "$d" | tee "$OUT/compare.md"
 fi
 
@@ -333,20 +340,9 @@ if has bigcompare; then
     python3 bench/torch_ref.py --models bert,resnet50 --batches 64 --precisions fp16 --quick \
         --onnx-dir .gpu/onnx --bench build/cuda/bin/model_bench > "$OUT/torch_quick.md" \
         2> "$OUT/torch_quick.err" || echo "torch_ref.py: exit $?"
-    root=$PWD
     d="$OUT/bigcompare"
-    mkdir -p "$d"
-    for round in 1 2; do
-        for side in after before; do
-            dir=.; [ "$side" = before ] && dir=.gpu/before
-            for p in fp32 fp16; do
-                (cd "$dir" && build/cuda/bin/model_bench --device cuda --precision "$p" --quick \
-                    --json "$d/${side}_${p}_$round.json" "$root/.gpu/onnx/bert.onnx" \
-                    "$root/.gpu/onnx/resnet50.onnx") > /dev/null 2>&1 ||
-                    echo "model_bench $side $p: exit $?"
-            done
-        done
-    done
+    alternate "$d" --precision "fp32 fp16" --device cuda --quick "$PWD/.gpu/onnx/bert.onnx" \
+        "$PWD/.gpu/onnx/resnet50.onnx"
     python3 bench/compare_runs.py "$d" | tee "$OUT/bigcompare.md"
 fi
 
