@@ -479,6 +479,14 @@ static int load_node(loader_t *L, const Onnx__NodeProto *np, size_t k)
     node_extra_t *ex = &L->extra[ni];
     char nl[128], ob[160];
     node_label(nl, sizeof nl, np->name, k);
+    /* Every op flatserve runs has a required first output (ONNX lets only
+     * later ones be left out; the recurrent ops, whose outputs are all
+     * optional, are not among them): a node without one would have its
+     * shape inferred into nowhere. */
+    if (is_default_domain(np->domain) && eng_op_find(np->op_type) &&
+        (np->n_output == 0 || !np->output[0][0]))
+        return fs_err(FS_EINVAL, "%s (%s) has %s: its first output is required", nl,
+                      np->op_type, np->n_output ? "an empty name for output 0" : "no output");
     ex->file_index = k;
     e->name = onnx_pool_strdup(L->pool, np->name);
     e->op_type = onnx_pool_strdup(L->pool, np->op_type);

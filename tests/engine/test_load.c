@@ -724,3 +724,39 @@ Test(engine_load, a_long_report_ends_with_how_many_more)
     cr_expect_lt(strlen(msg), FS_ERRMSG_MAX);
     mb_free(&b);
 }
+
+/* ---- required outputs ------------------------------------------------------------------ */
+
+Test(engine_load, a_node_without_its_required_first_output_is_rejected)
+{
+    mb_t b;
+    /* No output at all, after a Constant (the fold would have run it). */
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F, -1, NULL, NULL);
+    Onnx__NodeProto *k = mb_node(&b, "Constant", "c", "", "C");
+    Onnx__TensorProto *v = mb_tensor(&b, "v", F, 1, (int64_t[]){2});
+    mb_floats(&b, v, (float[]){1.0f, 2.0f}, 2);
+    mb_attr_t(&b, k, "value", v);
+    mb_node(&b, "ReduceMax", "r", "C", "");
+    mb_output(&b, "X", 0, -1, NULL);
+    EXPECT_FAILS(&b, FS_EINVAL, "node 'r' (ReduceMax) has no output");
+    mb_free(&b);
+
+    /* Output 0 named "", which ONNX allows for optional outputs only. */
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F, -1, NULL, NULL);
+    mb_node(&b, "MaxPool", "pool", "X", ",I");
+    mb_output(&b, "I", 0, -1, NULL);
+    EXPECT_FAILS(&b, FS_EINVAL, "node 'pool' (MaxPool) has an empty name for output 0");
+    mb_free(&b);
+
+    /* A later output left out is fine. */
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F, -1, NULL, NULL);
+    mb_node(&b, "Dropout", "drop", "X", "Y,");
+    mb_output(&b, "Y", 0, -1, NULL);
+    eng_graph_t *g = NULL;
+    cr_expect_eq(mb_load(&b, NULL, NULL, &g), 0, "%s", fs_errmsg());
+    eng_graph_destroy(g);
+    mb_free(&b);
+}
