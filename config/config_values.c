@@ -58,7 +58,9 @@ const char *cfg_quote_text(const char *text, char *buf, size_t len)
 
 const char *cfg_double_text(double v, char *buf, size_t len)
 {
-    if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+    /* The range first: converting a double outside int64's range (or NaN)
+     * is undefined. */
+    if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v) {
         snprintf(buf, len, "%lld", (long long)v);
         return buf;
     }

@@ -291,7 +291,7 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
         rs.t[g->inputs[i]].data = inputs[i].data;
     for (size_t v = 0; v < p->n_values; v++)
         if (p->values[v].storage == PV_ACT)
-            rs.t[v].data = (char *)block + p->values[v].offset;
+            rs.t[v].data = block ? (char *)block + p->values[v].offset : NULL;
 
     /* Inputs copied into their place in the block (through staging): the
      * plan marks them (never on a host-memory device). */

@@ -258,7 +258,9 @@ typedef struct softmax_job {
 static inline float softmax_exp(float x)
 {
     const float lo = -87.33654f, hi = 88.0f;
-    const float xl = x < lo ? lo : x, xc = xl > hi ? hi : xl;
+    /* NaN clamps to lo too, so that n stays finite: converting NaN to an
+     * integer is undefined. The result is x itself then (below). */
+    const float xl = x >= lo ? x : lo, xc = xl > hi ? hi : xl;
     const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;

@@ -2,6 +2,7 @@
  * config.json (config.c), the command line (config_args.c), and the
  * effective config as JSON and the SIGHUP diff (config_json.c). */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
+#include "config/config_impl.h"
 
 #define MiB (1ull << 20)
 #define US 1000ull
@@ -1098,4 +1100,16 @@ Test(cfg, diff_lists_what_needs_a_restart)
     cr_expect_str_eq(small, "server.port, ...");
     cfg_diff(&a, &b, &live, small, 1);
     cr_expect_str_eq(small, "");
+}
+
+Test(cfg, doubles_out_of_int64_range_are_written_without_an_integer_cast)
+{
+    char buf[40];
+    cr_expect_str_eq(cfg_double_text(0.5, buf, sizeof buf), "0.5");
+    cr_expect_str_eq(cfg_double_text(3.0, buf, sizeof buf), "3");
+    /* Beyond int64 (and NaN) the integer form is never tried: a cast there
+     * would be undefined (clang's float-cast-overflow). */
+    cr_expect_str_eq(cfg_double_text(1e300, buf, sizeof buf), "1e+300");
+    cr_expect_str_eq(cfg_double_text(-1e19, buf, sizeof buf), "-1e+19");
+    cr_expect_str_eq(cfg_double_text(NAN, buf, sizeof buf), "nan");
 }
