@@ -166,10 +166,14 @@ static int leaf_integer(const data_walk_t *w, const cJSON *v, size_t i, double l
     return 0;
 }
 
-/* A float leaf: a number or "NaN", "Infinity", "-Infinity". */
+/* A float leaf: a number or "NaN", "Infinity", "-Infinity". A JSON number
+ * is always finite: one that reads as infinite (1e400) overflowed even a
+ * double and is out of range (infinity is asked for by name). */
 static int leaf_real(const data_walk_t *w, const cJSON *v, size_t i, double *out)
 {
     if (cJSON_IsNumber(v)) {
+        if (!isfinite(v->valuedouble))
+            return leaf_err(w, v, i, "is out of range for ", "");
         *out = v->valuedouble;
         return 0;
     }

@@ -14,6 +14,7 @@
  * time wherever the tokens differ). A {v} that is not a non-negative number
  * is 400, a {m} that is not a valid model name is 400, before any handler
  * runs. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,10 +100,13 @@ static bool route_match(const route_t *rt, char *const *segs, int n, srv_route_a
                 return false;
             strcpy(a.model, segs[i]);
         } else if (len == 3 && memcmp(p, "{v}", 3) == 0) {
+            /* Digits only: strtoll alone would take "+1", " 1" and "-0". */
+            const char *s = segs[i];
             char *end = NULL;
-            long long v = strtoll(segs[i], &end, 10);
-            if (end == segs[i] || *end || v < 0)
-                a.bad_version = segs[i];
+            errno = 0;
+            long long v = s[0] >= '0' && s[0] <= '9' ? strtoll(s, &end, 10) : -1;
+            if (v < 0 || *end || errno == ERANGE)
+                a.bad_version = s;
             a.version = v;
         } else if (strlen(segs[i]) != len || memcmp(p, segs[i], len) != 0) {
             return false;

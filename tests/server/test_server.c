@@ -263,6 +263,13 @@ Test(srv_http, bad_requests_get_the_status_and_a_message_naming_the_problem)
     expect_error(&r, 400, NULL);
     r = http_get(fx.port, "/v2/models/mlp/versions/x1");
     expect_error(&r, 400, "x1");
+    /* A version is digits alone: no sign, no blank, nothing after. */
+    r = http_get(fx.port, "/v2/models/mlp/versions/+1");
+    expect_error(&r, 400, "+1");
+    r = http_get(fx.port, "/v2/models/mlp/versions/-0");
+    expect_error(&r, 400, "-0");
+    r = http_get(fx.port, "/v2/models/mlp/versions/99999999999999999999");
+    expect_error(&r, 400, "99999999999999999999");
     /* The server is still fine. */
     r = http_get(fx.port, "/v2/health/ready");
     cr_expect_eq(r.status, 200);
