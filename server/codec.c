@@ -557,6 +557,12 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
 /* The JSON text, or FS_EPARSE saying where it stopped. */
 static int json_parse(const char *text, size_t len, cJSON **out)
 {
+    /* JSON has no raw NUL (in a string it must be escaped); cJSON would read
+     * a string up to it and drop the rest. */
+    const char *nul = memchr(text, '\0', len);
+    if (nul)
+        return fs_err(FS_EPARSE, "the request is not valid JSON: a NUL byte at byte %zu of %zu",
+                      (size_t)(nul - text), len);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
     size_t at = end && end >= text ? (size_t)(end - text) : 0;

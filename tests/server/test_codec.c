@@ -1036,3 +1036,23 @@ Test(srv_codec, mlp_round_trip_parse_bind_run_encode)
     srv_buf_free(&body);
     fixture_close(&f);
 }
+
+Test(srv_codec, a_raw_nul_byte_anywhere_in_the_json_is_refused)
+{
+    /* Inside a string (the id would be read as "a"), and after the object. */
+    static const char with_nul_in_id[] = "{\"id\":\"a\0b\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+                                         "\"FP32\",\"shape\":[1],\"data\":[1]}]}";
+    static const char with_nul_after[] = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+                                         "\"shape\":[1],\"data\":[1]}]}\0{}";
+    const char *bodies[] = {with_nul_in_id, with_nul_after};
+    size_t lens[] = {sizeof with_nul_in_id - 1, sizeof with_nul_after - 1};
+    size_t at[] = {8, sizeof with_nul_after - 4};
+    for (size_t i = 0; i < 2; i++) {
+        srv_infer_request_t *r = NULL;
+        cr_expect_eq(srv_infer_request_parse(bodies[i], lens[i], 0, &r), FS_EPARSE);
+        cr_expect_null(r);
+        char want[64];
+        snprintf(want, sizeof want, "a NUL byte at byte %zu of %zu", at[i], lens[i]);
+        cr_expect(strstr(fs_errmsg(), want), "%s", fs_errmsg());
+    }
+}
