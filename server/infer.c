@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -206,19 +207,46 @@ static int submit(srv_req_t *r, const srv_route_args_t *a)
     return eng_served_submit_run(job->served, &job->ereq);
 }
 
+#define HEADER_LENGTH_NAME "Inference-Header-Content-Length"
+
+/* The first value of the header and the first that differs from it. */
+typedef struct header_values {
+    const char *first, *other;
+} header_values_t;
+
+static enum MHD_Result header_length_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                           const char *value)
+{
+    header_values_t *h = cls;
+    if (!key || !value || strcasecmp(key, HEADER_LENGTH_NAME) != 0)
+        return MHD_YES;
+    if (!h->first)
+        h->first = value;
+    else if (strcmp(h->first, value) != 0 && !h->other)
+        h->other = value;
+    return MHD_YES;
+}
+
 /* The Inference-Header-Content-Length header (Triton's binary extension):
- * 0 and *out (0 when absent), or -1 having answered 400. */
+ * 0 and *out (0 when absent), or -1 having answered 400 (not digits alone,
+ * out of the body's range, or given twice with two values). */
 static int header_length(srv_req_t *r, size_t *out)
 {
     *out = 0;
-    const char *hl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                 "Inference-Header-Content-Length");
+    header_values_t h = {NULL, NULL};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, header_length_value, &h);
+    const char *hl = h.first;
     if (!hl)
         return 0;
+    if (h.other) {
+        srv_respond_error(r, 400, HEADER_LENGTH_NAME " is given twice, as '%s' and '%s'", hl,
+                          h.other);
+        return -1;
+    }
     char *end = NULL;
-    unsigned long long v = strtoull(hl, &end, 10);
-    if (end == hl || *end || v == 0 || v > r->body.len) {
-        srv_respond_error(r, 400, "Inference-Header-Content-Length '%s' must be a number "
+    unsigned long long v = hl[0] >= '0' && hl[0] <= '9' ? strtoull(hl, &end, 10) : 0;
+    if (v == 0 || *end || v > r->body.len) {
+        srv_respond_error(r, 400, HEADER_LENGTH_NAME " '%s' must be a number "
                           "from 1 to the body's %zu bytes", hl, r->body.len);
         return -1;
     }

@@ -223,6 +223,16 @@ Test(srv_http, json_and_binary_inference_agree)
     cr_assert_gt(jl, 0, "no Inference-Header-Content-Length in the answer");
     cr_assert_eq(b.len, jl + 40 * sizeof(float), "answer of %zu bytes, header %zu", b.len, jl);
     cr_expect(strstr(b.body, "binary_data_size") != NULL);
+    /* The header length must be digits alone, and said once. */
+    char other[64];
+    snprintf(other, sizeof other, "Inference-Header-Content-Length: %d", hl + 4);
+    const char *twice[] = {hdr, other, NULL};
+    http_resp_t t = http_do(fx.port, "POST", "/v2/models/mlp/infer", bin, total, twice);
+    expect_error(&t, 400, "given twice");
+    snprintf(other, sizeof other, "Inference-Header-Content-Length: +%d", hl);
+    const char *signed_len[] = {other, NULL};
+    t = http_do(fx.port, "POST", "/v2/models/mlp/infer", bin, total, signed_len);
+    expect_error(&t, 400, "must be a number");
     const float *outf = (const float *)(b.body + jl);
     for (int i = 0; i < 40; i++) {
         float want = (float)cJSON_GetArrayItem(data, i)->valuedouble;
