@@ -348,6 +348,26 @@ static int input_binary(const char *label, const cJSON *size, size_t bytes,
     return 0;
 }
 
+/* Whether v nests regularly: every array at one depth has the same number
+ * of elements (lens[depth], -1 until seen) and every value sits at the same
+ * depth (*leaf_depth, -1 until seen). cJSON's nesting limit bounds depth. */
+static bool json_regular(const cJSON *v, int depth, int *leaf_depth, int *lens)
+{
+    if (!cJSON_IsArray(v)) {
+        if (*leaf_depth < 0)
+            *leaf_depth = depth;
+        return *leaf_depth == depth;
+    }
+    int n = cJSON_GetArraySize(v);
+    if (lens[depth] < 0)
+        lens[depth] = n;
+    if (lens[depth] != n)
+        return false;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, v) if (!json_regular(c, depth + 1, leaf_depth, lens)) return false;
+    return true;
+}
+
 static int input_json(const char *label, const cJSON *data, size_t numel, eng_tensor_t *t)
 {
     if (!cJSON_IsArray(data))
@@ -358,6 +378,13 @@ static int input_json(const char *label, const cJSON *data, size_t numel, eng_te
         return fs_err(FS_EINVAL, "%s: shape %s has %zu elements but \"data\" has %zu", label,
                       eng_shape_format(&t->shape, shape, sizeof shape), numel, count);
     }
+    int leaf_depth = -1, lens[CJSON_NESTING_LIMIT + 2];
+    for (size_t d = 0; d < sizeof lens / sizeof lens[0]; d++)
+        lens[d] = -1;
+    if (!json_regular(data, 0, &leaf_depth, lens))
+        return fs_err(FS_EINVAL, "%s: \"data\" is nested unevenly (arrays at one depth differ "
+                      "in length, or values sit at different depths): send it flat, or nested "
+                      "as one regular array", label);
     size_t bytes = numel * eng_dtype_size(t->dtype);
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data)
