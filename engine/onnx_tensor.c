@@ -289,8 +289,10 @@ static int ext_read(const ext_ref_t *e, const char *label, const char *dir, void
         goto done;
     }
     uint64_t size = (uint64_t)st.st_size;
+    /* The model's fault (a truncated file, a wrong offset): FS_EPARSE, a
+     * 400-class answer, not an I/O error of the server's. */
     if (e->offset > size || bytes > size - e->offset) {
-        rc = fs_err(FS_EIO, "%s: external data file '%s' holds %llu bytes, but offset %llu + "
+        rc = fs_err(FS_EPARSE, "%s: external data file '%s' holds %llu bytes, but offset %llu + "
                     "length %zu runs past its end", label, e->location, (unsigned long long)size,
                     (unsigned long long)e->offset, bytes);
         goto done;
