@@ -15,6 +15,7 @@
  * reference, and is destroyed, its owners checked to be back to zero. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,24 @@ static bool is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Whether directory `path` resolves inside the repository: a model or
+ * version directory that is a link out of it is refused, so that naming a
+ * model cannot make the server read a directory from elsewhere (what it
+ * reads there -- config.json, external data -- is confined to it). The
+ * model file itself may be a link, as a file cache's blobs are. 0, or
+ * FS_EINVAL naming both places, or FS_EIO when a path cannot be resolved. */
+static int path_confined(const eng_registry_t *r, const char *name, const char *path)
+{
+    char repo[PATH_MAX], real[PATH_MAX];
+    if (!realpath(r->repository, repo) || !realpath(path, real))
+        return fs_err(FS_EIO, "model '%s': cannot resolve '%s': %s", name, path, strerror(errno));
+    size_t n = strlen(repo);
+    if (strncmp(real, repo, n) != 0 || (real[n] != '/' && strcmp(repo, "/") != 0))
+        return fs_err(FS_EINVAL, "model '%s': '%s' resolves to '%s', outside the repository "
+                      "'%s' (links out of it are not followed)", name, path, real, repo);
+    return 0;
 }
 
 /* The highest version directory of `model_dir` (all digits) holding a
@@ -263,12 +282,19 @@ static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, cons
     if (version < 0)
         return fs_err(FS_ENOENT, "model '%s': no version directory with a model.onnx in '%s'",
                       name, dir);
-    eng_serve_options_t opts;
-    eng_memory_t *mem = NULL;
-    int rc = served_options(r, name, dir, &opts, &mem);
     char vdir[32], path[REG_PATH_MAX], owner[ALLOC_OWNER_NAME_MAX];
     snprintf(vdir, sizeof vdir, "%lld", (long long)version);
-    if (rc != 0 || (rc = path_join(path, dir, vdir, "model.onnx")) != 0)
+    /* Before anything is read from them (config.json, the model). */
+    int rc = path_confined(r, name, dir);
+    if (rc == 0 && (rc = path_join(path, dir, vdir, NULL)) == 0)
+        rc = path_confined(r, name, path);
+    if (rc == 0)
+        rc = path_join(path, dir, vdir, "model.onnx");
+    if (rc != 0)
+        return rc;
+    eng_serve_options_t opts;
+    eng_memory_t *mem = NULL;
+    if ((rc = served_options(r, name, dir, &opts, &mem)) != 0)
         return rc;
     snprintf(owner, sizeof owner, "%s:%lld", name, (long long)version);
     eng_model_config_t cfg = {

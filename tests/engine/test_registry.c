@@ -660,3 +660,38 @@ Test(registry, index_lists_every_directory_with_its_state)
     cr_expect_null(gone);
     reg_fixture_close(&f);
 }
+
+/* ---- the repository's bounds ------------------------------------------------------------ */
+
+Test(registry, model_and_version_directories_that_link_out_of_the_repository_are_refused)
+{
+    reg_fixture_t f;
+    reg_fixture_open(&f);
+    /* A model written beside the repository, and links to it from inside. */
+    char outside[sizeof f.repo + 16], path[4 * sizeof f.repo];
+    snprintf(outside, sizeof outside, "%s-outside", f.repo);
+    snprintf(path, sizeof path, "mkdir -p %s/1 && cp models/mlp/1/model.onnx %s/1/", outside,
+             outside);
+    cr_assert_eq(system(path), 0);
+    snprintf(path, sizeof path, "%s/linked", f.repo);
+    cr_assert_eq(symlink(outside, path), 0);
+    repo_copy(&f, "mlp", "inner", 1);
+    snprintf(path, sizeof path, "%s/inner/2", f.repo);
+    char target[sizeof f.repo + 32];
+    snprintf(target, sizeof target, "%s/1", outside);
+    cr_assert_eq(symlink(target, path), 0, "a version directory linking out");
+
+    cr_expect_eq(eng_registry_load(f.reg, "linked"), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "outside the repository"), "%s", fs_errmsg());
+    cr_expect_eq(eng_registry_load(f.reg, "inner"), FS_EINVAL, "version 2 links out");
+    cr_expect(strstr(fs_errmsg(), "outside the repository"), "%s", fs_errmsg());
+    /* A link that stays inside is followed. */
+    snprintf(path, sizeof path, "%s/inner/2", f.repo);
+    cr_assert_eq(unlink(path), 0);
+    snprintf(target, sizeof target, "%s/inner/1", f.repo);
+    cr_assert_eq(symlink(target, path), 0);
+    cr_expect_eq(eng_registry_load(f.reg, "inner"), 0, "%s", fs_errmsg());
+    reg_fixture_close(&f);
+    snprintf(path, sizeof path, "rm -rf %s", outside);
+    cr_expect_eq(system(path), 0);
+}
