@@ -286,6 +286,37 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     FS_LOG_W("http", "libmicrohttpd: %s", msg);
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Decodes %XX in a URL or an argument in place, as libmicrohttpd's own
+ * unescaping does, except %00: it stays as written, since a NUL would cut
+ * the C string short ("mlp%00x" would read as "mlp"); what holds it is then
+ * refused by whoever checks it (a model name, a version). Returns the new
+ * length. */
+static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls, (void)conn;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 int srv_http_start(srv_app_t *app)
 {
     const cfg_t *cfg = &app->cfg;
@@ -316,6 +347,7 @@ int srv_http_start(srv_app_t *app)
         MHD_OPTION_CONNECTION_LIMIT, 16384u,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, app,
+        MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
         MHD_OPTION_END);
     if (!app->daemon)
         return fs_err(FS_EIO, "cannot listen on %s:%u (in use, or not an address of this "

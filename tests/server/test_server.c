@@ -273,6 +273,14 @@ Test(srv_http, bad_requests_get_the_status_and_a_message_naming_the_problem)
     expect_error(&r, 400, NULL);
     r = http_get(fx.port, "/v2/models/mlp/versions/x1");
     expect_error(&r, 400, "x1");
+    /* An escaped NUL in the path is not decoded into a shorter name. */
+    r = http_get(fx.port, "/v2/models/mlp%00x/ready");
+    expect_error(&r, 400, "mlp%00x");
+    r = http_get(fx.port, "/v2/models/mlp/versions/1%00");
+    expect_error(&r, 400, "1%00");
+    r = http_get(fx.port, "/v2/models/%6d%6C%70/ready");
+    cr_expect_eq(r.status, 200, "%%XX other than %%00 still decodes: %s", r.body);
+    free(r.body);
     /* A version is digits alone: no sign, no blank, nothing after. */
     r = http_get(fx.port, "/v2/models/mlp/versions/+1");
     expect_error(&r, 400, "+1");
