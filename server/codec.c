@@ -582,14 +582,33 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
 }
 
 /* The JSON text, or FS_EPARSE saying where it stopped. */
+/* The offset of the first escaped NUL (\u0000: an odd run of backslashes
+ * before "u0000") in text, or len when there is none. */
+static size_t escaped_nul_at(const char *text, size_t len)
+{
+    for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), "u0000", 5)) != NULL;
+         p++) {
+        size_t slashes = 0;
+        while (p - slashes > text && p[-1 - (ptrdiff_t)slashes] == '\\')
+            slashes++;
+        if (slashes % 2 == 1)
+            return (size_t)(p - 1 - text);
+    }
+    return len;
+}
+
 static int json_parse(const char *text, size_t len, cJSON **out)
 {
     /* JSON has no raw NUL (in a string it must be escaped); cJSON would read
-     * a string up to it and drop the rest. */
+     * a string up to it and drop the rest, and it decodes \u0000 into one. */
     const char *nul = memchr(text, '\0', len);
     if (nul)
         return fs_err(FS_EPARSE, "the request is not valid JSON: a NUL byte at byte %zu of %zu",
                       (size_t)(nul - text), len);
+    size_t esc = escaped_nul_at(text, len);
+    if (esc < len)
+        return fs_err(FS_EINVAL, "the request holds \\u0000 at byte %zu: no name, id or "
+                      "parameter may hold a NUL", esc);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
     size_t at = end && end >= text ? (size_t)(end - text) : 0;

@@ -1069,3 +1069,18 @@ Test(srv_codec, ragged_data_is_refused_even_when_its_leaf_count_fits)
     srv_infer_request_t *r = parse_ok(one_input("FP32", "[2,0]", "[[],[]]"));
     srv_infer_request_free(r);
 }
+
+Test(srv_codec, an_escaped_nul_is_refused_and_an_escaped_backslash_before_u0000_is_not)
+{
+    parse_fails("{\"id\":\"a\\u0000b\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+                "\"shape\":[1],\"data\":[1]}]}",
+                FS_EINVAL, "holds \\u0000 at byte 8");
+    parse_fails("{\"inputs\":[{\"name\":\"x\\\\\\u0000\",\"datatype\":\"FP32\",\"shape\":[1],"
+                "\"data\":[1]}]}",
+                FS_EINVAL, "holds \\u0000");
+    /* "\\u0000" is a backslash, then the text u0000. */
+    srv_infer_request_t *r = parse_ok("{\"id\":\"a\\\\u0000b\",\"inputs\":[{\"name\":\"x\","
+                                      "\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}");
+    cr_expect_str_eq(r->id, "a\\u0000b");
+    srv_infer_request_free(r);
+}
