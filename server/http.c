@@ -103,8 +103,9 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
 
 /* {"error": msg}; a body that cannot be built for want of memory becomes
  * a fixed one, so the client still learns the status. */
-static void respond_error_va(srv_req_t *r, unsigned status, const char *header,
-                             const char *value, const char *fmt, va_list ap)
+__attribute__((format(printf, 5, 0))) static void
+respond_error_va(srv_req_t *r, unsigned status, const char *header, const char *value,
+                 const char *fmt, va_list ap)
 {
     char msg[FS_ERRMSG_MAX + 256];
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -276,7 +277,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         flight_add(app, -1);
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
+                                                              va_list ap)
 {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);

@@ -12,7 +12,7 @@ set -eu
 # link it, and the Docker image does not ship it.
 PACKAGES="build-essential pkg-config libcriterion-dev libmicrohttpd-dev libcjson-dev
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libcurl4-openssl-dev
-uthash-dev libbsd-dev prometheus libopenblas-dev"
+uthash-dev libbsd-dev prometheus libopenblas-dev clang libclang-rt-dev"
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "deps.sh: no dpkg/apt-get on this system; install the equivalents of these" \

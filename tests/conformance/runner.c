@@ -326,14 +326,23 @@ static void worker_finish(worker_t *w, bool timed_out, const options_t *o, conf_
     w->pid = 0;
 }
 
+/* The pool's arrays, held where a forked child's leak check finds them: in
+ * the child they are still allocated, and a pointer only the parent's
+ * registers held would read as a leak at its exit. */
+static struct {
+    worker_t *ws;
+    struct pollfd *pfds;
+    int *map;
+} pool;
+
 /* Runs every case through the worker pool. Returns false when the pool
  * could not be set up (the reason is printed). */
 static bool run_all(const case_list_t *l, const options_t *o, conf_report_t *rep)
 {
     int jobs = o->jobs;
-    worker_t *ws = calloc((size_t)jobs, sizeof *ws);
-    struct pollfd *pfds = calloc((size_t)jobs, sizeof *pfds);
-    int *map = calloc((size_t)jobs, sizeof *map);
+    worker_t *ws = pool.ws = calloc((size_t)jobs, sizeof *ws);
+    struct pollfd *pfds = pool.pfds = calloc((size_t)jobs, sizeof *pfds);
+    int *map = pool.map = calloc((size_t)jobs, sizeof *map);
     bool ok = ws && pfds && map;
     for (int k = 0; ok && k < jobs; k++) {
         char tmpl[] = "/tmp/flatserve-conformance-XXXXXX";
