@@ -121,14 +121,36 @@ typedef struct data_walk {
     size_t i;             /* the next leaf's index */
 } data_walk_t;
 
-static size_t json_leaves_count(const cJSON *v)
+/* What one walk over an input's "data" learns: how many values it holds,
+ * and whether it nests regularly -- every array at one depth the same
+ * length (lens[depth], -1 until seen), every value at one depth
+ * (leaf_depth, -1 until seen). cJSON's nesting limit bounds the depth. */
+typedef struct data_form {
+    size_t leaves;
+    bool regular;
+    int leaf_depth;
+    int lens[CJSON_NESTING_LIMIT + 2];
+} data_form_t;
+
+static void json_data_form(const cJSON *v, int depth, data_form_t *f)
 {
-    if (!cJSON_IsArray(v))
-        return 1;
-    size_t n = 0;
+    if (!cJSON_IsArray(v)) {
+        f->leaves++;
+        if (f->leaf_depth < 0)
+            f->leaf_depth = depth;
+        f->regular = f->regular && f->leaf_depth == depth;
+        return;
+    }
+    int n = 0;
     const cJSON *c;
-    cJSON_ArrayForEach(c, v) n += json_leaves_count(c);
-    return n;
+    cJSON_ArrayForEach(c, v)
+    {
+        json_data_form(c, depth + 1, f);
+        n++;
+    }
+    if (f->lens[depth] < 0)
+        f->lens[depth] = n;
+    f->regular = f->regular && f->lens[depth] == n;
 }
 
 /* "input 'x': value 300 at index 5 " + before + "INT8" + after. */
@@ -348,40 +370,20 @@ static int input_binary(const char *label, const cJSON *size, size_t bytes,
     return 0;
 }
 
-/* Whether v nests regularly: every array at one depth has the same number
- * of elements (lens[depth], -1 until seen) and every value sits at the same
- * depth (*leaf_depth, -1 until seen). cJSON's nesting limit bounds depth. */
-static bool json_regular(const cJSON *v, int depth, int *leaf_depth, int *lens)
-{
-    if (!cJSON_IsArray(v)) {
-        if (*leaf_depth < 0)
-            *leaf_depth = depth;
-        return *leaf_depth == depth;
-    }
-    int n = cJSON_GetArraySize(v);
-    if (lens[depth] < 0)
-        lens[depth] = n;
-    if (lens[depth] != n)
-        return false;
-    const cJSON *c;
-    cJSON_ArrayForEach(c, v) if (!json_regular(c, depth + 1, leaf_depth, lens)) return false;
-    return true;
-}
-
 static int input_json(const char *label, const cJSON *data, size_t numel, eng_tensor_t *t)
 {
     if (!cJSON_IsArray(data))
         return fs_err(FS_EINVAL, "%s: \"data\" must be an array", label);
-    size_t count = json_leaves_count(data);
-    if (count != numel) {
+    data_form_t form = {.regular = true, .leaf_depth = -1};
+    for (size_t d = 0; d < sizeof form.lens / sizeof form.lens[0]; d++)
+        form.lens[d] = -1;
+    json_data_form(data, 0, &form);
+    if (form.leaves != numel) {
         char shape[96];
         return fs_err(FS_EINVAL, "%s: shape %s has %zu elements but \"data\" has %zu", label,
-                      eng_shape_format(&t->shape, shape, sizeof shape), numel, count);
+                      eng_shape_format(&t->shape, shape, sizeof shape), numel, form.leaves);
     }
-    int leaf_depth = -1, lens[CJSON_NESTING_LIMIT + 2];
-    for (size_t d = 0; d < sizeof lens / sizeof lens[0]; d++)
-        lens[d] = -1;
-    if (!json_regular(data, 0, &leaf_depth, lens))
+    if (!form.regular)
         return fs_err(FS_EINVAL, "%s: \"data\" is nested unevenly (arrays at one depth differ "
                       "in length, or values sit at different depths): send it flat, or nested "
                       "as one regular array", label);
