@@ -210,6 +210,9 @@ void alloc_cache_stats(alloc_cache_t *c, alloc_cache_stats_t *out);
 void alloc_cache_reset_peak(alloc_cache_t *c);
 const char *alloc_cache_name(const alloc_cache_t *c);
 alloc_provider_t *alloc_cache_provider(const alloc_cache_t *c);
+/* The hard limit on reserved bytes (SIZE_MAX when none); fixed at creation,
+ * so it needs no lock. Cannot fail. */
+size_t alloc_cache_limit(const alloc_cache_t *c);
 
 /* Owners. create: 0 and *out, or FS_ENOMEM. The name is copied (truncated
  * to ALLOC_OWNER_NAME_MAX - 1). destroy: FS_EBUSY with a message naming the

@@ -148,6 +148,11 @@ const char *alloc_cache_name(const alloc_cache_t *c)
     return c->name;
 }
 
+size_t alloc_cache_limit(const alloc_cache_t *c)
+{
+    return c->limit_bytes;
+}
+
 alloc_provider_t *alloc_cache_provider(const alloc_cache_t *c)
 {
     return c->provider;

@@ -16,7 +16,9 @@
  *              time between empties, whatever caused the last one.
  *   idle_trim  trims once per idle period: at the first tick with no request
  *              in flight at least after_ns after the last request begin/end
- *              (or creation). The next trim needs new activity first.
+ *              (or creation). The next trim needs new activity first. It
+ *              then also returns the C heap's free memory to the system
+ *              (glibc's malloc_trim), where request buffers went.
  *   watermark  before the cache grows by g while reserved + g > mark
  *              (mark = fraction * limit), releases free segments oldest first
  *              until reserved <= mark - g; on ticks, while reserved > mark,
@@ -39,6 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__ /* defined by the libc headers above */
+#include <malloc.h>
+#endif
 
 #include "alloc/arena.h"
 #include "alloc/policy_impl.h"
@@ -199,6 +204,13 @@ static void idle_trim_tick(alloc_policy_t *p, alloc_cache_t *c, uint64_t now_ns)
         return;
     policy_stats_add_release(
         p, alloc_cache_trim(c, p->params.idle_trim.keep_bytes, ALLOC_RELEASE_IDLE_TRIM));
+#ifdef __GLIBC__
+    /* The request and response buffers of the burst just ended live on the C
+     * heap: glibc keeps freed memory in its arenas (and raises its mmap
+     * threshold past the largest buffer freed), so without this the process
+     * would hold its largest burst's buffers while idle. */
+    malloc_trim(0);
+#endif
 }
 
 /* --- watermark ----------------------------------------------------------- */

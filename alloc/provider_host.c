@@ -26,10 +26,12 @@ typedef struct host_provider {
 static int host_alloc(alloc_provider_t *p, size_t bytes, void **out)
 {
     host_provider_t *h = p->ctx;
-    /* MAP_NORESERVE: pages are committed on first touch, so a large cache
-     * segment costs only what is used of it until then. */
-    void *ptr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+    /* Reserved honestly (no MAP_NORESERVE): the kernel's overcommit
+     * accounting sees every segment, so a mapping it cannot back fails here
+     * rather than at first touch, where the OOM killer would end the
+     * process. The cache's limit keeps the total under what the process may
+     * use. */
+    void *ptr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ptr == MAP_FAILED)
         return fs_err(FS_ENOMEM, "host: mmap of %zu bytes failed: %s", bytes, strerror(errno));
     atomic_fetch_add(&h->live_bytes, bytes);

@@ -341,9 +341,15 @@ void cfg_defaults(cfg_t *out)
     out->engine.threads = 0;
     out->engine.max_plans = 16;
     out->engine.cuda_graphs = true;
-    out->memory.n_policies = 1;
-    out->memory.policies[0].kind = ALLOC_POLICY_CACHE;
+    /* Each batch's activations in an arena handed back at batch end, and the
+     * free cache trimmed after 30 s without a request: what flatserve holds
+     * between bursts is its weights, not its largest request's working set.
+     * "cache" (PyTorch's behaviour) stays a choice. */
+    out->memory.n_policies = 2;
+    out->memory.policies[0].kind = ALLOC_POLICY_ARENA;
+    out->memory.policies[1].kind = ALLOC_POLICY_IDLE_TRIM;
     alloc_policy_params_default(&out->memory.policies[0].params);
+    alloc_policy_params_default(&out->memory.policies[1].params);
     out->memory.pinned_limit_bytes = 256ull << 20;
     out->memory.tick_ns = 50ull * 1000000;
     out->log.level = FS_LOG_INFO;

@@ -93,9 +93,10 @@ typedef struct cfg {
     cfg_batching_t batching;
     cfg_engine_t engine;
     struct {
-        size_t n_policies;                /* Default 1: "cache" */
+        size_t n_policies;                /* Default 2: "arena", "idle_trim" */
         cfg_policy_t policies[CFG_MAX_POLICIES];
-        double limit_fraction;            /* of device memory, (0,1]; 0: unset (default) */
+        double limit_fraction;            /* of device memory, (0,1]; 0: unset (default: the
+                                           * server applies ENG_MEMORY_*_FRACTION) */
         uint64_t limit_bytes;             /* 0: unset (default) */
         uint64_t max_split_bytes;         /* 0: unlimited (default); else > 1MiB */
         uint64_t pinned_limit_bytes;      /* pinned staging cache bound. Default 256MiB */

@@ -95,11 +95,24 @@ typedef struct eng_model_config {
 /* The memory a model on one device runs in (engine/memory.c): the device's
  * cache (over the host provider for "cpu", the cuda provider for a GPU)
  * and, for a GPU, a host cache (weights while loading, small host copies)
- * and a pinned staging cache; NULL on the CPU. */
+ * and a pinned staging cache; NULL on the CPU. A GPU's host cache may be
+ * borrowed (host_borrowed): the server gives its GPU memory the cache its
+ * CPU models use, so that every host byte counts against one host limit. */
 typedef struct eng_memory {
     alloc_provider_t *providers[3];
     alloc_cache_t *cache, *host_cache, *staging;
+    bool host_borrowed;
 } eng_memory_t;
+
+/* The default hard limits on reserved bytes, as fractions of the memory a
+ * cache's provider reports: on the host, of what the process may use (its
+ * cgroup's memory limit, else physical memory), leaving room for what lives
+ * outside the caches (request and response bodies, the C heap, the page
+ * cache of model files); on a GPU, the device's total, which its driver
+ * enforces anyway. The server applies them where the configuration sets no
+ * limit (config/README.md, memory.limit_fraction). */
+#define ENG_MEMORY_HOST_FRACTION 0.8
+#define ENG_MEMORY_GPU_FRACTION 1.0
 
 /* Opens it for `device` (NULL: the CPU); `cfg` (may be NULL) configures the
  * device cache. 0, or the error (FS_ENODEV / FS_ENOTSUP when there is no
@@ -107,9 +120,13 @@ typedef struct eng_memory {
 int eng_memory_open(const eng_device_t *device, const alloc_cache_config_t *cfg,
                     eng_memory_t *out);
 /* The same with a configuration for the pinned staging cache too (its
- * limit); `staging_cfg` may be NULL. */
+ * limit); `staging_cfg` may be NULL. For a GPU, `host_cache` (borrowed; may
+ * be NULL) is the host cache to use instead of one of its own, which would
+ * be limited to ENG_MEMORY_HOST_FRACTION of host memory; it must outlive
+ * `out`. */
 int eng_memory_open_with(const eng_device_t *device, const alloc_cache_config_t *cfg,
-                         const alloc_cache_config_t *staging_cfg, eng_memory_t *out);
+                         const alloc_cache_config_t *staging_cfg, alloc_cache_t *host_cache,
+                         eng_memory_t *out);
 /* Destroys the caches and providers; safe on a zeroed or closed one. */
 void eng_memory_close(eng_memory_t *m);
 

@@ -26,6 +26,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/parse.h"
 #include "engine/plan_impl.h"
 
 #define EXEC_ALIGN ((size_t)256)
@@ -278,15 +279,30 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
         return rc;
     alloc_batch_t *batch = NULL;
     void *block = NULL, *staging = NULL;
+    /* Admission: a plan that needs more than the limit could never run, so
+     * it is refused before anything is allocated or queued. */
+    if (p->block_bytes > alloc_cache_limit(p->cache)) {
+        char need[32], lim[32];
+        fs_format_size(p->block_bytes, need, sizeof need);
+        fs_format_size(alloc_cache_limit(p->cache), lim, sizeof lim);
+        rc = fs_err(FS_ENOMEM,
+                    "out of memory: inputs of these shapes need %s of activation memory, more "
+                    "than the memory limit of '%s' (%s; memory.limit_bytes, "
+                    "memory.limit_fraction)",
+                    need, alloc_cache_name(p->cache), lim);
+        goto done;
+    }
     if (p->block_bytes) {
         rc = alloc_cache_batch_begin(p->cache, p->block_bytes, rs.stream, p->act_owner, &batch);
         if (rc != 0)
             goto done;
         block = alloc_batch_ptr(batch);
     }
+    /* Pinned staging only speeds the copies: without room for it under its
+     * limit, they go from pageable memory. */
     if (p->staging && p->staging_bytes &&
-        (rc = alloc_cache_alloc(p->staging, p->staging_bytes, 0, p->staging_owner, &staging)) != 0)
-        goto done;
+        alloc_cache_alloc(p->staging, p->staging_bytes, 0, p->staging_owner, &staging) != 0)
+        staging = NULL;
     for (size_t i = 0; i < g->n_inputs; i++)
         rs.t[g->inputs[i]].data = inputs[i].data;
     for (size_t v = 0; v < p->n_values; v++)

@@ -4,15 +4,28 @@
  * tag). Runs in topological order, so whole constant subgraphs fold (the
  * light models' ConstantOfShape weights, Transpose of a weight, ...). A
  * node without a CPU kernel is left for the planner to report. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/error.h"
+#include "common/parse.h"
 #include "engine/backend.h"
 #include "engine/graph.h"
 #include "engine/op.h"
 #include "engine/plan.h"
 
-/* Folds node n; its outputs' data comes from `wa`. */
+/* FS_ENOMEM for a folded node's `what` of `bytes` that did not fit, with
+ * the memory's own reason (the cache's limit and use) when it gave one. */
+static int fold_oom(const eng_op_ctx_t *ctx, const eng_weight_alloc_t *wa, const char *what,
+                    size_t bytes)
+{
+    char why[FS_ERRMSG_MAX], size[32];
+    snprintf(why, sizeof why, "%s", wa && wa->alloc ? fs_errmsg() : "out of host memory");
+    fs_format_size(bytes, size, sizeof size);
+    return eng_op_err(ctx, FS_ENOMEM, "constant folding needs a %s %s: %s", size, what, why);
+}
+
+/* Folds node n; its outputs' data and its workspace come from `wa`. */
 static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n,
                      const eng_kernel_t *kernel)
 {
@@ -35,19 +48,21 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
         size_t bytes = eng_tensor_bytes(outs[o]);
         outs[o]->data = eng_weights_alloc(wa, bytes ? bytes : 1);
         if (!outs[o]->data)
-            rc = eng_op_err(&ctx, FS_ENOMEM, "out of memory folding a %zu-byte constant", bytes);
+            rc = fold_oom(&ctx, wa, "constant", bytes);
     }
+    /* The workspace comes from the same memory as the constants, so that a
+     * model's folding stays under the cache's limit too. */
     size_t scratch_bytes = rc == 0 && kernel->scratch_bytes ? kernel->scratch_bytes(&ctx) : 0;
-    void *scratch = scratch_bytes ? malloc(scratch_bytes) : NULL;
+    void *scratch = scratch_bytes ? eng_weights_alloc(wa, scratch_bytes) : NULL;
     if (scratch_bytes && !scratch)
-        rc = eng_op_err(&ctx, FS_ENOMEM, "out of host memory for a %zu-byte workspace",
-                        scratch_bytes);
+        rc = fold_oom(&ctx, wa, "workspace", scratch_bytes);
     if (rc == 0) {
         ctx.scratch = scratch;
         ctx.scratch_bytes = scratch_bytes;
         rc = kernel->run(&ctx);
     }
-    free(scratch);
+    if (scratch)
+        eng_weights_free(wa, scratch);
     if (rc != 0) {
         for (int o = 0; o < made; o++)
             if (outs[o] && outs[o]->data)

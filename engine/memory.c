@@ -66,11 +66,12 @@ bool eng_device_equal(const eng_device_t *a, const eng_device_t *b)
 int eng_memory_open(const eng_device_t *device, const alloc_cache_config_t *cfg,
                     eng_memory_t *out)
 {
-    return eng_memory_open_with(device, cfg, NULL, out);
+    return eng_memory_open_with(device, cfg, NULL, NULL, out);
 }
 
 int eng_memory_open_with(const eng_device_t *device, const alloc_cache_config_t *cfg,
-                         const alloc_cache_config_t *staging_cfg, eng_memory_t *out)
+                         const alloc_cache_config_t *staging_cfg, alloc_cache_t *host_cache,
+                         eng_memory_t *out)
 {
     memset(out, 0, sizeof *out);
     eng_device_t cpu = {ENG_DEVICE_CPU, 0};
@@ -78,13 +79,20 @@ int eng_memory_open_with(const eng_device_t *device, const alloc_cache_config_t 
     bool gpu = d->kind == ENG_DEVICE_CUDA;
     int rc = gpu ? alloc_provider_cuda_create(d->index, &out->providers[0])
                  : alloc_provider_host_create(&out->providers[0]);
-    if (rc == 0 && gpu && (rc = alloc_provider_host_create(&out->providers[1])) == 0)
+    if (rc == 0 && gpu && !host_cache)
+        rc = alloc_provider_host_create(&out->providers[1]);
+    if (rc == 0 && gpu)
         rc = alloc_provider_pinned_create(&out->providers[2]);
+    if (gpu && host_cache) {
+        out->host_cache = host_cache;
+        out->host_borrowed = true;
+    }
+    alloc_cache_config_t host = {.name = "host", .fraction = ENG_MEMORY_HOST_FRACTION};
+    const alloc_cache_config_t *cfgs[3] = {cfg, &host, staging_cfg};
     alloc_cache_t **caches[3] = {&out->cache, &out->host_cache, &out->staging};
     for (int i = 0; i < 3 && rc == 0; i++)
         if (out->providers[i])
-            rc = alloc_cache_create(out->providers[i], i == 0 ? cfg : i == 2 ? staging_cfg : NULL,
-                                    caches[i]);
+            rc = alloc_cache_create(out->providers[i], cfgs[i], caches[i]);
     if (rc != 0) {
         char msg[FS_ERRMSG_MAX], name[ENG_DEVICE_NAME_MAX];
         snprintf(msg, sizeof msg, "%s", fs_errmsg());
@@ -97,7 +105,8 @@ int eng_memory_open_with(const eng_device_t *device, const alloc_cache_config_t 
 void eng_memory_close(eng_memory_t *m)
 {
     alloc_cache_destroy(m->staging);
-    alloc_cache_destroy(m->host_cache);
+    if (!m->host_borrowed)
+        alloc_cache_destroy(m->host_cache);
     alloc_cache_destroy(m->cache);
     for (int i = 0; i < 3; i++)
         alloc_provider_destroy(m->providers[i]);

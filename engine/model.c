@@ -84,8 +84,12 @@ static void *weight_alloc(void *user, size_t bytes)
 {
     eng_model_t *m = user;
     void *p = NULL;
-    if (!m->load_cache)
-        return malloc(bytes ? bytes : 1);
+    if (!m->load_cache) {
+        p = malloc(bytes ? bytes : 1);
+        if (!p)
+            fs_err(FS_ENOMEM, "out of host memory for %zu bytes", bytes);
+        return p;
+    }
     return alloc_cache_alloc(m->load_cache, bytes, 0, m->load_owner, &p) == 0 ? p : NULL;
 }
 

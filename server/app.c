@@ -31,7 +31,7 @@ size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6])
             continue;
         if (mems[m]->cache)
             out[n++] = (srv_cache_ref_t){mems[m]->cache, devs[m], "device"};
-        if (mems[m]->host_cache)
+        if (mems[m]->host_cache && !mems[m]->host_borrowed)
             out[n++] = (srv_cache_ref_t){mems[m]->host_cache, devs[m], "host"};
         if (mems[m]->staging)
             out[n++] = (srv_cache_ref_t){mems[m]->staging, devs[m], "pinned"};
@@ -187,30 +187,38 @@ static void resolve_device(const cfg_device_t *want, eng_device_t *out)
            n > 0 ? "no GPU" : fs_errmsg());
 }
 
+/* The device's cache is limited by memory.limit_bytes / limit_fraction, or
+ * by default to ENG_MEMORY_HOST_FRACTION of what the process may use on the
+ * CPU and the device's total on a GPU. On a GPU the host cache its models
+ * load through is the one the CPU's models run in, so all host bytes count
+ * against one limit. */
 static int open_memory(srv_app_t *app)
 {
     const cfg_t *cfg = &app->cfg;
-    alloc_cache_config_t dev = {.name = app->device,
-                                .max_reserved_bytes = cfg->memory.limit_bytes,
-                                .fraction = cfg->memory.limit_fraction,
-                                .max_split_bytes = cfg->memory.max_split_bytes};
+    bool gpu = app->dev.kind == ENG_DEVICE_CUDA;
+    bool unset = cfg->memory.limit_bytes == 0 && cfg->memory.limit_fraction == 0.0;
+    alloc_cache_config_t dev = {
+        .name = app->device,
+        .max_reserved_bytes = cfg->memory.limit_bytes,
+        .fraction = unset ? (gpu ? ENG_MEMORY_GPU_FRACTION : ENG_MEMORY_HOST_FRACTION)
+                          : cfg->memory.limit_fraction,
+        .max_split_bytes = cfg->memory.max_split_bytes};
     alloc_cache_config_t pinned = {.name = "pinned",
                                    .max_reserved_bytes = cfg->memory.pinned_limit_bytes};
-    int rc = eng_memory_open_with(&app->dev, &dev, &pinned, &app->dev_mem);
-    if (rc != 0)
-        return rc;
-    if (app->dev.kind != ENG_DEVICE_CUDA) {
-        app->cuda_index = -1;
-        return 0;
-    }
-    app->cuda_index = app->dev.index;
-    if (alloc_cuda_device_info(app->cuda_index, &app->gpu) != 0)
-        snprintf(app->gpu.uuid, sizeof app->gpu.uuid, "%s", app->device);
-    alloc_cache_config_t cpu = {.name = "cpu"};
-    rc = eng_memory_open(NULL, &cpu, &app->cpu_mem);
+    app->cuda_index = -1;
+    if (!gpu)
+        return eng_memory_open_with(&app->dev, &dev, NULL, NULL, &app->dev_mem);
+    alloc_cache_config_t cpu = {.name = "cpu", .fraction = ENG_MEMORY_HOST_FRACTION};
+    int rc = eng_memory_open(NULL, &cpu, &app->cpu_mem);
     if (rc != 0)
         return rc;
     app->has_cpu_mem = true;
+    rc = eng_memory_open_with(&app->dev, &dev, &pinned, app->cpu_mem.cache, &app->dev_mem);
+    if (rc != 0)
+        return rc;
+    app->cuda_index = app->dev.index;
+    if (alloc_cuda_device_info(app->cuda_index, &app->gpu) != 0)
+        snprintf(app->gpu.uuid, sizeof app->gpu.uuid, "%s", app->device);
     return 0;
 }
 
@@ -255,9 +263,9 @@ static int app_free(srv_app_t *app)
             FS_LOG_E("app", "%s", fs_errmsg());
         }
     }
+    eng_memory_close(&app->dev_mem); /* before the CPU's: it borrows its host cache */
     if (app->has_cpu_mem)
         eng_memory_close(&app->cpu_mem);
-    eng_memory_close(&app->dev_mem);
     pthread_mutex_destroy(&app->cfg_lock);
     pthread_mutex_destroy(&app->flight_lock);
     pthread_cond_destroy(&app->flight_cond);

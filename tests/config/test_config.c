@@ -137,8 +137,12 @@ Test(cfg, defaults_are_the_documented_values)
     cr_expect_eq(c.engine.threads, 0);
     cr_expect_eq(c.engine.max_plans, 16);
     cr_expect(c.engine.cuda_graphs);
-    cr_expect_eq(c.memory.n_policies, 1);
-    cr_expect_eq(c.memory.policies[0].kind, ALLOC_POLICY_CACHE);
+    cr_expect_eq(c.memory.n_policies, 2);
+    cr_expect_eq(c.memory.policies[0].kind, ALLOC_POLICY_ARENA);
+    cr_expect_eq(c.memory.policies[0].params.arena.min_block_bytes, 0);
+    cr_expect_eq(c.memory.policies[1].kind, ALLOC_POLICY_IDLE_TRIM);
+    cr_expect_eq(c.memory.policies[1].params.idle_trim.after_ns, 30 * SEC);
+    cr_expect_eq(c.memory.policies[1].params.idle_trim.keep_bytes, 0);
     cr_expect_eq(c.memory.limit_fraction, 0.0);
     cr_expect_eq(c.memory.limit_bytes, 0);
     cr_expect_eq(c.memory.max_split_bytes, 0);
@@ -683,7 +687,7 @@ Test(cfg, to_json_writes_sizes_and_durations_with_units)
     cr_expect(strstr(json, "\"request_timeout\":\t\"30s\""), "%s", json);
     cr_expect(strstr(json, "\"tick\":\t\"50ms\""), "%s", json);
     cr_expect(strstr(json, "\"models\":\t\"*\""), "%s", json);
-    cr_expect(strstr(json, "\"policies\":\t[\"cache\"]"), "%s", json);
+    cr_expect(strstr(json, "\"kind\":\t\"idle_trim\",\n\t\t\t\t\"after\":\t\"30s\""), "%s", json);
     free(json);
 }
 
