@@ -336,6 +336,8 @@ static void print_memory(const lg_run_t *run, const lg_result_t *r, FILE *out)
                     s[i]->slope_pct_per_hour, size_text(s[i]->mean, d, sizeof d));
         fputc('\n', out);
     }
+    fprintf(out, "  RSS floor (least of the first and the last quarter after the mark) %s -> %s\n",
+            size_text(f->rss.floor_mark, a, sizeof a), size_text(f->rss.floor_end, b, sizeof b));
 }
 
 /* Byte counts whole, ratios and fractions to 4 significant digits. */
@@ -373,6 +375,9 @@ static cJSON *json_series(const lg_flat_series_t *s)
     cJSON_AddNumberToObject(o, "end", s->end);
     cJSON_AddNumberToObject(o, "ratio", isfinite(s->ratio) ? s->ratio : 1e300);
     cJSON_AddNumberToObject(o, "mean", s->mean);
+    cJSON_AddNumberToObject(o, "floor_mark", s->floor_mark);
+    cJSON_AddNumberToObject(o, "floor_end", s->floor_end);
+    cJSON_AddNumberToObject(o, "floor_drift", isfinite(s->floor_drift) ? s->floor_drift : 1e300);
     if (s->slope_valid) {
         cJSON_AddNumberToObject(o, "slope_bytes_per_s", s->slope_per_s);
         cJSON_AddNumberToObject(o, "slope_pct_per_hour", s->slope_pct_per_hour);

@@ -52,6 +52,12 @@ typedef struct lg_flat_series {
     int slope_valid;            /* at least 3 samples from the mark on */
     double slope_per_s;         /* bytes per second, least squares */
     double slope_pct_per_hour;  /* slope as % of the mean per hour */
+    /* The floor: the smallest value in the first and in the last quarter of
+     * the samples from the mark on (at least one sample each), what the
+     * process holds with the fewest requests in flight. */
+    double floor_mark, floor_end;
+    double floor_drift;         /* floor_end / floor_mark - 1 (+inf when only floor_mark is 0) */
+    double floor_mark_end_t_s, floor_end_start_t_s; /* where the two quarters end and start */
 } lg_flat_series_t;
 
 typedef struct lg_flatness {

@@ -416,6 +416,36 @@ Test(loadgen, flatness_of_a_noisy_flat_run_passes_with_a_small_slope)
               "slope %g B/s on a flat line", f.reserved.slope_per_s);
 }
 
+/* A 200 MiB request in flight at every fifth sample, the last included. */
+static double spiky_rss(double t, int i)
+{
+    return 900 * MIB + ((FLAT_N - 1 - i) % 5 == 0 ? 200 * MIB : 0);
+}
+/* The same with what is held between requests stepping up 10 MiB at 40 s. */
+static double stepped_spiky_rss(double t, int i)
+{
+    return spiky_rss(t, i) + (t >= 40 ? 10 * MIB : 0);
+}
+
+Test(loadgen, the_rss_is_judged_by_its_floor_not_by_requests_in_flight)
+{
+    series_t s;
+    lg_flatness_t f;
+    series_fill(&s, flat_reserved, spiky_rss);
+    lg_verdict_t v = judge(&s, FLAT_N, &f);
+    cr_expect_float_eq(f.rss.drift, 200.0 / 900.0, 1e-9, "the end sample lands on a request");
+    cr_expect_float_eq(f.rss.floor_mark, 900 * MIB, 1.0);
+    cr_expect_float_eq(f.rss.floor_end, 900 * MIB, 1.0);
+    cr_expect_eq(v.failed, 0, "%s", v.checks[1].detail);
+    cr_expect(strstr(v.checks[1].detail, "RSS floor 900.00 MiB") != NULL, "%s", v.checks[1].detail);
+
+    series_fill(&s, flat_reserved, stepped_spiky_rss);
+    v = judge(&s, FLAT_N, &f);
+    cr_expect_eq(v.failed, 1, "a floor 10 MiB higher at the end passed: %s", v.checks[1].detail);
+    cr_expect_str_eq(v.checks[1].name, "max-rss-drift");
+    cr_expect_float_eq(f.rss.floor_drift, 10.0 / 900.0, 1e-9);
+}
+
 Test(loadgen, flatness_needs_a_sample_after_the_mark)
 {
     series_t s;
