@@ -3,7 +3,8 @@
 # policy, and one table of what each did with memory.
 #
 #   loadtest/policy_compare.sh [--device D] [--model M] [--requests N]
-#                              [--batch PICK] [--seq PICK] [--policies "P ..."]
+#                              [--batch PICK] [--seq PICK] [--dim SPEC|none]
+#                              [--policies "P ..."]
 #                              [--watermark-limit SIZE] [--idle DURATION]
 #                              [--report]
 #
@@ -17,6 +18,9 @@
 #              64MiB, for the demo encoder on the CPU); the other runs have
 #              no limit
 #   cache, arena: no parameters
+# --dim replaces the varying dim (default embeddings:1:SEQ, the encoders'
+# sequence axis) with loadgen's --dim SPEC, or with none for a model whose
+# only varying dim is the batch (the demo mlp and cnn).
 # It replays the same shapes with `loadgen --trace-seed 1` (batch then seq
 # from splitmix64: the PyTorch baseline's trace) at concurrency 1, then
 # samples --idle (default 3s) with no requests, and reads loadgen's CSV. A
@@ -38,7 +42,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 device=cpu model=encoder requests=80 batch=1..16 seq=16..256
 policies="cache periodic arena idle_trim watermark arena,idle_trim"
-wm_limit=64MiB idle=3s report=0
+wm_limit=64MiB idle=3s report=0 dim=
 while [ $# -gt 0 ]; do
     case "$1" in
     --device) device=$2; shift 2 ;;
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --requests) requests=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --seq) seq=$2; shift 2 ;;
+    --dim) dim=$2; shift 2 ;;
     --policies) policies=$2; shift 2 ;;
     --watermark-limit) wm_limit=$2; shift 2 ;;
     --idle) idle=$2; shift 2 ;;
@@ -95,8 +100,10 @@ for p in $policies; do
         sleep 0.1
     done
     [ -n "$port" ] || { echo "policy_compare: flatserve ($p) did not start:" >&2; tail -5 "$d/server.log" >&2; exit 2; }
+    dims=(--dim "${dim:-embeddings:1:$seq}")
+    [ "$dim" = none ] && dims=()
     "$BIN/loadgen" --url "http://127.0.0.1:$port" --model "$model" --batch "$batch" \
-        --dim "embeddings:1:$seq" --trace-seed 1 --requests "$requests" --duration 3600s \
+        "${dims[@]}" --trace-seed 1 --requests "$requests" --duration 3600s \
         --concurrency 1 --encoding binary --sample-interval 0.1s --idle "$idle" --csv "$d/samples.csv" \
         --summary "$d/summary.json" --max-reserved-ratio 100 --max-rss-drift 100 \
         > "$d/loadgen.txt" 2>&1 || echo "policy_compare: loadgen ($p) exit $?" >&2
@@ -113,15 +120,16 @@ mib = lambda b: b / 2**20
 print(f"policy comparison: {model} on {device}, {n} requests of the --trace-seed 1 trace "
       f"(batch {batch}, seq {seq}), concurrency 1, then {idle} idle; watermark's limit {wm_limit}\n")
 print(f"| policy | peak allocated | peak reserved | end reserved | after {idle} idle "
-      "| peak reserved / peak allocated | device allocs | device frees | p50 ms | p99 ms |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| peak reserved / peak allocated | device allocs | device frees | p50 ms | p99 ms "
+      f"| peak RSS | end RSS | RSS after {idle} idle |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for p in policies.split():
     d = os.path.join(out, p.replace(",", "+"))
     try:
         rows = list(csv.DictReader(open(os.path.join(d, "samples.csv"))))
         summ = json.load(open(os.path.join(d, "summary.json")))
     except (OSError, ValueError) as e:
-        print(f"| {p} | (no result: {e}) ||||||||")
+        print(f"| {p} | (no result: {e}) |||||||||||")
         continue
     f = lambda r, k: float(r[k])
     traffic = [r for r in rows if r.get("phase", "traffic") == "traffic"] or rows
@@ -135,7 +143,9 @@ for p in policies.split():
     print(f"| {p} | {mib(pa):.1f} MiB | {mib(pr):.1f} MiB | {mib(end):.1f} MiB | {mib(after):.1f} MiB "
           f"| {pr / pa:.3f} "
           f"| {allocs:.0f} | {frees:.0f} | {lat.get('p50', float('nan')):.1f} "
-          f"| {lat.get('p99', float('nan')):.1f} |")
+          f"| {lat.get('p99', float('nan')):.1f} "
+          f"| {mib(max(f(r, 'rss_bytes') for r in traffic)):.1f} MiB "
+          f"| {mib(f(traffic[-1], 'rss_bytes')):.1f} MiB | {mib(f(rows[-1], 'rss_bytes')):.1f} MiB |")
 PY
 
 # The plot: reserved against requests answered, one line per policy.
