@@ -21,12 +21,14 @@
  * shapes gets a host copy of every small input (one stream
  * synchronisation), then retries. On a host-memory device (the CPU) the
  * copies, mirrors and syncs are empty: values are used where they are. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "engine/op_schema.h"
 #include "engine/plan_impl.h"
 
 #define EXEC_ALIGN ((size_t)256)
@@ -207,6 +209,7 @@ static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
                             .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
                             .scratch_bytes = st->scratch_bytes, .instance = p->inst,
                             .host_inputs = host_views(rs, st->node, p->host_views)};
+        assert(eng_op_ctx_complete(&ctx)); /* the loader enforced the op's schema */
         rc = st->kernel->run(&ctx);
     }
     return rc;
@@ -491,6 +494,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
             rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", p->be->name);
             break;
         }
+        assert(eng_op_ctx_complete(&ctx)); /* the loader enforced the op's schema */
         if ((rc = dyn_infer(p, &rs, &ctx, storage, hv, mirror, iv)) != 0)
             break;
         for (int o = 0; o < n->n_outputs && rc == 0; o++) {

@@ -1,5 +1,12 @@
 /* graph.c -- attribute lookup on IR nodes: by name, with typed getters that
- * fall back to a default. */
+ * fall back to a default.
+ *
+ * A getter asked for another type than the attribute has returns the
+ * default, as if the attribute were absent. For the ops of
+ * engine/ops/list.h in the default domain the loader has already refused
+ * such a node (engine/onnx_schema.c checks every attribute's type against
+ * the op's ONNX schema), so there the fallback only ever stands for an
+ * absent attribute; it matters only for nodes built by hand (tests). */
 #include "engine/graph.h"
 
 #include <stdlib.h>
@@ -13,6 +20,17 @@ const eng_attr_t *eng_node_attr(const eng_node_t *n, const char *name)
         if (strcmp(n->attrs[i].name, name) == 0)
             return &n->attrs[i];
     return NULL;
+}
+
+const char *eng_attr_type_name(eng_attr_type_t t)
+{
+    static const char *const names[] = {
+        "UNDEFINED", "FLOAT",  "INT",           "STRING",         "TENSOR",
+        "GRAPH",     "FLOATS", "INTS",          "STRINGS",        "TENSORS",
+        "GRAPHS",    "SPARSE_TENSOR",           "SPARSE_TENSORS", "TYPE_PROTO",
+        "TYPE_PROTOS",
+    };
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
 /* The attribute when present with type `type`, else NULL. */

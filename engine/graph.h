@@ -27,7 +27,8 @@
 extern "C" {
 #endif
 
-/* ONNX AttributeProto.AttributeType values. */
+/* ONNX AttributeProto.AttributeType values. The IR holds FLOAT to STRINGS;
+ * the rest name what a schema declares or a model gives (messages). */
 typedef enum eng_attr_type {
     ENG_ATTR_UNDEFINED = 0,
     ENG_ATTR_FLOAT = 1,
@@ -40,7 +41,15 @@ typedef enum eng_attr_type {
     ENG_ATTR_STRINGS = 8,
     ENG_ATTR_TENSORS = 9,
     ENG_ATTR_GRAPHS = 10,
+    ENG_ATTR_SPARSE_TENSOR = 11,
+    ENG_ATTR_SPARSE_TENSORS = 12,
+    ENG_ATTR_TYPE_PROTO = 13,
+    ENG_ATTR_TYPE_PROTOS = 14,
 } eng_attr_type_t;
+
+/* ONNX's name of an attribute type ("INT", "FLOATS"); "UNDEFINED" for 0,
+ * "unknown" past TYPE_PROTOS. Never NULL; cannot fail. */
+const char *eng_attr_type_name(eng_attr_type_t t);
 
 typedef struct eng_attr {
     const char *name;
@@ -137,7 +146,9 @@ void eng_weights_free(const eng_weight_alloc_t *wa, void *ptr);
  * read), FS_ENOTSUP (IR version outside 3..13, default-domain opset outside
  * 6..28 (see onnx_load.c), another domain, unsupported ops/attributes/dtypes: one message
  * listing every offending node: name, op type, opset, what is missing),
- * FS_EINVAL (a malformed graph: unknown input name, a cycle), FS_EIO
+ * FS_EINVAL (a malformed graph: unknown input name, a cycle; a node of an
+ * op the engine runs that breaks the op's ONNX schema: the first such node,
+ * naming it, its op and what is wrong), FS_EIO
  * (external data), FS_ENOMEM. Nothing stays allocated on error. */
 int eng_graph_load(const void *data, size_t len, const char *dir, const eng_weight_alloc_t *wa,
                    eng_graph_t **out);
@@ -151,7 +162,11 @@ void eng_graph_destroy(eng_graph_t *g);
 int eng_tensor_load_proto(const void *data, size_t len, eng_tensor_t **out, char **name);
 
 /* Attribute lookup. eng_node_attr: the attribute or NULL. The typed
- * getters return `def` when absent (or of another type). */
+ * getters return `def` when absent (or of another type). For an op of
+ * engine/ops/list.h in the default domain "another type" cannot happen in
+ * a loaded graph: the loader checks every attribute against the op's ONNX
+ * schema (engine/onnx_schema.c), so a present attribute has its schema's
+ * type, and a getter's default stands only for an absent one. */
 const eng_attr_t *eng_node_attr(const eng_node_t *n, const char *name);
 int64_t eng_attr_i(const eng_node_t *n, const char *name, int64_t def);
 float eng_attr_f(const eng_node_t *n, const char *name, float def);

@@ -1,33 +1,19 @@
 /* onnx_attr.c -- a node's ONNX attributes to eng_attr_t: every type the
  * engine holds, copied into the graph's pool, and a note of the ones it
- * does not (subgraphs, sparse tensors, type protos, tensor lists). */
+ * does not (subgraphs, sparse tensors, type protos, tensor lists).
+ *
+ * Types are copied as the model gives them. For a default-domain op of
+ * engine/ops/list.h the loader has checked them against the op's ONNX
+ * schema first (engine/onnx_schema.c), so every attribute copied for such
+ * a node has its schema's type, and the typed getters of engine/graph.c
+ * never meet one of another type there. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/onnx_impl.h"
 
-static const char *attr_type_name(eng_attr_type_t t)
-{
-    switch ((int)t) {
-    case ENG_ATTR_TENSORS:
-        return "TENSORS";
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR:
-        return "SPARSE_TENSOR";
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS:
-        return "SPARSE_TENSORS";
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO:
-        return "TYPE_PROTO";
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS:
-        return "TYPE_PROTOS";
-    case ENG_ATTR_UNDEFINED:
-        return "UNDEFINED (no value)";
-    default:
-        return "unknown";
-    }
-}
-
-static eng_attr_type_t attr_type(const Onnx__AttributeProto *ap)
+eng_attr_type_t onnx_attr_type(const Onnx__AttributeProto *ap)
 {
     if (ap->has_type)
         return (eng_attr_type_t)ap->type;
@@ -136,7 +122,7 @@ int onnx_attrs_load(onnx_pool_t *p, const Onnx__NodeProto *np, const char *nl, c
         const Onnx__AttributeProto *ap = np->attribute[i];
         if (!ap->name || !ap->name[0])
             return fs_err(FS_EINVAL, "%s (%s) has an attribute without a name", nl, op);
-        eng_attr_type_t t = attr_type(ap);
+        eng_attr_type_t t = onnx_attr_type(ap);
         if (t == ENG_ATTR_GRAPH || t == ENG_ATTR_GRAPHS) {
             if (!r.subgraph && !(r.subgraph = onnx_pool_strdup(p, ap->name)))
                 return fs_err(FS_ENOMEM, "out of memory loading %s", nl);
@@ -150,7 +136,7 @@ int onnx_attrs_load(onnx_pool_t *p, const Onnx__NodeProto *np, const char *nl, c
         }
         if (t < ENG_ATTR_FLOAT || t > ENG_ATTR_STRINGS) {
             snprintf(why, sizeof why, "attribute '%.64s' has type %s, which is not supported",
-                     ap->name, attr_type_name(t));
+                     ap->name, eng_attr_type_name(t));
             rc = note_problem(p, &r, why, nl);
             continue;
         }

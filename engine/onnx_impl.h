@@ -1,7 +1,7 @@
 /* onnx_impl.h -- what the ONNX loader's files share: the graph's pool
  * (engine/onnx_load.c), TensorProto decoding (engine/onnx_tensor.c), node
- * attributes (engine/onnx_attr.c) and the topological sort
- * (engine/onnx_sort.c). Engine-internal; includes the header protoc-c
+ * attributes (engine/onnx_attr.c), the schema check (engine/onnx_schema.c)
+ * and the topological sort (engine/onnx_sort.c). Engine-internal; includes the header protoc-c
  * generates from onnx.proto.
  *
  * Threading: one load runs on one thread; protos are only read. */
@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "engine/graph.h"
+#include "engine/ops/list.h" /* eng_op_id_t */
 #include "engine/tensor.h"
 #include "onnx/onnx.pb-c.h"
 
@@ -86,6 +87,21 @@ typedef struct onnx_attrs {
  * the pool keeps what was copied until the graph goes. */
 int onnx_attrs_load(onnx_pool_t *p, const Onnx__NodeProto *np, const char *nl, const char *dir,
                     onnx_attrs_t *out);
+
+/* An attribute's type: its `type` field, or, before IR 2 (no type), the
+ * type of the first value field that is set; ENG_ATTR_UNDEFINED when
+ * neither. Cannot fail. */
+eng_attr_type_t onnx_attr_type(const Onnx__AttributeProto *ap);
+
+/* Checks default-domain node np, whose op is list.h's `op`, against the
+ * op's ONNX schema in force at `opset` (engine/op_schema.h): the op exists
+ * at that opset; input and output counts within the schema's bounds; no
+ * required input or output named ""; every attribute named once, known to
+ * the schema and of its type; every required attribute present. `nl` names
+ * the node ("node 'x'"). 0, or FS_EINVAL with a message naming the node,
+ * the op and what is wrong (the first problem found); FS_ENOTSUP when the
+ * schema table has no entry for the op (built without regenerating it). */
+int onnx_schema_check(const Onnx__NodeProto *np, eng_op_id_t op, int opset, const char *nl);
 
 /* Orders g's nodes topologically (engine/onnx_sort.c says how), renumbers
  * producers, and writes order[j] = the old index of the node now at j

@@ -1,18 +1,22 @@
 /* onnx_load.c -- ONNX ModelProto to the engine's graph IR (graph.h).
  *
  * Algorithm: unpack with protobuf-c; check the IR version and the opsets;
- * give every tensor name one value through a hash map (initializers and
- * Constant nodes' outputs become CONST, graph inputs INPUT, node outputs
- * NODE; Constant nodes leave the node list); resolve node inputs; order the
- * nodes with Kahn's algorithm, taking among the ready nodes the one that
- * comes first in the file, so a file already in topological order keeps the
- * order its exporter chose; resolve each node's op and collect every node
- * the engine cannot run into one message; only then read the constants'
- * data (the expensive part, maybe from external files) through the weight
- * allocator.
+ * check each node of an op the engine runs against the op's ONNX schema
+ * (engine/onnx_schema.c: input and output counts, required values,
+ * attribute names and types); give every tensor name one value through a
+ * hash map (initializers and Constant nodes' outputs become CONST, graph
+ * inputs INPUT, node outputs NODE; Constant nodes leave the node list);
+ * resolve node inputs; order the nodes with Kahn's algorithm, taking among
+ * the ready nodes the one that comes first in the file, so a file already
+ * in topological order keeps the order its exporter chose; resolve each
+ * node's op and collect every node the engine cannot run into one message;
+ * only then read the constants' data (the expensive part, maybe from
+ * external files) through the weight allocator.
  *
  * Guarantee: on success every node reads only constants, graph inputs and
- * outputs of earlier nodes, and every name has one value. On failure
+ * outputs of earlier nodes, every name has one value, and every node of an
+ * op the engine runs has each input, output and attribute its op's ONNX
+ * schema requires, every attribute of the schema's type. On failure
  * nothing stays allocated: the IR lives in one pool, freed whole, and
  * constant data goes back through the weight allocator. */
 #include <assert.h>
@@ -416,8 +420,7 @@ static int load_constant(loader_t *L, const Onnx__NodeProto *np, size_t k)
 {
     char nl[128], label[256];
     node_label(nl, sizeof nl, np->name, k);
-    if (np->n_output != 1 || !np->output[0][0])
-        return fs_err(FS_EINVAL, "%s (Constant) must have exactly one output", nl);
+    assert(np->n_output == 1 && np->output[0][0]); /* Constant's schema, checked */
     const Onnx__AttributeProto *va = NULL;
     int which = -1, n_found = 0;
     for (size_t i = 0; i < np->n_attribute; i++)
@@ -479,14 +482,6 @@ static int load_node(loader_t *L, const Onnx__NodeProto *np, size_t k)
     node_extra_t *ex = &L->extra[ni];
     char nl[128], ob[160];
     node_label(nl, sizeof nl, np->name, k);
-    /* Every op flatserve runs has a required first output (ONNX lets only
-     * later ones be left out; the recurrent ops, whose outputs are all
-     * optional, are not among them): a node without one would have its
-     * shape inferred into nowhere. */
-    if (is_default_domain(np->domain) && eng_op_find(np->op_type) &&
-        (np->n_output == 0 || !np->output[0][0]))
-        return fs_err(FS_EINVAL, "%s (%s) has %s: its first output is required", nl,
-                      np->op_type, np->n_output ? "an empty name for output 0" : "no output");
     ex->file_index = k;
     e->name = onnx_pool_strdup(L->pool, np->name);
     e->op_type = onnx_pool_strdup(L->pool, np->op_type);
@@ -536,8 +531,16 @@ static int load_nodes(loader_t *L)
         if (np->n_input > INT32_MAX || np->n_output > INT32_MAX)
             return fs_err(FS_EPARSE, "%s has too many inputs or outputs",
                           node_label(nl, sizeof nl, np->name, k));
-        bool constant = strcmp(np->op_type, "Constant") == 0 && is_default_domain(np->domain);
-        int rc = constant ? load_constant(L, np, k) : load_node(L, np, k);
+        /* A node of an op the engine runs meets its ONNX schema before
+         * anything reads it; other nodes are reported by resolve_ops. */
+        const eng_op_def_t *def = is_default_domain(np->domain) ? eng_op_find(np->op_type) : NULL;
+        int rc = def ? onnx_schema_check(np, def->id, L->g->opset,
+                                         node_label(nl, sizeof nl, np->name, k))
+                     : 0;
+        if (rc != 0)
+            return rc;
+        bool constant = def && def->id == ENG_OP_Constant;
+        rc = constant ? load_constant(L, np, k) : load_node(L, np, k);
         if (rc != 0)
             return rc;
     }

@@ -14,7 +14,9 @@
  *
  * Adding an op: its entry here, its definition, its kernels. The tables
  * (engine/ops.c, engine/cpu/kernels.c, engine/cuda/kernels.cu) are
- * generated from these lists and need no edit. */
+ * generated from these lists and need no edit; the op's ONNX schema table
+ * (engine/ops/schema.inc) is generated from them by
+ * `python3 tools/gen_op_schema.py`, to be run again. */
 #ifndef FS_ENGINE_OPS_LIST_H
 #define FS_ENGINE_OPS_LIST_H
 

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""gen_op_schema.py -- writes engine/ops/schema.inc, the ONNX schema of every
+op flatserve runs, from ONNX's own definitions (the `onnx` Python package).
+
+    python3 tools/gen_op_schema.py [--out engine/ops/schema.inc]
+
+Run from the repository root with a Python that imports `onnx` (Debian:
+`apt-get install python3-onnx`; any onnx release works, the newer the
+better: the table holds what that release defines and the file's header
+names it). The op list comes from engine/ops/list.h (every X(OpType, ...)
+entry, default domain), the opset range from OPSET_MIN/OPSET_MAX in
+engine/onnx_load.c: for each op, every schema version in force at some
+opset of that range (the one in force at OPSET_MIN, and each later one up
+to OPSET_MAX).
+
+Per version it emits since_version; the inputs and outputs (each formal
+parameter's name, Single/Optional/Variadic and, for a variadic one, its
+least count) with the min/max counts ONNX states; the attributes (name,
+ONNX AttributeType, required). Strings are one `static const char[]` each,
+shared by every schema that names them; parameter and attribute lists are
+shared wherever one version's list is a run already emitted.
+
+Fails (exit 1, nothing written) when an op of list.h has no default-domain
+schema, or a schema of the range is deprecated: the table has no way to say
+either, so a person must look."""
+
+import argparse
+import os
+import re
+import sys
+
+import onnx
+import onnx.defs
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+LIST_H = "engine/ops/list.h"
+LOADER_C = "engine/onnx_load.c"
+OUT = "engine/ops/schema.inc"
+
+
+def fail(msg):
+    sys.stderr.write("gen_op_schema: %s\n" % msg)
+    sys.exit(1)
+
+
+def read_ops():
+    """The op types of list.h's X(OpType, CPU, CUDA) entries, in file order."""
+    text = open(os.path.join(ROOT, LIST_H)).read()
+    ops = re.findall(r"^\s*X\((\w+),\s*[YN],\s*[YN]\)", text, re.M)
+    if not ops:
+        fail("no X(OpType, CPU, CUDA) entries in %s" % LIST_H)
+    if len(set(ops)) != len(ops):
+        fail("an op is listed twice in %s" % LIST_H)
+    return ops
+
+
+def read_opset_range():
+    text = open(os.path.join(ROOT, LOADER_C)).read()
+    found = {}
+    for name in ("OPSET_MIN", "OPSET_MAX"):
+        m = re.search(r"^#define %s (\d+)" % name, text, re.M)
+        if not m:
+            fail("no '#define %s N' in %s" % (name, LOADER_C))
+        found[name] = int(m.group(1))
+    return found["OPSET_MIN"], found["OPSET_MAX"]
+
+
+def enum_name(v):
+    """A pybind11 enum member's name ("Single", "INT"), on every onnx release."""
+    return getattr(v, "name", str(v).split(".")[-1])
+
+
+def enum_value(v):
+    return int(getattr(v, "value", v))
+
+
+def param_tuple(schema, params, min_count):
+    """(name, option, min_arity) per formal parameter. Releases before 1.14
+    have no FormalParameter.min_arity: ONNX's Finalize sets min_count to the
+    parameters before the variadic one plus its least count, so that is
+    recovered from min_count."""
+    out = []
+    for k, p in enumerate(params):
+        opt = enum_name(p.option)
+        if opt not in ("Single", "Optional", "Variadic"):
+            fail("%s-%d: parameter %s has option %s" % (schema.name, schema.since_version, p.name, opt))
+        arity = 0
+        if opt == "Variadic":
+            if k != len(params) - 1:
+                fail("%s-%d: variadic parameter %s is not the last" %
+                     (schema.name, schema.since_version, p.name))
+            arity = getattr(p, "min_arity", None)
+            if arity is None:
+                arity = max(0, min_count - k)
+        out.append((p.name, opt, int(arity)))
+    return tuple(out)
+
+
+def attr_tuple(schema):
+    out = []
+    for name in sorted(schema.attributes):
+        a = schema.attributes[name]
+        out.append((name, enum_name(a.type), bool(a.required)))
+    return tuple(out)
+
+
+def versions_of(op, all_schemas, lo, hi):
+    mine = sorted((s for s in all_schemas if s.name == op and s.domain in ("", "ai.onnx")),
+                  key=lambda s: s.since_version)
+    if not mine:
+        fail("%s (in %s) has no default-domain schema in onnx %s: is the op newer than that "
+             "release? Run with a newer onnx" % (op, LIST_H, onnx.__version__))
+    at_lo = [s for s in mine if s.since_version <= lo]
+    keep = at_lo[-1:] + [s for s in mine if lo < s.since_version <= hi]
+    for s in keep:
+        if s.deprecated:
+            fail("%s-%d is deprecated in onnx %s" % (op, s.since_version, onnx.__version__))
+    return keep
+
+
+class Pool:
+    """A flat list of entries where each emitted list is a contiguous run;
+    a list equal to a run already there is not added again."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, seq):
+        n = len(seq)
+        if n == 0:
+            return 0
+        for i in range(len(self.items) - n + 1):
+            if tuple(self.items[i:i + n]) == seq:
+                return i
+        # An existing tail may start the new run.
+        for overlap in range(min(n - 1, len(self.items)), 0, -1):
+            if tuple(self.items[-overlap:]) == seq[:overlap]:
+                start = len(self.items) - overlap
+                self.items.extend(seq[overlap:])
+                return start
+        start = len(self.items)
+        self.items.extend(seq)
+        return start
+
+
+def c_ident(s):
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s):
+        fail("name %r is not an identifier" % s)
+    return "s_" + s
+
+
+def arity(v):
+    return "ENG_OP_ARITY_MAX" if v >= 2**31 - 1 else str(v)
+
+
+def generate(ops, lo, hi):
+    all_schemas = onnx.defs.get_all_schemas_with_history()
+    params, attrs = Pool(), Pool()
+    rows, index = [], []
+    for op in ops:
+        first = len(rows)
+        for s in versions_of(op, all_schemas, lo, hi):
+            ins = param_tuple(s, s.inputs, s.min_input)
+            outs = param_tuple(s, s.outputs, s.min_output)
+            at = attr_tuple(s)
+            for name, typ, _ in at:
+                if typ not in ATTR_TYPES:
+                    fail("%s-%d: attribute %s has type %s" % (op, s.since_version, name, typ))
+            rows.append((op, s.since_version, s.min_input, s.max_input, s.min_output,
+                         s.max_output, len(ins), params.add(ins), len(outs), params.add(outs),
+                         len(at), attrs.add(at)))
+        index.append((op, first, len(rows) - first))
+
+    names = sorted({p[0] for p in params.items} | {a[0] for a in attrs.items})
+    out = []
+    w = out.append
+    w("/* schema.inc -- the ONNX schema of every op in engine/ops/list.h, for")
+    w(" * default-domain opsets %d..%d: GENERATED, do not edit." % (lo, hi))
+    w(" *")
+    w(" * Source: onnx %s (opsets up to %d), through tools/gen_op_schema.py."
+      % (onnx.__version__, onnx.defs.onnx_opset_version()))
+    w(" * Regenerate, from the repository root, after adding an op to list.h or")
+    w(" * to take a newer onnx's definitions (any release; the newer the better):")
+    w(" *     python3 tools/gen_op_schema.py")
+    w(" * with a Python that imports onnx (Debian: apt-get install python3-onnx).")
+    w(" *")
+    w(" * Included by engine/op_schema.c alone, which defines the types. Per op,")
+    w(" * schema_index gives its run of schema_versions, oldest first. */")
+    w("")
+    w("#define SCHEMA_ONNX_VERSION \"%s\"" % onnx.__version__)
+    w("#define SCHEMA_OPSET_KNOWN %d" % onnx.defs.onnx_opset_version())
+    w("")
+    for n in names:
+        w("static const char %s[] = \"%s\";" % (c_ident(n), n))
+    w("")
+    w("static const eng_op_param_t schema_params[] = {")
+    for i, (name, opt, ar) in enumerate(params.items):
+        w("    /* %3d */ {%s, ENG_OP_PARAM_%s, %d}," % (i, c_ident(name), opt.upper(), ar))
+    w("};")
+    w("")
+    w("static const eng_op_attr_spec_t schema_attrs[] = {")
+    for i, (name, typ, req) in enumerate(attrs.items):
+        w("    /* %3d */ {%s, ENG_ATTR_%s, %s}," % (i, c_ident(name), typ,
+                                                      "true" if req else "false"))
+    w("};")
+    w("")
+    w("/* {since_version, min_inputs, max_inputs, min_outputs, max_outputs,")
+    w(" *  n_in_params, in_params, n_out_params, out_params, n_attrs, attrs} */")
+    w("static const eng_op_schema_t schema_versions[] = {")
+    for (op, since, mi, xi, mo, xo, nin, pin, nout, pout, nat, pat) in rows:
+        w("    /* %s-%d */ {%d, %d, %s, %d, %s, %d, %s, %d, %s, %d, %s}," % (
+            op, since, since, mi, arity(xi), mo, arity(xo),
+            nin, "schema_params + %d" % pin if nin else "NULL",
+            nout, "schema_params + %d" % pout if nout else "NULL",
+            nat, "schema_attrs + %d" % pat if nat else "NULL"))
+    w("};")
+    w("")
+    w("/* Per op id: {first, count} in schema_versions. */")
+    w("static const struct schema_run {")
+    w("    uint16_t first, count;")
+    w("} schema_index[ENG_OP_COUNT] = {")
+    for op, first, count in index:
+        w("    [ENG_OP_%s] = {%d, %d}," % (op, first, count))
+    w("};")
+    return "\n".join(out) + "\n"
+
+
+# ONNX AttributeProto.AttributeType names; engine/graph.h's eng_attr_type_t
+# has one ENG_ATTR_<name> for each, with ONNX's value.
+ATTR_TYPES = ("FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS",
+              "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO",
+              "TYPE_PROTOS")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=OUT, help="where to write (default %(default)s)")
+    args = ap.parse_args()
+    for name in ATTR_TYPES:
+        if enum_value(getattr(onnx.defs.OpSchema.AttrType, name)) != ATTR_TYPES.index(name) + 1:
+            fail("onnx %s numbers AttrType.%s differently" % (onnx.__version__, name))
+    lo, hi = read_opset_range()
+    text = generate(read_ops(), lo, hi)
+    path = args.out if os.path.isabs(args.out) else os.path.join(ROOT, args.out)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    print("gen_op_schema: wrote %s from onnx %s" % (args.out, onnx.__version__))
+
+
+if __name__ == "__main__":
+    main()
