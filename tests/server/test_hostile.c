@@ -678,6 +678,11 @@ static const hostile_t catalogue[] = {
      .status = 400, .needle = "\\u0000 at byte"},
     {"a lone surrogate in the id", H_REQUEST, INFER, WITH_MEMBERS("\"id\":\"\\ud800\""),
      .status = 400, .needle = "not valid JSON"},
+    {"\\u and no hex digits in the id", H_REQUEST, INFER, WITH_MEMBERS("\"id\":\"a\\uZZZZb\""),
+     .status = 400, .needle = "the escape at byte 8 is \\u without four hex digits"},
+    {"\\u and two hex digits in a model name", H_REQUEST, "POST", "/infer",
+     WITH_MEMBERS("\"model\":\"mlp\\u00x1\""), .status = 400,
+     .needle = "the escape at byte 13 is \\u without four hex digits"},
 
     /* Every member of the wrong type. */
     {"id a number", H_REQUEST, INFER, WITH_MEMBERS("\"id\":5"), .status = 400,
