@@ -544,6 +544,32 @@ static int request_parse_inputs(const cJSON *root, binary_section_t *bin, srv_in
     return 0;
 }
 
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* 0 when no output is requested twice, else FS_EINVAL naming one (or
+ * FS_ENOMEM). The names are sorted, so n outputs cost n log n: compared
+ * pair by pair, a 1 MiB body of 60000 names held its HTTP thread 12 s. */
+static int outputs_check_unique(const srv_infer_request_t *r)
+{
+    if (r->n_outputs < 2)
+        return 0;
+    char **names = malloc(r->n_outputs * sizeof *names);
+    if (!names)
+        return fs_err(FS_ENOMEM, "cannot allocate %zu output names", r->n_outputs);
+    for (size_t k = 0; k < r->n_outputs; k++)
+        names[k] = r->outputs[k].name;
+    qsort(names, r->n_outputs, sizeof *names, name_cmp);
+    int rc = 0;
+    for (size_t k = 1; k < r->n_outputs && rc == 0; k++)
+        if (strcmp(names[k - 1], names[k]) == 0)
+            rc = fs_err(FS_EINVAL, "output '%.64s' is requested twice", names[k]);
+    free(names);
+    return rc;
+}
+
 static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
 {
     const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
@@ -564,9 +590,6 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
         if (!cJSON_IsString(name) || !name->valuestring[0])
             return fs_err(FS_EINVAL, "output %zu: \"name\" must be a non-empty string", k);
-        for (size_t j = 0; j < k; j++)
-            if (strcmp(r->outputs[j].name, name->valuestring) == 0)
-                return fs_err(FS_EINVAL, "output '%.64s' is requested twice", name->valuestring);
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "parameters");
         const cJSON *bin = params ? cJSON_GetObjectItemCaseSensitive(params, "binary_data") : NULL;
         if ((params && !cJSON_IsObject(params)) || (bin && !cJSON_IsBool(bin)))
@@ -580,7 +603,7 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
             return fs_err(FS_ENOMEM, "output '%.64s': cannot copy the name", name->valuestring);
         r->n_outputs++;
     }
-    return 0;
+    return outputs_check_unique(r);
 }
 
 static int hex_value(char c)

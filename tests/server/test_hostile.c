@@ -176,6 +176,7 @@ struct hostile {
      * model's files in f's repository (H_MODEL). */
     void (*make)(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *msg);
     long status;                  /* exact; 4 or 5: any of that class; 0: no answer */
+    int max_ms;                   /* H_REQUEST: the answer within this; 0: no bound */
     const char *needle;           /* in the error; NULL: none to check */
 };
 
@@ -280,6 +281,15 @@ static void make_many_inputs(srv_fixture_t *f, const hostile_t *h, hostile_msg_t
         srv_buf_printf(&m->body, "%s{\"name\":\"in%d\",\"shape\":[1],\"datatype\":\"FP32\","
                                  "\"data\":[0]}", i ? "," : "", i);
     srv_buf_puts(&m->body, "]}");
+}
+
+/* 60000 outputs of distinct names, then one asked again: 1 MiB of JSON. */
+static void make_many_outputs(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    srv_buf_puts(&m->body, "{\"inputs\":[{" IN64 "}],\"outputs\":[");
+    for (int i = 0; i < 60000; i++)
+        srv_buf_printf(&m->body, "{\"name\":\"%x\"},", i);
+    srv_buf_puts(&m->body, "{\"name\":\"ea5f\"}]}");
 }
 
 /* One byte over server.max_body. */
@@ -828,6 +838,8 @@ static const hostile_t catalogue[] = {
     {"an unknown output", H_REQUEST, INFER,
      "{\"inputs\":[{" IN64 "}],\"outputs\":[{\"name\":\"nope\"}]}", .status = 400,
      .needle = "requested output 'nope' is not an output"},
+    {"60000 outputs, one asked twice", H_REQUEST, INFER, .make = make_many_outputs,
+     .status = 400, .needle = "output 'ea5f' is requested twice", .max_ms = 5000},
     {"an output asked twice", H_REQUEST, INFER,
      "{\"inputs\":[{" IN64 "}],\"outputs\":[{\"name\":\"probabilities\"},"
      "{\"name\":\"probabilities\"}]}",
@@ -1063,9 +1075,14 @@ static void replay_request(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *
         headers[n++] = h->headers[i];
     if (m->header[0])
         headers[n++] = m->header;
+    uint64_t t0 = http_raw_now_ms();
     http_resp_t r = http_do(f->port, h->method, path, body ? body : (h->method[0] == 'P' ? "" : NULL),
                             len, headers);
+    uint64_t took_ms = http_raw_now_ms() - t0;
     expect_answer(h, &r, true);
+    if (h->max_ms)
+        cr_expect_leq(took_ms, (uint64_t)h->max_ms, "%s: answered in %llu ms", h->what,
+                      (unsigned long long)took_ms);
     free(r.body);
 }
 
