@@ -663,6 +663,7 @@ static void hostile_outside_remove(srv_fixture_t *f)
 
 #define INFER "POST", "/v2/models/mlp/infer"
 #define IHCL "Inference-Header-Content-Length: "
+#define E8 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9" /* 8 x U+00E9 */
 #define NUL_BODY "{\"id\":\"a\0b\",\"inputs\":[]}"
 
 static const hostile_t catalogue[] = {
@@ -833,6 +834,14 @@ static const hostile_t catalogue[] = {
      .status = 400, .needle = "input 'nope' is not an input of the model"},
     {"10000 unknown inputs", H_REQUEST, INFER, .make = make_many_inputs, .status = 400,
      .needle = "input 'in0' is not an input of the model"},
+    {"an input name not UTF-8", H_REQUEST, INFER,
+     WITH_INPUT("\"name\":\"\xff\xfe\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[" Z64 "]"),
+     .status = 400, .needle = "input '\xef\xbf\xbd\xef\xbf\xbd' is not an input of the model"},
+    {"an input name cut inside a UTF-8 character", H_REQUEST, INFER,
+     WITH_INPUT("\"name\":\"x" E8 E8 E8 E8 E8 "\",\"shape\":[1,64],\"datatype\":\"FP32\","
+                "\"data\":\"x\""),
+     .status = 400, .needle = E8 E8 E8 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                                  "\xef\xbf\xbd': \"data\" must be an array"},
     {"an input given twice", H_REQUEST, INFER, "{\"inputs\":[{" IN64 "},{" IN64 "}]}",
      .status = 400, .needle = "input 'input' is given twice"},
     {"an unknown output", H_REQUEST, INFER,
@@ -1029,6 +1038,27 @@ static bool status_ok(const hostile_t *h, long status)
     return h->status > 0 && h->status < 10 ? status / 100 == h->status : status == h->status;
 }
 
+/* The offset of the first byte of `s` that is not valid UTF-8, or len. */
+static size_t utf8_invalid_at(const char *s, size_t len)
+{
+    const unsigned char *c = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = c[i] < 0x80 ? 1 : c[i] >= 0xc2 && c[i] <= 0xdf ? 2
+                 : c[i] >= 0xe0 && c[i] <= 0xef ? 3 : c[i] >= 0xf0 && c[i] <= 0xf4 ? 4 : 0;
+        if (k == 0 || i + k > len)
+            return i;
+        for (size_t j = 1; j < k; j++)
+            if ((c[i + j] & 0xc0) != 0x80)
+                return i;
+        /* Overlong 3- and 4-byte forms, surrogates, past U+10FFFF. */
+        if ((c[i] == 0xe0 && c[i + 1] < 0xa0) || (c[i] == 0xed && c[i + 1] > 0x9f) ||
+            (c[i] == 0xf0 && c[i + 1] < 0x90) || (c[i] == 0xf4 && c[i + 1] > 0x8f))
+            return i;
+        i += k;
+    }
+    return len;
+}
+
 /* The status and, for an error, {"error": "..."} holding the needle; or,
  * for an answer libmicrohttpd wrote itself (a malformed HTTP request,
  * `json` false), the needle in its text. Status 0: no answer, the
@@ -1048,6 +1078,9 @@ static void expect_answer(const hostile_t *h, const http_resp_t *r, bool json)
                       h->what, h->needle, r->body);
         return;
     }
+    size_t bad = utf8_invalid_at(r->body, r->len);
+    cr_expect_eq(bad, r->len, "%s: the answer is not UTF-8 at byte %zu: %.300s", h->what, bad,
+                 r->body);
     cJSON *doc = cJSON_Parse(r->body);
     cJSON *err = cJSON_GetObjectItemCaseSensitive(doc, "error");
     cr_expect(cJSON_IsString(err), "%s: no {\"error\": ...} in %.300s", h->what, r->body);
