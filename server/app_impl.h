@@ -135,6 +135,7 @@ typedef struct srv_route_args {
     char model[ENG_MODEL_NAME_MAX]; /* "" when the route has no {m} */
     int64_t version;              /* -1: none in the path */
     const char *bad_version;      /* a {v} that is not a number (dispatch refuses it) */
+    const char *bad_model;        /* a {m} too long for `model` (dispatch refuses it) */
 } srv_route_args_t;
 
 /* A route's handler: answers, or hands the request off (infer.c's machine). */

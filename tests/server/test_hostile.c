@@ -323,6 +323,30 @@ static void make_encoder_small(srv_fixture_t *f, const hostile_t *h, hostile_msg
     make_encoder_seq(m, 8);
 }
 
+/* `prefix`, `n` copies of `c`, `suffix`: a path (NUL-terminated). */
+static void make_path(hostile_msg_t *m, const char *prefix, char c, int n, const char *suffix)
+{
+    srv_buf_puts(&m->body, prefix);
+    for (int i = 0; i < n; i++)
+        srv_buf_append(&m->body, &c, 1);
+    srv_buf_append(&m->body, suffix, strlen(suffix) + 1);
+}
+
+static void make_long_name(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    make_path(m, "/v2/models/", 'x', 200, "/ready");
+}
+
+static void make_long_name_to_load(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    make_path(m, "/v2/repository/models/", 'x', 3000, "/load");
+}
+
+static void make_long_version(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    make_path(m, "/v2/models/mlp/versions/", '9', 2000, "/ready");
+}
+
 /* A path of 4000 bytes (NUL-terminated: the maker of a path). */
 static void make_long_path(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
 {
@@ -908,6 +932,12 @@ static const hostile_t catalogue[] = {
      "/v2/repository/models/..%2F..%2Ftmp/load", .status = 4, .needle = "../../tmp"},
     {"a space in the model", H_REQUEST, "GET", "/v2/models/ml%20p/ready", .status = 400,
      .needle = "'ml p'"},
+    {"a 200-byte model name", H_REQUEST, "GET", .make = make_long_name, .status = 400,
+     .needle = "is 200 bytes; at most 127"},
+    {"a 3000-byte model name to load", H_REQUEST, "POST", .make = make_long_name_to_load,
+     .status = 400, .needle = "is 3000 bytes; at most 127"},
+    {"a version of 2000 digits", H_REQUEST, "GET", .make = make_long_version, .status = 400,
+     .needle = "is not a non-negative number"},
     {"a path of 2000 segments", H_REQUEST, "GET", .make = make_long_path, .status = 404,
      .needle = "no route GET /v2/models/mlp/a/a/"},
     {"version +1", H_REQUEST, "GET", "/v2/models/mlp/versions/+1", .status = 400,
