@@ -120,7 +120,8 @@ typedef struct srv_req {
     const char *url;              /* MHD's, valid for the request */
     const char *method;
     srv_buf_t body;
-    bool too_large;
+    bool too_large;               /* the body is past server.max_body: dropped, 413 */
+    size_t unheld_bytes;          /* the body's length when it could not be held: dropped, 507 */
     bool dispatched;
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
     uint64_t start_ns;

@@ -4,9 +4,14 @@
  *
  * The life of a request: MHD calls on_access first with no body (a context
  * is made), then with each piece of the body (copied, up to
- * server.max_body: past it the answer is 413 at once and the connection
- * closes), then once with none left: the request counts as in flight and
- * srv_route runs. A request handed to another thread (an inference to its
+ * server.max_body), then once with none left: the request counts as in
+ * flight and srv_route runs. A body past server.max_body, or one that
+ * cannot be held, is read to its end and dropped, and answered (413, 507)
+ * in that last call: libmicrohttpd cannot queue an answer while a body
+ * arrives, and an answer queued before it (then the connection closes)
+ * is often lost to the reset that closing a socket with unread bytes
+ * sends. Only a client that declared a length past the bound and waits
+ * for "100 Continue" is answered 413 at once, before any byte. A request handed to another thread (an inference to its
  * batcher, a load to its own thread) that cannot be answered at once
  * suspends the connection; the completion resumes it, MHD calls on_access
  * again, and srv_req_wake answers (infer.c has the whole machine). The
@@ -24,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +194,18 @@ static void flight_add(srv_app_t *app, int delta)
     pthread_mutex_unlock(&app->flight_lock);
 }
 
+/* 413, naming the declared length if there is one. */
+static void respond_too_large(srv_req_t *r, const char *content_length)
+{
+    unsigned long long max = (unsigned long long)r->app->cfg.server.max_body_bytes;
+    if (content_length)
+        srv_respond_error(r, 413, "the request body (Content-Length %.32s) is larger than "
+                          "server.max_body (%llu bytes)", content_length, max);
+    else
+        srv_respond_error(r, 413, "the request body is larger than server.max_body (%llu bytes)",
+                          max);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version,
                                  const char *upload_data, size_t *upload_data_size,
@@ -206,7 +224,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         r->start_ns = fs_clock_now_ns();
         atomic_init(&r->state, SRV_REQ_IDLE);
         *con_cls = r;
-        /* A declared length past the bound is refused before any byte. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
@@ -216,37 +233,40 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             if (errno == 0 && end != cl && n > app->cfg.server.max_body_bytes)
                 r->too_large = true;
         }
-        if (r->too_large) {
-            r->dispatched = true;
-            srv_respond_error(r, 413, "the request body (Content-Length %s) is larger than "
-                              "server.max_body (%llu bytes)", cl,
-                              (unsigned long long)app->cfg.server.max_body_bytes);
+        const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                         MHD_HTTP_HEADER_EXPECT);
+        if (r->too_large && expect && strcasecmp(expect, "100-continue") == 0) {
+            r->dispatched = true; /* no byte of the body will come */
+            respond_too_large(r, cl);
         }
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (r->dispatched)
+        if (r->dispatched || r->too_large || r->unheld_bytes)
             return MHD_YES; /* a refused body is read and dropped */
         if (r->body.len + n > app->cfg.server.max_body_bytes) {
-            r->too_large = r->dispatched = true;
+            r->too_large = true;
             srv_buf_free(&r->body);
-            srv_respond_error(r, 413, "the request body is larger than server.max_body "
-                              "(%llu bytes)",
-                              (unsigned long long)app->cfg.server.max_body_bytes);
-            return MHD_YES;
-        }
-        if (srv_buf_append(&r->body, upload_data, n) != 0) {
-            r->dispatched = true;
+        } else if (srv_buf_append(&r->body, upload_data, n) != 0) {
+            r->unheld_bytes = r->body.len + n;
             srv_buf_free(&r->body);
-            srv_respond_error(r, 507, "out of host memory reading a %zu-byte body",
-                              r->body.len + n);
         }
         return MHD_YES;
     }
     if (srv_req_wake(r))
         return MHD_YES; /* resumed by its completion, and answered */
+    if (!r->dispatched && (r->too_large || r->unheld_bytes)) {
+        r->dispatched = true;
+        if (r->too_large)
+            respond_too_large(r, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                             MHD_HTTP_HEADER_CONTENT_LENGTH));
+        else
+            srv_respond_error(r, 507, "out of host memory reading a %zu-byte body",
+                              r->unheld_bytes);
+        return MHD_YES;
+    }
     if (!r->dispatched) {
         /* In flight from here: a body still arriving is no work the
          * graceful stop must wait for (a client that sent half a body and

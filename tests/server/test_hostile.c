@@ -970,7 +970,17 @@ static const hostile_t catalogue[] = {
     {"a chunked body", H_REQUEST, INFER, GOOD, .headers = {"Transfer-Encoding: chunked"},
      .status = 200},
     {"a declared body over max_body", H_REQUEST, INFER, .make = make_over_max_body,
-     .status = 413, .needle = "server.max_body"},
+     .status = 413, .needle = "the request body (Content-Length 1048583) is larger than "
+                              "server.max_body (1048576 bytes)"},
+    {"a declared body over max_body, waiting for 100 Continue", H_RAW,
+     .body = "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+             "Expect: 100-continue\r\nContent-Length: 1048577\r\n\r\n",
+     .raw = RAW_ANSWER, .status = 413,
+     .needle = "the request body (Content-Length 1048577) is larger than server.max_body"},
+
+    {"a chunked body over max_body", H_REQUEST, INFER, .make = make_over_max_body,
+     .headers = {"Transfer-Encoding: chunked"}, .status = 413,
+     .needle = "the request body is larger than server.max_body (1048576 bytes)"},
 
     /* A request too large for memory.limit_bytes, and one after it. */
     {"an encoder sequence past the memory limit", H_REQUEST, "POST",
