@@ -170,6 +170,12 @@ void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
 void srv_respond_error_header(srv_req_t *r, unsigned status, const char *header,
                               const char *value, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Header `name` of the request: *first its first value (NULL: absent),
+ * *other the first later value that differs from it (NULL: none -- given
+ * once, or repeated alike). Borrowed from MHD for the request. Cannot
+ * fail. */
+void srv_header_values(struct MHD_Connection *conn, const char *name, const char **first,
+                       const char **other);
 /* The error of an FS_E* code with this thread's fs_errmsg(). */
 void srv_respond_fs_error(srv_req_t *r, int code);
 /* The registry's index (caller frees with free), or, when

@@ -9,11 +9,15 @@
  * cannot be held, is read to its end and dropped, and answered (413, 507)
  * in that last call: libmicrohttpd cannot queue an answer while a body
  * arrives, and an answer queued before it (then the connection closes)
- * is often lost to the reset that closing a socket with unread bytes
+ * may be lost to the reset that closing a socket with unread bytes
  * sends. Only a client that declared a length past the bound and waits
- * for "100 Continue" is answered 413 at once, before any byte. A request handed to another thread (an inference to its
- * batcher, a load to its own thread) that cannot be answered at once
- * suspends the connection; the completion resumes it, MHD calls on_access
+ * for "100 Continue" is answered 413 at once, before any byte. Two
+ * different Content-Lengths are refused (400) at once too: the body's end
+ * is in doubt, and the connection closes.
+ *
+ * A request handed to another thread (an inference to its batcher, a load
+ * to its own thread) that cannot be answered at once suspends the
+ * connection; the completion resumes it, MHD calls on_access
  * again, and srv_req_wake answers (infer.c has the whole machine). The
  * responses -- plain, JSON, errors -- are written here too. on_completed
  * frees the context (also when the client went away) and, for a request in
@@ -194,6 +198,34 @@ static void flight_add(srv_app_t *app, int delta)
     pthread_mutex_unlock(&app->flight_lock);
 }
 
+/* The values of one header, gathered by MHD_get_connection_values. */
+typedef struct header_values {
+    const char *name;
+    const char *first, *other;
+} header_values_t;
+
+static enum MHD_Result header_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    header_values_t *h = cls;
+    if (!key || !value || strcasecmp(key, h->name) != 0)
+        return MHD_YES;
+    if (!h->first)
+        h->first = value;
+    else if (strcmp(h->first, value) != 0 && !h->other)
+        h->other = value;
+    return MHD_YES;
+}
+
+void srv_header_values(struct MHD_Connection *conn, const char *name, const char **first,
+                       const char **other)
+{
+    header_values_t h = {name, NULL, NULL};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, header_value, &h);
+    *first = h.first;
+    *other = h.other;
+}
+
 /* 413, naming the declared length if there is one. */
 static void respond_too_large(srv_req_t *r, const char *content_length)
 {
@@ -224,8 +256,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         r->start_ns = fs_clock_now_ns();
         atomic_init(&r->state, SRV_REQ_IDLE);
         *con_cls = r;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        /* Two lengths leave the body's end in doubt (libmicrohttpd would
+         * take the first): refused, and the connection closes. */
+        const char *cl, *other;
+        srv_header_values(conn, MHD_HTTP_HEADER_CONTENT_LENGTH, &cl, &other);
+        if (other) {
+            r->dispatched = true;
+            srv_respond_error(r, 400, "Content-Length is given twice, as '%.32s' and '%.32s'", cl,
+                              other);
+            return MHD_YES;
+        }
         if (cl) {
             char *end = NULL;
             errno = 0;

@@ -1004,6 +1004,10 @@ static const hostile_t catalogue[] = {
     {"200 connections dropped mid-header", H_RAW,
      .body = "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Le", .raw = RAW_HANG_UP,
      .repeat = 200},
+    {"Content-Length given twice, differing", H_RAW,
+     .body = "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+             "Content-Length: 4\r\nContent-Length: 5\r\n\r\n{\"in}",
+     .raw = RAW_ANSWER, .status = 400, .needle = "Content-Length is given twice, as '4' and '5'"},
     {"200 connections dropped before a byte", H_RAW, .body = "", .raw = RAW_HANG_UP,
      .repeat = 200},
     {"a request line of garbage", H_RAW, .body = "GARBAGE\r\n\r\n", .raw = RAW_ANSWER,
