@@ -292,6 +292,24 @@ static void make_many_outputs(srv_fixture_t *f, const hostile_t *h, hostile_msg_
     srv_buf_puts(&m->body, "{\"name\":\"ea5f\"}]}");
 }
 
+/* Raw bytes (NUL-terminated): a request with a header of 100 KB. */
+static void make_huge_header(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    srv_buf_puts(&m->body, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                           "X-Big: ");
+    for (int i = 0; i < 100000; i++)
+        srv_buf_append(&m->body, "a", 1);
+    srv_buf_append(&m->body, "\r\n\r\n", 5);
+}
+
+/* Raw bytes (NUL-terminated): a good inference request. */
+static void make_good_raw(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    srv_buf_printf(&m->body, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+                             "Content-Length: %zu\r\n\r\n%s", strlen(GOOD), GOOD);
+    srv_buf_append(&m->body, "", 1);
+}
+
 /* One byte over server.max_body. */
 static void make_over_max_body(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
 {
@@ -1008,6 +1026,20 @@ static const hostile_t catalogue[] = {
      .body = "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
              "Content-Length: 4\r\nContent-Length: 5\r\n\r\n{\"in}",
      .raw = RAW_ANSWER, .status = 400, .needle = "Content-Length is given twice, as '4' and '5'"},
+    {"a malformed chunk size", H_RAW,
+     .body = "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+             "Transfer-Encoding: chunked\r\n\r\nzz\r\n{\"in}\r\n0\r\n\r\n",
+     .raw = RAW_ANSWER, .status = 400, .needle = "chunked encoding was syntactically incorrect"},
+    {"HTTP/2's preface", H_RAW, .body = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", .raw = RAW_ANSWER,
+     .status = 505, .needle = "HTTP version is not supported"},
+    {"a 100 KB header", H_RAW, .make = make_huge_header, .raw = RAW_ANSWER, .status = 431,
+     .needle = "header was too big"},
+    {"a control character in the path", H_RAW,
+     .body = "GET /v2/models/ml\x01p/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+     .raw = RAW_ANSWER, .status = 400,
+     .needle = "model name 'ml\x01p' has a character other than"},
+    {"a whole request, gone before its answer", H_RAW, .make = make_good_raw,
+     .raw = RAW_HANG_UP, .repeat = 20},
     {"200 connections dropped before a byte", H_RAW, .body = "", .raw = RAW_HANG_UP,
      .repeat = 200},
     {"a request line of garbage", H_RAW, .body = "GARBAGE\r\n\r\n", .raw = RAW_ANSWER,
@@ -1163,12 +1195,13 @@ static void replay_request(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *
     free(r.body);
 }
 
-static void replay_raw(srv_fixture_t *f, const hostile_t *h)
+static void replay_raw(srv_fixture_t *f, const hostile_t *h, const hostile_msg_t *m)
 {
     for (int k = 0; k < (h->repeat ? h->repeat : 1); k++) {
         int fd = http_raw_open(f->port);
         cr_assert_geq(fd, 0, "%s: cannot connect", h->what);
-        cr_assert(http_raw_send(fd, h->body, strlen(h->body)), "%s: cannot send", h->what);
+        const char *bytes = h->make ? m->body.data : h->body;
+        cr_assert(http_raw_send(fd, bytes, strlen(bytes)), "%s: cannot send", h->what);
         if (h->raw == RAW_HANG_UP) {
             close(fd);
             continue;
@@ -1237,7 +1270,7 @@ static void replay_one(srv_fixture_t *f, const hostile_t *h)
         replay_request(f, h, &m);
         break;
     case H_RAW:
-        replay_raw(f, h);
+        replay_raw(f, h, &m);
         break;
     case H_MODEL:
         replay_model(f, h, &m);
