@@ -28,13 +28,39 @@
 #define MAX_BODY (1u << 20)       /* server.max_body */
 #define TIMEOUT_S 1               /* server.connection_timeout */
 
-/* mlp (the good traffic and most entries) and encoder (the out-of-memory
- * entry), with a short connection timeout and low limits. */
+static void write_model(srv_fixture_t *f, const char *model, mb_t *b, size_t keep,
+                        const void *extra, size_t n_extra);
+
+#define F ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+#define I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+
+/* "shaped": shapes that come from a request's data. "fill" (INT64 [2])
+ * -> ConstantOfShape -> "filled"; "x" (FLOAT [n]) reshaped to "to"
+ * (INT64 [2]) -> "reshaped". */
+static void write_shaped_model(srv_fixture_t *f)
+{
+    mb_t b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "fill", I64, 1, (int64_t[]){2}, NULL);
+    const char *sym[] = {"n", NULL};
+    mb_input(&b, "x", F, 1, (int64_t[]){-1}, sym);
+    mb_input(&b, "to", I64, 1, (int64_t[]){2}, NULL);
+    mb_node(&b, "ConstantOfShape", "fill", "fill", "filled");
+    mb_node(&b, "Reshape", "reshape", "x,to", "reshaped");
+    mb_output(&b, "filled", F, -1, NULL);
+    mb_output(&b, "reshaped", F, -1, NULL);
+    write_model(f, "shaped", &b, 0, NULL, 0);
+}
+
+/* mlp (the good traffic and most entries), encoder (the out-of-memory
+ * entry) and shaped (shapes from data), with a short connection timeout
+ * and low limits. */
 static void hostile_start(srv_fixture_t *f)
 {
     fixture_init(f);
     fixture_add_model(f, "mlp", "mlp", 1);
     fixture_add_model(f, "encoder", "encoder", 1);
+    write_shaped_model(f);
     f->cfg.memory.limit_bytes = LIMIT_BYTES;
     f->cfg.server.max_body_bytes = MAX_BODY;
     f->cfg.server.connection_timeout_ns = TIMEOUT_S * 1000000000ull;
@@ -310,6 +336,18 @@ static void make_good_raw(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m
     srv_buf_append(&m->body, "", 1);
 }
 
+/* shaped's "fill" as binary INT64 [2^62, 4], past what JSON holds. */
+static void make_fill_2p62(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    srv_buf_puts(&m->body, "{\"inputs\":[{\"name\":\"fill\",\"shape\":[2],\"datatype\":\"INT64\","
+                           "\"parameters\":{\"binary_data_size\":16}},{\"name\":\"x\",\"shape\":[4],"
+                           "\"datatype\":\"FP32\",\"data\":[1,2,3,4]},{\"name\":\"to\",\"shape\":[2],"
+                           "\"datatype\":\"INT64\",\"data\":[2,2]}]}");
+    snprintf(m->header, sizeof m->header, "Inference-Header-Content-Length: %zu", m->body.len);
+    const int64_t fill[2] = {INT64_C(1) << 62, 4};
+    srv_buf_append(&m->body, fill, sizeof fill);
+}
+
 /* One byte over server.max_body. */
 static void make_over_max_body(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
 {
@@ -375,8 +413,6 @@ static void make_long_path(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *
 }
 
 /* ---- model files ---------------------------------------------------------------------- */
-
-#define F ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
 
 /* REPO/<model>/1/model.onnx with the packed bytes of b (cut to `keep`
  * bytes when keep > 0, with `extra` bytes appended); frees b. */
@@ -587,8 +623,7 @@ static void make_fold_huge(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *
     mb_t b;
     mb_init(&b, 8, 13);
     mb_input(&b, "X", F, 2, (int64_t[]){1, 4}, NULL);
-    Onnx__TensorProto *shape = mb_tensor(&b, "S", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1,
-                                         (int64_t[]){2});
+    Onnx__TensorProto *shape = mb_tensor(&b, "S", I64, 1, (int64_t[]){2});
     mb_int64s(&b, shape, (int64_t[]){1ll << 20, 1ll << 20}, 2);
     mb_initializer(&b, shape);
     mb_node(&b, "ConstantOfShape", "big", "S", "B");
@@ -984,6 +1019,34 @@ static const hostile_t catalogue[] = {
     {"unloading an unknown model", H_REQUEST, "POST", "/v2/repository/models/ghost/unload",
      .status = 404, .needle = "ghost"},
 
+    /* Shapes from a request's data. */
+#define SHAPED_INFER "POST", "/v2/models/shaped/infer"
+#define SHAPED(FILL, X, TO) "{\"inputs\":[{\"name\":\"fill\",\"shape\":[2],\"datatype\":\"INT64\"," \
+    "\"data\":" FILL "},{\"name\":\"x\",\"shape\":[4],\"datatype\":\"FP32\",\"data\":" X "}," \
+    "{\"name\":\"to\",\"shape\":[2],\"datatype\":\"INT64\",\"data\":" TO "}]}"
+    {"shapes from data, one of them empty", H_REQUEST, SHAPED_INFER,
+     SHAPED("[0,3]", "[1,2,3,4]", "[0,-1]"), .status = 200},
+    {"a shape from data of 10^10 floats", H_REQUEST, SHAPED_INFER,
+     SHAPED("[100000,100000]", "[1,2,3,4]", "[2,2]"), .status = 507,
+     .needle = "out of memory on 'cpu': requested 37.25 GiB"},
+    {"a shape from data of 2^106 floats", H_REQUEST, SHAPED_INFER,
+     SHAPED("[9007199254740991,9007199254740991]", "[1,2,3,4]", "[2,2]"), .status = 507,
+     .needle = "is too large"},
+    {"a shape from binary data of 2^64 floats", H_REQUEST, SHAPED_INFER,
+     .make = make_fill_2p62, .status = 507, .needle = "is too large"},
+    {"a negative dim from data", H_REQUEST, SHAPED_INFER,
+     SHAPED("[-1,3]", "[1,2,3,4]", "[2,2]"), .status = 400,
+     .needle = "node 'fill' (ConstantOfShape): output dim 0 is -1"},
+    {"a reshape to another count", H_REQUEST, SHAPED_INFER,
+     SHAPED("[2,3]", "[1,2,3,4]", "[3,2]"), .status = 400,
+     .needle = "cannot reshape [4] (4 elements) to [3,2] (6 elements)"},
+    {"a reshape with two -1", H_REQUEST, SHAPED_INFER, SHAPED("[2,3]", "[1,2,3,4]", "[-1,-1]"),
+     .status = 400, .needle = "shape [-1,-1] has more than one -1"},
+    {"a reshape with -2", H_REQUEST, SHAPED_INFER, SHAPED("[2,3]", "[1,2,3,4]", "[-2,-2]"),
+     .status = 400, .needle = "dims must be >= -1"},
+    {"a reshape copying a dim the input lacks", H_REQUEST, SHAPED_INFER,
+     SHAPED("[2,3]", "[1,2,3,4]", "[-1,0]"), .status = 400, .needle = "copies dim 1"},
+
     /* Bodies over server.max_body. */
     {"a chunked body", H_REQUEST, INFER, GOOD, .headers = {"Transfer-Encoding: chunked"},
      .status = 200},
@@ -1333,8 +1396,8 @@ static void replay(hostile_kind_t kind)
     }
     cr_expect_str_eq(gauge, "flatserve_http_requests_in_flight 1",
                      "requests still in flight after the catalogue");
-    const char *loaded[] = {"mlp", "encoder"};
-    for (size_t i = 0; i < 2; i++) {
+    const char *loaded[] = {"mlp", "encoder", "shaped"};
+    for (size_t i = 0; i < 3; i++) {
         char path[96];
         snprintf(path, sizeof path, "/v2/repository/models/%s/unload", loaded[i]);
         http_resp_t r = http_post(f.port, path, "");
