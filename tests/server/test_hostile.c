@@ -906,7 +906,7 @@ static const hostile_t catalogue[] = {
      .status = 400, .needle = "max_batch_size"},
     {"no rows", H_REQUEST, INFER,
      WITH_INPUT("\"name\":\"input\",\"shape\":[0,64],\"datatype\":\"FP32\",\"data\":[]"),
-     .status = 4, .needle = "input"},
+     .status = 400, .needle = "input 'input' of model 'mlp' has no rows (shape [0,64])"},
 
     /* Unknown and duplicate names. */
     {"an unknown input", H_REQUEST, INFER,
@@ -985,7 +985,8 @@ static const hostile_t catalogue[] = {
     {"'..' as a model to load", H_REQUEST, "POST", "/v2/repository/models/../load",
      .status = 400, .needle = "'..' starts with '.'"},
     {"'../..' escaped as a model to load", H_REQUEST, "POST",
-     "/v2/repository/models/..%2F..%2Ftmp/load", .status = 4, .needle = "../../tmp"},
+     "/v2/repository/models/..%2F..%2Ftmp/load", .status = 404,
+     .needle = "no route POST /v2/repository/models/../../tmp/load"},
     {"a space in the model", H_REQUEST, "GET", "/v2/models/ml%20p/ready", .status = 400,
      .needle = "'ml p'"},
     {"a 200-byte model name", H_REQUEST, "GET", .make = make_long_name, .status = 400,
@@ -1033,7 +1034,7 @@ static const hostile_t catalogue[] = {
      SHAPED("[0,3]", "[1,2,3,4]", "[0,-1]"), .status = 200},
     {"a shape from data of 10^10 floats", H_REQUEST, SHAPED_INFER,
      SHAPED("[100000,100000]", "[1,2,3,4]", "[2,2]"), .status = 507,
-     .needle = "out of memory on 'cpu': requested 37.25 GiB"},
+     .needle = "out of memory on '"},
     {"a shape from data of 2^106 floats", H_REQUEST, SHAPED_INFER,
      SHAPED("[9007199254740991,9007199254740991]", "[1,2,3,4]", "[2,2]"), .status = 507,
      .needle = "is too large"},
@@ -1063,7 +1064,6 @@ static const hostile_t catalogue[] = {
              "Expect: 100-continue\r\nContent-Length: 1048577\r\n\r\n",
      .raw = RAW_ANSWER, .status = 413,
      .needle = "the request body (Content-Length 1048577) is larger than server.max_body"},
-
     {"a chunked body over max_body", H_REQUEST, INFER, .make = make_over_max_body,
      .headers = {"Transfer-Encoding: chunked"}, .status = 413,
      .needle = "the request body is larger than server.max_body (1048576 bytes)"},
@@ -1252,9 +1252,9 @@ static void replay_request(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *
         headers[n++] = h->headers[i];
     if (m->header[0])
         headers[n++] = m->header;
-    uint64_t t0 = http_raw_now_ms();
     if (!body && strcmp(h->method, "GET") != 0)
         body = ""; /* a POST, PUT, ... with an empty body */
+    uint64_t t0 = http_raw_now_ms();
     http_resp_t r = http_do(f->port, h->method, path, body, len, headers);
     uint64_t took_ms = http_raw_now_ms() - t0;
     expect_answer(h, &r, true);
@@ -1285,7 +1285,8 @@ static void replay_raw(srv_fixture_t *f, const hostile_t *h, const hostile_msg_t
             cr_expect_geq(http_raw_now_ms() - t0, TIMEOUT_S * 1000 - 100,
                           "%s: closed before the connection timeout", h->what);
         } else {
-            expect_answer(h, &r, strstr(r.body, "\"error\"") != NULL);
+            /* The server's answers are JSON; libmicrohttpd's own, HTML. */
+            expect_answer(h, &r, r.body[0] == '{');
         }
         free(r.body);
     }
@@ -1415,7 +1416,7 @@ static void replay(hostile_kind_t kind)
     fixture_stop(&f);
 }
 
-TestSuite(hostile, .timeout = 240);
+TestSuite(hostile, .timeout = 120);
 
 Test(hostile, bad_requests_are_refused_naming_the_problem_and_lose_no_good_request)
 {
