@@ -120,7 +120,8 @@ typedef struct srv_req {
     const char *url;              /* MHD's, valid for the request */
     const char *method;
     srv_buf_t body;
-    bool too_large;
+    bool too_large;               /* the body is past server.max_body: dropped, 413 */
+    size_t unheld_bytes;          /* the body's length when it could not be held: dropped, 507 */
     bool dispatched;
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
     uint64_t start_ns;
@@ -135,6 +136,7 @@ typedef struct srv_route_args {
     char model[ENG_MODEL_NAME_MAX]; /* "" when the route has no {m} */
     int64_t version;              /* -1: none in the path */
     const char *bad_version;      /* a {v} that is not a number (dispatch refuses it) */
+    const char *bad_model;        /* a {m} too long for `model` (dispatch refuses it) */
 } srv_route_args_t;
 
 /* A route's handler: answers, or hands the request off (infer.c's machine). */
@@ -168,6 +170,12 @@ void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
 void srv_respond_error_header(srv_req_t *r, unsigned status, const char *header,
                               const char *value, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Header `name` of the request: *first its first value (NULL: absent),
+ * *other the first later value that differs from it (NULL: none -- given
+ * once, or repeated alike). Borrowed from MHD for the request. Cannot
+ * fail. */
+void srv_header_values(struct MHD_Connection *conn, const char *name, const char **first,
+                       const char **other);
 /* The error of an FS_E* code with this thread's fs_errmsg(). */
 void srv_respond_fs_error(srv_req_t *r, int code);
 /* The registry's index (caller frees with free), or, when

@@ -5,11 +5,14 @@
  * remembered in `failed`, so a writer that chains many appends (the
  * metrics) may check once at the end; nothing is ever silently dropped.
  *
- * The escaper writes what RFC 8259 requires and no more: the quote, the
- * backslash and the control characters below 0x20 (the five with a short
- * form in it, the rest as \u00XX). Bytes from 0x80 pass through, so UTF-8
- * stays UTF-8; the server never checks that a string is valid UTF-8 (model
- * names and ids come from places that already did, or are echoed back). */
+ * The escaper writes what RFC 8259 requires: the quote, the backslash and
+ * the control characters below 0x20 (the five with a short form in it, the
+ * rest as \u00XX) escaped, and UTF-8 text. Valid UTF-8 passes through; a
+ * byte that starts no valid sequence is written \ufffd, the replacement
+ * character. The strings it writes are often a client's own bytes echoed
+ * back (an id, an unknown input's name in an error), which cJSON never
+ * checked, or a message that cut such a name at a byte count ("%.64s"), so
+ * without this an answer could be JSON a strict reader refuses. */
 #include "server/buf.h"
 
 #include <stdarg.h>
@@ -80,6 +83,30 @@ int srv_buf_printf(srv_buf_t *b, const char *fmt, ...)
     return rc;
 }
 
+/* The length of the valid UTF-8 sequence at c (1 to 4; 1 for ASCII), or 0
+ * when c starts none (RFC 3629: no overlong forms, no surrogates, nothing
+ * past U+10FFFF). */
+static size_t utf8_sequence(const unsigned char *c, const unsigned char *end)
+{
+    size_t n = (size_t)(end - c);
+    if (c[0] < 0x80)
+        return 1;
+    if (c[0] >= 0xc2 && c[0] <= 0xdf)
+        return n >= 2 && (c[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c[0] >= 0xe0 && c[0] <= 0xef) {
+        unsigned char lo = c[0] == 0xe0 ? 0xa0 : 0x80, hi = c[0] == 0xed ? 0x9f : 0xbf;
+        return n >= 3 && c[1] >= lo && c[1] <= hi && (c[2] & 0xc0) == 0x80 ? 3 : 0;
+    }
+    if (c[0] >= 0xf0 && c[0] <= 0xf4) {
+        unsigned char lo = c[0] == 0xf0 ? 0x90 : 0x80, hi = c[0] == 0xf4 ? 0x8f : 0xbf;
+        return n >= 4 && c[1] >= lo && c[1] <= hi && (c[2] & 0xc0) == 0x80 &&
+                       (c[3] & 0xc0) == 0x80
+                   ? 4
+                   : 0;
+    }
+    return 0;
+}
+
 int srv_buf_json_string(srv_buf_t *b, const char *s)
 {
     return srv_buf_json_string_n(b, s, strlen(s));
@@ -114,8 +141,20 @@ int srv_buf_json_string_n(srv_buf_t *b, const char *s, size_t n)
                 p[4] = hex[*c >> 4];
                 p[5] = hex[*c & 15];
                 p += 6;
-            } else {
+            } else if (*c < 0x80) {
                 *p++ = (char)*c;
+            } else {
+                /* A sequence of k bytes writes k, an invalid byte 6: the
+                 * reservation's 6 per byte holds either way. */
+                size_t k = utf8_sequence(c, end);
+                if (k == 0) {
+                    memcpy(p, "\\ufffd", 6);
+                    p += 6;
+                } else {
+                    memcpy(p, c, k);
+                    p += k;
+                    c += k - 1;
+                }
             }
         }
     }

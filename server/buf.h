@@ -34,8 +34,9 @@ int srv_buf_printf(srv_buf_t *b, const char *fmt, ...) __attribute__((format(pri
 
 /* Appends s as a JSON string, quotes included: '"' and '\\' escaped,
  * \b \f \n \r \t in their short forms, every other byte below 0x20 as
- * \u00XX; bytes from 0x20 up (UTF-8 included) pass through as they are.
- * 0, or FS_ENOMEM with `failed` set and nothing appended. */
+ * \u00XX; other ASCII and valid UTF-8 pass through as they are, and a byte
+ * that starts no valid UTF-8 sequence is written \ufffd. 0, or FS_ENOMEM
+ * with `failed` set and nothing appended. */
 int srv_buf_json_string(srv_buf_t *b, const char *s);
 /* The same for the n bytes at s, which may hold NULs (written \u0000). */
 int srv_buf_json_string_n(srv_buf_t *b, const char *s, size_t n);

@@ -4,11 +4,20 @@
  *
  * The life of a request: MHD calls on_access first with no body (a context
  * is made), then with each piece of the body (copied, up to
- * server.max_body: past it the answer is 413 at once and the connection
- * closes), then once with none left: the request counts as in flight and
- * srv_route runs. A request handed to another thread (an inference to its
- * batcher, a load to its own thread) that cannot be answered at once
- * suspends the connection; the completion resumes it, MHD calls on_access
+ * server.max_body), then once with none left: the request counts as in
+ * flight and srv_route runs. A body past server.max_body, or one that
+ * cannot be held, is read to its end and dropped, and answered (413, 507)
+ * in that last call: libmicrohttpd cannot queue an answer while a body
+ * arrives, and an answer queued before it (then the connection closes)
+ * may be lost to the reset that closing a socket with unread bytes
+ * sends. Only a client that declared a length past the bound and waits
+ * for "100 Continue" is answered 413 at once, before any byte. Two
+ * different Content-Lengths are refused (400) at once too: the body's end
+ * is in doubt, and the connection closes.
+ *
+ * A request handed to another thread (an inference to its batcher, a load
+ * to its own thread) that cannot be answered at once suspends the
+ * connection; the completion resumes it, MHD calls on_access
  * again, and srv_req_wake answers (infer.c has the whole machine). The
  * responses -- plain, JSON, errors -- are written here too. on_completed
  * frees the context (also when the client went away) and, for a request in
@@ -24,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +198,46 @@ static void flight_add(srv_app_t *app, int delta)
     pthread_mutex_unlock(&app->flight_lock);
 }
 
+/* The values of one header, gathered by MHD_get_connection_values. */
+typedef struct header_values {
+    const char *name;
+    const char *first, *other;
+} header_values_t;
+
+static enum MHD_Result header_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    header_values_t *h = cls;
+    if (!key || !value || strcasecmp(key, h->name) != 0)
+        return MHD_YES;
+    if (!h->first)
+        h->first = value;
+    else if (strcmp(h->first, value) != 0 && !h->other)
+        h->other = value;
+    return MHD_YES;
+}
+
+void srv_header_values(struct MHD_Connection *conn, const char *name, const char **first,
+                       const char **other)
+{
+    header_values_t h = {name, NULL, NULL};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, header_value, &h);
+    *first = h.first;
+    *other = h.other;
+}
+
+/* 413, naming the declared length if there is one. */
+static void respond_too_large(srv_req_t *r, const char *content_length)
+{
+    unsigned long long max = (unsigned long long)r->app->cfg.server.max_body_bytes;
+    if (content_length)
+        srv_respond_error(r, 413, "the request body (Content-Length %.32s) is larger than "
+                          "server.max_body (%llu bytes)", content_length, max);
+    else
+        srv_respond_error(r, 413, "the request body is larger than server.max_body (%llu bytes)",
+                          max);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version,
                                  const char *upload_data, size_t *upload_data_size,
@@ -206,9 +256,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         r->start_ns = fs_clock_now_ns();
         atomic_init(&r->state, SRV_REQ_IDLE);
         *con_cls = r;
-        /* A declared length past the bound is refused before any byte. */
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        /* Two lengths leave the body's end in doubt (libmicrohttpd would
+         * take the first): refused, and the connection closes. */
+        const char *cl, *other;
+        srv_header_values(conn, MHD_HTTP_HEADER_CONTENT_LENGTH, &cl, &other);
+        if (other) {
+            r->dispatched = true;
+            srv_respond_error(r, 400, "Content-Length is given twice, as '%.32s' and '%.32s'", cl,
+                              other);
+            return MHD_YES;
+        }
         if (cl) {
             char *end = NULL;
             errno = 0;
@@ -216,37 +273,40 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             if (errno == 0 && end != cl && n > app->cfg.server.max_body_bytes)
                 r->too_large = true;
         }
-        if (r->too_large) {
-            r->dispatched = true;
-            srv_respond_error(r, 413, "the request body (Content-Length %s) is larger than "
-                              "server.max_body (%llu bytes)", cl,
-                              (unsigned long long)app->cfg.server.max_body_bytes);
+        const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                         MHD_HTTP_HEADER_EXPECT);
+        if (r->too_large && expect && strcasecmp(expect, "100-continue") == 0) {
+            r->dispatched = true; /* no byte of the body will come */
+            respond_too_large(r, cl);
         }
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (r->dispatched)
+        if (r->dispatched || r->too_large || r->unheld_bytes)
             return MHD_YES; /* a refused body is read and dropped */
         if (r->body.len + n > app->cfg.server.max_body_bytes) {
-            r->too_large = r->dispatched = true;
+            r->too_large = true;
             srv_buf_free(&r->body);
-            srv_respond_error(r, 413, "the request body is larger than server.max_body "
-                              "(%llu bytes)",
-                              (unsigned long long)app->cfg.server.max_body_bytes);
-            return MHD_YES;
-        }
-        if (srv_buf_append(&r->body, upload_data, n) != 0) {
-            r->dispatched = true;
+        } else if (srv_buf_append(&r->body, upload_data, n) != 0) {
+            r->unheld_bytes = r->body.len + n;
             srv_buf_free(&r->body);
-            srv_respond_error(r, 507, "out of host memory reading a %zu-byte body",
-                              r->body.len + n);
         }
         return MHD_YES;
     }
     if (srv_req_wake(r))
         return MHD_YES; /* resumed by its completion, and answered */
+    if (!r->dispatched && (r->too_large || r->unheld_bytes)) {
+        r->dispatched = true;
+        if (r->too_large)
+            respond_too_large(r, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                             MHD_HTTP_HEADER_CONTENT_LENGTH));
+        else
+            srv_respond_error(r, 507, "out of host memory reading a %zu-byte body",
+                              r->unheld_bytes);
+        return MHD_YES;
+    }
     if (!r->dispatched) {
         /* In flight from here: a body still arriving is no work the
          * graceful stop must wait for (a client that sent half a body and

@@ -57,7 +57,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -209,38 +208,19 @@ static int submit(srv_req_t *r, const srv_route_args_t *a)
 
 #define HEADER_LENGTH_NAME "Inference-Header-Content-Length"
 
-/* The first value of the header and the first that differs from it. */
-typedef struct header_values {
-    const char *first, *other;
-} header_values_t;
-
-static enum MHD_Result header_length_value(void *cls, enum MHD_ValueKind kind, const char *key,
-                                           const char *value)
-{
-    header_values_t *h = cls;
-    if (!key || !value || strcasecmp(key, HEADER_LENGTH_NAME) != 0)
-        return MHD_YES;
-    if (!h->first)
-        h->first = value;
-    else if (strcmp(h->first, value) != 0 && !h->other)
-        h->other = value;
-    return MHD_YES;
-}
-
 /* The Inference-Header-Content-Length header (Triton's binary extension):
  * 0 and *out (0 when absent), or -1 having answered 400 (not digits alone,
  * out of the body's range, or given twice with two values). */
 static int header_length(srv_req_t *r, size_t *out)
 {
     *out = 0;
-    header_values_t h = {NULL, NULL};
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, header_length_value, &h);
-    const char *hl = h.first;
+    const char *hl, *other;
+    srv_header_values(r->conn, HEADER_LENGTH_NAME, &hl, &other);
     if (!hl)
         return 0;
-    if (h.other) {
+    if (other) {
         srv_respond_error(r, 400, HEADER_LENGTH_NAME " is given twice, as '%s' and '%s'", hl,
-                          h.other);
+                          other);
         return -1;
     }
     char *end = NULL;

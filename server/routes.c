@@ -12,8 +12,8 @@
  * 404. Admin routes need "Authorization: Bearer <token>" when
  * server.admin_token is set (401 otherwise; the comparison takes the same
  * time wherever the tokens differ). A {v} that is not a non-negative number
- * is 400, a {m} that is not a valid model name is 400, before any handler
- * runs. */
+ * is 400, a {m} that is not a valid model name (too long included) is 400,
+ * before any handler runs. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,16 +56,13 @@ static const route_t routes[] = {
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 #define MAX_SEGS 8
 
-/* Splits a path into at most MAX_SEGS segments in `buf`; -1 if more, or an
- * empty segment ("//", a trailing "/"). */
-static int split_path(const char *url, char *buf, size_t len, char *segs[MAX_SEGS])
+/* Splits a path (a copy of the URL, written in place) into at most
+ * MAX_SEGS segments; -1 if more, or an empty segment ("//", a trailing
+ * "/"). */
+static int split_path(char *buf, char *segs[MAX_SEGS])
 {
-    while (*url == '/')
-        url++;
-    size_t n_url = strlen(url);
-    if (n_url >= len)
-        return -1;
-    memcpy(buf, url, n_url + 1);
+    while (*buf == '/')
+        buf++;
     int n = 0;
     if (!*buf)
         return 0;
@@ -97,8 +94,9 @@ static bool route_match(const route_t *rt, char *const *segs, int n, srv_route_a
         size_t len = slash ? (size_t)(slash - p) : strlen(p);
         if (len == 3 && memcmp(p, "{m}", 3) == 0) {
             if (strlen(segs[i]) >= sizeof a.model)
-                return false;
-            strcpy(a.model, segs[i]);
+                a.bad_model = segs[i]; /* dispatch says why */
+            else
+                strcpy(a.model, segs[i]);
         } else if (len == 3 && memcmp(p, "{v}", 3) == 0) {
             /* Digits only: strtoll alone would take "+1", " 1" and "-0". */
             const char *s = segs[i];
@@ -137,9 +135,15 @@ static bool token_ok(const srv_app_t *app, const char *auth)
 
 void srv_route(srv_req_t *r)
 {
-    char path[1024];
+    /* A copy of any length: a long path is routed like a short one, so a
+     * name too long for a model is refused as such, not as no route. */
+    char *path = strdup(r->url);
+    if (!path) {
+        srv_respond_error(r, 507, "out of host memory routing a %zu-byte path", strlen(r->url));
+        return;
+    }
     char *segs[MAX_SEGS];
-    int n = split_path(r->url, path, sizeof path, segs);
+    int n = split_path(path, segs);
     const route_t *hit = NULL;
     srv_route_args_t args = {.version = -1};
     char allow[64] = "";
@@ -156,29 +160,24 @@ void srv_route(srv_req_t *r)
             snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
                      allow[0] ? ", " : "", routes[i].method);
     }
-    if (!hit && allow[0]) {
+    const char *model = args.bad_model ? args.bad_model : args.model;
+    int rc;
+    if (!hit && allow[0])
         srv_respond_error_header(r, 405, MHD_HTTP_HEADER_ALLOW, allow,
                                  "%.16s is not allowed here; use %s", r->method, allow);
-        return;
-    }
-    if (!hit) {
+    else if (!hit)
         srv_respond_error(r, 404, "no route %s %s", r->method, r->url);
-        return;
-    }
-    if (hit->admin &&
-        !token_ok(r->app, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                      MHD_HTTP_HEADER_AUTHORIZATION))) {
+    else if (hit->admin &&
+             !token_ok(r->app, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                           MHD_HTTP_HEADER_AUTHORIZATION)))
         srv_respond_error(r, 401, "%s needs \"Authorization: Bearer <server.admin_token>\"",
                           r->url);
-        return;
-    }
-    if (args.bad_version) {
-        srv_respond_error(r, 400, "version '%s' is not a non-negative number", args.bad_version);
-        return;
-    }
-    if (args.model[0] && eng_registry_check_name(args.model) != 0) {
-        srv_respond_fs_error(r, FS_EINVAL);
-        return;
-    }
-    hit->handle(r, &args);
+    else if (args.bad_version)
+        srv_respond_error(r, 400, "version '%.40s%s' is not a non-negative number",
+                          args.bad_version, strlen(args.bad_version) > 40 ? "..." : "");
+    else if (model[0] && (rc = eng_registry_check_name(model)) != 0)
+        srv_respond_fs_error(r, rc);
+    else
+        hit->handle(r, &args);
+    free(path);
 }

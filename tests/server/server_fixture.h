@@ -41,6 +41,18 @@ static void fixture_add_model(srv_fixture_t *f, const char *name, const char *de
     cr_assert_eq(symlink(target, link), 0, "symlink %s", link);
 }
 
+/* Makes the directory REPO/<rel> (its parent must exist; one that exists
+ * already is fine). */
+static inline void fixture_mkdir(srv_fixture_t *f, const char *rel)
+{
+    char dir[PATH_MAX + 256];
+    snprintf(dir, sizeof dir, "%s/%s", f->repo, rel);
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        return;
+    cr_assert_eq(mkdir(dir, 0755), 0, "mkdir %s", dir);
+}
+
 /* Writes REPO/<name>/<rel> with `text`. */
 static void fixture_write(srv_fixture_t *f, const char *name, const char *rel, const char *text,
                           size_t len)

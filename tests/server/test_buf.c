@@ -125,17 +125,33 @@ Test(srv_buf, json_string_n_escapes_embedded_nuls)
     free(s);
 }
 
-Test(srv_buf, json_string_of_every_byte_reads_back_the_same)
+Test(srv_buf, json_string_of_every_ascii_byte_reads_back_the_same)
 {
-    char in[256];
-    for (int i = 1; i < 256; i++)
+    char in[128];
+    for (int i = 1; i < 128; i++)
         in[i - 1] = (char)i;
-    in[255] = '\0';
+    in[127] = '\0';
     char *s = escaped(in);
     cJSON *doc = cJSON_Parse(s);
     cr_assert(cJSON_IsString(doc), "%s does not parse as a JSON string", s);
     cr_expect_str_eq(doc->valuestring, in);
     cJSON_Delete(doc);
+    free(s);
+}
+
+Test(srv_buf, json_string_writes_a_byte_that_starts_no_utf8_sequence_as_ufffd)
+{
+    for (int i = 0x80; i < 0x100; i++) {
+        char in[2] = {(char)i, '\0'};
+        char *s = escaped(in);
+        cr_expect_str_eq(s, "\"\\ufffd\"", "byte 0x%02x alone: %s", i, s);
+        free(s);
+    }
+    /* Overlong, a surrogate, past U+10FFFF, cut short at the end: each
+     * bad byte once; the valid sequences around them pass. */
+    char *s = escaped("a\xc0\x80" "b\xed\xa0\x80\xf4\x90\x80\x80\xc3\xa9\xe2\x82");
+    cr_expect_str_eq(s, "\"a\\ufffd\\ufffdb\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
+                        "\xc3\xa9\\ufffd\\ufffd\"", "%s", s);
     free(s);
 }
 
