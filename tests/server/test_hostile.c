@@ -576,6 +576,38 @@ static void make_empty_output_name(srv_fixture_t *f, const hostile_t *h, hostile
     write_model(f, h->model, &b, 0, NULL, 0);
 }
 
+/* Gemm whose required B is named "". */
+static void make_empty_required_input(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    mb_t b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "A", F, 2, (int64_t[]){2, 2}, NULL);
+    mb_node(&b, "Gemm", "gemm", "A,", "Y");
+    mb_output(&b, "Y", F, 2, (int64_t[]){2, 2});
+    write_model(f, h->model, &b, 0, NULL, 0);
+}
+
+/* Softmax with `axis` as a string, then with an attribute ONNX does not define. */
+static void make_attribute_wrong_type(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    mb_t b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F, 2, (int64_t[]){2, 2}, NULL);
+    mb_attr_s(&b, mb_node(&b, "Softmax", "soft", "X", "Y"), "axis", "-1");
+    mb_output(&b, "Y", F, 2, (int64_t[]){2, 2});
+    write_model(f, h->model, &b, 0, NULL, 0);
+}
+
+static void make_attribute_unknown(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
+{
+    mb_t b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F, 2, (int64_t[]){2, 2}, NULL);
+    mb_attr_i(&b, mb_node(&b, "Relu", "relu", "X", "Y"), "alpha", 3);
+    mb_output(&b, "Y", F, 2, (int64_t[]){2, 2});
+    write_model(f, h->model, &b, 0, NULL, 0);
+}
+
 static void make_undefined_output(srv_fixture_t *f, const hostile_t *h, hostile_msg_t *m)
 {
     mb_t b;
@@ -1139,7 +1171,7 @@ static const hostile_t catalogue[] = {
      .make = make_initializer_huge, .status = 400, .needle = "needs 17592186044416"},
     {"a constant of 4 TiB folded at load", H_MODEL, .model = "bad_fold_huge",
      .make = make_fold_huge, .status = 507,
-     .needle = "out of memory folding a 4398046511104-byte constant"},
+     .needle = "constant folding needs a 4.00 TiB constant"},
     {"external data at '..'", H_MODEL, .model = "bad_external_dotdot",
      .make = make_external_dotdot, .status = 400, .needle = "contains '..'"},
     {"external data at an absolute path", H_MODEL, .model = "bad_external_absolute",
@@ -1151,9 +1183,16 @@ static const hostile_t catalogue[] = {
     {"a graph output nothing makes", H_MODEL, .model = "bad_graph_output",
      .make = make_undefined_output, .status = 400, .needle = "nowhere"},
     {"a node with no output", H_MODEL, .model = "bad_no_output",
-     .make = make_node_without_output, .status = 4, .needle = "has no output"},
+     .make = make_node_without_output, .status = 4, .needle = "has 0 outputs, but Relu-13 takes exactly 1"},
     {"output 0 named \"\"", H_MODEL, .model = "bad_empty_output",
-     .make = make_empty_output_name, .status = 4, .needle = "empty name for output 0"},
+     .make = make_empty_output_name, .status = 4, .needle = "output 0 (Y) is required but has an empty name"},
+    {"a required input named \"\"", H_MODEL, .model = "bad_empty_input",
+     .make = make_empty_required_input, .status = 400,
+     .needle = "input 1 (B) is required but has an empty name"},
+    {"an attribute of the wrong type", H_MODEL, .model = "bad_attr_type",
+     .make = make_attribute_wrong_type, .status = 400, .needle = "'axis'"},
+    {"an attribute the op does not define", H_MODEL, .model = "bad_attr_unknown",
+     .make = make_attribute_unknown, .status = 400, .needle = "'alpha' is not defined by Relu"},
     {"a config.json cut short", H_MODEL, .model = "bad_config_json",
      .make = make_bad_config_json, .status = 400, .needle = "config.json: not valid JSON"},
     {"an unknown config key", H_MODEL, .model = "bad_config", .make = make_unknown_config_key,
