@@ -1,8 +1,9 @@
 /* onnx_schema.c -- a node of a list.h op against the op's ONNX schema, at
  * load: what ONNX's checker (OpSchema::Verify) checks, and one thing more.
  *
- * Checked, in this order, the first problem failing the node: the op has a
- * version at the model's opset; the input count is within [min, max]; no
+ * Checked, in this order, the first problem failing the node (an op that
+ * ONNX defines only from an opset after the model's is read as that first
+ * version, with a warning): the input count is within [min, max]; no
  * required input slot (a Single parameter, or one of a variadic's first
  * min_arity slots) is named ""; the same for outputs; each attribute is
  * named once, is one the schema defines, and has the schema's type; each
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "engine/onnx_impl.h"
 #include "engine/op_schema.h"
 
@@ -131,9 +133,16 @@ int onnx_schema_check(const Onnx__NodeProto *np, eng_op_id_t id, int opset, cons
         return fs_err(FS_ENOTSUP, "%s (%s): flatserve's schema table has no entry for %s "
                       "(engine/ops/schema.inc predates the op: run tools/gen_op_schema.py)", nl,
                       op, op);
-    if (!s)
-        return fs_err(FS_EINVAL, "%s (%s): ONNX defines %s from opset %d; the model imports "
-                      "opset %d", nl, op, op, first->since_version, opset);
+    /* An op newer than the model's opset: ONNX Runtime's transformer
+     * optimizer writes LayerNormalization into opset 11..16 models, and ONNX
+     * Runtime (so Triton) loads them, reading the op as its first standard
+     * version defines it. So does flatserve, saying so. */
+    if (!s) {
+        s = first;
+        FS_LOG_W("load", "%s (%s): ONNX defines %s from opset %d and the model imports opset %d: "
+                 "read as %s-%d", nl, op, op, first->since_version, opset, op,
+                 first->since_version);
+    }
     char note[160];
     newer_note(note, sizeof note, opset);
     int rc = check_values(nl, op, "input", np->input, np->n_input, s->min_inputs, s->max_inputs,
