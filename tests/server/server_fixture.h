@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "server/app.h"
+#include "server/buf.h"
 #include "server/codec.h"
 #include "tests/server/http_client.h"
 
@@ -87,6 +88,17 @@ static void fixture_start(srv_fixture_t *f)
     cr_assert_eq(rc, 0, "srv_app_start: %s", fs_errmsg());
     f->port = srv_app_port(f->app);
     cr_assert_gt(f->port, 0);
+}
+
+/* A JSON request whose FP32 input `name` has the shape `shape` ("1,8,64")
+ * of n elements, every one 0.5. */
+static inline void fixture_body_halves(srv_buf_t *b, const char *name, const char *shape, size_t n)
+{
+    srv_buf_printf(b, "{\"inputs\":[{\"name\":\"%s\",\"shape\":[%s],\"datatype\":\"FP32\","
+                      "\"data\":[", name, shape);
+    for (size_t i = 0; i < n; i++)
+        srv_buf_append(b, i ? ",0.5" : "0.5", i ? 4 : 3);
+    srv_buf_append(b, "]}]}", 5);
 }
 
 static void rm_tree(const char *path)

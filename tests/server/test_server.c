@@ -474,11 +474,9 @@ Test(srv_config, a_body_over_max_body_is_413, .timeout = 60)
 /* A transformer request of `rows` rows of 0.5. */
 static void transformer_body(srv_buf_t *b, int rows)
 {
-    srv_buf_printf(b, "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,64,64],"
-                      "\"datatype\":\"FP32\",\"data\":[", rows);
-    for (int i = 0; i < rows * 64 * 64; i++)
-        srv_buf_append(b, i ? ",0.5" : "0.5", i ? 4 : 3);
-    srv_buf_append(b, "]}]}", 5);
+    char shape[32];
+    snprintf(shape, sizeof shape, "%d,64,64", rows);
+    fixture_body_halves(b, "embeddings", shape, (size_t)rows * 64 * 64);
 }
 
 Test(srv_config, device_oom_fails_the_request_not_the_server, .timeout = 60)

@@ -77,11 +77,9 @@ Test(srv_memory, the_default_limit_is_a_fraction_of_what_the_process_may_use, .t
 /* An encoder request of [1, seq, 64] with every element 0.5. */
 static void encoder_body(srv_buf_t *b, int seq)
 {
-    srv_buf_printf(b, "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,%d,64],"
-                      "\"datatype\":\"FP32\",\"data\":[", seq);
-    for (int i = 0; i < seq * 64; i++)
-        srv_buf_append(b, i ? ",0.5" : "0.5", i ? 4 : 3);
-    srv_buf_append(b, "]}]}", 5);
+    char shape[32];
+    snprintf(shape, sizeof shape, "1,%d,64", seq);
+    fixture_body_halves(b, "embeddings", shape, (size_t)seq * 64);
 }
 
 Test(srv_memory, a_request_whose_plan_cannot_fit_is_refused_before_it_runs, .timeout = 60)
