@@ -392,15 +392,15 @@ static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
 {
     const eng_node_t *n = ctx->node;
     if (!hv)
-        return n->op->infer(ctx);
+        return eng_op_infer(ctx);
     infer_views(rs, n, iv, hv);
-    int rc = n->op->infer(ctx);
+    int rc = eng_op_infer(ctx);
     if (rc == FS_EDYNAMIC) {
         run_views(p, rs, n, storage);
         if ((rc = mirror_inputs(p, rs, n, hv, mirror)) != 0)
             return rc;
         infer_views(rs, n, iv, hv);
-        rc = n->op->infer(ctx);
+        rc = eng_op_infer(ctx);
     }
     run_views(p, rs, n, storage);
     ctx->host_inputs = host_views(rs, n, hv);

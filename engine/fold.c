@@ -27,7 +27,7 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
     }
     eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs, .inputs = ins,
                         .n_outputs = n->n_outputs, .outputs = outs, .n_threads = 1};
-    int rc = n->op->infer(&ctx);
+    int rc = eng_op_infer(&ctx);
     int made = 0;
     for (int o = 0; o < n->n_outputs && rc == 0; o++, made++) {
         if (!outs[o])

@@ -141,6 +141,12 @@ static inline void eng_ctx_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const
         c->outputs[i]->shape = *s;
     }
 }
+/* Runs the node's infer (c->node->op) and checks each output shape it set
+ * with eng_shape_bounded: the one entry to shape inference for the
+ * planner, folding and the dynamic executor. 0, infer's error, or
+ * FS_ENOMEM naming the output whose shape passes ENG_NUMEL_MAX (no
+ * allocation could hold it, and arithmetic on its dims could overflow). */
+int eng_op_infer(eng_op_ctx_t *c);
 /* Sets fs_err(code, "<node name> (<op>): <message>") and returns code. */
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -49,6 +49,22 @@ int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
                   n ? n->op_type : "?", detail);
 }
 
+int eng_op_infer(eng_op_ctx_t *c)
+{
+    int rc = c->node->op->infer(c);
+    for (int o = 0; rc == 0 && o < c->n_outputs; o++) {
+        const eng_tensor_t *t = c->outputs[o];
+        if (!t || eng_shape_bounded(&t->shape))
+            continue;
+        char shape[96];
+        eng_shape_format(&t->shape, shape, sizeof shape);
+        rc = eng_op_err(c, FS_ENOMEM, "output %d would be %s %s, more than the %lld elements "
+                        "a tensor may hold", o, eng_dtype_name(t->dtype), shape,
+                        (long long)ENG_NUMEL_MAX);
+    }
+    return rc;
+}
+
 int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *allowed)
 {
     const eng_tensor_t *t = eng_ctx_in(c, input);

@@ -112,7 +112,7 @@ static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
         eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
                             .inputs = ins, .n_outputs = n->n_outputs, .outputs = outs,
                             .n_threads = p->n_threads, .instance = p->inst};
-        rc = n->op->infer(&ctx);
+        rc = eng_op_infer(&ctx);
         if (rc == FS_EDYNAMIC) {
             FS_LOG_D("engine", "plan is dynamic: %s", fs_errmsg());
             p->dynamic = true;
