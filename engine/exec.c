@@ -206,7 +206,7 @@ static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
                             .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
                             .scratch_bytes = st->scratch_bytes, .instance = p->inst,
                             .host_inputs = host_views(rs, st->node, p->host_views)};
-        rc = st->kernel->run(&ctx);
+        rc = eng_op_run(st->kernel, &ctx);
     }
     return rc;
 }
@@ -497,7 +497,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         if (rc == 0) {
             ctx.scratch = scratch;
             ctx.scratch_bytes = scratch_bytes;
-            rc = kernel->run(&ctx);
+            rc = eng_op_run(kernel, &ctx);
         }
         alloc_cache_free(p->cache, scratch);
         for (int k = 0; k < n->n_inputs; k++)

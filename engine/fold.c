@@ -45,7 +45,7 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
     if (rc == 0) {
         ctx.scratch = scratch;
         ctx.scratch_bytes = scratch_bytes;
-        rc = kernel->run(&ctx);
+        rc = eng_op_run(kernel, &ctx);
     }
     free(scratch);
     if (rc != 0) {

@@ -65,6 +65,14 @@ int eng_op_infer(eng_op_ctx_t *c)
     return rc;
 }
 
+int eng_op_run(const eng_kernel_t *k, eng_op_ctx_t *c)
+{
+    bool work = false;
+    for (int o = 0; o < c->n_outputs && !work; o++)
+        work = c->outputs[o] && eng_shape_numel(&c->outputs[o]->shape) > 0;
+    return work ? k->run(c) : 0;
+}
+
 int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *allowed)
 {
     const eng_tensor_t *t = eng_ctx_in(c, input);

@@ -51,7 +51,7 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
     }
     if (rc == 0) {
         ctx->n_threads = p->n_threads;
-        rc = cpu_kernel->run(ctx);
+        rc = eng_op_run(cpu_kernel, ctx);
     }
     plan_host_free(p, scratch);
     ctx->scratch = NULL;
