@@ -9,9 +9,12 @@
 #   make bench           build and run the benchmarks
 #   make loadtest-smoke  build, then 20 s of load with the memory-flatness bounds on
 #   make deps            install the Debian/Ubuntu packages the build needs
+#   make fuzz            build the libFuzzer targets with clang (build/fuzz/)
+#   make fuzz-run        run each for FUZZ_TIME seconds (default 60) over its corpus
+#   make fuzz-seeds      rewrite the generated seed inputs (tests/fuzz/README.md)
 #
-# Objects go under build/<variant>/ (cpu, cuda, cpu-san, cuda-san), so the
-# variants never mix. WERROR=1 (default when $CI is set) adds -Werror.
+# Objects go under build/<variant>/ (cpu, cuda, cpu-san, cuda-san, and fuzz
+# for the libFuzzer build), so the variants never mix. WERROR=1 (default when $CI is set) adds -Werror.
 
 CUDA ?= auto
 SANITIZE ?= 0
@@ -38,10 +41,19 @@ ifeq ($(CUDA),1)
   NVCC := $(CUDA_HOME)/bin/nvcc
 endif
 
+# The libFuzzer build (FUZZ=1, which `make fuzz` sets with CC=clang): the
+# CPU engine under the sanitizers, every object instrumented for libFuzzer's
+# coverage, in a variant of its own.
+FUZZ ?= 0
+ifeq ($(FUZZ),1)
+  override CUDA := 0
+  override SANITIZE := 1
+endif
+
 # A build with clang (CC=clang) has its own variant, so that it never mixes
 # with gcc's objects.
 CC_TAG := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),-clang)
-VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)$(if $(filter 1,$(SANITIZE)),-san)$(CC_TAG)
+VARIANT := $(if $(filter 1,$(FUZZ)),fuzz,$(if $(filter 1,$(CUDA)),cuda,cpu)$(if $(filter 1,$(SANITIZE)),-san)$(CC_TAG))
 BUILD := build/$(VARIANT)
 BIN := $(BUILD)/bin
 
@@ -70,6 +82,9 @@ ifeq ($(SANITIZE),1)
   CPPFLAGS += -DALLOC_CHECK_INVARIANTS
   # The test framework's own leaks only (tests/lsan.supp says which).
   export LSAN_OPTIONS := suppressions=$(CURDIR)/tests/lsan.supp
+endif
+ifeq ($(FUZZ),1)
+  CFLAGS += -fsanitize=fuzzer-no-link
 endif
 ifeq ($(CUDA),1)
   CPPFLAGS += -I$(CUDA_HOME)/include
@@ -107,6 +122,17 @@ LIB_DIRS := common alloc engine engine/ops engine/cpu config server
 LIB_SRC := $(filter-out server/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CU_SRC := $(if $(filter 1,$(CUDA)),$(wildcard engine/cuda/*.cu))
 TEST_SRC := $(wildcard tests/*/test_*.c)
+# The fuzz targets' functions (tests/fuzz/README.md): linked into the test
+# binary, whose replay suite runs every committed input through them, and
+# into one libFuzzer binary per target with the entry point fuzz_main.c.
+# make_seeds.c writes the generated seeds.
+FUZZ_TARGETS := codec onnx run config model_config
+FUZZ_SRC := $(filter-out tests/fuzz/test_%.c tests/fuzz/fuzz_main.c tests/fuzz/make_seeds.c, \
+              $(wildcard tests/fuzz/*.c))
+FUZZ_OBJ := $(FUZZ_SRC:%.c=$(BUILD)/%.o)
+FUZZ_MAIN_OBJ := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/fuzz_main-%.o)
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(BIN)/fuzz-%)
+FUZZ_SEEDS := $(BIN)/make_fuzz_seeds
 BENCH_SRC := $(wildcard bench/*_bench.c)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o)
@@ -135,13 +161,15 @@ BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 # with: MHD alone, none of flatserve's code.
 HTTP_HELLO := $(BIN)/http_hello
 
-.PHONY: all test run bench deps clean info conformance loadtest-smoke
+.PHONY: all test run bench deps clean info conformance loadtest-smoke fuzz fuzz-build fuzz-run \
+        fuzz-seeds
 # The demo model repository (the server's embedded default), written by the
 # project's own generator: never in git, byte-identical on every build.
 MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx models/transformer/1/model.onnx \
           models/encoder/1/model.onnx
 
-all: $(SERVER) $(TESTS) $(BENCHES) $(HTTP_HELLO) $(CONFORMANCE) $(TOOLS) $(LOADGEN) $(MODELS)
+all: $(SERVER) $(TESTS) $(BENCHES) $(HTTP_HELLO) $(CONFORMANCE) $(TOOLS) $(LOADGEN) $(MODELS) \
+     $(FUZZ_SEEDS)
 
 $(MODELS) &: $(BIN)/make_models
 	$(BIN)/make_models models
@@ -168,7 +196,8 @@ $(PROTO_C:%.c=%.o): $(PROTO_C)
 
 # Every object may include the generated header.
 $(filter-out $(PROTO_C:%.c=%.o),$(LIB_OBJ)) $(TEST_OBJ) $(BUILD)/server/main.o \
-  $(BENCH_SRC:%.c=$(BUILD)/%.o) $(CONF_OBJ) $(TOOLS_OBJ): | $(PROTO_H)
+  $(BENCH_SRC:%.c=$(BUILD)/%.o) $(CONF_OBJ) $(TOOLS_OBJ) $(FUZZ_OBJ) $(FUZZ_MAIN_OBJ) \
+  $(BUILD)/tests/fuzz/make_seeds.o: | $(PROTO_H)
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
@@ -187,7 +216,7 @@ $(SERVER): $(BUILD)/server/main.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -rdynamic $^ $(LDLIBS) -o $@
 
-$(TESTS): $(TEST_OBJ) $(LOADGEN_OBJ) $(LIB)
+$(TESTS): $(TEST_OBJ) $(FUZZ_OBJ) $(LOADGEN_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcurl -lcriterion -o $@
 
@@ -219,6 +248,51 @@ $(BIN)/conformance: $(CONF_OBJ) $(LIB)
 $(TOOLS): $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# --- fuzzing (tests/fuzz/README.md) ---------------------------------------------
+# One libFuzzer binary per target: fuzz_main.c compiled for that target's
+# function, linked with -fsanitize=fuzzer (only in the FUZZ=1 variant).
+$(FUZZ_MAIN_OBJ): $(BUILD)/tests/fuzz/fuzz_main-%.o: tests/fuzz/fuzz_main.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DFUZZ_ONE=fuzz_$*_one -c $< -o $@
+
+$(FUZZ_BINS): $(BIN)/fuzz-%: $(BUILD)/tests/fuzz/fuzz_main-%.o $(FUZZ_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
+
+$(FUZZ_SEEDS): $(BUILD)/tests/fuzz/make_seeds.o $(BUILD)/tests/fuzz/fuzz_model.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 60
+ifeq ($(FUZZ),1)
+fuzz-build: $(FUZZ_BINS)
+else
+# Checks for clang and its libFuzzer runtime first, so that a machine
+# without them fails here, saying what to install, not in a link line.
+fuzz:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { echo "make fuzz: $(FUZZ_CC) not found: the fuzz" \
+	  "targets need clang and its libFuzzer runtime (Debian: clang libclang-rt-dev; make deps)"; exit 1; }
+	@mkdir -p build/fuzz
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return d && n ? 0 : 0; }\n' \
+	  > build/fuzz/probe.c
+	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined build/fuzz/probe.c -o build/fuzz/probe 2>build/fuzz/probe.log || \
+	  { cat build/fuzz/probe.log; echo "make fuzz: $(FUZZ_CC) cannot link -fsanitize=fuzzer: libFuzzer's" \
+	    "runtime is missing (Debian: libclang-rt-dev, or libclang-rt-<version>-dev; make deps)"; exit 1; }
+	@$(MAKE) --no-print-directory FUZZ=1 CC=$(FUZZ_CC) fuzz-build
+
+# Each target for FUZZ_TIME seconds over its corpus and regressions; fails
+# on the first crash (tests/fuzz/run.sh). FUZZ_RUN=... picks targets.
+FUZZ_RUN ?= $(FUZZ_TARGETS)
+fuzz-run: fuzz
+	FUZZ_TIME=$(FUZZ_TIME) tests/fuzz/run.sh $(FUZZ_RUN)
+
+# Rewrites the generated seeds (ONNX models, binary requests) in
+# tests/fuzz/corpus/; the hand-written ones are left alone.
+fuzz-seeds: $(FUZZ_SEEDS)
+	$(FUZZ_SEEDS) tests/fuzz/corpus
+endif
 
 deps:
 	@sh tools/deps.sh
@@ -260,4 +334,5 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/server/main.d $(BENCH_SRC:%.c=$(BUILD)/%.d) \
   $(CONF_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(BUILD)/bench/http_hello.d $(BUILD)/bench/blas.d \
-  $(LOADGEN_OBJ:.o=.d) $(BUILD)/loadtest/loadgen_main.d
+  $(LOADGEN_OBJ:.o=.d) $(BUILD)/loadtest/loadgen_main.d $(FUZZ_OBJ:.o=.d) $(FUZZ_MAIN_OBJ:.o=.d) \
+  $(BUILD)/tests/fuzz/make_seeds.d

@@ -21,14 +21,12 @@
  * shapes gets a host copy of every small input (one stream
  * synchronisation), then retries. On a host-memory device (the CPU) the
  * copies, mirrors and syncs are empty: values are used where they are. */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "engine/op_schema.h"
 #include "engine/plan_impl.h"
 
 #define EXEC_ALIGN ((size_t)256)
@@ -209,8 +207,7 @@ static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
                             .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
                             .scratch_bytes = st->scratch_bytes, .instance = p->inst,
                             .host_inputs = host_views(rs, st->node, p->host_views)};
-        assert(eng_op_ctx_complete(&ctx)); /* the loader enforced the op's schema */
-        rc = st->kernel->run(&ctx);
+        rc = eng_op_run(st->kernel, &ctx);
     }
     return rc;
 }
@@ -411,15 +408,15 @@ static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
 {
     const eng_node_t *n = ctx->node;
     if (!hv)
-        return n->op->infer(ctx);
+        return eng_op_infer(ctx);
     infer_views(rs, n, iv, hv);
-    int rc = n->op->infer(ctx);
+    int rc = eng_op_infer(ctx);
     if (rc == FS_EDYNAMIC) {
         run_views(p, rs, n, storage);
         if ((rc = mirror_inputs(p, rs, n, hv, mirror)) != 0)
             return rc;
         infer_views(rs, n, iv, hv);
-        rc = n->op->infer(ctx);
+        rc = eng_op_infer(ctx);
     }
     run_views(p, rs, n, storage);
     ctx->host_inputs = host_views(rs, n, hv);
@@ -494,7 +491,6 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
             rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", p->be->name);
             break;
         }
-        assert(eng_op_ctx_complete(&ctx)); /* the loader enforced the op's schema */
         if ((rc = dyn_infer(p, &rs, &ctx, storage, hv, mirror, iv)) != 0)
             break;
         for (int o = 0; o < n->n_outputs && rc == 0; o++) {
@@ -517,7 +513,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
         if (rc == 0) {
             ctx.scratch = scratch;
             ctx.scratch_bytes = scratch_bytes;
-            rc = kernel->run(&ctx);
+            rc = eng_op_run(kernel, &ctx);
         }
         alloc_cache_free(p->cache, scratch);
         for (int k = 0; k < n->n_inputs; k++)

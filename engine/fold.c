@@ -4,7 +4,6 @@
  * tag). Runs in topological order, so whole constant subgraphs fold (the
  * light models' ConstantOfShape weights, Transpose of a weight, ...). A
  * node without a CPU kernel is left for the planner to report. */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,7 +12,6 @@
 #include "engine/backend.h"
 #include "engine/graph.h"
 #include "engine/op.h"
-#include "engine/op_schema.h"
 #include "engine/plan.h"
 
 /* FS_ENOMEM for a folded node's `what` of `bytes` that did not fit, with
@@ -42,8 +40,7 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
     }
     eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs, .inputs = ins,
                         .n_outputs = n->n_outputs, .outputs = outs, .n_threads = 1};
-    assert(eng_op_ctx_complete(&ctx)); /* the loader enforced the op's schema */
-    int rc = n->op->infer(&ctx);
+    int rc = eng_op_infer(&ctx);
     int made = 0;
     for (int o = 0; o < n->n_outputs && rc == 0; o++, made++) {
         if (!outs[o])
@@ -62,7 +59,7 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
     if (rc == 0) {
         ctx.scratch = scratch;
         ctx.scratch_bytes = scratch_bytes;
-        rc = kernel->run(&ctx);
+        rc = eng_op_run(kernel, &ctx);
     }
     if (scratch)
         eng_weights_free(wa, scratch);

@@ -74,6 +74,10 @@ static bool io_misfit(const eng_io_info_t *io, const eng_tensor_t *t, eng_dtype_
             return true;
         }
     }
+    if (!eng_shape_bounded(&t->shape)) {
+        snprintf(why, len, "non-zero dims multiply past %lld elements", (long long)ENG_NUMEL_MAX);
+        return true;
+    }
     return false;
 }
 

@@ -200,6 +200,11 @@ int onnx_tensor_info(const Onnx__TensorProto *tp, const char *label, onnx_tensor
         numel = 0;
     else if (too_big)
         return fs_err(FS_EPARSE, "%s: shape %s is too large", label, s);
+    /* Empty or not, dims past the bound would overflow the ops' shape
+     * arithmetic (a Flatten of [0, 2^40, 2^40] multiplies the last two). */
+    if (!eng_shape_bounded(&info.shape))
+        return fs_err(FS_EPARSE, "%s: shape %s is too large (its non-zero dims multiply past "
+                      "%lld elements)", label, s, (long long)ENG_NUMEL_MAX);
     info.bytes = (size_t)numel * es;
 
     size_t per, count;

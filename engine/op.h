@@ -141,6 +141,17 @@ static inline void eng_ctx_out_set(eng_op_ctx_t *c, int i, eng_dtype_t dt, const
         c->outputs[i]->shape = *s;
     }
 }
+/* Runs the node's infer (c->node->op) and checks each output shape it set
+ * with eng_shape_bounded: the one entry to shape inference for the
+ * planner, folding and the dynamic executor. 0, infer's error, or
+ * FS_ENOMEM naming the output whose shape passes ENG_NUMEL_MAX (no
+ * allocation could hold it, and arithmetic on its dims could overflow). */
+int eng_op_infer(eng_op_ctx_t *c);
+/* Runs kernel `k` on c, unless every output c asks for is empty: such a
+ * node has nothing to compute, and its 0-byte tensors may have NULL data
+ * that no kernel should have to step around. The one entry to kernels for
+ * the executor, folding and plan-time evaluation. 0, or the kernel's error. */
+int eng_op_run(const eng_kernel_t *k, eng_op_ctx_t *c);
 /* Sets fs_err(code, "<node name> (<op>): <message>") and returns code. */
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,11 +1,13 @@
 /* ops.c -- the op registry (every op's definition and type string, by id,
  * generated from engine/ops/list.h) and the helpers op code shares. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/op.h"
+#include "engine/op_schema.h"
 
 #define ENG_OP_DEF_ENTRY_(op, cpu, cuda) &eng_op_##op,
 const eng_op_def_t *const eng_op_defs[ENG_OP_COUNT] = {ENG_OPS(ENG_OP_DEF_ENTRY_)};
@@ -47,6 +49,32 @@ int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
     const eng_node_t *n = c->node;
     return fs_err(code, "node '%s' (%s): %s", n && n->name ? n->name : "",
                   n ? n->op_type : "?", detail);
+}
+
+int eng_op_infer(eng_op_ctx_t *c)
+{
+    assert(eng_op_ctx_complete(c)); /* the loader enforced the op's schema */
+    int rc = c->node->op->infer(c);
+    for (int o = 0; rc == 0 && o < c->n_outputs; o++) {
+        const eng_tensor_t *t = c->outputs[o];
+        if (!t || eng_shape_bounded(&t->shape))
+            continue;
+        char shape[96];
+        eng_shape_format(&t->shape, shape, sizeof shape);
+        rc = eng_op_err(c, FS_ENOMEM, "output %d would be %s %s, more than the %lld elements "
+                        "a tensor may hold", o, eng_dtype_name(t->dtype), shape,
+                        (long long)ENG_NUMEL_MAX);
+    }
+    return rc;
+}
+
+int eng_op_run(const eng_kernel_t *k, eng_op_ctx_t *c)
+{
+    assert(eng_op_ctx_complete(c)); /* the loader enforced the op's schema */
+    bool work = false;
+    for (int o = 0; o < c->n_outputs && !work; o++)
+        work = c->outputs[o] && eng_shape_numel(&c->outputs[o]->shape) > 0;
+    return work ? k->run(c) : 0;
 }
 
 int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *allowed)

@@ -22,14 +22,12 @@
  * is reported with the lower bound (the most bytes live at one step). */
 #include "engine/plan_impl.h"
 
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/plan.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/op_schema.h"
 
 /* Ops that read only their input's shape, never its data. */
 static bool op_reads_shape_only(const char *op_type)
@@ -114,8 +112,7 @@ static int plan_infer(eng_plan_t *p, const eng_plan_env_t *env)
         eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
                             .inputs = ins, .n_outputs = n->n_outputs, .outputs = outs,
                             .n_threads = p->n_threads, .instance = p->inst};
-        assert(eng_op_ctx_complete(&ctx)); /* the loader enforced the op's schema */
-        rc = n->op->infer(&ctx);
+        rc = eng_op_infer(&ctx);
         if (rc == FS_EDYNAMIC) {
             FS_LOG_D("engine", "plan is dynamic: %s", fs_errmsg());
             p->dynamic = true;

@@ -51,7 +51,7 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
     }
     if (rc == 0) {
         ctx->n_threads = p->n_threads;
-        rc = cpu_kernel->run(ctx);
+        rc = eng_op_run(cpu_kernel, ctx);
     }
     plan_host_free(p, scratch);
     ctx->scratch = NULL;
@@ -165,6 +165,29 @@ static void plan_inplace(eng_plan_t *p, int s, int *buf_of, int *buf_last)
     buf_last[root] = vo->last_step;
 }
 
+/* FS_ENOMEM for a plan whose block cannot be sized (alloc_plan_build's
+ * FS_ERANGE: a tensor or the block past SIZE_MAX, which shapes from a
+ * model's own constants can ask for), naming its largest activation. */
+static int plan_oversize(const eng_plan_t *p)
+{
+    size_t big = SIZE_MAX, big_bytes = 0;
+    for (size_t v = 0; v < p->n_values; v++) {
+        size_t bytes = eng_tensor_bytes(&p->values[v].t);
+        if (p->values[v].storage == PV_ACT && (big == SIZE_MAX || bytes > big_bytes)) {
+            big = v;
+            big_bytes = bytes;
+        }
+    }
+    if (big == SIZE_MAX)
+        return fs_err(FS_ENOMEM, "the plan's workspaces need more bytes than memory can hold");
+    char shape[160];
+    eng_shape_format(&p->values[big].t.shape, shape, sizeof shape);
+    return fs_err(FS_ENOMEM, "the activations need more bytes than memory can hold: the largest, "
+                  "'%s', is %s %s (%s%zu bytes)", p->graph->values[big].name,
+                  eng_dtype_name(p->values[big].t.dtype), shape,
+                  big_bytes == SIZE_MAX ? "at least " : "", big_bytes);
+}
+
 int plan_memory(eng_plan_t *p)
 {
     const eng_graph_t *g = p->graph;
@@ -212,8 +235,11 @@ int plan_memory(eng_plan_t *p)
         n++;
     }
     size_t total = 0;
-    if ((rc = alloc_plan_build(ts, n, PLAN_ALIGN, &total)) != 0)
+    if ((rc = alloc_plan_build(ts, n, PLAN_ALIGN, &total)) != 0) {
+        if (rc == FS_ERANGE)
+            rc = plan_oversize(p);
         goto done;
+    }
     p->block_bytes = total;
     p->lower_bound_bytes = alloc_plan_peak_live_bytes(ts, n, PLAN_ALIGN);
     for (int v = 0; v < n_values; v++)

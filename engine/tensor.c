@@ -80,6 +80,24 @@ int64_t eng_shape_numel(const eng_shape_t *s)
     return saturated ? INT64_MAX : n;
 }
 
+bool eng_shape_bounded(const eng_shape_t *s)
+{
+    if (s->rank < 0 || s->rank > ENG_MAX_RANK)
+        return false;
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dims[i];
+        if (d < 0 || d > ENG_NUMEL_MAX)
+            return false;
+        if (d == 0)
+            continue;
+        if (d > ENG_NUMEL_MAX / n)
+            return false;
+        n *= d;
+    }
+    return true;
+}
+
 bool eng_shape_equal(const eng_shape_t *a, const eng_shape_t *b)
 {
     if (a->rank != b->rank)

@@ -62,6 +62,38 @@ bool eng_dtype_supported(eng_dtype_t dt);
 
 /* Elements in the shape (1 for a scalar). Saturates at INT64_MAX. */
 int64_t eng_shape_numel(const eng_shape_t *s);
+
+/* The most elements one dim, or the product of a shape's non-zero dims,
+ * may count: 2^48, past any memory by far, and low enough that the dims
+ * arithmetic of shape inference (sums of a few dims, a dim times a small
+ * factor, sub-products of one shape's dims) cannot overflow int64. A shape
+ * past it comes only from a broken or hostile model or request: it is
+ * refused where it enters (a request's input, a model's constant) or where
+ * an op would make it (eng_op_infer). */
+#define ENG_NUMEL_MAX ((int64_t)1 << 48)
+/* Whether s has rank 0..ENG_MAX_RANK, every dim in 0..ENG_NUMEL_MAX and
+ * the product of its non-zero dims at most ENG_NUMEL_MAX. (A zero dim does
+ * not excuse the others: an op may multiply a subset of them.) */
+bool eng_shape_bounded(const eng_shape_t *s);
+
+/* a * b and a + b for an infer's dims and counts when a factor comes from a
+ * model's attributes or data (Tile's repeats, Pad's pads): the result, or
+ * INT64_MAX / INT64_MIN where it would overflow, which no bounded shape
+ * holds, so the shape check refuses it. Cannot fail. */
+static inline int64_t eng_dim_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r))
+        return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+    return r;
+}
+static inline int64_t eng_dim_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return a < 0 ? INT64_MIN : INT64_MAX;
+    return r;
+}
 bool eng_shape_equal(const eng_shape_t *a, const eng_shape_t *b);
 /* "[1,3,224,224]" into buf (always terminated); returns buf. */
 char *eng_shape_format(const eng_shape_t *s, char *buf, size_t len);

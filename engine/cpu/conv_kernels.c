@@ -192,6 +192,21 @@ static void fill_bias(int n_threads, float *y, const float *bias, int64_t planes
     eng_parallel_for(n_threads, planes, eng_parallel_grain(plane), fill_bias_planes, &j);
 }
 
+/* Y of a Conv or ConvTranspose whose X is empty (a zero dim; its data may
+ * be NULL) while Y is not: every window reads only padding, so each output
+ * plane is its bias, or 0. Cannot fail. */
+static void empty_input_output(int n_threads, const eng_nn_geom_t *g, const eng_tensor_t *b,
+                               float *y)
+{
+    int64_t out_sz = eng_nn_prod(g->out);
+    if (!b) {
+        memset(y, 0, (size_t)(g->batch * g->out_channels * out_sz) * sizeof *y);
+        return;
+    }
+    for (int64_t n = 0; n < g->batch; n++)
+        fill_bias(n_threads, y + n * g->out_channels * out_sz, b->data, g->out_channels, out_sz);
+}
+
 /* A depthwise Conv's operands. */
 typedef struct depthwise_job {
     const eng_nn_geom_t *g;
@@ -400,6 +415,10 @@ static int conv_run(eng_op_ctx_t *c)
     const float *x = c->inputs[0]->data, *w = c->inputs[1]->data;
     const eng_tensor_t *b = eng_ctx_in(c, 2);
     float *y = c->outputs[0]->data, *col = c->scratch;
+    if (eng_shape_numel(&c->inputs[0]->shape) == 0) {
+        empty_input_output(c->n_threads, &g, b, y);
+        return 0;
+    }
     if (eng_nn_conv_is_depthwise(&g)) {
         conv_depthwise(c->n_threads, &g, x, w, b ? b->data : NULL, y);
         return 0;
@@ -462,6 +481,10 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     const float *x = c->inputs[0]->data, *w = c->inputs[1]->data;
     const eng_tensor_t *b = eng_ctx_in(c, 2);
     float *y = c->outputs[0]->data, *col = c->scratch;
+    if (eng_shape_numel(&c->inputs[0]->shape) == 0) {
+        empty_input_output(c->n_threads, &g, b, y);
+        return 0;
+    }
     memset(y, 0, (size_t)(g.batch * g.out_channels * out_sz) * sizeof *y);
     for (int64_t n = 0; n < g.batch; n++)
         for (int64_t gi = 0; gi < g.group; gi++) {

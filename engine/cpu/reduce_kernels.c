@@ -132,14 +132,18 @@ typedef enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT } red_finish_t;
         }                                                                                          \
         int64_t count = n_out ? total / n_out : 0;                                                 \
         for (int64_t i = 0; f != RED_F_NONE && i < n_out; i++)                                     \
-            out[i] = f == RED_F_MEAN ? MEAN(T, out[i], count) : SQRT(T, out[i]);                   \
+            out[i] = f == RED_F_MEAN ? MEAN(T, out[i], count) : SQRT(T, U, out[i]);                   \
     }
 
 #define RED_FMEAN(T, v, n) ((v) / (float)(n))
-#define RED_FSQRT(T, v) sqrtf(v)
+#define RED_FSQRT(T, U, v) sqrtf(v)
 /* Integer mean truncates towards zero (numpy's mean, then the cast). */
 #define RED_IMEAN(T, v, n) ((n) ? (T)((v) / (n)) : (T)0)
-#define RED_ISQRT(T, v) ((T)sqrt((double)(v)))
+/* An integer sum of squares wraps (it accumulates in U): read as U it is
+ * never negative, so its root is a number, and at most 2^(bits/2) fits T.
+ * (Read as T, a wrapped sum was negative, and the cast of sqrt's NaN to an
+ * integer undefined.) */
+#define RED_ISQRT(T, U, v) ((T)sqrt((double)(U)(v)))
 
 RED_TYPED(f32, float, float, RED_FMAX, RED_FMIN, -INFINITY, INFINITY, RED_FMEAN, RED_FSQRT)
 RED_TYPED(i32, int32_t, uint32_t, RED_MAX, RED_MIN, INT32_MIN, INT32_MAX, RED_IMEAN, RED_ISQRT)

@@ -114,8 +114,8 @@ template <typename T, int K, int F> struct red_op {
         } else if constexpr (F == RED_F_SQRT) {
             if constexpr (std::is_same<T, float>::value)
                 return sqrtf(a);
-            else
-                return (T)sqrt((double)a);
+            else /* the wrapped sum read as U, as the CPU kernel does */
+                return (T)sqrt((double)(U)a);
         } else {
             return a;
         }

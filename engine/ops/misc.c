@@ -195,15 +195,16 @@ static int resize_from_scales(const eng_op_ctx_t *c, const eng_tensor_t *t, cons
 }
 
 /* Output dims and scales from the sizes input, with keep_aspect_ratio_policy.
- * 0, or FS_EINVAL (a negative size); g is partly written on error. */
+ * 0, or FS_EINVAL (a negative size, a dim too large); g is partly written
+ * on error. */
 static int resize_from_sizes(const eng_op_ctx_t *c, const eng_tensor_t *t, const int *axes,
                              int n_axes, eng_resize_geom_t *g)
 {
     for (int i = 0; i < n_axes; i++) {
         int64_t v = eng_tensor_get_i64(t, i);
-        if (v < 0)
-            return eng_op_err(c, FS_EINVAL, "sizes[%d] is %lld: sizes must be >= 0", i,
-                              (long long)v);
+        if (v < 0 || v > ENG_NUMEL_MAX)
+            return eng_op_err(c, FS_EINVAL, "sizes[%d] is %lld: sizes must be 0..%lld", i,
+                              (long long)v, (long long)ENG_NUMEL_MAX);
         g->out[axes[i]] = v;
     }
     for (int d = 0; d < g->rank; d++)
@@ -216,8 +217,14 @@ static int resize_from_sizes(const eng_op_ctx_t *c, const eng_tensor_t *t, const
         s = g->attrs.aspect == ENG_RESIZE_NOT_LARGER ? (si < s ? si : s) : (si > s ? si : s);
     }
     for (int i = 0; i < n_axes; i++) {
+        /* One axis's ratio applied to another's size can pass any dim. */
+        double out = s * (double)g->in[axes[i]] + 0.5;
+        if (!(out < 1e15))
+            return eng_op_err(c, FS_EINVAL, "keeping the aspect ratio, scale %g on axis %d of "
+                              "size %lld gives a dim too large", s, axes[i],
+                              (long long)g->in[axes[i]]);
         g->scale[axes[i]] = s;
-        g->out[axes[i]] = (int64_t)(s * (double)g->in[axes[i]] + 0.5);
+        g->out[axes[i]] = (int64_t)out;
     }
     return 0;
 }

@@ -27,9 +27,10 @@ static int read_auto_pad(const eng_op_ctx_t *c, auto_pad_t *out)
                       "SAME_UPPER, SAME_LOWER)", s);
 }
 
-/* Reads an INTS attribute of `want` values, each >= `min`, into the
- * normalised slots of `dst` (left as they are when the attribute is absent).
- * 0, or FS_EINVAL naming the attribute. */
+/* Reads an INTS attribute of `want` values, each in min..ENG_NUMEL_MAX,
+ * into the normalised slots of `dst` (left as they are when the attribute
+ * is absent). 0, or FS_EINVAL naming the attribute. (The bound keeps the
+ * window arithmetic here and in the kernels inside int64.) */
 static int read_spatial_ints(const eng_op_ctx_t *c, const char *name, int want, int64_t min,
                              int64_t dst[ENG_NN_DIMS])
 {
@@ -40,9 +41,9 @@ static int read_spatial_ints(const eng_op_ctx_t *c, const char *name, int want, 
     if (n != (size_t)want)
         return eng_op_err(c, FS_EINVAL, "attribute %s has %zu values, expected %d", name, n, want);
     for (int i = 0; i < want; i++) {
-        if (v[i] < min)
-            return eng_op_err(c, FS_EINVAL, "attribute %s[%d] is %lld, must be >= %lld", name, i,
-                              (long long)v[i], (long long)min);
+        if (v[i] < min || v[i] > ENG_NUMEL_MAX)
+            return eng_op_err(c, FS_EINVAL, "attribute %s[%d] is %lld, must be %lld..%lld", name,
+                              i, (long long)v[i], (long long)min, (long long)ENG_NUMEL_MAX);
         dst[ENG_NN_DIMS - want + i] = v[i];
     }
     return 0;
@@ -54,8 +55,9 @@ static int conv_channels(const eng_op_ctx_t *c, eng_nn_kind_t kind, const eng_te
 {
     char xs[96], ws[96];
     g->group = eng_attr_i(c->node, "group", 1);
-    if (g->group < 1)
-        return eng_op_err(c, FS_EINVAL, "group is %lld, must be >= 1", (long long)g->group);
+    if (g->group < 1 || g->group > ENG_NUMEL_MAX)
+        return eng_op_err(c, FS_EINVAL, "group is %lld, must be 1..%lld", (long long)g->group,
+                          (long long)ENG_NUMEL_MAX);
     if (w->shape.rank != x->shape.rank)
         return eng_op_err(c, FS_EINVAL, "W %s and X %s differ in rank",
                           eng_shape_format(&w->shape, ws, sizeof ws),
@@ -63,11 +65,11 @@ static int conv_channels(const eng_op_ctx_t *c, eng_nn_kind_t kind, const eng_te
     const int64_t *wd = w->shape.dims;
     bool ok;
     if (kind == ENG_NN_CONV) {
-        ok = wd[1] * g->group == g->in_channels && wd[0] % g->group == 0;
+        ok = eng_dim_mul(wd[1], g->group) == g->in_channels && wd[0] % g->group == 0;
         g->out_channels = wd[0];
     } else {
         ok = wd[0] == g->in_channels && g->in_channels % g->group == 0;
-        g->out_channels = wd[1] * g->group;
+        g->out_channels = eng_dim_mul(wd[1], g->group);
     }
     if (!ok)
         return eng_op_err(c, FS_EINVAL, "W %s does not fit X %s with group %lld",
@@ -92,11 +94,24 @@ static void split_pad(auto_pad_t ap, int64_t total, int64_t *begin, int64_t *end
     }
 }
 
+/* The span of slot i's window with its dilation, (kernel - 1) * dilation
+ * + 1, saturating (each factor is at most ENG_NUMEL_MAX, the product may
+ * not be); callers refuse a span past ENG_NUMEL_MAX. */
+static int64_t window_extent(const eng_nn_geom_t *g, int i)
+{
+    return eng_dim_add(eng_dim_mul(g->kernel[i] - 1, g->dilation[i]), 1);
+}
+
 /* Output dims of Conv and the pools (slot i of g). 0 or FS_EINVAL. */
 static int window_out(const eng_op_ctx_t *c, auto_pad_t ap, bool ceil_mode, int i,
                       eng_nn_geom_t *g)
 {
-    int64_t ek = (g->kernel[i] - 1) * g->dilation[i] + 1, s = g->stride[i];
+    int64_t ek = window_extent(g, i), s = g->stride[i];
+    if (ek > ENG_NUMEL_MAX)
+        return eng_op_err(c, FS_EINVAL, "spatial dim %d: the window (kernel %lld, dilation %lld) "
+                          "spans more than %lld", i - (ENG_NN_DIMS - g->n_spatial),
+                          (long long)g->kernel[i], (long long)g->dilation[i],
+                          (long long)ENG_NUMEL_MAX);
     if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
         g->out[i] = (g->in[i] + s - 1) / s;
         int64_t total = (g->out[i] - 1) * s + ek - g->in[i];
@@ -131,10 +146,20 @@ static int transpose_out(const eng_op_ctx_t *c, auto_pad_t ap, eng_nn_geom_t *g)
         return eng_op_err(c, FS_EINVAL, "attribute output_shape has %zu values, expected %d",
                           n_os, ns);
     for (int i = base; i < ENG_NN_DIMS; i++) {
-        int64_t ek = (g->kernel[i] - 1) * g->dilation[i] + 1;
-        int64_t full = g->stride[i] * (g->in[i] - 1) + opad[i] + ek;
-        if (os || ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
-            g->out[i] = os ? os[n_os - (size_t)ns + (size_t)(i - base)] : g->in[i] * g->stride[i];
+        /* Every term is at most ENG_NUMEL_MAX but the stride's product;
+         * a size past the bound is refused before it is used. */
+        int64_t ek = window_extent(g, i);
+        int64_t full = eng_dim_add(eng_dim_add(eng_dim_mul(g->stride[i], g->in[i] - 1), opad[i]),
+                                   ek);
+        int64_t want = os ? os[n_os - (size_t)ns + (size_t)(i - base)]
+                          : eng_dim_mul(g->in[i], g->stride[i]);
+        bool fixed = os || ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER;
+        if (full > ENG_NUMEL_MAX || (fixed && (want < 1 || want > ENG_NUMEL_MAX)))
+            return eng_op_err(c, FS_EINVAL, "spatial dim %d of the output would be %lld, not "
+                              "1..%lld", i - base, (long long)(fixed ? want : full),
+                              (long long)ENG_NUMEL_MAX);
+        if (fixed) {
+            g->out[i] = want;
             split_pad(ap, full - g->out[i], &g->pad_begin[i], &g->pad_end[i]);
         } else {
             if (ap == PAD_VALID)
@@ -183,7 +208,7 @@ int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g)
                           nk, ns);
     for (int i = 0; i < ns; i++) {
         int64_t k = ks ? ks[i] : w->shape.dims[2 + i];
-        if (k < 1 || (ks && w && ks[i] != w->shape.dims[2 + i]))
+        if (k < 1 || k > ENG_NUMEL_MAX || (ks && w && ks[i] != w->shape.dims[2 + i]))
             return eng_op_err(c, FS_EINVAL, "kernel dim %d is %lld (W dim %lld)", i,
                               (long long)k, w ? (long long)w->shape.dims[2 + i] : -1LL);
         g->kernel[base + i] = k;
@@ -198,9 +223,9 @@ int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g)
     if (pv && np != (size_t)(2 * ns))
         return eng_op_err(c, FS_EINVAL, "attribute pads has %zu values, expected %d", np, 2 * ns);
     for (int i = 0; pv && i < 2 * ns; i++) {
-        if (pv[i] < 0)
-            return eng_op_err(c, FS_EINVAL, "attribute pads[%d] is %lld, must be >= 0", i,
-                              (long long)pv[i]);
+        if (pv[i] < 0 || pv[i] > ENG_NUMEL_MAX)
+            return eng_op_err(c, FS_EINVAL, "attribute pads[%d] is %lld, must be 0..%lld", i,
+                              (long long)pv[i], (long long)ENG_NUMEL_MAX);
         pads[i] = pv[i];
     }
     for (int i = 0; i < ns; i++) {

@@ -91,14 +91,21 @@ ENG_OPS_HD static inline int64_t eng_nn_taps_between(const eng_nn_geom_t *g, int
 }
 
 /* The output columns [*lo, *hi) whose input column ow * stride + off lies
- * in [0, in): where a kernel column contributes along a row. Cannot fail. */
+ * in [0, in): where a kernel column contributes along a row. The range is
+ * empty (*lo == *hi) when no column does, as when the padding before the
+ * row is wider than the whole output: callers loop hi - lo times and must
+ * never see a negative count. Cannot fail. */
 static inline void eng_nn_tap_range(int64_t off, int64_t stride, int64_t in, int64_t out,
                                     int64_t *lo, int64_t *hi)
 {
     *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
     *hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
+    if (*lo > out)
+        *lo = out;
     if (*hi > out)
         *hi = out;
+    if (*hi < *lo)
+        *hi = *lo;
 }
 
 /* The product of s's dims from `from` on. Cannot fail. */

@@ -347,6 +347,11 @@ int eng_space_depth_params(const eng_op_ctx_t *c, int64_t *blocksize, bool *crd)
     }
     *blocksize = eng_attr_i(c->node, "blocksize", 0);
     *crd = strcmp(eng_attr_s(c->node, "mode", "DCR"), "CRD") == 0;
+    /* blocksize^2 divides or multiplies the channels: past the bound it
+     * would overflow the shape arithmetic (and fit no tensor). */
+    if (eng_dim_mul(*blocksize, *blocksize) > ENG_NUMEL_MAX)
+        return eng_op_err(c, FS_EINVAL, "blocksize %lld is too large (its square passes %lld)",
+                          (long long)*blocksize, (long long)ENG_NUMEL_MAX);
     return 0;
 }
 
@@ -363,8 +368,8 @@ static int depth_to_space_infer(eng_op_ctx_t *c)
         return eng_op_err(c, FS_EINVAL, "channels of %s are not a multiple of blocksize^2 = %lld",
                           eng_shape_format(s, buf, sizeof buf), (long long)(b * b));
     }
-    eng_shape_t out = {.rank = 4, .dims = {s->dims[0], s->dims[1] / (b * b), s->dims[2] * b,
-                                           s->dims[3] * b}};
+    eng_shape_t out = {.rank = 4, .dims = {s->dims[0], s->dims[1] / (b * b),
+                                           eng_dim_mul(s->dims[2], b), eng_dim_mul(s->dims[3], b)}};
     eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &out);
     return 0;
 }
@@ -382,8 +387,8 @@ static int space_to_depth_infer(eng_op_ctx_t *c)
         return eng_op_err(c, FS_EINVAL, "height and width of %s are not multiples of blocksize "
                           "%lld", eng_shape_format(s, buf, sizeof buf), (long long)b);
     }
-    eng_shape_t out = {.rank = 4, .dims = {s->dims[0], s->dims[1] * b * b, s->dims[2] / b,
-                                           s->dims[3] / b}};
+    eng_shape_t out = {.rank = 4, .dims = {s->dims[0], eng_dim_mul(s->dims[1], b * b),
+                                           s->dims[2] / b, s->dims[3] / b}};
     eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &out);
     return 0;
 }
@@ -425,7 +430,7 @@ static int concat_infer(eng_op_ctx_t *c)
                               eng_dtype_name(x0->dtype),
                               eng_shape_format(&x0->shape, b2, sizeof b2), axis);
         }
-        out.dims[axis] += x->shape.dims[axis];
+        out.dims[axis] = eng_dim_add(out.dims[axis], x->shape.dims[axis]);
     }
     eng_ctx_out_set(c, 0, x0->dtype, &out);
     return 0;
@@ -462,7 +467,7 @@ int eng_split_params(const eng_op_ctx_t *c, eng_split_params_t *p)
             int64_t s = eng_split_size(p, k);
             if (s < 0)
                 return eng_op_err(c, FS_EINVAL, "split size %d is %lld", k, (long long)s);
-            sum += s;
+            sum = eng_dim_add(sum, s);
         }
         if (sum != p->dim)
             return eng_op_err(c, FS_EINVAL, "split sizes add up to %lld, but axis %d of %s has "
@@ -687,7 +692,7 @@ static int tile_infer(eng_op_ctx_t *c)
                           eng_shape_format(&x->shape, b2, sizeof b2));
     eng_shape_t out = x->shape;
     for (int d = 0; d < n; d++)
-        out.dims[d] *= v[d];
+        out.dims[d] = eng_dim_mul(out.dims[d], v[d]);
     eng_ctx_out_set(c, 0, x->dtype, &out);
     return 0;
 }
@@ -750,9 +755,12 @@ int eng_pad_params(const eng_op_ctx_t *c, eng_pad_params_t *p)
     }
     p->out = x->shape;
     for (int d = 0; d < r; d++) {
-        int64_t kept = x->shape.dims[d] + (p->begin[d] < 0 ? p->begin[d] : 0) +
-                       (p->end[d] < 0 ? p->end[d] : 0);
-        p->out.dims[d] = x->shape.dims[d] + p->begin[d] + p->end[d];
+        /* Saturating: pads past int64's range either leave nothing of the
+         * input (kept < 0, refused here) or grow it past any bounded shape
+         * (refused by eng_op_infer). */
+        int64_t kept = eng_dim_add(eng_dim_add(x->shape.dims[d], p->begin[d] < 0 ? p->begin[d] : 0),
+                                   p->end[d] < 0 ? p->end[d] : 0);
+        p->out.dims[d] = eng_dim_add(eng_dim_add(x->shape.dims[d], p->begin[d]), p->end[d]);
         bool grows = p->begin[d] > 0 || p->end[d] > 0;
         if (kept < 0 || (kept == 0 && grows && p->mode != ENG_PAD_CONSTANT))
             return eng_op_err(c, FS_EINVAL, "pads %s do not fit input %s (axis %d)",

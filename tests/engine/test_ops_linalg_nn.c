@@ -466,6 +466,12 @@ static const conv_case_t conv_cases[] = {
      true},
     {2, 1, 3, 6, 3, {6, 5}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {1, 1}, {0}, true}, /* x2 channels */
     {1, 2, 4, 4, 4, {10}, {3}, {2}, {3}, {2}, {0}, {0}, true},                /* depthwise */
+    /* Padding wider than the row (dilation 39 on a row of 4): the first and
+     * last kernel columns read nothing, depthwise and through im2col. */
+    {2, 1, 4, 4, 4, {4, 4}, {3, 3}, {1, 1}, {2, 39}, {2, 39}, {2, 39}, {0}, true},
+    {2, 1, 2, 3, 1, {4, 4}, {3, 3}, {1, 1}, {2, 39}, {2, 39}, {2, 39}, {0}, false},
+    /* An empty image with padding: the output is the bias alone. */
+    {2, 1, 2, 3, 1, {0, 3}, {3, 3}, {1, 1}, {1, 1}, {2, 1}, {2, 1}, {0}, true},
 };
 
 Test(engine_ops_nn, conv_matches_reference)
@@ -549,6 +555,8 @@ Test(engine_ops_nn, conv_transpose_matches_reference)
         {2, 1, 3, 4, 1, {4, 3}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0, 0}, true},
         {2, 2, 4, 6, 2, {3, 4}, {3, 2}, {2, 3}, {1, 2}, {1, 0}, {0, 1}, {1, 2}, true},
         {1, 1, 2, 3, 1, {5}, {3}, {2}, {2}, {0}, {0}, {1}, false},
+        /* An empty image whose transpose is not empty: the bias alone. */
+        {2, 1, 2, 3, 1, {0, 2}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0, 0}, true},
         {3, 1, 2, 2, 2, {2, 3, 2}, {2, 2, 3}, {2, 1, 2}, {1, 2, 1}, {0, 1, 1}, {1, 0, 0},
          {1, 0, 1}, true},
     };

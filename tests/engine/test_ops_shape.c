@@ -613,6 +613,29 @@ Test(engine_ops_shape_expand_tile, tile_repeats)
     case_free(c);
 }
 
+Test(engine_ops_shape_expand_tile, tile_and_pad_past_the_shape_bound_are_refused_without_overflow)
+{
+    /* 2^40 * 2^33 overflows int64: infer saturates, eng_op_infer refuses. */
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 1), NULL);
+    x.shape.dims[1] = (int64_t)1 << 40; /* shp takes ints */
+    eng_tensor_t r = ten(ENG_DT_INT64, shp(1, 2), (const int64_t[]){1, (int64_t)1 << 33});
+    op_case_t *c = case_new("Tile", 13, 1);
+    case_in(c, &x);
+    case_in(c, &r);
+    fs_err_clear();
+    expect_err(eng_op_infer(&c->ctx), FS_ENOMEM, "output 0 would be float [2,9223372036854775807]");
+    case_free(c);
+
+    eng_tensor_t p = ten(ENG_DT_INT64, shp(1, 4), (const int64_t[]){0, INT64_MAX - 1, 0, 5});
+    eng_tensor_t y = ten(ENG_DT_FLOAT, shp(2, 2, 3), NULL);
+    c = case_new("Pad", 13, 1);
+    case_in(c, &y);
+    case_in(c, &p);
+    fs_err_clear();
+    expect_err(eng_op_infer(&c->ctx), FS_ENOMEM, "more than the 281474976710656 elements");
+    case_free(c);
+}
+
 /* --- Pad ------------------------------------------------------------------------------------ */
 
 /* Pads a 3x3 float iota at opset 19 in `mode` with pads (4 values). */

@@ -71,6 +71,37 @@ Test(engine_tensor, numel_of_scalar_zero_dim_and_saturation)
     cr_expect_eq(eng_shape_numel(&s), 0, "a zero dim wins over saturation");
 }
 
+Test(engine_tensor, bounded_shapes_count_every_non_zero_dim)
+{
+    eng_shape_t s = SHAPE(ENG_NUMEL_MAX);
+    cr_expect(eng_shape_bounded(&s));
+    cr_expect(eng_shape_bounded(&scalar));
+    s = SHAPE(ENG_NUMEL_MAX + 1);
+    cr_expect_not(eng_shape_bounded(&s));
+    s = SHAPE((int64_t)1 << 24, (int64_t)1 << 24);
+    cr_expect(eng_shape_bounded(&s));
+    s = SHAPE((int64_t)1 << 24, ((int64_t)1 << 24) + 1);
+    cr_expect_not(eng_shape_bounded(&s));
+    s = SHAPE(0, (int64_t)1 << 40, (int64_t)1 << 40);
+    cr_expect_not(eng_shape_bounded(&s), "an empty shape whose other dims overflow is not bounded");
+    s = SHAPE(0, ENG_NUMEL_MAX, 7, 0);
+    cr_expect_not(eng_shape_bounded(&s));
+    s = SHAPE(3, -1);
+    cr_expect_not(eng_shape_bounded(&s));
+    s = SHAPE(1099511627776, 1099511627776, 3);
+    cr_expect_not(eng_shape_bounded(&s), "the product is checked before it overflows");
+}
+
+Test(engine_tensor, dim_arithmetic_saturates_instead_of_overflowing)
+{
+    cr_expect_eq(eng_dim_mul(1 << 20, 1 << 20), (int64_t)1 << 40);
+    cr_expect_eq(eng_dim_mul((int64_t)1 << 40, (int64_t)1 << 33), INT64_MAX);
+    cr_expect_eq(eng_dim_mul((int64_t)1 << 40, -((int64_t)1 << 33)), INT64_MIN);
+    cr_expect_eq(eng_dim_add(INT64_MAX - 1, 5), INT64_MAX);
+    cr_expect_eq(eng_dim_add(INT64_MIN + 1, -5), INT64_MIN);
+    cr_expect_eq(eng_dim_add(7, -9), -2);
+}
+
 Test(engine_tensor, shapes_compare_by_rank_and_dims)
 {
     eng_shape_t a = SHAPE(2, 3), b = SHAPE(2, 3), c = SHAPE(3, 2), d = SHAPE(2, 3, 1);

@@ -1,0 +1,231 @@
+/* fuzz_codec.c -- fuzz target "codec": server/codec.c's request decoder on
+ * a JSON body or a binary-extension body, then binding, running and the
+ * response encoder, as server/infer.c chains them.
+ *
+ * Input: a first byte 'B' makes the next 4 bytes the JSON header's length
+ * (little-endian; what Inference-Header-Content-Length carries, passed
+ * unchecked: the decoder refuses a length past the body itself) and the
+ * rest the body; any other first byte makes the rest a JSON body.
+ *
+ * A request that parses is bound to the model its "model" names, built in
+ * memory (fuzz_model.h) over a fresh CPU cache:
+ *  - "mlp": the demo mlp's face, input FP32 [batch,64] -> MatMul -> Softmax
+ *    -> probabilities FP32 [batch,10];
+ *  - "pair": a FP32 [n,3] -> sum = a + a, b INT64 [2] -> ids = b;
+ *  - anything else: "echo", one input x of any dtype and shape -> y =
+ *    Identity(x). Its output is its input, so it is encoded from the bound
+ *    input without running: every datatype, the engine's or not, reaches
+ *    the encoder.
+ * mlp and pair run, and the outputs are encoded as the request asked.
+ *
+ * Checks: refusals are FS_EPARSE / FS_EINVAL (FS_ENOMEM) with a message; a
+ * parsed request's tensors hold their bytes (read whole, so a short buffer
+ * shows under ASan) and have valid shapes; the response's JSON part is
+ * JSON with one "outputs" entry per output sent; the cache is back to zero
+ * once the model is gone. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "server/codec.h"
+#include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/fuzz_model.h"
+
+#define CODEC_CACHE_LIMIT_BYTES ((size_t)64 << 20)
+
+/* The models a request can name. */
+static void model_mlp(fuzz_mb_t *b)
+{
+    static float w[64 * 10];
+    for (int i = 0; i < 64 * 10; i++)
+        w[i] = (float)(i % 7 - 3) * 0.05f;
+    fuzz_mb_init(b, 8, 13);
+    fuzz_mb_input(b, "input", FUZZ_DT_FLOAT, 2, (int64_t[]){-1, 64},
+                  (const char *const[]){"batch", NULL});
+    fuzz_mb_init_f(b, "w", 2, (int64_t[]){64, 10}, w);
+    fuzz_mb_node(b, "MatMul", "input,w", "logits");
+    fuzz_mb_attr_i(b, fuzz_mb_node(b, "Softmax", "logits", "probabilities"), "axis", -1);
+    fuzz_mb_output(b, "probabilities", FUZZ_DT_FLOAT, 2, (int64_t[]){-1, 10},
+                   (const char *const[]){"batch", NULL});
+}
+
+static void model_pair(fuzz_mb_t *b)
+{
+    fuzz_mb_init(b, 8, 13);
+    fuzz_mb_input(b, "a", FUZZ_DT_FLOAT, 2, (int64_t[]){-1, 3}, (const char *const[]){"n", NULL});
+    fuzz_mb_input(b, "b", FUZZ_DT_INT64, 1, (int64_t[]){2}, NULL);
+    fuzz_mb_node(b, "Add", "a,a", "sum");
+    fuzz_mb_node(b, "Identity", "b", "ids");
+    fuzz_mb_output(b, "sum", FUZZ_DT_FLOAT, 2, (int64_t[]){-1, 3},
+                   (const char *const[]){"n", NULL});
+    fuzz_mb_output(b, "ids", FUZZ_DT_INT64, 1, (int64_t[]){2}, NULL);
+}
+
+static void model_echo(fuzz_mb_t *b)
+{
+    fuzz_mb_init(b, 8, 13);
+    fuzz_mb_input(b, "x", 0, -1, NULL, NULL);
+    fuzz_mb_node(b, "Identity", "x", "y");
+    fuzz_mb_output(b, "y", 0, -1, NULL, NULL);
+}
+
+/* Reads every byte of every input (ASan sees a buffer shorter than its
+ * shape) and checks the shapes. */
+static int request_check(const srv_infer_request_t *r)
+{
+    unsigned sum = 0;
+    for (size_t i = 0; i < r->n_inputs; i++) {
+        const eng_tensor_t *t = &r->inputs[i].tensor;
+        if (!r->inputs[i].name)
+            return fs_err(FS_ESTATE, "parsed input %zu has no name", i);
+        if (t->shape.rank < 0 || t->shape.rank > ENG_MAX_RANK)
+            return fs_err(FS_ESTATE, "input '%s': rank %d", r->inputs[i].name, t->shape.rank);
+        for (int d = 0; d < t->shape.rank; d++)
+            if (t->shape.dims[d] < 0)
+                return fs_err(FS_ESTATE, "input '%s': dim %d is %lld", r->inputs[i].name, d,
+                              (long long)t->shape.dims[d]);
+        size_t bytes = eng_tensor_bytes(t);
+        if (bytes && !t->data)
+            return fs_err(FS_ESTATE, "input '%s': %zu bytes and no data", r->inputs[i].name,
+                          bytes);
+        for (size_t k = 0; k < bytes; k++)
+            sum += ((const uint8_t *)t->data)[k];
+    }
+    for (size_t j = 0; j < r->n_outputs; j++)
+        if (!r->outputs[j].name)
+            return fs_err(FS_ESTATE, "requested output %zu has no name", j);
+    /* Keeps the reads. */
+    volatile unsigned sink = sum;
+    (void)sink;
+    return 0;
+}
+
+/* The response's JSON part is JSON and has an "outputs" entry per output
+ * the request asked for (all of the model's when it named none). */
+static int response_check(const srv_buf_t *out, size_t json_len, size_t n_expected)
+{
+    if (json_len > out->len)
+        return fs_err(FS_ESTATE, "response JSON length %zu is past its %zu bytes", json_len,
+                      out->len);
+    cJSON *root = cJSON_ParseWithLength(out->data, json_len);
+    if (!root)
+        return fs_err(FS_ESTATE, "the response is not JSON: %.200s", out->data);
+    const cJSON *outs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
+    int n = cJSON_IsArray(outs) ? cJSON_GetArraySize(outs) : -1;
+    cJSON_Delete(root);
+    if (n < 0 || (size_t)n != n_expected)
+        return fs_err(FS_ESTATE, "the response has %d outputs, %zu expected: %.200s", n,
+                      n_expected, out->data);
+    return 0;
+}
+
+/* Binds r to the model, runs it (echo: encodes its input) and encodes. */
+static int request_answer(const srv_infer_request_t *r, eng_model_t *m, const char *name,
+                          bool echo)
+{
+    static const int bind_codes[] = {FS_EINVAL};
+    static const int run_codes[] = {FS_EINVAL, FS_ENOMEM, FS_ENOTSUP};
+    static const int encode_codes[] = {FS_EINVAL, FS_ENOMEM};
+    size_t n_in = eng_model_n_inputs(m), n_out = eng_model_n_outputs(m);
+    eng_tensor_t views[2];
+    eng_tensor_t *outs[2] = {NULL, NULL};
+    srv_buf_t out = {0};
+    size_t json_len = 0;
+    fs_err_clear();
+    int rc = srv_infer_bind(r, m, views);
+    if (rc != 0)
+        return fuzz_refusal_check("srv_infer_bind", rc, bind_codes, 1);
+    if (echo) {
+        outs[0] = &views[0];
+    } else {
+        fs_err_clear();
+        rc = eng_model_run(m, views, n_in, outs);
+        if (rc != 0)
+            return fuzz_refusal_check("eng_model_run", rc, run_codes, 3);
+    }
+    fs_err_clear();
+    rc = srv_infer_response_encode(m, name, 1, r, outs, n_out, &out, &json_len);
+    if (rc != 0)
+        rc = fuzz_refusal_check("srv_infer_response_encode", rc, encode_codes, 2);
+    else
+        rc = response_check(&out, json_len, r->n_outputs ? r->n_outputs : n_out);
+    srv_buf_free(&out);
+    for (size_t j = 0; !echo && j < n_out; j++)
+        eng_tensor_free(outs[j]);
+    return rc;
+}
+
+/* Builds the model r names over a fresh cache and answers r with it. */
+static int request_serve(const srv_infer_request_t *r)
+{
+    const char *name = r->model && strcmp(r->model, "mlp") == 0    ? "mlp"
+                       : r->model && strcmp(r->model, "pair") == 0 ? "pair"
+                                                                   : "echo";
+    fuzz_mb_t b;
+    if (name[0] == 'm')
+        model_mlp(&b);
+    else if (name[0] == 'p')
+        model_pair(&b);
+    else
+        model_echo(&b);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int rc = fuzz_mb_pack(&b, &bytes, &len);
+    fuzz_mb_free(&b);
+    if (rc != 0)
+        return rc;
+    alloc_cache_config_t cc = {.name = "fuzz", .max_reserved_bytes = CODEC_CACHE_LIMIT_BYTES};
+    eng_memory_t mem = {0};
+    eng_model_t *m = NULL;
+    rc = eng_memory_open(NULL, &cc, &mem);
+    eng_model_config_t mc = {.name = name, .cache = mem.cache};
+    if (rc == 0)
+        rc = eng_model_load_bytes(bytes, len, NULL, &mc, &m);
+    free(bytes);
+    if (rc != 0) {
+        char msg[FS_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", fs_errmsg());
+        eng_memory_close(&mem);
+        return fs_err(FS_ESTATE, "the codec target's model '%s' did not load: %s", name, msg);
+    }
+    rc = request_answer(r, m, name, name[0] == 'e');
+    eng_model_destroy(m);
+    int zero = fuzz_cache_check_zero(mem.cache, "after the model was destroyed");
+    eng_memory_close(&mem);
+    return rc ? rc : zero;
+}
+
+int fuzz_codec_one(const uint8_t *data, size_t size)
+{
+    static const int parse_codes[] = {FS_EPARSE, FS_EINVAL, FS_ENOMEM};
+    size_t header_len = 0;
+    const uint8_t *body = data;
+    size_t len = size;
+    if (size >= 1 && data[0] == 'B') {
+        if (size < 5)
+            return 0;
+        header_len = (size_t)data[1] | (size_t)data[2] << 8 | (size_t)data[3] << 16 |
+                     (size_t)data[4] << 24;
+        body = data + 5;
+        len = size - 5;
+    } else if (size >= 1) {
+        body = data + 1;
+        len = size - 1;
+    }
+    srv_infer_request_t *r = NULL;
+    fs_err_clear();
+    int rc = srv_infer_request_parse(body, len, header_len, &r);
+    if (rc != 0) {
+        if (r)
+            return fs_err(FS_ESTATE, "srv_infer_request_parse failed and returned a request");
+        return fuzz_refusal_check("srv_infer_request_parse", rc, parse_codes, 3);
+    }
+    rc = request_check(r);
+    if (rc == 0)
+        rc = request_serve(r);
+    srv_infer_request_free(r);
+    return rc;
+}
