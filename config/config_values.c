@@ -292,6 +292,11 @@ int cfg_set_fraction(const cfg_key_t *key, const cfg_src_t *src, void *root)
     if (!((d > 0.0 && d <= 1.0) || (d == 0.0 && key->min == 0)))
         return cfg_src_fail(src, "expected a number in (0, 1]%s, got %s",
                             key->min == 0 ? " or 0 (unset)" : "", CFG_GOT(src));
+    /* -0 is "unset" too, stored as 0: values compare byte for byte
+     * (cfg_value_differs), and -0.0 would differ from the 0 it reads back
+     * as, so a SIGHUP would see a change that is none. */
+    if (d == 0.0)
+        d = 0.0;
     memcpy(field_of(key, root), &d, sizeof d);
     return 0;
 }

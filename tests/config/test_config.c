@@ -1052,6 +1052,19 @@ Test(cfg, diff_of_equal_configs_is_empty)
     cr_expect_str_eq(restart, "");
 }
 
+Test(cfg, negative_zero_fraction_is_unset_and_no_change)
+{
+    cfg_t a = parse_ok("{\"memory\": {\"limit_fraction\": -0}}"), b;
+    cr_expect_eq(a.memory.limit_fraction, 0.0);
+    cr_expect(!signbit(a.memory.limit_fraction), "-0 is stored as 0");
+    cfg_defaults(&b);
+    bool live = true;
+    char restart[256] = "junk";
+    cfg_diff(&b, &a, &live, restart, sizeof restart);
+    cr_expect(!live);
+    cr_expect_str_eq(restart, "", "-0 differs from the default 0: %s", restart);
+}
+
 Test(cfg, diff_sees_live_changes)
 {
     static const char *const live_docs[] = {
