@@ -2,12 +2,16 @@
 """gen_op_schema.py -- writes engine/ops/schema.inc, the ONNX schema of every
 op flatserve runs, from ONNX's own definitions (the `onnx` Python package).
 
-    python3 tools/gen_op_schema.py [--out engine/ops/schema.inc]
+    python3 tools/gen_op_schema.py [--out engine/ops/schema.inc] [--from DUMP]
+    python3 tools/gen_op_schema.py --dump DUMP
 
 Run from the repository root with a Python that imports `onnx` (Debian:
 `apt-get install python3-onnx`; any onnx release works, the newer the
 better: the table holds what that release defines and the file's header
-names it). The op list comes from engine/ops/list.h (every X(OpType, ...)
+names it), or with --from DUMP without one: DUMP is what --dump wrote
+with some onnx, every default-domain schema of that release as JSON
+(tools/onnx_schemas.json holds one from onnx 1.23.1, so that adding an op
+needs no machine with a new onnx). The op list comes from engine/ops/list.h (every X(OpType, ...)
 entry, default domain), the opset range from OPSET_MIN/OPSET_MAX in
 engine/onnx_load.c: for each op, every schema version in force at some
 opset of that range (the one in force at OPSET_MIN, and each later one up
@@ -25,12 +29,10 @@ schema, or a schema of the range is deprecated: the table has no way to say
 either, so a person must look."""
 
 import argparse
+import json
 import os
 import re
 import sys
-
-import onnx
-import onnx.defs
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 LIST_H = "engine/ops/list.h"
@@ -104,17 +106,74 @@ def attr_tuple(schema):
     return tuple(out)
 
 
-def versions_of(op, all_schemas, lo, hi):
-    mine = sorted((s for s in all_schemas if s.name == op and s.domain in ("", "ai.onnx")),
-                  key=lambda s: s.since_version)
+class Source:
+    """The schemas and the release they come from: onnx itself, or a dump."""
+
+    def __init__(self, version, opset_known, schemas):
+        self.version, self.opset_known, self.schemas = version, opset_known, schemas
+
+    @staticmethod
+    def from_onnx():
+        import onnx
+        import onnx.defs
+        for name in ATTR_TYPES:
+            if enum_value(getattr(onnx.defs.OpSchema.AttrType, name)) != ATTR_TYPES.index(name) + 1:
+                fail("onnx %s numbers AttrType.%s differently" % (onnx.__version__, name))
+        return Source(onnx.__version__, onnx.defs.onnx_opset_version(),
+                      [s for s in onnx.defs.get_all_schemas_with_history()
+                       if s.domain in ("", "ai.onnx")])
+
+    @staticmethod
+    def from_dump(path):
+        class NS:
+            def __init__(self, **kw):
+                self.__dict__.update(kw)
+        d = json.load(open(path))
+        schemas = []
+        for s in d["schemas"]:
+            plist = lambda ps: [NS(name=p["name"], option=p["option"], min_arity=p["min_arity"])
+                                for p in ps]
+            schemas.append(NS(name=s["name"], domain="", since_version=s["since_version"],
+                              deprecated=s["deprecated"], inputs=plist(s["inputs"]),
+                              outputs=plist(s["outputs"]), min_input=s["min_input"],
+                              max_input=s["max_input"], min_output=s["min_output"],
+                              max_output=s["max_output"],
+                              attributes={a["name"]: NS(type=a["type"], required=a["required"])
+                                          for a in s["attributes"]}))
+        return Source(d["onnx_version"], d["opset_known"], schemas)
+
+    def dump(self, path):
+        """Every default-domain schema, each field generate() reads."""
+        def plist(schema, ps, min_count):
+            return [{"name": n, "option": o, "min_arity": a}
+                    for n, o, a in param_tuple(schema, ps, min_count)]
+        out = []
+        for s in sorted(self.schemas, key=lambda s: (s.name, s.since_version)):
+            out.append({"name": s.name, "since_version": s.since_version,
+                        "deprecated": bool(s.deprecated),
+                        "min_input": s.min_input, "max_input": s.max_input,
+                        "min_output": s.min_output, "max_output": s.max_output,
+                        "inputs": plist(s, s.inputs, s.min_input),
+                        "outputs": plist(s, s.outputs, s.min_output),
+                        "attributes": [{"name": n, "type": t, "required": r}
+                                       for n, t, r in attr_tuple(s)]})
+        with open(path + ".tmp", "w") as f:
+            json.dump({"onnx_version": self.version, "opset_known": self.opset_known,
+                       "schemas": out}, f, indent=0, separators=(",", ":"))
+            f.write("\n")
+        os.replace(path + ".tmp", path)
+
+
+def versions_of(op, src, lo, hi):
+    mine = sorted((s for s in src.schemas if s.name == op), key=lambda s: s.since_version)
     if not mine:
         fail("%s (in %s) has no default-domain schema in onnx %s: is the op newer than that "
-             "release? Run with a newer onnx" % (op, LIST_H, onnx.__version__))
+             "release? Run with a newer onnx" % (op, LIST_H, src.version))
     at_lo = [s for s in mine if s.since_version <= lo]
     keep = at_lo[-1:] + [s for s in mine if lo < s.since_version <= hi]
     for s in keep:
         if s.deprecated:
-            fail("%s-%d is deprecated in onnx %s" % (op, s.since_version, onnx.__version__))
+            fail("%s-%d is deprecated in onnx %s" % (op, s.since_version, src.version))
     return keep
 
 
@@ -153,13 +212,12 @@ def arity(v):
     return "ENG_OP_ARITY_MAX" if v >= 2**31 - 1 else str(v)
 
 
-def generate(ops, lo, hi):
-    all_schemas = onnx.defs.get_all_schemas_with_history()
+def generate(ops, lo, hi, src):
     params, attrs = Pool(), Pool()
     rows, index = [], []
     for op in ops:
         first = len(rows)
-        for s in versions_of(op, all_schemas, lo, hi):
+        for s in versions_of(op, src, lo, hi):
             ins = param_tuple(s, s.inputs, s.min_input)
             outs = param_tuple(s, s.outputs, s.min_output)
             at = attr_tuple(s)
@@ -178,17 +236,18 @@ def generate(ops, lo, hi):
     w(" * default-domain opsets %d..%d: GENERATED, do not edit." % (lo, hi))
     w(" *")
     w(" * Source: onnx %s (opsets up to %d), through tools/gen_op_schema.py."
-      % (onnx.__version__, onnx.defs.onnx_opset_version()))
+      % (src.version, src.opset_known))
     w(" * Regenerate, from the repository root, after adding an op to list.h or")
     w(" * to take a newer onnx's definitions (any release; the newer the better):")
-    w(" *     python3 tools/gen_op_schema.py")
-    w(" * with a Python that imports onnx (Debian: apt-get install python3-onnx).")
+    w(" *     python3 tools/gen_op_schema.py --from tools/onnx_schemas.json")
+    w(" * (that release's definitions), or without --from with a Python that")
+    w(" * imports onnx, whose definitions it then takes.")
     w(" *")
     w(" * Included by engine/op_schema.c alone, which defines the types. Per op,")
     w(" * schema_index gives its run of schema_versions, oldest first. */")
     w("")
-    w("#define SCHEMA_ONNX_VERSION \"%s\"" % onnx.__version__)
-    w("#define SCHEMA_OPSET_KNOWN %d" % onnx.defs.onnx_opset_version())
+    w("#define SCHEMA_ONNX_VERSION \"%s\"" % src.version)
+    w("#define SCHEMA_OPSET_KNOWN %d" % src.opset_known)
     w("")
     for n in names:
         w("static const char %s[] = \"%s\";" % (c_ident(n), n))
@@ -235,17 +294,25 @@ ATTR_TYPES = ("FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "ST
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=OUT, help="where to write (default %(default)s)")
+    ap.add_argument("--from", dest="src", metavar="DUMP",
+                    help="read the schemas from DUMP (written by --dump) instead of onnx")
+    ap.add_argument("--dump", metavar="DUMP",
+                    help="write every default-domain schema of the onnx imported to DUMP, "
+                         "and nothing else")
     args = ap.parse_args()
-    for name in ATTR_TYPES:
-        if enum_value(getattr(onnx.defs.OpSchema.AttrType, name)) != ATTR_TYPES.index(name) + 1:
-            fail("onnx %s numbers AttrType.%s differently" % (onnx.__version__, name))
+    src = Source.from_dump(args.src) if args.src else Source.from_onnx()
+    if args.dump:
+        src.dump(args.dump)
+        print("gen_op_schema: wrote %d schemas of onnx %s to %s"
+              % (len(src.schemas), src.version, args.dump))
+        return
     lo, hi = read_opset_range()
-    text = generate(read_ops(), lo, hi)
+    text = generate(read_ops(), lo, hi, src)
     path = args.out if os.path.isabs(args.out) else os.path.join(ROOT, args.out)
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
-    print("gen_op_schema: wrote %s from onnx %s" % (args.out, onnx.__version__))
+    print("gen_op_schema: wrote %s from onnx %s" % (args.out, src.version))
 
 
 if __name__ == "__main__":
