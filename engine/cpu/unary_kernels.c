@@ -206,6 +206,70 @@ TYPED_KERNEL(Relu, relu_rows)
 TYPED_KERNEL(Not, not_rows)
 #undef TYPED_KERNEL
 
+/* --- IsNaN, IsInf ----------------------------------------------------------------- */
+
+/* A float row to a bool row: the element's class. */
+typedef struct isinf_arg {
+    bool negative, positive;      /* detect_negative, detect_positive */
+} isinf_arg_t;
+
+#define CLASS_ROWS(op, DT, T, UT, S, LO, HI)                                              \
+    EW_CLONES static void isnan_##S(const void *xv, void *yv, int64_t n, const void *arg)   \
+    {                                                                                     \
+        const T *xs = xv;                                                                 \
+        uint8_t *ys = yv;                                                                 \
+        EW_LOOP(n, const T x = xs[i]; ys[i] = x != x;);                                   \
+    }                                                                                     \
+    EW_CLONES static void isinf_##S(const void *xv, void *yv, int64_t n, const void *argv)  \
+    {                                                                                     \
+        const T *xs = xv;                                                                 \
+        uint8_t *ys = yv;                                                                 \
+        const isinf_arg_t *a = argv;                                                      \
+        const bool neg = a->negative, pos = a->positive;                                  \
+        EW_LOOP(n, const T x = xs[i];                                                     \
+                ys[i] = (pos && x == (T)INFINITY) || (neg && x == -(T)INFINITY););        \
+    }
+EW_FLOAT_TYPES(CLASS_ROWS, unused)
+#undef CLASS_ROWS
+
+static const typed_row_t isnan_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isnan) ROWS_END};
+static const typed_row_t isinf_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isinf) ROWS_END};
+
+/* Runs the row of x's dtype from `rows` into a bool y. 0, or FS_EINVAL /
+ * FS_ENOTSUP with output untouched. */
+static int run_class(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
+{
+    eng_unary_io_t io;
+    int rc = eng_unary_flat_io(c, &io);
+    if (rc)
+        return rc;
+    if (io.y->dtype != ENG_DT_BOOL)
+        return eng_op_err(c, FS_EINVAL, "output dtype %s is not bool", eng_dtype_name(io.y->dtype));
+    for (const typed_row_t *r = rows; r->fn; r++)
+        if (r->dtype == io.x->dtype) {
+            const unary_job_t j = {.trow = r->fn, .targ = arg, .xs = io.x->data, .ys = io.y->data,
+                                   .x_size = eng_dtype_size(io.x->dtype), .y_size = 1, .n = io.n};
+            unary_apply(c->n_threads, &j);
+            return 0;
+        }
+    return eng_unary_dtype_err(c, io.x->dtype);
+}
+
+static int isnan_run(eng_op_ctx_t *c)
+{
+    return run_class(c, isnan_rows, NULL);
+}
+
+static int isinf_run(eng_op_ctx_t *c)
+{
+    const isinf_arg_t a = {eng_attr_i(c->node, "detect_negative", 1) != 0,
+                           eng_attr_i(c->node, "detect_positive", 1) != 0};
+    return run_class(c, isinf_rows, &a);
+}
+
+const eng_kernel_t eng_cpu_IsNaN = {.run = isnan_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cpu_IsInf = {.run = isinf_run, .scratch_bytes = NULL};
+
 /* --- Clip ------------------------------------------------------------------------- */
 
 /* Bounds of the input's type; NULL: unbounded on that side. */

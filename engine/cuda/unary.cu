@@ -265,6 +265,50 @@ int not_run(eng_op_ctx_t *c)
     return run_typed(c, types<bool_t>{}, [](bool_t) { return not_op{}; });
 }
 
+/* --- IsNaN, IsInf: a float x's class, into a bool y ----------------------------------------- */
+
+template <typename T> struct isnan_op {
+    using TI = T;
+    using TO = uint8_t;
+    __device__ uint8_t operator()(T x) const { return isnan(x) ? 1 : 0; }
+};
+
+template <typename T> struct isinf_op {
+    using TI = T;
+    using TO = uint8_t;
+    bool negative, positive;
+    __device__ uint8_t operator()(T x) const
+    {
+        return isinf(x) && (x < 0 ? negative : positive) ? 1 : 0;
+    }
+};
+
+/* Runs make(T{}) for x's dtype T (float or double) into a bool y. */
+template <typename Make> int run_class(eng_op_ctx_t *c, Make make)
+{
+    eng_unary_io_t io;
+    int rc = eng_unary_flat_io(c, &io);
+    if (rc)
+        return rc;
+    if (io.y->dtype != ENG_DT_BOOL)
+        return eng_op_err(c, FS_EINVAL, "output dtype %s is not bool", eng_dtype_name(io.y->dtype));
+    rc = dispatch(io.x->dtype, types<float, double>{},
+                  [&](auto t) { return map_launch(c, io.x->data, io.y->data, io.n, make(t)); });
+    return rc == DISPATCH_NONE ? eng_unary_dtype_err(c, io.x->dtype) : rc;
+}
+
+int isnan_run(eng_op_ctx_t *c)
+{
+    return run_class(c, [](auto t) { return isnan_op<decltype(t)>{}; });
+}
+
+int isinf_run(eng_op_ctx_t *c)
+{
+    const bool neg = eng_attr_i(c->node, "detect_negative", 1) != 0;
+    const bool pos = eng_attr_i(c->node, "detect_positive", 1) != 0;
+    return run_class(c, [&](auto t) { return isinf_op<decltype(t)>{neg, pos}; });
+}
+
 
 /* --- Clip ----------------------------------------------------------------------------------- */
 
@@ -483,6 +527,8 @@ const eng_kernel_t eng_cuda_Neg = {.run = neg_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Sign = {.run = sign_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Relu = {.run = relu_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Not = {.run = not_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_IsNaN = {.run = isnan_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_IsInf = {.run = isinf_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Clip = {.run = clip_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Identity = {.run = copy_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Dropout = {.run = dropout_run, .scratch_bytes = NULL};

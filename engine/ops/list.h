@@ -34,6 +34,8 @@
     X(Gelu, Y, Y)                                                             \
     X(HardSigmoid, Y, Y)                                                      \
     X(HardSwish, Y, Y)                                                        \
+    X(IsInf, Y, Y)                                                            \
+    X(IsNaN, Y, Y)                                                            \
     X(LeakyRelu, Y, Y)                                                        \
     X(Log, Y, Y)                                                              \
     X(Neg, Y, Y)                                                              \

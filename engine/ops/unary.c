@@ -1,5 +1,5 @@
 /* unary.c -- definitions (validation, dtype and shape inference) of the unary ops:
- * element-wise math and activations, Cast, Clip, Identity and Dropout. Every
+ * element-wise math and activations, IsNaN and IsInf, Cast, Clip, Identity and Dropout. Every
  * output has its input's shape; none computes data at inference (the planner
  * folds constants by running the CPU kernel). */
 #include <string.h>
@@ -153,6 +153,20 @@ static int infer_clip(eng_op_ctx_t *c)
     return 0;
 }
 
+/* --- IsNaN, IsInf ----------------------------------------------------------------- */
+
+/* A bool of x's shape per element of a float x. (float16 and bfloat16 and,
+ * from opset 20, the float8 types are in ONNX's list too; the engine has no
+ * such graph values yet, and this says so naming the dtype.) */
+static int infer_isclass(eng_op_ctx_t *c)
+{
+    int rc = eng_op_require_dtype(c, 0, dt_float_double);
+    if (rc)
+        return rc;
+    eng_ctx_out_set(c, 0, ENG_DT_BOOL, &eng_ctx_in(c, 0)->shape);
+    return 0;
+}
+
 /* --- Dropout ------------------------------------------------------------------ */
 
 /* Inference only: output = input, mask all true (of the input's type before
@@ -191,6 +205,8 @@ ENG_OP_DEF(Abs, NULL, infer_numeric, 0);
 ENG_OP_DEF(Gelu, check_gelu, infer_gelu, 0);
 ENG_OP_DEF(Neg, NULL, infer_signed, 0);
 ENG_OP_DEF(Not, NULL, infer_bool, 0);
+ENG_OP_DEF(IsInf, NULL, infer_isclass, -1);
+ENG_OP_DEF(IsNaN, NULL, infer_isclass, -1);
 ENG_OP_DEF(Relu, NULL, infer_signed, 0);
 ENG_OP_DEF(Sign, NULL, infer_numeric, 0);
 ENG_OP_DEF(Cast, check_cast, infer_cast, -1);

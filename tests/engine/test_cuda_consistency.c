@@ -1010,6 +1010,12 @@ static const op_case_t unary_cases[] = {
     {OC("Sqrt", 13, "", "f32[257]:pos")},
     /* IEEE: sqrt(-0) = -0, sqrt(inf) = inf, NaN for NaN and negatives. */
     {OC("Sqrt", 13, "", "f32[8]{0,-0,1,4,inf,nan,-1,2}")},
+    {OC("IsNaN", 13, "", "f32[8]{0,-0,1,-inf,inf,nan,-1,2}")},
+    {OC("IsNaN", 13, "", "f32[257]")},
+    {OC("IsInf", 10, "", "f32[8]{0,-0,1,-inf,inf,nan,-1,2}")},
+    {OC("IsInf", 10, "detect_negative=0", "f32[8]{0,-0,1,-inf,inf,nan,-1,2}")},
+    {OC("IsInf", 10, "detect_positive=0", "f32[8]{0,-0,1,-inf,inf,nan,-1,2}")},
+    {OC("IsInf", 10, "", "f32[257]")},
     {OC("Tan", 13, "", "f32[257]:r(-1.2,1.2)")},
     {OC("Tanh", 13, "", "f32[257]:r(-10,10)")},
     {OC("Tanh", 13, "", "f32[1]")},

@@ -297,6 +297,32 @@ Test(engine_ops_unary, not_flips_bools)
     call_free(&c);
 }
 
+Test(engine_ops_unary, isnan_and_isinf_classify_each_float)
+{
+    static const float x[] = {0.0f, -0.0f, 1.0f, -INFINITY, INFINITY, NAN, -1.0f, 3e38f};
+    eng_tensor_t in = vec(ENG_DT_FLOAT, x, 8);
+    const eng_tensor_t *ins[] = {&in};
+    call_t c;
+    run_ok(&c, "IsNaN", 13, NULL, 0, ins, 1, 1, ENG_DT_BOOL, 8);
+    expect_bools(c.outs[0].data, (const uint8_t[]){0, 0, 0, 0, 0, 1, 0, 0}, 8, "IsNaN");
+    call_free(&c);
+    run_ok(&c, "IsInf", 10, NULL, 0, ins, 1, 1, ENG_DT_BOOL, 8);
+    expect_bools(c.outs[0].data, (const uint8_t[]){0, 0, 0, 1, 1, 0, 0, 0}, 8, "IsInf");
+    call_free(&c);
+    const eng_attr_t neg_only[] = {{.name = "detect_positive", .type = ENG_ATTR_INT, .i = 0}};
+    const eng_attr_t pos_only[] = {{.name = "detect_negative", .type = ENG_ATTR_INT, .i = 0}};
+    run_ok(&c, "IsInf", 10, neg_only, 1, ins, 1, 1, ENG_DT_BOOL, 8);
+    expect_bools(c.outs[0].data, (const uint8_t[]){0, 0, 0, 1, 0, 0, 0, 0}, 8, "IsInf -inf");
+    call_free(&c);
+    run_ok(&c, "IsInf", 10, pos_only, 1, ins, 1, 1, ENG_DT_BOOL, 8);
+    expect_bools(c.outs[0].data, (const uint8_t[]){0, 0, 0, 0, 1, 0, 0, 0}, 8, "IsInf +inf");
+    call_free(&c);
+    static const int32_t xi[] = {1};
+    eng_tensor_t ti = vec(ENG_DT_INT32, xi, 1);
+    const eng_tensor_t *i32[] = {&ti};
+    infer_fails("IsNaN", 13, NULL, 0, i32, 1, FS_ENOTSUP, "int32");
+}
+
 Test(engine_ops_unary, unsupported_dtypes_are_refused)
 {
     static const int32_t xi[] = {1};
