@@ -11,7 +11,7 @@
  * memcpy when its stride is 1.
  *
  * A kernel fails only where its op's parameters do (shape_impl.h; before
- * anything is written) or on a bad index (Gather, GatherElements); the
+ * anything is written) or on a bad index (Gather, GatherElements, GatherND); the
  * rest cannot fail. */
 #include <string.h>
 
@@ -253,6 +253,33 @@ static int gather_elements_run(eng_op_ctx_t *c)
         memcpy(dst, (const char *)x->data + off * (int64_t)es, es);
         for (int d = r - 1; d >= 0 && ++pos[d] == idx->shape.dims[d]; d--)
             pos[d] = 0;
+    }
+    return 0;
+}
+
+/* On a bad index, FS_EINVAL and the output is left unwritten. */
+static int gather_nd_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0], *idx = c->inputs[1];
+    eng_gather_nd_t g;
+    int rc = eng_gather_nd_params(c, &g);
+    if (rc != 0)
+        return rc;
+    int64_t v;
+    for (int64_t i = 0; i < g.n_rows * g.k; i++)
+        if ((rc = index_at(c, idx, i, g.dims[i % g.k], &v)) != 0)
+            return rc;
+    size_t block = (size_t)g.row * eng_dtype_size(x->dtype);
+    if (block == 0)
+        return 0;
+    char *dst = c->outputs[0]->data;
+    for (int64_t j = 0; j < g.n_rows; j++, dst += block) {
+        int64_t at = j / g.per_batch * g.batch_rows;
+        for (int t = 0; t < g.k; t++) {
+            index_at(c, idx, j * g.k + t, g.dims[t], &v);
+            at += v * g.strides[t];
+        }
+        memcpy(dst, (const char *)x->data + (size_t)at * block, block);
     }
     return 0;
 }

@@ -33,7 +33,7 @@
  * assumed aligned to their element size, as every kernel assumes of its
  * typed pointers (the planner aligns buffers to 256 bytes).
  *
- * Departure from the CPU kernels: Gather and GatherElements cannot report a
+ * Departure from the CPU kernels: Gather, GatherElements and GatherND cannot report a
  * bad index, since the device cannot return an error without synchronising.
  * An index outside [-dim, dim) makes its output element(s) all zero bytes
  * (never a read out of bounds), where the CPU fails with FS_EINVAL. */
@@ -539,6 +539,71 @@ static int gather_elements_run(eng_op_ctx_t *c)
         using T = typename decltype(t)::type;
         return i32 ? gather_elements_launch<T, int32_t>(c, y, x->data, idx->data, &g, n, narrow)
                    : gather_elements_launch<T, int64_t>(c, y, x->data, idx->data, &g, n, narrow);
+    });
+}
+
+/* GatherND (engine/ops/shape_impl.h's eng_gather_nd_t, rows in units): an
+ * index outside [-dim, dim) makes its output row zero units. */
+struct gather_nd_t {
+    int k;
+    int64_t dims[ENG_MAX_RANK], strides[ENG_MAX_RANK];
+    int64_t per_batch, batch_rows;
+};
+
+template <typename T, typename I>
+__global__ void gather_nd_kernel(T *__restrict__ y, const T *__restrict__ x,
+                                 const int64_t *__restrict__ idx, gather_nd_t g, I row, I n)
+{
+    using U = std::make_unsigned_t<I>;
+    SHAPE_FOR_(I, i, n)
+    {
+        U j = (U)i / (U)row;
+        I col = i - (I)j * row;
+        int64_t at = (int64_t)(j / (U)g.per_batch) * g.batch_rows;
+        bool ok = true;
+        for (int t = 0; t < g.k; t++) {
+            int64_t v = idx[(int64_t)j * g.k + t];
+            v += v < 0 ? g.dims[t] : 0;
+            ok = ok && v >= 0 && v < g.dims[t];
+            at += v * g.strides[t];
+        }
+        y[i] = ok ? x[(I)at * row + col] : T{};
+    }
+}
+
+/* A bad index cannot fail the run here (see the file comment): its output
+ * row is zero. */
+static int gather_nd_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x = c->inputs[0], *idx = c->inputs[1];
+    eng_gather_nd_t p;
+    int rc = eng_gather_nd_params(c, &p);
+    if (rc != 0)
+        return rc;
+    size_t es = eng_dtype_size(x->dtype);
+    if (eng_tensor_bytes(c->outputs[0]) == 0)
+        return 0;
+    gather_nd_t g = {p.k, {0}, {0}, p.per_batch, p.batch_rows};
+    for (int t = 0; t < p.k; t++) {
+        g.dims[t] = p.dims[t];
+        g.strides[t] = p.strides[t];
+    }
+    void *y = c->outputs[0]->data;
+    size_t w = unit_for((uint64_t)p.row * es, x->data, y);
+    int64_t row = (int64_t)((size_t)p.row * es / w), n = p.n_rows * row;
+    bool narrow = n <= NARROW_MAX && (int64_t)(eng_tensor_bytes(x) / w) <= NARROW_MAX;
+    unsigned blocks = eng_cuda_blocks(c, n);
+    return with_unit(c, w, [&](auto t) {
+        using T = typename decltype(t)::type;
+        if (narrow)
+            gather_nd_kernel<T, int32_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
+                (T *)y, (const T *)x->data, (const int64_t *)idx->data, g, (int32_t)row,
+                (int32_t)n);
+        else
+            gather_nd_kernel<T, int64_t><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
+                (T *)y, (const T *)x->data, (const int64_t *)idx->data, g, row, n);
+        ENG_CUDA_LAUNCHED(c);
+        return 0;
     });
 }
 

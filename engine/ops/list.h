@@ -106,6 +106,7 @@
     X(Slice, Y, Y)                                                            \
     X(Gather, Y, Y)                                                           \
     X(GatherElements, Y, Y)                                                   \
+    X(GatherND, Y, Y)                                                         \
     X(Expand, Y, Y)                                                           \
     X(Tile, Y, Y)                                                             \
     X(Pad, Y, Y)                                                              \

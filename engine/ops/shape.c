@@ -647,6 +647,77 @@ static int gather_elements_infer(eng_op_ctx_t *c)
     return 0;
 }
 
+/* --- GatherND --------------------------------------------------------------------------- */
+
+static const eng_dtype_t int64_only[] = {ENG_DT_INT64, ENG_DT_UNDEFINED};
+
+int eng_gather_nd_params(const eng_op_ctx_t *c, eng_gather_nd_t *g)
+{
+    const eng_tensor_t *x, *idx;
+    int rc;
+    if ((rc = eng_shapeops_in_data(c, 0, "data", &x)) != 0 ||
+        (rc = eng_shapeops_in_data(c, 1, "indices", &idx)) != 0 ||
+        (rc = eng_op_require_dtype(c, 1, int64_only)) != 0)
+        return rc;
+    int r = x->shape.rank, q = idx->shape.rank;
+    int64_t b = c->opset >= 12 ? eng_attr_i(c->node, "batch_dims", 0) : 0;
+    char b1[SHAPE_BUF], b2[SHAPE_BUF];
+    eng_shape_format(&x->shape, b1, sizeof b1);
+    eng_shape_format(&idx->shape, b2, sizeof b2);
+    if (r < 1 || q < 1)
+        return eng_op_err(c, FS_EINVAL, "data %s and indices %s must each have rank 1 or more",
+                          b1, b2);
+    if (b < 0 || b >= (q < r ? q : r))
+        return eng_op_err(c, FS_EINVAL, "batch_dims %lld must be in [0, %d) for data %s and "
+                          "indices %s", (long long)b, q < r ? q : r, b1, b2);
+    int64_t k = idx->shape.dims[q - 1];
+    if (k < 1 || k > r - b)
+        return eng_op_err(c, FS_EINVAL, "indices %s index %lld dims each, where data %s with "
+                          "batch_dims %lld allows 1 to %lld", b2, (long long)k, b1, (long long)b,
+                          (long long)(r - b));
+    for (int d = 0; d < b; d++)
+        if (x->shape.dims[d] != idx->shape.dims[d])
+            return eng_op_err(c, FS_EINVAL, "data %s and indices %s differ in batch dim %d", b1,
+                              b2, d);
+    int rank = q - 1 + r - (int)b - (int)k;
+    if (rank > ENG_MAX_RANK)
+        return eng_op_err(c, FS_ENOTSUP, "the output would have rank %d; at most %d is "
+                          "supported", rank, ENG_MAX_RANK);
+    g->k = (int)k;
+    g->out.rank = 0;
+    for (int d = 0; d < q - 1; d++)
+        g->out.dims[g->out.rank++] = idx->shape.dims[d];
+    g->row = 1;
+    for (int d = (int)(b + k); d < r; d++) {
+        g->out.dims[g->out.rank++] = x->shape.dims[d];
+        g->row *= x->shape.dims[d];
+    }
+    g->batch_rows = 1;
+    for (int t = g->k - 1; t >= 0; t--) {
+        g->dims[t] = x->shape.dims[b + t];
+        g->strides[t] = g->batch_rows;
+        g->batch_rows *= g->dims[t];
+    }
+    g->n_rows = 1;
+    g->per_batch = 1;
+    for (int d = 0; d < q - 1; d++) {
+        g->n_rows *= idx->shape.dims[d];
+        if (d >= b)
+            g->per_batch *= idx->shape.dims[d];
+    }
+    return 0;
+}
+
+static int gather_nd_infer(eng_op_ctx_t *c)
+{
+    eng_gather_nd_t g;
+    int rc = eng_gather_nd_params(c, &g);
+    if (rc != 0)
+        return rc;
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &g.out);
+    return 0;
+}
+
 /* --- Expand, Tile ------------------------------------------------------------------------ */
 
 static int expand_infer(eng_op_ctx_t *c)
@@ -846,6 +917,7 @@ ENG_OP_DEF(Split, NULL, split_infer, -1);
 ENG_OP_DEF(Slice, slice_check, slice_infer, -1);
 ENG_OP_DEF(Gather, NULL, gather_infer, -1);
 ENG_OP_DEF(GatherElements, NULL, gather_elements_infer, -1);
+ENG_OP_DEF(GatherND, NULL, gather_nd_infer, -1);
 ENG_OP_DEF(Expand, NULL, expand_infer, -1);
 ENG_OP_DEF(Tile, NULL, tile_infer, -1);
 ENG_OP_DEF(Pad, pad_check, pad_infer, -1);

@@ -105,6 +105,21 @@ int eng_constant_params(const eng_op_ctx_t *c, eng_tensor_t *value);
  * mode is CRD (else DCR). */
 int eng_space_depth_params(const eng_op_ctx_t *c, int64_t *blocksize, bool *crd);
 
+/* GatherND: output row j (of n_rows, each `row` elements of data's dtype)
+ * copies data's row at batch j / per_batch, whose position in that batch's
+ * [dims[0], ..., dims[k-1]] grid is the k indices at j * k (each made
+ * non-negative for its dim); a batch holds batch_rows rows. The output's
+ * shape is the indices' shape without its last dim, then data's dims after
+ * the batch and indexed ones. */
+typedef struct eng_gather_nd {
+    int k;                          /* indices per row (the indices' last dim) */
+    int64_t dims[ENG_MAX_RANK];     /* data's indexed dims */
+    int64_t strides[ENG_MAX_RANK];  /* in rows, of each indexed dim */
+    int64_t n_rows, per_batch, batch_rows, row;
+    eng_shape_t out;
+} eng_gather_nd_t;
+int eng_gather_nd_params(const eng_op_ctx_t *c, eng_gather_nd_t *g);
+
 /* The elements of s before and after dim `axis` (Concat, Split and Gather
  * move [outer, dim, inner] rows). Cannot fail. */
 void eng_outer_inner(const eng_shape_t *s, int axis, int64_t *outer, int64_t *inner);
@@ -210,6 +225,7 @@ static inline int eng_concat_layout(const eng_op_ctx_t *c, int *axis, size_t *es
     X(Slice, slice_run)                                                                \
     X(Gather, gather_run)                                                              \
     X(GatherElements, gather_elements_run)                                             \
+    X(GatherND, gather_nd_run)                                                         \
     X(Expand, expand_run)                                                              \
     X(Tile, tile_run)                                                                  \
     X(Pad, pad_run)

@@ -1292,6 +1292,12 @@ static const op_case_t shape_cases[] = {
     {OC("Slice", 9, "starts=[1] ends=[1000] axes=[1]", "f32[3,257]")},
     {OC("Slice", 13, "", "f32[10,4]", "i64[1]{2}", "=i64[1]{7}"), .dyn = true},
     {OC("Gather", 13, "", "f32[5,4,3]", "i64[2,3]:r(-5,4)")},
+    /* GatherND: whole rows (k = 1), elements (k = rank), batch dims. */
+    {OC("GatherND", 13, "", "f32[5,4,3]", "i64[2,3,1]:r(-5,4)")},
+    {OC("GatherND", 13, "", "f32[3,4]", "i64[6,2]:r(-3,2)")},
+    {OC("GatherND", 13, "", "f32[2,2]", "i64[2,2]{0,0,1,1}")},
+    {OC("GatherND", 13, "batch_dims=1", "f32[2,5,7]", "i64[2,3,1]:r(-5,4)")},
+    {OC("GatherND", 13, "batch_dims=2", "i64[2,3,4,5]", "i64[2,3,2]:r(-4,3)")},
     {OC("Gather", 13, "axis=1", "f32[3,4,5]", "i64[3]:r(-4,3)")},
     {OC("Gather", 13, "axis=-1", "f32[3,4,5]", "i32[2,2]:r(-5,4)")},
     {OC("Gather", 13, "", "f32[5,4]", "i64[]:r(-5,4)")},

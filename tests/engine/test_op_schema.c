@@ -24,7 +24,8 @@ static const struct {
     {"Mod", 10},           {"Resize", 10},     {"Round", 11},         {"CumSum", 11},
     {"GatherElements", 11}, {"Range", 11},     {"GreaterOrEqual", 12}, {"LessOrEqual", 12},
     {"Einsum", 12},        {"HardSwish", 14},  {"Trilu", 14},         {"CastLike", 15},
-    {"LayerNormalization", 17}, {"Gelu", 20},
+    {"LayerNormalization", 17}, {"Gelu", 20}, {"IsNaN", 9},     {"IsInf", 10},
+    {"GatherND", 11},
 };
 
 static int introduced_at(const char *op)

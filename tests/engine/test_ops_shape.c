@@ -545,6 +545,52 @@ Test(engine_ops_shape_gather, out_of_range_index_fails_at_run)
     case_free(c);
 }
 
+Test(engine_ops_shape_gather, nd_rows_elements_and_batch_dims)
+{
+    /* data [2,3,4] of 0..23; rows at (1, -1) and (0, 0): [2,4]. */
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 2, 3, 4), f_iota);
+    eng_tensor_t idx = ten(ENG_DT_INT64, shp(2, 2, 2), (const int64_t[]){1, -1, 0, 0});
+    op_case_t *c = case_new("GatherND", 13, 1);
+    case_in(c, &x);
+    case_in(c, &idx);
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 2, 4));
+    expect_f32(c->out[0], (const float[]){20, 21, 22, 23, 0, 1, 2, 3}, 8);
+    case_free(c);
+    /* batch_dims 1: batch b picks element idx[b] of its own [3,4] grid. */
+    eng_tensor_t idx_b = ten(ENG_DT_INT64, shp(2, 2, 2), (const int64_t[]){2, 3, 0, 1});
+    c = case_new("GatherND", 13, 1);
+    case_in(c, &x);
+    case_in(c, &idx_b);
+    case_attr(c, a_int("batch_dims", 1));
+    case_run(c);
+    expect_shape(c->out[0], shp(1, 2));
+    expect_f32(c->out[0], (const float[]){11, 13}, 2);
+    case_free(c);
+}
+
+Test(engine_ops_shape_gather, nd_refuses_bad_indices)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 3, 4), f_iota);
+    eng_tensor_t deep = ten(ENG_DT_INT64, shp(2, 1, 3), (const int64_t[]){0, 0, 0});
+    op_case_t *c = case_new("GatherND", 13, 1);
+    case_in(c, &x);
+    case_in(c, &deep);
+    expect_err(case_infer(c), FS_EINVAL, "index 3 dims each");
+    case_free(c);
+    eng_tensor_t far = ten(ENG_DT_INT64, shp(2, 1, 2), (const int64_t[]){0, 4});
+    c = case_new("GatherND", 13, 1);
+    case_in(c, &x);
+    case_in(c, &far);
+    cr_assert_eq(case_infer(c), 0);
+    float out[1] = {-1};
+    c->out[0]->data = out;
+    expect_err(c->kernel->run(&c->ctx), FS_EINVAL, "index 4");
+    cr_expect_eq(out[0], -1, "output written on error");
+    c->out[0]->data = NULL;
+    case_free(c);
+}
+
 Test(engine_ops_shape_gather, elements_along_each_axis)
 {
     eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 3, 3), f_iota);
