@@ -130,9 +130,10 @@ typedef struct typed_row {
 #define ROW_ENTRY(op, DT, T, UT, S, LO, HI) {DT, op##_##S},
 #define ROWS_END {ENG_DT_UNDEFINED, NULL}
 
-/* Runs the row of x's dtype from `rows`; y must have that dtype. 0, or
- * FS_EINVAL / FS_ENOTSUP with output untouched. */
-static int run_typed(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
+/* Runs the row of x's dtype from `rows` into y, which must have dtype
+ * out_dt (ENG_DT_UNDEFINED: x's dtype). 0, or FS_EINVAL / FS_ENOTSUP with
+ * output untouched. */
+static int run_rows(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg, eng_dtype_t out_dt)
 {
     eng_unary_io_t io;
     int rc = eng_unary_flat_io(c, &io);
@@ -140,16 +141,25 @@ static int run_typed(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
         return rc;
     for (const typed_row_t *r = rows; r->fn; r++)
         if (r->dtype == io.x->dtype) {
-            if (io.y->dtype != io.x->dtype)
+            if (out_dt == ENG_DT_UNDEFINED && io.y->dtype != io.x->dtype)
                 return eng_op_err(c, FS_EINVAL, "output dtype %s differs from input dtype %s",
                                   eng_dtype_name(io.y->dtype), eng_dtype_name(io.x->dtype));
-            size_t es = eng_dtype_size(io.x->dtype);
+            if (out_dt != ENG_DT_UNDEFINED && io.y->dtype != out_dt)
+                return eng_op_err(c, FS_EINVAL, "output dtype %s is not %s",
+                                  eng_dtype_name(io.y->dtype), eng_dtype_name(out_dt));
             const unary_job_t j = {.trow = r->fn, .targ = arg, .xs = io.x->data, .ys = io.y->data,
-                                   .x_size = es, .y_size = es, .n = io.n};
+                                   .x_size = eng_dtype_size(io.x->dtype),
+                                   .y_size = eng_dtype_size(io.y->dtype), .n = io.n};
             unary_apply(c->n_threads, &j);
             return 0;
         }
     return eng_unary_dtype_err(c, io.x->dtype);
+}
+
+/* The rows of ops whose output has the input's dtype. */
+static int run_typed(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
+{
+    return run_rows(c, rows, arg, ENG_DT_UNDEFINED);
 }
 
 /* A row applying EXPR (of x) to every element. */
@@ -235,36 +245,16 @@ EW_FLOAT_TYPES(CLASS_ROWS, unused)
 static const typed_row_t isnan_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isnan) ROWS_END};
 static const typed_row_t isinf_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isinf) ROWS_END};
 
-/* Runs the row of x's dtype from `rows` into a bool y. 0, or FS_EINVAL /
- * FS_ENOTSUP with output untouched. */
-static int run_class(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg)
-{
-    eng_unary_io_t io;
-    int rc = eng_unary_flat_io(c, &io);
-    if (rc)
-        return rc;
-    if (io.y->dtype != ENG_DT_BOOL)
-        return eng_op_err(c, FS_EINVAL, "output dtype %s is not bool", eng_dtype_name(io.y->dtype));
-    for (const typed_row_t *r = rows; r->fn; r++)
-        if (r->dtype == io.x->dtype) {
-            const unary_job_t j = {.trow = r->fn, .targ = arg, .xs = io.x->data, .ys = io.y->data,
-                                   .x_size = eng_dtype_size(io.x->dtype), .y_size = 1, .n = io.n};
-            unary_apply(c->n_threads, &j);
-            return 0;
-        }
-    return eng_unary_dtype_err(c, io.x->dtype);
-}
-
 static int isnan_run(eng_op_ctx_t *c)
 {
-    return run_class(c, isnan_rows, NULL);
+    return run_rows(c, isnan_rows, NULL, ENG_DT_BOOL);
 }
 
 static int isinf_run(eng_op_ctx_t *c)
 {
     const isinf_arg_t a = {eng_attr_i(c->node, "detect_negative", 1) != 0,
                            eng_attr_i(c->node, "detect_positive", 1) != 0};
-    return run_class(c, isinf_rows, &a);
+    return run_rows(c, isinf_rows, &a, ENG_DT_BOOL);
 }
 
 const eng_kernel_t eng_cpu_IsNaN = {.run = isnan_run, .scratch_bytes = NULL};

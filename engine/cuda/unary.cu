@@ -120,18 +120,23 @@ template <typename Op> int run_float(eng_op_ctx_t *c, const Op &op)
     return map_launch(c, io.x->data, io.y->data, io.n, op);
 }
 
-/* Runs the functor make(T{}) for x's dtype T from `list`; y must have that
- * dtype. 0, or FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
-template <typename List, typename Make> int run_typed(eng_op_ctx_t *c, List list, Make make)
+/* Runs the functor make(T{}) for x's dtype T from `list`; y must have
+ * dtype out_dt (ENG_DT_UNDEFINED: x's dtype). 0, or FS_EINVAL / FS_ENOTSUP /
+ * FS_EDEVICE. */
+template <typename List, typename Make>
+int run_typed(eng_op_ctx_t *c, List list, Make make, eng_dtype_t out_dt = ENG_DT_UNDEFINED)
 {
     eng_unary_io_t io;
     int rc = eng_unary_flat_io(c, &io);
     if (rc)
         return rc;
     rc = dispatch(io.x->dtype, list, [&](auto t) {
-        if (io.y->dtype != io.x->dtype)
+        if (out_dt == ENG_DT_UNDEFINED && io.y->dtype != io.x->dtype)
             return eng_op_err(c, FS_EINVAL, "output dtype %s differs from input dtype %s",
                               eng_dtype_name(io.y->dtype), eng_dtype_name(io.x->dtype));
+        if (out_dt != ENG_DT_UNDEFINED && io.y->dtype != out_dt)
+            return eng_op_err(c, FS_EINVAL, "output dtype %s is not %s",
+                              eng_dtype_name(io.y->dtype), eng_dtype_name(out_dt));
         return map_launch(c, io.x->data, io.y->data, io.n, make(t));
     });
     return rc == DISPATCH_NONE ? eng_unary_dtype_err(c, io.x->dtype) : rc;
@@ -283,30 +288,19 @@ template <typename T> struct isinf_op {
     }
 };
 
-/* Runs make(T{}) for x's dtype T (float or double) into a bool y. */
-template <typename Make> int run_class(eng_op_ctx_t *c, Make make)
-{
-    eng_unary_io_t io;
-    int rc = eng_unary_flat_io(c, &io);
-    if (rc)
-        return rc;
-    if (io.y->dtype != ENG_DT_BOOL)
-        return eng_op_err(c, FS_EINVAL, "output dtype %s is not bool", eng_dtype_name(io.y->dtype));
-    rc = dispatch(io.x->dtype, types<float, double>{},
-                  [&](auto t) { return map_launch(c, io.x->data, io.y->data, io.n, make(t)); });
-    return rc == DISPATCH_NONE ? eng_unary_dtype_err(c, io.x->dtype) : rc;
-}
-
 int isnan_run(eng_op_ctx_t *c)
 {
-    return run_class(c, [](auto t) { return isnan_op<decltype(t)>{}; });
+    return run_typed(c, types<float, double>{}, [](auto t) { return isnan_op<decltype(t)>{}; },
+                     ENG_DT_BOOL);
 }
 
 int isinf_run(eng_op_ctx_t *c)
 {
     const bool neg = eng_attr_i(c->node, "detect_negative", 1) != 0;
     const bool pos = eng_attr_i(c->node, "detect_positive", 1) != 0;
-    return run_class(c, [&](auto t) { return isinf_op<decltype(t)>{neg, pos}; });
+    return run_typed(
+        c, types<float, double>{}, [&](auto t) { return isinf_op<decltype(t)>{neg, pos}; },
+        ENG_DT_BOOL);
 }
 
 
