@@ -517,6 +517,12 @@ static int slice_check(const eng_node_t *n, int opset)
  * stride arithmetic in range), and returns the number of elements taken. */
 static int64_t slice_dim(int64_t dim, int64_t *start, int64_t end, int64_t *step)
 {
+    /* An empty dim gives nothing: a negative step's clamp range [0, dim - 1]
+     * is empty, which the clamps below would turn into element 0. */
+    if (dim == 0) {
+        *start = 0;
+        return 0;
+    }
     int64_t s = *start < 0 ? *start + dim : *start;
     int64_t e = end < 0 ? end + dim : end;
     int64_t bound = dim > 1 ? dim : 1;
