@@ -350,7 +350,8 @@ static int io_declare(loader_t *L, eng_value_t *v, const Onnx__ValueInfoProto *v
         return rc;
     else if (v->dtype != ENG_DT_UNDEFINED && !eng_dtype_supported(v->dtype))
         report_add(&L->report, false, "%s '%.100s' has dtype %s, which is not supported (the "
-                   "engine computes float, int32, int64, bool and uint8)", what, v->name,
+                   "engine computes bool and the integer and floating-point types up to 64 bits; "
+                   "not strings, complex numbers, float8 or 4-bit types)", what, v->name,
                    eng_dtype_name(v->dtype));
     return 0;
 }

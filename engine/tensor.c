@@ -56,6 +56,14 @@ bool eng_dtype_supported(eng_dtype_t dt)
     case ENG_DT_INT64:
     case ENG_DT_BOOL:
     case ENG_DT_UINT8:
+    case ENG_DT_DOUBLE:
+    case ENG_DT_INT8:
+    case ENG_DT_INT16:
+    case ENG_DT_UINT16:
+    case ENG_DT_UINT32:
+    case ENG_DT_UINT64:
+    case ENG_DT_FLOAT16:
+    case ENG_DT_BFLOAT16:
         return true;
     default:
         return false;

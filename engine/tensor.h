@@ -56,8 +56,10 @@ size_t eng_dtype_size(eng_dtype_t dt);
 /* "float", "int64", ...; "unknown" for values outside the table. Never
  * NULL. */
 const char *eng_dtype_name(eng_dtype_t dt);
-/* Whether the CPU engine computes with this dtype at all (float, int32,
- * int64, bool, uint8). Ops narrow this further. */
+/* Whether the engine takes this dtype at all as a graph input, output or
+ * value: bool, the signed and unsigned integers of 8 to 64 bits, float16,
+ * bfloat16, float and double. Each op narrows this further (its infer
+ * hook names what it computes). */
 bool eng_dtype_supported(eng_dtype_t dt);
 
 /* Elements in the shape (1 for a scalar). Saturates at INT64_MAX. */
