@@ -204,6 +204,7 @@ static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
         eng_op_ctx_t ctx = {.node = st->node, .opset = g->opset, .n_inputs = st->node->n_inputs,
                             .inputs = rs->ins, .n_outputs = st->node->n_outputs,
                             .outputs = rs->outs, .n_threads = p->n_threads,
+                            .widen = st->widen,
                             .scratch = st->scratch_bytes ? (char *)block + st->scratch_offset : NULL,
                             .scratch_bytes = st->scratch_bytes, .instance = p->inst,
                             .host_inputs = host_views(rs, st->node, p->host_views)};
@@ -507,7 +508,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
                 hv[v] = (eng_tensor_t){.dtype = rs.t[v].dtype, .shape = rs.t[v].shape};
         }
         void *scratch = NULL;
-        size_t scratch_bytes = rc == 0 && kernel->scratch_bytes ? kernel->scratch_bytes(&ctx) : 0;
+        size_t scratch_bytes = rc == 0 ? eng_op_scratch_bytes(kernel, &ctx) : 0;
         if (scratch_bytes)
             rc = alloc_cache_alloc(p->cache, scratch_bytes, rs.stream, p->act_owner, &scratch);
         if (rc == 0) {

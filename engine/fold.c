@@ -52,7 +52,7 @@ static int fold_node(eng_graph_t *g, const eng_weight_alloc_t *wa, eng_node_t *n
     }
     /* The workspace comes from the same memory as the constants, so that a
      * model's folding stays under the cache's limit too. */
-    size_t scratch_bytes = rc == 0 && kernel->scratch_bytes ? kernel->scratch_bytes(&ctx) : 0;
+    size_t scratch_bytes = rc == 0 ? eng_op_scratch_bytes(kernel, &ctx) : 0;
     void *scratch = scratch_bytes ? eng_weights_alloc(wa, scratch_bytes) : NULL;
     if (scratch_bytes && !scratch)
         rc = fold_oom(&ctx, wa, "workspace", scratch_bytes);

@@ -57,6 +57,14 @@ typedef struct eng_op_ctx {
     const eng_tensor_t *const *inputs; /* NULL entry: absent optional input */
     int n_outputs;
     eng_tensor_t *const *outputs;   /* NULL entry: output not requested */
+    /* Set by eng_op_infer when the op does not compute float16/bfloat16
+     * but does compute float: this half dtype (ENG_DT_UNDEFINED, 0, when
+     * the op takes its inputs as they are). eng_op_scratch_bytes and
+     * eng_op_run then run the float kernel on float copies of the half
+     * inputs and round its float outputs to this dtype, as ONNX Runtime's
+     * CPU provider does with the casts it inserts; a caller keeps the value
+     * from infer to run (a plan step stores it). */
+    eng_dtype_t widen;
     void *scratch;                  /* run: the kernel's workspace, if it asked */
     size_t scratch_bytes;
     int n_threads;                  /* run: threads the kernel may use (>= 1) */
@@ -150,8 +158,14 @@ int eng_op_infer(eng_op_ctx_t *c);
 /* Runs kernel `k` on c, unless every output c asks for is empty: such a
  * node has nothing to compute, and its 0-byte tensors may have NULL data
  * that no kernel should have to step around. The one entry to kernels for
- * the executor, folding and plan-time evaluation. 0, or the kernel's error. */
+ * the executor, folding and plan-time evaluation. With c->widen set, the
+ * half inputs are converted to float in the scratch that
+ * eng_op_scratch_bytes asked for, and the float results rounded into the
+ * outputs. 0, or the kernel's error. */
 int eng_op_run(const eng_kernel_t *k, eng_op_ctx_t *c);
+/* The workspace eng_op_run needs for k on c (shapes set): the kernel's
+ * own, plus the float copies when c->widen is set. Cannot fail. */
+size_t eng_op_scratch_bytes(const eng_kernel_t *k, const eng_op_ctx_t *c);
 /* Sets fs_err(code, "<node name> (<op>): <message>") and returns code. */
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -2,10 +2,13 @@
  * generated from engine/ops/list.h) and the helpers op code shares. */
 #include <assert.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/half.h"
 #include "engine/op.h"
 #include "engine/op_schema.h"
 
@@ -51,10 +54,121 @@ int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)
                   n ? n->op_type : "?", detail);
 }
 
+/* ---- half inputs through float kernels -------------------------------------------- */
+
+/* Every op takes float16 and bfloat16 values; an op whose kernels compute
+ * float but not these runs its float kernel on float copies, and its
+ * results are rounded back (each op rounds, as ONNX's reference does when
+ * it computes a float16 graph). The choice is made once, by infer, and
+ * kept in ctx->widen, so that every path (plan steps, folding, the dynamic
+ * executor) runs the node the same way. An op given half kernels later
+ * simply stops being widened. */
+
+#define WIDEN_ALIGN ((size_t)256)
+
+static size_t widen_align(size_t n)
+{
+    return (n + WIDEN_ALIGN - 1) & ~(WIDEN_ALIGN - 1);
+}
+
+static bool dtype_half(eng_dtype_t dt)
+{
+    return dt == ENG_DT_FLOAT16 || dt == ENG_DT_BFLOAT16;
+}
+
+/* The first half dtype among c's inputs, or ENG_DT_UNDEFINED. */
+static eng_dtype_t half_input(const eng_op_ctx_t *c)
+{
+    for (int i = 0; i < c->n_inputs; i++)
+        if (c->inputs[i] && dtype_half(c->inputs[i]->dtype))
+            return c->inputs[i]->dtype;
+    return ENG_DT_UNDEFINED;
+}
+
+static bool widened_input(const eng_op_ctx_t *c, int i)
+{
+    return c->inputs[i] && dtype_half(c->inputs[i]->dtype);
+}
+
+static bool widened_output(const eng_op_ctx_t *c, int o)
+{
+    return c->outputs[o] && c->outputs[o]->dtype == c->widen;
+}
+
+/* Host float copy of a half tensor's data (malloc'd), or NULL. */
+static float *host_widen(const eng_tensor_t *t)
+{
+    int64_t n = eng_shape_numel(&t->shape);
+    float *f = malloc(n > 0 ? (size_t)n * sizeof *f : sizeof *f);
+    const uint16_t *h = t->data;
+    for (int64_t i = 0; f && i < n; i++)
+        f[i] = t->dtype == ENG_DT_FLOAT16 ? eng_half_to_float(h[i]) : eng_bf16_to_float(h[i]);
+    return f;
+}
+
+/* The float views of c's half inputs (data: `data[i]`, or NULL) in tv, and
+ * the input list that shows them in ins; the other inputs as they are. */
+static void widen_views(const eng_op_ctx_t *c, eng_tensor_t *tv, const eng_tensor_t **ins,
+                        void *const *data)
+{
+    for (int i = 0; i < c->n_inputs; i++) {
+        ins[i] = c->inputs[i];
+        if (!widened_input(c, i))
+            continue;
+        tv[i] = *c->inputs[i];
+        tv[i].dtype = ENG_DT_FLOAT;
+        tv[i].data = data ? data[i] : NULL;
+        ins[i] = &tv[i];
+    }
+}
+
+/* infer once more with each half input seen as float (its known data
+ * converted on the host); on success the float outputs become `half`.
+ * 0, infer's error, or FS_ENOMEM. */
+static int widen_infer(eng_op_ctx_t *c, eng_dtype_t half)
+{
+    size_t n = c->n_inputs > 0 ? (size_t)c->n_inputs : 1;
+    eng_tensor_t *tv = calloc(n, sizeof *tv);
+    const eng_tensor_t **ins = calloc(n, sizeof *ins);
+    void **data = calloc(n, sizeof *data);
+    int rc = tv && ins && data ? 0 : fs_err(FS_ENOMEM, "out of host memory inferring shapes");
+    for (int i = 0; rc == 0 && i < c->n_inputs; i++)
+        if (widened_input(c, i) && c->inputs[i]->data && !(data[i] = host_widen(c->inputs[i])))
+            rc = fs_err(FS_ENOMEM, "out of host memory inferring shapes");
+    if (rc == 0) {
+        widen_views(c, tv, ins, data);
+        const eng_tensor_t *const *keep = c->inputs;
+        c->inputs = ins;
+        rc = c->node->op->infer(c);
+        c->inputs = keep;
+    }
+    for (int o = 0; rc == 0 && o < c->n_outputs; o++)
+        if (c->outputs[o] && c->outputs[o]->dtype == ENG_DT_FLOAT)
+            c->outputs[o]->dtype = half;
+    for (int i = 0; data && i < c->n_inputs; i++)
+        free(data[i]);
+    free(data);
+    free(ins);
+    free(tv);
+    return rc;
+}
+
 int eng_op_infer(eng_op_ctx_t *c)
 {
     assert(eng_op_ctx_complete(c)); /* the loader enforced the op's schema */
+    c->widen = ENG_DT_UNDEFINED;
     int rc = c->node->op->infer(c);
+    eng_dtype_t half = rc == FS_ENOTSUP ? half_input(c) : ENG_DT_UNDEFINED;
+    if (half != ENG_DT_UNDEFINED) {
+        /* The first answer stands unless float goes further: a float-only
+         * op gets its float semantics, anything else its own refusal. */
+        char first[FS_ERRMSG_MAX];
+        snprintf(first, sizeof first, "%s", fs_errmsg());
+        int w = widen_infer(c, half);
+        if (w == 0)
+            c->widen = half;
+        rc = w == FS_ENOTSUP ? fs_err(FS_ENOTSUP, "%s", first) : w;
+    }
     for (int o = 0; rc == 0 && o < c->n_outputs; o++) {
         const eng_tensor_t *t = c->outputs[o];
         if (!t || eng_shape_bounded(&t->shape))
@@ -68,13 +182,178 @@ int eng_op_infer(eng_op_ctx_t *c)
     return rc;
 }
 
+/* The kernel's own workspace on the float views, rounded up; the widened
+ * copies follow it, inputs first, in eng_op_scratch_bytes and widen_run. */
+static size_t widen_inner_bytes(const eng_kernel_t *k, const eng_op_ctx_t *c)
+{
+    if (!k->scratch_bytes)
+        return 0;
+    size_t n = c->n_inputs > 0 ? (size_t)c->n_inputs : 1;
+    size_t m = c->n_outputs > 0 ? (size_t)c->n_outputs : 1;
+    eng_tensor_t *tv = calloc(n, sizeof *tv), *ov = calloc(m, sizeof *ov);
+    const eng_tensor_t **ins = calloc(n, sizeof *ins);
+    eng_tensor_t **outs = calloc(m, sizeof *outs);
+    size_t bytes = SIZE_MAX; /* no memory to ask with: a need no cache meets */
+    if (tv && ov && ins && outs) {
+        widen_views(c, tv, ins, NULL);
+        for (int o = 0; o < c->n_outputs; o++) {
+            outs[o] = c->outputs[o];
+            if (widened_output(c, o)) {
+                ov[o] = *c->outputs[o];
+                ov[o].dtype = ENG_DT_FLOAT;
+                outs[o] = &ov[o];
+            }
+        }
+        eng_op_ctx_t fc = *c;
+        fc.inputs = ins;
+        fc.outputs = outs;
+        fc.widen = ENG_DT_UNDEFINED;
+        bytes = widen_align(k->scratch_bytes(&fc));
+    }
+    free(tv);
+    free(ov);
+    free(ins);
+    free(outs);
+    return bytes;
+}
+
+size_t eng_op_scratch_bytes(const eng_kernel_t *k, const eng_op_ctx_t *c)
+{
+    if (c->widen == ENG_DT_UNDEFINED)
+        return k->scratch_bytes ? k->scratch_bytes(c) : 0;
+    size_t bytes = widen_inner_bytes(k, c);
+    for (int i = 0; i < c->n_inputs && bytes != SIZE_MAX; i++)
+        if (widened_input(c, i))
+            bytes += widen_align((size_t)eng_shape_numel(&c->inputs[i]->shape) * sizeof(float));
+    for (int o = 0; o < c->n_outputs && bytes != SIZE_MAX; o++)
+        if (widened_output(c, o))
+            bytes += widen_align((size_t)eng_shape_numel(&c->outputs[o]->shape) * sizeof(float));
+    return bytes;
+}
+
+/* The Cast kernel of the device whose table holds k: the conversions run
+ * where the op does (on a GPU, queued on its stream). NULL if none. */
+static const eng_kernel_t *widen_cast_kernel(const eng_kernel_t *k, const eng_op_ctx_t *c)
+{
+    eng_op_id_t id = c->node->op->id;
+    if (eng_cpu_kernels[id] == k)
+        return eng_cpu_kernels[ENG_OP_Cast];
+#if FS_HAVE_CUDA
+    if (eng_cuda_kernels[id] == k)
+        return eng_cuda_kernels[ENG_OP_Cast];
+#endif
+    return NULL;
+}
+
+static int widen_cast(const eng_kernel_t *cast, const eng_op_ctx_t *c, const eng_tensor_t *from,
+                      eng_tensor_t *to)
+{
+    eng_tensor_t *outs[1] = {to};
+    const eng_tensor_t *ins[1] = {from};
+    eng_op_ctx_t cc = {.node = c->node, .opset = c->opset, .n_inputs = 1, .inputs = ins,
+                       .n_outputs = 1, .outputs = outs, .n_threads = c->n_threads,
+                       .instance = c->instance};
+    return eng_shape_numel(&from->shape) > 0 ? cast->run(&cc) : 0;
+}
+
+/* eng_op_run for a widened node: half inputs to float in scratch (and
+ * their host copies to float on the host), the float kernel, then its
+ * float outputs rounded into the real ones. The inputs are all copied
+ * before the kernel runs, so an output sharing an input's memory (in
+ * place) is safe. */
+static int widen_run(const eng_kernel_t *k, eng_op_ctx_t *c)
+{
+    const eng_kernel_t *cast = widen_cast_kernel(k, c);
+    if (!cast)
+        return eng_op_err(c, FS_ENOTSUP, "computes %s through float, and this device has no "
+                          "kernel to convert it", eng_dtype_name(c->widen));
+    size_t need = eng_op_scratch_bytes(k, c);
+    if (c->scratch_bytes < need)
+        return eng_op_scratch_err(c, need);
+    size_t inner = widen_inner_bytes(k, c);
+    size_t n = c->n_inputs > 0 ? (size_t)c->n_inputs : 1;
+    size_t m = c->n_outputs > 0 ? (size_t)c->n_outputs : 1;
+    eng_tensor_t *tv = calloc(n, sizeof *tv), *hv = calloc(n, sizeof *hv);
+    eng_tensor_t *ov = calloc(m, sizeof *ov);
+    const eng_tensor_t **ins = calloc(n, sizeof *ins), **hins = calloc(n, sizeof *hins);
+    eng_tensor_t **outs = calloc(m, sizeof *outs);
+    void **data = calloc(n, sizeof *data);
+    float **host = calloc(n, sizeof *host);
+    int rc = tv && hv && ov && ins && hins && outs && data && host
+                 ? 0
+                 : eng_op_err(c, FS_ENOMEM, "out of host memory running through float");
+    char *at = (char *)c->scratch + inner;
+    for (int i = 0; rc == 0 && i < c->n_inputs; i++) {
+        if (!widened_input(c, i))
+            continue;
+        data[i] = at;
+        at += widen_align((size_t)eng_shape_numel(&c->inputs[i]->shape) * sizeof(float));
+    }
+    if (rc == 0)
+        widen_views(c, tv, ins, data);
+    for (int i = 0; rc == 0 && i < c->n_inputs; i++)
+        if (widened_input(c, i))
+            rc = widen_cast(cast, c, c->inputs[i], &tv[i]);
+    /* A device kernel reads some inputs (Resize's scales, ...) on the host. */
+    for (int i = 0; rc == 0 && c->host_inputs && i < c->n_inputs; i++) {
+        const eng_tensor_t *h = c->host_inputs[i];
+        hins[i] = h;
+        if (!h || !h->data || !dtype_half(h->dtype))
+            continue;
+        if (!(host[i] = host_widen(h))) {
+            rc = eng_op_err(c, FS_ENOMEM, "out of host memory running through float");
+            break;
+        }
+        hv[i] = *h;
+        hv[i].dtype = ENG_DT_FLOAT;
+        hv[i].data = host[i];
+        hins[i] = &hv[i];
+    }
+    for (int o = 0; rc == 0 && o < c->n_outputs; o++) {
+        outs[o] = c->outputs[o];
+        if (!widened_output(c, o))
+            continue;
+        ov[o] = *c->outputs[o];
+        ov[o].dtype = ENG_DT_FLOAT;
+        ov[o].data = at;
+        at += widen_align((size_t)eng_shape_numel(&ov[o].shape) * sizeof(float));
+        outs[o] = &ov[o];
+    }
+    if (rc == 0) {
+        eng_op_ctx_t fc = *c;
+        fc.inputs = ins;
+        fc.outputs = outs;
+        fc.host_inputs = c->host_inputs ? hins : NULL;
+        fc.scratch = inner ? c->scratch : NULL;
+        fc.scratch_bytes = inner;
+        fc.widen = ENG_DT_UNDEFINED;
+        rc = k->run(&fc);
+    }
+    for (int o = 0; rc == 0 && o < c->n_outputs; o++)
+        if (widened_output(c, o))
+            rc = widen_cast(cast, c, &ov[o], c->outputs[o]);
+    for (int i = 0; host && i < c->n_inputs; i++)
+        free(host[i]);
+    free(host);
+    free(data);
+    free(outs);
+    free(hins);
+    free(ins);
+    free(ov);
+    free(hv);
+    free(tv);
+    return rc;
+}
+
 int eng_op_run(const eng_kernel_t *k, eng_op_ctx_t *c)
 {
     assert(eng_op_ctx_complete(c)); /* the loader enforced the op's schema */
     bool work = false;
     for (int o = 0; o < c->n_outputs && !work; o++)
         work = c->outputs[o] && eng_shape_numel(&c->outputs[o]->shape) > 0;
-    return work ? k->run(c) : 0;
+    if (!work)
+        return 0;
+    return c->widen == ENG_DT_UNDEFINED ? k->run(c) : widen_run(k, c);
 }
 
 int eng_op_require_dtype(const eng_op_ctx_t *c, int input, const eng_dtype_t *allowed)

@@ -39,6 +39,7 @@ typedef struct plan_value {
 typedef struct plan_step {
     const eng_node_t *node;
     const eng_kernel_t *kernel;
+    eng_dtype_t widen;         /* infer's ctx->widen, kept for the runs */
     size_t scratch_bytes;
     size_t scratch_offset;     /* in the activation block */
 } plan_step_t;

@@ -42,8 +42,7 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
         if ((rc = plan_host_alloc(p, eng_tensor_bytes(&v->t), &v->t.data)) == 0)
             v->storage = PV_FOLDED;
     }
-    size_t scratch_bytes =
-        rc == 0 && cpu_kernel->scratch_bytes ? cpu_kernel->scratch_bytes(ctx) : 0;
+    size_t scratch_bytes = rc == 0 ? eng_op_scratch_bytes(cpu_kernel, ctx) : 0;
     if (rc == 0 && scratch_bytes) {
         rc = plan_host_alloc(p, scratch_bytes, &scratch);
         ctx->scratch = scratch;
@@ -74,7 +73,7 @@ static int step_scratch_bytes(const eng_plan_t *p, const eng_node_t *n,
         other = n->inputs[i] >= 0 && p->values[n->inputs[i]].storage == PV_CONST &&
                 p->dev_dtype[n->inputs[i]] != ENG_DT_UNDEFINED;
     if (!other) {
-        *out = kernel->scratch_bytes(ctx);
+        *out = eng_op_scratch_bytes(kernel, ctx);
         return 0;
     }
     eng_tensor_t *tv = calloc((size_t)n->n_inputs, sizeof *tv);
@@ -96,7 +95,7 @@ static int step_scratch_bytes(const eng_plan_t *p, const eng_node_t *n,
     }
     eng_op_ctx_t c = *ctx;
     c.inputs = ins;
-    *out = kernel->scratch_bytes(&c);
+    *out = eng_op_scratch_bytes(kernel, &c);
     free(tv);
     free(ins);
     return 0;
@@ -109,8 +108,9 @@ int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel
     plan_step_t *st = &p->steps[s];
     st->node = n;
     st->kernel = kernel;
+    st->widen = ctx->widen;
     st->scratch_bytes = 0;
-    if (kernel->scratch_bytes) {
+    if (kernel->scratch_bytes || ctx->widen != ENG_DT_UNDEFINED) {
         int rc = step_scratch_bytes(p, n, kernel, ctx, &st->scratch_bytes);
         if (rc != 0)
             return rc;

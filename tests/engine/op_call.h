@@ -101,7 +101,7 @@ static inline int call_run(call_t *c)
             c->outs[i].data = calloc(1, bytes ? bytes : 1);
             c->owned[i] = true;
         }
-    c->ctx.scratch_bytes = k->scratch_bytes ? k->scratch_bytes(&c->ctx) : 0;
+    c->ctx.scratch_bytes = eng_op_scratch_bytes(k, &c->ctx);
     c->ctx.scratch = c->ctx.scratch_bytes ? malloc(c->ctx.scratch_bytes) : NULL;
     fs_err_clear();
     int rc = k->run(&c->ctx);

@@ -130,7 +130,7 @@ static inline void case_run(op_case_t *c)
         c->out[o]->data = calloc(1, bytes ? bytes : 1);
         cr_assert(c->out[o]->data);
     }
-    c->ctx.scratch_bytes = c->kernel->scratch_bytes ? c->kernel->scratch_bytes(&c->ctx) : 0;
+    c->ctx.scratch_bytes = eng_op_scratch_bytes(c->kernel, &c->ctx);
     c->ctx.scratch = c->ctx.scratch_bytes ? malloc(c->ctx.scratch_bytes) : NULL;
     rc = c->kernel->run(&c->ctx);
     cr_assert_eq(rc, 0, "%s run: %s", c->node.op_type, fs_errmsg());
