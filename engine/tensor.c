@@ -22,6 +22,10 @@ static const struct {
     [ENG_DT_UINT32] = {"uint32", 4},       [ENG_DT_UINT64] = {"uint64", 8},
     [ENG_DT_COMPLEX64] = {"complex64", 8}, [ENG_DT_COMPLEX128] = {"complex128", 16},
     [ENG_DT_BFLOAT16] = {"bfloat16", 2},
+    [ENG_DT_FLOAT8E4M3FN] = {"float8e4m3fn", 1},
+    [ENG_DT_FLOAT8E4M3FNUZ] = {"float8e4m3fnuz", 1},
+    [ENG_DT_FLOAT8E5M2] = {"float8e5m2", 1},
+    [ENG_DT_FLOAT8E5M2FNUZ] = {"float8e5m2fnuz", 1},
 };
 
 #define DTYPE_COUNT (sizeof dtype_table / sizeof dtype_table[0])
@@ -32,17 +36,16 @@ size_t eng_dtype_size(eng_dtype_t dt)
 }
 
 /* ONNX element types newer than the engine's table (TensorProto.DataType
- * 17..23), named so that "not supported" messages say which. */
+ * 21..26), named so that "not supported" messages say which. */
 static const char *const newer_dtype_names[] = {
-    "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
-    "float4e2m1",
+    "uint4", "int4", "float4e2m1", "float8e8m0", "uint2", "int2",
 };
 
 const char *eng_dtype_name(eng_dtype_t dt)
 {
     if ((unsigned)dt < DTYPE_COUNT)
         return dtype_table[dt].name;
-    unsigned newer = (unsigned)dt - 17u;
+    unsigned newer = (unsigned)dt - 21u;
     if (newer < sizeof newer_dtype_names / sizeof newer_dtype_names[0])
         return newer_dtype_names[newer];
     return "unknown";
@@ -64,6 +67,10 @@ bool eng_dtype_supported(eng_dtype_t dt)
     case ENG_DT_UINT64:
     case ENG_DT_FLOAT16:
     case ENG_DT_BFLOAT16:
+    case ENG_DT_FLOAT8E4M3FN:
+    case ENG_DT_FLOAT8E4M3FNUZ:
+    case ENG_DT_FLOAT8E5M2:
+    case ENG_DT_FLOAT8E5M2FNUZ:
         return true;
     default:
         return false;

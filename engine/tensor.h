@@ -35,6 +35,11 @@ typedef enum eng_dtype {
     ENG_DT_COMPLEX64 = 14,
     ENG_DT_COMPLEX128 = 15,
     ENG_DT_BFLOAT16 = 16,
+    /* ONNX's 8-bit floats (engine/float8.h): storage and Cast only. */
+    ENG_DT_FLOAT8E4M3FN = 17,
+    ENG_DT_FLOAT8E4M3FNUZ = 18,
+    ENG_DT_FLOAT8E5M2 = 19,
+    ENG_DT_FLOAT8E5M2FNUZ = 20,
 } eng_dtype_t;
 
 #define ENG_MAX_RANK 8
@@ -49,6 +54,12 @@ typedef struct eng_tensor {
     eng_shape_t shape;
     void *data;                    /* NULL where only the type is known */
 } eng_tensor_t;
+
+/* Whether dt is one of the four 8-bit float formats (engine/float8.h). */
+static inline bool eng_dtype_is_float8(eng_dtype_t dt)
+{
+    return dt >= ENG_DT_FLOAT8E4M3FN && dt <= ENG_DT_FLOAT8E5M2FNUZ;
+}
 
 /* Bytes of one element; 0 for dtypes without a fixed size (string,
  * undefined). */

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
+#include "engine/float8.h"
 #include "engine/half.h"
 #include "engine/cpu/parallel.h"
 #include "engine/kernels.h"
@@ -427,6 +428,21 @@ CAST_FNS(f16, uint16_t, f, CV_F16_IN, CV_F16_OUT, CV_F16_OUT, CV_F16_OUT)
 CAST_FNS(bf16, uint16_t, f, CV_BF16_IN, CV_BF16_OUT, CV_BF16_OUT, CV_BF16_OUT)
 CAST_FNS(b, uint8_t, i, CV_BOOL, CV_BOOL, CV_BOOL, CV_BOOL)
 
+/* The 8-bit floats widen through float; a target float8 converts in
+ * cast_to_f8, which reads the node's saturate (the table's from_* never
+ * see one). */
+#define CAST_F8_WIDEN(S, KIND)                                                          \
+    static void widen_##S(const void *src, wide_buf_t *w, int64_t n)                    \
+    {                                                                                   \
+        const uint8_t *s = src;                                                         \
+        for (int64_t i = 0; i < n; i++)                                                 \
+            w->f[i] = eng_f8_to_float(s[i], KIND);                                      \
+    }
+CAST_F8_WIDEN(f8e4m3fn, ENG_F8_E4M3FN)
+CAST_F8_WIDEN(f8e4m3fnuz, ENG_F8_E4M3FNUZ)
+CAST_F8_WIDEN(f8e5m2, ENG_F8_E5M2)
+CAST_F8_WIDEN(f8e5m2fnuz, ENG_F8_E5M2FNUZ)
+
 #define CAST_ENTRY_(DT, T, K, S)                                                        \
     {DT, sizeof(T), K, widen_##S, from_f64_##S, from_i64_##S, from_u64_##S},
 #define CAST_ENTRY(K, DT, T, UT, S, LO, HI) CAST_ENTRY_(DT, T, K, S)
@@ -437,6 +453,10 @@ static const cast_type_t cast_types[] = {
     CAST_ENTRY_(ENG_DT_FLOAT16, uint16_t, WIDE_F64, f16)
     CAST_ENTRY_(ENG_DT_BFLOAT16, uint16_t, WIDE_F64, bf16)
     CAST_ENTRY_(ENG_DT_BOOL, uint8_t, WIDE_I64, b)
+    {ENG_DT_FLOAT8E4M3FN, 1, WIDE_F64, widen_f8e4m3fn, NULL, NULL, NULL},
+    {ENG_DT_FLOAT8E4M3FNUZ, 1, WIDE_F64, widen_f8e4m3fnuz, NULL, NULL, NULL},
+    {ENG_DT_FLOAT8E5M2, 1, WIDE_F64, widen_f8e5m2, NULL, NULL, NULL},
+    {ENG_DT_FLOAT8E5M2FNUZ, 1, WIDE_F64, widen_f8e5m2fnuz, NULL, NULL, NULL},
 };
 
 static const cast_type_t *cast_type_find(eng_dtype_t dt)
@@ -467,11 +487,23 @@ static int cast_run(eng_op_ctx_t *c)
     wide_buf_t w;
     const char *src = io.x->data;
     char *dst = io.y->data;
+    /* Cast's saturate (opset 19; 1 by default) decides a float8 target's
+     * overflow; CastLike has it too. */
+    bool f8 = eng_dtype_is_float8(io.y->dtype), sat = eng_attr_i(c->node, "saturate", 1) != 0;
+    eng_f8_kind_t kind = f8 ? (eng_f8_kind_t)(io.y->dtype - ENG_DT_FLOAT8E4M3FN) : ENG_F8_E4M3FN;
     for (int64_t off = 0; off < io.n; off += CAST_CHUNK) {
         int64_t m = io.n - off < CAST_CHUNK ? io.n - off : CAST_CHUNK;
         from->widen(src + off * (int64_t)from->size, &w, m);
         void *d = dst + off * (int64_t)to->size;
-        if (from->kind == WIDE_F64)
+        if (f8) {
+            uint8_t *d8 = d;
+            for (int64_t i = 0; i < m; i++) {
+                double v = from->kind == WIDE_F64   ? w.f[i]
+                           : from->kind == WIDE_I64 ? (double)w.i[i]
+                                                    : (double)w.u[i];
+                d8[i] = eng_float_to_f8((float)v, kind, sat);
+            }
+        } else if (from->kind == WIDE_F64)
             to->from_f64(w.f, d, m);
         else if (from->kind == WIDE_I64)
             to->from_i64(w.i, d, m);

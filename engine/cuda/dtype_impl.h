@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "engine/cuda/cuda_impl.h"
+#include "engine/float8.h"
 #include "engine/half.h"
 
 namespace {
@@ -28,6 +29,17 @@ struct bf16_t {
 struct bool_t {
     uint8_t v;
 };
+/* The 8-bit floats (engine/float8.h), one type per format. */
+template <int K> struct f8_t {
+    uint8_t bits;
+    static constexpr eng_f8_kind_t kind = (eng_f8_kind_t)K;
+};
+using f8e4m3fn_t = f8_t<ENG_F8_E4M3FN>;
+using f8e4m3fnuz_t = f8_t<ENG_F8_E4M3FNUZ>;
+using f8e5m2_t = f8_t<ENG_F8_E5M2>;
+using f8e5m2fnuz_t = f8_t<ENG_F8_E5M2FNUZ>;
+template <typename T> struct is_f8 : std::false_type {};
+template <int K> struct is_f8<f8_t<K>> : std::true_type {};
 
 template <typename T> struct dtype_of;
 #define DTYPE_OF(T, DT)                                                                  \
@@ -47,6 +59,10 @@ DTYPE_OF(uint16_t, ENG_DT_UINT16)
 DTYPE_OF(uint32_t, ENG_DT_UINT32)
 DTYPE_OF(uint64_t, ENG_DT_UINT64)
 DTYPE_OF(bool_t, ENG_DT_BOOL)
+DTYPE_OF(f8e4m3fn_t, ENG_DT_FLOAT8E4M3FN)
+DTYPE_OF(f8e4m3fnuz_t, ENG_DT_FLOAT8E4M3FNUZ)
+DTYPE_OF(f8e5m2_t, ENG_DT_FLOAT8E5M2)
+DTYPE_OF(f8e5m2fnuz_t, ENG_DT_FLOAT8E5M2FNUZ)
 #undef DTYPE_OF
 
 template <typename... Ts> struct types {};

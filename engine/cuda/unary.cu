@@ -106,7 +106,8 @@ int map_launch(const eng_op_ctx_t *c, const void *x, void *y, int64_t n, const O
 /* The CPU's EW_FLOAT_TYPES with EW_SINT_TYPES, and every dtype Cast takes. */
 using float_sint_types = types<float, double, int8_t, int16_t, int32_t, int64_t>;
 using cast_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t, int64_t,
-                         uint8_t, uint16_t, uint32_t, uint64_t, bool_t>;
+                         uint8_t, uint16_t, uint32_t, uint64_t, bool_t, f8e4m3fn_t,
+                         f8e4m3fnuz_t, f8e5m2_t, f8e5m2fnuz_t>;
 
 /* --- checks ---------------------------------------------------------------------------- */
 
@@ -429,6 +430,10 @@ __device__ double cast_widen(float x) { return x; }
 __device__ double cast_widen(double x) { return x; }
 __device__ double cast_widen(f16_t x) { return eng_half_to_float(x.bits); }
 __device__ double cast_widen(bf16_t x) { return eng_bf16_to_float(x.bits); }
+template <int K> __device__ double cast_widen(f8_t<K> x)
+{
+    return eng_f8_to_float(x.bits, f8_t<K>::kind);
+}
 __device__ int64_t cast_widen(int8_t x) { return x; }
 __device__ int64_t cast_widen(int16_t x) { return x; }
 __device__ int64_t cast_widen(int32_t x) { return x; }
@@ -480,7 +485,14 @@ template <> struct cast_to<bool_t> {
 template <typename S, typename D> struct cast_op {
     using TI = S;
     using TO = D;
-    __device__ D operator()(S x) const { return cast_to<D>::from(cast_widen(x)); }
+    bool saturate; /* a float8 target's overflow: Cast's saturate */
+    __device__ D operator()(S x) const
+    {
+        if constexpr (is_f8<D>::value)
+            return {eng_float_to_f8((float)cast_widen(x), D::kind, saturate)};
+        else
+            return cast_to<D>::from(cast_widen(x));
+    }
 };
 
 /* Cast and CastLike: the target is output 0's dtype. 0, or FS_EINVAL /
@@ -502,7 +514,8 @@ int cast_run(eng_op_ctx_t *c)
             if constexpr (std::is_same<S, D>::value)
                 return eng_cuda_copy_d2d(c, io.y->data, io.x->data, (size_t)io.n * sizeof(S));
             else
-                return map_launch(c, io.x->data, io.y->data, io.n, cast_op<S, D>{});
+                return map_launch(c, io.x->data, io.y->data, io.n,
+                                  cast_op<S, D>{eng_attr_i(c->node, "saturate", 1) != 0});
         });
     });
 }

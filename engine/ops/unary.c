@@ -21,7 +21,8 @@ static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_IN
 static const eng_dtype_t dt_cast[] = {
     ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,
     ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,   ENG_DT_UINT8,    ENG_DT_UINT16,
-    ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_BOOL,    ENG_DT_UNDEFINED};
+    ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_BOOL,    ENG_DT_FLOAT8E4M3FN, ENG_DT_FLOAT8E4M3FNUZ,
+    ENG_DT_FLOAT8E5M2, ENG_DT_FLOAT8E5M2FNUZ, ENG_DT_UNDEFINED};
 
 static bool dtype_in(eng_dtype_t dt, const eng_dtype_t *set)
 {

@@ -6,12 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/float8.h"
 #include "tests/conformance/conformance.h"
 
 static bool dtype_is_float(eng_dtype_t dt)
 {
     return dt == ENG_DT_FLOAT || dt == ENG_DT_DOUBLE || dt == ENG_DT_FLOAT16 ||
-           dt == ENG_DT_BFLOAT16;
+           dt == ENG_DT_BFLOAT16 || eng_dtype_is_float8(dt);
 }
 
 static double half_to_double(uint16_t h)
@@ -37,6 +38,12 @@ static double float_at(const eng_tensor_t *t, int64_t i)
         return ((const double *)t->data)[i];
     case ENG_DT_FLOAT16:
         return half_to_double(((const uint16_t *)t->data)[i]);
+    case ENG_DT_FLOAT8E4M3FN:
+    case ENG_DT_FLOAT8E4M3FNUZ:
+    case ENG_DT_FLOAT8E5M2:
+    case ENG_DT_FLOAT8E5M2FNUZ: /* every code is a value (or NaN): compared by value */
+        return eng_f8_to_float(((const uint8_t *)t->data)[i],
+                               (eng_f8_kind_t)(t->dtype - ENG_DT_FLOAT8E4M3FN));
     default: { /* bfloat16: the high half of a float32 */
         uint32_t bits = (uint32_t)((const uint16_t *)t->data)[i] << 16;
         float f;

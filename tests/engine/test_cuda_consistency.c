@@ -57,6 +57,7 @@
 #include "alloc/provider.h"
 #include "common/error.h"
 #include "engine/backend.h"
+#include "engine/float8.h"
 #include "engine/cuda/cuda.h"
 #include "engine/engine.h"
 #include "engine/op.h"
@@ -224,7 +225,9 @@ static const struct {
     {"bf16", ENG_DT_BFLOAT16}, {"i8", ENG_DT_INT8}, {"i16", ENG_DT_INT16},
     {"i32", ENG_DT_INT32}, {"i64", ENG_DT_INT64}, {"u8", ENG_DT_UINT8},
     {"u16", ENG_DT_UINT16}, {"u32", ENG_DT_UINT32}, {"u64", ENG_DT_UINT64},
-    {"bool", ENG_DT_BOOL},
+    {"bool", ENG_DT_BOOL}, {"f8e4m3fn", ENG_DT_FLOAT8E4M3FN},
+    {"f8e4m3fnuz", ENG_DT_FLOAT8E4M3FNUZ}, {"f8e5m2", ENG_DT_FLOAT8E5M2},
+    {"f8e5m2fnuz", ENG_DT_FLOAT8E5M2FNUZ},
 };
 
 static eng_dtype_t dtype_parse(const char *name)
@@ -238,7 +241,7 @@ static eng_dtype_t dtype_parse(const char *name)
 static bool dtype_is_float(eng_dtype_t dt)
 {
     return dt == ENG_DT_FLOAT || dt == ENG_DT_DOUBLE || dt == ENG_DT_FLOAT16 ||
-           dt == ENG_DT_BFLOAT16;
+           dt == ENG_DT_BFLOAT16 || eng_dtype_is_float8(dt);
 }
 
 static bool dtype_is_unsigned(eng_dtype_t dt)
@@ -314,6 +317,13 @@ static void elem_store(eng_tensor_t *t, int64_t k, double f, int64_t i)
     case ENG_DT_UINT32: ((uint32_t *)d)[k] = (uint32_t)i; break;
     case ENG_DT_UINT64: ((uint64_t *)d)[k] = (uint64_t)i; break;
     case ENG_DT_BOOL: ((uint8_t *)d)[k] = i != 0; break;
+    case ENG_DT_FLOAT8E4M3FN:
+    case ENG_DT_FLOAT8E4M3FNUZ:
+    case ENG_DT_FLOAT8E5M2:
+    case ENG_DT_FLOAT8E5M2FNUZ:
+        ((uint8_t *)d)[k] =
+            eng_float_to_f8((float)f, (eng_f8_kind_t)(t->dtype - ENG_DT_FLOAT8E4M3FN), true);
+        break;
     default: cr_assert_fail("no generator for dtype %s", eng_dtype_name(t->dtype));
     }
 }
@@ -326,6 +336,12 @@ static double elem_float(const eng_tensor_t *t, int64_t k)
     case ENG_DT_DOUBLE: return ((const double *)d)[k];
     case ENG_DT_FLOAT16: return f16_to_double(((const uint16_t *)d)[k]);
     case ENG_DT_BFLOAT16: return bf16_to_double(((const uint16_t *)d)[k]);
+    case ENG_DT_FLOAT8E4M3FN:
+    case ENG_DT_FLOAT8E4M3FNUZ:
+    case ENG_DT_FLOAT8E5M2:
+    case ENG_DT_FLOAT8E5M2FNUZ:
+        return eng_f8_to_float(((const uint8_t *)d)[k],
+                               (eng_f8_kind_t)(t->dtype - ENG_DT_FLOAT8E4M3FN));
     default: return NAN;
     }
 }
@@ -1038,6 +1054,16 @@ static const op_case_t unary_cases[] = {
     {OC("Cast", 13, "to=f32", "f64[257]")},
     {OC("Cast", 13, "to=f32", "f16[257]")},
     {OC("Cast", 13, "to=f32", "bf16[257]")},
+    /* The 8-bit floats (engine/float8.h, one definition for both devices):
+     * out of range, infinities and NaN with and without saturate. */
+    {OC("Cast", 19, "to=17", "f32[257]:special")},
+    {OC("Cast", 19, "to=18 saturate=0", "f32[257]:r(-300,300)")},
+    {OC("Cast", 19, "to=19", "f16[257]:special")},
+    {OC("Cast", 19, "to=20 saturate=0", "f32[257]:special")},
+    {OC("Cast", 19, "to=f32", "f8e4m3fn[257]:r(-500,500)")},
+    {OC("Cast", 19, "to=f16", "f8e5m2[257]")},
+    {OC("Cast", 19, "to=i32", "f8e4m3fnuz[257]:r(-300,300)")},
+    {OC("Cast", 19, "to=f8e5m2fnuz", "f8e4m3fn[257]")},
     /* float16/bfloat16 through float-only kernels (engine/ops.c widens
      * them): the device's float result may round to the other neighbour,
      * so one unit in the half type's last place. */

@@ -142,7 +142,7 @@ Test(engine_load_tensor, data_that_does_not_match_the_dims_is_a_parse_error)
         {"initializer 'bad': shape [1099511627776,1099511627776] is too large", FS_EPARSE},
         {"initializer 'bad' has rank 9", FS_ENOTSUP},
         {"initializer 'bad' is a string tensor", FS_ENOTSUP},
-        {"initializer 'bad' has data_type 17, which is not supported", FS_ENOTSUP},
+        {"initializer 'bad' has data_type 21, which is not supported", FS_ENOTSUP},
         {"initializer 'bad' is segmented", FS_ENOTSUP},
         {"initializer #0 has no name", FS_EINVAL},
     };
@@ -183,7 +183,7 @@ Test(engine_load_tensor, data_that_does_not_match_the_dims_is_a_parse_error)
             t->data_type = DT(STRING);
             break;
         case 9:
-            t->data_type = 17;
+            t->data_type = 21; /* uint4 */
             break;
         case 10: {
             Onnx__TensorProto__Segment *seg = mb_alloc(&b, sizeof *seg);

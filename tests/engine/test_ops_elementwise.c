@@ -457,7 +457,7 @@ Test(engine_ops_unary, cast_refuses_unsupported_targets_at_load)
     const eng_tensor_t *ins[] = {&in};
     const eng_attr_t to_string[] = {attr_i("to", ENG_DT_STRING)};
     infer_fails("Cast", 13, to_string, 1, ins, 1, FS_ENOTSUP, "string");
-    const eng_attr_t to_fp8[] = {attr_i("to", 17)};
+    const eng_attr_t to_fp8[] = {attr_i("to", 23)}; /* float4e2m1 */
     infer_fails("Cast", 19, to_fp8, 1, ins, 1, FS_ENOTSUP, "not supported");
     infer_fails("Cast", 13, NULL, 0, ins, 1, FS_EINVAL, "'to'");
 }

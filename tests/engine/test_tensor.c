@@ -32,7 +32,8 @@ Test(engine_tensor, dtype_sizes_follow_onnx_numbering)
     cr_expect_eq(eng_dtype_size(ENG_DT_BFLOAT16), 2);
     cr_expect_eq(eng_dtype_size(ENG_DT_STRING), 0);
     cr_expect_eq(eng_dtype_size(ENG_DT_UNDEFINED), 0);
-    cr_expect_eq(eng_dtype_size((eng_dtype_t)17), 0);
+    cr_expect_eq(eng_dtype_size(ENG_DT_FLOAT8E5M2), 1);
+    cr_expect_eq(eng_dtype_size((eng_dtype_t)21), 0);
     cr_expect_eq(eng_dtype_size((eng_dtype_t)-1), 0);
 }
 
@@ -53,7 +54,7 @@ Test(engine_tensor, supported_dtypes_are_the_numeric_set)
                                ENG_DT_DOUBLE, ENG_DT_UINT32, ENG_DT_UINT64,  ENG_DT_FLOAT16,
                                ENG_DT_BFLOAT16};
     const eng_dtype_t no[] = {ENG_DT_UNDEFINED, ENG_DT_STRING, ENG_DT_COMPLEX64,
-                              ENG_DT_COMPLEX128, (eng_dtype_t)17, (eng_dtype_t)42};
+                              ENG_DT_COMPLEX128, (eng_dtype_t)21, (eng_dtype_t)42};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         cr_expect(eng_dtype_supported(yes[i]), "%s", eng_dtype_name(yes[i]));
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
