@@ -139,15 +139,24 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libflatserve.a
 
-# The conformance runner and the tools: one program per file.
-CONF_SRC := $(wildcard tests/conformance/*.c)
+# The conformance runner and the tools: one program per file. The runner's
+# comparison and case code is also linked into the test binary, whose
+# tests/conformance/test_*.c check the comparison rules.
+CONF_SRC := $(filter-out tests/conformance/test_%.c,$(wildcard tests/conformance/*.c))
 CONF_OBJ := $(CONF_SRC:%.c=$(BUILD)/%.o)
+CONF_LIB_OBJ := $(BUILD)/tests/conformance/compare.o $(BUILD)/tests/conformance/case.o
 CONFORMANCE := $(if $(CONF_SRC),$(BIN)/conformance)
 TOOLS_SRC := $(wildcard tools/*.c)
 TOOLS_OBJ := $(TOOLS_SRC:%.c=$(BUILD)/%.o)
 TOOLS := $(TOOLS_SRC:tools/%.c=$(BIN)/%)
 # ONNX's conformance data: $FLATSERVE_ONNX_TESTS, else ../shared/onnx-tests.
 ONNX_TESTS ?= $(or $(FLATSERVE_ONNX_TESTS),$(wildcard ../shared/onnx-tests))
+# The model zoo in the tree (tools/export_zoo.py writes it; README in
+# tests/conformance/), its expected-pass list, and extra runner arguments
+# for both data sets (CONF_ARGS="--device cuda").
+ZOO_DIR ?= tests/zoo
+ZOO_EXPECT := $(ZOO_DIR)/expected_pass.txt
+CONF_ARGS ?=
 
 SERVER := $(BIN)/flatserve
 # The load generator: every loadtest/*.c but its main is also linked into
@@ -161,7 +170,7 @@ BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 # with: MHD alone, none of flatserve's code.
 HTTP_HELLO := $(BIN)/http_hello
 
-.PHONY: all test run bench deps clean info conformance loadtest-smoke fuzz fuzz-build fuzz-run \
+.PHONY: all test run bench deps clean info conformance zoo loadtest-smoke fuzz fuzz-build fuzz-run \
         fuzz-seeds
 # The demo model repository (the server's embedded default), written by the
 # project's own generator: never in git, byte-identical on every build.
@@ -216,7 +225,7 @@ $(SERVER): $(BUILD)/server/main.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -rdynamic $^ $(LDLIBS) -o $@
 
-$(TESTS): $(TEST_OBJ) $(FUZZ_OBJ) $(LOADGEN_OBJ) $(LIB)
+$(TESTS): $(TEST_OBJ) $(FUZZ_OBJ) $(LOADGEN_OBJ) $(CONF_LIB_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcurl -lcriterion -o $@
 
@@ -304,6 +313,7 @@ test: deps
 	@$(MAKE) --no-print-directory $(TESTS) $(SERVER) $(CONFORMANCE) $(MODELS)
 	$(TESTS) $(TEST_ARGS)
 	@$(MAKE) --no-print-directory conformance
+	@$(MAKE) --no-print-directory zoo
 
 # Runs the ONNX conformance data and fails if a case listed in
 # tests/conformance/expected_pass.txt does not pass. Skips, saying so, when
@@ -312,7 +322,21 @@ conformance: $(CONFORMANCE)
 	@if [ -z "$(CONFORMANCE)" ]; then echo "conformance: no runner built yet"; \
 	elif [ -z "$(ONNX_TESTS)" ] || [ ! -d "$(ONNX_TESTS)" ]; then \
 	  echo "conformance: skipped: no ONNX test data (set FLATSERVE_ONNX_TESTS or provide ../shared/onnx-tests)"; \
-	else $(CONFORMANCE) --expect tests/conformance/expected_pass.txt $(ONNX_TESTS); fi
+	else $(CONFORMANCE) --expect tests/conformance/expected_pass.txt $(CONF_ARGS) $(ONNX_TESTS); fi
+
+# Runs the model zoo committed under $(ZOO_DIR) (model cases: judged against
+# each output's scale) and fails if a case listed in $(ZOO_EXPECT) does not
+# pass; with no list yet, every case is reported and none is required. The
+# worst error of every case goes to $(BUILD)/zoo-report.csv. Skips, saying
+# so, while the directory holds no case.
+zoo: $(CONFORMANCE)
+	@if [ -z "$(CONFORMANCE)" ]; then echo "zoo: no runner built yet"; \
+	elif [ -z "$$(find $(ZOO_DIR) -name model.onnx 2>/dev/null | head -n 1)" ]; then \
+	  echo "zoo: skipped: no model cases in $(ZOO_DIR) yet (tools/export_zoo.py writes them; tests/conformance/README.md)"; \
+	else \
+	  if [ -f "$(ZOO_EXPECT)" ]; then expect="$(ZOO_EXPECT)"; else \
+	    echo "zoo: no $(ZOO_EXPECT): reporting every case, requiring none"; expect=/dev/null; fi; \
+	  $(CONFORMANCE) --expect "$$expect" --report $(BUILD)/zoo-report.csv $(CONF_ARGS) $(ZOO_DIR); fi
 
 # The load generator's CI smoke: 20 s of the rebuild-storm scenario on the
 # CPU with the flatness bounds on (loadtest/README.md).

@@ -7,8 +7,15 @@
  * np.arange(N).reshape(shape) / N cast to float32, N the element count of
  * the declared input shape; so does this runner, element k being
  * (float)((double)k / N). Their weights are ConstantOfShape nodes, so a
- * model without inputs simply runs. */
+ * model without inputs simply runs.
+ *
+ * Which comparison rule a case gets is decided from its path
+ * (conf_case_rule); a model case's directory may carry its own atol_rel in
+ * tolerance.txt. */
+#include <ctype.h>
 #include <dirent.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +27,25 @@
 #include "engine/engine.h"
 #include "engine/graph.h"
 #include "tests/conformance/conformance.h"
+
+/* How one case's outputs are judged: the run's tolerance with the case's
+ * own atol_rel applied, and its rule. */
+typedef struct case_judge {
+    conf_tolerance_t tol;
+    conf_rule_t rule;
+} case_judge_t;
+
+conf_rule_t conf_case_rule(const char *model_path)
+{
+    char resolved[PATH_MAX];
+    const char *p = realpath(model_path, resolved) ? resolved : model_path;
+    for (const char *s = p; (s = strstr(s, "node")) != NULL; s += 4) {
+        bool starts = s == p || s[-1] == '/';
+        if (starts && s[4] == '/')
+            return CONF_RULE_NODE;
+    }
+    return CONF_RULE_MODEL;
+}
 
 /* Sets the result unless a FAIL is already recorded (the first failure is
  * the one worth reading). */
@@ -197,7 +223,7 @@ static void plan_record(eng_model_t *m, const eng_tensor_t *inputs, size_t n, co
  * tensors). `where` prefixes messages. The result is recorded in r. */
 static void run_compare(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inputs,
                         eng_tensor_t *const *expected, size_t n_expected,
-                        const conf_tolerance_t *tol, const char *where, conf_result_t *r)
+                        const case_judge_t *judge, const char *where, conf_result_t *r)
 {
     size_t n_out = eng_model_n_outputs(m);
     if (n_expected != n_out) {
@@ -226,10 +252,12 @@ static void run_compare(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
             result_set(r, CONF_FAIL, "%s: output %zu '%s' was not returned", where, j, name);
             break;
         }
-        if (!conf_tensor_compare(expected[j], outs[j], tol, j, name, msg, sizeof msg)) {
+        /* Every output is compared, past a mismatch too, so the worst
+         * error reported covers them all; the first mismatch is the one
+         * the result keeps. */
+        if (!conf_tensor_compare(expected[j], outs[j], &judge->tol, judge->rule, j, name,
+                                 &r->error, msg, sizeof msg))
             result_set(r, CONF_FAIL, "%s: %s", where, msg);
-            break;
-        }
     }
     for (size_t j = 0; j < n_out; j++)
         eng_tensor_free(outs[j]);
@@ -282,7 +310,7 @@ static void inputs_map(eng_model_t *m, char *const *names, size_t n, size_t *slo
 
 /* One test_data_set_K of a node-test case. */
 static void data_set_run(eng_model_t *m, const char *case_dir, long k,
-                         const conf_tolerance_t *tol, conf_result_t *r)
+                         const case_judge_t *judge, conf_result_t *r)
 {
     char dir[4096], where[64];
     snprintf(dir, sizeof dir, "%s/test_data_set_%ld", case_dir, k);
@@ -309,7 +337,7 @@ static void data_set_run(eng_model_t *m, const char *case_dir, long k,
     inputs_map(m, names, n_in, slot);
     for (size_t i = 0; i < n_in; i++)
         inputs[slot[i]] = *loaded[i];
-    run_compare(m, inputs, n_in, loaded + n_in, n_exp, tol, where, r);
+    run_compare(m, inputs, n_in, loaded + n_in, n_exp, judge, where, r);
 done:
     for (size_t i = 0; loaded && names && i < n_all; i++) {
         eng_tensor_free(loaded[i]);
@@ -344,7 +372,7 @@ static void light_fill(eng_tensor_t *t)
 }
 
 /* A light-model case: generated inputs, one expected output. */
-static void light_run(eng_model_t *m, const conf_case_t *c, const conf_tolerance_t *tol,
+static void light_run(eng_model_t *m, const conf_case_t *c, const case_judge_t *judge,
                       conf_result_t *r)
 {
     size_t n_in = eng_model_n_inputs(m);
@@ -383,7 +411,7 @@ static void light_run(eng_model_t *m, const conf_case_t *c, const conf_tolerance
         result_error(r, rc, "expected output");
         goto done;
     }
-    run_compare(m, inputs, n_in, &expected, 1, tol, "light", r);
+    run_compare(m, inputs, n_in, &expected, 1, judge, "light", r);
 done:
     for (size_t i = 0; gen && i < n_in; i++)
         eng_tensor_free(gen[i]);
@@ -411,12 +439,58 @@ static int model_threads(conf_result_t *r, int *out)
     return 0;
 }
 
+/* Applies the case directory's tolerance.txt, when there is one, to
+ * j->tol.atol_rel and atol_rel_half: one non-negative number, '#' starting
+ * a comment. 0, or -1 with the case failed naming the file. */
+static int case_tolerance_read(const conf_case_t *c, case_judge_t *j, conf_result_t *r)
+{
+    if (!c->data_dir)
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", c->data_dir, CONF_TOLERANCE_FILE);
+    if (!file_exists(path))
+        return 0;
+    void *data = NULL;
+    size_t len = 0;
+    if (file_read(path, &data, &len) < 0) {
+        result_set(r, CONF_FAIL, "%s: %s", CONF_TOLERANCE_FILE, fs_errmsg());
+        return -1;
+    }
+    char *text = realloc(data, len + 1);
+    if (!text) {
+        free(data);
+        result_set(r, CONF_FAIL, "%s: out of memory", CONF_TOLERANCE_FILE);
+        return -1;
+    }
+    text[len] = '\0';
+    for (char *p = text; (p = strchr(p, '#')) != NULL;)
+        while (*p && *p != '\n')
+            *p++ = ' ';
+    char *end = NULL;
+    double v = strtod(text, &end);
+    bool ok = end != text && isfinite(v) && v >= 0;
+    while (ok && *end)
+        ok = isspace((unsigned char)*end++);
+    free(text);
+    if (!ok) {
+        result_set(r, CONF_FAIL, "%s: %s does not hold one non-negative number",
+                   CONF_TOLERANCE_FILE, path);
+        return -1;
+    }
+    j->tol.atol_rel = v;
+    j->tol.atol_rel_half = v;
+    return 0;
+}
+
 /* Loads and runs the model in `mem`, recording the outcome. */
 static void model_run(const conf_case_t *c, const eng_memory_t *mem, const eng_device_t *device,
                       const conf_tolerance_t *tol, conf_result_t *r)
 {
     int n_threads;
     if (model_threads(r, &n_threads) != 0)
+        return;
+    case_judge_t judge = {.tol = *tol, .rule = (conf_rule_t)c->rule};
+    if (case_tolerance_read(c, &judge, r) != 0)
         return;
     eng_model_config_t cfg = {.name = c->name, .cache = mem->cache, .n_threads = n_threads,
                               .device = *device, .host_cache = mem->host_cache,
@@ -436,10 +510,10 @@ static void model_run(const conf_case_t *c, const eng_memory_t *mem, const eng_d
         else if (n_sets == 0)
             result_set(r, CONF_FAIL, "no test_data_set_K directory in %s", c->data_dir);
         for (size_t i = 0; i < n_sets && r->status == CONF_PASS; i++)
-            data_set_run(m, c->data_dir, sets[i], tol, r);
+            data_set_run(m, c->data_dir, sets[i], &judge, r);
         free(sets);
     } else {
-        light_run(m, c, tol, r);
+        light_run(m, c, &judge, r);
     }
     eng_model_destroy(m);
 }

@@ -261,6 +261,84 @@ static void plans_print(const conf_report_t *r)
         }
 }
 
+/* "max |error| E = R of max|expected| M in 'OUT' (tolerance T)" */
+static void error_format(const conf_error_t *e, char *buf, size_t len)
+{
+    snprintf(buf, len, "max |error| %.3g = %.3g of max|expected| %.4g in '%s' (tolerance %g)",
+             e->max_abs, e->rel, e->max_expected, e->output, e->tol_rel);
+}
+
+/* The model cases' worst errors: how many passed, and the one closest to
+ * its tolerance, so a drift shows before it fails. */
+static void errors_print(const conf_report_t *r)
+{
+    size_t n = 0;
+    long worst = -1;
+    for (size_t i = 0; i < r->n; i++) {
+        const conf_result_t *res = &r->res[i];
+        if (r->cases[i].rule != CONF_RULE_MODEL || res->status != CONF_PASS ||
+            !res->error.n_outputs)
+            continue;
+        n++;
+        double f = res->error.tol_rel > 0 ? res->error.rel / res->error.tol_rel : 0;
+        const conf_error_t *w = worst >= 0 ? &r->res[worst].error : NULL;
+        if (!w || f > (w->tol_rel > 0 ? w->rel / w->tol_rel : 0))
+            worst = (long)i;
+    }
+    if (n == 0)
+        return;
+    char err[256];
+    error_format(&r->res[worst].error, err, sizeof err);
+    printf("\nmodel cases: %zu passed with float outputs; closest to its tolerance: %s, %s\n", n,
+           r->cases[worst].name, err);
+}
+
+/* Writes s as one CSV field: quoted, quotes doubled, line breaks as spaces. */
+static void csv_field(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputs("\"\"", f);
+        else
+            fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+int conf_report_write_csv(const conf_report_t *r, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "conformance: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    fprintf(f, "case,status,rule,output,max_abs_error,max_abs_expected,relative_error,"
+               "tolerance,detail\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const conf_result_t *res = &r->res[i];
+        const conf_error_t *e = &res->error;
+        csv_field(f, r->cases[i].name);
+        fprintf(f, ",%s,%s,", conf_status_name(res->status),
+                r->cases[i].rule == CONF_RULE_MODEL ? "model" : "node");
+        if (e->n_outputs) {
+            csv_field(f, e->output);
+            fprintf(f, ",%.6g,%.6g,%.6g,%g,", e->max_abs, e->max_expected, e->rel, e->tol_rel);
+        } else {
+            fputs(",,,,,", f);
+        }
+        csv_field(f, res->status == CONF_PASS ? "" : res->detail);
+        fputc('\n', f);
+    }
+    bool ok = fflush(f) == 0 && !ferror(f);
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) {
+        fprintf(stderr, "conformance: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    return 0;
+}
+
 /* Strips a '#' comment and surrounding blanks from line, in place;
  * returns the case name ("" for none). */
 static char *line_name(char *line)
@@ -362,15 +440,22 @@ int conf_report_print(conf_report_t *r, bool verbose, const char *filter, const 
         } else if (verbose && s == CONF_SKIP) {
             printf("SKIP %s: %s\n", r->cases[i].name, res->detail);
         } else if (verbose) {
+            char err[256] = "", plan[96] = "";
+            if (r->cases[i].rule == CONF_RULE_MODEL && res->error.n_outputs)
+                error_format(&res->error, err, sizeof err);
             if (res->plan_ratio > 0)
-                printf("PASS %s (plan %llu bytes, %.3fx the lower bound)\n", r->cases[i].name,
-                       res->plan_bytes, res->plan_ratio);
+                snprintf(plan, sizeof plan, "plan %llu bytes, %.3fx the lower bound",
+                         res->plan_bytes, res->plan_ratio);
+            if (err[0] || plan[0])
+                printf("PASS %s (%s%s%s)\n", r->cases[i].name, err, err[0] && plan[0] ? "; " : "",
+                       plan);
             else
                 printf("PASS %s\n", r->cases[i].name);
         }
     }
     skips_print(r, counts[CONF_SKIP]);
     plans_print(r);
+    errors_print(r);
     int status = 0;
     if (expect_path)
         status = expect_check(r, expect_path, filter);

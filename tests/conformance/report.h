@@ -46,6 +46,13 @@ const char *conf_status_name(int status);
 int conf_report_print(conf_report_t *r, bool verbose, const char *filter, const char *expect_path,
                       const char *update_path, int jobs, double seconds);
 
+/* Writes one CSV row per case to path: case, status, rule (node or model),
+ * the worst output, its max |error|, its max |expected|, their ratio, the
+ * relative tolerance it was held to (empty when no float output was
+ * compared), and the FAIL or SKIP detail. 0, or 2 with a message on
+ * stderr. */
+int conf_report_write_csv(const conf_report_t *r, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

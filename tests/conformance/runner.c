@@ -35,6 +35,7 @@ typedef struct case_list {
 typedef struct options {
     const char *expect_path;
     const char *update_path;
+    const char *report_path;
     const char *filter;
     bool verbose;
     conf_tolerance_t tol;
@@ -102,9 +103,9 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Appends a case; the list takes the strings. Exits on out of memory (the
+/* Appends a case; the list takes its strings. Exits on out of memory (the
  * runner cannot do anything useful without its list). */
-static void cases_add(case_list_t *l, char *name, char *model, char *data_dir, char *light_out)
+static void cases_push(case_list_t *l, conf_case_t c)
 {
     if (l->n == l->cap) {
         size_t ncap = l->cap ? l->cap * 2 : 256;
@@ -116,7 +117,14 @@ static void cases_add(case_list_t *l, char *name, char *model, char *data_dir, c
         l->items = ni;
         l->cap = ncap;
     }
-    l->items[l->n++] = (conf_case_t){name, model, data_dir, light_out};
+    l->items[l->n++] = c;
+}
+
+/* Appends a case found on disk, with the rule its path gives it; the list
+ * takes the strings. */
+static void cases_add(case_list_t *l, char *name, char *model, char *data_dir, char *light_out)
+{
+    cases_push(l, (conf_case_t){name, model, data_dir, light_out, conf_case_rule(model)});
 }
 
 static int str_ptr_cmp(const void *a, const void *b)
@@ -429,12 +437,19 @@ static void usage(FILE *f)
             "  --update-expect FILE  write the sorted list of passing cases to FILE\n"
             "  --filter SUBSTR       run only cases whose name contains SUBSTR\n"
             "  --verbose, -v         one line per case (and captured engine output on FAIL)\n"
-            "  --rtol X, --atol Y    tolerance |actual-expected| <= atol + rtol*|expected|\n"
+            "  --rtol X, --atol Y    node tests (a directory named node on the path):\n"
+            "                        |actual-expected| <= atol + rtol*|expected| per element\n"
             "                        (default %g and %g)\n"
+            "  --atol-rel X          model cases (every other case): |actual-expected| <=\n"
+            "                        atol + X*max|expected| per output, float32/float64\n"
+            "                        (default %g; a case's tolerance.txt overrides it)\n"
+            "  --atol-rel-half X     the same for float16/bfloat16 outputs (default %g)\n"
+            "  --report FILE         write every case's result and worst error as CSV\n"
             "  --jobs N, -j N        cases run at once (default: the number of CPUs)\n"
             "  --timeout S           seconds per case before it is killed (default 60)\n"
             "  --device D            cpu (default), cuda or cuda:N\n",
-            CONF_DEFAULT_RTOL, CONF_DEFAULT_ATOL);
+            CONF_DEFAULT_RTOL, CONF_DEFAULT_ATOL, CONF_DEFAULT_ATOL_REL,
+            CONF_DEFAULT_ATOL_REL_HALF);
 }
 
 /* Parses a number option; exits with usage on a bad value. */
@@ -458,10 +473,16 @@ static void options_parse(int argc, char **argv, options_t *o)
         {"rtol", required_argument, NULL, 'r'},   {"atol", required_argument, NULL, 'a'},
         {"jobs", required_argument, NULL, 'j'},   {"timeout", required_argument, NULL, 't'},
         {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
+        {"atol-rel", required_argument, NULL, 'R'},
+        {"atol-rel-half", required_argument, NULL, 'H'},
+        {"report", required_argument, NULL, 'p'},
         {NULL, 0, NULL, 0},
     };
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (options_t){.tol = {CONF_DEFAULT_RTOL, CONF_DEFAULT_ATOL},
+    *o = (options_t){.tol = {.rtol = CONF_DEFAULT_RTOL,
+                             .atol = CONF_DEFAULT_ATOL,
+                             .atol_rel = CONF_DEFAULT_ATOL_REL,
+                             .atol_rel_half = CONF_DEFAULT_ATOL_REL_HALF},
                      .jobs = ncpu > 0 ? (int)ncpu : 1,
                      .timeout_s = 60};
     int ch;
@@ -473,6 +494,9 @@ static void options_parse(int argc, char **argv, options_t *o)
         case 'v': o->verbose = true; break;
         case 'r': o->tol.rtol = number_arg("--rtol", optarg, 0); break;
         case 'a': o->tol.atol = number_arg("--atol", optarg, 0); break;
+        case 'R': o->tol.atol_rel = number_arg("--atol-rel", optarg, 0); break;
+        case 'H': o->tol.atol_rel_half = number_arg("--atol-rel-half", optarg, 0); break;
+        case 'p': o->report_path = optarg; break;
         case 'j': o->jobs = (int)number_arg("--jobs", optarg, 1); break;
         case 't': o->timeout_s = (int)number_arg("--timeout", optarg, 1); break;
         case 'd': o->device = optarg; break;
@@ -551,8 +575,7 @@ int main(int argc, char **argv)
             free(all.items[i].light_output);
             continue;
         }
-        cases_add(&run, all.items[i].name, all.items[i].model_path, all.items[i].data_dir,
-                  all.items[i].light_output);
+        cases_push(&run, all.items[i]);
     }
     free(all.items);
     if (run.n)
@@ -571,6 +594,8 @@ int main(int argc, char **argv)
     if (status == 0)
         status = conf_report_print(rep, o.verbose, o.filter, o.expect_path, o.update_path,
                                    o.jobs, now_s() - t0);
+    if (status != 2 && o.report_path && conf_report_write_csv(rep, o.report_path) != 0)
+        status = 2;
     conf_report_destroy(rep);
     cases_free(&run);
     return status;
