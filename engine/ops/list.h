@@ -130,6 +130,11 @@
     X(LayerNormalization, Y, Y)                                               \
     X(LRN, Y, Y)
 
+#define ENG_OPS_RNN(X)                                                       \
+    X(RNN, Y, Y)                                                              \
+    X(GRU, Y, Y)                                                              \
+    X(LSTM, Y, Y)
+
 #define ENG_OPS_LINALG(X)                                                    \
     X(MatMul, Y, Y)                                                           \
     X(Gemm, Y, Y)                                                             \
@@ -146,13 +151,14 @@
     F(reduce, ENG_OPS_REDUCE)                                                     \
     F(shape, ENG_OPS_SHAPE)                                                       \
     F(nn, ENG_OPS_NN)                                                             \
+    F(rnn, ENG_OPS_RNN)                                                           \
     F(linalg, ENG_OPS_LINALG)                                                     \
     F(misc, ENG_OPS_MISC)
 
 /* Every op, family after family. */
 #define ENG_OPS(X)                                                                \
     ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
-    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
+    ENG_OPS_NN(X) ENG_OPS_RNN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,
