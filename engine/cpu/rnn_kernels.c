@@ -15,80 +15,26 @@
 #include "engine/kernels.h"
 #include "engine/ops/rnn_impl.h"
 
-/* Which cells a pass over the rows runs. */
-typedef enum cell_pass {
-    PASS_FULL,    /* RNN, LSTM, GRU with linear_before_reset */
-    PASS_GRU_ZR,  /* GRU: z and r into hr, r . H into rh */
-    PASS_GRU_H,   /* GRU: the new H from hr's z, r and (r . H) x Rh^T */
-} cell_pass_t;
-
-/* One step's cells: what every row of the pass reads and writes. */
+/* One pass of one step over the cells. */
 typedef struct cell_job {
     const eng_rnn_t *r;
-    cell_pass_t pass;
-    int64_t step;
-    const float *xw, *b, *p;
-    const int32_t *lens;         /* NULL: every entry runs every step */
-    float *hr, *h, *c, *rh;
-    float *y;                    /* NULL when Y is not asked for */
+    eng_rnn_step_t s;
 } cell_job_t;
 
 /* The cells of rows [begin, end) of (direction, batch entry). Cannot fail. */
 static void cells_run(void *ctx, int64_t begin, int64_t end)
 {
     const cell_job_t *j = ctx;
-    const eng_rnn_t *r = j->r;
-    const int64_t hs = r->hidden, gh = r->gates * hs;
-    for (int64_t row = begin; row < end; row++) {
-        int d = (int)(row / r->batch);
-        int64_t b = row % r->batch, t = eng_rnn_time(r, d, j->step);
-        float *h = j->h + row * hs, *hr = j->hr + row * gh;
-        float *y = j->y ? j->y + eng_rnn_y_row(r, t, d, b) * hs : NULL;
-        if (j->lens && t >= j->lens[b]) {
-            /* Past the entry's length: its state stands and Y is zero. */
-            if (j->pass == PASS_GRU_ZR)
-                memset(j->rh + row * hs, 0, (size_t)hs * sizeof(float));
-            if (y && j->pass != PASS_GRU_ZR)
-                memset(y, 0, (size_t)hs * sizeof(float));
-            continue;
-        }
-        const float *xw = j->xw + eng_rnn_x_row(r, t, b) * r->dirs * gh + d * gh;
-        const float *wb = j->b ? j->b + d * 2 * gh : NULL, *pp = j->p ? j->p + d * 3 * hs : NULL;
-        for (int64_t k = 0; k < hs; k++) {
-            eng_rnn_cell_in_t in = {.xw = xw + k, .hr = hr + k, .wb = wb ? wb + k : NULL,
-                                    .rb = wb ? wb + gh + k : NULL, .p = pp ? pp + k : NULL};
-            float z, rg;
-            switch (j->pass) {
-            case PASS_GRU_ZR:
-                eng_rnn_cell_gru_zr(r, d, &in, &z, &rg);
-                hr[k] = z;
-                hr[hs + k] = rg;
-                j->rh[row * hs + k] = rg * h[k];
-                continue;
-            case PASS_GRU_H:
-                h[k] = eng_rnn_cell_gru_h(r, d, &in, hr[k], hr[hs + k], h[k]);
-                break;
-            default:
-                if (r->kind == ENG_RNN_SIMPLE) {
-                    h[k] = eng_rnn_cell_simple(r, d, &in);
-                } else if (r->kind == ENG_RNN_LSTM) {
-                    h[k] = eng_rnn_cell_lstm(r, d, &in, j->c + row * hs + k);
-                } else {
-                    eng_rnn_cell_gru_zr(r, d, &in, &z, &rg);
-                    h[k] = eng_rnn_cell_gru_h(r, d, &in, z, rg, h[k]);
-                }
-            }
-            if (y)
-                y[k] = h[k];
-        }
-    }
+    for (int64_t row = begin; row < end; row++)
+        for (int64_t k = 0; k < j->r->hidden; k++)
+            eng_rnn_cell_at(j->r, &j->s, row, k);
 }
 
 /* The job's pass over every row, with up to n_threads threads. */
-static void cells_pass(const eng_op_ctx_t *c, cell_job_t *j, cell_pass_t pass)
+static void cells_pass(const eng_op_ctx_t *c, cell_job_t *j, int pass)
 {
     const eng_rnn_t *r = j->r;
-    j->pass = pass;
+    j->s.pass = pass;
     eng_parallel_for(c->n_threads, r->dirs * r->batch,
                      eng_parallel_grain(r->hidden * r->gates * 24), cells_run, j);
 }
@@ -165,41 +111,41 @@ static int rnn_run(eng_op_ctx_t *c)
     const eng_tensor_t *bias = eng_ctx_in(c, ENG_RNN_IN_B), *p = eng_ctx_in(c, ENG_RNN_IN_P);
     cell_job_t j = {
         .r = &r,
-        .xw = (const float *)(s + at.xw),
-        .b = bias ? bias->data : NULL,
-        .p = p ? p->data : NULL,
-        .lens = lens ? lens->data : NULL,
-        .hr = (float *)(s + at.hr),
-        .h = (float *)(s + at.h),
-        .c = (float *)(s + at.c),
-        .rh = (float *)(s + at.rh),
-        .y = c->n_outputs > ENG_RNN_OUT_Y && c->outputs[ENG_RNN_OUT_Y]
-                 ? c->outputs[ENG_RNN_OUT_Y]->data
-                 : NULL,
+        .s = {.xw = (const float *)(s + at.xw),
+              .hr = (float *)(s + at.hr),
+              .h = (float *)(s + at.h),
+              .c = (float *)(s + at.c),
+              .rh = (float *)(s + at.rh),
+              .b = bias ? bias->data : NULL,
+              .p = p ? p->data : NULL,
+              .lens = lens ? lens->data : NULL,
+              .y = c->n_outputs > ENG_RNN_OUT_Y && c->outputs[ENG_RNN_OUT_Y]
+                       ? c->outputs[ENG_RNN_OUT_Y]->data
+                       : NULL},
     };
     eng_gemm_t proj = {.m = r.seq * r.batch, .n = r.dirs * gh, .k = r.input,
                        .a = c->inputs[ENG_RNN_IN_X]->data, .lda = r.input, .b = w,
                        .ldb = r.input, .trans_b = true, .c = (float *)(s + at.xw),
                        .ldc = r.dirs * gh, .alpha = 1.0f};
     eng_gemm_run(&proj, c->n_threads, s + at.bytes, c->scratch_bytes - at.bytes);
-    state_init(&r, j.h, eng_ctx_in(c, ENG_RNN_IN_H0));
+    state_init(&r, j.s.h, eng_ctx_in(c, ENG_RNN_IN_H0));
     if (r.kind == ENG_RNN_LSTM)
-        state_init(&r, j.c, eng_ctx_in(c, ENG_RNN_IN_C0));
+        state_init(&r, j.s.c, eng_ctx_in(c, ENG_RNN_IN_C0));
     bool two_halves = r.kind == ENG_RNN_GRU && !r.linear_before_reset;
-    for (j.step = 0; j.step < r.seq; j.step++) {
+    for (j.s.step = 0; j.s.step < r.seq; j.s.step++) {
         if (!two_halves) {
-            recurrent_gemm(c, &r, j.h, rw, 0, gh, j.hr);
-            cells_pass(c, &j, PASS_FULL);
+            recurrent_gemm(c, &r, j.s.h, rw, 0, gh, j.s.hr);
+            cells_pass(c, &j, ENG_RNN_PASS_FULL);
             continue;
         }
-        recurrent_gemm(c, &r, j.h, rw, 0, 2 * r.hidden, j.hr);
-        cells_pass(c, &j, PASS_GRU_ZR);
-        recurrent_gemm(c, &r, j.rh, rw, 2 * r.hidden, r.hidden, j.hr);
-        cells_pass(c, &j, PASS_GRU_H);
+        recurrent_gemm(c, &r, j.s.h, rw, 0, 2 * r.hidden, j.s.hr);
+        cells_pass(c, &j, ENG_RNN_PASS_GRU_ZR);
+        recurrent_gemm(c, &r, j.s.rh, rw, 2 * r.hidden, r.hidden, j.s.hr);
+        cells_pass(c, &j, ENG_RNN_PASS_GRU_H);
     }
-    state_store(&r, j.h, c->n_outputs > ENG_RNN_OUT_H ? c->outputs[ENG_RNN_OUT_H] : NULL);
+    state_store(&r, j.s.h, c->n_outputs > ENG_RNN_OUT_H ? c->outputs[ENG_RNN_OUT_H] : NULL);
     if (r.kind == ENG_RNN_LSTM)
-        state_store(&r, j.c, c->n_outputs > ENG_RNN_OUT_C ? c->outputs[ENG_RNN_OUT_C] : NULL);
+        state_store(&r, j.s.c, c->n_outputs > ENG_RNN_OUT_C ? c->outputs[ENG_RNN_OUT_C] : NULL);
     return 0;
 }
 

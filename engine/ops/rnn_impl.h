@@ -249,6 +249,67 @@ ENG_OPS_HD static inline float eng_rnn_cell_lstm(const eng_rnn_t *r, int d,
     return o * eng_rnn_act_apply(h, cn);
 }
 
+/* The passes of a step over its cells: one (FULL) for RNN, LSTM and GRU
+ * with linear_before_reset; GRU without it runs GRU_ZR (z and r into hr's
+ * first two gates, r . H into rh), its second GEMM, then GRU_H. */
+enum { ENG_RNN_PASS_FULL, ENG_RNN_PASS_GRU_ZR, ENG_RNN_PASS_GRU_H };
+
+/* What one pass of one step reads and writes (device pointers on a GPU). */
+typedef struct eng_rnn_step {
+    int pass;
+    int64_t step;
+    const float *xw;              /* the scratch's buffers (eng_rnn_scratch) */
+    float *hr, *h, *c, *rh;
+    const float *b, *p;           /* inputs B and P; NULL when absent */
+    const int32_t *lens;          /* sequence_lens; NULL when absent */
+    float *y;                     /* output Y; NULL when not asked for */
+} eng_rnn_step_t;
+
+/* Element k of state row `row` (direction row / batch, entry row % batch)
+ * in pass s->pass of step s->step. A time at or past the entry's length
+ * leaves the state as it is and writes Y zero: a negative length reads as
+ * 0, one past seq_length as seq_length. Cannot fail. */
+ENG_OPS_HD static inline void eng_rnn_cell_at(const eng_rnn_t *r, const eng_rnn_step_t *s,
+                                              int64_t row, int64_t k)
+{
+    const int64_t hs = r->hidden, gh = r->gates * hs;
+    const int d = (int)(row / r->batch);
+    const int64_t b = row - d * r->batch, t = eng_rnn_time(r, d, s->step);
+    float *h = s->h + row * hs + k, *hr = s->hr + row * gh + k;
+    float *y = s->y ? s->y + eng_rnn_y_row(r, t, d, b) * hs + k : NULL;
+    if (s->lens && t >= s->lens[b]) {
+        if (s->pass == ENG_RNN_PASS_GRU_ZR)
+            s->rh[row * hs + k] = 0.0f;
+        else if (y)
+            *y = 0.0f;
+        return;
+    }
+    const float *wb = s->b ? s->b + d * 2 * gh + k : NULL;
+    eng_rnn_cell_in_t in = {.xw = s->xw + (eng_rnn_x_row(r, t, b) * r->dirs + d) * gh + k,
+                            .hr = hr, .wb = wb, .rb = wb ? wb + gh : NULL,
+                            .p = s->p ? s->p + d * 3 * hs + k : NULL};
+    float z, rg;
+    if (s->pass == ENG_RNN_PASS_GRU_ZR) {
+        eng_rnn_cell_gru_zr(r, d, &in, &z, &rg);
+        hr[0] = z;
+        hr[hs] = rg;
+        s->rh[row * hs + k] = rg * *h;
+        return;
+    }
+    if (s->pass == ENG_RNN_PASS_GRU_H) {
+        *h = eng_rnn_cell_gru_h(r, d, &in, hr[0], hr[hs], *h);
+    } else if (r->kind == ENG_RNN_SIMPLE) {
+        *h = eng_rnn_cell_simple(r, d, &in);
+    } else if (r->kind == ENG_RNN_LSTM) {
+        *h = eng_rnn_cell_lstm(r, d, &in, s->c + row * hs + k);
+    } else {
+        eng_rnn_cell_gru_zr(r, d, &in, &z, &rg);
+        *h = eng_rnn_cell_gru_h(r, d, &in, z, rg, *h);
+    }
+    if (y)
+        *y = *h;
+}
+
 #ifdef __cplusplus
 }
 #endif
