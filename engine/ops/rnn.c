@@ -17,8 +17,8 @@ static const eng_dtype_t dt_int32[] = {ENG_DT_INT32, ENG_DT_UNDEFINED};
 
 /* The activations ONNX lists, with the defaults for alpha and beta of the
  * ONNX ops of the same name. Affine and ScaledTanh (experimental ops, long
- * gone) declared none: theirs here, alpha 1 and beta 0 for Affine and 1 and
- * 1 for ScaledTanh, make the first the identity and the second tanh. */
+ * gone) declared no defaults; here Affine's are 1 and 0 (the identity) and
+ * ScaledTanh's 1 and 1 (tanh). */
 static const struct act_name {
     const char *name;
     eng_rnn_act_kind_t kind;
@@ -45,7 +45,8 @@ static const struct act_name {
  * as onnxruntime's do. alpha and beta are consumed in list order by the
  * activations that take them (onnxruntime's reading of "in the order of
  * activation functions"); one whose value the list runs out of takes its
- * op's default. 0, or FS_EINVAL / FS_ENOTSUP naming the value. */
+ * op's default; values left over are not read (onnxruntime neither
+ * reads nor refuses them). 0, or FS_EINVAL / FS_ENOTSUP naming the value. */
 static int read_activations(const eng_op_ctx_t *c, eng_rnn_t *r)
 {
     static const char *const defaults[] = {"Sigmoid", "Tanh", "Tanh"};
