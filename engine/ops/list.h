@@ -130,6 +130,11 @@
     X(LayerNormalization, Y, Y)                                               \
     X(LRN, Y, Y)
 
+#define ENG_OPS_RNN(X)                                                       \
+    X(RNN, Y, Y)                                                              \
+    X(GRU, Y, Y)                                                              \
+    X(LSTM, Y, Y)
+
 #define ENG_OPS_LINALG(X)                                                    \
     X(MatMul, Y, Y)                                                           \
     X(Gemm, Y, Y)                                                             \
@@ -143,6 +148,7 @@
 #define ENG_OPS_STATEFUL(X)                                                  \
     X(CausalConvWithState, Y, Y)                                              \
     X(LinearAttention, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -150,14 +156,22 @@
     F(reduce, ENG_OPS_REDUCE)                                                     \
     F(shape, ENG_OPS_SHAPE)                                                       \
     F(nn, ENG_OPS_NN)                                                             \
+    F(rnn, ENG_OPS_RNN)                                                           \
     F(linalg, ENG_OPS_LINALG)                                                     \
     F(misc, ENG_OPS_MISC)                                                         \
     F(stateful, ENG_OPS_STATEFUL)
 
-/* Every op, family after family. */
+/* Every op, family after family (one family a line, as ENG_OP_FAMILIES). */
 #define ENG_OPS(X)                                                                \
-    ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
-    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X) ENG_OPS_STATEFUL(X)
+    ENG_OPS_UNARY(X)                                                              \
+    ENG_OPS_BINARY(X)                                                             \
+    ENG_OPS_REDUCE(X)                                                             \
+    ENG_OPS_SHAPE(X)                                                              \
+    ENG_OPS_NN(X)                                                                 \
+    ENG_OPS_RNN(X)                                                                \
+    ENG_OPS_LINALG(X)                                                             \
+    ENG_OPS_MISC(X)                                                               \
+    ENG_OPS_STATEFUL(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

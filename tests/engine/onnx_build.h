@@ -178,6 +178,18 @@ static inline void mb_attr_s(mb_t *b, Onnx__NodeProto *n, const char *name, cons
     a->s.data = (uint8_t *)mb_str(b, s);
 }
 
+static inline void mb_attr_strs(mb_t *b, Onnx__NodeProto *n, const char *name,
+                                const char *const *v, size_t count)
+{
+    Onnx__AttributeProto *a = mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+    a->n_strings = count;
+    a->strings = mb_alloc(b, count * sizeof *a->strings);
+    for (size_t i = 0; i < count; i++) {
+        a->strings[i].len = strlen(v[i]);
+        a->strings[i].data = (uint8_t *)mb_str(b, v[i]);
+    }
+}
+
 static inline void mb_attr_t(mb_t *b, Onnx__NodeProto *n, const char *name, Onnx__TensorProto *t)
 {
     mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)->t = t;

@@ -22,9 +22,11 @@
  *
  * A case is a row of a table: op type, opset, attributes, input specs.
  *   attributes  "axis=1 mode='reflect' alpha=0.5 pads=[1,1,0,0]
- *               scales=[1.0,2.0] to=f16 value=f32[1]{2.5}": a quoted string,
- *               a list, a float (has '.', 'e'), an int, a dtype name (an int:
- *               its ONNX code) or a tensor (dtype[dims]{values}).
+ *               scales=[1.0,2.0] names=['Relu','Tanh'] to=f16
+ *               value=f32[1]{2.5}": a quoted string, a list (of ints,
+ *               floats or quoted strings), a float (has '.', 'e'), an int,
+ *               a dtype name (an int: its ONNX code) or a tensor
+ *               (dtype[dims]{values}).
  *   input       "f32[2,3]" a runtime input of random values; a leading '='
  *               makes it an initializer; ":dist" picks the values (below);
  *               "{1,2}" gives them instead; "-" is an absent optional input.
@@ -561,6 +563,17 @@ static void attrs_add(mb_t *b, Onnx__NodeProto *n, const char *attrs, uint64_t s
             cr_assert(len >= 2 && val[len - 1] == '\'', "attribute %s: unterminated string", tok);
             val[len - 1] = '\0';
             mb_attr_s(b, n, tok, val + 1);
+        } else if (val[0] == '[' && val[1] == '\'') {
+            const char *sv[OC_MAX_VALS];
+            size_t count = 0;
+            for (char *p = val + 1; *p == '\'';) {
+                char *end = strchr(p + 1, '\'');
+                cr_assert(end && count < OC_MAX_VALS, "attribute %s: bad list '%s'", tok, val);
+                *end = '\0';
+                sv[count++] = p + 1;
+                p = end[1] == ',' ? end + 2 : end + 1;
+            }
+            mb_attr_strs(b, n, tok, sv, count);
         } else if (val[0] == '[') {
             bool fl = strpbrk(val, ".eE") != NULL;
             int64_t iv[OC_MAX_VALS];
@@ -1479,6 +1492,51 @@ static const op_case_t nn_cases[] = {
     {OC("LRN", 13, "size=2", "f32[1,4,5]")},
 };
 
+/* The recurrent ops: every step feeds the next, so the GEMMs' different
+ * summation orders (cuBLAS against the CPU's) and the devices' expf ulps
+ * compound over the sequence; their rows allow rtol 1e-3, atol 1e-4.
+ * Weights are :unit so that the gates do not all saturate. */
+#define RNN_TOL .rtol = 1e-3, .atol = 1e-4
+static const op_case_t rnn_cases[] = {
+    {OC("RNN", 22, "", "f32[4,2,3]", "=f32[1,5,3]:unit", "=f32[1,5,5]:unit"), .n_out = 2, RNN_TOL},
+    {OC("RNN", 22, "direction='bidirectional' activations=['Relu','Tanh'] clip=2.5",
+        "f32[5,3,4]", "=f32[2,6,4]:unit", "=f32[2,6,6]:unit", "=f32[2,12]:unit", "-",
+        "f32[2,3,6]"), .n_out = 2, RNN_TOL},
+    {OC("RNN", 14, "layout=1 direction='reverse'", "f32[3,4,2]", "=f32[1,7,2]:unit",
+        "=f32[1,7,7]:unit", "=f32[1,14]:unit", "i32[3]{4,1,0}"), .n_out = 2, RNN_TOL},
+    {OC("RNN", 22, "direction='bidirectional' activations=['ScaledTanh','ThresholdedRelu'] "
+        "activation_alpha=[1.5,0.2] activation_beta=[0.7]", "f32[3,2,3]", "=f32[2,4,3]:unit",
+        "=f32[2,4,4]:unit"), .n_out = 2, RNN_TOL},
+    {OC("RNN", 7, "direction='bidirectional' activations=['Softplus','Affine'] "
+        "activation_alpha=[0.5] activation_beta=[0.1]", "f32[3,2,3]", "=f32[2,4,3]:unit",
+        "=f32[2,4,4]:unit"), .n_out = 2, RNN_TOL},
+    {OC("RNN", 22, "activations=['Sigmoid']", "f32[2,2,3]", "=f32[1,4,3]:unit",
+        "=f32[1,4,4]:unit")},
+    {OC("GRU", 22, "", "f32[5,3,4]", "=f32[1,15,4]:unit", "=f32[1,15,5]:unit",
+        "=f32[1,30]:unit"), .n_out = 2, RNN_TOL},
+    {OC("GRU", 22, "linear_before_reset=1 direction='bidirectional'", "f32[5,3,4]",
+        "=f32[2,15,4]:unit", "=f32[2,15,5]:unit", "=f32[2,30]:unit", "i32[3]{5,2,0}",
+        "f32[2,3,5]"), .n_out = 2, RNN_TOL},
+    {OC("GRU", 14, "layout=1 direction='bidirectional' clip=1.5", "f32[3,4,4]",
+        "=f32[2,9,4]:unit", "=f32[2,9,3]:unit", "-", "i32[3]{1,4,3}", "f32[3,2,3]"),
+        .n_out = 2, RNN_TOL},
+    {OC("GRU", 7, "direction='reverse' activations=['HardSigmoid','Softsign']",
+        "f32[4,2,3]", "=f32[1,12,3]:unit", "=f32[1,12,4]:unit"), .n_out = 2, RNN_TOL},
+    {OC("LSTM", 22, "", "f32[4,2,3]", "=f32[1,20,3]:unit", "=f32[1,20,5]:unit"), .n_out = 3,
+     RNN_TOL},
+    {OC("LSTM", 22, "direction='bidirectional'", "f32[5,3,4]", "=f32[2,24,4]:unit",
+        "=f32[2,24,6]:unit", "=f32[2,48]:unit", "i32[3]{5,3,1}", "f32[2,3,6]", "f32[2,3,6]",
+        "=f32[2,18]:unit"), .n_out = 3, RNN_TOL},
+    {OC("LSTM", 14, "layout=1 input_forget=1 clip=3.0 activations=['HardSigmoid','Softsign',"
+        "'Elu'] activation_alpha=[0.25,1.5] activation_beta=[0.4]", "f32[2,4,3]",
+        "=f32[1,16,3]:unit", "=f32[1,16,4]:unit", "=f32[1,32]:unit", "-", "f32[2,1,4]",
+        "f32[2,1,4]", "=f32[1,12]:unit"), .n_out = 3, RNN_TOL},
+    {OC("LSTM", 22, "direction='reverse' activations=['Sigmoid','LeakyRelu','Tanh'] "
+        "activation_alpha=[0.05]", "f32[6,1,2]", "=f32[1,8,2]:unit", "=f32[1,8,2]:unit"),
+        .n_out = 3, RNN_TOL},
+};
+#undef RNN_TOL
+
 static const op_case_t linalg_cases[] = {
     {OC("MatMul", 13, "", "f32[3,4]", "f32[4,5]")},
     {OC("MatMul", 13, "", "f32[4]", "f32[4]")},
@@ -1609,7 +1667,8 @@ static const struct {
 } case_tables[] = {
     {"unary", unary_cases, N_OF(unary_cases)},    {"binary", binary_cases, N_OF(binary_cases)},
     {"reduce", reduce_cases, N_OF(reduce_cases)}, {"shape", shape_cases, N_OF(shape_cases)},
-    {"nn", nn_cases, N_OF(nn_cases)},             {"linalg", linalg_cases, N_OF(linalg_cases)},
+    {"nn", nn_cases, N_OF(nn_cases)},             {"rnn", rnn_cases, N_OF(rnn_cases)},
+    {"linalg", linalg_cases, N_OF(linalg_cases)},
     {"misc", misc_cases, N_OF(misc_cases)},
 };
 
@@ -1638,6 +1697,11 @@ Test(cuda_consistency, shape_ops_match_the_cpu)
 Test(cuda_consistency, nn_ops_match_the_cpu)
 {
     cases_run(nn_cases, N_OF(nn_cases));
+}
+
+Test(cuda_consistency, rnn_ops_match_the_cpu)
+{
+    cases_run(rnn_cases, N_OF(rnn_cases));
 }
 
 Test(cuda_consistency, linalg_ops_match_the_cpu)
