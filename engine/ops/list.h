@@ -128,6 +128,7 @@
     X(BatchNormalization, Y, Y)                                               \
     X(InstanceNormalization, Y, Y)                                            \
     X(LayerNormalization, Y, Y)                                               \
+    X(RMSNormalization, Y, Y)                                                 \
     X(LRN, Y, Y)
 
 #define ENG_OPS_LINALG(X)                                                    \
@@ -139,6 +140,13 @@
     X(TopK, Y, Y)                                                             \
     X(Trilu, Y, Y)                                                            \
     X(Resize, Y, Y)
+
+/* The transformer-block ops (engine/ops/attention.c). */
+#define ENG_OPS_ATTENTION(X)                                                 \
+    X(Attention, Y, Y)                                                        \
+    X(RotaryEmbedding, Y, Y)                                                  \
+    X(SwiGLU, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -147,12 +155,13 @@
     F(shape, ENG_OPS_SHAPE)                                                       \
     F(nn, ENG_OPS_NN)                                                             \
     F(linalg, ENG_OPS_LINALG)                                                     \
-    F(misc, ENG_OPS_MISC)
+    F(misc, ENG_OPS_MISC)                                                         \
+    F(attention, ENG_OPS_ATTENTION)
 
 /* Every op, family after family. */
 #define ENG_OPS(X)                                                                \
     ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
-    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
+    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X) ENG_OPS_ATTENTION(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,
