@@ -44,10 +44,6 @@ static int attention_check(const eng_node_t *n, int opset)
         if (eng_attr_i(n, windows[i], -1) < -1)
             return eng_op_err(&c, FS_EINVAL, "%s is %lld, must be -1 or more", windows[i],
                               (long long)eng_attr_i(n, windows[i], -1));
-    bool past_k = n->n_inputs > ENG_ATTN_PAST_KEY && n->inputs[ENG_ATTN_PAST_KEY] >= 0;
-    bool past_v = n->n_inputs > ENG_ATTN_PAST_VALUE && n->inputs[ENG_ATTN_PAST_VALUE] >= 0;
-    if (past_k != past_v)
-        return eng_op_err(&c, FS_EINVAL, "past_key and past_value must be given together");
     return 0;
 }
 

@@ -25,7 +25,8 @@ static const struct {
     {"GatherElements", 11}, {"Range", 11},     {"GreaterOrEqual", 12}, {"LessOrEqual", 12},
     {"Einsum", 12},        {"HardSwish", 14},  {"Trilu", 14},         {"CastLike", 15},
     {"LayerNormalization", 17}, {"Gelu", 20}, {"IsNaN", 9},     {"IsInf", 10},
-    {"GatherND", 11},
+    {"GatherND", 11},       {"Attention", 23},  {"RMSNormalization", 23},
+    {"RotaryEmbedding", 23}, {"SwiGLU", 28},
 };
 
 static int introduced_at(const char *op)
