@@ -1,6 +1,7 @@
 /* norm_kernels.c -- CPU kernels of the normalisations (BatchNormalization,
- * InstanceNormalization, LayerNormalization) and LRN: plain loops split
- * over independent planes (LayerNormalization: rows); every statistic is
+ * InstanceNormalization, LayerNormalization, RMSNormalization) and LRN:
+ * plain loops split over independent planes (Layer- and RMSNormalization:
+ * rows); every statistic is
  * taken within one chunk, in double, so results do not depend on the thread
  * count. */
 #include <math.h>
@@ -188,6 +189,63 @@ static int layernorm_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* 1 / sqrt(mean of the squares + eps) of n floats, in double, in
+ * MOMENTS_LANES lanes added pairwise at the end (as moments()). Cannot
+ * fail. */
+static inline __attribute__((always_inline)) double inv_rms(const float *x, int64_t n, double eps)
+{
+    double lane[MOMENTS_LANES] = {0};
+    const int64_t n_blk = n & ~(int64_t)(MOMENTS_LANES - 1);
+    for (int64_t b = 0; b < n_blk; b += MOMENTS_LANES)
+        for (int l = 0; l < MOMENTS_LANES; l++)
+            lane[l] += (double)x[b + l] * x[b + l];
+    for (int64_t i = n_blk; i < n; i++)
+        lane[i - n_blk] += (double)x[i] * x[i];
+    for (int w = MOMENTS_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++)
+            lane[l] += lane[l + w];
+    return 1.0 / sqrt((n ? lane[0] / (double)n : 0) + eps);
+}
+
+EW_CLONES static void rmsnorm_rows(void *arg, int64_t begin, int64_t end)
+{
+    const layernorm_job_t *j = arg;
+    const int64_t cols = j->cols;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = j->x + r * cols;
+        float *y = j->y + r * cols;
+        double inv = inv_rms(x, cols, j->eps);
+        for (int64_t k = 0; k < cols; k++)
+            y[k] = (float)(x[k] * inv * j->scale[k]);
+    }
+}
+
+static size_t rmsnorm_scratch_bytes(const eng_op_ctx_t *c)
+{
+    return (size_t)eng_nn_dims_from(&c->inputs[0]->shape, eng_nn_layernorm_axis(c)) *
+           sizeof(float);
+}
+
+/* RMSNormalization: y = x / sqrt(mean(x^2) + epsilon) * scale over the dims
+ * from axis on. Y may alias X (each row's statistic is taken before the row
+ * is written). On error (scratch too small) Y is not written. */
+static int rmsnorm_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *xt = c->inputs[0];
+    int axis = eng_nn_layernorm_axis(c);
+    size_t need = rmsnorm_scratch_bytes(c);
+    if (c->scratch_bytes < need)
+        return eng_op_scratch_err(c, need);
+    int64_t cols = (int64_t)(need / sizeof(float));
+    int64_t rows = cols ? eng_shape_numel(&xt->shape) / cols : 0;
+    float *scale = c->scratch;
+    expand_tail(c->inputs[1], &xt->shape, axis, scale);
+    layernorm_job_t j = {.x = xt->data, .scale = scale, .y = c->outputs[0]->data, .cols = cols,
+                         .eps = eng_attr_f(c->node, "epsilon", 1e-5f)};
+    eng_parallel_for(c->n_threads, rows, eng_parallel_grain(3 * cols), rmsnorm_rows, &j);
+    return 0;
+}
+
 /* LRN over the (image, channel) planes [begin, end): each reads its
  * neighbouring channels of X, writes only its own plane of Y. */
 static void lrn_planes(void *arg, int64_t begin, int64_t end)
@@ -233,4 +291,6 @@ const eng_kernel_t eng_cpu_BatchNormalization = {.run = batchnorm_run};
 const eng_kernel_t eng_cpu_InstanceNormalization = {.run = instancenorm_run};
 const eng_kernel_t eng_cpu_LayerNormalization = {.run = layernorm_run,
                                                  .scratch_bytes = layernorm_scratch_bytes};
+const eng_kernel_t eng_cpu_RMSNormalization = {.run = rmsnorm_run,
+                                               .scratch_bytes = rmsnorm_scratch_bytes};
 const eng_kernel_t eng_cpu_LRN = {.run = lrn_run};

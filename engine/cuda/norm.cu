@@ -7,7 +7,8 @@
  * LayerNormalization take one block per plane or row with the CPU's
  * two-pass moments in double (sum, then the sum of squared deviations), each
  * block reducing through warp shuffles and shared memory; the block reads
- * its whole row before writing any of it, so Y may alias X. LRN is one
+ * its whole row before writing any of it, so Y may alias X.
+ * RMSNormalization does the same with one pass (the sum of squares). LRN is one
  * thread per element, in double as the CPU. */
 #include "engine/cuda/nn_impl.h"
 
@@ -244,6 +245,60 @@ static int layernorm_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* RMSNormalization, one block per row: y = x / sqrt(mean(x^2) + eps) *
+ * scale in double, as the CPU. */
+static __global__ void rmsnorm_kernel(const float *x, float *y, const float *scale, int64_t rows,
+                                      int64_t cols, double eps)
+{
+    __shared__ double smem[32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        double q = 0;
+        for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+            q += (double)xr[i] * xr[i];
+        q = block_reduce(q, smem, sum_op());
+        double inv = 1.0 / sqrt((cols ? q / (double)cols : 0) + eps);
+        for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+            yr[k] = (float)(xr[k] * inv * scale[k]);
+    }
+}
+
+static size_t rmsnorm_scratch_bytes(const eng_op_ctx_t *c)
+{
+    int64_t cols = eng_nn_dims_from(&c->inputs[0]->shape, eng_nn_layernorm_axis(c));
+    return layernorm_needs_expand(c->inputs[1], cols) ? (size_t)cols * sizeof(float) : 0;
+}
+
+/* RMSNormalization. Y may alias X. On error (scratch) nothing is
+ * written. */
+static int rmsnorm_run(eng_op_ctx_t *c)
+{
+    int rc = eng_cuda_require_float_inputs(c, 2, -1);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0], *st = c->inputs[1];
+    int axis = eng_nn_layernorm_axis(c);
+    int64_t cols = eng_nn_dims_from(&xt->shape, axis);
+    int64_t rows = cols ? eng_shape_numel(&xt->shape) / cols : 0;
+    size_t need = rmsnorm_scratch_bytes(c);
+    if (c->scratch_bytes < need)
+        return eng_op_scratch_err(c, need);
+    if (rows == 0)
+        return 0;
+    const float *scale = (const float *)st->data;
+    if (layernorm_needs_expand(st, cols)) {
+        if ((rc = layernorm_expand_run(c, st, &xt->shape, axis, (float *)c->scratch, cols)))
+            return rc;
+        scale = (const float *)c->scratch;
+    }
+    rmsnorm_kernel<<<row_blocks(rows), row_threads(cols), 0, eng_cuda_ctx(c)->stream>>>(
+        (const float *)xt->data, (float *)c->outputs[0]->data, scale, rows, cols,
+        (double)eng_attr_f(c->node, "epsilon", 1e-5f));
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
 /* LRN across channels, one thread per element: x / (bias + alpha / size *
  * sum of squares over the channel window)^beta, in double as the CPU. */
 template <bool Small>
@@ -290,4 +345,6 @@ const eng_kernel_t eng_cuda_InstanceNormalization = {.run = instancenorm_run,
                                                      .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_LayerNormalization = {.run = layernorm_run,
                                                   .scratch_bytes = layernorm_scratch_bytes};
+const eng_kernel_t eng_cuda_RMSNormalization = {.run = rmsnorm_run,
+                                                .scratch_bytes = rmsnorm_scratch_bytes};
 const eng_kernel_t eng_cuda_LRN = {.run = lrn_run, .scratch_bytes = NULL};

@@ -128,6 +128,7 @@
     X(BatchNormalization, Y, Y)                                               \
     X(InstanceNormalization, Y, Y)                                            \
     X(LayerNormalization, Y, Y)                                               \
+    X(RMSNormalization, Y, Y)                                                 \
     X(LRN, Y, Y)
 
 #define ENG_OPS_RNN(X)                                                       \
@@ -149,6 +150,12 @@
     X(CausalConvWithState, Y, Y)                                              \
     X(LinearAttention, Y, Y)
 
+/* The transformer-block ops (engine/ops/attention.c). */
+#define ENG_OPS_ATTENTION(X)                                                 \
+    X(Attention, Y, Y)                                                        \
+    X(RotaryEmbedding, Y, Y)                                                  \
+    X(SwiGLU, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -159,7 +166,8 @@
     F(rnn, ENG_OPS_RNN)                                                           \
     F(linalg, ENG_OPS_LINALG)                                                     \
     F(misc, ENG_OPS_MISC)                                                         \
-    F(stateful, ENG_OPS_STATEFUL)
+    F(stateful, ENG_OPS_STATEFUL)                                                 \
+    F(attention, ENG_OPS_ATTENTION)
 
 /* Every op, family after family (one family a line, as ENG_OP_FAMILIES). */
 #define ENG_OPS(X)                                                                \
@@ -171,7 +179,8 @@
     ENG_OPS_RNN(X)                                                                \
     ENG_OPS_LINALG(X)                                                             \
     ENG_OPS_MISC(X)                                                               \
-    ENG_OPS_STATEFUL(X)
+    ENG_OPS_STATEFUL(X)                                                           \
+    ENG_OPS_ATTENTION(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

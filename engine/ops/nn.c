@@ -440,6 +440,34 @@ static int layernorm_infer(eng_op_ctx_t *c)
     return 0;
 }
 
+/* The statistics run in double on every device: at least the precision
+ * any stash_type asks for. */
+static int rmsnorm_check(const eng_node_t *n, int opset)
+{
+    eng_op_ctx_t c = {.node = n, .opset = opset};
+    int64_t st = eng_attr_i(n, "stash_type", ENG_DT_FLOAT);
+    if (st != ENG_DT_FLOAT && st != ENG_DT_DOUBLE && st != ENG_DT_FLOAT16 && st != ENG_DT_BFLOAT16)
+        return eng_op_err(&c, FS_EINVAL, "stash_type is %lld, must be a float dtype (1, 10, 11 "
+                          "or 16)", (long long)st);
+    return 0;
+}
+
+static int rmsnorm_infer(eng_op_ctx_t *c)
+{
+    int rc = eng_op_require_dtype(c, 0, dt_float), axis;
+    if (rc || (rc = eng_op_require_dtype(c, 1, dt_float)) ||
+        (rc = eng_op_axis(c, eng_attr_i(c->node, "axis", -1), c->inputs[0]->shape.rank, &axis)))
+        return rc;
+    const eng_tensor_t *x = c->inputs[0], *p = c->inputs[1];
+    char ps[96], xs[96];
+    if (!broadcasts_to_tail(&p->shape, &x->shape, axis))
+        return eng_op_err(c, FS_EINVAL, "scale %s does not broadcast to X %s from axis %d",
+                          eng_shape_format(&p->shape, ps, sizeof ps),
+                          eng_shape_format(&x->shape, xs, sizeof xs), axis);
+    eng_ctx_out_set(c, 0, ENG_DT_FLOAT, &x->shape);
+    return 0;
+}
+
 static int lrn_infer(eng_op_ctx_t *c)
 {
     int64_t size = eng_attr_i(c->node, "size", 0);
@@ -460,6 +488,7 @@ ENG_OP_DEF(GlobalMaxPool, NULL, global_pool_infer, -1);
 ENG_OP_DEF(BatchNormalization, batchnorm_check, batchnorm_infer, 0);
 ENG_OP_DEF(InstanceNormalization, NULL, instancenorm_infer, 0);
 ENG_OP_DEF(LayerNormalization, NULL, layernorm_infer, 0);
+ENG_OP_DEF(RMSNormalization, rmsnorm_check, rmsnorm_infer, 0);
 ENG_OP_DEF(LRN, NULL, lrn_infer, -1);
 
 bool eng_nn_conv_is_pointwise(const eng_nn_geom_t *g)

@@ -117,7 +117,7 @@ static inline int64_t eng_nn_dims_from(const eng_shape_t *s, int from)
     return n;
 }
 
-/* LayerNormalization's axis, normalised (infer checked its range). Cannot
+/* LayerNormalization's (and RMSNormalization's) axis, normalised (infer checked its range). Cannot
  * fail. */
 static inline int eng_nn_layernorm_axis(const eng_op_ctx_t *c)
 {
@@ -127,7 +127,7 @@ static inline int eng_nn_layernorm_axis(const eng_op_ctx_t *c)
 }
 
 /* A parameter broadcast over X's dims from an axis on (LayerNormalization's
- * scale and bias): position j of those dims reads the parameter's element
+ * scale and bias, RMSNormalization's scale): position j of those dims reads the parameter's element
  * eng_nn_tail_at(m, j). */
 typedef struct eng_nn_tail_map {
     int rank;

@@ -1487,6 +1487,10 @@ static const op_case_t nn_cases[] = {
     {OC("LayerNormalization", 17, "axis=0 epsilon=0.01", "f32[4,5]", "=f32[4,5]", "=f32[5]")},
     {OC("LayerNormalization", 17, "axis=-2", "f32[2,3,5]", "=f32[1,5]", "=f32[3,5]")},
     {OC("LayerNormalization", 17, "", "f32[3,257]", "=f32[257]", "=f32[257]"), .n_out = 3},
+    {OC("RMSNormalization", 23, "", "f32[2,3,4]", "=f32[4]")},
+    {OC("RMSNormalization", 23, "axis=1 epsilon=0.1", "f32[2,3,4,5]", "=f32[4,1]")},
+    {OC("RMSNormalization", 23, "axis=0", "f32[4,5]", "=f32[4,5]")},
+    {OC("RMSNormalization", 23, "", "f32[3,1031]", "f32[1031]")},
     {OC("LRN", 13, "size=3", "f32[2,5,4,4]")},
     {OC("LRN", 13, "size=5 alpha=0.0002 beta=0.5 bias=2.0", "f32[1,8,3,3]")},
     {OC("LRN", 13, "size=2", "f32[1,4,5]")},
@@ -1660,6 +1664,62 @@ static const op_case_t misc_cases[] = {
     {OC("Resize", 13, "mode='linear'", "f32[1,1,4,4]", "-", "-", "i64[4]{1,1,8,6}"), .dyn = true},
 };
 
+static const op_case_t attention_cases[] = {
+    /* Attention: 4-D and 3-D, MHA, GQA and MQA, V's head size apart. */
+    {OC("Attention", 23, "", "f32[2,3,4,8]", "f32[2,3,6,8]", "f32[2,3,6,5]")},
+    {OC("Attention", 23, "is_causal=1", "f32[1,2,5,16]", "f32[1,2,5,16]", "f32[1,2,5,16]")},
+    {OC("Attention", 23, "q_num_heads=6 kv_num_heads=2", "f32[2,4,48]", "f32[2,7,16]",
+        "f32[2,7,12]")},
+    {OC("Attention", 23, "is_causal=1 scale=0.3", "f32[1,4,3,8]", "f32[1,1,9,8]",
+        "f32[1,1,9,8]")},
+    /* More keys than one tile (64), a head larger than a warp's stride. */
+    {OC("Attention", 23, "", "f32[1,2,3,160]", "f32[1,2,200,160]", "f32[1,2,200,40]")},
+    /* Masks: bool broadcast over batch and heads, float shorter than the
+     * keys (the rest masked), all false for some rows (zeros). */
+    {OC("Attention", 23, "", "f32[2,2,3,8]", "f32[2,2,5,8]", "f32[2,2,5,8]",
+        "bool[3,5]{1,0,1,1,0,1,1,1,1,1,0,0,0,0,0}")},
+    {OC("Attention", 23, "softcap=2.0", "f32[2,3,4,8]", "f32[2,3,6,8]", "f32[2,3,6,8]",
+        "f32[3,4,5]")},
+    {OC("Attention", 23, "is_causal=1", "f32[2,2,3,8]", "f32[2,2,3,8]", "f32[2,2,3,8]",
+        "bool[2,1,3,3]:r(0,1)")},
+    /* Past and present, each qk_matmul_output mode. */
+    {OC("Attention", 23, "qk_matmul_output_mode=0 softcap=1.5", "f32[2,2,3,8]", "f32[2,2,3,8]",
+        "f32[2,2,3,6]", "f32[2,1,3,7]", "f32[2,2,4,8]", "f32[2,2,4,6]"), .n_out = 4},
+    {OC("Attention", 23, "qk_matmul_output_mode=1 softcap=1.5 is_causal=1", "f32[2,4,3,8]",
+        "f32[2,2,3,8]", "f32[2,2,3,6]", "-", "f32[2,2,4,8]", "f32[2,2,4,6]"), .n_out = 4},
+    {OC("Attention", 23, "qk_matmul_output_mode=2 q_num_heads=4 kv_num_heads=2", "f32[2,3,32]",
+        "f32[2,3,16]", "f32[2,3,12]", "f32[3,7]", "f32[2,2,4,8]", "f32[2,2,4,6]"), .n_out = 4},
+    {OC("Attention", 24, "qk_matmul_output_mode=3 is_causal=1", "f32[1,2,4,8]", "f32[1,2,70,8]",
+        "f32[1,2,70,8]", "bool[4,140]:r(0,1)", "f32[1,2,70,8]", "f32[1,2,70,8]"), .n_out = 4},
+    /* nonpad_kv_seqlen (opset 24): padding, the per-batch causal offset
+     * (negative: leading rows see nothing). */
+    {OC("Attention", 24, "", "f32[2,2,3,8]", "f32[2,2,6,8]", "f32[2,2,6,8]", "-", "-", "-",
+        "i64[2]{4,6}")},
+    {OC("Attention", 24, "is_causal=1", "f32[3,2,3,8]", "f32[3,2,6,8]", "f32[3,2,6,8]", "-",
+        "-", "-", "i64[3]{1,3,6}")},
+    /* Sliding windows (opset 25). */
+    {OC("Attention", 25, "left_window_size=2 right_window_size=1", "f32[1,2,6,8]",
+        "f32[1,2,6,8]", "f32[1,2,6,8]")},
+    {OC("Attention", 25, "left_window_size=1 is_causal=1", "f32[1,2,3,8]", "f32[1,2,3,8]",
+        "f32[1,2,3,8]", "-", "f32[1,2,4,8]", "f32[1,2,4,8]"), .n_out = 3},
+    /* The other float dtypes (fp16: one rounding of the output). */
+    {OC("Attention", 23, "is_causal=1", "f64[1,2,4,8]", "f64[1,2,4,8]", "f64[1,2,4,8]")},
+    {OC("Attention", 23, "", "f16[1,2,4,8]", "f16[1,2,5,8]", "f16[1,2,5,8]", "f16[4,5]"),
+     .rtol = 2e-3, .atol = 1e-4},
+    /* RotaryEmbedding: halves and interleaved, partial, 3-D, no ids. */
+    {OC("RotaryEmbedding", 23, "", "f32[2,4,3,8]", "=f32[50,4]", "=f32[50,4]",
+        "i64[2,3]:r(0,49)")},
+    {OC("RotaryEmbedding", 23, "interleaved=1 rotary_embedding_dim=4", "f32[2,4,3,8]",
+        "=f32[50,2]", "=f32[50,2]", "i64[2,3]:r(0,49)")},
+    {OC("RotaryEmbedding", 23, "num_heads=4", "f32[2,3,32]", "f32[2,3,4]", "f32[2,3,4]")},
+    {OC("RotaryEmbedding", 23, "rotary_embedding_dim=6 interleaved=1", "f32[1,2,5,10]",
+        "f32[1,5,3]", "f32[1,5,3]")},
+    {OC("RotaryEmbedding", 23, "", "f16[1,2,3,8]", "f16[1,3,4]", "f16[1,3,4]"), .rtol = 2e-3},
+    /* SwiGLU. */
+    {OC("SwiGLU", 28, "", "f32[3,257]", "f32[3,257]")},
+    {OC("SwiGLU", 28, "alpha=1.702", "f64[2,5]", "f64[2,5]")},
+};
+
 static const struct {
     const char *family;
     const op_case_t *cases;
@@ -1670,6 +1730,7 @@ static const struct {
     {"nn", nn_cases, N_OF(nn_cases)},             {"rnn", rnn_cases, N_OF(rnn_cases)},
     {"linalg", linalg_cases, N_OF(linalg_cases)},
     {"misc", misc_cases, N_OF(misc_cases)},
+    {"attention", attention_cases, N_OF(attention_cases)},
 };
 
 /* ---- op tests ---------------------------------------------------------- */
@@ -1712,6 +1773,11 @@ Test(cuda_consistency, linalg_ops_match_the_cpu)
 Test(cuda_consistency, misc_ops_match_the_cpu)
 {
     cases_run(misc_cases, N_OF(misc_cases));
+}
+
+Test(cuda_consistency, attention_ops_match_the_cpu)
+{
+    cases_run(attention_cases, N_OF(attention_cases));
 }
 
 static bool op_has_case(const char *op)

@@ -26,6 +26,7 @@ static const struct {
     {"Einsum", 12},        {"HardSwish", 14},  {"Trilu", 14},         {"CastLike", 15},
     {"LayerNormalization", 17}, {"Gelu", 20}, {"IsNaN", 9},     {"IsInf", 10},
     {"GatherND", 11},      {"CausalConvWithState", 27}, {"LinearAttention", 27},
+    {"Attention", 23},     {"RMSNormalization", 23}, {"RotaryEmbedding", 23}, {"SwiGLU", 28},
 };
 
 static int introduced_at(const char *op)
