@@ -139,6 +139,15 @@
     X(TopK, Y, Y)                                                             \
     X(Trilu, Y, Y)                                                            \
     X(Resize, Y, Y)
+
+#define ENG_OPS_QUANT(X)                                                     \
+    X(QuantizeLinear, Y, Y)                                                   \
+    X(DequantizeLinear, Y, Y)                                                 \
+    X(DynamicQuantizeLinear, Y, Y)                                            \
+    X(MatMulInteger, Y, Y)                                                    \
+    X(QLinearMatMul, Y, Y)                                                    \
+    X(ConvInteger, Y, Y)                                                      \
+    X(QLinearConv, Y, Y)
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -147,12 +156,13 @@
     F(shape, ENG_OPS_SHAPE)                                                       \
     F(nn, ENG_OPS_NN)                                                             \
     F(linalg, ENG_OPS_LINALG)                                                     \
-    F(misc, ENG_OPS_MISC)
+    F(misc, ENG_OPS_MISC)                                                         \
+    F(quant, ENG_OPS_QUANT)
 
 /* Every op, family after family. */
 #define ENG_OPS(X)                                                                \
     ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
-    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
+    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X) ENG_OPS_QUANT(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,
