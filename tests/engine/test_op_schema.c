@@ -26,6 +26,8 @@ static const struct {
     {"Einsum", 12},        {"HardSwish", 14},  {"Trilu", 14},         {"CastLike", 15},
     {"LayerNormalization", 17}, {"Gelu", 20}, {"IsNaN", 9},     {"IsInf", 10},
     {"GatherND", 11},
+    {"QuantizeLinear", 10}, {"DequantizeLinear", 10}, {"DynamicQuantizeLinear", 11},
+    {"MatMulInteger", 10}, {"QLinearMatMul", 10}, {"ConvInteger", 10}, {"QLinearConv", 10},
 };
 
 static int introduced_at(const char *op)
