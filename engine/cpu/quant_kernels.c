@@ -49,8 +49,9 @@ static void quantize_range(void *arg, int64_t begin, int64_t end)
     const eng_quant_linear_t *p = j->p;
     int32_t lo, hi;
     eng_quant_range(p->y_dtype, &lo, &hi);
+    bool per_tensor = eng_quant_map_is_tensor(&p->map);
     for (int64_t i = begin; i < end; i++) {
-        int64_t at = eng_quant_map_at(&p->map, i);
+        int64_t at = per_tensor ? 0 : eng_quant_map_at(&p->map, i);
         int32_t q = eng_quantize_one(eng_quant_load_f(j->x, p->x_dtype, i),
                                      eng_quant_load_f(j->scale, p->scale_dtype, at),
                                      eng_quant_load_i(j->zp, p->y_dtype, at), p->prec, lo, hi);
@@ -62,8 +63,9 @@ static void dequantize_range(void *arg, int64_t begin, int64_t end)
 {
     const qlinear_job_t *j = arg;
     const eng_quant_linear_t *p = j->p;
+    bool per_tensor = eng_quant_map_is_tensor(&p->map);
     for (int64_t i = begin; i < end; i++) {
-        int64_t at = eng_quant_map_at(&p->map, i);
+        int64_t at = per_tensor ? 0 : eng_quant_map_at(&p->map, i);
         float v = eng_dequantize_one(eng_quant_load_i(j->x, p->x_dtype, i),
                                      eng_quant_load_i(j->zp, p->x_dtype, at),
                                      eng_quant_load_f(j->scale, p->scale_dtype, at));

@@ -202,11 +202,17 @@ ENG_OPS_HD static inline int64_t eng_quant_map_at(const eng_quant_map_t *m, int6
     return o * m->outer_stride + d / m->block * m->dim_stride + in * m->inner_stride;
 }
 
+/* Whether every element reads parameter 0 (per-tensor quantization). */
+ENG_OPS_HD static inline bool eng_quant_map_is_tensor(const eng_quant_map_t *m)
+{
+    return m->outer_stride == 0 && m->dim_stride == 0 && m->inner_stride == 0;
+}
+
 /* A QuantizeLinear or DequantizeLinear node bound to its inputs. */
 typedef struct eng_quant_linear {
     eng_quant_map_t map;
     int64_t n;                 /* elements of x */
-    eng_dtype_t x_dtype;       /* Quantize: float, float16, bfloat16, int32; Dequantize: the integer */
+    eng_dtype_t x_dtype;       /* Quantize: float, float16, bfloat16, int32; else the integer */
     eng_dtype_t scale_dtype;   /* float, float16, bfloat16 */
     eng_dtype_t y_dtype;       /* Quantize: the integer; Dequantize: float, float16, bfloat16 */
     eng_dtype_t prec;          /* Quantize: the division's precision */
