@@ -156,6 +156,15 @@
     X(RotaryEmbedding, Y, Y)                                                  \
     X(SwiGLU, Y, Y)
 
+#define ENG_OPS_QUANT(X)                                                     \
+    X(QuantizeLinear, Y, Y)                                                   \
+    X(DequantizeLinear, Y, Y)                                                 \
+    X(DynamicQuantizeLinear, Y, Y)                                            \
+    X(MatMulInteger, Y, Y)                                                    \
+    X(QLinearMatMul, Y, Y)                                                    \
+    X(ConvInteger, Y, Y)                                                      \
+    X(QLinearConv, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -167,7 +176,8 @@
     F(linalg, ENG_OPS_LINALG)                                                     \
     F(misc, ENG_OPS_MISC)                                                         \
     F(stateful, ENG_OPS_STATEFUL)                                                 \
-    F(attention, ENG_OPS_ATTENTION)
+    F(attention, ENG_OPS_ATTENTION)                                               \
+    F(quant, ENG_OPS_QUANT)
 
 /* Every op, family after family (one family a line, as ENG_OP_FAMILIES). */
 #define ENG_OPS(X)                                                                \
@@ -180,7 +190,8 @@
     ENG_OPS_LINALG(X)                                                             \
     ENG_OPS_MISC(X)                                                               \
     ENG_OPS_STATEFUL(X)                                                           \
-    ENG_OPS_ATTENTION(X)
+    ENG_OPS_ATTENTION(X)                                                          \
+    ENG_OPS_QUANT(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

@@ -18,7 +18,7 @@
 #include "engine/op.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
-#define MAX_IO 8
+#define MAX_IO 10 /* QLinearConv has 9 inputs */
 
 /* --- building nodes and tensors ----------------------------------------------------------- */
 
@@ -100,6 +100,7 @@ static inline op_case_t *case_new(const char *op, int opset, int n_out)
 
 static inline void case_in(op_case_t *c, const eng_tensor_t *t)
 {
+    cr_assert_lt(c->ctx.n_inputs, MAX_IO, "more than %d inputs", MAX_IO);
     c->in[c->ctx.n_inputs++] = t;
     c->node.n_inputs = c->ctx.n_inputs;
 }

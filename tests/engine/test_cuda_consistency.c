@@ -65,7 +65,7 @@
 #include "engine/op.h"
 #include "onnx_build.h"
 
-#define OC_MAX_IN 8
+#define OC_MAX_IN 10 /* QLinearConv has 9 inputs */
 #define OC_MAX_OUT 8
 #define OC_MAX_VALS 64
 #define OC_RTOL 1e-4
@@ -1720,17 +1720,71 @@ static const op_case_t attention_cases[] = {
     {OC("SwiGLU", 28, "alpha=1.702", "f64[2,5]", "f64[2,5]")},
 };
 
+/* The quantization ops: integer outputs compare exactly (both devices run
+ * quant_impl.h's arithmetic), ranges chosen so that some values saturate. */
+static const op_case_t quant_cases[] = {
+    {OC("QuantizeLinear", 13, "", "f32[3,257]:r(-300,300)", "=f32[]{2.0}", "=u8[]{128}")},
+    {OC("QuantizeLinear", 13, "axis=0", "f32[3,5,7]:r(-50,50)", "=f32[3]{0.5,1.5,0.25}",
+        "=i8[3]{-3,0,7}")},
+    {OC("QuantizeLinear", 21, "axis=1 block_size=3", "f32[2,7,3]:r(-20,20)", "=f32[2,3,3]:pos",
+        "=i16[2,3,3]")},
+    {OC("QuantizeLinear", 19, "", "f16[4,33]:r(-10,10)", "f16[]{0.125}", "u16[]{1000}")},
+    {OC("QuantizeLinear", 21, "output_dtype=i16", "f32[100]:r(-40000,40000)", "=f32[]{1.5}")},
+    {OC("QuantizeLinear", 23, "precision=f16", "f32[64]:r(-30,30)", "=f32[]{0.3}", "=i8[]{1}")},
+    {OC("QuantizeLinear", 21, "", "i32[50]:r(-1000,1000)", "=f32[]{7.0}", "=i8[]{0}")},
+    {OC("QuantizeLinear", 19, "", "bf16[40]:r(-10,10)", "=bf16[]{0.0625}", "=u8[]{10}")},
+    {OC("DequantizeLinear", 13, "", "u8[3,257]:r(0,255)", "=f32[]{0.05}", "=u8[]{128}")},
+    {OC("DequantizeLinear", 13, "axis=1", "i8[2,3,5]:r(-128,127)", "=f32[3]:pos", "=i8[3]")},
+    {OC("DequantizeLinear", 21, "axis=0 block_size=2", "i16[5,4]:r(-30000,30000)",
+        "=f32[3,4]:pos", "=i16[3,4]")},
+    {OC("DequantizeLinear", 10, "", "i32[40]:r(-100000,100000)", "=f32[]{0.001}")},
+    {OC("DequantizeLinear", 23, "output_dtype=f16", "u16[64]:r(0,65535)", "=f32[]{0.01}",
+        "=u16[]{30000}")},
+    {OC("DequantizeLinear", 19, "", "u8[64]:r(0,255)", "=bf16[]{0.5}")},
+    {OC("DequantizeLinear", 13, "", "i8[9]:r(-128,127)", "f32[]{0.25}", "i8[]{3}")},
+    {OC("DynamicQuantizeLinear", 11, "", "f32[3,257]:r(-3,5)"), .n_out = 3},
+    {OC("DynamicQuantizeLinear", 11, "", "f32[100003]"), .n_out = 3},
+    {OC("DynamicQuantizeLinear", 11, "", "f32[17]:pos"), .n_out = 3},
+    {OC("MatMulInteger", 10, "", "u8[3,257]:r(0,255)", "=u8[257,5]:r(0,255)", "u8[]{12}",
+        "=u8[]{200}")},
+    {OC("MatMulInteger", 10, "", "i8[2,4,16]:r(-128,127)", "i8[16,3]:r(-128,127)", "=i8[4]",
+        "=i8[3]")},
+    {OC("MatMulInteger", 10, "", "u8[16]", "u8[2,16,3]")},
+    {OC("MatMulInteger", 10, "", "i8[2,1,3,8]:r(-128,127)", "u8[4,8,2]:r(0,255)",
+        "=i8[2,1,3,1]", "=u8[4,1,2]")},
+    {OC("QLinearMatMul", 10, "", "u8[3,64]:r(0,255)", "=f32[]{0.02}", "=u8[]{120}",
+        "=i8[64,5]:r(-128,127)", "=f32[]{0.01}", "=i8[]{0}", "=f32[]{0.1}", "=u8[]{128}")},
+    {OC("QLinearMatMul", 10, "", "i8[4,32]:r(-128,127)", "=f32[4]:r(0.01,0.05)", "=i8[4]",
+        "u8[32,6]:r(0,255)", "=f32[6]:r(0.001,0.01)", "=u8[6]", "=f32[]{0.05}", "=i8[]{-1}")},
+    {OC("QLinearMatMul", 21, "", "i8[2,3,8]:r(-128,127)", "=f16[]{0.05}", "=i8[]{-5}",
+        "i8[2,8,4]:r(-128,127)", "=f16[]{0.02}", "=i8[]{3}", "=f16[]{0.5}", "=i8[]{-1}")},
+    {OC("ConvInteger", 10, "pads=[1,1,1,1]", "u8[2,3,7,7]:r(0,255)", "=u8[4,3,3,3]:r(0,255)",
+        "=u8[]{100}", "=u8[]{128}")},
+    {OC("ConvInteger", 10, "group=2 strides=[2,2] dilations=[2,1]", "i8[1,4,9,8]:r(-128,127)",
+        "=i8[6,2,2,3]:r(-128,127)", "-", "=i8[6]")},
+    {OC("ConvInteger", 10, "auto_pad='SAME_UPPER'", "u8[1,2,10]", "=u8[3,2,4]")},
+    {OC("QLinearConv", 10, "pads=[1,1,1,1]", "u8[1,3,8,8]:r(0,255)", "=f32[]{0.02}",
+        "=u8[]{128}", "=i8[5,3,3,3]:r(-128,127)", "=f32[5]:r(0.001,0.01)", "=i8[5]",
+        "=f32[]{0.05}", "=u8[]{100}", "=i32[5]:r(-1000,1000)")},
+    {OC("QLinearConv", 10, "group=3", "i8[2,3,5,5]:r(-128,127)", "=f32[]{0.1}", "=i8[]{0}",
+        "=i8[6,1,3,3]:r(-128,127)", "=f32[]{0.01}", "=i8[]{0}", "=f32[]{0.2}", "=i8[]{-2}")},
+};
+
 static const struct {
     const char *family;
     const op_case_t *cases;
     size_t n;
 } case_tables[] = {
-    {"unary", unary_cases, N_OF(unary_cases)},    {"binary", binary_cases, N_OF(binary_cases)},
-    {"reduce", reduce_cases, N_OF(reduce_cases)}, {"shape", shape_cases, N_OF(shape_cases)},
-    {"nn", nn_cases, N_OF(nn_cases)},             {"rnn", rnn_cases, N_OF(rnn_cases)},
+    {"unary", unary_cases, N_OF(unary_cases)},
+    {"binary", binary_cases, N_OF(binary_cases)},
+    {"reduce", reduce_cases, N_OF(reduce_cases)},
+    {"shape", shape_cases, N_OF(shape_cases)},
+    {"nn", nn_cases, N_OF(nn_cases)},
+    {"rnn", rnn_cases, N_OF(rnn_cases)},
     {"linalg", linalg_cases, N_OF(linalg_cases)},
     {"misc", misc_cases, N_OF(misc_cases)},
     {"attention", attention_cases, N_OF(attention_cases)},
+    {"quant", quant_cases, N_OF(quant_cases)},
 };
 
 /* ---- op tests ---------------------------------------------------------- */
@@ -1778,6 +1832,11 @@ Test(cuda_consistency, misc_ops_match_the_cpu)
 Test(cuda_consistency, attention_ops_match_the_cpu)
 {
     cases_run(attention_cases, N_OF(attention_cases));
+}
+
+Test(cuda_consistency, quant_ops_match_the_cpu)
+{
+    cases_run(quant_cases, N_OF(quant_cases));
 }
 
 static bool op_has_case(const char *op)
