@@ -125,6 +125,8 @@
     X(MaxPool, Y, Y)                                                          \
     X(GlobalAveragePool, Y, Y)                                                \
     X(GlobalMaxPool, Y, Y)                                                    \
+    X(LpPool, Y, Y)                                                           \
+    X(GlobalLpPool, Y, Y)                                                     \
     X(BatchNormalization, Y, Y)                                               \
     X(InstanceNormalization, Y, Y)                                            \
     X(LayerNormalization, Y, Y)                                               \
@@ -139,6 +141,25 @@
     X(TopK, Y, Y)                                                             \
     X(Trilu, Y, Y)                                                            \
     X(Resize, Y, Y)
+
+#define ENG_OPS_SPATIAL(X)                                                   \
+    X(GridSample, Y, Y)                                                       \
+    X(AffineGrid, Y, Y)                                                       \
+    X(RoiAlign, Y, Y)                                                         \
+    X(MaxRoiPool, Y, Y)                                                       \
+    X(Col2Im, Y, Y)                                                           \
+    X(MaxUnpool, Y, Y)                                                        \
+    X(DeformConv, Y, Y)                                                       \
+    X(NonMaxSuppression, Y, Y)
+
+#define ENG_OPS_SIGNAL(X)                                                    \
+    X(DFT, Y, Y)                                                              \
+    X(STFT, Y, Y)                                                             \
+    X(HannWindow, Y, Y)                                                       \
+    X(HammingWindow, Y, Y)                                                    \
+    X(BlackmanWindow, Y, Y)                                                   \
+    X(MelWeightMatrix, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -147,12 +168,15 @@
     F(shape, ENG_OPS_SHAPE)                                                       \
     F(nn, ENG_OPS_NN)                                                             \
     F(linalg, ENG_OPS_LINALG)                                                     \
-    F(misc, ENG_OPS_MISC)
+    F(misc, ENG_OPS_MISC)                                                         \
+    F(spatial, ENG_OPS_SPATIAL)                                                   \
+    F(signal, ENG_OPS_SIGNAL)
 
 /* Every op, family after family. */
 #define ENG_OPS(X)                                                                \
     ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
-    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
+    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X) ENG_OPS_SPATIAL(X)            \
+    ENG_OPS_SIGNAL(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

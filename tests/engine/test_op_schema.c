@@ -26,6 +26,10 @@ static const struct {
     {"Einsum", 12},        {"HardSwish", 14},  {"Trilu", 14},         {"CastLike", 15},
     {"LayerNormalization", 17}, {"Gelu", 20}, {"IsNaN", 9},     {"IsInf", 10},
     {"GatherND", 11},
+    {"GridSample", 16},    {"AffineGrid", 20}, {"RoiAlign", 10},      {"Col2Im", 18},
+    {"MaxUnpool", 9},      {"DeformConv", 19}, {"NonMaxSuppression", 10}, {"DFT", 17},
+    {"STFT", 17},          {"HannWindow", 17}, {"HammingWindow", 17}, {"BlackmanWindow", 17},
+    {"MelWeightMatrix", 17},
 };
 
 static int introduced_at(const char *op)
