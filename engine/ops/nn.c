@@ -301,9 +301,9 @@ static int pool_infer(eng_op_ctx_t *c)
 
 int eng_nn_lp_p(const eng_op_ctx_t *c, double *p)
 {
-    *p = c->opset < 2 ? (double)eng_attr_f(c->node, "p", 2.0f)
-                      : (double)eng_attr_i(c->node, "p", 2);
-    if (!(*p > 0) || *p > 1e6)
+    /* An int from opset 2 (a float before it, below the opsets loaded). */
+    *p = (double)eng_attr_i(c->node, "p", 2);
+    if (!(*p > 0))
         return eng_op_err(c, FS_EINVAL, "p is %g, must be positive", *p);
     return 0;
 }

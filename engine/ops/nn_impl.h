@@ -110,8 +110,8 @@ static inline void eng_nn_tap_range(int64_t off, int64_t stride, int64_t in, int
         *hi = *lo;
 }
 
-/* LpPool's p (a float attribute at opset 1, an int from 2; default 2).
- * 0, or FS_EINVAL unless it is positive. */
+/* LpPool's and GlobalLpPool's p (default 2). 0, or FS_EINVAL unless it
+ * is positive. */
 int eng_nn_lp_p(const eng_op_ctx_t *c, double *p);
 
 /* LpPool's output element i (Y [N, C, out...] flat, of geometry g): the
