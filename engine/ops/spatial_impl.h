@@ -280,7 +280,7 @@ ENG_OPS_HD static inline double eng_roi_align_at(const eng_roi_align_t *r, const
     double bh = rh / (double)r->out_h, bw = rw / (double)r->out_w;
     int64_t gh = r->sampling > 0 ? r->sampling : eng_sp_floor(ceil(rh / (double)r->out_h));
     int64_t gw = r->sampling > 0 ? r->sampling : eng_sp_floor(ceil(rw / (double)r->out_w));
-    int64_t count = gh * gw > 1 ? gh * gw : 1;
+    double count = (double)gh * (double)gw > 1 ? (double)gh * (double)gw : 1.0;
     int64_t plane = (batch * r->channels + ch) * r->h * r->w, H = r->h, W = r->w;
     double acc = 0;
     bool first = true;
@@ -324,7 +324,7 @@ ENG_OPS_HD static inline double eng_roi_align_at(const eng_roi_align_t *r, const
             first = false;
         }
     }
-    return r->max ? acc : acc / (double)count;
+    return r->max ? acc : acc / count;
 }
 
 /* ---- MaxRoiPool ---------------------------------------------------------- */
@@ -347,6 +347,12 @@ int eng_max_roi_pool_params(const eng_op_ctx_t *c, eng_max_roi_pool_t *m);
 ENG_OPS_HD static inline double eng_mrp_round(const eng_max_roi_pool_t *m, double v)
 {
     return m->f64 ? v : (double)(float)v;
+}
+
+/* A bin edge clamped to [0, hi] (a NaN edge, from a NaN ROI, to 0). */
+ENG_OPS_HD static inline int64_t eng_mrp_clamp(double v, int64_t hi)
+{
+    return !(v > 0) ? 0 : v > (double)hi ? hi : (int64_t)v;
 }
 
 /* The batch index of ROI n (its first value, truncated). Cannot fail. */
@@ -378,14 +384,8 @@ ENG_OPS_HD static inline double eng_max_roi_pool_at(const eng_max_roi_pool_t *m,
                      ceil(eng_mrp_round(m, (double)(ph + 1) * bh)) + e[1],
                      floor(eng_mrp_round(m, (double)pw * bw)) + e[0],
                      ceil(eng_mrp_round(m, (double)(pw + 1) * bw)) + e[0]};
-    int64_t hs, he, ws, we;
-    {
-        double hh = (double)m->h, ww = (double)m->w;
-        hs = (int64_t)(lim[0] < 0 ? 0 : lim[0] > hh ? hh : lim[0]);
-        he = (int64_t)(lim[1] < 0 ? 0 : lim[1] > hh ? hh : lim[1]);
-        ws = (int64_t)(lim[2] < 0 ? 0 : lim[2] > ww ? ww : lim[2]);
-        we = (int64_t)(lim[3] < 0 ? 0 : lim[3] > ww ? ww : lim[3]);
-    }
+    int64_t hs = eng_mrp_clamp(lim[0], m->h), he = eng_mrp_clamp(lim[1], m->h);
+    int64_t ws = eng_mrp_clamp(lim[2], m->w), we = eng_mrp_clamp(lim[3], m->w);
     if (he <= hs || we <= ws)
         return 0.0;
     int64_t plane = (b * m->channels + ch) * m->h * m->w;
