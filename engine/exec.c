@@ -31,7 +31,9 @@
 
 #define EXEC_ALIGN ((size_t)256)
 /* Dynamic device path: inputs up to this many elements are copied to the
- * host when an op needs values to infer shapes (shape tensors, scalars). */
+ * host when an op needs values to infer shapes (shape tensors, scalars);
+ * an op that still needs values after that (NonMaxSuppression's boxes and
+ * scores) gets all its inputs copied. */
 #define EXEC_HOST_MIRROR_MAX 64
 
 /* Per-run state: the data pointers of every value, and the ctx arrays. */
@@ -372,17 +374,18 @@ static void infer_views(run_state_t *rs, const eng_node_t *n, eng_tensor_t *iv,
     }
 }
 
-/* The same: host copies of node n's small inputs the host lacks, so an op
- * can read the values that decide its shapes. */
+/* The same: host copies of node n's inputs the host lacks (those of at
+ * most max_numel elements), so an op can read the values that decide its
+ * shapes. */
 static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
-                         eng_tensor_t *hv, void **mirror)
+                         eng_tensor_t *hv, void **mirror, int64_t max_numel)
 {
     int rc = 0;
     bool queued = false;
     for (int i = 0; i < n->n_inputs && rc == 0; i++) {
         int v = n->inputs[i];
         if (v < 0 || hv[v].data || !rs->t[v].data ||
-            eng_shape_numel(&rs->t[v].shape) > EXEC_HOST_MIRROR_MAX)
+            eng_shape_numel(&rs->t[v].shape) > max_numel)
             continue;
         size_t bytes = eng_tensor_bytes(&rs->t[v]);
         if (!(mirror[v] = malloc(bytes ? bytes : 1)))
@@ -401,7 +404,8 @@ static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t 
 
 /* The dynamic path, node n: infers its output shapes. On a device without
  * host memory infer sees the host copies (hv), and an op that needs a
- * value the host lacks gets its small inputs mirrored, then retries; on
+ * value the host lacks gets its small inputs mirrored, then retries (and
+ * if it still lacks one, gets all its inputs mirrored and retries); on
  * return rs's views are the device ones and ctx->host_inputs is set. */
 static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
                      const plan_storage_t *storage, eng_tensor_t *hv, void **mirror,
@@ -412,9 +416,11 @@ static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
         return eng_op_infer(ctx);
     infer_views(rs, n, iv, hv);
     int rc = eng_op_infer(ctx);
-    if (rc == FS_EDYNAMIC) {
+    /* First the small inputs; then, if the op still lacks a value, all. */
+    for (int pass = 0; pass < 2 && rc == FS_EDYNAMIC; pass++) {
         run_views(p, rs, n, storage);
-        if ((rc = mirror_inputs(p, rs, n, hv, mirror)) != 0)
+        if ((rc = mirror_inputs(p, rs, n, hv, mirror,
+                                pass == 0 ? EXEC_HOST_MIRROR_MAX : ENG_NUMEL_MAX)) != 0)
             return rc;
         infer_views(rs, n, iv, hv);
         rc = eng_op_infer(ctx);

@@ -1,5 +1,5 @@
-/* pool_kernels.c -- CPU kernels of the pools (MaxPool, AveragePool and the
- * global pools): plain loops over the normalised 3-D geometry of
+/* pool_kernels.c -- CPU kernels of the pools (MaxPool, AveragePool, LpPool
+ * and the global pools): plain loops over the normalised 3-D geometry of
  * engine/ops/nn_impl.h, split over independent output planes (each chunk
  * writes only its own outputs, so results do not depend on the thread
  * count). Averages are accumulated in double. */
@@ -315,6 +315,56 @@ static int global_pool_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* LpPool and GlobalLpPool: their per-element values (nn_impl.h), over
+ * output ranges. */
+typedef struct lp_job {
+    const eng_nn_geom_t *g;     /* LpPool; NULL for GlobalLpPool */
+    const void *x;
+    void *y;
+    eng_dtype_t dt;
+    double p;
+    int64_t plane;              /* GlobalLpPool: X's elements per plane */
+} lp_job_t;
+
+static void lp_range(void *arg, int64_t begin, int64_t end)
+{
+    const lp_job_t *j = arg;
+    for (int64_t i = begin; i < end; i++)
+        eng_hd_store(j->y, j->dt, i,
+                     j->g ? eng_nn_lp_at(j->g, j->x, j->dt, j->p, i)
+                          : eng_nn_global_lp_at(j->x, j->dt, j->plane, j->p, i));
+}
+
+/* LpPool. On error (geometry, p) Y is untouched. */
+static int lp_pool_run(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g;
+    lp_job_t j = {.g = &g, .x = c->inputs[0]->data, .y = c->outputs[0]->data,
+                  .dt = c->inputs[0]->dtype};
+    int rc = eng_nn_lp_p(c, &j.p);
+    if (rc || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
+        return rc;
+    eng_parallel_for(c->n_threads, g.batch * g.in_channels * eng_nn_prod(g.out),
+                     eng_parallel_grain(4 * eng_nn_prod(g.kernel)), lp_range, &j);
+    return 0;
+}
+
+/* GlobalLpPool. On error (p) Y is untouched. */
+static int global_lp_pool_run(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *xt = c->inputs[0];
+    lp_job_t j = {.x = xt->data, .y = c->outputs[0]->data, .dt = xt->dtype,
+                  .plane = eng_nn_dims_from(&xt->shape, 2)};
+    int rc = eng_nn_lp_p(c, &j.p);
+    if (rc)
+        return rc;
+    eng_parallel_for(c->n_threads, xt->shape.dims[0] * xt->shape.dims[1],
+                     eng_parallel_grain(4 * j.plane), lp_range, &j);
+    return 0;
+}
+
+const eng_kernel_t eng_cpu_LpPool = {.run = lp_pool_run};
+const eng_kernel_t eng_cpu_GlobalLpPool = {.run = global_lp_pool_run};
 const eng_kernel_t eng_cpu_AveragePool = {.run = avgpool_run};
 const eng_kernel_t eng_cpu_MaxPool = {.run = maxpool_run};
 const eng_kernel_t eng_cpu_GlobalAveragePool = {.run = global_pool_run};

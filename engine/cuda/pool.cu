@@ -170,6 +170,49 @@ static int global_pool_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* LpPool (g set) or GlobalLpPool (plane elements a plane), one thread per
+ * output. */
+static __global__ void lp_pool_kernel(eng_nn_geom_t g, bool global, const void *x, void *y,
+                                      eng_dtype_t dt, double p, int64_t plane, int64_t n)
+{
+    ENG_CUDA_FOR(i, n)
+    {
+        eng_hd_store(y, dt, i, global ? eng_nn_global_lp_at(x, dt, plane, p, i)
+                                      : eng_nn_lp_at(&g, x, dt, p, i));
+    }
+}
+
+/* LpPool. On error (geometry, p) nothing is written. */
+static int lp_pool_run(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g;
+    double p;
+    int rc = eng_nn_lp_p(c, &p);
+    if (rc || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
+        return rc;
+    eng_tensor_t *y = c->outputs[0];
+    int64_t n = eng_shape_numel(&y->shape);
+    return eng_cuda_launch(c, lp_pool_kernel, n, g, false, (const void *)c->inputs[0]->data,
+                           y->data, y->dtype, p, (int64_t)0, n);
+}
+
+/* GlobalLpPool. On error (p) nothing is written. */
+static int global_lp_pool_run(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g = {};
+    double p;
+    int rc = eng_nn_lp_p(c, &p);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0];
+    eng_tensor_t *y = c->outputs[0];
+    int64_t n = xt->shape.dims[0] * xt->shape.dims[1];
+    return eng_cuda_launch(c, lp_pool_kernel, n, g, true, (const void *)xt->data, y->data,
+                           y->dtype, p, eng_nn_dims_from(&xt->shape, 2), n);
+}
+
+const eng_kernel_t eng_cuda_LpPool = {.run = lp_pool_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_GlobalLpPool = {.run = global_lp_pool_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_AveragePool = {.run = avgpool_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_MaxPool = {.run = maxpool_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_GlobalAveragePool = {.run = global_pool_run, .scratch_bytes = NULL};

@@ -125,6 +125,8 @@
     X(MaxPool, Y, Y)                                                          \
     X(GlobalAveragePool, Y, Y)                                                \
     X(GlobalMaxPool, Y, Y)                                                    \
+    X(LpPool, Y, Y)                                                           \
+    X(GlobalLpPool, Y, Y)                                                     \
     X(BatchNormalization, Y, Y)                                               \
     X(InstanceNormalization, Y, Y)                                            \
     X(LayerNormalization, Y, Y)                                               \
@@ -165,6 +167,24 @@
     X(ConvInteger, Y, Y)                                                      \
     X(QLinearConv, Y, Y)
 
+#define ENG_OPS_SPATIAL(X)                                                   \
+    X(GridSample, Y, Y)                                                       \
+    X(AffineGrid, Y, Y)                                                       \
+    X(RoiAlign, Y, Y)                                                         \
+    X(MaxRoiPool, Y, Y)                                                       \
+    X(Col2Im, Y, Y)                                                           \
+    X(MaxUnpool, Y, Y)                                                        \
+    X(DeformConv, Y, Y)                                                       \
+    X(NonMaxSuppression, Y, Y)
+
+#define ENG_OPS_SIGNAL(X)                                                    \
+    X(DFT, Y, Y)                                                              \
+    X(STFT, Y, Y)                                                             \
+    X(HannWindow, Y, Y)                                                       \
+    X(HammingWindow, Y, Y)                                                    \
+    X(BlackmanWindow, Y, Y)                                                   \
+    X(MelWeightMatrix, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -177,7 +197,9 @@
     F(misc, ENG_OPS_MISC)                                                         \
     F(stateful, ENG_OPS_STATEFUL)                                                 \
     F(attention, ENG_OPS_ATTENTION)                                               \
-    F(quant, ENG_OPS_QUANT)
+    F(quant, ENG_OPS_QUANT)                                                       \
+    F(spatial, ENG_OPS_SPATIAL)                                                   \
+    F(signal, ENG_OPS_SIGNAL)
 
 /* Every op, family after family (one family a line, as ENG_OP_FAMILIES). */
 #define ENG_OPS(X)                                                                \
@@ -191,7 +213,9 @@
     ENG_OPS_MISC(X)                                                               \
     ENG_OPS_STATEFUL(X)                                                           \
     ENG_OPS_ATTENTION(X)                                                          \
-    ENG_OPS_QUANT(X)
+    ENG_OPS_QUANT(X)                                                              \
+    ENG_OPS_SPATIAL(X)                                                            \
+    ENG_OPS_SIGNAL(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

@@ -7,6 +7,8 @@
 
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_float_u8[] = {ENG_DT_FLOAT, ENG_DT_UINT8, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_real[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                      ENG_DT_UNDEFINED};
 
 typedef enum auto_pad { PAD_NOTSET, PAD_VALID, PAD_SAME_UPPER, PAD_SAME_LOWER } auto_pad_t;
 
@@ -297,6 +299,46 @@ static int pool_infer(eng_op_ctx_t *c)
     return 0;
 }
 
+int eng_nn_lp_p(const eng_op_ctx_t *c, double *p)
+{
+    /* An int from opset 2 (a float before it, below the opsets loaded). */
+    *p = (double)eng_attr_i(c->node, "p", 2);
+    if (!(*p > 0))
+        return eng_op_err(c, FS_EINVAL, "p is %g, must be positive", *p);
+    return 0;
+}
+
+/* LpPool: float, double or half X (computed in double); Y of X's dtype. */
+static int lp_pool_infer(eng_op_ctx_t *c)
+{
+    eng_nn_geom_t g;
+    double p;
+    int rc = eng_op_require_dtype(c, 0, dt_real);
+    if (rc || (rc = eng_nn_lp_p(c, &p)) || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
+        return rc;
+    set_window_output(c, 0, c->inputs[0]->dtype, &g);
+    return 0;
+}
+
+/* GlobalLpPool: X [N, C, spatial...] of a float dtype; Y [N, C, 1...]. */
+static int global_lp_pool_infer(eng_op_ctx_t *c)
+{
+    double p;
+    int rc = eng_op_require_dtype(c, 0, dt_real);
+    if (rc || (rc = eng_nn_lp_p(c, &p)))
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    char xs[96];
+    if (x->shape.rank < 3)
+        return eng_op_err(c, FS_EINVAL, "X %s must have rank >= 3 ([N, C, spatial...])",
+                          eng_shape_format(&x->shape, xs, sizeof xs));
+    eng_shape_t ys = x->shape;
+    for (int d = 2; d < ys.rank; d++)
+        ys.dims[d] = 1;
+    eng_ctx_out_set(c, 0, x->dtype, &ys);
+    return 0;
+}
+
 /* Load-time check of Conv, ConvTranspose and the pools: attribute values
  * this implementation does not support fail the load, not the first run. */
 static int window_check(const eng_node_t *n, int opset)
@@ -483,6 +525,8 @@ ENG_OP_DEF(AveragePool, window_check, pool_infer, -1);
 ENG_OP_DEF(MaxPool, window_check, pool_infer, -1);
 ENG_OP_DEF(GlobalAveragePool, NULL, global_pool_infer, -1);
 ENG_OP_DEF(GlobalMaxPool, NULL, global_pool_infer, -1);
+ENG_OP_DEF(LpPool, window_check, lp_pool_infer, -1);
+ENG_OP_DEF(GlobalLpPool, NULL, global_lp_pool_infer, -1);
 /* The normalisations read each row's (or channel's) statistics before they
  * write it, so Y may take X's buffer. */
 ENG_OP_DEF(BatchNormalization, batchnorm_check, batchnorm_infer, 0);

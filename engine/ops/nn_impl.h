@@ -13,11 +13,13 @@
 #ifndef FS_ENGINE_OPS_NN_IMPL_H
 #define FS_ENGINE_OPS_NN_IMPL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/op.h"
 #include "engine/ops/ops_hd.h"
+#include "engine/ops/value_hd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -106,6 +108,45 @@ static inline void eng_nn_tap_range(int64_t off, int64_t stride, int64_t in, int
         *hi = out;
     if (*hi < *lo)
         *hi = *lo;
+}
+
+/* LpPool's and GlobalLpPool's p (default 2). 0, or FS_EINVAL unless it
+ * is positive. */
+int eng_nn_lp_p(const eng_op_ctx_t *c, double *p);
+
+/* LpPool's output element i (Y [N, C, out...] flat, of geometry g): the
+ * p-th root of the sum of |x|^p over the window's taps inside X (padding
+ * adds nothing), summed in (kd, kh, kw) order. Cannot fail. */
+ENG_OPS_HD static inline double eng_nn_lp_at(const eng_nn_geom_t *g, const void *x,
+                                             eng_dtype_t dt, double p, int64_t i)
+{
+    int64_t plane = eng_nn_prod(g->out), q = i % plane, pl = i / plane;
+    int64_t o[ENG_NN_DIMS] = {q / (g->out[1] * g->out[2]), q / g->out[2] % g->out[1],
+                              q % g->out[2]};
+    eng_nn_window_t w[ENG_NN_DIMS];
+    for (int d = 0; d < ENG_NN_DIMS; d++)
+        w[d] = eng_nn_window_at(g, d, o[d], 0, g->in[d]);
+    int64_t xp = pl * eng_nn_prod(g->in);
+    double sum = 0;
+    for (int64_t kd = w[0].k_begin; kd < w[0].k_end; kd++)
+        for (int64_t kh = w[1].k_begin; kh < w[1].k_end; kh++) {
+            int64_t row = xp + ((w[0].start + kd * g->dilation[0]) * g->in[1] + w[1].start +
+                                kh * g->dilation[1]) * g->in[2] + w[2].start;
+            for (int64_t kw = w[2].k_begin; kw < w[2].k_end; kw++)
+                sum += pow(fabs(eng_hd_load(x, dt, row + kw * g->dilation[2])), p);
+        }
+    return pow(sum, 1.0 / p);
+}
+
+/* GlobalLpPool's output for plane pl (of `plane` elements): the p-th root
+ * of the plane's sum of |x|^p, in order. Cannot fail. */
+ENG_OPS_HD static inline double eng_nn_global_lp_at(const void *x, eng_dtype_t dt, int64_t plane,
+                                                    double p, int64_t pl)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < plane; i++)
+        sum += pow(fabs(eng_hd_load(x, dt, pl * plane + i)), p);
+    return pow(sum, 1.0 / p);
 }
 
 /* The product of s's dims from `from` on. Cannot fail. */

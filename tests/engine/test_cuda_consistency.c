@@ -1494,6 +1494,17 @@ static const op_case_t nn_cases[] = {
     {OC("LRN", 13, "size=3", "f32[2,5,4,4]")},
     {OC("LRN", 13, "size=5 alpha=0.0002 beta=0.5 bias=2.0", "f32[1,8,3,3]")},
     {OC("LRN", 13, "size=2", "f32[1,4,5]")},
+    /* LpPool: p, pads, strides, dilations, ceil_mode, 1-D to 3-D, half and
+     * double X; GlobalLpPool. */
+    {OC("LpPool", 18, "kernel_shape=[3,3] pads=[1,1,1,1] strides=[2,2]", "f32[1,3,9,9]")},
+    {OC("LpPool", 18, "kernel_shape=[2] p=3", "f32[2,3,17]:pos")},
+    {OC("LpPool", 18, "kernel_shape=[2,2] dilations=[2,2] ceil_mode=1 strides=[2,2]",
+        "f32[1,2,8,8]")},
+    {OC("LpPool", 18, "kernel_shape=[2,2,2] auto_pad='SAME_UPPER'", "f32[1,2,4,5,6]")},
+    {OC("LpPool", 11, "kernel_shape=[3,3] p=1", "f64[1,2,6,6]")},
+    {OC("LpPool", 11, "kernel_shape=[2,2]", "f16[1,2,6,6]"), .rtol = 2e-3},
+    {OC("GlobalLpPool", 13, "", "f32[2,3,5,5]")},
+    {OC("GlobalLpPool", 13, "p=3", "f32[1,4,7]:pos")},
 };
 
 /* The recurrent ops: every step feeds the next, so the GEMMs' different
@@ -1770,6 +1781,71 @@ static const op_case_t quant_cases[] = {
         "=i8[6,1,3,3]:r(-128,127)", "=f32[]{0.01}", "=i8[]{0}", "=f32[]{0.2}", "=i8[]{-2}")},
 };
 
+/* The spatial ops: every GridSample mode and padding (both opsets' names,
+ * 1-D to 3-D), grids reaching past the image; ROIs inside and across the
+ * image's edges. NonMaxSuppression's output length depends on its values,
+ * so its plans are dynamic. */
+static const op_case_t spatial_cases[] = {
+    {OC("GridSample", 16, "", "f32[1,2,5,6]", "f32[1,4,3,2]:r(-1.3,1.3)")},
+    {OC("GridSample", 16, "mode='nearest' padding_mode='border'", "f32[2,2,5,6]",
+        "f32[2,4,3,2]:r(-1.3,1.3)")},
+    {OC("GridSample", 16, "mode='bicubic' padding_mode='reflection' align_corners=1",
+        "f32[1,3,5,6]", "f32[1,4,3,2]:r(-1.6,1.6)")},
+    {OC("GridSample", 16, "mode='bicubic'", "f64[1,2,4,4]", "f64[1,3,3,2]:r(-1.3,1.3)")},
+    {OC("GridSample", 20, "mode='linear' padding_mode='reflection'", "f32[1,2,3,4,5]",
+        "f32[1,2,3,4,3]:r(-1.6,1.6)")},
+    {OC("GridSample", 20, "mode='nearest' align_corners=1", "f32[1,2,3,4,5]",
+        "f32[1,2,3,4,3]:r(-1.3,1.3)")},
+    {OC("GridSample", 20, "mode='cubic' padding_mode='border'", "f32[2,2,9]",
+        "f32[2,5,1]:r(-1.3,1.3)")},
+    {OC("AffineGrid", 20, "", "f32[2,2,3]", "=i64[4]{2,3,5,6}")},
+    {OC("AffineGrid", 20, "align_corners=1", "f32[1,3,4]", "=i64[5]{1,2,3,4,5}")},
+    {OC("RoiAlign", 16, "output_height=3 output_width=2",
+        "f32[2,3,8,8]", "=f32[3,4]{0.5,1,6.5,7,-2,-1,3,9.5,2.2,2.7,2.9,3.1}", "=i64[3]{0,1,0}")},
+    {OC("RoiAlign", 16, "mode='max' coordinate_transformation_mode='output_half_pixel' "
+        "sampling_ratio=2 spatial_scale=0.5",
+        "f32[2,3,8,8]", "=f32[2,4]{1,2,13,14,-3,0,20,9}", "=i64[2]{1,0}")},
+    {OC("RoiAlign", 10, "output_height=2 output_width=2", "f32[1,2,6,6]",
+        "f32[2,4]:r(0,5)", "=i64[2]{0,0}")},
+    {OC("MaxRoiPool", 13, "pooled_shape=[2,3] spatial_scale=0.5", "f32[2,3,8,8]",
+        "=f32[3,5]{0,1,1,10,12,1,0,2,6,7,1,-4,-4,30,30}")},
+    {OC("Col2Im", 18, "", "f32[1,6,9]", "=i64[2]{4,5}", "=i64[2]{2,3}")},
+    {OC("Col2Im", 18, "strides=[2,2] pads=[1,1,1,1] dilations=[1,1]", "f32[2,8,9]",
+        "=i64[2]{5,5}", "=i64[2]{2,2}")},
+    {OC("Col2Im", 18, "", "f32[1,8,24]", "=i64[3]{3,4,5}", "=i64[3]{2,2,2}")},
+    {OC("MaxUnpool", 11, "kernel_shape=[2,2] strides=[2,2]", "f32[1,2,2,2]",
+        "=i64[1,2,2,2]{0,3,10,15,16,21,27,30}")},
+    {OC("MaxUnpool", 11, "kernel_shape=[2,2] strides=[2,2]", "f32[1,2,2,2]",
+        "=i64[1,2,2,2]{5,7,13,15,17,19,29,31}", "=i64[4]{1,2,5,6}")},
+    {OC("DeformConv", 19, "", "f32[1,2,5,5]", "=f32[3,2,3,3]", "f32[1,18,3,3]:r(-1.5,1.5)")},
+    {OC("DeformConv", 19, "pads=[1,1,1,1] group=2 offset_group=2", "f32[1,4,5,5]",
+        "=f32[2,2,3,3]", "f32[1,36,5,5]:r(-1.5,1.5)", "=f32[2]", "f32[1,18,5,5]:unit")},
+    {OC("DeformConv", 19, "strides=[2] dilations=[2]", "f32[2,2,9]", "=f32[2,2,2]",
+        "f32[2,2,4]:r(-1.5,1.5)", "-", "f32[2,2,4]:unit")},
+    {OC("NonMaxSuppression", 11, "", "f32[2,20,4]", "f32[2,3,20]:distinct", "=i64[1]{4}",
+        "=f32[1]{0.3}", "=f32[1]{0.1}"), .dyn = true},
+    {OC("NonMaxSuppression", 11, "center_point_box=1", "f32[1,30,4]:pos", "f32[1,2,30]",
+        "=i64[1]{30}", "=f32[1]{0.2}"), .dyn = true},
+};
+
+/* The signal ops: each transform and its lengths, the windows and the mel
+ * matrix from runtime scalars (dynamic plans, the kernels run). */
+static const op_case_t signal_cases[] = {
+    {OC("DFT", 20, "", "f32[2,8,1]")},
+    {OC("DFT", 17, "axis=1", "f32[1,10,6,2]")},
+    {OC("DFT", 17, "axis=2 onesided=1", "f32[2,3,16,1]")},
+    {OC("DFT", 20, "inverse=1", "f32[3,5,4,2]", "-", "=i64[]{1}")},
+    {OC("DFT", 20, "inverse=1 onesided=1", "f32[1,9,2]", "=i64[]{16}", "-")},
+    {OC("DFT", 20, "", "f64[2,7,1]", "=i64[]{12}", "=i64[]{-2}")},
+    {OC("STFT", 17, "", "f32[2,64,1]", "=i64[]{8}", "=f32[16]:pos")},
+    {OC("STFT", 17, "onesided=0", "f32[1,64,2]", "=i64[]{8}", "-", "=i64[]{16}")},
+    {OC("HannWindow", 17, "", "i64[]{10}"), .dyn = true},
+    {OC("HammingWindow", 17, "periodic=0", "i64[]{11}"), .dyn = true},
+    {OC("BlackmanWindow", 17, "output_datatype=11", "i64[]{9}"), .dyn = true},
+    {OC("MelWeightMatrix", 17, "", "i64[]{8}", "i64[]{16}", "i64[]{8192}", "f32[]{0}",
+        "f32[]{4096}"), .dyn = true},
+};
+
 static const struct {
     const char *family;
     const op_case_t *cases;
@@ -1785,6 +1861,8 @@ static const struct {
     {"misc", misc_cases, N_OF(misc_cases)},
     {"attention", attention_cases, N_OF(attention_cases)},
     {"quant", quant_cases, N_OF(quant_cases)},
+    {"spatial", spatial_cases, N_OF(spatial_cases)},
+    {"signal", signal_cases, N_OF(signal_cases)},
 };
 
 /* ---- op tests ---------------------------------------------------------- */
@@ -1837,6 +1915,16 @@ Test(cuda_consistency, attention_ops_match_the_cpu)
 Test(cuda_consistency, quant_ops_match_the_cpu)
 {
     cases_run(quant_cases, N_OF(quant_cases));
+}
+
+Test(cuda_consistency, spatial_ops_match_the_cpu)
+{
+    cases_run(spatial_cases, N_OF(spatial_cases));
+}
+
+Test(cuda_consistency, signal_ops_match_the_cpu)
+{
+    cases_run(signal_cases, N_OF(signal_cases));
 }
 
 static bool op_has_case(const char *op)

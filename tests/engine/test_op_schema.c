@@ -60,6 +60,19 @@ static const struct {
     {"QLinearMatMul", 10},
     {"ConvInteger", 10},
     {"QLinearConv", 10},
+    {"GridSample", 16},
+    {"AffineGrid", 20},
+    {"RoiAlign", 10},
+    {"Col2Im", 18},
+    {"MaxUnpool", 9},
+    {"DeformConv", 19},
+    {"NonMaxSuppression", 10},
+    {"DFT", 17},
+    {"STFT", 17},
+    {"HannWindow", 17},
+    {"HammingWindow", 17},
+    {"BlackmanWindow", 17},
+    {"MelWeightMatrix", 17},
 };
 
 static int introduced_at(const char *op)
