@@ -40,6 +40,7 @@
     X(Log, Y, Y)                                                              \
     X(Neg, Y, Y)                                                              \
     X(Not, Y, Y)                                                              \
+    X(BitwiseNot, Y, Y)                                                       \
     X(Reciprocal, Y, Y)                                                       \
     X(Relu, Y, Y)                                                             \
     X(Round, Y, Y)                                                            \
@@ -79,7 +80,11 @@
     X(Max, Y, Y)                                                              \
     X(Min, Y, Y)                                                              \
     X(Mean, Y, Y)                                                             \
-    X(Sum, Y, Y)
+    X(Sum, Y, Y)                                                              \
+    X(BitwiseAnd, Y, Y)                                                       \
+    X(BitwiseOr, Y, Y)                                                        \
+    X(BitwiseXor, Y, Y)                                                       \
+    X(BitShift, Y, Y)
 
 #define ENG_OPS_REDUCE(X)                                                    \
     X(ReduceL2, Y, Y)                                                         \
@@ -116,7 +121,8 @@
     X(Size, Y, Y)                                                             \
     X(ConstantOfShape, Y, Y)                                                  \
     X(Range, Y, Y)                                                            \
-    X(Constant, Y, Y)
+    X(Constant, Y, Y)                                                         \
+    X(BitCast, Y, Y)
 
 #define ENG_OPS_NN(X)                                                        \
     X(Conv, Y, Y)                                                             \
@@ -138,7 +144,25 @@
 #define ENG_OPS_MISC(X)                                                      \
     X(TopK, Y, Y)                                                             \
     X(Trilu, Y, Y)                                                            \
-    X(Resize, Y, Y)
+    X(Resize, Y, Y)                                                           \
+    X(Upsample, Y, Y)
+
+/* Scatters, one-hot and identity matrices, sequence reversal, center
+ * crop/pad (engine/ops/index.c), and the ops whose output shapes depend on
+ * their input values (engine/ops/select.c). */
+#define ENG_OPS_INDEX(X)                                                     \
+    X(ScatterND, Y, Y)                                                        \
+    X(ScatterElements, Y, Y)                                                  \
+    X(Scatter, Y, Y)                                                          \
+    X(TensorScatter, Y, Y)                                                    \
+    X(OneHot, Y, Y)                                                           \
+    X(EyeLike, Y, Y)                                                          \
+    X(ReverseSequence, Y, Y)                                                  \
+    X(CenterCropPad, Y, Y)                                                    \
+    X(Compress, Y, Y)                                                         \
+    X(NonZero, Y, Y)                                                          \
+    X(Unique, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -147,12 +171,13 @@
     F(shape, ENG_OPS_SHAPE)                                                       \
     F(nn, ENG_OPS_NN)                                                             \
     F(linalg, ENG_OPS_LINALG)                                                     \
-    F(misc, ENG_OPS_MISC)
+    F(misc, ENG_OPS_MISC)                                                         \
+    F(index, ENG_OPS_INDEX)
 
 /* Every op, family after family. */
 #define ENG_OPS(X)                                                                \
     ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
-    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
+    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X) ENG_OPS_INDEX(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,
