@@ -19,8 +19,10 @@
  * once, at the end, so a kernel's asynchronous failure is reported by that
  * run. On the dynamic path an op that needs an input's value to infer
  * shapes gets a host copy of every small input (one stream
- * synchronisation), then retries. On a host-memory device (the CPU) the
- * copies, mirrors and syncs are empty: values are used where they are. */
+ * synchronisation), then retries, and if it still needs one, a copy of
+ * every input (NonZero's, Unique's: a whole tensor decides their shapes).
+ * On a host-memory device (the CPU) the copies, mirrors and syncs are
+ * empty: values are used where they are. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -371,17 +373,18 @@ static void infer_views(run_state_t *rs, const eng_node_t *n, eng_tensor_t *iv,
     }
 }
 
-/* The same: host copies of node n's small inputs the host lacks, so an op
- * can read the values that decide its shapes. */
+/* The same: host copies of node n's inputs of up to max_elems elements
+ * that the host lacks, so an op can read the values that decide its
+ * shapes. */
 static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
-                         eng_tensor_t *hv, void **mirror)
+                         eng_tensor_t *hv, void **mirror, int64_t max_elems)
 {
     int rc = 0;
     bool queued = false;
     for (int i = 0; i < n->n_inputs && rc == 0; i++) {
         int v = n->inputs[i];
         if (v < 0 || hv[v].data || !rs->t[v].data ||
-            eng_shape_numel(&rs->t[v].shape) > EXEC_HOST_MIRROR_MAX)
+            eng_shape_numel(&rs->t[v].shape) > max_elems)
             continue;
         size_t bytes = eng_tensor_bytes(&rs->t[v]);
         if (!(mirror[v] = malloc(bytes ? bytes : 1)))
@@ -400,8 +403,11 @@ static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t 
 
 /* The dynamic path, node n: infers its output shapes. On a device without
  * host memory infer sees the host copies (hv), and an op that needs a
- * value the host lacks gets its small inputs mirrored, then retries; on
- * return rs's views are the device ones and ctx->host_inputs is set. */
+ * value the host lacks gets its small inputs mirrored, then retries; an op
+ * that still does (its shapes depend on a whole tensor: NonZero, Unique,
+ * Compress's condition) gets every input mirrored, whatever its size, and
+ * a last try. On return rs's views are the device ones and
+ * ctx->host_inputs is set. */
 static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
                      const plan_storage_t *storage, eng_tensor_t *hv, void **mirror,
                      eng_tensor_t *iv)
@@ -411,9 +417,10 @@ static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
         return eng_op_infer(ctx);
     infer_views(rs, n, iv, hv);
     int rc = eng_op_infer(ctx);
-    if (rc == FS_EDYNAMIC) {
+    for (int pass = 0; pass < 2 && rc == FS_EDYNAMIC; pass++) {
         run_views(p, rs, n, storage);
-        if ((rc = mirror_inputs(p, rs, n, hv, mirror)) != 0)
+        if ((rc = mirror_inputs(p, rs, n, hv, mirror,
+                                pass == 0 ? EXEC_HOST_MIRROR_MAX : ENG_NUMEL_MAX)) != 0)
             return rc;
         infer_views(rs, n, iv, hv);
         rc = eng_op_infer(ctx);

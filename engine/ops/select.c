@@ -280,8 +280,10 @@ void eng_unique_compute(const eng_unique_t *g, const eng_tensor_t *x, void *work
                 map[inv[i]] = next;
                 firsts[next++] = i;
             }
+        /* The firsts in tmp are no longer read: `firsts` has them in
+         * output order, and tmp takes the counts in that order. */
         for (int64_t v = 0; v < u; v++)
-            tmp[map[v]] = cnt[v]; /* the sorted firsts are in `firsts` now */
+            tmp[map[v]] = cnt[v];
         for (int64_t i = 0; i < n; i++)
             inv[i] = map[inv[i]];
         fst = firsts;
