@@ -19,8 +19,10 @@
  * once, at the end, so a kernel's asynchronous failure is reported by that
  * run. On the dynamic path an op that needs an input's value to infer
  * shapes gets a host copy of every small input (one stream
- * synchronisation), then retries. On a host-memory device (the CPU) the
- * copies, mirrors and syncs are empty: values are used where they are. */
+ * synchronisation), then retries, and if it still needs one, a copy of
+ * every input (NonZero's, Unique's: a whole tensor decides their shapes).
+ * On a host-memory device (the CPU) the copies, mirrors and syncs are
+ * empty: values are used where they are. */
 #include <stdlib.h>
 #include <string.h>
 

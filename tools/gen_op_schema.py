@@ -25,8 +25,8 @@ shared by every schema that names them; parameter and attribute lists are
 shared wherever one version's list is a run already emitted.
 
 Fails (exit 1, nothing written) when an op of list.h has no default-domain
-schema, or a schema of the range is deprecated: the table has no way to say
-either, so a person must look."""
+schema, or a schema of the range is deprecated (unless DEPRECATED_RUN
+lists it): the table has no way to say either, so a person must look."""
 
 import argparse
 import json
@@ -172,9 +172,16 @@ def versions_of(op, src, lo, hi):
     at_lo = [s for s in mine if s.since_version <= lo]
     keep = at_lo[-1:] + [s for s in mine if lo < s.since_version <= hi]
     for s in keep:
-        if s.deprecated:
+        if s.deprecated and (op, s.since_version) not in DEPRECATED_RUN:
             fail("%s-%d is deprecated in onnx %s" % (op, s.since_version, src.version))
     return keep
+
+
+# Deprecated versions a person looked at and the engine runs anyway: each
+# keeps its predecessor's signature and meaning (ONNX deprecated the op in
+# favour of another, Upsample for Resize and Scatter for ScatterElements,
+# without changing it), and exporters of that era still wrote them.
+DEPRECATED_RUN = {("Upsample", 10), ("Scatter", 11)}
 
 
 class Pool:

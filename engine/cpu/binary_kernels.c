@@ -197,7 +197,20 @@ static int bc_apply(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *
     BIN_ROW(max_##S, T, T, a > b ? a : b)                                               \
     BIN_ROW(min_##S, T, T, a < b ? a : b)
 
+/* Bitwise ops on every integer type; shifts (unsigned types) by the type's
+ * width or more give 0, as numpy's do. */
+#define BITS_ROWS(op, DT, T, UT, S, LO, HI)                                                     \
+    BIN_ROW(band_##S, T, T, a & b)                                                      \
+    BIN_ROW(bor_##S, T, T, a | b)                                                       \
+    BIN_ROW(bxor_##S, T, T, a ^ b)
+#define SHIFT_ROWS(op, DT, T, UT, S, LO, HI)                                                    \
+    BIN_ROW(shl_##S, T, T, b >= 8 * sizeof(T) ? 0 : (UT)a << b)                        \
+    BIN_ROW(shr_##S, T, T, b >= 8 * sizeof(T) ? 0 : a >> b)
+
 EW_NUM_TYPES(COMMON_ROWS, _)
+EW_SINT_TYPES(BITS_ROWS, _)
+EW_UINT_TYPES(BITS_ROWS, _)
+EW_UINT_TYPES(SHIFT_ROWS, _)
 EW_FLOAT_TYPES(FLOAT_ROWS, _)
 EW_SINT_TYPES(SINT_ROWS, _)
 EW_UINT_TYPES(UINT_ROWS, _)
@@ -239,6 +252,14 @@ static const bin_row_t le_rows[] = {EW_NUM_TYPES(ROW_ENTRY, le) ROWS_END};
 static const bin_row_t prelu_rows[] = {{ENG_DT_FLOAT, prelu_f32}, {ENG_DT_DOUBLE, prelu_f64},
                                        {ENG_DT_INT32, prelu_i32}, {ENG_DT_INT64, prelu_i64},
                                        ROWS_END};
+static const bin_row_t band_rows[] = {EW_SINT_TYPES(ROW_ENTRY, band)
+                                          EW_UINT_TYPES(ROW_ENTRY, band) ROWS_END};
+static const bin_row_t bor_rows[] = {EW_SINT_TYPES(ROW_ENTRY, bor) EW_UINT_TYPES(ROW_ENTRY, bor)
+                                         ROWS_END};
+static const bin_row_t bxor_rows[] = {EW_SINT_TYPES(ROW_ENTRY, bxor)
+                                          EW_UINT_TYPES(ROW_ENTRY, bxor) ROWS_END};
+static const bin_row_t shl_rows[] = {EW_UINT_TYPES(ROW_ENTRY, shl) ROWS_END};
+static const bin_row_t shr_rows[] = {EW_UINT_TYPES(ROW_ENTRY, shr) ROWS_END};
 static const bin_row_t and_rows[] = {{ENG_DT_BOOL, and_b}, ROWS_END};
 static const bin_row_t or_rows[] = {{ENG_DT_BOOL, or_b}, ROWS_END};
 static const bin_row_t xor_rows[] = {{ENG_DT_BOOL, xor_b}, ROWS_END};
@@ -283,6 +304,17 @@ BINARY_KERNEL(GreaterOrEqual, ge_rows, ENG_DT_BOOL)
 BINARY_KERNEL(Less, lt_rows, ENG_DT_BOOL)
 BINARY_KERNEL(LessOrEqual, le_rows, ENG_DT_BOOL)
 BINARY_KERNEL(PRelu, prelu_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(BitwiseAnd, band_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(BitwiseOr, bor_rows, ENG_DT_UNDEFINED)
+BINARY_KERNEL(BitwiseXor, bxor_rows, ENG_DT_UNDEFINED)
+
+static int bitshift_run(eng_op_ctx_t *c)
+{
+    bool left;
+    int rc = eng_binary_shift_left(c->node, &left);
+    return rc ? rc : binary_run(c, left ? shl_rows : shr_rows, ENG_DT_UNDEFINED);
+}
+const eng_kernel_t eng_cpu_BitShift = {.run = bitshift_run};
 
 static int mod_run(eng_op_ctx_t *c)
 {

@@ -1,4 +1,4 @@
-/* misc_kernels.c -- CPU kernels of the misc ops: TopK, Trilu, Resize.
+/* misc_kernels.c -- CPU kernels of the misc ops: TopK, Trilu, Resize (and Upsample).
  *
  * Resize builds, per axis, a table of taps for every output coordinate
  * (input offsets and weights, neighbours that clamp to the same input index
@@ -281,3 +281,5 @@ static int resize_run(eng_op_ctx_t *c)
 const eng_kernel_t eng_cpu_TopK = {.run = topk_run, .scratch_bytes = topk_scratch};
 const eng_kernel_t eng_cpu_Trilu = {.run = trilu_run};
 const eng_kernel_t eng_cpu_Resize = {.run = resize_run, .scratch_bytes = eng_resize_scratch_bytes};
+const eng_kernel_t eng_cpu_Upsample = {.run = resize_run,
+                                       .scratch_bytes = eng_resize_scratch_bytes};

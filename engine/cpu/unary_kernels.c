@@ -195,6 +195,10 @@ EW_UINT_TYPES(SIGN_U, sign)
 EW_FLOAT_TYPES(RELU_FS, relu)
 EW_SINT_TYPES(RELU_FS, relu)
 TYPED_ROW(not_b, uint8_t, !x)
+#define BNOT(op, DT, T, UT, S, LO, HI) TYPED_ROW(bnot_##S, T, ~x)
+EW_SINT_TYPES(BNOT, bnot)
+EW_UINT_TYPES(BNOT, bnot)
+#undef BNOT
 
 static const typed_row_t abs_rows[] = {
     EW_FLOAT_TYPES(ROW_ENTRY, abs) EW_SINT_TYPES(ROW_ENTRY, abs) EW_UINT_TYPES(ROW_ENTRY, abs) ROWS_END};
@@ -205,6 +209,8 @@ static const typed_row_t sign_rows[] = {
 static const typed_row_t relu_rows[] = {
     EW_FLOAT_TYPES(ROW_ENTRY, relu) EW_SINT_TYPES(ROW_ENTRY, relu) ROWS_END};
 static const typed_row_t not_rows[] = {{ENG_DT_BOOL, not_b}, ROWS_END};
+static const typed_row_t bnot_rows[] = {
+    EW_SINT_TYPES(ROW_ENTRY, bnot) EW_UINT_TYPES(ROW_ENTRY, bnot) ROWS_END};
 
 /* One typed op: its run function (run_typed over its rows) and its kernel,
  * as BINARY_KERNEL does for the binary ops. */
@@ -215,6 +221,7 @@ TYPED_KERNEL(Neg, neg_rows)
 TYPED_KERNEL(Sign, sign_rows)
 TYPED_KERNEL(Relu, relu_rows)
 TYPED_KERNEL(Not, not_rows)
+TYPED_KERNEL(BitwiseNot, bnot_rows)
 #undef TYPED_KERNEL
 
 /* --- IsNaN, IsInf ----------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* binary.cu -- the CUDA kernels of the binary ops (engine/ops/binary.c defines them;
  * engine/cpu/binary_kernels.c is the CPU reference): arithmetic, comparisons,
- * logic, Pow, Mod, PRelu, Where and the variadic Max/Min/Mean/Sum.
+ * logic, Pow, Mod, PRelu, Where, the variadic Max/Min/Mean/Sum, and the
+ * bitwise And/Or/Xor and BitShift.
  *
  * The host lays the inputs over the output's shape as the CPU does (stride 0
  * on broadcast dims, dims of size 1 dropped, neighbours contiguous in every
@@ -507,6 +508,19 @@ BOOL_OP(xor_op, (a != 0) ^ (b != 0))
 BOOL_OP(eq_bool_op, (a != 0) == (b != 0))
 #undef BOOL_OP
 
+/* Bitwise ops on the integer types; shifts (unsigned types) by the width or
+ * more give 0, as on the CPU. */
+#define BITS_OP(name, EXPR)                                                              \
+    template <typename T> struct name : bin_op<T, T> {                                   \
+        __device__ T operator()(T a, T b) const { return (T)(EXPR); }                   \
+    };
+BITS_OP(band_op, a & b)
+BITS_OP(bor_op, a | b)
+BITS_OP(bxor_op, a ^ b)
+BITS_OP(shl_op, b >= 8 * sizeof(T) ? (wrap_t<T>)0 : (wrap_t<T>)a << b)
+BITS_OP(shr_op, b >= 8 * sizeof(T) ? (T)0 : (T)(a >> b))
+#undef BITS_OP
+
 /* pos + slope * neg, as the CPU writes it (NaN and -0 come out as it does). */
 template <typename T> struct prelu_op : bin_op<T, T> {
     __device__ T operator()(T a, T b) const
@@ -609,7 +623,25 @@ BINARY_KERNEL(GreaterOrEqual, numeric_types, ge_op, ENG_DT_BOOL)
 BINARY_KERNEL(Less, numeric_types, lt_op, ENG_DT_BOOL)
 BINARY_KERNEL(LessOrEqual, numeric_types, le_op, ENG_DT_BOOL)
 BINARY_KERNEL(PRelu, prelu_types, prelu_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(BitwiseAnd, int_types, band_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(BitwiseOr, int_types, bor_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(BitwiseXor, int_types, bxor_op, ENG_DT_UNDEFINED)
 #undef BINARY_KERNEL
+
+using uint_types = types<uint8_t, uint16_t, uint32_t, uint64_t>;
+
+int bitshift_run(eng_op_ctx_t *c)
+{
+    bool left;
+    int rc = eng_binary_shift_left(c->node, &left);
+    if (rc)
+        return rc;
+    if (left)
+        return binary_run(c, uint_types{}, [](auto t) { return shl_op<decltype(t)>{}; },
+                          ENG_DT_UNDEFINED);
+    return binary_run(c, uint_types{}, [](auto t) { return shr_op<decltype(t)>{}; },
+                      ENG_DT_UNDEFINED);
+}
 
 #define BOOL_KERNEL(op, OP)                                                              \
     int op##_run(eng_op_ctx_t *c)                                                        \
@@ -781,3 +813,7 @@ const eng_kernel_t eng_cuda_Max = {.run = max_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Min = {.run = min_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Sum = {.run = sum_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Mean = {.run = mean_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_BitwiseAnd = {.run = BitwiseAnd_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_BitwiseOr = {.run = BitwiseOr_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_BitwiseXor = {.run = BitwiseXor_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_BitShift = {.run = bitshift_run, .scratch_bytes = NULL};

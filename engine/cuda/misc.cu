@@ -1,5 +1,5 @@
 /* misc.cu -- the CUDA kernels of the misc ops (engine/ops/misc.c defines them;
- * engine/cpu/misc_kernels.c is the CPU reference): TopK, Trilu, Resize.
+ * engine/cpu/misc_kernels.c is the CPU reference): TopK, Trilu, Resize (and Upsample).
  *
  * TopK ranks each slice (the elements along the axis at one outer and inner
  * position) in the CPU's total order -- larger first with `largest` (else
@@ -682,3 +682,5 @@ static int resize_run(eng_op_ctx_t *c)
 const eng_kernel_t eng_cuda_TopK = {.run = topk_run, .scratch_bytes = topk_scratch};
 const eng_kernel_t eng_cuda_Trilu = {.run = trilu_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Resize = {.run = resize_run, .scratch_bytes = eng_resize_scratch_bytes};
+const eng_kernel_t eng_cuda_Upsample = {.run = resize_run,
+                                        .scratch_bytes = eng_resize_scratch_bytes};

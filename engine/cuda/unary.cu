@@ -250,6 +250,12 @@ struct not_op {
     __device__ uint8_t operator()(uint8_t x) const { return !x; }
 };
 
+template <typename T> struct bnot_op {
+    using TI = T;
+    using TO = T;
+    __device__ T operator()(T x) const { return (T)~x; }
+};
+
 int abs_run(eng_op_ctx_t *c)
 {
     return run_typed(c, numeric_types{}, [](auto t) { return abs_op<decltype(t)>{}; });
@@ -269,6 +275,12 @@ int relu_run(eng_op_ctx_t *c)
 int not_run(eng_op_ctx_t *c)
 {
     return run_typed(c, types<bool_t>{}, [](bool_t) { return not_op{}; });
+}
+int bitwise_not_run(eng_op_ctx_t *c)
+{
+    return run_typed(c, types<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+                              uint64_t>{},
+                     [](auto t) { return bnot_op<decltype(t)>{}; });
 }
 
 /* --- IsNaN, IsInf: a float x's class, into a bool y ----------------------------------------- */
@@ -534,6 +546,7 @@ const eng_kernel_t eng_cuda_Neg = {.run = neg_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Sign = {.run = sign_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Relu = {.run = relu_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Not = {.run = not_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_BitwiseNot = {.run = bitwise_not_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_IsNaN = {.run = isnan_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_IsInf = {.run = isinf_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Clip = {.run = clip_run, .scratch_bytes = NULL};

@@ -1,6 +1,6 @@
 /* binary.c -- definitions (validation, dtype and shape inference) of the
- * broadcasting element-wise ops: arithmetic, comparisons, logic, PRelu, Where
- * and the variadic Max/Min/Mean/Sum. The output shape is the numpy broadcast
+ * broadcasting element-wise ops: arithmetic, comparisons, logic, PRelu, Where,
+ * the variadic Max/Min/Mean/Sum, and the bitwise And/Or/Xor and BitShift. The output shape is the numpy broadcast
  * of the inputs' shapes (PRelu's slope broadcasts to X only). */
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +20,11 @@ static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEF
 static const eng_dtype_t dt_bool[] = {ENG_DT_BOOL, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_pow_base[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32,
                                           ENG_DT_INT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_int[] = {ENG_DT_INT8,   ENG_DT_INT16,  ENG_DT_INT32,
+                                     ENG_DT_INT64,  ENG_DT_UINT8,  ENG_DT_UINT16,
+                                     ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_uint[] = {ENG_DT_UINT8, ENG_DT_UINT16, ENG_DT_UINT32, ENG_DT_UINT64,
+                                      ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_prelu[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
                                        ENG_DT_UNDEFINED};
 
@@ -336,6 +341,36 @@ static int infer_prelu(eng_op_ctx_t *oc)
     return 0;
 }
 
+static int infer_bitwise(eng_op_ctx_t *c)
+{
+    return infer_pair(c, dt_int, ENG_DT_UNDEFINED);
+}
+
+int eng_binary_shift_left(const eng_node_t *n, bool *left)
+{
+    const char *d = eng_attr_s(n, "direction", "");
+    if (strcmp(d, "LEFT") != 0 && strcmp(d, "RIGHT") != 0) {
+        eng_op_ctx_t c = {.node = n}; /* at load there is no context yet */
+        return eng_op_err(&c, FS_EINVAL, "direction '%s' must be LEFT or RIGHT", d);
+    }
+    *left = d[0] == 'L';
+    return 0;
+}
+
+static int check_bitshift(const eng_node_t *n, int opset)
+{
+    (void)opset;
+    bool left;
+    return eng_binary_shift_left(n, &left);
+}
+
+/* Unsigned integers only (ONNX's T for BitShift). */
+static int infer_bitshift(eng_op_ctx_t *c)
+{
+    int rc = check_bitshift(c->node, c->opset);
+    return rc ? rc : infer_pair(c, dt_uint, ENG_DT_UNDEFINED);
+}
+
 /* condition (bool), X and Y (one dtype of 1, 2, 4 or 8 bytes), all three
  * broadcast. */
 static int infer_where(eng_op_ctx_t *c)
@@ -386,3 +421,7 @@ ENG_OP_DEF(Max, NULL, infer_minmax, 0);
 ENG_OP_DEF(Min, NULL, infer_minmax, 0);
 ENG_OP_DEF(Mean, NULL, infer_sum, 0);
 ENG_OP_DEF(Sum, NULL, infer_sum, 0);
+ENG_OP_DEF(BitwiseAnd, NULL, infer_bitwise, 0);
+ENG_OP_DEF(BitwiseOr, NULL, infer_bitwise, 0);
+ENG_OP_DEF(BitwiseXor, NULL, infer_bitwise, 0);
+ENG_OP_DEF(BitShift, check_bitshift, infer_bitshift, 0);

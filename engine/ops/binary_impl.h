@@ -43,6 +43,10 @@ int eng_binary_pair_ctx(const eng_op_ctx_t *c, eng_binary_legacy_t *out);
  * output. */
 int eng_binary_check_io(const eng_op_ctx_t *c, int n, eng_dtype_t out_dt);
 
+/* BitShift's direction attribute: *left for LEFT, false for RIGHT. 0, or
+ * FS_EINVAL naming any other value (*left untouched). */
+int eng_binary_shift_left(const eng_node_t *n, bool *left);
+
 /* Where's operands: condition (bool), X, Y and the output present, X, Y and
  * the output of one dtype. 0 or FS_EINVAL naming the dtypes. */
 int eng_binary_where_check(const eng_op_ctx_t *c);

@@ -40,6 +40,7 @@
     X(Log, Y, Y)                                                              \
     X(Neg, Y, Y)                                                              \
     X(Not, Y, Y)                                                              \
+    X(BitwiseNot, Y, Y)                                                       \
     X(Reciprocal, Y, Y)                                                       \
     X(Relu, Y, Y)                                                             \
     X(Round, Y, Y)                                                            \
@@ -79,7 +80,11 @@
     X(Max, Y, Y)                                                              \
     X(Min, Y, Y)                                                              \
     X(Mean, Y, Y)                                                             \
-    X(Sum, Y, Y)
+    X(Sum, Y, Y)                                                              \
+    X(BitwiseAnd, Y, Y)                                                       \
+    X(BitwiseOr, Y, Y)                                                        \
+    X(BitwiseXor, Y, Y)                                                       \
+    X(BitShift, Y, Y)
 
 #define ENG_OPS_REDUCE(X)                                                    \
     X(ReduceL2, Y, Y)                                                         \
@@ -116,7 +121,8 @@
     X(Size, Y, Y)                                                             \
     X(ConstantOfShape, Y, Y)                                                  \
     X(Range, Y, Y)                                                            \
-    X(Constant, Y, Y)
+    X(Constant, Y, Y)                                                         \
+    X(BitCast, Y, Y)
 
 #define ENG_OPS_NN(X)                                                        \
     X(Conv, Y, Y)                                                             \
@@ -146,7 +152,8 @@
 #define ENG_OPS_MISC(X)                                                      \
     X(TopK, Y, Y)                                                             \
     X(Trilu, Y, Y)                                                            \
-    X(Resize, Y, Y)
+    X(Resize, Y, Y)                                                           \
+    X(Upsample, Y, Y)
 
 #define ENG_OPS_STATEFUL(X)                                                  \
     X(CausalConvWithState, Y, Y)                                              \
@@ -185,6 +192,22 @@
     X(BlackmanWindow, Y, Y)                                                   \
     X(MelWeightMatrix, Y, Y)
 
+/* Scatters, one-hot and identity matrices, sequence reversal, center
+ * crop/pad (engine/ops/index.c), and the ops whose output shapes depend on
+ * their input values (engine/ops/select.c). */
+#define ENG_OPS_INDEX(X)                                                     \
+    X(ScatterND, Y, Y)                                                        \
+    X(ScatterElements, Y, Y)                                                  \
+    X(Scatter, Y, Y)                                                          \
+    X(TensorScatter, Y, Y)                                                    \
+    X(OneHot, Y, Y)                                                           \
+    X(EyeLike, Y, Y)                                                          \
+    X(ReverseSequence, Y, Y)                                                  \
+    X(CenterCropPad, Y, Y)                                                    \
+    X(Compress, Y, Y)                                                         \
+    X(NonZero, Y, Y)                                                          \
+    X(Unique, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -199,7 +222,8 @@
     F(attention, ENG_OPS_ATTENTION)                                               \
     F(quant, ENG_OPS_QUANT)                                                       \
     F(spatial, ENG_OPS_SPATIAL)                                                   \
-    F(signal, ENG_OPS_SIGNAL)
+    F(signal, ENG_OPS_SIGNAL)                                                     \
+    F(index, ENG_OPS_INDEX)
 
 /* Every op, family after family (one family a line, as ENG_OP_FAMILIES). */
 #define ENG_OPS(X)                                                                \
@@ -215,7 +239,8 @@
     ENG_OPS_ATTENTION(X)                                                          \
     ENG_OPS_QUANT(X)                                                              \
     ENG_OPS_SPATIAL(X)                                                            \
-    ENG_OPS_SIGNAL(X)
+    ENG_OPS_SIGNAL(X)                                                             \
+    ENG_OPS_INDEX(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

@@ -1,5 +1,6 @@
 /* misc.c -- definitions (validation, dtype and shape inference) of the misc
- * ops: TopK, Trilu and Resize, and Resize's geometry (misc_impl.h). */
+ * ops: TopK, Trilu, Resize and Upsample (Resize-10 under its deprecated
+ * name), and their geometry (misc_impl.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -114,6 +115,13 @@ static int pick_name(const eng_op_ctx_t *c, const char *name, const char *def,
     return eng_op_err(c, FS_ENOTSUP, "%s '%s' is not supported (supported: %s)", name, v, list);
 }
 
+/* Upsample (every version) is Resize-10 with scales: asymmetric
+ * coordinates, nearest rounding down, scales only. */
+static bool is_upsample(const eng_op_ctx_t *c)
+{
+    return c->node->op && c->node->op->id == ENG_OP_Upsample;
+}
+
 int eng_resize_attrs(const eng_op_ctx_t *c, eng_resize_attrs_t *a)
 {
     static const char *const modes[] = {"nearest", "linear", "cubic"};
@@ -125,12 +133,16 @@ int eng_resize_attrs(const eng_op_ctx_t *c, eng_resize_attrs_t *a)
                                            "ceil"};
     static const char *const aspects[] = {"stretch", "not_larger", "not_smaller"};
     int mode, coord = ENG_RESIZE_ASYMMETRIC, nearest = ENG_RESIZE_FLOOR, aspect = 0;
-    int rc = pick_name(c, "mode", "nearest", modes, 3, &mode);
-    if (rc)
+    bool upsample = is_upsample(c);
+    int rc;
+    /* Upsample-1's 'bilinear' is linear. */
+    if (upsample && c->opset < 7 && strcmp(eng_attr_s(c->node, "mode", ""), "bilinear") == 0)
+        mode = ENG_RESIZE_LINEAR;
+    else if ((rc = pick_name(c, "mode", "nearest", modes, upsample ? 2 : 3, &mode)) != 0)
         return rc;
     if (c->opset < 11 && mode == ENG_RESIZE_CUBIC)
         return eng_op_err(c, FS_EINVAL, "mode 'cubic' needs opset 11 (model opset %d)", c->opset);
-    if (c->opset >= 11 &&
+    if (c->opset >= 11 && !upsample &&
         ((rc = pick_name(c, "coordinate_transformation_mode", "half_pixel", coords, 7, &coord)) ||
          (rc = pick_name(c, "nearest_mode", "round_prefer_floor", nearests, 4, &nearest)) ||
          (rc = pick_name(c, "keep_aspect_ratio_policy", "stretch", aspects, 3, &aspect))))
@@ -229,6 +241,55 @@ static int resize_from_sizes(const eng_op_ctx_t *c, const eng_tensor_t *t, const
     return 0;
 }
 
+/* FS_EINVAL naming an empty input axis that g resizes to a non-empty one. */
+static int resize_nonempty(const eng_op_ctx_t *c, const eng_resize_geom_t *g)
+{
+    for (int d = 0; d < g->rank; d++)
+        if (g->in[d] == 0 && g->out[d] > 0)
+            return eng_op_err(c, FS_EINVAL, "axis %d is empty and cannot be resized to %lld", d,
+                              (long long)g->out[d]);
+    return 0;
+}
+
+/* Upsample's scales as a float tensor *t: attributes height_scale and
+ * width_scale of a 4-D input before opset 7 (buf backs them), attribute
+ * scales at 7 and 8 (also through buf), input 1 from 9. 0, or FS_EINVAL
+ * (a missing or wrong-length list), FS_ENOTSUP (dtype), FS_EDYNAMIC (input
+ * value not known yet). */
+static int upsample_scales(const eng_op_ctx_t *c, int rank, float *buf, eng_tensor_t *t)
+{
+    *t = (eng_tensor_t){.dtype = ENG_DT_FLOAT, .shape = {1, {rank}}, .data = buf};
+    if (c->opset < 7) {
+        if (rank != 4)
+            return eng_op_err(c, FS_EINVAL, "Upsample-1 scales a 4-D input (NCHW), not rank %d",
+                              rank);
+        buf[0] = buf[1] = 1.0f;
+        buf[2] = eng_attr_f(c->node, "height_scale", 0.0f);
+        buf[3] = eng_attr_f(c->node, "width_scale", 0.0f);
+        return 0;
+    }
+    if (c->opset < 9) {
+        size_t n = 0;
+        const float *v = eng_attr_floats(c->node, "scales", &n);
+        if (!v || n != (size_t)rank)
+            return eng_op_err(c, FS_EINVAL, "attribute scales must hold %d values (one per "
+                              "dim), not %zu", rank, n);
+        memcpy(buf, v, n * sizeof *v);
+        return 0;
+    }
+    int rc = eng_op_require_dtype(c, 1, float_only);
+    if (rc)
+        return rc;
+    const eng_tensor_t *in = c->inputs[1];
+    if (in->shape.rank != 1 || in->shape.dims[0] != rank)
+        return eng_op_err(c, FS_EINVAL, "scales must be 1-D with %d values (one per dim), not "
+                          "%lld", rank, (long long)eng_shape_numel(&in->shape));
+    if (!in->data)
+        return eng_op_err(c, FS_EDYNAMIC, "the scales input's value is only known at run time");
+    *t = *in;
+    return 0;
+}
+
 int eng_resize_geom(const eng_op_ctx_t *c, eng_resize_geom_t *g)
 {
     int rc = eng_op_require_dtype(c, 0, float_only);
@@ -245,6 +306,14 @@ int eng_resize_geom(const eng_op_ctx_t *c, eng_resize_geom_t *g)
     int axes[ENG_MAX_RANK], n_axes = 0;
     if ((rc = resize_axes(c, xs->rank, axes, &n_axes)))
         return rc;
+    if (is_upsample(c)) {
+        eng_tensor_t st;
+        float buf[ENG_MAX_RANK];
+        if ((rc = upsample_scales(c, xs->rank, buf, &st)) ||
+            (rc = resize_from_scales(c, &st, axes, n_axes, g)))
+            return rc;
+        return resize_nonempty(c, g);
+    }
     int i_roi = c->opset >= 11 ? 1 : -1, i_scales = c->opset >= 11 ? 2 : 1;
     bool by_scales = input_numel(c, i_scales) > 0;
     bool by_sizes = c->opset >= 11 && input_numel(c, 3) > 0;
@@ -264,12 +333,8 @@ int eng_resize_geom(const eng_op_ctx_t *c, eng_resize_geom_t *g)
                           by_scales ? "scales" : "sizes");
     rc = by_scales ? resize_from_scales(c, t, axes, n_axes, g)
                    : resize_from_sizes(c, t, axes, n_axes, g);
-    if (rc)
+    if (rc || (rc = resize_nonempty(c, g)))
         return rc;
-    for (int d = 0; d < g->rank; d++)
-        if (g->in[d] == 0 && g->out[d] > 0)
-            return eng_op_err(c, FS_EINVAL, "axis %d is empty and cannot be resized to %lld", d,
-                              (long long)g->out[d]);
     const eng_tensor_t *roi = i_roi >= 0 ? eng_ctx_in(c, i_roi) : NULL;
     if (g->attrs.coord != ENG_RESIZE_TF_CROP_AND_RESIZE || !roi || !eng_shape_numel(&roi->shape))
         return 0;
@@ -309,6 +374,7 @@ static int resize_infer(eng_op_ctx_t *c)
 ENG_OP_DEF(TopK, NULL, topk_infer, -1);
 ENG_OP_DEF(Trilu, NULL, trilu_infer, -1);
 ENG_OP_DEF(Resize, resize_check, resize_infer, -1);
+ENG_OP_DEF(Upsample, resize_check, resize_infer, -1);
 
 size_t eng_resize_scratch_bytes(const eng_op_ctx_t *c)
 {

@@ -724,6 +724,46 @@ static int gather_nd_infer(eng_op_ctx_t *c)
     return 0;
 }
 
+/* --- BitCast ------------------------------------------------------------------------------ */
+
+/* The dtype of attribute `to`: one of the engine's, of a fixed size. 0, or
+ * FS_EINVAL (absent) / FS_ENOTSUP naming it. */
+static int bitcast_target(const eng_node_t *n, eng_dtype_t *to)
+{
+    const eng_attr_t *a = eng_node_attr(n, "to");
+    if (!a || a->type != ENG_ATTR_INT)
+        return ENG_NODE_ERR(n, FS_EINVAL, "attribute 'to' is missing or not an int");
+    if (a->i <= 0 || a->i > ENG_DT_BFLOAT16 || a->i == ENG_DT_STRING ||
+        a->i == ENG_DT_COMPLEX64 || a->i == ENG_DT_COMPLEX128)
+        return ENG_NODE_ERR(n, FS_ENOTSUP, "dtype %s (%lld) is not supported",
+                            eng_dtype_name((eng_dtype_t)a->i), (long long)a->i);
+    *to = (eng_dtype_t)a->i;
+    return 0;
+}
+
+static int bitcast_check(const eng_node_t *n, int opset)
+{
+    (void)opset;
+    eng_dtype_t to;
+    return bitcast_target(n, &to);
+}
+
+/* The bits stay; only the dtype changes, between dtypes of one size. */
+static int bitcast_infer(eng_op_ctx_t *c)
+{
+    const eng_tensor_t *x;
+    eng_dtype_t to;
+    int rc = eng_shapeops_in_data(c, 0, "input", &x);
+    if (rc || (rc = bitcast_target(c->node, &to)) != 0)
+        return rc;
+    if (eng_dtype_size(to) != eng_dtype_size(x->dtype))
+        return eng_op_err(c, FS_EINVAL, "cannot reinterpret %s (%zu bytes) as %s (%zu bytes)",
+                          eng_dtype_name(x->dtype), eng_dtype_size(x->dtype),
+                          eng_dtype_name(to), eng_dtype_size(to));
+    eng_ctx_out_set(c, 0, to, &x->shape);
+    return 0;
+}
+
 /* --- Expand, Tile ------------------------------------------------------------------------ */
 
 static int expand_infer(eng_op_ctx_t *c)
@@ -914,6 +954,7 @@ static int pad_infer(eng_op_ctx_t *c)
 /* --- the definitions ----------------------------------------------------------------------- */
 
 ENG_OP_DEF(Reshape, NULL, reshape_infer, 0);
+ENG_OP_DEF(BitCast, bitcast_check, bitcast_infer, 0);
 ENG_OP_DEF(Flatten, NULL, flatten_infer, 0);
 ENG_OP_DEF(Squeeze, NULL, squeeze_infer, 0);
 ENG_OP_DEF(Unsqueeze, unsqueeze_check, unsqueeze_infer, 0);

@@ -217,6 +217,7 @@ static inline int eng_concat_layout(const eng_op_ctx_t *c, int *axis, size_t *es
 #define ENG_SHAPE_KERNEL_RUNS(X)                                                       \
     X(Reshape, view_run)                                                               \
     X(Flatten, view_run)                                                               \
+    X(BitCast, view_run)                                                               \
     X(Squeeze, view_run)                                                               \
     X(Unsqueeze, view_run)                                                             \
     X(Transpose, transpose_run)                                                        \

@@ -1,5 +1,5 @@
 /* unary.c -- definitions (validation, dtype and shape inference) of the unary ops:
- * element-wise math and activations, IsNaN and IsInf, Cast, Clip, Identity and Dropout. Every
+ * element-wise math and activations, IsNaN and IsInf, BitwiseNot, Cast, Clip, Identity and Dropout. Every
  * output has its input's shape; none computes data at inference (the planner
  * folds constants by running the CPU kernel). */
 #include <string.h>
@@ -17,6 +17,9 @@ static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_IN
                                          ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
                                          ENG_DT_UINT8,  ENG_DT_UINT16, ENG_DT_UINT32,
                                          ENG_DT_UINT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_int[] = {ENG_DT_INT8,  ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
+                                     ENG_DT_UINT8, ENG_DT_UINT16, ENG_DT_UINT32, ENG_DT_UINT64,
+                                     ENG_DT_UNDEFINED};
 /* What Cast converts between (engine/cpu/unary_kernels.c). */
 static const eng_dtype_t dt_cast[] = {
     ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,
@@ -49,6 +52,7 @@ static int infer_float(eng_op_ctx_t *c) { return infer_same(c, dt_float); }
 static int infer_signed(eng_op_ctx_t *c) { return infer_same(c, dt_signed); }
 static int infer_numeric(eng_op_ctx_t *c) { return infer_same(c, dt_numeric); }
 static int infer_bool(eng_op_ctx_t *c) { return infer_same(c, dt_bool); }
+static int infer_int(eng_op_ctx_t *c) { return infer_same(c, dt_int); }
 
 static int infer_identity(eng_op_ctx_t *c)
 {
@@ -206,6 +210,7 @@ ENG_OP_DEF(Abs, NULL, infer_numeric, 0);
 ENG_OP_DEF(Gelu, check_gelu, infer_gelu, 0);
 ENG_OP_DEF(Neg, NULL, infer_signed, 0);
 ENG_OP_DEF(Not, NULL, infer_bool, 0);
+ENG_OP_DEF(BitwiseNot, NULL, infer_int, 0);
 ENG_OP_DEF(IsInf, NULL, infer_isclass, -1);
 ENG_OP_DEF(IsNaN, NULL, infer_isclass, -1);
 ENG_OP_DEF(Relu, NULL, infer_signed, 0);

@@ -1114,6 +1114,8 @@ static const op_case_t unary_cases[] = {
     {OC("Identity", 13, "", "i64[]")},
     {OC("Identity", 13, "", "bool[0]")},
     {OC("Dropout", 13, "", "f32[257]"), .n_out = 2},
+    {OC("BitwiseNot", 18, "", "i64[10]")},
+    {OC("BitwiseNot", 18, "", "u8[257]")},
     {OC("Dropout", 13, "", "f32[3,4]", "=f32[]{0.5}")},
     {OC("Dropout", 7, "ratio=0.3", "f32[3,4]")},
     {OC("Dropout", 6, "is_test=1", "f32[3,4]")},
@@ -1202,6 +1204,14 @@ static const op_case_t binary_cases[] = {
     {OC("Mean", 13, "", "f32[3,4]", "f32[4]", "f32[3,1]")},
     {OC("Sum", 13, "", "f32[3,4]", "f32[4]", "f32[3,1]", "f32[]")},
     {OC("Sum", 13, "", "f32[100003]", "f32[100003]")},
+    /* Bitwise ops on integers, broadcast; shifts past the width give 0. */
+    {OC("BitwiseAnd", 18, "", "i32[3,4]", "i32[4]")},
+    {OC("BitwiseOr", 18, "", "u8[2,257]", "u8[257]")},
+    {OC("BitwiseXor", 18, "", "i16[5,6]", "i16[5,1]")},
+    {OC("BitwiseXor", 18, "", "u64[7]", "u64[]")},
+    {OC("BitShift", 11, "direction='LEFT'", "u32[64]", "u32[64]:r(0,40)")},
+    {OC("BitShift", 11, "direction='RIGHT'", "u16[4,8]", "u16[8]:r(0,20)")},
+    {OC("BitShift", 11, "direction='LEFT'", "u64[9]", "u64[]{3}")},
 };
 
 static const op_case_t reduce_cases[] = {
@@ -1401,6 +1411,8 @@ static const op_case_t shape_cases[] = {
     {OC("Constant", 13, "value_floats=[1.0,-2.5,3.0]", NULL)},
     {OC("Constant", 13, "value_int=3", NULL)},
     {OC("Constant", 13, "value_ints=[1,-2,3]", NULL)},
+    {OC("BitCast", 26, "to=i32", "f32[3,4]")},
+    {OC("BitCast", 26, "to=u8", "bool[9]")},
 };
 
 static const op_case_t nn_cases[] = {
@@ -1673,6 +1685,68 @@ static const op_case_t misc_cases[] = {
     {OC("Resize", 10, "mode='linear'", "f32[1,1,2,4]", "=f32[4]{1,1,2,2}")},
     {OC("Resize", 10, "", "f32[1,1,2,4]", "=f32[4]{1,1,2,3}")},
     {OC("Resize", 13, "mode='linear'", "f32[1,1,4,4]", "-", "-", "i64[4]{1,1,8,6}"), .dyn = true},
+    /* Upsample: Resize-10 under every version's signature. */
+    {OC("Upsample", 9, "", "f32[1,2,3,4]", "=f32[4]{1,1,2,2}")},
+    {OC("Upsample", 9, "mode='linear'", "f32[1,2,3,4]", "=f32[4]{1,1,2,3}")},
+    {OC("Upsample", 7, "scales=[1.0,1.0,3.0,2.0]", "f32[2,1,3,3]")},
+    {OC("Upsample", 9, "", "f32[1,1,2,2]", "f32[4]{1,1,2,2}"), .dyn = true},
+};
+
+/* Scatters: without a reduction, distinct indices (duplicates race on a
+ * GPU; ONNX leaves them undefined); with one, duplicates fold. Compress,
+ * NonZero and Unique with runtime values decide their shapes: dynamic,
+ * and past 64 elements (the small-input mirror) the whole input is
+ * copied back for inference. */
+static const op_case_t index_cases[] = {
+    {OC("ScatterND", 13, "", "f32[4,5]", "=i64[2,1]{3,-4}", "f32[2,5]")},
+    {OC("ScatterND", 13, "", "f32[4,5]", "=i64[3,2]{0,0,1,4,-1,-1}", "f32[3]")},
+    {OC("ScatterND", 13, "", "i64[4,5]", "=i64[2,1]{2,1}", "i64[2,5]")},
+    {OC("ScatterND", 16, "reduction='add'", "f32[4,5]", "i64[9,1]:r(-4,3)", "f32[9,5]")},
+    {OC("ScatterND", 16, "reduction='mul'", "f32[4,5]", "i64[9,2]:r(0,3)", "f32[9]")},
+    {OC("ScatterND", 18, "reduction='max'", "f32[3,4,5]", "i64[7,2]:r(0,2)", "f32[7,5]")},
+    {OC("ScatterND", 18, "reduction='min'", "i32[4,5]", "i64[9,1]:r(-4,3)", "i32[9,5]")},
+    {OC("ScatterND", 16, "reduction='add'", "i8[4,5]", "i64[9,2]:r(0,3)", "i8[9]")},
+    {OC("ScatterND", 16, "reduction='mul'", "u16[4,5]", "i64[9,2]:r(0,3)", "u16[9]")},
+    {OC("ScatterND", 18, "reduction='max'", "f64[4,5]", "i64[9,1]:r(0,3)", "f64[9,5]")},
+    {OC("ScatterElements", 13, "axis=1", "f32[3,5]", "=i64[3,2]{0,4,-1,1,2,3}", "f32[3,2]")},
+    {OC("ScatterElements", 13, "", "f16[4,3]", "=i32[1,3]{3,0,2}", "f16[1,3]")},
+    {OC("ScatterElements", 16, "axis=1 reduction='add'", "f32[3,5]", "i64[3,6]:r(-5,4)",
+        "f32[3,6]")},
+    {OC("ScatterElements", 16, "axis=0 reduction='mul'", "i64[4,3]", "i32[6,3]:r(0,3)",
+        "i64[6,3]")},
+    {OC("ScatterElements", 18, "axis=-1 reduction='max'", "u8[2,3,4]", "i64[2,3,5]:r(0,3)",
+        "u8[2,3,5]")},
+    {OC("ScatterElements", 18, "axis=1 reduction='min'", "f32[2,3,4]", "i64[2,5,4]:r(-3,2)",
+        "f32[2,5,4]")},
+    {OC("Scatter", 9, "axis=1", "f32[2,4]", "=i64[2,2]{3,0,1,2}", "f32[2,2]")},
+    {OC("TensorScatter", 24, "", "f32[2,8,4]", "f32[2,3,4]", "=i64[2]{1,5}")},
+    {OC("TensorScatter", 24, "mode='circular'", "f32[2,8,4]", "f32[2,3,4]", "=i64[2]{6,7}")},
+    {OC("TensorScatter", 24, "axis=2", "f16[2,3,6,2]", "f16[2,3,1,2]")},
+    {OC("TensorScatter", 24, "", "f32[2,8,4]", "f32[2,3,4]", "i64[2]{0,4}")},
+    {OC("OneHot", 11, "", "i64[3,4]:r(-6,5)", "=i64[]{5}", "=f32[2]{-1,3}")},
+    {OC("OneHot", 11, "axis=0", "i32[3,4]:r(-4,4)", "=f32[]{4}", "=i64[2]{0,1}")},
+    {OC("OneHot", 11, "axis=1", "f32[2,3]:r(-3,3)", "=i64[1]{3}", "=u8[2]{0,1}")},
+    {OC("OneHot", 11, "", "i64[5]:r(0,6)", "i64[1]{7}", "f32[2]{0,1}"), .dyn = true},
+    {OC("EyeLike", 9, "", "f32[4,5]")},
+    {OC("EyeLike", 9, "k=2 dtype=i64", "f32[3,6]")},
+    {OC("EyeLike", 9, "k=-1 dtype=bool", "i32[5,3]")},
+    {OC("ReverseSequence", 10, "", "f32[4,3,5]", "=i64[3]{4,1,2}")},
+    {OC("ReverseSequence", 10, "batch_axis=0 time_axis=1", "i64[3,4,2]", "=i64[3]{0,4,3}")},
+    {OC("ReverseSequence", 10, "batch_axis=0 time_axis=1", "f32[3,4]", "i64[3]:r(0,4)")},
+    {OC("CenterCropPad", 18, "", "f32[5,6]", "=i64[2]{3,9}")},
+    {OC("CenterCropPad", 18, "axes=[-1]", "u8[2,3,7]", "=i64[1]{2}")},
+    {OC("CenterCropPad", 18, "", "f32[3,4]", "i64[2]{4,2}"), .dyn = true},
+    {OC("Compress", 11, "axis=1", "f32[4,5]", "=bool[5]{1,0,1,1,0}")},
+    {OC("Compress", 11, "", "i64[3,4]", "=bool[6]{0,1,1,0,0,1}")},
+    {OC("Compress", 11, "axis=0", "f32[4,5]", "bool[3]{1,0,1}"), .dyn = true},
+    {OC("Compress", 11, "axis=-1", "f32[3,100]", "bool[100]"), .dyn = true},
+    {OC("NonZero", 13, "", "f32[4,5]:int"), .dyn = true},
+    {OC("NonZero", 13, "", "i32[20,30]:r(-1,1)"), .dyn = true},
+    {OC("NonZero", 13, "", "bool[3,2,4]"), .dyn = true},
+    {OC("Unique", 11, "", "f32[50]:int"), .n_out = 4, .dyn = true},
+    {OC("Unique", 11, "sorted=0", "i64[200]:r(0,30)"), .n_out = 4, .dyn = true},
+    {OC("Unique", 11, "axis=0", "i64[6,3]:r(0,1)"), .n_out = 4, .dyn = true},
+    {OC("Unique", 11, "axis=-1 sorted=0", "f32[2,9]:int"), .n_out = 4, .dyn = true},
 };
 
 static const op_case_t attention_cases[] = {
@@ -1863,6 +1937,7 @@ static const struct {
     {"quant", quant_cases, N_OF(quant_cases)},
     {"spatial", spatial_cases, N_OF(spatial_cases)},
     {"signal", signal_cases, N_OF(signal_cases)},
+    {"index", index_cases, N_OF(index_cases)},
 };
 
 /* ---- op tests ---------------------------------------------------------- */
@@ -1925,6 +2000,11 @@ Test(cuda_consistency, spatial_ops_match_the_cpu)
 Test(cuda_consistency, signal_ops_match_the_cpu)
 {
     cases_run(signal_cases, N_OF(signal_cases));
+}
+
+Test(cuda_consistency, index_ops_match_the_cpu)
+{
+    cases_run(index_cases, N_OF(index_cases));
 }
 
 static bool op_has_case(const char *op)

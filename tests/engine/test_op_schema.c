@@ -73,6 +73,23 @@ static const struct {
     {"HammingWindow", 17},
     {"BlackmanWindow", 17},
     {"MelWeightMatrix", 17},
+    {"BitwiseNot", 18},
+    {"BitwiseAnd", 18},
+    {"BitwiseOr", 18},
+    {"BitwiseXor", 18},
+    {"BitShift", 11},
+    {"BitCast", 26},
+    {"ScatterND", 11},
+    {"ScatterElements", 11},
+    {"Scatter", 9},
+    {"TensorScatter", 24},
+    {"OneHot", 9},
+    {"EyeLike", 9},
+    {"ReverseSequence", 10},
+    {"CenterCropPad", 18},
+    {"Compress", 9},
+    {"NonZero", 9},
+    {"Unique", 11},
 };
 
 static int introduced_at(const char *op)

@@ -973,3 +973,63 @@ Test(engine_ops_unary, erf_is_within_half_a_micro_of_the_exact_value)
     call_free(&c);
     free(x);
 }
+
+/* --- bitwise ---------------------------------------------------------------------------- */
+
+Test(engine_ops_binary, bitwise_ops_on_integers_broadcast)
+{
+    static const int16_t a[] = {0x0f0f, -1, 6};
+    static const int16_t b[] = {0x00ff};
+    eng_tensor_t ta = vec(ENG_DT_INT16, a, 3), tb = vec(ENG_DT_INT16, b, 1);
+    const eng_tensor_t *ins[] = {&ta, &tb};
+    static const struct {
+        const char *op;
+        int16_t want[3];
+    } cases[] = {
+        {"BitwiseAnd", {0x000f, 0x00ff, 6}},
+        {"BitwiseOr", {0x0fff, -1, 0x00ff}},
+        {"BitwiseXor", {0x0ff0, (int16_t)0xff00, 0x00f9}},
+    };
+    for (size_t k = 0; k < N_OF(cases); k++) {
+        call_t c;
+        run_ok(&c, cases[k].op, 18, NULL, 0, ins, 2, 1, ENG_DT_INT16, 3);
+        const int16_t *y = c.outs[0].data;
+        for (int i = 0; i < 3; i++)
+            cr_expect_eq(y[i], cases[k].want[i], "%s[%d]: %d, want %d", cases[k].op, i, y[i],
+                         cases[k].want[i]);
+        call_free(&c);
+    }
+    call_t c;
+    const eng_tensor_t *one[] = {&ta};
+    run_ok(&c, "BitwiseNot", 18, NULL, 0, one, 1, 1, ENG_DT_INT16, 3);
+    const int16_t *y = c.outs[0].data;
+    cr_expect(y[0] == (int16_t)0xf0f0 && y[1] == 0 && y[2] == -7, "not: %d %d %d", y[0], y[1],
+              y[2]);
+    call_free(&c);
+    static const float f[] = {1};
+    eng_tensor_t tf = vec(ENG_DT_FLOAT, f, 1);
+    const eng_tensor_t *fins[] = {&tf, &tf};
+    infer_fails("BitwiseAnd", 18, NULL, 0, fins, 2, FS_ENOTSUP, "float");
+}
+
+Test(engine_ops_binary, bitshift_by_the_width_or_more_gives_zero)
+{
+    static const uint8_t x[] = {0x81, 0x81, 0x81, 0x81};
+    static const uint8_t s[] = {1, 7, 8, 200};
+    eng_tensor_t tx = vec(ENG_DT_UINT8, x, 4), ts = vec(ENG_DT_UINT8, s, 4);
+    const eng_tensor_t *ins[] = {&tx, &ts};
+    eng_attr_t left = attr_s("direction", "LEFT"), right = attr_s("direction", "RIGHT");
+    call_t c;
+    run_ok(&c, "BitShift", 11, &left, 1, ins, 2, 1, ENG_DT_UINT8, 4);
+    expect_bools(c.outs[0].data, (const uint8_t[]){0x02, 0x80, 0, 0}, 4, "LEFT");
+    call_free(&c);
+    run_ok(&c, "BitShift", 11, &right, 1, ins, 2, 1, ENG_DT_UINT8, 4);
+    expect_bools(c.outs[0].data, (const uint8_t[]){0x40, 0x01, 0, 0}, 4, "RIGHT");
+    call_free(&c);
+    eng_attr_t up = attr_s("direction", "UP");
+    infer_fails("BitShift", 11, &up, 1, ins, 2, FS_EINVAL, "direction 'UP'");
+    static const int32_t i[] = {1};
+    eng_tensor_t ti = vec(ENG_DT_INT32, i, 1);
+    const eng_tensor_t *iins[] = {&ti, &ti};
+    infer_fails("BitShift", 11, &left, 1, iins, 2, FS_ENOTSUP, "int32");
+}

@@ -727,3 +727,43 @@ Test(engine_ops_misc, resize_errors_name_what_is_wrong)
     expect_err(case_infer(c), FS_EINVAL, "opset 11");
     case_free(c);
 }
+
+Test(engine_ops_misc, upsample_is_resize_10_in_every_version)
+{
+    /* [1,1,1,2] of {1,2}, doubled on the last two dims: nearest repeats. */
+    static const float v[] = {1, 2};
+    static const float sc[] = {1, 1, 2, 2};
+    static const float want[] = {1, 1, 2, 2, 1, 1, 2, 2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(4, 1, 1, 1, 2), v);
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 4), sc);
+    op_case_t *c = case_new("Upsample", 9, 1);
+    case_in(c, &x);
+    case_in(c, &s);
+    case_run(c);
+    expect_shape(c->out[0], shp(4, 1, 1, 2, 4));
+    expect_f32(c->out[0], want, 8);
+    case_free(c);
+    c = case_new("Upsample", 7, 1);
+    case_in(c, &x);
+    case_attr(c, a_floats("scales", sc, 4));
+    case_run(c);
+    expect_f32(c->out[0], want, 8);
+    case_free(c);
+    /* Upsample-1: height_scale and width_scale, 'bilinear' is linear
+     * (asymmetric: 1 -> 1.5 -> 2 -> 2). */
+    c = case_new("Upsample", 6, 1);
+    case_in(c, &x);
+    case_attr(c, a_float("height_scale", 1));
+    case_attr(c, a_float("width_scale", 2));
+    case_attr(c, a_str("mode", "bilinear"));
+    case_run(c);
+    expect_shape(c->out[0], shp(4, 1, 1, 1, 4));
+    expect_f32_near(c->out[0], (const float[]){1, 1.5f, 2, 2}, 4);
+    case_free(c);
+    c = case_new("Upsample", 9, 1);
+    case_in(c, &x);
+    case_in(c, &s);
+    case_attr(c, a_str("mode", "cubic"));
+    expect_err(case_infer(c), FS_ENOTSUP, "cubic");
+    case_free(c);
+}

@@ -1017,3 +1017,25 @@ Test(engine_ops_shape_registry, every_op_has_a_definition_and_kernel)
         cr_expect(eng_backend_kernel_find(eng_backend_get(ENG_DEVICE_CPU), ops[k].op), "%s has no CPU kernel", ops[k].op);
     }
 }
+
+/* --- BitCast ------------------------------------------------------------------------------ */
+
+Test(engine_ops_shape_views, bitcast_keeps_the_bits)
+{
+    static const float v[] = {1.0f, -2.0f};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 2), v);
+    op_case_t *c = case_new("BitCast", 26, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("to", ENG_DT_UINT32));
+    case_run(c);
+    expect_shape(c->out[0], shp(1, 2));
+    cr_expect_eq(c->out[0]->dtype, ENG_DT_UINT32);
+    const uint32_t *y = c->out[0]->data;
+    cr_expect(y[0] == 0x3f800000u && y[1] == 0xc0000000u, "bits %08x %08x", y[0], y[1]);
+    case_free(c);
+    c = case_new("BitCast", 26, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("to", ENG_DT_INT64));
+    expect_err(case_infer(c), FS_EINVAL, "4 bytes");
+    case_free(c);
+}
