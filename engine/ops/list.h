@@ -128,7 +128,9 @@
     X(BatchNormalization, Y, Y)                                               \
     X(InstanceNormalization, Y, Y)                                            \
     X(LayerNormalization, Y, Y)                                               \
-    X(LRN, Y, Y)
+    X(LRN, Y, Y)                                                              \
+    X(NegativeLogLikelihoodLoss, Y, Y)                                        \
+    X(SoftmaxCrossEntropyLoss, Y, Y)
 
 #define ENG_OPS_LINALG(X)                                                    \
     X(MatMul, Y, Y)                                                           \

@@ -1444,6 +1444,21 @@ static const op_case_t nn_cases[] = {
     {OC("LRN", 13, "size=3", "f32[2,5,4,4]")},
     {OC("LRN", 13, "size=5 alpha=0.0002 beta=0.5 bias=2.0", "f32[1,8,3,3]")},
     {OC("LRN", 13, "size=2", "f32[1,4,5]")},
+    /* The losses: every reduction, weights, ignore_index, N-d, log_prob. */
+    {OC("NegativeLogLikelihoodLoss", 13, "reduction='none'", "f32[3,5]", "i64[3]:r(0,4)")},
+    {OC("NegativeLogLikelihoodLoss", 13, "", "f32[3,5,2,4]", "i64[3,2,4]:r(0,4)", "=f32[5]:pos")},
+    {OC("NegativeLogLikelihoodLoss", 13, "reduction='sum' ignore_index=2", "f32[4,5,7]",
+        "i32[4,7]:r(0,4)")},
+    {OC("NegativeLogLikelihoodLoss", 13, "ignore_index=-1", "f64[2,5,300]",
+        "i64[2,300]:r(-1,4)", "=f64[5]:pos")},
+    {OC("SoftmaxCrossEntropyLoss", 13, "reduction='none'", "f32[3,5]", "i64[3]:r(0,4)"),
+     .n_out = 2},
+    {OC("SoftmaxCrossEntropyLoss", 13, "", "f32[3,5,2,4]", "i64[3,2,4]:r(0,4)", "=f32[5]:pos"),
+     .n_out = 2},
+    {OC("SoftmaxCrossEntropyLoss", 13, "reduction='sum' ignore_index=2", "f32[4,5,7]",
+        "i64[4,7]:r(0,4)")},
+    {OC("SoftmaxCrossEntropyLoss", 13, "ignore_index=0", "f64[2,7,300]:r(-1000,1000)",
+        "i64[2,300]:r(0,6)", "=f64[7]:pos"), .n_out = 2},
 };
 
 static const op_case_t linalg_cases[] = {
