@@ -82,7 +82,10 @@
     X(Sum, Y, Y)
 
 #define ENG_OPS_REDUCE(X)                                                    \
+    X(ReduceL1, Y, Y)                                                         \
     X(ReduceL2, Y, Y)                                                         \
+    X(ReduceLogSum, Y, Y)                                                     \
+    X(ReduceLogSumExp, Y, Y)                                                  \
     X(ReduceMax, Y, Y)                                                        \
     X(ReduceMean, Y, Y)                                                       \
     X(ReduceMin, Y, Y)                                                        \
@@ -93,7 +96,9 @@
     X(ArgMin, Y, Y)                                                           \
     X(Softmax, Y, Y)                                                          \
     X(LogSoftmax, Y, Y)                                                       \
-    X(CumSum, Y, Y)
+    X(Hardmax, Y, Y)                                                          \
+    X(CumSum, Y, Y)                                                           \
+    X(CumProd, Y, Y)
 
 #define ENG_OPS_SHAPE(X)                                                     \
     X(Reshape, Y, Y)                                                          \

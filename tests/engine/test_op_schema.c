@@ -26,7 +26,7 @@ static const struct {
     {"Einsum", 12},        {"HardSwish", 14},  {"Trilu", 14},         {"CastLike", 15},
     {"LayerNormalization", 17}, {"Gelu", 20}, {"IsNaN", 9},     {"IsInf", 10},
     {"GatherND", 11},
-    {"NegativeLogLikelihoodLoss", 12}, {"SoftmaxCrossEntropyLoss", 12},
+    {"NegativeLogLikelihoodLoss", 12}, {"SoftmaxCrossEntropyLoss", 12}, {"CumProd", 26},
 };
 
 static int introduced_at(const char *op)
