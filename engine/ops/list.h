@@ -23,10 +23,15 @@
 #define ENG_OPS_UNARY(X)                                                     \
     X(Abs, Y, Y)                                                              \
     X(Acos, Y, Y)                                                             \
+    X(Acosh, Y, Y)                                                            \
     X(Asin, Y, Y)                                                             \
+    X(Asinh, Y, Y)                                                            \
     X(Atan, Y, Y)                                                             \
+    X(Atanh, Y, Y)                                                            \
     X(Ceil, Y, Y)                                                             \
+    X(Celu, Y, Y)                                                             \
     X(Cos, Y, Y)                                                              \
+    X(Cosh, Y, Y)                                                             \
     X(Elu, Y, Y)                                                              \
     X(Erf, Y, Y)                                                              \
     X(Exp, Y, Y)                                                              \
@@ -38,18 +43,22 @@
     X(IsNaN, Y, Y)                                                            \
     X(LeakyRelu, Y, Y)                                                        \
     X(Log, Y, Y)                                                              \
+    X(Mish, Y, Y)                                                             \
     X(Neg, Y, Y)                                                              \
     X(Not, Y, Y)                                                              \
     X(Reciprocal, Y, Y)                                                       \
     X(Relu, Y, Y)                                                             \
     X(Round, Y, Y)                                                            \
     X(Selu, Y, Y)                                                             \
+    X(Shrink, Y, Y)                                                           \
     X(Sigmoid, Y, Y)                                                          \
     X(Sign, Y, Y)                                                             \
     X(Sin, Y, Y)                                                              \
+    X(Sinh, Y, Y)                                                             \
     X(Softplus, Y, Y)                                                         \
     X(Softsign, Y, Y)                                                         \
     X(Sqrt, Y, Y)                                                             \
+    X(Swish, Y, Y)                                                            \
     X(Tan, Y, Y)                                                              \
     X(Tanh, Y, Y)                                                             \
     X(ThresholdedRelu, Y, Y)                                                  \
