@@ -143,6 +143,9 @@
     X(InstanceNormalization, Y, Y)                                            \
     X(LayerNormalization, Y, Y)                                               \
     X(LRN, Y, Y)                                                              \
+    X(LpNormalization, Y, Y)                                                  \
+    X(MeanVarianceNormalization, Y, Y)                                        \
+    X(GroupNormalization, Y, Y)                                               \
     X(NegativeLogLikelihoodLoss, Y, Y)                                        \
     X(SoftmaxCrossEntropyLoss, Y, Y)
 

@@ -1485,6 +1485,17 @@ static const op_case_t nn_cases[] = {
     {OC("LRN", 13, "size=3", "f32[2,5,4,4]")},
     {OC("LRN", 13, "size=5 alpha=0.0002 beta=0.5 bias=2.0", "f32[1,8,3,3]")},
     {OC("LRN", 13, "size=2", "f32[1,4,5]")},
+    /* LpNormalization, MeanVarianceNormalization, GroupNormalization. */
+    {OC("LpNormalization", 22, "", "f32[3,4,5]")},
+    {OC("LpNormalization", 22, "axis=0 p=1", "f64[3,4,5]")},
+    {OC("LpNormalization", 22, "axis=1", "f32[2,3000,3]")},
+    {OC("MeanVarianceNormalization", 13, "", "f32[2,3,4,5]")},
+    {OC("MeanVarianceNormalization", 13, "axes=[1,3]", "f64[2,3,4,5]")},
+    {OC("MeanVarianceNormalization", 13, "axes=[-1]", "f32[3,5000]")},
+    {OC("GroupNormalization", 18, "num_groups=2", "f32[2,4,3,3]", "=f32[2]", "=f32[2]")},
+    {OC("GroupNormalization", 21, "num_groups=3 epsilon=0.01", "f32[2,6,5]", "=f32[6]",
+        "=f32[6]")},
+    {OC("GroupNormalization", 21, "num_groups=1", "f64[1,4,3000]", "=f64[4]", "=f64[4]")},
     /* The losses: every reduction, weights, ignore_index, N-d, log_prob. */
     {OC("NegativeLogLikelihoodLoss", 13, "reduction='none'", "f32[3,5]", "i64[3]:r(0,4)")},
     {OC("NegativeLogLikelihoodLoss", 13, "", "f32[3,5,2,4]", "i64[3,2,4]:r(0,4)", "=f32[5]:pos")},
