@@ -164,6 +164,7 @@ class Source:
         os.replace(path + ".tmp", path)
 
 
+# Deprecated versions the engine implements anyway, each with the reason.
 def versions_of(op, src, lo, hi):
     mine = sorted((s for s in src.schemas if s.name == op), key=lambda s: s.since_version)
     if not mine:
@@ -181,7 +182,14 @@ def versions_of(op, src, lo, hi):
 # keeps its predecessor's signature and meaning (ONNX deprecated the op in
 # favour of another, Upsample for Resize and Scatter for ScatterElements,
 # without changing it), and exporters of that era still wrote them.
-DEPRECATED_RUN = {("Upsample", 10), ("Scatter", 11)}
+DEPRECATED_RUN = {
+    ("Upsample", 10),
+    ("Scatter", 11),
+    # Deprecated for taking scale and bias per group (opset 21 takes them per
+    # channel); models of opsets 18 to 20 still hold it, and
+    # engine/ops/normalize.c runs both forms.
+    ("GroupNormalization", 18),
+}
 
 
 class Pool:

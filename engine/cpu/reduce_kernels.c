@@ -5,14 +5,19 @@
  * identity, and the input is streamed once in memory order: each innermost
  * run is either folded into one output element (reduced) or combined
  * element-wise into a row of outputs (kept). Mean and L2 then finish each
- * output element. A reduction over zero elements leaves the identity (0
- * for sums, 1 for products, -inf/+inf or the type's min/max for max/min,
- * NaN for a float mean); an empty axes list with noop_with_empty_axes
- * reduces each element alone (so ReduceSumSquare squares, ReduceL2 takes
- * the absolute value, as the ONNX reference does). Integer sums and
- * products wrap (computed unsigned), as numpy's do.
+ * output element; LogSum takes the log of the sum. LogSumExp runs twice:
+ * the max of each output's elements into the output, then the sum of
+ * exp(x - max) into scratch, and each output is max + log(sum) (an
+ * infinite max shifts by 0, so all -inf gives -inf and any +inf gives
+ * +inf). A reduction over zero elements leaves the identity (0 for sums,
+ * 1 for products, -inf/+inf or the type's min/max for max/min, NaN for a
+ * float mean, -inf for the logs); an empty axes list with
+ * noop_with_empty_axes reduces each element alone (so ReduceSumSquare
+ * squares, ReduceL2 and ReduceL1 take the absolute value, as the ONNX
+ * reference does). Integer sums and products wrap (computed unsigned), as
+ * numpy's do.
  *
- * The axis ops (ArgMax/ArgMin, Softmax/LogSoftmax, CumSum) view their input
+ * The axis ops (ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum/CumProd) view their input
  * as [outer, n, inner] and walk the axis with stride `inner`. Softmax
  * splits its outer * inner independent lines over ctx->n_threads threads;
  * each line's max and sum are taken within one chunk, so results do not
@@ -68,6 +73,7 @@ static void red_layout_build(const eng_shape_t *s, const bool *reduced, red_layo
  * integers, so overflow wraps instead of being undefined). */
 #define RED_SUM(T, U, a, v) ((T)((U)(a) + (U)(v)))
 #define RED_SUMSQ(T, U, a, v) ((T)((U)(a) + (U)(v) * (U)(v)))
+#define RED_ABSSUM(T, U, a, v) ((T)((U)(a) + ((v) < 0 ? (U)0 - (U)(v) : (U)(v))))
 #define RED_PROD(T, U, a, v) ((T)((U)(a) * (U)(v)))
 #define RED_MAX(T, U, a, v) ((v) > (a) ? (v) : (a))
 #define RED_MIN(T, U, a, v) ((v) < (a) ? (v) : (a))
@@ -107,12 +113,15 @@ static void red_layout_build(const eng_shape_t *s, const bool *reduced, red_layo
     }
 
 /* One typed driver per dtype: identity, stream, finish. Cannot fail. */
-typedef enum red_kind { RED_K_SUM, RED_K_SUMSQ, RED_K_PROD, RED_K_MAX, RED_K_MIN } red_kind_t;
-typedef enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT } red_finish_t;
+typedef enum red_kind {
+    RED_K_SUM, RED_K_SUMSQ, RED_K_ABSSUM, RED_K_PROD, RED_K_MAX, RED_K_MIN
+} red_kind_t;
+typedef enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT, RED_F_LOG } red_finish_t;
 
-#define RED_TYPED(sfx, T, U, MAXOP, MINOP, LOWEST, HIGHEST, MEAN, SQRT)                            \
+#define RED_TYPED(sfx, T, U, MAXOP, MINOP, LOWEST, HIGHEST, MEAN, SQRT, LOG)                       \
     RED_STREAM(sum_##sfx, T, U, RED_SUM)                                                           \
     RED_STREAM(sumsq_##sfx, T, U, RED_SUMSQ)                                                       \
+    RED_STREAM(abssum_##sfx, T, U, RED_ABSSUM)                                                     \
     RED_STREAM(prod_##sfx, T, U, RED_PROD)                                                         \
     RED_STREAM(max_##sfx, T, U, MAXOP)                                                             \
     RED_STREAM(min_##sfx, T, U, MINOP)                                                             \
@@ -126,17 +135,25 @@ typedef enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT } red_finish_t;
         switch (k) {                                                                               \
         case RED_K_SUM: sum_##sfx(L, total, in, out); break;                                       \
         case RED_K_SUMSQ: sumsq_##sfx(L, total, in, out); break;                                   \
+        case RED_K_ABSSUM: abssum_##sfx(L, total, in, out); break;                                 \
         case RED_K_PROD: prod_##sfx(L, total, in, out); break;                                     \
         case RED_K_MAX: max_##sfx(L, total, in, out); break;                                       \
         case RED_K_MIN: min_##sfx(L, total, in, out); break;                                       \
         }                                                                                          \
         int64_t count = n_out ? total / n_out : 0;                                                 \
         for (int64_t i = 0; f != RED_F_NONE && i < n_out; i++)                                     \
-            out[i] = f == RED_F_MEAN ? MEAN(T, out[i], count) : SQRT(T, U, out[i]);                   \
+            out[i] = f == RED_F_MEAN ? MEAN(T, out[i], count)                                      \
+                     : f == RED_F_SQRT ? SQRT(T, U, out[i])                                        \
+                                       : LOG(T, out[i]);                                           \
     }
 
-#define RED_FMEAN(T, v, n) ((v) / (float)(n))
+#define RED_FMEAN(T, v, n) ((v) / (T)(n))
 #define RED_FSQRT(T, U, v) sqrtf(v)
+#define RED_DSQRT(T, U, v) sqrt(v)
+#define RED_FLOG(T, v) logf(v)
+#define RED_DLOG(T, v) log(v)
+/* Integers have no LogSum (reduce.c refuses them): never reached. */
+#define RED_ILOG(T, v) (v)
 /* Integer mean truncates towards zero (numpy's mean, then the cast). */
 #define RED_IMEAN(T, v, n) ((n) ? (T)((v) / (n)) : (T)0)
 /* An integer sum of squares wraps (it accumulates in U): read as U it is
@@ -145,11 +162,68 @@ typedef enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT } red_finish_t;
  * integer undefined.) */
 #define RED_ISQRT(T, U, v) ((T)sqrt((double)(U)(v)))
 
-RED_TYPED(f32, float, float, RED_FMAX, RED_FMIN, -INFINITY, INFINITY, RED_FMEAN, RED_FSQRT)
-RED_TYPED(i32, int32_t, uint32_t, RED_MAX, RED_MIN, INT32_MIN, INT32_MAX, RED_IMEAN, RED_ISQRT)
-RED_TYPED(i64, int64_t, uint64_t, RED_MAX, RED_MIN, INT64_MIN, INT64_MAX, RED_IMEAN, RED_ISQRT)
+RED_TYPED(f32, float, float, RED_FMAX, RED_FMIN, -INFINITY, INFINITY, RED_FMEAN, RED_FSQRT,
+          RED_FLOG)
+RED_TYPED(f64, double, double, RED_FMAX, RED_FMIN, -INFINITY, INFINITY, RED_FMEAN, RED_DSQRT,
+          RED_DLOG)
+RED_TYPED(i32, int32_t, uint32_t, RED_MAX, RED_MIN, INT32_MIN, INT32_MAX, RED_IMEAN, RED_ISQRT,
+          RED_ILOG)
+RED_TYPED(i64, int64_t, uint64_t, RED_MAX, RED_MIN, INT64_MIN, INT64_MAX, RED_IMEAN, RED_ISQRT,
+          RED_ILOG)
 /* bool: max is any, min is all. */
-RED_TYPED(u8, uint8_t, unsigned, RED_MAX, RED_MIN, 0, 1, RED_IMEAN, RED_ISQRT)
+RED_TYPED(u8, uint8_t, unsigned, RED_MAX, RED_MIN, 0, 1, RED_IMEAN, RED_ISQRT, RED_ILOG)
+
+/* LogSumExp's second pass: adds exp(x - shift) into sums (zeroed), shift
+ * being each output's max (0 where infinite), streamed along L as
+ * RED_STREAM does. Cannot fail. */
+#define LSE_TYPED(sfx, T, EXP, LOG)                                                                     \
+    static void lse_stream_##sfx(const red_layout_t *L, int64_t total, const T *restrict in,      \
+                                 const T *restrict max, T *restrict sums)                          \
+    {                                                                                              \
+        int last = L->n - 1;                                                                       \
+        int64_t inner = L->size[last];                                                            \
+        int64_t idx[ENG_MAX_RANK] = {0};                                                           \
+        int64_t o = 0;                                                                             \
+        for (int64_t b = 0; b < total; b += inner) {                                               \
+            const T *src = in + b;                                                                 \
+            if (L->reduced[last]) {                                                                \
+                T acc = sums[o], m = isinf(max[o]) ? 0 : max[o];                                   \
+                for (int64_t j = 0; j < inner; j++)                                                \
+                    acc += EXP(src[j] - m);                                                        \
+                sums[o] = acc;                                                                     \
+            } else {                                                                               \
+                for (int64_t j = 0; j < inner; j++)                                                \
+                    sums[o + j] += EXP(src[j] - (isinf(max[o + j]) ? 0 : max[o + j]));            \
+            }                                                                                      \
+            for (int g = last - 1; g >= 0; g--) {                                                  \
+                o += L->ostride[g];                                                                \
+                if (++idx[g] < L->size[g])                                                         \
+                    break;                                                                         \
+                o -= L->ostride[g] * L->size[g];                                                   \
+                idx[g] = 0;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void lse_##sfx(const red_layout_t *L, int64_t total, int64_t n_out, const T *in,        \
+                          T *out, T *sums)                                                         \
+    {                                                                                              \
+        reduce_##sfx(RED_K_MAX, RED_F_NONE, L, total, n_out, in, out);                             \
+        for (int64_t i = 0; i < n_out; i++)                                                        \
+            sums[i] = 0;                                                                           \
+        lse_stream_##sfx(L, total, in, out, sums);                                                 \
+        for (int64_t i = 0; i < n_out; i++)                                                        \
+            out[i] = (isinf(out[i]) ? 0 : out[i]) + LOG(sums[i]);                                  \
+    }
+LSE_TYPED(f32, float, expf, logf)
+LSE_TYPED(f64, double, exp, log)
+
+/* LogSumExp's scratch: one sum per output element. */
+static size_t reduce_scratch(const eng_op_ctx_t *c)
+{
+    if (strcmp(c->node->op_type, "ReduceLogSumExp") != 0 || !c->outputs[0])
+        return 0;
+    return (size_t)eng_shape_numel(&c->outputs[0]->shape) * eng_dtype_size(c->outputs[0]->dtype);
+}
 
 /* Like every kernel here, it checks before it writes: on error the output
  * is untouched and the message names the node. */
@@ -170,6 +244,11 @@ static int reduce_run(eng_op_ctx_t *c)
         k = RED_K_PROD;
     else if (strcmp(op, "ReduceSumSquare") == 0)
         k = RED_K_SUMSQ;
+    else if (strcmp(op, "ReduceL1") == 0)
+        k = RED_K_ABSSUM;
+    else if (strcmp(op, "ReduceLogSum") == 0)
+        f = RED_F_LOG;
+    bool lse = strcmp(op, "ReduceLogSumExp") == 0;
     eng_reduce_axes_t ax;
     int rc = eng_reduce_axes(c, &ax);
     if (rc)
@@ -179,8 +258,22 @@ static int reduce_run(eng_op_ctx_t *c)
     red_layout_t L;
     red_layout_build(&x->shape, ax.reduced, &L);
     int64_t total = eng_shape_numel(&x->shape), n_out = eng_shape_numel(&y->shape);
+    if (lse) {
+        size_t need = reduce_scratch(c);
+        if (c->scratch_bytes < need)
+            return eng_op_scratch_err(c, need);
+        if (x->dtype == ENG_DT_FLOAT)
+            lse_f32(&L, total, n_out, x->data, y->data, c->scratch);
+        else if (x->dtype == ENG_DT_DOUBLE)
+            lse_f64(&L, total, n_out, x->data, y->data, c->scratch);
+        else
+            return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported",
+                              eng_dtype_name(x->dtype));
+        return 0;
+    }
     switch (x->dtype) {
     case ENG_DT_FLOAT: reduce_f32(k, f, &L, total, n_out, x->data, y->data); return 0;
+    case ENG_DT_DOUBLE: reduce_f64(k, f, &L, total, n_out, x->data, y->data); return 0;
     case ENG_DT_INT32: reduce_i32(k, f, &L, total, n_out, x->data, y->data); return 0;
     case ENG_DT_INT64: reduce_i64(k, f, &L, total, n_out, x->data, y->data); return 0;
     case ENG_DT_BOOL: reduce_u8(k, f, &L, total, n_out, x->data, y->data); return 0;
@@ -215,6 +308,7 @@ static int reduce_run(eng_op_ctx_t *c)
     }
 
 ARG_TYPED(arg_f32, float)
+ARG_TYPED(arg_f64, double)
 ARG_TYPED(arg_i32, int32_t)
 ARG_TYPED(arg_i64, int64_t)
 
@@ -232,6 +326,7 @@ static int arg_run(eng_op_ctx_t *c)
     int64_t *y = c->outputs[0]->data;
     switch (x->dtype) {
     case ENG_DT_FLOAT: arg_f32(x->data, y, outer, n, inner, is_max, last); return 0;
+    case ENG_DT_DOUBLE: arg_f64(x->data, y, outer, n, inner, is_max, last); return 0;
     case ENG_DT_INT32: arg_i32(x->data, y, outer, n, inner, is_max, last); return 0;
     case ENG_DT_INT64: arg_i64(x->data, y, outer, n, inner, is_max, last); return 0;
     default:
@@ -386,12 +481,37 @@ static int softmax_run(eng_op_ctx_t *c)
     return 0;
 }
 
-/* ---- CumSum ------------------------------------------------------------- */
+/* ---- Hardmax --------------------------------------------------------------- */
+
+/* Each [outer, n, inner] line through eng_hardmax_line (softmax's axis
+ * rule: before opset 13 the dims from axis on are one line). */
+static int hardmax_run(eng_op_ctx_t *c)
+{
+    int64_t outer, n, inner;
+    int rc = eng_softmax_extent(c, &outer, &n, &inner);
+    if (rc)
+        return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    void *y = c->outputs[0]->data;
+    if (n == 0)
+        return 0;
+    for (int64_t line = 0; line < outer * inner; line++) {
+        int64_t at = line / inner * n * inner + line % inner;
+        if (x->dtype == ENG_DT_DOUBLE)
+            eng_hardmax_line_f64((const double *)x->data + at, (double *)y + at, n, inner);
+        else
+            eng_hardmax_line_f32((const float *)x->data + at, (float *)y + at, n, inner);
+    }
+    return 0;
+}
+
+/* ---- CumSum, CumProd ------------------------------------------------------ */
 
 /* Row by row along the axis (rows of `inner` elements), from the far end
- * when reversed; an exclusive sum adds the previous row's input instead of
- * this one's. Integers wrap (computed unsigned). */
-#define CUMSUM_TYPED(fn, T, U)                                                                     \
+ * when reversed; an exclusive scan combines the previous row's input instead
+ * of this one's, and starts from the identity (0 for sums, 1 for products).
+ * Integers wrap (computed unsigned). */
+#define CUMSCAN_TYPED(fn, T, U, OP, ID)                                                            \
     static void fn(const T *restrict x, T *restrict y, int64_t outer, int64_t n, int64_t inner,    \
                    bool exclusive, bool reverse)                                                   \
     {                                                                                              \
@@ -401,22 +521,30 @@ static int softmax_run(eng_op_ctx_t *c)
                 T *dst = y + (o * n + at) * inner;                                                 \
                 if (k == 0) {                                                                      \
                     for (int64_t i = 0; i < inner; i++)                                            \
-                        dst[i] = exclusive ? (T)0 : x[(o * n + at) * inner + i];                   \
+                        dst[i] = exclusive ? (T)(ID) : x[(o * n + at) * inner + i];                \
                     continue;                                                                      \
                 }                                                                                  \
                 const T *src = x + (o * n + (exclusive ? prev : at)) * inner;                      \
                 const T *acc = y + (o * n + prev) * inner;                                         \
                 for (int64_t i = 0; i < inner; i++)                                                \
-                    dst[i] = (T)((U)acc[i] + (U)src[i]);                                           \
+                    dst[i] = (T)((U)acc[i] OP (U)src[i]);                                          \
             }                                                                                      \
         }                                                                                          \
     }
 
-CUMSUM_TYPED(cumsum_f32, float, float)
-CUMSUM_TYPED(cumsum_i32, int32_t, uint32_t)
-CUMSUM_TYPED(cumsum_i64, int64_t, uint64_t)
+#define CUMSCAN_TYPES(X)                                                                           \
+    X(f32, float, float)                                                                           \
+    X(f64, double, double)                                                                         \
+    X(i32, int32_t, uint32_t)                                                                      \
+    X(i64, int64_t, uint64_t)
+#define CUMSCAN_BOTH(S, T, U)                                                                      \
+    CUMSCAN_TYPED(cumsum_##S, T, U, +, 0)                                                          \
+    CUMSCAN_TYPED(cumprod_##S, T, U, *, 1)
+CUMSCAN_TYPES(CUMSCAN_BOTH)
+#undef CUMSCAN_BOTH
 
-static int cumsum_run(eng_op_ctx_t *c)
+/* CumSum and CumProd; the axis comes from input 1 (eng_cumsum_axis). */
+static int cumscan_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *x = c->inputs[0];
     int axis;
@@ -427,18 +555,25 @@ static int cumsum_run(eng_op_ctx_t *c)
     eng_axis_extent(&x->shape, axis, false, &outer, &n, &inner);
     bool exclusive = eng_attr_i(c->node, "exclusive", 0) != 0;
     bool reverse = eng_attr_i(c->node, "reverse", 0) != 0;
+    bool prod = strcmp(c->node->op_type, "CumProd") == 0;
     void *y = c->outputs[0]->data;
-    switch (x->dtype) {
-    case ENG_DT_FLOAT: cumsum_f32(x->data, y, outer, n, inner, exclusive, reverse); return 0;
-    case ENG_DT_INT32: cumsum_i32(x->data, y, outer, n, inner, exclusive, reverse); return 0;
-    case ENG_DT_INT64: cumsum_i64(x->data, y, outer, n, inner, exclusive, reverse); return 0;
-    default:
-        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(x->dtype));
+#define CUMSCAN_CASE(S, T, U)                                                                      \
+    if (x->dtype == (eng_dtype_t)dtype_of_##S) {                                                   \
+        (prod ? cumprod_##S : cumsum_##S)(x->data, y, outer, n, inner, exclusive, reverse);        \
+        return 0;                                                                                  \
     }
+    enum { dtype_of_f32 = ENG_DT_FLOAT, dtype_of_f64 = ENG_DT_DOUBLE, dtype_of_i32 = ENG_DT_INT32,
+           dtype_of_i64 = ENG_DT_INT64 };
+    CUMSCAN_TYPES(CUMSCAN_CASE)
+#undef CUMSCAN_CASE
+    return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(x->dtype));
 }
 
 #define KERNEL(op, fn) const eng_kernel_t eng_cpu_##op = {.run = fn}
+KERNEL(ReduceL1, reduce_run);
 KERNEL(ReduceL2, reduce_run);
+KERNEL(ReduceLogSum, reduce_run);
+const eng_kernel_t eng_cpu_ReduceLogSumExp = {.run = reduce_run, .scratch_bytes = reduce_scratch};
 KERNEL(ReduceMax, reduce_run);
 KERNEL(ReduceMean, reduce_run);
 KERNEL(ReduceMin, reduce_run);
@@ -449,4 +584,6 @@ KERNEL(ArgMax, arg_run);
 KERNEL(ArgMin, arg_run);
 KERNEL(Softmax, softmax_run);
 KERNEL(LogSoftmax, softmax_run);
-KERNEL(CumSum, cumsum_run);
+KERNEL(Hardmax, hardmax_run);
+KERNEL(CumSum, cumscan_run);
+KERNEL(CumProd, cumscan_run);

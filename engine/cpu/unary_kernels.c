@@ -97,6 +97,7 @@ static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
     const eng_kernel_t eng_cpu_##op = {.run = op##_run};
 
 ENG_UNARY_FLOAT_OPS(FLOAT_OP)
+#undef FLOAT_OP
 
 EW_CLONES static void gelu_erf_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
 {
@@ -223,6 +224,95 @@ TYPED_KERNEL(Relu, relu_rows)
 TYPED_KERNEL(Not, not_rows)
 TYPED_KERNEL(BitwiseNot, bnot_rows)
 #undef TYPED_KERNEL
+
+/* --- float and double ops --------------------------------------------------------- */
+
+/* One row per element type (S, T) of a float-and-double op: EXPR of x and
+ * the attributes, with UF/UO naming that type's functions. */
+#define REAL_ROW(op, S, T, ALPHA, BETA, GAMMA, EXPR)                                    \
+    EW_CLONES static void op##_##S(const void *xv, void *yv, int64_t n, const void *arg) \
+    {                                                                                   \
+        const unary_attrs_t *a = arg;                                                   \
+        const T alpha = a->alpha, beta = a->beta, gamma = a->gamma;                     \
+        (void)alpha, (void)beta, (void)gamma;                                           \
+        const T *xs = xv;                                                               \
+        T *ys = yv;                                                                     \
+        EW_LOOP(n, const T x = xs[i]; ys[i] = (T)(EXPR););                              \
+    }
+#define REAL_ROW_F32(op, ALPHA, BETA, GAMMA, EXPR) REAL_ROW(op, f32, float, ALPHA, BETA, GAMMA, EXPR)
+#define REAL_ROW_F64(op, ALPHA, BETA, GAMMA, EXPR) REAL_ROW(op, f64, double, ALPHA, BETA, GAMMA, EXPR)
+#define UE float
+#define UF(fn) fn##f
+#define UO(fn) fn##_f32
+ENG_UNARY_REAL_OPS(REAL_ROW_F32)
+#undef UE
+#undef UF
+#undef UO
+#define UE double
+#define UF(fn) fn
+#define UO(fn) fn##_f64
+ENG_UNARY_REAL_OPS(REAL_ROW_F64)
+#undef UE
+#undef UF
+#undef UO
+
+/* Its rows, its run function reading the attributes with their ONNX
+ * defaults, and its kernel. */
+#define REAL_OP(op, ALPHA, BETA, GAMMA, EXPR)                                           \
+    static const typed_row_t op##_rows[] = {{ENG_DT_FLOAT, op##_f32},                   \
+                                            {ENG_DT_DOUBLE, op##_f64}, ROWS_END};       \
+    static int op##_run(eng_op_ctx_t *c)                                                \
+    {                                                                                   \
+        const unary_attrs_t a = {eng_attr_f(c->node, "alpha", ALPHA),                   \
+                                 eng_attr_f(c->node, "beta", BETA),                     \
+                                 eng_attr_f(c->node, "gamma", GAMMA)};                  \
+        return run_typed(c, op##_rows, &a);                                             \
+    }                                                                                   \
+    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
+ENG_UNARY_REAL_OPS(REAL_OP)
+#undef REAL_OP
+
+/* --- Shrink ------------------------------------------------------------------------ */
+
+typedef struct shrink_arg {
+    float lambd, bias;
+} shrink_arg_t;
+
+/* x < -lambd: x + bias; x > lambd: x - bias; else 0, compared and
+ * computed in double, then converted to the element type as ONNX's
+ * reference casts its float64 result back: integers through int64
+ * (clamped to its range, so the conversion is always defined) and wrapped
+ * into the type. */
+static inline int64_t shrink_to_i64(double v)
+{
+    return v != v ? 0 : v <= -9.2233720368547758e18 ? INT64_MIN
+                      : v >= 9.2233720368547758e18 ? INT64_MAX : (int64_t)v;
+}
+#define SHRINK_ROW_(S, T, CONV)                                                         \
+    static void shrink_##S(const void *xv, void *yv, int64_t n, const void *argv)       \
+    {                                                                                   \
+        const shrink_arg_t *a = argv;                                                   \
+        const double l = a->lambd, b = a->bias;                                         \
+        const T *xs = xv;                                                               \
+        T *ys = yv;                                                                     \
+        EW_LOOP(n, const double x = (double)xs[i];                                      \
+                ys[i] = CONV(T, x < -l ? x + b : x > l ? x - b : 0.0););                \
+    }
+#define SHRINK_F(op, DT, T, UT, S, LO, HI) SHRINK_ROW_(S, T, SHRINK_FLOAT_)
+#define SHRINK_I(op, DT, T, UT, S, LO, HI) SHRINK_ROW_(S, T, SHRINK_INT_)
+#define SHRINK_FLOAT_(T, v) ((T)(v))
+#define SHRINK_INT_(T, v) ((T)(uint64_t)shrink_to_i64(v))
+EW_FLOAT_TYPES(SHRINK_F, shrink)
+EW_SINT_TYPES(SHRINK_I, shrink)
+EW_UINT_TYPES(SHRINK_I, shrink)
+static const typed_row_t shrink_rows[] = {EW_NUM_TYPES(ROW_ENTRY, shrink) ROWS_END};
+
+static int shrink_run(eng_op_ctx_t *c)
+{
+    const shrink_arg_t a = {eng_attr_f(c->node, "lambd", 0.5f), eng_attr_f(c->node, "bias", 0.0f)};
+    return run_typed(c, shrink_rows, &a);
+}
+const eng_kernel_t eng_cpu_Shrink = {.run = shrink_run};
 
 /* --- IsNaN, IsInf ----------------------------------------------------------------- */
 

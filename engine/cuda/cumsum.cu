@@ -1,5 +1,6 @@
-/* cumsum.cu -- the CUDA kernel of CumSum (engine/ops/reduce.c defines it;
- * engine/cpu/reduce_kernels.c is the CPU reference).
+/* cumsum.cu -- the CUDA kernels of CumSum and CumProd (engine/ops/reduce.c
+ * defines them; engine/cpu/reduce_kernels.c is the CPU reference). Both are
+ * one scan, over + from 0 or over * from 1 (scan_op).
  *
  * inner > 1 walks each line in one thread exactly as the CPU does
  * (coalesced along inner); contiguous rows are scanned by one warp (short
@@ -13,7 +14,14 @@
 
 #include "engine/cuda/reduce_impl.h"
 
-/* ---- CumSum ----------------------------------------------------------------- */
+/* ---- CumSum, CumProd ----------------------------------------------------- */
+
+/* The scan's operation in U: a sum (identity 0) or, with PROD, a product
+ * (identity 1); both associative, so the tiles may combine in any grouping. */
+template <typename U, bool PROD> struct scan_op {
+    static __device__ __forceinline__ U id() { return PROD ? (U)1 : (U)0; }
+    static __device__ __forceinline__ U op(U a, U b) { return PROD ? a * b : a + b; }
+};
 
 #define CUMSUM_WARP_MAX 4096    /* longest contiguous row one warp scans */
 
@@ -46,10 +54,11 @@ __device__ __forceinline__ bool cumsum_resolve(cumsum_geom_t &g)
 /* Lines x[o, :, i], one thread each, exactly as the CPU walks them (the
  * first inclusive element is x itself, not 0 + x): coalesced along inner
  * when inner > 1; also every line when the axis is only on the device. */
-template <typename T, typename U>
+template <typename T, typename U, bool PROD>
 __global__ void cumsum_lines(const T *__restrict__ x, T *__restrict__ y, cumsum_geom_t g,
                              bool exclusive, bool reverse)
 {
+    using S = scan_op<U, PROD>;
     if (!cumsum_resolve(g))
         return;
     const int64_t n = g.n, inner = g.inner;
@@ -58,15 +67,15 @@ __global__ void cumsum_lines(const T *__restrict__ x, T *__restrict__ y, cumsum_
         int64_t o = line / inner, i = line - o * inner;
         const T *xs = x + o * n * inner + i;
         T *ys = y + o * n * inner + i;
-        U acc = 0;
+        U acc = S::id();
         for (int64_t k = 0; k < n; k++) {
             int64_t at = (reverse ? n - 1 - k : k) * inner;
             U v = (U)xs[at];
             if (exclusive) {
                 ys[at] = (T)acc;
-                acc = acc + v;
+                acc = S::op(acc, v);
             } else {
-                acc = k == 0 ? v : acc + v;
+                acc = k == 0 ? v : S::op(acc, v);
                 ys[at] = (T)acc;
             }
         }
@@ -78,10 +87,11 @@ __global__ void cumsum_lines(const T *__restrict__ x, T *__restrict__ y, cumsum_
  * ITEMS consecutive elements, the thread sums are scanned across the warp
  * and the warps, and a carry runs from tile to tile. U: the type the sums
  * are computed in (unsigned for integers, so they wrap). */
-template <typename T, typename U, int W>
+template <typename T, typename U, bool PROD, int W>
 __global__ void cumsum_rows(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int64_t n,
                             bool exclusive, bool reverse)
 {
+    using S = scan_op<U, PROD>;
     constexpr int ITEMS = W == 1 ? 4 : 8, TILE = W * 32 * ITEMS, GROUPS = RED_WARPS / W;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gw = warp % W;
     int t = gw * 32 + lane;
@@ -89,41 +99,41 @@ __global__ void cumsum_rows(const T *__restrict__ x, T *__restrict__ y, int64_t 
          row += (int64_t)gridDim.x * GROUPS) {
         const T *xr = x + row * n;
         T *yr = y + row * n;
-        U carry = 0;
+        U carry = S::id();
         for (int64_t base = 0; base < n; base += TILE) {
             U v[ITEMS];
-            U total = 0;
+            U total = S::id();
 #pragma unroll
             for (int e = 0; e < ITEMS; e++) {
                 int64_t p = base + (int64_t)t * ITEMS + e;
-                v[e] = p < n ? (U)xr[reverse ? n - 1 - p : p] : (U)0;
-                total = total + v[e];
+                v[e] = p < n ? (U)xr[reverse ? n - 1 - p : p] : S::id();
+                total = S::op(total, v[e]);
             }
             U inc = total;
 #pragma unroll
             for (int d = 1; d < 32; d <<= 1) {
                 U up = shfl_up_any(inc, d);
                 if (lane >= d)
-                    inc = inc + up;
+                    inc = S::op(up, inc);
             }
             U excl = shfl_up_any(inc, 1);
             if (lane == 0)
-                excl = 0;
-            U before = 0, tile_total = shfl_idx_any(inc, 31);
+                excl = S::id();
+            U before = S::id(), tile_total = shfl_idx_any(inc, 31);
             if constexpr (W > 1) {
                 __shared__ U sh[W];
                 if (lane == 31)
                     sh[gw] = inc;
                 __syncthreads();
-                tile_total = 0;
+                tile_total = S::id();
                 for (int i = 0; i < W; i++) {
                     if (i < gw)
-                        before = before + sh[i];
-                    tile_total = tile_total + sh[i];
+                        before = S::op(before, sh[i]);
+                    tile_total = S::op(tile_total, sh[i]);
                 }
                 __syncthreads();
             }
-            U acc = carry + before + excl;
+            U acc = S::op(S::op(carry, before), excl);
 #pragma unroll
             for (int e = 0; e < ITEMS; e++) {
                 int64_t p = base + (int64_t)t * ITEMS + e;
@@ -132,18 +142,18 @@ __global__ void cumsum_rows(const T *__restrict__ x, T *__restrict__ y, int64_t 
                 int64_t at = reverse ? n - 1 - p : p;
                 if (exclusive) {
                     yr[at] = (T)acc;
-                    acc = acc + v[e];
+                    acc = S::op(acc, v[e]);
                 } else {
-                    acc = acc + v[e];
+                    acc = S::op(acc, v[e]);
                     yr[at] = (T)acc;
                 }
             }
-            carry = carry + tile_total;
+            carry = S::op(carry, tile_total);
         }
     }
 }
 
-template <typename T, typename U>
+template <typename T, typename U, bool PROD>
 static int cumsum_typed(eng_op_ctx_t *c, const cumsum_geom_t &g, bool exclusive, bool reverse)
 {
     const T *x = (const T *)c->inputs[0]->data;
@@ -151,13 +161,13 @@ static int cumsum_typed(eng_op_ctx_t *c, const cumsum_geom_t &g, bool exclusive,
     cudaStream_t st = eng_cuda_ctx(c)->stream;
     int64_t total = eng_shape_numel(&c->inputs[0]->shape);
     if (g.axis || g.inner > 1)
-        cumsum_lines<T, U><<<eng_cuda_blocks(c, g.axis ? total : g.outer * g.inner),
+        cumsum_lines<T, U, PROD><<<eng_cuda_blocks(c, g.axis ? total : g.outer * g.inner),
                              ENG_CUDA_THREADS, 0, st>>>(x, y, g, exclusive, reverse);
     else if (g.n <= CUMSUM_WARP_MAX)
-        cumsum_rows<T, U, 1><<<eng_cuda_grid_cap(c, ceil_div(g.outer, RED_WARPS)), RED_THREADS, 0, st>>>(
+        cumsum_rows<T, U, PROD, 1><<<eng_cuda_grid_cap(c, ceil_div(g.outer, RED_WARPS)), RED_THREADS, 0, st>>>(
             x, y, g.outer, g.n, exclusive, reverse);
     else
-        cumsum_rows<T, U, RED_WARPS><<<eng_cuda_grid_cap(c, g.outer), RED_THREADS, 0, st>>>(
+        cumsum_rows<T, U, PROD, RED_WARPS><<<eng_cuda_grid_cap(c, g.outer), RED_THREADS, 0, st>>>(
             x, y, g.outer, g.n, exclusive, reverse);
     ENG_CUDA_LAUNCHED(c);
     return 0;
@@ -196,15 +206,27 @@ static int cumsum_run(eng_op_ctx_t *c)
     }
     bool exclusive = eng_attr_i(c->node, "exclusive", 0) != 0;
     bool reverse = eng_attr_i(c->node, "reverse", 0) != 0;
-    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_INT32 && xt->dtype != ENG_DT_INT64)
+    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_DOUBLE && xt->dtype != ENG_DT_INT32 &&
+        xt->dtype != ENG_DT_INT64)
         return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
     if (eng_shape_numel(&xt->shape) == 0)
         return 0;
+    bool prod = strcmp(c->node->op_type, "CumProd") == 0;
     switch (xt->dtype) {
-    case ENG_DT_FLOAT: return cumsum_typed<float, float>(c, g, exclusive, reverse);
-    case ENG_DT_INT32: return cumsum_typed<int32_t, uint32_t>(c, g, exclusive, reverse);
-    default: return cumsum_typed<int64_t, uint64_t>(c, g, exclusive, reverse);
+    case ENG_DT_FLOAT:
+        return prod ? cumsum_typed<float, float, true>(c, g, exclusive, reverse)
+                    : cumsum_typed<float, float, false>(c, g, exclusive, reverse);
+    case ENG_DT_DOUBLE:
+        return prod ? cumsum_typed<double, double, true>(c, g, exclusive, reverse)
+                    : cumsum_typed<double, double, false>(c, g, exclusive, reverse);
+    case ENG_DT_INT32:
+        return prod ? cumsum_typed<int32_t, uint32_t, true>(c, g, exclusive, reverse)
+                    : cumsum_typed<int32_t, uint32_t, false>(c, g, exclusive, reverse);
+    default:
+        return prod ? cumsum_typed<int64_t, uint64_t, true>(c, g, exclusive, reverse)
+                    : cumsum_typed<int64_t, uint64_t, false>(c, g, exclusive, reverse);
     }
 }
 
 const eng_kernel_t eng_cuda_CumSum = {.run = cumsum_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_CumProd = {.run = cumsum_run, .scratch_bytes = NULL};

@@ -20,7 +20,7 @@
  * The arithmetic is the CPU's: the accumulator has the element type (float
  * sums in float; integer sums and products wrap, computed unsigned), max
  * and min propagate NaN, the identity of an empty reduction is the CPU's,
- * and Mean/L2 finish the same way. The order of float additions differs (a
+ * and Mean/L2/LogSum finish the same way (LogSumExp: see lse_op). The order of float additions differs (a
  * tree instead of a left-to-right walk), which is at least as accurate.
  * ArgMax/ArgMin reproduce the CPU's left-to-right walk exactly: ties go to
  * the first (or, with select_last_index, the last) index, a NaN is never
@@ -43,6 +43,11 @@ template <> struct red_traits<float> {
     static __device__ float lowest() { return -INFINITY; }
     static __device__ float highest() { return INFINITY; }
 };
+template <> struct red_traits<double> {
+    using U = double;
+    static __device__ double lowest() { return -INFINITY; }
+    static __device__ double highest() { return INFINITY; }
+};
 template <> struct red_traits<int32_t> {
     using U = uint32_t;
     static __device__ int32_t lowest() { return INT32_MIN; }
@@ -61,14 +66,14 @@ template <> struct red_traits<uint8_t> {
 
 template <typename T> __device__ __forceinline__ bool is_nan(T v)
 {
-    if constexpr (std::is_same<T, float>::value)
+    if constexpr (std::is_floating_point<T>::value)
         return isnan(v);
     else
         return false;
 }
 
-enum red_kind { RED_K_SUM, RED_K_SUMSQ, RED_K_PROD, RED_K_MAX, RED_K_MIN };
-enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT };
+enum red_kind { RED_K_SUM, RED_K_SUMSQ, RED_K_ABSSUM, RED_K_PROD, RED_K_MAX, RED_K_MIN };
+enum red_finish { RED_F_NONE, RED_F_MEAN, RED_F_SQRT, RED_F_LOG };
 
 /* An operation for the reduction kernels: init (the identity), step (fold
  * element r of the reduced range into an accumulator), join (combine two
@@ -88,7 +93,7 @@ template <typename T, int K, int F> struct red_op {
     }
     static __device__ __forceinline__ Acc join(Acc a, Acc b)
     {
-        if constexpr (K == RED_K_SUM || K == RED_K_SUMSQ)
+        if constexpr (K == RED_K_SUM || K == RED_K_SUMSQ || K == RED_K_ABSSUM)
             return (T)((U)a + (U)b);
         else if constexpr (K == RED_K_PROD)
             return (T)((U)a * (U)b);
@@ -101,21 +106,27 @@ template <typename T, int K, int F> struct red_op {
     {
         if constexpr (K == RED_K_SUMSQ)
             return (T)((U)a + (U)v * (U)v);
+        else if constexpr (K == RED_K_ABSSUM && std::is_unsigned<T>::value)
+            return (T)((U)a + (U)v);
+        else if constexpr (K == RED_K_ABSSUM)
+            return (T)((U)a + (v < 0 ? (U)0 - (U)v : (U)v));
         else
             return join(a, v);
     }
     static __device__ __forceinline__ Out finish(Acc a, int64_t count)
     {
         if constexpr (F == RED_F_MEAN) {
-            if constexpr (std::is_same<T, float>::value)
-                return a / (float)count;
+            if constexpr (std::is_floating_point<T>::value)
+                return a / (T)count;
             else
                 return count ? (T)(a / count) : (T)0;
         } else if constexpr (F == RED_F_SQRT) {
-            if constexpr (std::is_same<T, float>::value)
-                return sqrtf(a);
+            if constexpr (std::is_floating_point<T>::value)
+                return sqrt(a);
             else /* the wrapped sum read as U, as the CPU kernel does */
                 return (T)sqrt((double)(U)a);
+        } else if constexpr (F == RED_F_LOG) {
+            return log(a); /* float types only (reduce.c refuses the rest) */
         } else {
             return a;
         }
@@ -162,6 +173,44 @@ template <typename T, bool MAX, bool LAST> struct arg_op {
         return join(a, Acc{v, r});
     }
     static __device__ __forceinline__ Out finish(Acc a, int64_t) { return a.i < 0 ? 0 : a.i; }
+};
+
+/* ReduceLogSumExp in one pass: the accumulator is a running max m and the
+ * sum s of exp(x - m), rescaled when m grows (the CPU takes the max first,
+ * then the sum; the two agree to rounding). An infinite m shifts by 0, as
+ * on the CPU: all -inf gives -inf, any +inf gives +inf, NaN propagates. */
+template <typename T> struct lse_acc {
+    T m, s;
+};
+
+template <typename T> struct lse_op {
+    using In = T;
+    using Acc = lse_acc<T>;
+    using Out = T;
+    static __device__ __forceinline__ T shift(T m) { return isinf(m) ? (T)0 : m; }
+    static __device__ __forceinline__ Acc init() { return Acc{-(T)INFINITY, (T)0}; }
+    static __device__ __forceinline__ Acc join(Acc a, Acc b)
+    {
+        if (isnan(a.m) || isnan(b.m))
+            return Acc{a.m + b.m, (T)0};
+        if (b.m > a.m) {
+            Acc t = a;
+            a = b;
+            b = t;
+        }
+        /* a.m >= b.m: b's sum moves onto a's shift */
+        if (b.s == (T)0)
+            return a;
+        return Acc{a.m, a.s + b.s * exp(shift(b.m) - shift(a.m))};
+    }
+    static __device__ __forceinline__ Acc step(Acc a, T v, int64_t)
+    {
+        return join(a, Acc{v, exp(v - shift(v))}); /* 1, or 0 for -inf, inf for +inf */
+    }
+    static __device__ __forceinline__ Out finish(Acc a, int64_t)
+    {
+        return isnan(a.m) ? a.m : shift(a.m) + log(a.s);
+    }
 };
 
 /* ---- Reduce* and ArgMax/ArgMin: geometry and plan --------------------------- */
@@ -457,12 +506,16 @@ static int red_launch(eng_op_ctx_t *c, const red_geom_t &g, const void *xv, void
 /* ---- Reduce* ---------------------------------------------------------------- */
 
 typedef enum reduce_which {
-    REDUCE_L2, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN, REDUCE_PROD, REDUCE_SUM, REDUCE_SUMSQ,
+    REDUCE_L1, REDUCE_L2, REDUCE_LOGSUM, REDUCE_LOGSUMEXP, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN,
+    REDUCE_PROD, REDUCE_SUM, REDUCE_SUMSQ,
 } reduce_which_t;
 
 static reduce_which_t reduce_which(const char *op)
 {
-    return strcmp(op, "ReduceL2") == 0     ? REDUCE_L2
+    return strcmp(op, "ReduceL1") == 0       ? REDUCE_L1
+           : strcmp(op, "ReduceLogSum") == 0 ? REDUCE_LOGSUM
+           : strcmp(op, "ReduceLogSumExp") == 0 ? REDUCE_LOGSUMEXP
+           : strcmp(op, "ReduceL2") == 0     ? REDUCE_L2
            : strcmp(op, "ReduceMax") == 0  ? REDUCE_MAX
            : strcmp(op, "ReduceMean") == 0 ? REDUCE_MEAN
            : strcmp(op, "ReduceMin") == 0  ? REDUCE_MIN
@@ -488,7 +541,9 @@ static size_t reduce_scratch(const eng_op_ctx_t *c)
     red_geom_t g;
     if (reduce_geom(c, &g))
         return 0; /* run reports the same error */
-    return red_part_bytes(&g, eng_dtype_size(c->inputs[0]->dtype));
+    size_t es = eng_dtype_size(c->inputs[0]->dtype);
+    bool lse = reduce_which(c->node->op_type) == REDUCE_LOGSUMEXP;
+    return red_part_bytes(&g, lse ? 2 * es : es); /* lse_acc: two elements */
 }
 
 template <typename T>
@@ -496,7 +551,18 @@ static int reduce_typed(eng_op_ctx_t *c, reduce_which_t w, const red_geom_t &g)
 {
     const void *x = c->inputs[0]->data;
     void *y = c->outputs[0]->data;
+    if constexpr (std::is_floating_point<T>::value) {
+        static_assert(sizeof(lse_acc<T>) == 2 * sizeof(T), "reduce_scratch's lse_acc size");
+        if (w == REDUCE_LOGSUM)
+            return red_launch<red_op<T, RED_K_SUM, RED_F_LOG>>(c, g, x, y);
+        if (w == REDUCE_LOGSUMEXP)
+            return red_launch<lse_op<T>>(c, g, x, y);
+    } else if (w == REDUCE_LOGSUM || w == REDUCE_LOGSUMEXP) {
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported",
+                          eng_dtype_name(c->inputs[0]->dtype));
+    }
     switch (w) {
+    case REDUCE_L1: return red_launch<red_op<T, RED_K_ABSSUM, RED_F_NONE>>(c, g, x, y);
     case REDUCE_L2: return red_launch<red_op<T, RED_K_SUMSQ, RED_F_SQRT>>(c, g, x, y);
     case REDUCE_MAX: return red_launch<red_op<T, RED_K_MAX, RED_F_NONE>>(c, g, x, y);
     case REDUCE_MEAN: return red_launch<red_op<T, RED_K_SUM, RED_F_MEAN>>(c, g, x, y);
@@ -518,6 +584,7 @@ static int reduce_run(eng_op_ctx_t *c)
     reduce_which_t w = reduce_which(c->node->op_type);
     switch (c->inputs[0]->dtype) {
     case ENG_DT_FLOAT: return reduce_typed<float>(c, w, g);
+    case ENG_DT_DOUBLE: return reduce_typed<double>(c, w, g);
     case ENG_DT_INT32: return reduce_typed<int32_t>(c, w, g);
     case ENG_DT_INT64: return reduce_typed<int64_t>(c, w, g);
     case ENG_DT_BOOL: return reduce_typed<uint8_t>(c, w, g);
@@ -574,6 +641,7 @@ static int arg_run(eng_op_ctx_t *c)
     bool last = eng_attr_i(c->node, "select_last_index", 0) != 0;
     switch (c->inputs[0]->dtype) {
     case ENG_DT_FLOAT: return arg_typed<float>(c, is_max, last, g);
+    case ENG_DT_DOUBLE: return arg_typed<double>(c, is_max, last, g);
     case ENG_DT_INT32: return arg_typed<int32_t>(c, is_max, last, g);
     case ENG_DT_INT64: return arg_typed<int64_t>(c, is_max, last, g);
     default:
@@ -584,7 +652,10 @@ static int arg_run(eng_op_ctx_t *c)
 
 #define KERNEL(op, fn, scratch)                                                           \
     const eng_kernel_t eng_cuda_##op = {.run = fn, .scratch_bytes = scratch}
+KERNEL(ReduceL1, reduce_run, reduce_scratch);
 KERNEL(ReduceL2, reduce_run, reduce_scratch);
+KERNEL(ReduceLogSum, reduce_run, reduce_scratch);
+KERNEL(ReduceLogSumExp, reduce_run, reduce_scratch);
 KERNEL(ReduceMax, reduce_run, reduce_scratch);
 KERNEL(ReduceMean, reduce_run, reduce_scratch);
 KERNEL(ReduceMin, reduce_run, reduce_scratch);

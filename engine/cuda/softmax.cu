@@ -1,4 +1,4 @@
-/* softmax.cu -- the CUDA kernels of Softmax and LogSoftmax (engine/ops/reduce.c
+/* softmax.cu -- the CUDA kernels of Softmax, LogSoftmax and Hardmax (engine/ops/reduce.c
  * defines them; engine/cpu/reduce_kernels.c is the CPU reference).
  *
  * They view the input as [outer, n, inner] (eng_axis_extent,
@@ -196,5 +196,41 @@ static int softmax_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* ---- Hardmax ---------------------------------------------------------------- */
+
+/* One thread per [outer, n, inner] line, through the CPU's eng_hardmax_line. */
+template <typename T>
+__global__ void hardmax_lines(const T *x, T *y, int64_t outer, int64_t n, int64_t inner)
+{
+    ENG_CUDA_FOR(line, outer * inner)
+    {
+        int64_t o = line / inner, at = o * n * inner + (line - o * inner);
+        if constexpr (sizeof(T) == sizeof(double))
+            eng_hardmax_line_f64(x + at, y + at, n, inner);
+        else
+            eng_hardmax_line_f32(x + at, y + at, n, inner);
+    }
+}
+
+static int hardmax_run(eng_op_ctx_t *c)
+{
+    int64_t outer, n, inner;
+    int rc = eng_softmax_extent(c, &outer, &n, &inner);
+    if (rc)
+        return rc;
+    const eng_tensor_t *xt = c->inputs[0];
+    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_DOUBLE)
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
+    if (n == 0)
+        return 0;
+    if (xt->dtype == ENG_DT_DOUBLE)
+        return eng_cuda_launch(c, hardmax_lines<double>, outer * inner,
+                               (const double *)xt->data, (double *)c->outputs[0]->data, outer, n,
+                               inner);
+    return eng_cuda_launch(c, hardmax_lines<float>, outer * inner, (const float *)xt->data,
+                           (float *)c->outputs[0]->data, outer, n, inner);
+}
+
 const eng_kernel_t eng_cuda_Softmax = {.run = softmax_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Hardmax = {.run = hardmax_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_LogSoftmax = {.run = softmax_run, .scratch_bytes = NULL};

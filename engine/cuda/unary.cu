@@ -166,6 +166,80 @@ int run_typed(eng_op_ctx_t *c, List list, Make make, eng_dtype_t out_dt = ENG_DT
 ENG_UNARY_FLOAT_OPS(FLOAT_OP)
 #undef FLOAT_OP
 
+/* The float-and-double ops: one functor per op and element type (UF/UO
+ * name that type's functions, as on the CPU), the run function picking it
+ * by the input's dtype. */
+#define REAL_FUNCTOR(op, S, T, EXPR)                                                     \
+    struct op##_##S##_op {                                                               \
+        using TI = T;                                                                    \
+        using TO = T;                                                                    \
+        T alpha, beta, gamma;                                                            \
+        __device__ T operator()(T x) const { return (T)(EXPR); }                         \
+    };
+#define REAL_FUNCTOR_F32(op, ALPHA, BETA, GAMMA, EXPR) REAL_FUNCTOR(op, f32, float, EXPR)
+#define REAL_FUNCTOR_F64(op, ALPHA, BETA, GAMMA, EXPR) REAL_FUNCTOR(op, f64, double, EXPR)
+#define UE float
+#define UF(fn) fn##f
+#define UO(fn) fn##_f32
+ENG_UNARY_REAL_OPS(REAL_FUNCTOR_F32)
+#undef UE
+#undef UF
+#undef UO
+#define UE double
+#define UF(fn) fn
+#define UO(fn) fn##_f64
+ENG_UNARY_REAL_OPS(REAL_FUNCTOR_F64)
+#undef UE
+#undef UF
+#undef UO
+#undef REAL_FUNCTOR_F32
+#undef REAL_FUNCTOR_F64
+#undef REAL_FUNCTOR
+
+#define REAL_OP(op, ALPHA, BETA, GAMMA, EXPR)                                            \
+    int op##_run(eng_op_ctx_t *c)                                                        \
+    {                                                                                    \
+        const float alpha = eng_attr_f(c->node, "alpha", ALPHA);                         \
+        const float beta = eng_attr_f(c->node, "beta", BETA);                            \
+        const float gamma = eng_attr_f(c->node, "gamma", GAMMA);                         \
+        return run_typed(c, types<float, double>{}, [&](auto t) {                        \
+            using T = decltype(t);                                                       \
+            if constexpr (std::is_same<T, float>::value)                                 \
+                return op##_f32_op{alpha, beta, gamma};                                  \
+            else                                                                         \
+                return op##_f64_op{alpha, beta, gamma};                                  \
+        });                                                                              \
+    }
+ENG_UNARY_REAL_OPS(REAL_OP)
+#undef REAL_OP
+
+/* Shrink over every numeric type, computed in double and converted back as
+ * the CPU does (integers through a clamped int64, wrapping into T). */
+template <typename T> struct shrink_op {
+    using TI = T;
+    using TO = T;
+    double lambd, bias;
+    __device__ T operator()(T xt) const
+    {
+        const double x = (double)xt, v = x < -lambd ? x + bias : x > lambd ? x - bias : 0.0;
+        if constexpr (std::is_floating_point<T>::value) {
+            return (T)v;
+        } else {
+            const int64_t i = v != v                         ? 0
+                              : v <= -9.2233720368547758e18 ? INT64_MIN
+                              : v >= 9.2233720368547758e18  ? INT64_MAX
+                                                            : (int64_t)v;
+            return (T)(uint64_t)i;
+        }
+    }
+};
+
+int shrink_run(eng_op_ctx_t *c)
+{
+    const double l = eng_attr_f(c->node, "lambd", 0.5f), b = eng_attr_f(c->node, "bias", 0.0f);
+    return run_typed(c, numeric_types{}, [&](auto t) { return shrink_op<decltype(t)>{l, b}; });
+}
+
 struct gelu_erf_op {
     using TI = float;
     using TO = float;
@@ -539,7 +613,9 @@ int cast_run(eng_op_ctx_t *c)
 #define FLOAT_KERNEL(op, ALPHA, BETA, GAMMA, EXPR)                                       \
     const eng_kernel_t eng_cuda_##op = {.run = op##_run, .scratch_bytes = NULL};
 ENG_UNARY_FLOAT_OPS(FLOAT_KERNEL)
+ENG_UNARY_REAL_OPS(FLOAT_KERNEL)
 #undef FLOAT_KERNEL
+const eng_kernel_t eng_cuda_Shrink = {.run = shrink_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Gelu = {.run = gelu_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Abs = {.run = abs_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Neg = {.run = neg_run, .scratch_bytes = NULL};

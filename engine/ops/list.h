@@ -23,10 +23,15 @@
 #define ENG_OPS_UNARY(X)                                                     \
     X(Abs, Y, Y)                                                              \
     X(Acos, Y, Y)                                                             \
+    X(Acosh, Y, Y)                                                            \
     X(Asin, Y, Y)                                                             \
+    X(Asinh, Y, Y)                                                            \
     X(Atan, Y, Y)                                                             \
+    X(Atanh, Y, Y)                                                            \
     X(Ceil, Y, Y)                                                             \
+    X(Celu, Y, Y)                                                             \
     X(Cos, Y, Y)                                                              \
+    X(Cosh, Y, Y)                                                             \
     X(Elu, Y, Y)                                                              \
     X(Erf, Y, Y)                                                              \
     X(Exp, Y, Y)                                                              \
@@ -38,6 +43,7 @@
     X(IsNaN, Y, Y)                                                            \
     X(LeakyRelu, Y, Y)                                                        \
     X(Log, Y, Y)                                                              \
+    X(Mish, Y, Y)                                                             \
     X(Neg, Y, Y)                                                              \
     X(Not, Y, Y)                                                              \
     X(BitwiseNot, Y, Y)                                                       \
@@ -45,12 +51,15 @@
     X(Relu, Y, Y)                                                             \
     X(Round, Y, Y)                                                            \
     X(Selu, Y, Y)                                                             \
+    X(Shrink, Y, Y)                                                           \
     X(Sigmoid, Y, Y)                                                          \
     X(Sign, Y, Y)                                                             \
     X(Sin, Y, Y)                                                              \
+    X(Sinh, Y, Y)                                                             \
     X(Softplus, Y, Y)                                                         \
     X(Softsign, Y, Y)                                                         \
     X(Sqrt, Y, Y)                                                             \
+    X(Swish, Y, Y)                                                            \
     X(Tan, Y, Y)                                                              \
     X(Tanh, Y, Y)                                                             \
     X(ThresholdedRelu, Y, Y)                                                  \
@@ -87,7 +96,10 @@
     X(BitShift, Y, Y)
 
 #define ENG_OPS_REDUCE(X)                                                    \
+    X(ReduceL1, Y, Y)                                                         \
     X(ReduceL2, Y, Y)                                                         \
+    X(ReduceLogSum, Y, Y)                                                     \
+    X(ReduceLogSumExp, Y, Y)                                                  \
     X(ReduceMax, Y, Y)                                                        \
     X(ReduceMean, Y, Y)                                                       \
     X(ReduceMin, Y, Y)                                                        \
@@ -98,7 +110,9 @@
     X(ArgMin, Y, Y)                                                           \
     X(Softmax, Y, Y)                                                          \
     X(LogSoftmax, Y, Y)                                                       \
-    X(CumSum, Y, Y)
+    X(Hardmax, Y, Y)                                                          \
+    X(CumSum, Y, Y)                                                           \
+    X(CumProd, Y, Y)
 
 #define ENG_OPS_SHAPE(X)                                                     \
     X(Reshape, Y, Y)                                                          \
@@ -137,7 +151,12 @@
     X(InstanceNormalization, Y, Y)                                            \
     X(LayerNormalization, Y, Y)                                               \
     X(RMSNormalization, Y, Y)                                                 \
-    X(LRN, Y, Y)
+    X(LRN, Y, Y)                                                              \
+    X(LpNormalization, Y, Y)                                                  \
+    X(MeanVarianceNormalization, Y, Y)                                        \
+    X(GroupNormalization, Y, Y)                                               \
+    X(NegativeLogLikelihoodLoss, Y, Y)                                        \
+    X(SoftmaxCrossEntropyLoss, Y, Y)
 
 #define ENG_OPS_RNN(X)                                                       \
     X(RNN, Y, Y)                                                              \

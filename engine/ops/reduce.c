@@ -1,15 +1,18 @@
 /* reduce.c -- definitions (validation, dtype and shape inference) of the reduce
- * ops: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax and CumSum. */
+ * ops: Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum and CumProd. */
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/ops/reduce_impl.h"
 
-static const eng_dtype_t numeric[] = {ENG_DT_FLOAT, ENG_DT_INT32, ENG_DT_INT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t numeric[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
+                                      ENG_DT_UNDEFINED};
 /* ReduceMax/ReduceMin take bool from opset 20 (any and all). */
-static const eng_dtype_t numeric_bool[] = {ENG_DT_FLOAT, ENG_DT_INT32, ENG_DT_INT64, ENG_DT_BOOL,
-                                           ENG_DT_UNDEFINED};
+static const eng_dtype_t numeric_bool[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
+                                           ENG_DT_BOOL, ENG_DT_UNDEFINED};
 static const eng_dtype_t float_only[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+/* The logs (ReduceLogSum, ReduceLogSumExp) are computed in float types only. */
+static const eng_dtype_t float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
 static const eng_dtype_t index_types[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
 
 /* The opset from which a Reduce* op takes `axes` as an input, not an
@@ -139,7 +142,8 @@ static int reduce_infer(eng_op_ctx_t *c)
 {
     bool minmax = strcmp(c->node->op_type, "ReduceMax") == 0 ||
                   strcmp(c->node->op_type, "ReduceMin") == 0;
-    int rc = eng_op_require_dtype(c, 0, minmax ? numeric_bool : numeric);
+    bool logs = strncmp(c->node->op_type, "ReduceLog", 9) == 0;
+    int rc = eng_op_require_dtype(c, 0, minmax ? numeric_bool : logs ? float_double : numeric);
     eng_reduce_axes_t ax;
     if (rc || (rc = eng_reduce_axes(c, &ax)))
         return rc;
@@ -177,6 +181,18 @@ static int softmax_infer(eng_op_ctx_t *c)
     return 0;
 }
 
+/* Hardmax: softmax's axis rule, float or double. */
+static int hardmax_infer(eng_op_ctx_t *c)
+{
+    int rc = eng_op_require_dtype(c, 0, float_double);
+    int axis;
+    bool flatten_tail;
+    if (rc || (rc = eng_softmax_axis(c, &axis, &flatten_tail)))
+        return rc;
+    same_as_input(c);
+    return 0;
+}
+
 static int cumsum_infer(eng_op_ctx_t *c)
 {
     int rc = eng_op_require_dtype(c, 0, numeric);
@@ -198,7 +214,10 @@ static int cumsum_infer(eng_op_ctx_t *c)
 
 #define REDUCE_DEF(op) ENG_OP_DEF(op, reduce_check, reduce_infer, -1)
 
+REDUCE_DEF(ReduceL1);
 REDUCE_DEF(ReduceL2);
+REDUCE_DEF(ReduceLogSum);
+REDUCE_DEF(ReduceLogSumExp);
 REDUCE_DEF(ReduceMax);
 REDUCE_DEF(ReduceMean);
 REDUCE_DEF(ReduceMin);
@@ -209,4 +228,6 @@ ENG_OP_DEF(ArgMax, NULL, arg_infer, -1);
 ENG_OP_DEF(ArgMin, NULL, arg_infer, -1);
 ENG_OP_DEF(Softmax, NULL, softmax_infer, -1);
 ENG_OP_DEF(LogSoftmax, NULL, softmax_infer, -1);
+ENG_OP_DEF(Hardmax, NULL, hardmax_infer, -1);
 ENG_OP_DEF(CumSum, NULL, cumsum_infer, -1);
+ENG_OP_DEF(CumProd, NULL, cumsum_infer, -1);

@@ -83,4 +83,22 @@ ENG_OPS_HD static inline void eng_log_softmax_line(const float *xs, float *ys, i
     for (int64_t j = 0; j < n; j++)
         ys[j * inner] = (xs[j * inner] - max) - log_sum;
 }
+
+/* Hardmax's output for one line of n >= 1 elements, inner apart: 1 at the
+ * first largest element (a NaN counts as largest, as numpy's argmax has
+ * it), 0 elsewhere. Both devices' kernels call it per line. Cannot fail. */
+#define ENG_HARDMAX_LINE_(S, T)                                                              \
+    ENG_OPS_HD static inline void eng_hardmax_line_##S(const T *xs, T *ys, int64_t n,          \
+                                                       int64_t inner)                        \
+    {                                                                                       \
+        int64_t best = 0;                                                                   \
+        for (int64_t j = 1; j < n && xs[best * inner] == xs[best * inner]; j++)             \
+            if (xs[j * inner] > xs[best * inner] || xs[j * inner] != xs[j * inner])         \
+                best = j;                                                                   \
+        for (int64_t j = 0; j < n; j++)                                                     \
+            ys[j * inner] = j == best ? (T)1 : (T)0;                                        \
+    }
+ENG_HARDMAX_LINE_(f32, float)
+ENG_HARDMAX_LINE_(f64, double)
+#undef ENG_HARDMAX_LINE_
 #endif

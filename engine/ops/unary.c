@@ -49,6 +49,7 @@ static int infer_same(eng_op_ctx_t *c, const eng_dtype_t *allowed)
 }
 
 static int infer_float(eng_op_ctx_t *c) { return infer_same(c, dt_float); }
+static int infer_real(eng_op_ctx_t *c) { return infer_same(c, dt_float_double); }
 static int infer_signed(eng_op_ctx_t *c) { return infer_same(c, dt_signed); }
 static int infer_numeric(eng_op_ctx_t *c) { return infer_same(c, dt_numeric); }
 static int infer_bool(eng_op_ctx_t *c) { return infer_same(c, dt_bool); }
@@ -205,6 +206,12 @@ static int infer_dropout(eng_op_ctx_t *c)
 #define FLOAT_DEF_(op, ALPHA, BETA, GAMMA, EXPR) ENG_OP_DEF(op, NULL, infer_float, 0);
 ENG_UNARY_FLOAT_OPS(FLOAT_DEF_)
 #undef FLOAT_DEF_
+/* The float and double ops, likewise. */
+#define REAL_DEF_(op, ALPHA, BETA, GAMMA, EXPR) ENG_OP_DEF(op, NULL, infer_real, 0);
+ENG_UNARY_REAL_OPS(REAL_DEF_)
+#undef REAL_DEF_
+/* Shrink: every numeric type (lambd and bias are floats). */
+ENG_OP_DEF(Shrink, NULL, infer_numeric, 0);
 
 ENG_OP_DEF(Abs, NULL, infer_numeric, 0);
 ENG_OP_DEF(Gelu, check_gelu, infer_gelu, 0);

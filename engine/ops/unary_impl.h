@@ -101,41 +101,68 @@ ENG_OPS_HD static inline float eng_sigmoid_f32(float x)
     return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
+/* The same in double. */
+ENG_OPS_HD static inline double eng_sigmoid_f64(double x)
+{
+    const double e = exp(-fabs(x));
+    return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
 /* The float32-only ops of ENG_OPS_UNARY (engine/ops/list.h), with their
  * formulas: X(OpType, ALPHA, BETA, GAMMA, EXPR), EXPR a
  * float expression of x and the attributes alpha, beta and gamma, whose
  * ONNX defaults are ALPHA, BETA and GAMMA (0: the op has no such
- * attribute). Each device expands it into its own loop or functor.
- * Sigmoid and Softplus take exp of -|x| only, so that it never overflows.
- * LeakyRelu is written as pos + alpha * neg (NaN and -0 come out as they
- * went in) because with -ftrapping-math GCC will not vectorise a multiply
- * under a condition. Round's nearbyintf rounds half to even (the default
- * mode). */
+ * attribute). Each device expands it into its own loop or functor. They
+ * are float-only for the float approximations they use (Erf, Tanh), the
+ * sigmoid's float form, or (HardSwish) a constant that is inexact in
+ * float. */
 #define ENG_UNARY_FLOAT_OPS(X)                                                            \
-    X(Acos, 0, 0, 0, acosf(x))                                                            \
-    X(Asin, 0, 0, 0, asinf(x))                                                            \
-    X(Atan, 0, 0, 0, atanf(x))                                                            \
-    X(Ceil, 0, 0, 0, ceilf(x))                                                            \
-    X(Cos, 0, 0, 0, cosf(x))                                                              \
-    X(Elu, 1.0f, 0, 0, x < 0 ? alpha * expm1f(x) : x)                                     \
     X(Erf, 0, 0, 0, eng_erf_f32(x))                                                       \
-    X(Exp, 0, 0, 0, expf(x))                                                              \
-    X(Floor, 0, 0, 0, floorf(x))                                                          \
-    X(HardSigmoid, 0.2f, 0.5f, 0, fmaxf(0.0f, fminf(1.0f, alpha * x + beta)))             \
     X(HardSwish, 0, 0, 0, x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))         \
-    X(LeakyRelu, 0.01f, 0, 0, (x < 0 ? 0.0f : x) + alpha * (x < 0 ? x : -0.0f))           \
-    X(Log, 0, 0, 0, logf(x))                                                              \
-    X(Reciprocal, 0, 0, 0, 1.0f / x)                                                      \
-    X(Round, 0, 0, 0, nearbyintf(x))                                                      \
-    X(Selu, 1.67326319217681884765625f, 0, 1.05070102214813232421875f,                    \
-      x > 0 ? gamma * x : gamma * alpha * expm1f(x))                                      \
     X(Sigmoid, 0, 0, 0, eng_sigmoid_f32(x))                                               \
-    X(Sin, 0, 0, 0, sinf(x))                                                              \
-    X(Softplus, 0, 0, 0, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))))                        \
-    X(Softsign, 0, 0, 0, x / (1.0f + fabsf(x)))                                           \
-    X(Sqrt, 0, 0, 0, sqrtf(x))                                                            \
-    X(Tan, 0, 0, 0, tanf(x))                                                              \
-    X(Tanh, 0, 0, 0, eng_tanh_f32(x))                                                     \
+    X(Tanh, 0, 0, 0, eng_tanh_f32(x))
+
+/* The ops over float and double, in the same form, EXPR written once for
+ * both: UE is the element type, UF(fn) names libm's fn for it (fnf in
+ * float, fn in double) and UO(fn) the engine's (fn_f32, fn_f64); the
+ * expanding device defines the three around the expansion. Every constant in them is exact in
+ * float, so the double results are double precision.
+ * Sigmoid-like terms (Softplus, Mish, Swish) take exp of -|x| only, so
+ * that it never overflows. LeakyRelu is written as pos + alpha * neg (NaN
+ * and -0 come out as they went in) because with -ftrapping-math GCC will
+ * not vectorise a multiply under a condition. Round's nearbyint rounds half
+ * to even (the default mode). Celu is x for x > 0, else
+ * alpha * expm1(x / alpha): ONNX's max(0, x) + min(0, alpha * (exp(x /
+ * alpha) - 1)) for alpha > 0, with NaN kept. */
+#define ENG_UNARY_REAL_OPS(X)                                                             \
+    X(Acos, 0, 0, 0, UF(acos)(x))                                                         \
+    X(Acosh, 0, 0, 0, UF(acosh)(x))                                                       \
+    X(Asin, 0, 0, 0, UF(asin)(x))                                                         \
+    X(Asinh, 0, 0, 0, UF(asinh)(x))                                                       \
+    X(Atan, 0, 0, 0, UF(atan)(x))                                                         \
+    X(Atanh, 0, 0, 0, UF(atanh)(x))                                                       \
+    X(Ceil, 0, 0, 0, UF(ceil)(x))                                                         \
+    X(Celu, 1.0f, 0, 0, x > 0 ? x : alpha * UF(expm1)(x / alpha))                         \
+    X(Cos, 0, 0, 0, UF(cos)(x))                                                           \
+    X(Cosh, 0, 0, 0, UF(cosh)(x))                                                         \
+    X(Elu, 1.0f, 0, 0, x < 0 ? alpha * UF(expm1)(x) : x)                                  \
+    X(Exp, 0, 0, 0, UF(exp)(x))                                                           \
+    X(Floor, 0, 0, 0, UF(floor)(x))                                                       \
+    X(HardSigmoid, 0.2f, 0.5f, 0, UF(fmax)((UE)0, UF(fmin)((UE)1, alpha * x + beta)))       \
+    X(LeakyRelu, 0.01f, 0, 0, (x < 0 ? 0.0f : x) + alpha * (x < 0 ? x : -0.0f))           \
+    X(Log, 0, 0, 0, UF(log)(x))                                                           \
+    X(Mish, 0, 0, 0, x * UF(tanh)(UF(fmax)(x, (UE)0) + UF(log1p)(UF(exp)(-UF(fabs)(x)))))  \
+    X(Reciprocal, 0, 0, 0, 1.0f / x)                                                      \
+    X(Round, 0, 0, 0, UF(nearbyint)(x))                                                   \
+    X(Selu, 1.67326319217681884765625f, 0, 1.05070102214813232421875f,                    \
+      x > 0 ? gamma * x : gamma * alpha * UF(expm1)(x))                                   \
+    X(Sin, 0, 0, 0, UF(sin)(x))                                                           \
+    X(Sinh, 0, 0, 0, UF(sinh)(x))                                                         \
+    X(Softplus, 0, 0, 0, UF(fmax)(x, (UE)0) + UF(log1p)(UF(exp)(-UF(fabs)(x))))            \
+    X(Softsign, 0, 0, 0, x / (1.0f + UF(fabs)(x)))                                        \
+    X(Sqrt, 0, 0, 0, UF(sqrt)(x))                                                         \
+    X(Swish, 1.0f, 0, 0, x * UO(eng_sigmoid)(alpha * x))                                  \
+    X(Tan, 0, 0, 0, UF(tan)(x))                                                           \
     X(ThresholdedRelu, 1.0f, 0, 0, x > alpha ? x : 0.0f)
 
 /* Identity's copy (and Dropout's output 0): input 0, output 0 and the bytes

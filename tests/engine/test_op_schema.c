@@ -90,6 +90,20 @@ static const struct {
     {"Compress", 9},
     {"NonZero", 9},
     {"Unique", 11},
+    {"NegativeLogLikelihoodLoss", 12},
+    {"SoftmaxCrossEntropyLoss", 12},
+    {"CumProd", 26},
+    {"Sinh", 9},
+    {"Cosh", 9},
+    {"Asinh", 9},
+    {"Acosh", 9},
+    {"Atanh", 9},
+    {"Shrink", 9},
+    {"Celu", 12},
+    {"Mish", 18},
+    {"Swish", 24},
+    {"MeanVarianceNormalization", 9},
+    {"GroupNormalization", 18},
 };
 
 static int introduced_at(const char *op)

@@ -110,10 +110,21 @@ static double r_gelu_tanh(double x, const eng_attr_t *a)
 {
     return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
+static double r_mish(double x, const eng_attr_t *a) { return x * tanh(log1p(exp(x))); }
+static double r_celu(double x, const eng_attr_t *a)
+{
+    double al = attr_or(a, "alpha", 1);
+    return fmax(0, x) + fmin(0, al * (exp(x / al) - 1));
+}
+static double r_swish(double x, const eng_attr_t *a)
+{
+    return x / (1 + exp(-attr_or(a, "alpha", 1) * x));
+}
 #define LIBM(f)                                                                         \
     static double r_##f(double x, const eng_attr_t *a) { return f(x); }
 LIBM(exp) LIBM(log) LIBM(sqrt) LIBM(erf) LIBM(sin) LIBM(cos) LIBM(tan) LIBM(asin) LIBM(acos)
-LIBM(atan) LIBM(tanh) LIBM(ceil) LIBM(floor) LIBM(fabs)
+LIBM(atan) LIBM(tanh) LIBM(ceil) LIBM(floor) LIBM(fabs) LIBM(sinh) LIBM(cosh) LIBM(asinh)
+LIBM(acosh) LIBM(atanh)
 
 Test(engine_ops_unary, float_ops_match_reference_formulas)
 {
@@ -137,6 +148,12 @@ Test(engine_ops_unary, float_ops_match_reference_formulas)
                   {.name = "gamma", .type = ENG_ATTR_FLOAT, .f = 3.0f}}, 2, r_selu},
         {"ThresholdedRelu", {{0}}, 0, r_thr},
         {"ThresholdedRelu", {{.name = "alpha", .type = ENG_ATTR_FLOAT, .f = 0.5f}}, 1, r_thr},
+        {"Sinh", {{0}}, 0, r_sinh},       {"Cosh", {{0}}, 0, r_cosh},
+        {"Asinh", {{0}}, 0, r_asinh},     {"Mish", {{0}}, 0, r_mish},
+        {"Celu", {{0}}, 0, r_celu},
+        {"Celu", {{.name = "alpha", .type = ENG_ATTR_FLOAT, .f = 2.0f}}, 1, r_celu},
+        {"Swish", {{0}}, 0, r_swish},
+        {"Swish", {{.name = "alpha", .type = ENG_ATTR_FLOAT, .f = 0.5f}}, 1, r_swish},
         {"Gelu", {{0}}, 0, r_gelu},
         {"Gelu", {{.name = "approximate", .type = ENG_ATTR_STRING, .s = "tanh", .s_len = 4}}, 1,
          r_gelu_tanh},
@@ -164,7 +181,8 @@ Test(engine_ops_unary, domain_limited_ops_match_libm)
         const char *op;
         const float *x;
         double (*ref)(double, const eng_attr_t *);
-    } cases[] = {{"Log", x, r_log}, {"Sqrt", x, r_sqrt}, {"Asin", y, r_asin}, {"Acos", y, r_acos}};
+    } cases[] = {{"Log", x, r_log},     {"Sqrt", x, r_sqrt},   {"Asin", y, r_asin},
+                 {"Acos", y, r_acos},   {"Acosh", x, r_acosh}, {"Atanh", y, r_atanh}};
     for (size_t k = 0; k < N_OF(cases); k++) {
         eng_tensor_t in = vec(ENG_DT_FLOAT, cases[k].x, 5);
         const eng_tensor_t *ins[] = {&in};
@@ -176,6 +194,48 @@ Test(engine_ops_unary, domain_limited_ops_match_libm)
         expect_floats(c.outs[0].data, want, 5, 1e-6f, cases[k].op);
         call_free(&c);
     }
+}
+
+Test(engine_ops_unary, real_ops_compute_double_in_double)
+{
+    static const double x[] = {-3, -0.5, 0.1, 1, 20};
+    eng_tensor_t in = vec(ENG_DT_DOUBLE, x, 5);
+    const eng_tensor_t *ins[] = {&in};
+    static const struct {
+        const char *op;
+        double (*ref)(double, const eng_attr_t *);
+    } cases[] = {{"Exp", r_exp}, {"Sinh", r_sinh}, {"Swish", r_swish}, {"Softplus", r_softplus}};
+    for (size_t k = 0; k < N_OF(cases); k++) {
+        call_t c;
+        run_ok(&c, cases[k].op, 22, NULL, 0, ins, 1, 1, ENG_DT_DOUBLE, 5);
+        const double *y = c.outs[0].data;
+        for (int i = 0; i < 5; i++) {
+            double want = cases[k].ref(x[i], (const eng_attr_t[3]){{0}});
+            cr_expect(fabs(y[i] - want) <= 1e-14 * (1 + fabs(want)), "%s(%g): %.17g, want %.17g",
+                      cases[k].op, x[i], y[i], want);
+        }
+        call_free(&c);
+    }
+}
+
+Test(engine_ops_unary, shrink_on_floats_and_integers)
+{
+    static const float xf[] = {-2, -0.5f, 0, 0.4f, 3};
+    static const int32_t xi[] = {-5, -1, 0, 1, 5};
+    const eng_attr_t attrs[] = {{.name = "lambd", .type = ENG_ATTR_FLOAT, .f = 1.0f},
+                                {.name = "bias", .type = ENG_ATTR_FLOAT, .f = 1.5f}};
+    eng_tensor_t tf = vec(ENG_DT_FLOAT, xf, 5), ti = vec(ENG_DT_INT32, xi, 5);
+    const eng_tensor_t *f32[] = {&tf}, *i32[] = {&ti};
+    call_t c;
+    run_ok(&c, "Shrink", 9, NULL, 0, f32, 1, 1, ENG_DT_FLOAT, 5);
+    expect_floats(c.outs[0].data, (const float[]){-2, 0, 0, 0, 3}, 5, 0, "Shrink");
+    call_free(&c);
+    run_ok(&c, "Shrink", 9, attrs, 2, i32, 1, 1, ENG_DT_INT32, 5);
+    const int32_t *y = c.outs[0].data;
+    /* -5 + 1.5 = -3.5 and 5 - 1.5 = 3.5 truncate towards zero. */
+    cr_expect(y[0] == -3 && y[1] == 0 && y[2] == 0 && y[3] == 0 && y[4] == 3,
+              "%d %d %d %d %d", y[0], y[1], y[2], y[3], y[4]);
+    call_free(&c);
 }
 
 Test(engine_ops_unary, sigmoid_and_softplus_stay_finite_at_extremes)

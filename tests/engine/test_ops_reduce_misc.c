@@ -142,6 +142,9 @@ Test(engine_ops_reduce, each_reduction_over_two_of_three_axes)
         {"ReduceProd", {1 * 2 * 5 * 6, 3 * 4 * 7 * 8}},
         {"ReduceMax", {6, 8}},
         {"ReduceMin", {1, 3}},
+        {"ReduceL1", {14, 22}},
+        {"ReduceLogSum", {2.6390573f, 3.0910425f}},
+        {"ReduceLogSumExp", {6.3314116f, 8.3314116f}},
     };
     eng_tensor_t x = ten(ENG_DT_FLOAT, shp(3, 2, 2, 2), v);
     for (size_t i = 0; i < N_OF(cases); i++) {
@@ -358,7 +361,91 @@ Test(engine_ops_reduce, softmax_rejects_int_and_bad_axis)
     case_free(c);
 }
 
+Test(engine_ops_reduce, log_sum_exp_is_shifted_and_takes_doubles)
+{
+    /* 1000 and 999 overflow an unshifted exp; a line of -inf gives -inf;
+     * ReduceL1 takes |x|. */
+    static const double v[] = {1000, 999, -INFINITY, -INFINITY, -3, 4};
+    static const int64_t axes[] = {1};
+    eng_tensor_t x = ten(ENG_DT_DOUBLE, shp(2, 3, 2), v);
+    eng_tensor_t ax = ten(ENG_DT_INT64, shp(1, 1), axes);
+    op_case_t *c = case_new("ReduceLogSumExp", 18, 1);
+    case_in(c, &x);
+    case_in(c, &ax);
+    case_run(c);
+    expect_shape(c->out[0], shp(2, 3, 1));
+    const double *y = c->out[0]->data;
+    cr_expect(fabs(y[0] - 1000.3132616875182) < 1e-9, "%.17g", y[0]);
+    cr_expect(isinf(y[1]) && y[1] < 0, "%g", y[1]);
+    cr_expect(fabs(y[2] - (4 + log(1 + exp(-7.0)))) < 1e-12, "%.17g", y[2]);
+    case_free(c);
+    c = case_new("ReduceL1", 18, 1);
+    case_in(c, &x);
+    case_in(c, &ax);
+    case_attr(c, a_int("keepdims", 0));
+    case_run(c);
+    expect_shape(c->out[0], shp(1, 3));
+    cr_expect(((const double *)c->out[0]->data)[2] == 7);
+    case_free(c);
+    /* The logs refuse integers, naming the dtype. */
+    eng_tensor_t xi = ten(ENG_DT_INT32, shp(1, 2), (const int32_t[]){1, 2});
+    c = case_new("ReduceLogSum", 13, 1);
+    case_in(c, &xi);
+    expect_err(case_infer(c), FS_ENOTSUP, "int32");
+    case_free(c);
+}
+
+Test(engine_ops_reduce, hardmax_marks_the_first_largest_per_axis_or_flattened)
+{
+    static const float v[] = {1, 3, 3, 0, 5, 2};
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), v);
+    /* From 13, per last axis; ties go to the first. */
+    op_case_t *c = case_new("Hardmax", 13, 1);
+    case_in(c, &x);
+    case_run(c);
+    expect_f32(c->out[0], (const float[]){0, 1, 0, 0, 1, 0}, 6);
+    case_free(c);
+    /* Before 13, axis 0 flattens everything into one line. */
+    c = case_new("Hardmax", 11, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 0));
+    case_run(c);
+    expect_f32(c->out[0], (const float[]){0, 0, 0, 0, 1, 0}, 6);
+    case_free(c);
+    /* Along axis 0 from 13. */
+    c = case_new("Hardmax", 13, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 0));
+    case_run(c);
+    expect_f32(c->out[0], (const float[]){1, 0, 1, 0, 1, 0}, 6);
+    case_free(c);
+}
+
 /* --- CumSum ------------------------------------------------------------------------------- */
+
+Test(engine_ops_reduce, cumprod_exclusive_reverse_and_double)
+{
+    static const double v[] = {1, 2, 3, 4};
+    eng_tensor_t x = ten(ENG_DT_DOUBLE, shp(1, 4), v);
+    eng_tensor_t axis = ten(ENG_DT_INT64, shp(0), (const int64_t[]){0});
+    op_case_t *c = case_new("CumProd", 26, 1);
+    case_in(c, &x);
+    case_in(c, &axis);
+    case_attr(c, a_int("exclusive", 1));
+    case_attr(c, a_int("reverse", 1));
+    case_run(c);
+    const double *y = c->out[0]->data;
+    cr_expect(y[0] == 24 && y[1] == 12 && y[2] == 4 && y[3] == 1, "%g %g %g %g", y[0], y[1],
+              y[2], y[3]);
+    case_free(c);
+    c = case_new("CumProd", 26, 1);
+    case_in(c, &x);
+    case_in(c, &axis);
+    case_run(c);
+    y = c->out[0]->data;
+    cr_expect(y[0] == 1 && y[1] == 2 && y[2] == 6 && y[3] == 24);
+    case_free(c);
+}
 
 Test(engine_ops_reduce, cumsum_exclusive_and_reverse)
 {
