@@ -9,6 +9,7 @@
 # Parts:
 #   tests   every Criterion suite on the GPU (the CUDA ones must not skip)
 #   conf    the conformance runner with --device cuda, against the CPU's list
+#   zoo     the same over the model zoo (tests/zoo), against its CPU list
 #   alloc   the allocator benchmark on the device and on the host
 #   cuda    model_bench on the GPU (demo + light models), graphs on and off
 #   bigcompare  the same on the large exports: torch_ref.py (--quick) exports
@@ -149,6 +150,15 @@ if has conf; then
         --update-expect "$OUT/cuda_pass.txt" "$tests" > "$OUT/conf_cuda.txt" 2>&1 || true
     grep -E '^FAIL' "$OUT/conf_cuda.txt" | head -80
     tail -4 "$OUT/conf_cuda.txt"
+fi
+
+if has zoo; then
+    echo "=== the model zoo on cuda (every case the CPU passes must pass)"
+    build/cuda/bin/conformance --device cuda -j8 --expect tests/zoo/expected_pass.txt \
+        --update-expect "$OUT/zoo_cuda_pass.txt" --report "$OUT/zoo_cuda.csv" tests/zoo \
+        > "$OUT/zoo_cuda.txt" 2>&1 || true
+    grep -E '^FAIL' "$OUT/zoo_cuda.txt" | head -40
+    tail -6 "$OUT/zoo_cuda.txt"
 fi
 
 if has alloc; then
