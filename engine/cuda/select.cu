@@ -5,7 +5,7 @@
  * Their infer has already counted what they keep, from host copies of the
  * values (engine/exec.c mirrors them for it). Compress and NonZero then
  * compute on the device: one block walks the flags (the condition, or the
- * input's non-zero elements) 1024 at a time with a block-wide prefix sum
+ * input's non-zero elements) 256 at a time with a block-wide prefix sum
  * and a running carry, so the k-th flagged index goes to slot k in order;
  * NonZero writes its coordinates there, Compress the kept index, which a
  * second kernel gathers slices through. One block keeps it simple and
@@ -29,11 +29,15 @@
 
 namespace {
 
-constexpr int SCAN_THREADS = 1024;
+/* 256, not 1024: a walk that unravels a rank-8 index (NonZero) holds
+ * enough registers that 1024 threads do not fit one block ("too many
+ * resources requested for launch", seen on the H200); __launch_bounds__
+ * makes the compiler keep to it. */
+constexpr int SCAN_THREADS = 256;
 
 /* Calls emit(k, i) for the k-th index i in [0, n) where flag(i) holds, in
  * order. One block of SCAN_THREADS threads. */
-template <typename Walk> __global__ void compact_kernel(Walk w, int64_t n)
+template <typename Walk> __global__ void __launch_bounds__(SCAN_THREADS) compact_kernel(Walk w, int64_t n)
 {
     using scan_t = cub::BlockScan<int64_t, SCAN_THREADS>;
     __shared__ typename scan_t::TempStorage tmp;
