@@ -9,7 +9,7 @@
  * and a running carry, so the k-th flagged index goes to slot k in order;
  * NonZero writes its coordinates there, Compress the kept index, which a
  * second kernel gathers slices through. One block keeps it simple and
- * deterministic; it walks n / 1024 steps.
+ * deterministic; it walks n / 256 steps.
  *
  * Unique sorts on the host: it needs the input's host copy, finds the
  * items as the CPU does (eng_unique_compute), uploads indices, inverse
