@@ -294,14 +294,13 @@ int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
                       n_pairs);
     memcpy(values, g->values, g->n_values * sizeof *values);
     g->values = values;
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        if (!fuse_match(g, done, (int)i, &f))
-            continue;
-        int rc = fuse_apply(g, wa, done, &f, cap);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    int rc = 0;
+    for (size_t i = 0; i < g->n_nodes && rc == 0; i++)
+        if (fuse_match(g, done, (int)i, &f))
+            rc = fuse_apply(g, wa, done, &f, cap);
+    /* New values take numbers the subgraphs' values had (graph.h). */
+    eng_graph_number(g);
+    return rc;
 }
 
 /* --- GELU ------------------------------------------------------------------ */

@@ -139,6 +139,15 @@
     X(TopK, Y, Y)                                                             \
     X(Trilu, Y, Y)                                                            \
     X(Resize, Y, Y)
+
+/* Control flow: ops that run subgraphs (eng_op_is_control). No device has
+ * a kernel for them (N): the dynamic executor runs their subgraphs through
+ * the kernels of the ops inside (engine/exec_control.c). */
+#define ENG_OPS_CONTROL(X)                                                   \
+    X(If, N, N)                                                               \
+    X(Loop, N, N)                                                             \
+    X(Scan, N, N)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -147,12 +156,13 @@
     F(shape, ENG_OPS_SHAPE)                                                       \
     F(nn, ENG_OPS_NN)                                                             \
     F(linalg, ENG_OPS_LINALG)                                                     \
-    F(misc, ENG_OPS_MISC)
+    F(misc, ENG_OPS_MISC)                                                         \
+    F(control, ENG_OPS_CONTROL)
 
 /* Every op, family after family. */
 #define ENG_OPS(X)                                                                \
     ENG_OPS_UNARY(X) ENG_OPS_BINARY(X) ENG_OPS_REDUCE(X) ENG_OPS_SHAPE(X)         \
-    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X)
+    ENG_OPS_NN(X) ENG_OPS_LINALG(X) ENG_OPS_MISC(X) ENG_OPS_CONTROL(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

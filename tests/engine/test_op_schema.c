@@ -25,7 +25,7 @@ static const struct {
     {"GatherElements", 11}, {"Range", 11},     {"GreaterOrEqual", 12}, {"LessOrEqual", 12},
     {"Einsum", 12},        {"HardSwish", 14},  {"Trilu", 14},         {"CastLike", 15},
     {"LayerNormalization", 17}, {"Gelu", 20}, {"IsNaN", 9},     {"IsInf", 10},
-    {"GatherND", 11},
+    {"GatherND", 11},      {"Scan", 8},
 };
 
 static int introduced_at(const char *op)
