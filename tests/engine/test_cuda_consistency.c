@@ -2191,14 +2191,14 @@ static void flow_compare(rig_t *r, const flow_case_t *c)
 Test(cuda_consistency, control_flow_models_match_the_cpu)
 {
     static const flow_case_t cases[] = {
-        {"If then", flow_build_if, {"bool[]{1}", "f32[4,37]"}, 2, 1},
-        {"If else, inner If on a device sum", flow_build_if, {"bool[]{0}", "f32[4,37]"}, 2, 1},
-        {"If else, inner else", flow_build_if, {"bool[]{0}", "f32[4,37]:r(-2,-1)"}, 2, 1},
+        {"If then", flow_build_if, {"bool[]{1}", "f32[4,37]"}, 2, 1, 0},
+        {"If else, inner If on a device sum", flow_build_if, {"bool[]{0}", "f32[4,37]"}, 2, 1, 0},
+        {"If else, inner else", flow_build_if, {"bool[]{0}", "f32[4,37]:r(-2,-1)"}, 2, 1, 0},
         {"Loop stopped by its condition", flow_build_loop,
          {"i64[]{5}", "bool[]{1}", "f32[8,16]", "f32[8,16]"}, 4, 3, 4},
         {"Loop stopped by its trip count", flow_build_loop,
          {"i64[]{2}", "bool[]{1}", "f32[8,16]", "f32[8,16]"}, 4, 3, 2},
-        {"Scan reverse along axis 1", flow_build_scan, {"f32[3,5]", "f32[3,7,5]"}, 2, 2},
+        {"Scan reverse along axis 1", flow_build_scan, {"f32[3,5]", "f32[3,7,5]"}, 2, 2, 0},
     };
     rig_t r;
     rig_open(&r, 1);
