@@ -27,9 +27,11 @@
  * condition holds (when the node has a condition input: as ONNX's table of
  * trip-count/condition combinations says, the body's condition output is
  * ignored without one; on a GPU reading it is one byte copied back per
- * iteration). A Loop that would run past EXEC_LOOP_MAX_ITERATIONS fails
- * naming the limit: a model can bound it with M, but a condition that
- * never turns false, or no M and no condition, must not hang a server.
+ * iteration). A Loop that would run past the model's max_loop_iterations
+ * (engine.h; 2^20 by default) fails naming the limit, whatever its M: a
+ * condition that never turns false, no M and no condition, or an M of
+ * 2^63 - 1 (what PyTorch exports for a while loop) must not hang a
+ * server.
  * Each scan output's iterations must agree in dtype and shape (an error
  * names the output otherwise); they are stacked along a new first axis at
  * the end. With no iteration the carried outputs are the initial values
@@ -59,9 +61,6 @@
 
 #include "common/error.h"
 #include "engine/exec_impl.h"
-
-/* The most iterations a Loop runs; one more fails it (see the header). */
-#define EXEC_LOOP_MAX_ITERATIONS ((int64_t)1 << 20)
 
 /* A tensor a control node holds between subgraph runs: OWNED (the node
  * frees it, or hands it on), or BORROWED (it outlives the node's run:
@@ -477,11 +476,11 @@ static int run_loop(exec_frame_t *f, const eng_node_t *n)
                                 : fs_err(FS_ENOMEM, "out of host memory running node '%s' (Loop)",
                                          n->name);
     while (rc == 0 && (L.trip < 0 || L.it < L.trip) && L.cond) {
-        if (L.it >= EXEC_LOOP_MAX_ITERATIONS) {
+        if (L.it >= f->p->max_loop_iterations) {
             rc = fs_err(FS_ERANGE, "node '%s' (Loop) is still running after %lld iterations, the "
-                        "most a Loop may run (EXEC_LOOP_MAX_ITERATIONS, engine/exec_control.c): "
-                        "its trip count %s and its condition %s", n->name,
-                        (long long)EXEC_LOOP_MAX_ITERATIONS, L.trip < 0 ? "is absent" : "is larger",
+                        "most a Loop may run (the model's max_loop_iterations): its trip count %s "
+                        "and its condition %s", n->name, (long long)f->p->max_loop_iterations,
+                        L.trip < 0 ? "is absent" : "is larger",
                         L.has_cond ? "is still true" : "is absent");
             break;
         }

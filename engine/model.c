@@ -77,6 +77,7 @@ struct eng_model {
     eng_dtype_t lowp;             /* fp16/bf16 precision: the weights' dtype */
     eng_dtype_t *dev_dtype;       /* per value: a constant's device dtype, if not its own */
     bool graphs;                  /* capture and replay static plans where the device can */
+    int64_t max_loop_iterations;  /* engine.h; > 0 */
 };
 
 /* The loader's weights and every host copy come from the load cache. */
@@ -385,6 +386,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
     m->cache = cfg->cache;
     m->max_plans = cfg->max_plans ? cfg->max_plans : MODEL_DEFAULT_MAX_PLANS;
     m->n_threads = cfg->n_threads > 0 ? cfg->n_threads : 1;
+    m->max_loop_iterations = cfg->max_loop_iterations > 0 ? cfg->max_loop_iterations
+                                                          : ENG_LOOP_ITERATIONS_DEFAULT;
     m->owner = m->act_owner = m->host_owner = m->staging_owner = ALLOC_OWNER_SERVER;
 
     TAILQ_INIT(&m->plans);
@@ -491,7 +494,8 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
                               .host_cache = m->load_cache, .host_owner = m->load_owner,
                               .dev_const = apart ? m->dev_const : NULL,
                               .dev_dtype = m->dev_dtype, .staging = m->staging,
-                              .staging_owner = m->staging_owner};
+                              .staging_owner = m->staging_owner,
+                              .max_loop_iterations = m->max_loop_iterations};
         eng_plan_t *plan = NULL;
         rc = eng_plan_build(&env, inputs, n_inputs, &plan);
         if (rc == 0 && !(e = calloc(1, sizeof *e))) {
