@@ -9,6 +9,10 @@
  * Dynamic: each node's op infers its output shapes with every input value
  * in hand, each output is allocated from the cache under the model's
  * activation owner, and a value is freed as soon as its last reader ran.
+ * That walk is a frame (engine/exec_impl.h), which runs any graph over a
+ * binding of its values: the model graph over the caller's inputs, and
+ * the subgraphs of If, Loop and Scan, whose nodes engine/exec_control.c
+ * runs in frames nested in their node's, on the same cache and owner.
  *
  * Every device call goes through the plan's backend (engine/backend.h).
  * On a device without host memory (a GPU) the same walk queues every

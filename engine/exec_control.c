@@ -352,7 +352,8 @@ typedef struct loop_state {
     held_t **scans;            /* K lists of one tensor per iteration */
     int64_t cap;               /* entries each list has room for */
     int64_t it;                /* iterations run */
-    int64_t trip;              /* M, or -1 */
+    int64_t trip;              /* M (a negative one runs no iteration) */
+    bool has_trip;             /* the node has a trip count input */
     bool has_cond;             /* the node has a condition input */
     unsigned char cond;        /* its current value */
 } loop_state_t;
@@ -442,7 +443,7 @@ static int loop_scan_output(exec_frame_t *f, const eng_node_t *n, loop_state_t *
 static int loop_start(exec_frame_t *f, const eng_node_t *n, loop_state_t *L)
 {
     int rc = 0;
-    if (n->inputs[0] >= 0) {
+    if (L->has_trip) {
         held_t m = input_held(f, n, 0);
         rc = read_scalar(f, n, &m.t, m.host, ENG_DT_INT64, "the trip count M (input 0)", &L->trip);
     }
@@ -466,21 +467,21 @@ static int loop_start(exec_frame_t *f, const eng_node_t *n, loop_state_t *L)
 
 static int run_loop(exec_frame_t *f, const eng_node_t *n)
 {
-    loop_state_t L = {.body = eng_attr_graph(n, "body"), .trip = -1, .cond = 1,
+    loop_state_t L = {.body = eng_attr_graph(n, "body"), .cond = 1,
                       .n_carried = n->n_inputs - n->n_implicit - 2,
-                      .has_cond = n->inputs[1] >= 0};
+                      .has_trip = n->inputs[0] >= 0, .has_cond = n->inputs[1] >= 0};
     L.n_scan = n->n_outputs - L.n_carried;
     L.carry = calloc((size_t)L.n_carried + 1, sizeof *L.carry);
     L.scans = calloc((size_t)L.n_scan + 1, sizeof *L.scans);
     int rc = L.carry && L.scans ? loop_start(f, n, &L)
                                 : fs_err(FS_ENOMEM, "out of host memory running node '%s' (Loop)",
                                          n->name);
-    while (rc == 0 && (L.trip < 0 || L.it < L.trip) && L.cond) {
+    while (rc == 0 && (!L.has_trip || L.it < L.trip) && L.cond) {
         if (L.it >= f->p->max_loop_iterations) {
             rc = fs_err(FS_ERANGE, "node '%s' (Loop) is still running after %lld iterations, the "
                         "most a Loop may run (the model's max_loop_iterations): its trip count %s "
                         "and its condition %s", n->name, (long long)f->p->max_loop_iterations,
-                        L.trip < 0 ? "is absent" : "is larger",
+                        L.has_trip ? "is larger" : "is absent",
                         L.has_cond ? "is still true" : "is absent");
             break;
         }

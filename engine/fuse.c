@@ -54,7 +54,12 @@
  * below 4e-3 |x| and the chain's own rounding is as large).
  * Opset: the op definitions and kernels are opset-agnostic (Gelu's check
  * reads only `approximate`), so the Gelu node runs in a model of any opset;
- * ONNX added Gelu at opset 20, and the model's opset is left as it was. */
+ * ONNX added Gelu at opset 20, and the model's opset is left as it was.
+ *
+ * Subgraphs. Both fusions rewrite the model graph only; subgraphs are left
+ * as they are. A value a subgraph reads counts as a read of its node (an
+ * implicit input, graph.h), so an intermediate a subgraph reads is never
+ * fused away. New constants get numbers in the tree (eng_graph_number). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -13,6 +13,18 @@
  * only then read the constants' data (the expensive part, maybe from
  * external files) through the weight allocator.
  *
+ * Subgraphs. A control-flow node's GRAPH attributes (If's branches, Loop's
+ * and Scan's body) load, once every node of its graph is known, by the
+ * same steps into graphs of their own in the same pool, recursively (at
+ * most SUBGRAPH_DEPTH_MAX deep), their constants read with the model's.
+ * A name a subgraph does not define resolves in the enclosing graphs, the
+ * nearest first; the read becomes an OUTER value of the subgraph (and of
+ * every graph between) bound to the enclosing value, and the node holding
+ * the subgraph gets that value as an implicit input -- so its graph's
+ * sort, consumer counts and lifetimes see the read. Their unsupported
+ * parts go into the one report, each entry naming the path to its
+ * subgraph; other errors are led by that path.
+ *
  * Guarantee: on success every node reads only constants, graph inputs and
  * outputs of earlier nodes, every name has one value, and every node of an
  * op the engine runs has each input, output and attribute its op's ONNX

@@ -404,6 +404,13 @@ Test(engine_control, loop_of_zero_iterations_gives_the_initial_values_and_empty_
     expect_shape(out[1], (eng_shape_t){2, {0, 2}});
     eng_tensor_free(out[0]);
     eng_tensor_free(out[1]);
+    /* A negative trip count runs no iteration either. */
+    *(int64_t *)ins[0].data = -5;
+    cr_assert_eq(run(&f, ins, 3, out), 0, "%s", fs_errmsg());
+    expect_floats(out[0], (eng_shape_t){1, {2}}, (float[]){5, 7});
+    expect_shape(out[1], (eng_shape_t){2, {0, 2}});
+    eng_tensor_free(out[0]);
+    eng_tensor_free(out[1]);
     expect_no_activations(&f);
     tensors_free(ins, 3);
     model_fixture_close(&f);
@@ -536,9 +543,29 @@ Test(engine_control, a_loop_without_trip_count_or_condition_stops_at_the_limit, 
     eng_tensor_t *out[1] = {NULL};
     cr_expect_eq(run(&f, ins, 1, out), FS_ERANGE);
     expect_msg("node 'forever' (Loop) is still running after 1048576 iterations, the most a "
-               "Loop may run");
+               "Loop may run (the model's max_loop_iterations): its trip count is absent and "
+               "its condition is absent");
     expect_no_activations(&f);
-    tensors_free(ins, 1);
+    model_fixture_close(&f);
+
+    /* A model's own bound, below a trip count that asks for more. */
+    b.inputs[b.graph.n_input++] = mb_vi(&b, "M", I64, 0, NULL, NULL);
+    b.nodes[0]->input[0] = mb_str(&b, "M");
+    model_fixture_cache(&f);
+    size_t len;
+    uint8_t *buf = mb_pack(&b, &len);
+    eng_model_config_t cfg = {.name = "t", .cache = f.cache, .max_loop_iterations = 10};
+    cr_assert_eq(eng_model_load_bytes(buf, len, NULL, &cfg, &f.model), 0, "%s", fs_errmsg());
+    int64_t m = 11;
+    eng_tensor_t ins2[2] = {ins[0], tensor_of(ENG_DT_INT64, (eng_shape_t){0}, &m)};
+    cr_expect_eq(run(&f, ins2, 2, out), FS_ERANGE);
+    expect_msg("is still running after 10 iterations");
+    *(int64_t *)ins2[1].data = 10;
+    cr_assert_eq(run(&f, ins2, 2, out), 0, "%s", fs_errmsg());
+    expect_floats(out[0], (eng_shape_t){0}, (float[]){1});
+    eng_tensor_free(out[0]);
+    expect_no_activations(&f);
+    tensors_free(ins2, 2);
     model_fixture_close(&f);
     mb_free(&b);
 }
