@@ -38,7 +38,8 @@
  * host when an op needs values to infer shapes (shape tensors, scalars). */
 #define EXEC_HOST_MIRROR_MAX 64
 
-/* Per-run state: the data pointers of every value, and the ctx arrays. */
+/* A static plan's per-run state: the data pointers of every value, and the ctx
+ * arrays. */
 typedef struct run_state {
     eng_tensor_t *t;              /* n_values */
     const eng_tensor_t **ins;     /* max_io */
