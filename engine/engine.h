@@ -90,7 +90,14 @@ typedef struct eng_model_config {
     /* CUDA only: run every node one launch at a time instead of replaying a
      * CUDA graph captured per plan (graphs are on by default). */
     bool no_cuda_graphs;
+    /* The most iterations one Loop node may run; one more fails the run
+     * with FS_ERANGE (a model's loop that never ends must not hang a
+     * server). 0 means ENG_LOOP_ITERATIONS_DEFAULT. */
+    int64_t max_loop_iterations;
 } eng_model_config_t;
+
+/* eng_model_config_t.max_loop_iterations when it is 0. */
+#define ENG_LOOP_ITERATIONS_DEFAULT ((int64_t)1 << 20)
 
 /* The memory a model on one device runs in (engine/memory.c): the device's
  * cache (over the host provider for "cpu", the cuda provider for a GPU)
@@ -201,7 +208,8 @@ const char *eng_model_name(const eng_model_t *m);
  * receives a host tensor the caller frees with eng_tensor_free. Errors:
  * FS_EINVAL naming the input and the expected vs actual dtype or shape,
  * FS_ENOMEM (activations did not fit; the message gives the bytes), a
- * kernel's error naming the node. No output is returned on error. */
+ * kernel's error naming the node, FS_ERANGE (a Loop ran past the model's
+ * max_loop_iterations). No output is returned on error. */
 int eng_model_run(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inputs,
                   eng_tensor_t **outputs);
 

@@ -9,6 +9,10 @@
  * Dynamic: each node's op infers its output shapes with every input value
  * in hand, each output is allocated from the cache under the model's
  * activation owner, and a value is freed as soon as its last reader ran.
+ * That walk is a frame (engine/exec_impl.h), which runs any graph over a
+ * binding of its values: the model graph over the caller's inputs, and
+ * the subgraphs of If, Loop and Scan, whose nodes engine/exec_control.c
+ * runs in frames nested in their node's, on the same cache and owner.
  *
  * Every device call goes through the plan's backend (engine/backend.h).
  * On a device without host memory (a GPU) the same walk queues every
@@ -29,7 +33,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "engine/plan_impl.h"
+#include "engine/exec_impl.h"
 
 #define EXEC_ALIGN ((size_t)256)
 /* Dynamic device path: inputs up to this many elements are copied to the
@@ -38,7 +42,8 @@
  * scores) gets all its inputs copied. */
 #define EXEC_HOST_MIRROR_MAX 64
 
-/* Per-run state: the data pointers of every value, and the ctx arrays. */
+/* A static plan's per-run state: the data pointers of every value, and the ctx
+ * arrays. */
 typedef struct run_state {
     eng_tensor_t *t;              /* n_values */
     const eng_tensor_t **ins;     /* max_io */
@@ -78,16 +83,12 @@ static void run_state_fini(run_state_t *rs)
     free(rs->hins);
 }
 
-/* Points the ctx arrays at node n's values; absent ones stay NULL. Where a
- * value lives comes from `storage` (the dynamic path's, which changes as it
- * runs) or, when that is NULL, from the plan itself. */
-static void run_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
-                      const plan_storage_t *storage)
+/* Points the ctx arrays at step node n's values; absent ones stay NULL. */
+static void run_views(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n)
 {
     for (int i = 0; i < n->n_inputs; i++) {
         int v = n->inputs[i];
-        plan_storage_t where = v < 0 ? PV_NONE : storage ? storage[v] : p->values[v].storage;
-        rs->ins[i] = where != PV_NONE ? &rs->t[v] : NULL;
+        rs->ins[i] = v >= 0 && p->values[v].storage != PV_NONE ? &rs->t[v] : NULL;
     }
     for (int i = 0; i < n->n_outputs; i++)
         rs->outs[i] = n->outputs[i] >= 0 ? &rs->t[n->outputs[i]] : NULL;
@@ -113,11 +114,11 @@ static size_t align_up(size_t n)
     return (n + EXEC_ALIGN - 1) & ~(EXEC_ALIGN - 1);
 }
 
-/* Value v's data in host memory when the host has it (a caller's input, a
- * constant's host copy, a plan-time value; on a host-memory device, every
- * value), else NULL. `storage` is the dynamic path's (NULL: the plan's). */
+/* Static plans: value v's data in host memory when the host has it (a
+ * caller's input, a constant's host copy, a plan-time value; on a
+ * host-memory device, every value), else NULL. */
 static const void *host_copy(const eng_plan_t *p, const run_state_t *rs,
-                             const eng_tensor_t *inputs, const plan_storage_t *storage, int v)
+                             const eng_tensor_t *inputs, int v)
 {
     if (p->be->host_memory)
         return rs->t[v].data;
@@ -125,36 +126,33 @@ static const void *host_copy(const eng_plan_t *p, const run_state_t *rs,
     for (size_t i = 0; i < g->n_inputs; i++)
         if (g->inputs[i] == v)
             return inputs[i].data;
-    if (storage)
-        return storage[v] == PV_CONST ? g->values[v].constant.data : NULL;
     return p->values[v].host;
 }
 
-/* Copies the graph outputs into new host tensors. Outputs the host already
- * has are copied there; the rest come device-to-host through `staging`
- * (NULL: straight into the output), then one stream sync. */
-static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, const eng_tensor_t *inputs,
-                        const plan_storage_t *storage, void *staging, size_t staging_off,
-                        eng_tensor_t **outputs)
+/* Copies the graph outputs (their values in t[]) into new host tensors.
+ * Output j the host already has (host[j] not NULL) is copied from there;
+ * the rest come device-to-host through `staging` (NULL: straight into the
+ * output), then one stream sync. */
+static int copy_outputs(const eng_plan_t *p, const eng_tensor_t *t, const void *const *host,
+                        void *staging, size_t staging_off, eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
     int rc = 0;
     size_t j = 0;
     for (; j < g->n_outputs && rc == 0; j++)
-        rc = eng_tensor_alloc_host(rs->t[g->outputs[j]].dtype, &rs->t[g->outputs[j]].shape,
+        rc = eng_tensor_alloc_host(t[g->outputs[j]].dtype, &t[g->outputs[j]].shape,
                                    &outputs[j]);
     size_t n_alloc = rc == 0 ? j : j - 1;
     size_t off = staging_off;
     bool queued = false;
     for (j = 0; j < g->n_outputs && rc == 0; j++) {
         int v = g->outputs[j];
-        const eng_tensor_t *src = &rs->t[v];
+        const eng_tensor_t *src = &t[v];
         size_t bytes = eng_tensor_bytes(src);
-        const void *host = host_copy(p, rs, inputs, storage, v);
         if (!bytes)
             continue;
-        if (host) {
-            memcpy(outputs[j]->data, host, bytes);
+        if (host[j]) {
+            memcpy(outputs[j]->data, host[j], bytes);
         } else {
             void *dst = staging ? (char *)staging + off : outputs[j]->data;
             rc = dev_d2h(p, dst, src->data, bytes);
@@ -168,9 +166,8 @@ static int copy_outputs(const eng_plan_t *p, const run_state_t *rs, const eng_te
     }
     off = staging_off;
     for (j = 0; j < g->n_outputs && rc == 0 && staging; j++) {
-        int v = g->outputs[j];
-        size_t bytes = eng_tensor_bytes(&rs->t[v]);
-        if (bytes && !host_copy(p, rs, inputs, storage, v))
+        size_t bytes = eng_tensor_bytes(&t[g->outputs[j]]);
+        if (bytes && !host[j])
             memcpy(outputs[j]->data, (char *)staging + off, bytes);
         off += align_up(bytes);
     }
@@ -204,7 +201,7 @@ static int run_steps(const eng_plan_t *p, run_state_t *rs, void *block)
     int rc = 0;
     for (size_t s = 0; s < p->n_steps && rc == 0; s++) {
         const plan_step_t *st = &p->steps[s];
-        run_views(p, rs, st->node, NULL);
+        run_views(p, rs, st->node);
         eng_op_ctx_t ctx = {.node = st->node, .opset = g->opset, .n_inputs = st->node->n_inputs,
                             .inputs = rs->ins, .n_outputs = st->node->n_outputs,
                             .outputs = rs->outs, .n_threads = p->n_threads,
@@ -333,8 +330,14 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
 
     if (rc == 0)
         rc = run_steps_replay(p, replay, &rs, block);
-    if (rc == 0)
-        rc = copy_outputs(p, &rs, inputs, NULL, staging, off, outputs);
+    if (rc == 0) {
+        const void **host = calloc(g->n_outputs + 1, sizeof *host);
+        for (size_t j = 0; host && j < g->n_outputs; j++)
+            host[j] = host_copy(p, &rs, inputs, g->outputs[j]);
+        rc = host ? copy_outputs(p, rs.t, host, staging, off, outputs)
+                  : fs_err(FS_ENOMEM, "out of host memory running a model");
+        free(host);
+    }
 done:
     /* Work may still be queued (after an error, or with every output known
      * on the host): let it finish before its memory goes back, since
@@ -350,214 +353,324 @@ done:
     return rc;
 }
 
-/* Frees an activation of the dynamic path once nothing will read it. */
-static void dyn_release(const eng_plan_t *p, run_state_t *rs, plan_storage_t *storage,
-                        int *readers, int v)
+/* ---- the dynamic path: frames (exec_impl.h) ----------------------------------- */
+
+int exec_alloc(const exec_frame_t *f, eng_tensor_t *t)
 {
-    if (v < 0 || storage[v] != PV_ACT || --readers[v] > 0 || p->graph->values[v].is_output)
-        return;
-    alloc_cache_free(p->cache, rs->t[v].data);
-    rs->t[v].data = NULL;
-    storage[v] = PV_NONE;
+    size_t bytes = eng_tensor_bytes(t);
+    t->data = NULL;
+    return alloc_cache_alloc(f->p->cache, bytes ? bytes : 1, f->stream, f->p->act_owner,
+                             &t->data);
 }
 
-/* The dynamic path on a device without host memory: what infer sees of
- * node n's inputs (the host copy where there is one, else shape only). */
-static void infer_views(run_state_t *rs, const eng_node_t *n, eng_tensor_t *iv,
-                        const eng_tensor_t *hv)
+void exec_free(const exec_frame_t *f, void *data)
+{
+    alloc_cache_free(f->p->cache, data);
+}
+
+int exec_read(const exec_frame_t *f, const eng_tensor_t *t, const void *host, void *dst,
+              size_t bytes)
+{
+    if (host || f->p->be->host_memory) {
+        memcpy(dst, host ? host : t->data, bytes);
+        return 0;
+    }
+    int rc = dev_d2h(f->p, dst, t->data, bytes), src = dev_sync(f->p);
+    return rc ? rc : src;
+}
+
+int exec_write(const exec_frame_t *f, eng_tensor_t *t, const void *src, size_t bytes)
+{
+    return dev_h2d(f->p, t->data, src, bytes);
+}
+
+void exec_frame_fini(exec_frame_t *f)
+{
+    for (size_t v = 0; f->hold && v < f->g->n_values; v++)
+        if (f->hold[v] == EXEC_OWNED)
+            exec_free(f, f->t[v].data);
+    for (size_t v = 0; f->mirror && v < f->g->n_values; v++)
+        free(f->mirror[v]);
+    free(f->t);
+    free(f->hold);
+    free(f->readers);
+    free(f->hv);
+    free(f->mirror);
+    free(f->ins);
+    free(f->outs);
+    free(f->hins);
+    free(f->iv);
+    memset(f, 0, sizeof *f);
+}
+
+int exec_frame_init(exec_frame_t *f, const eng_plan_t *p, const eng_graph_t *g,
+                    const bool *node_done, int depth)
+{
+    *f = (exec_frame_t){.p = p, .g = g, .node_done = node_done, .depth = depth, .max_io = 1,
+                        .stream = eng_backend_stream(p->be, p->inst)};
+    /* Host copies (hv, mirror, iv): only a device without host memory keeps
+     * them apart from the values themselves. */
+    bool apart = !p->be->host_memory;
+    size_t nv = g->n_values ? g->n_values : 1;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_inputs > f->max_io)
+            f->max_io = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > f->max_io)
+            f->max_io = g->nodes[i].n_outputs;
+    }
+    f->t = calloc(nv, sizeof *f->t);
+    f->hold = calloc(nv, sizeof *f->hold);
+    f->readers = calloc(nv, sizeof *f->readers);
+    f->ins = calloc((size_t)f->max_io, sizeof *f->ins);
+    f->outs = calloc((size_t)f->max_io, sizeof *f->outs);
+    f->hins = calloc((size_t)f->max_io, sizeof *f->hins);
+    if (apart) {
+        f->hv = calloc(nv, sizeof *f->hv);
+        f->mirror = calloc(nv, sizeof *f->mirror);
+        f->iv = calloc((size_t)f->max_io, sizeof *f->iv);
+    }
+    if (!f->t || !f->hold || !f->readers || !f->ins || !f->outs || !f->hins ||
+        (apart && (!f->hv || !f->mirror || !f->iv))) {
+        exec_frame_fini(f);
+        return fs_err(FS_ENOMEM, "out of host memory running a model");
+    }
+    for (size_t v = 0; v < g->n_values; v++) {
+        const eng_value_t *gv = &g->values[v];
+        if (gv->kind != ENG_VALUE_CONST)
+            continue;
+        size_t at = g->value_base + v; /* the model's per-value tables span the tree */
+        f->hold[v] = EXEC_CONST;
+        f->t[v] = gv->constant;
+        if (!apart)
+            continue;
+        f->hv[v] = gv->constant;
+        f->t[v].data = p->dev_const[at];
+        if (p->dev_dtype && p->dev_dtype[at] != ENG_DT_UNDEFINED)
+            f->t[v].dtype = p->dev_dtype[at];
+    }
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (!node_done || !node_done[i])
+            for (int k = 0; k < g->nodes[i].n_inputs; k++)
+                if (g->nodes[i].inputs[k] >= 0)
+                    f->readers[g->nodes[i].inputs[k]]++;
+    return 0;
+}
+
+/* Frees OWNED value v when nothing will read it any more. */
+static void frame_drop_if_dead(exec_frame_t *f, int v)
+{
+    if (f->hold[v] != EXEC_OWNED || f->readers[v] > 0 || f->g->values[v].is_output)
+        return;
+    exec_free(f, f->t[v].data);
+    f->t[v].data = NULL;
+    f->hold[v] = EXEC_NONE;
+}
+
+void exec_frame_bind(exec_frame_t *f, int v, const eng_tensor_t *t, exec_hold_t hold,
+                     const void *host)
+{
+    f->t[v] = *t;
+    f->hold[v] = hold;
+    if (f->hv)
+        f->hv[v] = (eng_tensor_t){.dtype = t->dtype, .shape = t->shape, .data = (void *)host};
+    frame_drop_if_dead(f, v);
+}
+
+exec_hold_t exec_frame_take(exec_frame_t *f, int v, eng_tensor_t *out)
+{
+    *out = f->t[v];
+    exec_hold_t h = f->hold[v];
+    if (h == EXEC_OWNED)
+        f->hold[v] = EXEC_MOVED;
+    return h;
+}
+
+/* Points the ctx arrays at node n's values; absent ones stay NULL. */
+static void frame_views(exec_frame_t *f, const eng_node_t *n)
 {
     for (int i = 0; i < n->n_inputs; i++) {
-        if (!rs->ins[i])
+        int v = n->inputs[i];
+        f->ins[i] = v >= 0 && f->hold[v] != EXEC_NONE ? &f->t[v] : NULL;
+    }
+    for (int i = 0; i < n->n_outputs; i++)
+        f->outs[i] = n->outputs[i] >= 0 ? &f->t[n->outputs[i]] : NULL;
+}
+
+/* A device without host memory: what infer sees of node n's inputs (the
+ * host copy where there is one, else shape only). */
+static void infer_views(exec_frame_t *f, const eng_node_t *n)
+{
+    for (int i = 0; i < n->n_inputs; i++) {
+        if (!f->ins[i])
             continue;
-        iv[i] = *rs->ins[i];
-        iv[i].dtype = hv[n->inputs[i]].dtype; /* the graph's, not a weight's device dtype */
-        iv[i].data = hv[n->inputs[i]].data;
-        rs->ins[i] = &iv[i];
+        f->iv[i] = *f->ins[i];
+        f->iv[i].dtype = f->hv[n->inputs[i]].dtype; /* the graph's, not a weight's device dtype */
+        f->iv[i].data = f->hv[n->inputs[i]].data;
+        f->ins[i] = &f->iv[i];
     }
 }
 
-/* The same: host copies of node n's inputs the host lacks (those of at
- * most max_numel elements), so an op can read the values that decide its
+/* The host views of node n's inputs, for a kernel that reads a value on
+ * the host; NULL on a host-memory device (every input is host). */
+static const eng_tensor_t *const *frame_host_views(exec_frame_t *f, const eng_node_t *n)
+{
+    if (!f->hv)
+        return NULL;
+    for (int i = 0; i < n->n_inputs; i++)
+        f->hins[i] = n->inputs[i] >= 0 && f->ins[i] && f->hv[n->inputs[i]].data
+                         ? &f->hv[n->inputs[i]]
+                         : NULL;
+    return f->hins;
+}
+
+/* The same device: host copies of node n's inputs the host lacks (those of
+ * at most max_numel elements), so an op can read the values that decide its
  * shapes. */
-static int mirror_inputs(const eng_plan_t *p, run_state_t *rs, const eng_node_t *n,
-                         eng_tensor_t *hv, void **mirror, int64_t max_numel)
+static int mirror_inputs(exec_frame_t *f, const eng_node_t *n, int64_t max_numel)
 {
     int rc = 0;
     bool queued = false;
     for (int i = 0; i < n->n_inputs && rc == 0; i++) {
         int v = n->inputs[i];
-        if (v < 0 || hv[v].data || !rs->t[v].data ||
-            eng_shape_numel(&rs->t[v].shape) > max_numel)
+        if (v < 0 || f->hv[v].data || !f->t[v].data ||
+            eng_shape_numel(&f->t[v].shape) > max_numel)
             continue;
-        size_t bytes = eng_tensor_bytes(&rs->t[v]);
-        if (!(mirror[v] = malloc(bytes ? bytes : 1)))
+        size_t bytes = eng_tensor_bytes(&f->t[v]);
+        free(f->mirror[v]);
+        if (!(f->mirror[v] = malloc(bytes ? bytes : 1)))
             return fs_err(FS_ENOMEM, "out of host memory running a model");
-        rc = dev_d2h(p, mirror[v], rs->t[v].data, bytes);
-        hv[v] = rs->t[v];
-        hv[v].data = mirror[v];
+        rc = dev_d2h(f->p, f->mirror[v], f->t[v].data, bytes);
+        f->hv[v] = f->t[v];
+        f->hv[v].data = f->mirror[v];
         queued = true;
     }
     if (queued) {
-        int src = dev_sync(p);
+        int src = dev_sync(f->p);
         rc = rc ? rc : src;
     }
     return rc;
 }
 
-/* The dynamic path, node n: infers its output shapes. On a device without
- * host memory infer sees the host copies (hv), and an op that needs a
- * value the host lacks gets its small inputs mirrored, then retries (and
- * if it still lacks one, gets all its inputs mirrored and retries); on
- * return rs's views are the device ones and ctx->host_inputs is set. */
-static int dyn_infer(const eng_plan_t *p, run_state_t *rs, eng_op_ctx_t *ctx,
-                     const plan_storage_t *storage, eng_tensor_t *hv, void **mirror,
-                     eng_tensor_t *iv)
+/* Node n's output shapes. On a device without host memory infer sees the
+ * host copies, and an op that needs a value the host lacks gets its small
+ * inputs mirrored, then retries (and if it still lacks one -- its shapes
+ * depend on a whole tensor: NonZero, Unique, Compress's condition,
+ * NonMaxSuppression's boxes -- gets all its inputs mirrored and retries);
+ * on return the views are the device ones and ctx->host_inputs is set. */
+static int frame_infer(exec_frame_t *f, eng_op_ctx_t *ctx)
 {
     const eng_node_t *n = ctx->node;
-    if (!hv)
+    if (!f->hv)
         return eng_op_infer(ctx);
-    infer_views(rs, n, iv, hv);
+    infer_views(f, n);
     int rc = eng_op_infer(ctx);
     /* First the small inputs; then, if the op still lacks a value, all. */
     for (int pass = 0; pass < 2 && rc == FS_EDYNAMIC; pass++) {
-        run_views(p, rs, n, storage);
-        if ((rc = mirror_inputs(p, rs, n, hv, mirror,
-                                pass == 0 ? EXEC_HOST_MIRROR_MAX : ENG_NUMEL_MAX)) != 0)
+        frame_views(f, n);
+        if ((rc = mirror_inputs(f, n, pass == 0 ? EXEC_HOST_MIRROR_MAX : ENG_NUMEL_MAX)) != 0)
             return rc;
-        infer_views(rs, n, iv, hv);
+        infer_views(f, n);
         rc = eng_op_infer(ctx);
     }
-    run_views(p, rs, n, storage);
-    ctx->host_inputs = host_views(rs, n, hv);
+    frame_views(f, n);
+    ctx->host_inputs = frame_host_views(f, n);
     return rc;
 }
 
-/* The dynamic path: infer, allocate, run, free, node by node. */
+/* Node n (not control flow): infer, allocate its outputs, run. */
+static int frame_node(exec_frame_t *f, const eng_node_t *n)
+{
+    const eng_plan_t *p = f->p;
+    const eng_kernel_t *kernel = eng_backend_kernel(p->be, n->op);
+    frame_views(f, n);
+    eng_op_ctx_t ctx = {.node = n, .opset = f->g->opset, .n_inputs = n->n_inputs,
+                        .inputs = f->ins, .n_outputs = n->n_outputs, .outputs = f->outs,
+                        .n_threads = p->n_threads, .instance = p->inst};
+    if (!kernel)
+        return eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", p->be->name);
+    int rc = frame_infer(f, &ctx);
+    for (int o = 0; o < n->n_outputs && rc == 0; o++) {
+        int v = n->outputs[o];
+        if (v < 0)
+            continue;
+        if ((rc = exec_alloc(f, &f->t[v])) == 0)
+            f->hold[v] = EXEC_OWNED;
+        if (f->hv)
+            f->hv[v] = (eng_tensor_t){.dtype = f->t[v].dtype, .shape = f->t[v].shape};
+    }
+    void *scratch = NULL;
+    size_t scratch_bytes = rc == 0 ? eng_op_scratch_bytes(kernel, &ctx) : 0;
+    if (scratch_bytes)
+        rc = alloc_cache_alloc(p->cache, scratch_bytes, f->stream, p->act_owner, &scratch);
+    if (rc == 0) {
+        ctx.scratch = scratch;
+        ctx.scratch_bytes = scratch_bytes;
+        rc = eng_op_run(kernel, &ctx);
+    }
+    alloc_cache_free(p->cache, scratch);
+    return rc;
+}
+
+int exec_frame_run(exec_frame_t *f)
+{
+    const eng_graph_t *g = f->g;
+    int rc = 0;
+    for (size_t i = 0; i < g->n_nodes && rc == 0; i++) {
+        if (f->node_done && f->node_done[i])
+            continue;
+        const eng_node_t *n = &g->nodes[i];
+        rc = eng_op_is_control(n->op) ? exec_control_run(f, n) : frame_node(f, n);
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            if (v >= 0 && f->hold[v] == EXEC_OWNED && --f->readers[v] == 0)
+                frame_drop_if_dead(f, v);
+        }
+        /* Outputs nobody reads (an unused optional output) go at once. */
+        for (int o = 0; o < n->n_outputs; o++)
+            if (n->outputs[o] >= 0)
+                frame_drop_if_dead(f, n->outputs[o]);
+    }
+    return rc;
+}
+
+/* The dynamic path: the model graph's frame over the caller's inputs (on a
+ * device without host memory, device copies of them, owned like any
+ * activation), then the outputs copied out. */
 static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
-    /* Host copies of values (hv, mirror, iv): only a device without host
-     * memory keeps them apart from the values themselves. */
-    bool apart = !p->be->host_memory;
-    run_state_t rs;
-    int rc = run_state_init(p, &rs);
-    if (rc != 0)
+    int rc = eng_backend_bind(p->be, p->inst);
+    exec_frame_t f;
+    if (rc != 0 || (rc = exec_frame_init(&f, p, g, p->node_done, 0)) != 0)
         return rc;
-    plan_storage_t *storage = malloc(p->n_values * sizeof *storage);
-    int *readers = calloc(p->n_values, sizeof *readers);
-    eng_tensor_t *hv = apart ? calloc(p->n_values, sizeof *hv) : NULL;
-    void **mirror = apart ? calloc(p->n_values, sizeof *mirror) : NULL;
-    eng_tensor_t *iv = apart ? calloc((size_t)p->max_io, sizeof *iv) : NULL;
-    if (!storage || !readers || (apart && (!hv || !mirror || !iv))) {
-        rc = fs_err(FS_ENOMEM, "out of host memory running a model");
-        goto done;
-    }
-    for (size_t v = 0; v < p->n_values; v++) {
-        const eng_value_t *gv = &g->values[v];
-        storage[v] = gv->kind == ENG_VALUE_CONST ? PV_CONST : PV_NONE;
-        rs.t[v] = gv->kind == ENG_VALUE_CONST ? gv->constant : (eng_tensor_t){0};
-        if (!apart)
+    for (size_t i = 0; i < g->n_inputs && rc == 0; i++) {
+        eng_tensor_t t = inputs[i];
+        if (p->be->host_memory) {
+            exec_frame_bind(&f, g->inputs[i], &t, EXEC_BORROWED, NULL);
             continue;
-        hv[v] = rs.t[v];
-        if (gv->kind == ENG_VALUE_CONST)
-            rs.t[v].data = p->dev_const[v];
-        if (gv->kind == ENG_VALUE_CONST && p->dev_dtype && p->dev_dtype[v] != ENG_DT_UNDEFINED)
-            rs.t[v].dtype = p->dev_dtype[v];
-    }
-    for (size_t i = 0; i < g->n_inputs; i++) {
-        int v = g->inputs[i];
-        storage[v] = PV_INPUT;
-        rs.t[v] = inputs[i];
-        if (!apart)
-            continue;
-        /* The device copy is an activation like any other. */
-        hv[v] = inputs[i];
-        size_t bytes = eng_tensor_bytes(&inputs[i]);
-        rs.t[v].data = NULL;
-        if ((rc = alloc_cache_alloc(p->cache, bytes ? bytes : 1, rs.stream, p->act_owner,
-                                    &rs.t[v].data)) != 0)
-            goto done;
-        storage[v] = PV_ACT;
-        if ((rc = dev_h2d(p, rs.t[v].data, inputs[i].data, bytes)) != 0)
-            goto done;
-    }
-    for (size_t i = 0; i < g->n_nodes; i++)
-        if (!p->node_done[i])
-            for (int k = 0; k < g->nodes[i].n_inputs; k++)
-                if (g->nodes[i].inputs[k] >= 0)
-                    readers[g->nodes[i].inputs[k]]++;
-
-    for (size_t i = 0; i < g->n_nodes && rc == 0; i++) {
-        if (p->node_done[i])
-            continue;
-        const eng_node_t *n = &g->nodes[i];
-        const eng_kernel_t *kernel = eng_backend_kernel(p->be, n->op);
-        run_views(p, &rs, n, storage);
-        eng_op_ctx_t ctx = {.node = n, .opset = g->opset, .n_inputs = n->n_inputs,
-                            .inputs = rs.ins, .n_outputs = n->n_outputs, .outputs = rs.outs,
-                            .n_threads = p->n_threads, .instance = p->inst};
-        if (!kernel) {
-            rc = eng_op_err(&ctx, FS_ENOTSUP, "no %s kernel for this op", p->be->name);
+        }
+        if ((rc = exec_alloc(&f, &t)) != 0)
             break;
-        }
-        if ((rc = dyn_infer(p, &rs, &ctx, storage, hv, mirror, iv)) != 0)
-            break;
-        for (int o = 0; o < n->n_outputs && rc == 0; o++) {
-            int v = n->outputs[o];
-            if (v < 0)
-                continue;
-            size_t bytes = eng_tensor_bytes(&rs.t[v]);
-            rs.t[v].data = NULL;
-            rc = alloc_cache_alloc(p->cache, bytes ? bytes : 1, rs.stream, p->act_owner,
-                                   &rs.t[v].data);
-            if (rc == 0)
-                storage[v] = PV_ACT;
-            if (hv)
-                hv[v] = (eng_tensor_t){.dtype = rs.t[v].dtype, .shape = rs.t[v].shape};
-        }
-        void *scratch = NULL;
-        size_t scratch_bytes = rc == 0 ? eng_op_scratch_bytes(kernel, &ctx) : 0;
-        if (scratch_bytes)
-            rc = alloc_cache_alloc(p->cache, scratch_bytes, rs.stream, p->act_owner, &scratch);
-        if (rc == 0) {
-            ctx.scratch = scratch;
-            ctx.scratch_bytes = scratch_bytes;
-            rc = eng_op_run(kernel, &ctx);
-        }
-        alloc_cache_free(p->cache, scratch);
-        for (int k = 0; k < n->n_inputs; k++)
-            dyn_release(p, &rs, storage, readers, n->inputs[k]);
-        /* Outputs nobody reads (an unused optional output) go at once. */
-        for (int o = 0; o < n->n_outputs; o++) {
-            int v = n->outputs[o];
-            if (v >= 0 && readers[v] == 0 && storage[v] == PV_ACT && !g->values[v].is_output) {
-                alloc_cache_free(p->cache, rs.t[v].data);
-                rs.t[v].data = NULL;
-                storage[v] = PV_NONE;
-            }
-        }
+        exec_frame_bind(&f, g->inputs[i], &t, EXEC_OWNED, inputs[i].data);
+        if (f.hold[g->inputs[i]] == EXEC_OWNED)
+            rc = exec_write(&f, &t, inputs[i].data, eng_tensor_bytes(&t));
     }
     if (rc == 0)
-        rc = copy_outputs(p, &rs, inputs, storage, NULL, 0, outputs);
-done:
-    {
-        int src = dev_sync(p);
-        rc = rc ? rc : src;
+        rc = exec_frame_run(&f);
+    if (rc == 0) {
+        const void **host = calloc(g->n_outputs + 1, sizeof *host);
+        for (size_t j = 0; host && j < g->n_outputs; j++) {
+            int v = g->outputs[j];
+            host[j] = f.hv ? f.hv[v].data : f.t[v].data;
+        }
+        rc = host ? copy_outputs(p, f.t, host, NULL, 0, outputs)
+                  : fs_err(FS_ENOMEM, "out of host memory running a model");
+        free(host);
     }
-    if (storage)
-        for (size_t v = 0; v < p->n_values; v++)
-            if (storage[v] == PV_ACT)
-                alloc_cache_free(p->cache, rs.t[v].data);
-    if (mirror)
-        for (size_t v = 0; v < p->n_values; v++)
-            free(mirror[v]);
-    free(mirror);
-    free(hv);
-    free(iv);
-    free(storage);
-    free(readers);
-    run_state_fini(&rs);
-    return rc;
+    /* Queued work must finish before its memory goes back. */
+    int src = dev_sync(p);
+    exec_frame_fini(&f);
+    return rc ? rc : src;
 }
 
 int eng_plan_run(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_tensor_t *inputs,

@@ -3,7 +3,10 @@
  * graph, stored like weights (in the model's cache memory, under its owner
  * tag). Runs in topological order, so whole constant subgraphs fold (the
  * light models' ConstantOfShape weights, Transpose of a weight, ...). A
- * node without a CPU kernel is left for the planner to report. */
+ * node without a CPU kernel is left for the planner to report; so are the
+ * control-flow nodes (they have none), whose subgraphs are not folded:
+ * their nodes run each time the subgraph does. A value a subgraph reads
+ * may be folded -- it stays a value of the model graph, now constant. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -54,7 +54,12 @@
  * below 4e-3 |x| and the chain's own rounding is as large).
  * Opset: the op definitions and kernels are opset-agnostic (Gelu's check
  * reads only `approximate`), so the Gelu node runs in a model of any opset;
- * ONNX added Gelu at opset 20, and the model's opset is left as it was. */
+ * ONNX added Gelu at opset 20, and the model's opset is left as it was.
+ *
+ * Subgraphs. Both fusions rewrite the model graph only; subgraphs are left
+ * as they are. A value a subgraph reads counts as a read of its node (an
+ * implicit input, graph.h), so an intermediate a subgraph reads is never
+ * fused away. New constants get numbers in the tree (eng_graph_number). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -294,14 +299,13 @@ int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
                       n_pairs);
     memcpy(values, g->values, g->n_values * sizeof *values);
     g->values = values;
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        if (!fuse_match(g, done, (int)i, &f))
-            continue;
-        int rc = fuse_apply(g, wa, done, &f, cap);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    int rc = 0;
+    for (size_t i = 0; i < g->n_nodes && rc == 0; i++)
+        if (fuse_match(g, done, (int)i, &f))
+            rc = fuse_apply(g, wa, done, &f, cap);
+    /* New values take numbers the subgraphs' values had (graph.h). */
+    eng_graph_number(g);
+    return rc;
 }
 
 /* --- GELU ------------------------------------------------------------------ */

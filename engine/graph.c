@@ -82,6 +82,12 @@ const eng_tensor_t *eng_attr_tensor(const eng_node_t *n, const char *name)
     return a ? &a->t : NULL;
 }
 
+const eng_graph_t *eng_attr_graph(const eng_node_t *n, const char *name)
+{
+    const eng_attr_t *a = attr_typed(n, name, ENG_ATTR_GRAPH);
+    return a ? a->g : NULL;
+}
+
 void *eng_weights_alloc(const eng_weight_alloc_t *wa, size_t bytes)
 {
     return wa && wa->alloc ? wa->alloc(wa->user, bytes) : malloc(bytes);

@@ -11,6 +11,18 @@
  *  - eng_node: inputs and outputs index `values`; an absent optional input
  *    or output is -1. Nodes are in topological order: a node's inputs are
  *    produced by earlier nodes, constants or graph inputs.
+ *  - Subgraphs (control flow: If's branches, Loop's and Scan's body) are
+ *    graphs of their own, held by their node's GRAPH attribute, loaded by
+ *    the same loader. A name a subgraph reads but does not define is a
+ *    value of an enclosing graph (at any depth): the subgraph holds it as
+ *    an OUTER value bound to its parent graph's value (outer/outer_from),
+ *    and the node holding the subgraph lists those parent values as its
+ *    last n_implicit inputs, so the parent's order, consumer counts and
+ *    lifetimes see every read its subgraphs make. A subgraph's constants
+ *    are model weights like the main graph's.
+ *  - Values of the whole tree are numbered for per-model tables: value v
+ *    of graph g is number g->value_base + v, below the model graph's
+ *    n_tree_values.
  *  - All strings and arrays belong to the graph and live as long as it.
  *
  * Threading: immutable after load; shared by every plan and batch. */
@@ -63,6 +75,7 @@ typedef struct eng_attr {
     const int64_t *ints;
     const char *const *strings;
     eng_tensor_t t;           /* TENSOR: host data owned by the graph */
+    const struct eng_graph *g; /* GRAPH: the subgraph (its node's op runs it) */
 } eng_attr_t;
 
 typedef struct eng_dim {
@@ -74,6 +87,7 @@ typedef enum eng_value_kind {
     ENG_VALUE_INPUT = 0,
     ENG_VALUE_CONST = 1,
     ENG_VALUE_NODE = 2,
+    ENG_VALUE_OUTER = 3,      /* a subgraph's read of an enclosing graph's value */
 } eng_value_kind_t;
 
 typedef struct eng_value {
@@ -102,6 +116,10 @@ typedef struct eng_node {
     const char *domain;       /* "" for the default domain */
     int n_inputs;
     const int *inputs;        /* value indices; -1 absent */
+    /* The last n_implicit of inputs: values of this graph the node's
+     * subgraphs read (each once); 0 for every node without a subgraph.
+     * Outside the op's schema: an op sees n_inputs - n_implicit inputs. */
+    int n_implicit;
     int n_outputs;
     const int *outputs;
     int n_attrs;
@@ -121,7 +139,17 @@ typedef struct eng_graph {
     size_t n_outputs;
     const int *outputs;
     size_t weight_bytes;      /* bytes of constant data */
-    void *pool;               /* the memory everything above lives in */
+    void *pool;               /* the memory everything above lives in (shared
+                                 by the model graph and all its subgraphs) */
+    /* Subgraphs: the graph holding the node that holds this one (NULL for
+     * the model's graph), and the OUTER values: outer[k] is bound, when
+     * the subgraph runs, to the parent graph's value outer_from[k]. */
+    const struct eng_graph *parent;
+    size_t n_outer;
+    const int *outer;
+    const int *outer_from;
+    size_t value_base;        /* this graph's values' first number in the tree */
+    size_t n_tree_values;     /* the model graph: values of it and every subgraph */
 } eng_graph_t;
 
 /* Where constant data (initializers, Constant outputs) is put: the model
@@ -152,7 +180,12 @@ void eng_weights_free(const eng_weight_alloc_t *wa, void *ptr);
  * (external data), FS_ENOMEM. Nothing stays allocated on error. */
 int eng_graph_load(const void *data, size_t len, const char *dir, const eng_weight_alloc_t *wa,
                    eng_graph_t **out);
-/* Frees the graph and, through `wa` given at load, its constant data. */
+/* Numbers the values of g's tree (value_base, n_tree_values) again, after
+ * a rewrite added values to one of its graphs (engine/fuse.c). The loader
+ * numbers a graph it returns. Cannot fail. */
+void eng_graph_number(eng_graph_t *g);
+/* Frees the graph, its subgraphs and, through `wa` given at load, all
+ * their constant data. Only for the model graph (a subgraph goes with it). */
 void eng_graph_destroy(eng_graph_t *g);
 
 /* Parses one serialized TensorProto (the conformance data's input_N.pb /
@@ -176,6 +209,8 @@ const int64_t *eng_attr_ints(const eng_node_t *n, const char *name, size_t *coun
 const float *eng_attr_floats(const eng_node_t *n, const char *name, size_t *count);
 /* TENSOR: the tensor or NULL. */
 const eng_tensor_t *eng_attr_tensor(const eng_node_t *n, const char *name);
+/* GRAPH: the subgraph or NULL. */
+const eng_graph_t *eng_attr_graph(const eng_node_t *n, const char *name);
 
 #ifdef __cplusplus
 }

@@ -77,6 +77,7 @@ struct eng_model {
     eng_dtype_t lowp;             /* fp16/bf16 precision: the weights' dtype */
     eng_dtype_t *dev_dtype;       /* per value: a constant's device dtype, if not its own */
     bool graphs;                  /* capture and replay static plans where the device can */
+    int64_t max_loop_iterations;  /* engine.h; > 0 */
 };
 
 /* The loader's weights and every host copy come from the load cache. */
@@ -154,7 +155,7 @@ void eng_model_destroy(eng_model_t *m)
         return;
     plans_clear(m);
     if (m->dev_const) {
-        for (size_t i = 0; i < m->graph->n_values; i++)
+        for (size_t i = 0; i < m->graph->n_tree_values; i++)
             alloc_cache_free(m->cache, m->dev_const[i]);
         free(m->dev_const);
     }
@@ -257,14 +258,64 @@ static int upload_lowp(eng_model_t *m, int v)
     return rc;
 }
 
+/* Whether the host keeps constant v's copy beside its device copy: shape
+ * inference may read it (small integer tensors, anything tiny). */
+static bool host_copy_kept(const eng_value_t *v)
+{
+    size_t bytes = eng_tensor_bytes(&v->constant);
+    bool is_int = v->constant.dtype == ENG_DT_INT64 || v->constant.dtype == ENG_DT_INT32;
+    return bytes <= MODEL_HOST_ANY_MAX || (is_int && bytes <= MODEL_HOST_INT_MAX);
+}
+
+/* Uploads every constant of g and of its subgraphs (recursively) at its
+ * number in the tree (graph.h: value_base); with fp16/bf16 precision a GEMM
+ * weight of the model graph is stored only in that dtype. */
+static int upload_graph(eng_model_t *m, const eng_graph_t *g)
+{
+    int rc = 0;
+    for (size_t i = 0; i < g->n_values && rc == 0; i++) {
+        const eng_value_t *v = &g->values[i];
+        if (v->kind != ENG_VALUE_CONST || !v->constant.data)
+            continue; /* released: nothing reads it */
+        if (m->dev_dtype && g == m->graph && gemm_weight_only(m, (int)i))
+            rc = upload_lowp(m, (int)i);
+        else
+            rc = eng_backend_upload(m->be, m->inst, m->cache, m->owner, v->constant.data,
+                                    eng_tensor_bytes(&v->constant),
+                                    &m->dev_const[g->value_base + i]);
+    }
+    for (size_t n = 0; n < g->n_nodes && rc == 0; n++)
+        for (int a = 0; a < g->nodes[n].n_attrs && rc == 0; a++)
+            if (g->nodes[n].attrs[a].type == ENG_ATTR_GRAPH)
+                rc = upload_graph(m, g->nodes[n].attrs[a].g);
+    return rc;
+}
+
+/* Frees the host copies of g's constants (and its subgraphs') that shape
+ * inference will not read, once they are on the device. */
+static void drop_host_copies(eng_model_t *m, eng_graph_t *g)
+{
+    for (size_t i = 0; i < g->n_values; i++) {
+        eng_value_t *v = &g->values[i];
+        if (v->kind != ENG_VALUE_CONST || !v->constant.data || host_copy_kept(v))
+            continue;
+        weight_free(m, v->constant.data);
+        v->constant.data = NULL;
+    }
+    for (size_t n = 0; n < g->n_nodes; n++)
+        for (int a = 0; a < g->nodes[n].n_attrs; a++)
+            if (g->nodes[n].attrs[a].type == ENG_ATTR_GRAPH)
+                drop_host_copies(m, (eng_graph_t *)g->nodes[n].attrs[a].g);
+}
+
 /* Devices without host memory: the libraries' workspace, every constant
- * uploaded once under the model's owner, and host copies kept only where
- * shape inference may read them. With fp16/bf16 precision a GEMM weight is
- * stored only in that dtype. */
+ * uploaded once under the model's owner (a subgraph's too), and host
+ * copies kept only where shape inference may read them. */
 static int upload_constants(eng_model_t *m)
 {
     eng_graph_t *g = m->graph;
-    if (!(m->dev_const = calloc(g->n_values ? g->n_values : 1, sizeof *m->dev_const)))
+    size_t n_tree = g->n_tree_values ? g->n_tree_values : 1;
+    if (!(m->dev_const = calloc(n_tree, sizeof *m->dev_const)))
         return fs_err(FS_ENOMEM, "out of host memory loading a model");
     int rc = eng_backend_bind(m->be, m->inst);
     size_t ws = eng_backend_workspace_bytes(m->be);
@@ -274,32 +325,15 @@ static int upload_constants(eng_model_t *m)
     if (rc == 0 && ws)
         rc = eng_backend_set_workspace(m->be, m->inst, m->workspace, ws);
     if (rc == 0 && m->lowp != ENG_DT_UNDEFINED &&
-        !(m->dev_dtype = calloc(g->n_values ? g->n_values : 1, sizeof *m->dev_dtype)))
+        !(m->dev_dtype = calloc(n_tree, sizeof *m->dev_dtype)))
         rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
-    for (size_t i = 0; i < g->n_values && rc == 0; i++) {
-        eng_value_t *v = &g->values[i];
-        if (v->kind != ENG_VALUE_CONST || !v->constant.data)
-            continue; /* released: nothing reads it */
-        if (m->dev_dtype && gemm_weight_only(m, (int)i))
-            rc = upload_lowp(m, (int)i);
-        else
-            rc = eng_backend_upload(m->be, m->inst, m->cache, m->owner, v->constant.data,
-                                    eng_tensor_bytes(&v->constant), &m->dev_const[i]);
-    }
+    if (rc == 0)
+        rc = upload_graph(m, g);
     /* The copies read host memory that is about to be freed. */
     if (rc == 0)
         rc = eng_backend_sync(m->be, m->inst);
-    for (size_t i = 0; i < g->n_values && rc == 0; i++) {
-        eng_value_t *v = &g->values[i];
-        if (v->kind != ENG_VALUE_CONST || !v->constant.data)
-            continue;
-        size_t bytes = eng_tensor_bytes(&v->constant);
-        bool is_int = v->constant.dtype == ENG_DT_INT64 || v->constant.dtype == ENG_DT_INT32;
-        if (bytes <= MODEL_HOST_ANY_MAX || (is_int && bytes <= MODEL_HOST_INT_MAX))
-            continue;
-        weight_free(m, v->constant.data);
-        v->constant.data = NULL;
-    }
+    if (rc == 0)
+        drop_host_copies(m, g);
     return rc;
 }
 
@@ -352,6 +386,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
     m->cache = cfg->cache;
     m->max_plans = cfg->max_plans ? cfg->max_plans : MODEL_DEFAULT_MAX_PLANS;
     m->n_threads = cfg->n_threads > 0 ? cfg->n_threads : 1;
+    m->max_loop_iterations = cfg->max_loop_iterations > 0 ? cfg->max_loop_iterations
+                                                          : ENG_LOOP_ITERATIONS_DEFAULT;
     m->owner = m->act_owner = m->host_owner = m->staging_owner = ALLOC_OWNER_SERVER;
 
     TAILQ_INIT(&m->plans);
@@ -458,7 +494,8 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
                               .host_cache = m->load_cache, .host_owner = m->load_owner,
                               .dev_const = apart ? m->dev_const : NULL,
                               .dev_dtype = m->dev_dtype, .staging = m->staging,
-                              .staging_owner = m->staging_owner};
+                              .staging_owner = m->staging_owner,
+                              .max_loop_iterations = m->max_loop_iterations};
         eng_plan_t *plan = NULL;
         rc = eng_plan_build(&env, inputs, n_inputs, &plan);
         if (rc == 0 && !(e = calloc(1, sizeof *e))) {

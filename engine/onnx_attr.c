@@ -1,6 +1,8 @@
 /* onnx_attr.c -- a node's ONNX attributes to eng_attr_t: every type the
- * engine holds, copied into the graph's pool, and a note of the ones it
- * does not (subgraphs, sparse tensors, type protos, tensor lists).
+ * engine holds, copied into the graph's pool, a slot for each subgraph of
+ * a control-flow node (the loader fills it), and a note of the ones it
+ * does not hold (other subgraphs, sparse tensors, type protos, tensor
+ * lists).
  *
  * Types are copied as the model gives them. For a default-domain op of
  * engine/ops/list.h the loader has checked them against the op's ONNX
@@ -96,6 +98,8 @@ static int attr_fill(onnx_pool_t *p, const char *dir, eng_attr_t *a, const Onnx_
             return FS_ENOMEM;
         return onnx_tensor_read(ap->t, &info, label, dir, a->t.data);
     }
+    case ENG_ATTR_GRAPH:
+        return 0; /* a slot: the loader loads the subgraph into a->g */
     default:
         return 0; /* the caller never passes the types it does not hold */
     }
@@ -110,7 +114,7 @@ static int note_problem(onnx_pool_t *p, onnx_attrs_t *out, const char *why, cons
 }
 
 int onnx_attrs_load(onnx_pool_t *p, const Onnx__NodeProto *np, const char *nl, const char *dir,
-                    onnx_attrs_t *out)
+                    bool graphs, onnx_attrs_t *out)
 {
     onnx_attrs_t r = {.attrs = onnx_pool_alloc(p, (np->n_attribute + 1) * sizeof *r.attrs)};
     if (!r.attrs)
@@ -123,7 +127,7 @@ int onnx_attrs_load(onnx_pool_t *p, const Onnx__NodeProto *np, const char *nl, c
         if (!ap->name || !ap->name[0])
             return fs_err(FS_EINVAL, "%s (%s) has an attribute without a name", nl, op);
         eng_attr_type_t t = onnx_attr_type(ap);
-        if (t == ENG_ATTR_GRAPH || t == ENG_ATTR_GRAPHS) {
+        if ((t == ENG_ATTR_GRAPH && !graphs) || t == ENG_ATTR_GRAPHS) {
             if (!r.subgraph && !(r.subgraph = onnx_pool_strdup(p, ap->name)))
                 return fs_err(FS_ENOMEM, "out of memory loading %s", nl);
             continue;
@@ -134,7 +138,7 @@ int onnx_attrs_load(onnx_pool_t *p, const Onnx__NodeProto *np, const char *nl, c
             rc = note_problem(p, &r, why, nl);
             continue;
         }
-        if (t < ENG_ATTR_FLOAT || t > ENG_ATTR_STRINGS) {
+        if ((t < ENG_ATTR_FLOAT || t > ENG_ATTR_STRINGS) && t != ENG_ATTR_GRAPH) {
             snprintf(why, sizeof why, "attribute '%.64s' has type %s, which is not supported",
                      ap->name, eng_attr_type_name(t));
             rc = note_problem(p, &r, why, nl);

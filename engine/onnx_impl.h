@@ -81,12 +81,14 @@ typedef struct onnx_attrs {
 
 /* Copies np's attributes into the pool, tensors with their data (external
  * files from `dir`); what the engine cannot hold is left out and noted in
- * out->subgraph / out->problem. `nl` names the node in messages ("node
- * 'x'"). 0 and *out, or FS_EINVAL (an attribute without a name), FS_EPARSE
- * (a corrupt tensor), FS_EIO / FS_EINVAL (its external data), FS_ENOMEM;
- * the pool keeps what was copied until the graph goes. */
+ * out->subgraph / out->problem. With `graphs` (np's op runs subgraphs) a
+ * GRAPH attribute gets its slot, g NULL, for the loader to fill; without,
+ * it is noted in out->subgraph like GRAPHS always is. `nl` names the node
+ * in messages ("node 'x'"). 0 and *out, or FS_EINVAL (an attribute without
+ * a name), FS_EPARSE (a corrupt tensor), FS_EIO / FS_EINVAL (its external
+ * data), FS_ENOMEM; the pool keeps what was copied until the graph goes. */
 int onnx_attrs_load(onnx_pool_t *p, const Onnx__NodeProto *np, const char *nl, const char *dir,
-                    onnx_attrs_t *out);
+                    bool graphs, onnx_attrs_t *out);
 
 /* An attribute's type: its `type` field, or, before IR 2 (no type), the
  * type of the first value field that is set; ENG_ATTR_UNDEFINED when

@@ -13,6 +13,18 @@
  * only then read the constants' data (the expensive part, maybe from
  * external files) through the weight allocator.
  *
+ * Subgraphs. A control-flow node's GRAPH attributes (If's branches, Loop's
+ * and Scan's body) load, once every node of its graph is known, by the
+ * same steps into graphs of their own in the same pool, recursively (at
+ * most SUBGRAPH_DEPTH_MAX deep), their constants read with the model's.
+ * A name a subgraph does not define resolves in the enclosing graphs, the
+ * nearest first; the read becomes an OUTER value of the subgraph (and of
+ * every graph between) bound to the enclosing value, and the node holding
+ * the subgraph gets that value as an implicit input -- so its graph's
+ * sort, consumer counts and lifetimes see the read. Their unsupported
+ * parts go into the one report, each entry naming the path to its
+ * subgraph; other errors are led by that path.
+ *
  * Guarantee: on success every node reads only constants, graph inputs and
  * outputs of earlier nodes, every name has one value, and every node of an
  * op the engine runs has each input, output and attribute its op's ONNX
@@ -62,15 +74,24 @@ typedef struct report {
 
 #define REPORT_TEXT_BUDGET (FS_ERRMSG_MAX - 96)
 
-static void report_add(report_t *r, bool is_node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void report_add(report_t *r, bool is_node, const char *fmt, ...)
+/* Subgraphs nest at most this deep: the loader and the executor recurse
+ * once per level, so a hostile model cannot run them out of stack. */
+#define SUBGRAPH_DEPTH_MAX 32
+
+/* Adds an entry; `where` (NULL for the model graph) names the subgraph it
+ * is in, as a prefix. */
+static void report_add(report_t *r, const char *where, bool is_node, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void report_add(report_t *r, const char *where, bool is_node, const char *fmt, ...)
 {
     *(is_node ? &r->n_nodes : &r->n_values) += 1;
-    char entry[ONNX_REASON_MAX];
+    char entry[ONNX_REASON_MAX + 700];
+    int at = where ? snprintf(entry, sizeof entry, "in %s: ", where) : 0;
+    if (at < 0 || (size_t)at >= sizeof entry)
+        at = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(entry, sizeof entry, fmt, ap);
+    vsnprintf(entry + at, sizeof entry - (size_t)at, fmt, ap);
     va_end(ap);
     size_t n = strlen(entry), sep = r->n_shown ? 2 : 0;
     if (r->full || r->len + sep + n >= REPORT_TEXT_BUDGET) {
@@ -108,6 +129,7 @@ static int report_fail(const report_t *r)
 
 /* A constant whose data is read once the graph is known to be supported. */
 typedef struct pending_const {
+    eng_graph_t *g;                     /* the graph (model's or a subgraph) it is in */
     int value;
     const Onnx__TensorProto *tp;        /* initializer or Constant's value; else NULL */
     const Onnx__AttributeProto *attr;   /* Constant's value_float(s) / value_int(s) */
@@ -120,8 +142,11 @@ typedef struct node_extra {
     size_t file_index;                  /* position in the file, for unnamed nodes */
     const char *subgraph;               /* a GRAPH(S) attribute's name, or NULL */
     const char *problem;                /* an unsupported attribute, or NULL */
+    bool control;                       /* its op runs subgraphs: they are loaded */
 } node_extra_t;
 
+/* One graph's load: the model graph's, or a subgraph's (loaded while its
+ * parent's loader, and every enclosing one, is still running). */
 typedef struct loader {
     const Onnx__ModelProto *m;
     const Onnx__GraphProto *gp;
@@ -131,10 +156,17 @@ typedef struct loader {
     size_t cap_values;
     int32_t *map;                       /* value index + 1; 0 empty (malloc) */
     size_t map_mask;
-    pending_const_t *pending;           /* malloc */
-    size_t n_pending;
     node_extra_t *extra;                /* per node of g (malloc) */
-    report_t report;
+    struct loader *parent;              /* the enclosing graph's; NULL for the model graph */
+    struct loader *root;                /* the model graph's: pending and report are its */
+    int depth;                          /* subgraph nesting: 0 for the model graph */
+    const char *where;                  /* a subgraph: "node 'x' (Loop) attribute 'body'" */
+    int *outer, *outer_from;            /* a subgraph: g's OUTER values (pool) */
+    size_t cap_outer;
+    /* The model graph's loader only. */
+    pending_const_t *pending;           /* every graph's constants (malloc) */
+    size_t n_pending, cap_pending;
+    report_t *report;
 } loader_t;
 
 static bool is_default_domain(const char *d)
@@ -198,11 +230,46 @@ static const char *value_origin(const loader_t *L, const eng_value_t *v, char *b
         return "a graph input";
     if (v->kind == ENG_VALUE_CONST)
         return "an initializer or Constant node";
+    if (v->kind == ENG_VALUE_OUTER)
+        return "an enclosing graph";
     const eng_node_t *n = &L->g->nodes[v->producer];
     char nl[128];
     node_label(nl, sizeof nl, n->name, L->extra[v->producer].file_index);
     snprintf(buf, len, "%s (%s)", nl, n->op_type);
     return buf;
+}
+
+/* The value a node (or a graph output) of L's graph means by `name`: its
+ * own, or, in a subgraph, an enclosing graph's (the nearest that defines
+ * it), bound to a new OUTER value of L's graph -- and of every graph
+ * between, so that each level's node lists the read as an implicit input.
+ * 0 and *out (-1: no graph defines it), or FS_ENOMEM. */
+static int value_resolve(loader_t *L, const char *name, int *out)
+{
+    int v = value_find(L, name), pv, rc;
+    if (v >= 0 || !L->parent) {
+        *out = v;
+        return 0;
+    }
+    if ((rc = value_resolve(L->parent, name, &pv)) != 0)
+        return rc;
+    if (pv < 0) {
+        *out = -1;
+        return 0;
+    }
+    /* cap_outer bounds the names a subgraph tree reads (graph_load). */
+    assert(L->g->n_outer < L->cap_outer);
+    if ((rc = value_add(L, name, ENG_VALUE_OUTER, &v)) != 0)
+        return rc;
+    const eng_value_t *from = &L->parent->g->values[pv];
+    eng_value_t *o = &L->g->values[v];
+    o->dtype = from->dtype;
+    o->rank = from->rank;
+    memcpy(o->dims, from->dims, sizeof o->dims);
+    L->outer[L->g->n_outer] = v;
+    L->outer_from[L->g->n_outer++] = pv;
+    *out = v;
+    return 0;
 }
 
 static void value_set_const(eng_value_t *v, const onnx_tensor_info_t *info)
@@ -219,14 +286,24 @@ static int pending_add(loader_t *L, int value, const Onnx__TensorProto *tp,
                        const Onnx__AttributeProto *attr, const onnx_tensor_info_t *info,
                        const char *label)
 {
-    pending_const_t *p = &L->pending[L->n_pending];
+    loader_t *R = L->root;
+    if (R->n_pending == R->cap_pending) {
+        size_t cap = 2 * R->cap_pending + 16;
+        pending_const_t *grown = realloc(R->pending, cap * sizeof *grown);
+        if (!grown)
+            return fs_err(FS_ENOMEM, "out of memory loading %s", label);
+        R->pending = grown;
+        R->cap_pending = cap;
+    }
+    pending_const_t *p = &R->pending[R->n_pending];
     if (!(p->label = onnx_pool_strdup(L->pool, label)))
         return fs_err(FS_ENOMEM, "out of memory loading %s", label);
+    p->g = L->g;
     p->value = value;
     p->tp = tp;
     p->attr = attr;
     p->info = *info;
-    L->n_pending++;
+    R->n_pending++;
     value_set_const(&L->g->values[value], info);
     return 0;
 }
@@ -346,11 +423,11 @@ static int io_declare(loader_t *L, eng_value_t *v, const Onnx__ValueInfoProto *v
 {
     int rc = value_declare(L, v, vi->type, what);
     if (rc == FS_ENOTSUP)
-        report_add(&L->report, false, "%s", fs_errmsg());
+        report_add(L->report, L->where, false, "%s", fs_errmsg());
     else if (rc != 0)
         return rc;
     else if (v->dtype != ENG_DT_UNDEFINED && !eng_dtype_supported(v->dtype))
-        report_add(&L->report, false, "%s '%.100s' has dtype %s, which is not supported (the "
+        report_add(L->report, L->where, false, "%s '%.100s' has dtype %s, which is not supported (the "
                    "engine computes bool and the integer and floating-point types up to 64 bits; "
                    "with 8-bit floats for storage and Cast; not strings, complex numbers, 4-bit or 2-bit "
                    "types or float8e8m0)", what, v->name,
@@ -375,7 +452,7 @@ static int load_initializers(loader_t *L)
         if (rc != 0 && rc != FS_ENOTSUP)
             return rc;
         if (rc == FS_ENOTSUP)
-            report_add(&L->report, false, "%s", fs_errmsg());
+            report_add(L->report, L->where, false, "%s", fs_errmsg());
         if ((rc = value_add(L, tp->name, ENG_VALUE_CONST, &idx)) != 0)
             return rc;
         if (info.dtype != ENG_DT_UNDEFINED &&
@@ -452,7 +529,7 @@ static int load_constant(loader_t *L, const Onnx__NodeProto *np, size_t k)
             return fs_err(FS_EPARSE, "%s holds no tensor", label);
         rc = onnx_tensor_info(va->t, "attribute 'value'", &info);
         if (rc == FS_ENOTSUP) {
-            report_add(&L->report, true, "%s (Constant, opset %d): %s", nl, L->g->opset,
+            report_add(L->report, L->where, true, "%s (Constant, opset %d): %s", nl, L->g->opset,
                        fs_errmsg());
             return 0;
         }
@@ -470,14 +547,16 @@ static int load_constant(loader_t *L, const Onnx__NodeProto *np, size_t k)
         info.bytes = (size_t)info.shape.dims[0] * eng_dtype_size(info.dtype);
         return pending_add(L, idx, NULL, va, &info, label);
     default:
-        report_add(&L->report, true, "%s (Constant, opset %d): attribute '%s' is not supported "
+        report_add(L->report, L->where, true, "%s (Constant, opset %d): attribute '%s' is not supported "
                    "(string and sparse constants)", nl, L->g->opset, constant_attrs[which]);
         return 0;
     }
 }
 
-/* An ordinary node: names, attributes, and its outputs' values. */
-static int load_node(loader_t *L, const Onnx__NodeProto *np, size_t k)
+/* An ordinary node: names, attributes, and its outputs' values. A node
+ * whose op runs subgraphs (`control`) keeps slots for them, loaded once
+ * every node of the graph is known (load_subgraphs). */
+static int load_node(loader_t *L, const Onnx__NodeProto *np, size_t k, bool control)
 {
     eng_graph_t *g = L->g;
     int ni = (int)g->n_nodes;
@@ -499,13 +578,14 @@ static int load_node(loader_t *L, const Onnx__NodeProto *np, size_t k)
     e->n_outputs = (int)np->n_output;
     g->n_nodes++;
     onnx_attrs_t at;
-    int rc = onnx_attrs_load(L->pool, np, nl, L->dir, &at);
+    int rc = onnx_attrs_load(L->pool, np, nl, L->dir, control, &at);
     if (rc != 0)
         return rc;
     e->attrs = at.attrs;
     e->n_attrs = at.n_attrs;
     ex->subgraph = at.subgraph;
     ex->problem = at.problem;
+    ex->control = control;
     for (size_t o = 0; o < np->n_output; o++) {
         const char *name = np->output[o];
         outs[o] = -1;
@@ -522,6 +602,8 @@ static int load_node(loader_t *L, const Onnx__NodeProto *np, size_t k)
     }
     return 0;
 }
+
+static int load_subgraphs(loader_t *L, int ni);
 
 static int load_nodes(loader_t *L)
 {
@@ -543,7 +625,7 @@ static int load_nodes(loader_t *L)
         if (rc != 0)
             return rc;
         bool constant = def && def->id == ENG_OP_Constant;
-        rc = constant ? load_constant(L, np, k) : load_node(L, np, k);
+        rc = constant ? load_constant(L, np, k) : load_node(L, np, k, eng_op_is_control(def));
         if (rc != 0)
             return rc;
     }
@@ -554,7 +636,9 @@ static int load_nodes(loader_t *L)
         int *ins = (int *)e->inputs;
         for (int k = 0; k < e->n_inputs; k++) {
             const char *name = np->input[k];
-            ins[k] = name[0] ? value_find(L, name) : -1;
+            int rc = name[0] ? value_resolve(L, name, &ins[k]) : (ins[k] = -1, 0);
+            if (rc != 0)
+                return rc;
             if (ins[k] >= 0)
                 L->g->values[ins[k]].n_consumers++;
             else if (name[0])
@@ -562,6 +646,11 @@ static int load_nodes(loader_t *L)
                               "initializer defines", node_label(nl, sizeof nl, e->name,
                               L->extra[i].file_index), e->op_type, name);
         }
+    }
+    for (size_t i = 0; i < L->g->n_nodes; i++) {
+        int rc = L->extra[i].control ? load_subgraphs(L, (int)i) : 0;
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -587,7 +676,9 @@ static int load_outputs(loader_t *L)
         const Onnx__ValueInfoProto *vi = gp->output[i];
         if (!vi->name || !vi->name[0])
             return fs_err(FS_EINVAL, "graph output #%zu has no name", i);
-        int idx = value_find(L, vi->name), rc;
+        int idx, rc = value_resolve(L, vi->name, &idx);
+        if (rc != 0)
+            return rc;
         if (idx < 0)
             return fs_err(FS_EINVAL, "graph output '%.100s' is not produced by any node, graph "
                           "input or initializer", vi->name);
@@ -666,8 +757,8 @@ static int resolve_ops(loader_t *L)
             else if (!e->op)
                 snprintf(why, sizeof why, "op not supported");
             else if (ex->subgraph)
-                snprintf(why, sizeof why, "attribute '%.64s' is a subgraph; control flow is not "
-                         "supported", ex->subgraph);
+                snprintf(why, sizeof why, "attribute '%.64s' is a list of subgraphs (GRAPHS), "
+                         "which is not supported", ex->subgraph);
             else if (ex->problem)
                 snprintf(why, sizeof why, "%s", ex->problem);
             else if (e->op->check) {
@@ -677,9 +768,12 @@ static int resolve_ops(loader_t *L)
             }
         }
         if (why[0])
-            report_add(&L->report, true, "%s: %s", head, why);
+            report_add(L->report, L->where, true, "%s: %s", head, why);
     }
-    return L->report.n_nodes + L->report.n_values > 0 ? report_fail(&L->report) : 0;
+    /* A subgraph's entries wait for the model graph's: one message. */
+    if (L->parent)
+        return 0;
+    return L->report->n_nodes + L->report->n_values > 0 ? report_fail(L->report) : 0;
 }
 
 /* ---- constant data ----------------------------------------------------------------- */
@@ -691,14 +785,14 @@ static int read_constants(loader_t *L)
 {
     for (size_t i = 0; i < L->n_pending; i++) {
         const pending_const_t *p = &L->pending[i];
-        eng_value_t *v = &L->g->values[p->value];
+        eng_value_t *v = &p->g->values[p->value];
         size_t bytes = p->info.bytes;
         /* One byte at least: an empty constant still has non-NULL data. */
         void *dst = onnx_pool_weight_alloc(L->pool, bytes ? bytes : 1);
         if (!dst)
             return fs_err(FS_ENOMEM, "out of memory for %s (%zu bytes)", p->label, bytes);
         v->constant.data = dst;
-        L->g->weight_bytes += bytes;
+        p->g->weight_bytes += bytes;
         if (p->tp) {
             int rc = onnx_tensor_read(p->tp, &p->info, p->label, L->dir, dst);
             if (rc != 0)
@@ -718,6 +812,180 @@ static int read_constants(loader_t *L)
 
 /* ---- the entry point ------------------------------------------------------------------ */
 
+/* An upper bound on the names gp's graphs read that they may not define:
+ * every node input and graph output of gp and of each subgraph in it, at
+ * any depth (what value_resolve may add as OUTER values at each level).
+ * SIZE_MAX past SUBGRAPH_DEPTH_MAX levels, or when the sum would overflow
+ * (the caller refuses both). */
+static size_t names_read(const Onnx__GraphProto *gp, int depth)
+{
+    if (depth > SUBGRAPH_DEPTH_MAX)
+        return SIZE_MAX;
+    size_t n = gp->n_output;
+    for (size_t k = 0; k < gp->n_node && n < INT32_MAX; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        n += np->n_input;
+        for (size_t a = 0; a < np->n_attribute && n < INT32_MAX; a++) {
+            const Onnx__GraphProto *sub = np->attribute[a]->g;
+            size_t m = sub ? names_read(sub, depth + 1) : 0;
+            n = m >= INT32_MAX ? SIZE_MAX : n + m;
+        }
+    }
+    return n;
+}
+
+/* Loads L->gp into L->g (allocated in the pool, pool and parent set by the
+ * caller): its values, nodes (and their subgraphs, recursively) and
+ * outputs, sorted and resolved. Constants are only noted (L->root reads
+ * them all at the end). The caller frees L->map and L->extra. */
+static int graph_load(loader_t *L)
+{
+    const Onnx__GraphProto *gp = L->gp;
+    const char *what = L->parent ? "subgraph" : "model";
+    if (gp->n_sparse_initializer > 0) {
+        const Onnx__TensorProto *v = gp->sparse_initializer[0]->values;
+        return fs_err(FS_ENOTSUP, "%s has %zu sparse initializers ('%.100s', ...); sparse "
+                      "tensors are not supported", what, gp->n_sparse_initializer,
+                      v && v->name ? v->name : "");
+    }
+    /* Every value is an initializer, a graph input or a node output; in a
+     * subgraph also an OUTER value, at most one per name its tree reads. */
+    size_t cap = gp->n_initializer + gp->n_input;
+    for (size_t k = 0; k < gp->n_node && cap < INT32_MAX; k++)
+        cap += gp->node[k]->n_output;
+    size_t outer = L->parent ? names_read(gp, L->depth) : 0;
+    if (outer == SIZE_MAX)
+        return fs_err(FS_ENOTSUP, "%s nests subgraphs deeper than %d levels", what,
+                      SUBGRAPH_DEPTH_MAX);
+    cap += outer;
+    if (cap >= INT32_MAX / 2 || gp->n_node >= INT32_MAX)
+        return fs_err(FS_EPARSE, "%s has too many nodes or values (%zu nodes)", what, gp->n_node);
+    size_t map_size = 16;
+    while (map_size < 2 * cap)
+        map_size *= 2;
+    L->cap_values = cap;
+    L->map_mask = map_size - 1;
+    L->map = calloc(map_size, sizeof *L->map);
+    L->extra = calloc(gp->n_node + 1, sizeof *L->extra);
+    L->g->values = onnx_pool_alloc(L->pool, (cap + 1) * sizeof *L->g->values);
+    L->g->nodes = onnx_pool_alloc(L->pool, (gp->n_node + 1) * sizeof *L->g->nodes);
+    L->cap_outer = outer;
+    L->outer = onnx_pool_alloc(L->pool, (outer + 1) * sizeof *L->outer);
+    L->outer_from = onnx_pool_alloc(L->pool, (outer + 1) * sizeof *L->outer_from);
+    if (!L->map || !L->extra || !L->g->values || !L->g->nodes || !L->outer || !L->outer_from)
+        return fs_err(FS_ENOMEM, "out of memory for a graph of %zu nodes", gp->n_node);
+    L->g->outer = L->outer;
+    L->g->outer_from = L->outer_from;
+    int rc;
+    if ((rc = load_initializers(L)) != 0 || (rc = load_inputs(L)) != 0 ||
+        (rc = load_nodes(L)) != 0 || (rc = load_outputs(L)) != 0 || (rc = sort_nodes(L)) != 0)
+        return rc;
+    return resolve_ops(L);
+}
+
+/* Loads subgraph ap->g of node e (of L's graph; `nl` names it) into *out,
+ * which is set before anything can fail, so that the graph's teardown
+ * finds whatever was loaded. Errors as graph_load's, the message led by
+ * the node and attribute. */
+static int subgraph_load(loader_t *L, const eng_node_t *e, const char *nl,
+                         const Onnx__AttributeProto *ap, const eng_graph_t **out)
+{
+    char where[640];
+    if (L->where)
+        snprintf(where, sizeof where, "%.300s, %s (%.64s) attribute '%.64s'", L->where, nl,
+                 e->op_type, ap->name);
+    else
+        snprintf(where, sizeof where, "%s (%.64s) attribute '%.64s'", nl, e->op_type, ap->name);
+    if (!ap->g)
+        return fs_err(FS_EPARSE, "%s is of type GRAPH but holds no graph", where);
+    if (L->depth >= SUBGRAPH_DEPTH_MAX)
+        return fs_err(FS_ENOTSUP, "%s: subgraphs nest deeper than %d levels", where,
+                      SUBGRAPH_DEPTH_MAX);
+    eng_graph_t *g = onnx_pool_alloc(L->pool, sizeof *g);
+    if (!g)
+        return fs_err(FS_ENOMEM, "out of memory loading %s", where);
+    *out = g;
+    g->pool = L->pool;
+    g->parent = L->g;
+    g->ir_version = L->g->ir_version;
+    g->opset = L->g->opset;
+    loader_t S = {.m = L->m, .gp = ap->g, .dir = L->dir, .pool = L->pool, .g = g, .parent = L,
+                  .root = L->root, .depth = L->depth + 1, .where = where, .report = L->report};
+    int rc = graph_load(&S);
+    free(S.map);
+    free(S.extra);
+    /* Unsupported parts went into the report; other errors name the path,
+     * each level adding its own node. */
+    if (rc != 0 && rc != FS_ENOMEM)
+        return fs_err(rc, "%s (%.64s) attribute '%.64s': %s", nl, e->op_type, ap->name,
+                      fs_errmsg());
+    return rc;
+}
+
+/* Loads the subgraphs of node ni, whose op runs them (its GRAPH attributes
+ * have slots: onnx_attrs_load), and appends the values of L's graph they
+ * read, once each, to its inputs as implicit ones. */
+static int load_subgraphs(loader_t *L, int ni)
+{
+    eng_node_t *e = &L->g->nodes[ni];
+    const Onnx__NodeProto *np = L->gp->node[L->extra[ni].file_index];
+    char nl[128];
+    node_label(nl, sizeof nl, e->name, L->extra[ni].file_index);
+    size_t n_reads = 0;
+    for (int a = 0; a < e->n_attrs; a++) {
+        eng_attr_t *at = (eng_attr_t *)&e->attrs[a]; /* the loader's own, not yet shared */
+        const Onnx__AttributeProto *ap = NULL;
+        for (size_t k = 0; k < np->n_attribute && !ap; k++)
+            if (strcmp(np->attribute[k]->name, at->name) == 0)
+                ap = np->attribute[k];
+        if (at->type != ENG_ATTR_GRAPH || !ap)
+            continue;
+        int rc = subgraph_load(L, e, nl, ap, &at->g);
+        if (rc != 0)
+            return rc;
+        n_reads += at->g->n_outer;
+    }
+    int *ins = onnx_pool_alloc(L->pool, ((size_t)e->n_inputs + n_reads + 1) * sizeof *ins);
+    if (!ins)
+        return fs_err(FS_ENOMEM, "out of memory loading %s", nl);
+    memcpy(ins, e->inputs, (size_t)e->n_inputs * sizeof *ins);
+    int n = e->n_inputs;
+    for (int a = 0; a < e->n_attrs; a++) {
+        const eng_graph_t *sub = e->attrs[a].type == ENG_ATTR_GRAPH ? e->attrs[a].g : NULL;
+        for (size_t k = 0; sub && k < sub->n_outer; k++) {
+            int v = sub->outer_from[k], seen = 0;
+            for (int j = e->n_inputs; j < n && !seen; j++)
+                seen = ins[j] == v;
+            if (seen)
+                continue;
+            ins[n++] = v;
+            L->g->values[v].n_consumers++;
+        }
+    }
+    e->n_implicit = n - e->n_inputs;
+    e->n_inputs = n;
+    e->inputs = ins;
+    return 0;
+}
+
+/* Numbers the values of g's tree from `base` (graph.h: value_base), g's
+ * own first; returns the next free number. */
+static size_t graph_number(eng_graph_t *g, size_t base)
+{
+    g->value_base = base;
+    base += g->n_values;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int a = 0; a < g->nodes[i].n_attrs; a++)
+            if (g->nodes[i].attrs[a].type == ENG_ATTR_GRAPH && g->nodes[i].attrs[a].g)
+                base = graph_number((eng_graph_t *)g->nodes[i].attrs[a].g, base);
+    return base;
+}
+
+void eng_graph_number(eng_graph_t *g)
+{
+    g->n_tree_values = graph_number(g, 0);
+}
+
 static int loader_run(loader_t *L, const eng_weight_alloc_t *wa)
 {
     if (!(L->pool = onnx_pool_create(wa)))
@@ -728,36 +996,11 @@ static int loader_run(loader_t *L, const eng_weight_alloc_t *wa)
     int rc = load_header(L);
     if (rc != 0)
         return rc;
-    const Onnx__GraphProto *gp = L->gp = L->m->graph;
-    if (gp->n_sparse_initializer > 0) {
-        const Onnx__TensorProto *v = gp->sparse_initializer[0]->values;
-        return fs_err(FS_ENOTSUP, "model has %zu sparse initializers ('%.100s', ...); sparse "
-                      "tensors are not supported", gp->n_sparse_initializer,
-                      v && v->name ? v->name : "");
-    }
-    /* Every value is an initializer, a graph input or a node output. */
-    size_t cap = gp->n_initializer + gp->n_input;
-    for (size_t k = 0; k < gp->n_node && cap < INT32_MAX; k++)
-        cap += gp->node[k]->n_output;
-    if (cap >= INT32_MAX / 2 || gp->n_node >= INT32_MAX)
-        return fs_err(FS_EPARSE, "model has too many nodes or values (%zu nodes)", gp->n_node);
-    size_t map_size = 16;
-    while (map_size < 2 * cap)
-        map_size *= 2;
-    L->cap_values = cap;
-    L->map_mask = map_size - 1;
-    L->map = calloc(map_size, sizeof *L->map);
-    L->pending = calloc(gp->n_initializer + gp->n_node + 1, sizeof *L->pending);
-    L->extra = calloc(gp->n_node + 1, sizeof *L->extra);
-    L->g->values = onnx_pool_alloc(L->pool, (cap + 1) * sizeof *L->g->values);
-    L->g->nodes = onnx_pool_alloc(L->pool, (gp->n_node + 1) * sizeof *L->g->nodes);
-    if (!L->map || !L->pending || !L->extra || !L->g->values || !L->g->nodes)
-        return fs_err(FS_ENOMEM, "out of memory for a graph of %zu nodes", gp->n_node);
-    if ((rc = load_initializers(L)) != 0 || (rc = load_inputs(L)) != 0 ||
-        (rc = load_nodes(L)) != 0 || (rc = load_outputs(L)) != 0 || (rc = sort_nodes(L)) != 0 ||
-        (rc = resolve_ops(L)) != 0)
+    L->gp = L->m->graph;
+    if ((rc = graph_load(L)) != 0 || (rc = read_constants(L)) != 0)
         return rc;
-    return read_constants(L);
+    eng_graph_number(L->g);
+    return 0;
 }
 
 int eng_graph_load(const void *data, size_t len, const char *dir, const eng_weight_alloc_t *wa,
@@ -769,7 +1012,9 @@ int eng_graph_load(const void *data, size_t len, const char *dir, const eng_weig
     if (!m)
         return fs_err(FS_EPARSE, "not a valid ONNX model (%zu bytes): the protobuf could not be "
                       "decoded; the file is corrupt or truncated", len);
-    loader_t L = {.m = m, .dir = dir};
+    report_t report = {0};
+    loader_t L = {.m = m, .dir = dir, .report = &report};
+    L.root = &L;
     int rc = loader_run(&L, wa);
     onnx__model_proto__free_unpacked(m, NULL);
     free(L.map);

@@ -6,7 +6,8 @@
  * per-object frees, no fragmentation, one pass to destroy. Constant data
  * is not in the pool: it comes from the weight allocator given at load,
  * and eng_graph_destroy hands every CONST value's data back to it, so
- * constants folded later by the engine (with the same allocator) go too. */
+ * constants folded later by the engine (with the same allocator) go too.
+ * Subgraphs live in their model graph's pool and go with it. */
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,13 +95,24 @@ void *onnx_pool_weight_alloc(const onnx_pool_t *p, size_t bytes)
     return eng_weights_alloc(&p->wa, bytes);
 }
 
+/* Hands the constant data of g and of its subgraphs back to `wa`. A graph
+ * a failed load left half built has its counts at what was filled. */
+static void graph_free_constants(const eng_graph_t *g, const eng_weight_alloc_t *wa)
+{
+    for (size_t i = 0; g->values && i < g->n_values; i++)
+        if (g->values[i].kind == ENG_VALUE_CONST && g->values[i].constant.data)
+            eng_weights_free(wa, g->values[i].constant.data);
+    for (size_t i = 0; g->nodes && i < g->n_nodes; i++)
+        for (int a = 0; a < g->nodes[i].n_attrs; a++)
+            if (g->nodes[i].attrs[a].type == ENG_ATTR_GRAPH && g->nodes[i].attrs[a].g)
+                graph_free_constants(g->nodes[i].attrs[a].g, wa);
+}
+
 void eng_graph_destroy(eng_graph_t *g)
 {
     if (!g)
         return;
     onnx_pool_t *p = g->pool;
-    for (size_t i = 0; i < g->n_values; i++)
-        if (g->values[i].kind == ENG_VALUE_CONST && g->values[i].constant.data)
-            eng_weights_free(&p->wa, g->values[i].constant.data);
-    onnx_pool_destroy(p); /* g itself lives in the pool */
+    graph_free_constants(g, &p->wa);
+    onnx_pool_destroy(p); /* g and its subgraphs live in the pool */
 }

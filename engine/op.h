@@ -123,6 +123,15 @@ const char *eng_op_type(eng_op_id_t id);
  * from that device's table (engine/backend.h: eng_backend_kernel). */
 const eng_op_def_t *eng_op_find(const char *op_type);
 
+/* Whether `op` runs subgraphs (If, Loop, Scan: engine/ops/list.h's
+ * control family): the loader loads its GRAPH attributes, and the dynamic
+ * executor runs it (engine/exec_control.c); no device has a kernel for it,
+ * and its infer answers FS_EDYNAMIC. Cannot fail; NULL gives false. */
+static inline bool eng_op_is_control(const eng_op_def_t *op)
+{
+    return op && (op->id == ENG_OP_If || op->id == ENG_OP_Loop || op->id == ENG_OP_Scan);
+}
+
 /* Helpers for op code. */
 /* The input at i, or NULL when absent or out of range. */
 static inline const eng_tensor_t *eng_ctx_in(const eng_op_ctx_t *c, int i)

@@ -74,13 +74,17 @@ bool eng_op_ctx_complete(const eng_op_ctx_t *ctx)
         s = eng_op_schema_first(op);
     if (!s)
         return false; /* a table older than list.h: nothing was checked */
+    /* A control-flow node's implicit inputs (graph.h) are outside its schema. */
+    int n_in = ctx->n_inputs, explicit_n = ctx->node->n_inputs - ctx->node->n_implicit;
+    if (ctx->node->n_implicit > 0 && n_in > explicit_n)
+        n_in = explicit_n;
     bool required;
-    for (int i = 0; i < ctx->n_inputs; i++)
+    for (int i = 0; i < n_in; i++)
         if (eng_op_schema_input(s, i, &required) && required && !ctx->inputs[i])
             return false;
     for (int i = 0; i < ctx->n_outputs; i++)
         if (eng_op_schema_output(s, i, &required) && required && !ctx->outputs[i])
             return false;
-    return ctx->n_inputs >= s->min_inputs && ctx->n_inputs <= s->max_inputs &&
+    return n_in >= s->min_inputs && n_in <= s->max_inputs &&
            ctx->n_outputs >= s->min_outputs && ctx->n_outputs <= s->max_outputs;
 }

@@ -62,6 +62,7 @@ typedef struct eng_plan_env {
     const eng_dtype_t *dev_dtype;
     alloc_cache_t *staging;
     alloc_owner_t staging_owner;
+    int64_t max_loop_iterations; /* a Loop's bound (> 0; engine.h) */
 } eng_plan_env_t;
 
 /* The replay state of one plan: the device graph captured from its steps

@@ -171,6 +171,8 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
     p->host_owner = env->host_owner;
     p->staging = env->staging;
     p->staging_owner = env->staging_owner;
+    p->max_loop_iterations = env->max_loop_iterations > 0 ? env->max_loop_iterations
+                                                          : ENG_LOOP_ITERATIONS_DEFAULT;
     p->n_values = g->n_values;
     p->values = calloc(g->n_values, sizeof *p->values);
     p->steps = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->steps);

@@ -73,6 +73,7 @@ struct eng_plan {
     size_t n_folded;
     int max_io;                /* most inputs or outputs of any node */
     bool dynamic;
+    int64_t max_loop_iterations; /* engine/exec_control.c */
 };
 
 /* plan_memory.c */

@@ -227,6 +227,14 @@
     X(NonZero, Y, Y)                                                          \
     X(Unique, Y, Y)
 
+/* Control flow: ops that run subgraphs (eng_op_is_control). No device has
+ * a kernel for them (N): the dynamic executor runs their subgraphs through
+ * the kernels of the ops inside (engine/exec_control.c). */
+#define ENG_OPS_CONTROL(X)                                                   \
+    X(If, N, N)                                                               \
+    X(Loop, N, N)                                                             \
+    X(Scan, N, N)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -242,7 +250,8 @@
     F(quant, ENG_OPS_QUANT)                                                       \
     F(spatial, ENG_OPS_SPATIAL)                                                   \
     F(signal, ENG_OPS_SIGNAL)                                                     \
-    F(index, ENG_OPS_INDEX)
+    F(index, ENG_OPS_INDEX)                                                       \
+    F(control, ENG_OPS_CONTROL)
 
 /* Every op, family after family (one family a line, as ENG_OP_FAMILIES). */
 #define ENG_OPS(X)                                                                \
@@ -259,7 +268,8 @@
     ENG_OPS_QUANT(X)                                                              \
     ENG_OPS_SPATIAL(X)                                                            \
     ENG_OPS_SIGNAL(X)                                                             \
-    ENG_OPS_INDEX(X)
+    ENG_OPS_INDEX(X)                                                              \
+    ENG_OPS_CONTROL(X)
 
 /* An op's id: its index in ENG_OPS, and in every device's kernel table. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,

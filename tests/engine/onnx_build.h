@@ -16,9 +16,12 @@
 #define MB_MAX_NODES 4096
 #define MB_MAX_LIST 64
 #define MB_MAX_ATTRS 16
+#define MB_MAX_DEPTH 8
 
 /* A model under construction. The graph's arrays point into the fixed
- * arrays here; every other piece comes from mb_alloc. */
+ * arrays here; every other piece comes from mb_alloc. Between mb_begin_g
+ * and mb_end_g the node, input, output and initializer calls fill that
+ * subgraph instead (its arrays hold MB_MAX_LIST entries each). */
 typedef struct mb {
     Onnx__ModelProto model;
     Onnx__GraphProto graph;
@@ -26,6 +29,8 @@ typedef struct mb {
     Onnx__NodeProto *nodes[MB_MAX_NODES];
     Onnx__TensorProto *inits[MB_MAX_LIST];
     Onnx__ValueInfoProto *inputs[MB_MAX_LIST], *outputs[MB_MAX_LIST], *infos[MB_MAX_LIST];
+    Onnx__GraphProto *open[MB_MAX_DEPTH]; /* the subgraphs being filled, innermost last */
+    int depth;
     void **allocs;             /* everything mb_alloc handed out */
     size_t n_allocs, cap_allocs;
 } mb_t;
@@ -88,6 +93,12 @@ static inline void mb_init(mb_t *b, int64_t ir, int64_t opset)
         mb_opset(b, "", opset);
 }
 
+/* The graph being filled: the innermost open subgraph, else the model's. */
+static inline Onnx__GraphProto *mb_cur(mb_t *b)
+{
+    return b->depth ? b->open[b->depth - 1] : &b->graph;
+}
+
 /* Splits "a,,b" into {"a", "", "b"} ("" gives no names). */
 static inline char **mb_names(mb_t *b, const char *list, size_t *n)
 {
@@ -113,7 +124,8 @@ static inline char **mb_names(mb_t *b, const char *list, size_t *n)
 static inline Onnx__NodeProto *mb_node(mb_t *b, const char *op, const char *name,
                                        const char *inputs, const char *outputs)
 {
-    cr_assert_lt(b->graph.n_node, MB_MAX_NODES);
+    Onnx__GraphProto *g = mb_cur(b);
+    cr_assert_lt(g->n_node, b->depth ? MB_MAX_LIST : MB_MAX_NODES);
     Onnx__NodeProto *n = mb_alloc(b, sizeof *n);
     onnx__node_proto__init(n);
     n->op_type = mb_str(b, op);
@@ -122,7 +134,7 @@ static inline Onnx__NodeProto *mb_node(mb_t *b, const char *op, const char *name
     n->input = mb_names(b, inputs, &n->n_input);
     n->output = mb_names(b, outputs, &n->n_output);
     n->attribute = mb_alloc(b, MB_MAX_ATTRS * sizeof *n->attribute);
-    b->nodes[b->graph.n_node++] = n;
+    g->node[g->n_node++] = n;
     return n;
 }
 
@@ -195,13 +207,36 @@ static inline void mb_attr_t(mb_t *b, Onnx__NodeProto *n, const char *name, Onnx
     mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)->t = t;
 }
 
-/* A subgraph attribute (what If, Loop and Scan carry): an empty graph. */
-static inline void mb_attr_g(mb_t *b, Onnx__NodeProto *n, const char *name)
+/* Starts subgraph attribute `name` of node n (what If, Loop and Scan
+ * carry): until mb_end_g, mb_node, mb_input, mb_output and mb_initializer
+ * fill it. Subgraphs nest. */
+static inline Onnx__GraphProto *mb_begin_g(mb_t *b, Onnx__NodeProto *n, const char *name)
 {
+    cr_assert_lt(b->depth, MB_MAX_DEPTH);
     Onnx__GraphProto *g = mb_alloc(b, sizeof *g);
     onnx__graph_proto__init(g);
     g->name = mb_str(b, name);
+    g->node = mb_alloc(b, MB_MAX_LIST * sizeof *g->node);
+    g->initializer = mb_alloc(b, MB_MAX_LIST * sizeof *g->initializer);
+    g->input = mb_alloc(b, MB_MAX_LIST * sizeof *g->input);
+    g->output = mb_alloc(b, MB_MAX_LIST * sizeof *g->output);
     mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH)->g = g;
+    b->open[b->depth++] = g;
+    return g;
+}
+
+/* Ends the innermost subgraph mb_begin_g started. */
+static inline void mb_end_g(mb_t *b)
+{
+    cr_assert_gt(b->depth, 0);
+    b->depth--;
+}
+
+/* A subgraph attribute with nothing in it. */
+static inline void mb_attr_g(mb_t *b, Onnx__NodeProto *n, const char *name)
+{
+    mb_begin_g(b, n, name);
+    mb_end_g(b);
 }
 
 /* A tensor with name, dtype and dims and no data yet. */
@@ -267,8 +302,9 @@ static inline void mb_external(mb_t *b, Onnx__TensorProto *t, const char *locati
 
 static inline void mb_initializer(mb_t *b, Onnx__TensorProto *t)
 {
-    cr_assert_lt(b->graph.n_initializer, MB_MAX_LIST);
-    b->inits[b->graph.n_initializer++] = t;
+    Onnx__GraphProto *g = mb_cur(b);
+    cr_assert_lt(g->n_initializer, MB_MAX_LIST);
+    g->initializer[g->n_initializer++] = t;
 }
 
 /* A value info; dtype 0 declares no type, rank < 0 no shape. A dim of -1
@@ -315,15 +351,17 @@ static inline Onnx__ValueInfoProto *mb_vi(mb_t *b, const char *name, int dtype, 
 static inline Onnx__ValueInfoProto *mb_input(mb_t *b, const char *name, int dtype, int rank,
                                              const int64_t *dims, const char *const *params)
 {
-    cr_assert_lt(b->graph.n_input, MB_MAX_LIST);
-    return b->inputs[b->graph.n_input++] = mb_vi(b, name, dtype, rank, dims, params);
+    Onnx__GraphProto *g = mb_cur(b);
+    cr_assert_lt(g->n_input, MB_MAX_LIST);
+    return g->input[g->n_input++] = mb_vi(b, name, dtype, rank, dims, params);
 }
 
 static inline Onnx__ValueInfoProto *mb_output(mb_t *b, const char *name, int dtype, int rank,
                                               const int64_t *dims)
 {
-    cr_assert_lt(b->graph.n_output, MB_MAX_LIST);
-    return b->outputs[b->graph.n_output++] = mb_vi(b, name, dtype, rank, dims, NULL);
+    Onnx__GraphProto *g = mb_cur(b);
+    cr_assert_lt(g->n_output, MB_MAX_LIST);
+    return g->output[g->n_output++] = mb_vi(b, name, dtype, rank, dims, NULL);
 }
 
 /* The model packed to bytes (freed by mb_free). */
@@ -364,9 +402,37 @@ static inline int graph_value(const eng_graph_t *g, const char *name)
     return -1;
 }
 
+static inline void graph_check_invariants(const eng_graph_t *g);
+
+/* A subgraph's own invariants, and its binding to parent graph g through
+ * node n: every OUTER value is bound once to a value of g of its name that
+ * n reads as an implicit input. */
+static inline void subgraph_check_invariants(const eng_graph_t *g, const eng_node_t *n,
+                                             const eng_graph_t *sub)
+{
+    graph_check_invariants(sub);
+    cr_expect_eq(sub->parent, g, "subgraph of node '%s' has another parent", n->name);
+    cr_expect_eq(sub->opset, g->opset);
+    size_t n_outer_values = 0;
+    for (size_t v = 0; v < sub->n_values; v++)
+        n_outer_values += sub->values[v].kind == ENG_VALUE_OUTER;
+    cr_expect_eq(sub->n_outer, n_outer_values, "every OUTER value is bound once");
+    for (size_t k = 0; k < sub->n_outer; k++) {
+        int v = sub->outer[k], pv = sub->outer_from[k];
+        cr_assert(v >= 0 && (size_t)v < sub->n_values && pv >= 0 && (size_t)pv < g->n_values);
+        cr_expect_eq(sub->values[v].kind, ENG_VALUE_OUTER);
+        cr_expect_str_eq(sub->values[v].name, g->values[pv].name);
+        bool implicit = false;
+        for (int i = n->n_inputs - n->n_implicit; i < n->n_inputs; i++)
+            implicit = implicit || n->inputs[i] == pv;
+        cr_expect(implicit, "node '%s' does not read '%s' for its subgraph", n->name,
+                  g->values[pv].name);
+    }
+}
+
 /* The IR's invariants (graph.h): unique names, indices in range, nodes in
  * topological order, producers and consumer counts consistent, constants
- * with data. */
+ * with data; and each subgraph's, recursively. */
 static inline void graph_check_invariants(const eng_graph_t *g)
 {
     int *consumers = calloc(g->n_values + 1, sizeof *consumers);
@@ -386,6 +452,16 @@ static inline void graph_check_invariants(const eng_graph_t *g)
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0)
                 cr_expect_eq(g->values[n->outputs[k]].producer, (int)i);
+        cr_expect(n->n_implicit >= 0 && n->n_implicit <= n->n_inputs);
+        size_t n_sub_outer = 0;
+        for (int a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].type == ENG_ATTR_GRAPH) {
+                cr_assert(n->attrs[a].g, "node '%s': GRAPH attribute without a graph", n->name);
+                subgraph_check_invariants(g, n, n->attrs[a].g);
+                n_sub_outer += n->attrs[a].g->n_outer;
+            }
+        cr_expect_leq((size_t)n->n_implicit, n_sub_outer, "node '%s' reads more than its "
+                      "subgraphs need", n->name);
     }
     for (size_t v = 0; v < g->n_values; v++) {
         const eng_value_t *val = &g->values[v];

@@ -2461,6 +2461,214 @@ Test(cuda_consistency, a_cuda_model_over_a_host_cache_is_einval)
     rig_close(&r);
 }
 
+/* ---- control flow -------------------------------------------------------- */
+
+/* Control-flow models (If, Loop, Scan) built in memory: the subgraphs run
+ * on the device with their constants uploaded at load, the conditions
+ * read back from device values, the scan slices and stacks kept on the
+ * device. */
+
+/* A float initializer of the current graph with values i * step - 1. */
+static void flow_weight(mb_t *b, const char *name, int rank, const int64_t *dims, float step)
+{
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    float *v = mb_alloc(b, (size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)i * step - 1.0f;
+    Onnx__TensorProto *t = mb_tensor(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, rank, dims);
+    mb_floats(b, t, v, (size_t)n);
+    mb_initializer(b, t);
+}
+
+/* A float scalar initializer of the current graph. */
+static void flow_scalar(mb_t *b, const char *name, float v)
+{
+    Onnx__TensorProto *t = mb_tensor(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL);
+    mb_floats(b, t, &v, 1);
+    mb_initializer(b, t);
+}
+
+#define FLOW_F ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+#define FLOW_B ONNX__TENSOR_PROTO__DATA_TYPE__BOOL
+#define FLOW_I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+
+/* y = If(c) then Relu(x) + k else (If(sum(x) > 0) then Tanh(x) else -x):
+ * the inner condition is computed on the device. */
+static void flow_build_if(mb_t *b)
+{
+    mb_init(b, OC_IR_VERSION, 13);
+    mb_input(b, "c", FLOW_B, 0, NULL, NULL);
+    mb_input(b, "x", FLOW_F, 2, (int64_t[]){4, 37}, NULL);
+    Onnx__NodeProto *n = mb_node(b, "If", "if", "c", "y");
+    mb_begin_g(b, n, "then_branch");
+    flow_weight(b, "k", 1, (int64_t[]){37}, 0.05f);
+    mb_node(b, "Relu", "relu", "x", "r");
+    mb_node(b, "Add", "add", "r,k", "t");
+    mb_output(b, "t", FLOW_F, 2, (int64_t[]){4, 37});
+    mb_end_g(b);
+    mb_begin_g(b, n, "else_branch");
+    flow_scalar(b, "zero", 0.0f);
+    mb_attr_i(b, mb_node(b, "ReduceSum", "sum", "x", "s"), "keepdims", 0);
+    mb_node(b, "Greater", "gt", "s,zero", "g");
+    Onnx__NodeProto *inner = mb_node(b, "If", "inner", "g", "e");
+    mb_begin_g(b, inner, "then_branch");
+    mb_node(b, "Tanh", "tanh", "x", "th");
+    mb_output(b, "th", FLOW_F, 2, (int64_t[]){4, 37});
+    mb_end_g(b);
+    mb_begin_g(b, inner, "else_branch");
+    mb_node(b, "Neg", "neg", "x", "ng");
+    mb_output(b, "ng", FLOW_F, 2, (int64_t[]){4, 37});
+    mb_end_g(b);
+    mb_output(b, "e", FLOW_F, 2, (int64_t[]){4, 37});
+    mb_end_g(b);
+    mb_output(b, "y", FLOW_F, 2, (int64_t[]){4, 37});
+}
+
+/* Loop(M, c0, s0): s = 0.9 s + |x|; w = s W (W a body weight too large
+ * for the host to keep); scan outputs w and sum(s) * i; the condition is
+ * i < 2.5, computed on the device, so 4 of the 5 iterations run. */
+static void flow_build_loop(mb_t *b)
+{
+    mb_init(b, OC_IR_VERSION, 13);
+    mb_input(b, "M", FLOW_I64, 0, NULL, NULL);
+    mb_input(b, "c0", FLOW_B, 0, NULL, NULL);
+    mb_input(b, "s0", FLOW_F, 2, (int64_t[]){8, 16}, NULL);
+    mb_input(b, "x", FLOW_F, 2, (int64_t[]){8, 16}, NULL);
+    Onnx__NodeProto *n = mb_node(b, "Loop", "loop", "M,c0,s0", "s,ws,sums");
+    mb_begin_g(b, n, "body");
+    mb_input(b, "i", FLOW_I64, 0, NULL, NULL);
+    mb_input(b, "c_in", FLOW_B, 0, NULL, NULL);
+    mb_input(b, "s_in", FLOW_F, 2, (int64_t[]){8, 16}, NULL);
+    flow_weight(b, "W", 2, (int64_t[]){16, 24}, 0.004f);
+    flow_scalar(b, "decay", 0.9f);
+    flow_scalar(b, "lim", 2.5f);
+    mb_node(b, "Abs", "abs", "x", "ax");
+    mb_node(b, "Mul", "mul", "s_in,decay", "sd");
+    mb_node(b, "Add", "add", "sd,ax", "s_out");
+    mb_node(b, "MatMul", "mm", "s_out,W", "w");
+    Onnx__NodeProto *cast = mb_node(b, "Cast", "cast", "i", "fi");
+    mb_attr_i(b, cast, "to", FLOW_F);
+    mb_node(b, "Less", "less", "fi,lim", "c_out");
+    mb_attr_i(b, mb_node(b, "ReduceSum", "sum", "s_out", "ss"), "keepdims", 0);
+    mb_node(b, "Mul", "scale", "ss,fi", "sum_i");
+    mb_output(b, "c_out", FLOW_B, 0, NULL);
+    mb_output(b, "s_out", FLOW_F, 2, (int64_t[]){8, 16});
+    mb_output(b, "w", FLOW_F, 2, (int64_t[]){8, 24});
+    mb_output(b, "sum_i", FLOW_F, 0, NULL);
+    mb_end_g(b);
+    mb_output(b, "s", FLOW_F, 2, (int64_t[]){8, 16});
+    mb_output(b, "ws", FLOW_F, 3, (int64_t[]){-1, 8, 24});
+    mb_output(b, "sums", FLOW_F, 1, (int64_t[]){-1});
+}
+
+/* Scan over x [3,7,5] along axis 1 in reverse: h = tanh(h W + x_t),
+ * y_t = h * x_t stacked along axis 1. */
+static void flow_build_scan(mb_t *b)
+{
+    mb_init(b, OC_IR_VERSION, 13);
+    mb_input(b, "h0", FLOW_F, 2, (int64_t[]){3, 5}, NULL);
+    mb_input(b, "x", FLOW_F, 3, (int64_t[]){3, 7, 5}, NULL);
+    Onnx__NodeProto *n = mb_node(b, "Scan", "scan", "h0,x", "h,ys");
+    mb_attr_i(b, n, "num_scan_inputs", 1);
+    mb_attr_ints(b, n, "scan_input_axes", (int64_t[]){1}, 1);
+    mb_attr_ints(b, n, "scan_input_directions", (int64_t[]){1}, 1);
+    mb_attr_ints(b, n, "scan_output_axes", (int64_t[]){1}, 1);
+    mb_begin_g(b, n, "body");
+    mb_input(b, "h_in", FLOW_F, 2, (int64_t[]){3, 5}, NULL);
+    mb_input(b, "xt", FLOW_F, 2, (int64_t[]){3, 5}, NULL);
+    flow_weight(b, "W", 2, (int64_t[]){5, 5}, 0.08f);
+    mb_node(b, "MatMul", "mm", "h_in,W", "hw");
+    mb_node(b, "Add", "add", "hw,xt", "pre");
+    mb_node(b, "Tanh", "tanh", "pre", "h_out");
+    mb_node(b, "Mul", "mul", "h_out,xt", "y");
+    mb_output(b, "h_out", FLOW_F, 2, (int64_t[]){3, 5});
+    mb_output(b, "y", FLOW_F, 2, (int64_t[]){3, 5});
+    mb_end_g(b);
+    mb_output(b, "h", FLOW_F, 2, (int64_t[]){3, 5});
+    mb_output(b, "ys", FLOW_F, 3, (int64_t[]){3, 7, 5});
+}
+
+typedef struct flow_case {
+    const char *desc;
+    void (*build)(mb_t *b);
+    const char *in[OC_MAX_IN];
+    int n_in, n_out;
+    int64_t iterations;        /* > 0: the length output 1 must have (a Loop's scan) */
+} flow_case_t;
+
+/* Loads c's model on both sides, runs it on the same inputs, compares. */
+static void flow_compare(rig_t *r, const flow_case_t *c)
+{
+    mb_t b;
+    c->build(&b);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    eng_model_t *ref = NULL, *dev = NULL;
+    eng_model_config_t rcfg = rig_config(r, false), dcfg = rig_config(r, true);
+    int rc = eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref);
+    cr_expect_eq(rc, 0, "%s: loading on the CPU: %s", c->desc, fs_errmsg());
+    if (rc == 0) {
+        rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
+        cr_expect_eq(rc, 0, "%s: loading on %s: %s", c->desc, r->dut.name, fs_errmsg());
+    }
+    eng_tensor_t *owned[OC_MAX_IN] = {NULL}, views[OC_MAX_IN];
+    for (int i = 0; i < c->n_in; i++) {
+        spec_t s;
+        spec_parse(c->in[i], &s);
+        char what[160];
+        snprintf(what, sizeof what, "%s/%d", c->desc, i);
+        owned[i] = spec_tensor(&s, fnv1a(what));
+        views[i] = *owned[i];
+    }
+    eng_tensor_t *want[OC_MAX_OUT] = {NULL}, *got[OC_MAX_OUT] = {NULL};
+    if (rc == 0) {
+        rc = eng_model_run(ref, views, (size_t)c->n_in, want);
+        cr_expect_eq(rc, 0, "%s: running on the CPU: %s", c->desc, fs_errmsg());
+    }
+    if (rc == 0) {
+        rc = eng_model_run(dev, views, (size_t)c->n_in, got);
+        cr_expect_eq(rc, 0, "%s: running on %s: %s", c->desc, r->dut.name, fs_errmsg());
+    }
+    if (rc == 0 && c->iterations > 0)
+        cr_expect_eq(want[1]->shape.dims[0], c->iterations, "%s: %lld iterations, want %lld",
+                     c->desc, (long long)want[1]->shape.dims[0], (long long)c->iterations);
+    tol_t tol = {.rtol = OC_RTOL, .atol = OC_ATOL, .exact = !r->dut.cuda};
+    for (int j = 0; rc == 0 && j < c->n_out; j++) {
+        char what[160];
+        snprintf(what, sizeof what, "%s output %d", c->desc, j);
+        expect_tensor_match(what, want[j], got[j], &tol);
+    }
+    outputs_free(want, c->n_out);
+    outputs_free(got, c->n_out);
+    for (int i = 0; i < c->n_in; i++)
+        eng_tensor_free(owned[i]);
+    eng_model_destroy(dev);
+    eng_model_destroy(ref);
+    mb_free(&b);
+    rig_expect_idle(r, c->desc);
+}
+
+Test(cuda_consistency, control_flow_models_match_the_cpu)
+{
+    static const flow_case_t cases[] = {
+        {"If then", flow_build_if, {"bool[]{1}", "f32[4,37]"}, 2, 1, 0},
+        {"If else, inner If on a device sum", flow_build_if, {"bool[]{0}", "f32[4,37]"}, 2, 1, 0},
+        {"If else, inner else", flow_build_if, {"bool[]{0}", "f32[4,37]:r(-2,-1)"}, 2, 1, 0},
+        {"Loop stopped by its condition", flow_build_loop,
+         {"i64[]{5}", "bool[]{1}", "f32[8,16]", "f32[8,16]"}, 4, 3, 4},
+        {"Loop stopped by its trip count", flow_build_loop,
+         {"i64[]{2}", "bool[]{1}", "f32[8,16]", "f32[8,16]"}, 4, 3, 2},
+        {"Scan reverse along axis 1", flow_build_scan, {"f32[3,5]", "f32[3,7,5]"}, 2, 2, 0},
+    };
+    rig_t r;
+    rig_open(&r, 1);
+    for (size_t i = 0; i < N_OF(cases); i++)
+        flow_compare(&r, &cases[i]);
+    rig_close(&r);
+}
+
 /* ---- precision --------------------------------------------------------- */
 
 /* ||got - want|| / ||want|| over two float tensors of one shape (the

@@ -470,7 +470,7 @@ Test(engine_load, attributes_of_every_held_type_are_copied)
     onnx_pool_t *pool = onnx_pool_create(NULL);
     cr_assert(pool);
     onnx_attrs_t at;
-    cr_assert_eq(onnx_attrs_load(pool, n, "node 'fb'", NULL, &at), 0, "%s", fs_errmsg());
+    cr_assert_eq(onnx_attrs_load(pool, n, "node 'fb'", NULL, false, &at), 0, "%s", fs_errmsg());
     cr_expect_null(at.subgraph);
     cr_expect_null(at.problem);
     const eng_node_t e = {.name = "fb", .op_type = "FooBar", .domain = "",
@@ -681,14 +681,14 @@ Test(engine_load, every_unsupported_node_is_listed_in_one_message)
     mb_input(&b, "X", F, -1, NULL, NULL);
     mb_node(&b, "FooBar", "n3", "B", "C");
     mb_node(&b, "FooBar", "n1", "X", "A");
-    Onnx__NodeProto *cf = mb_node(&b, "If", "n5", "A", "B");
+    Onnx__NodeProto *cf = mb_node(&b, "FooIf", "n5", "A", "B");
     mb_attr_g(&b, cf, "then_branch");
     mb_attr_g(&b, cf, "else_branch");
     mb_node(&b, "BarBaz", NULL, "C", "D");
     mb_output(&b, "D", 0, -1, NULL);
     EXPECT_FAILS(&b, FS_ENOTSUP,
                  "model uses 4 unsupported nodes: node 'n1' (FooBar, opset 13): op not supported; "
-                 "node 'n5' (If, opset 13): op not supported (control flow: attribute "
+                 "node 'n5' (FooIf, opset 13): op not supported (control flow: attribute "
                  "'then_branch' is a subgraph); node 'n3' (FooBar, opset 13): op not supported; "
                  "node #3 (BarBaz, opset 13): op not supported");
     mb_free(&b);

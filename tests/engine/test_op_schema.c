@@ -104,6 +104,7 @@ static const struct {
     {"Swish", 24},
     {"MeanVarianceNormalization", 9},
     {"GroupNormalization", 18},
+    {"Scan", 8},
 };
 
 static int introduced_at(const char *op)

@@ -140,30 +140,39 @@ static Onnx__ValueInfoProto *mb_vi(fuzz_mb_t *b, const char *name, int dtype, in
     return vi;
 }
 
+/* The graph being filled: the innermost open subgraph, else the model's. */
+static Onnx__GraphProto *mb_cur(fuzz_mb_t *b)
+{
+    return b->depth ? b->open[b->depth - 1] : &b->graph;
+}
+
 void fuzz_mb_input(fuzz_mb_t *b, const char *name, int dtype, int rank, const int64_t *dims,
                    const char *const *params)
 {
-    if (!mb_room(b, b->graph.n_input, FUZZ_MB_MAX_LIST))
+    Onnx__GraphProto *g = mb_cur(b);
+    if (!mb_room(b, g->n_input, FUZZ_MB_MAX_LIST))
         return;
     Onnx__ValueInfoProto *vi = mb_vi(b, name, dtype, rank, dims, params);
     if (vi)
-        b->inputs[b->graph.n_input++] = vi;
+        g->input[g->n_input++] = vi;
 }
 
 void fuzz_mb_output(fuzz_mb_t *b, const char *name, int dtype, int rank, const int64_t *dims,
                     const char *const *params)
 {
-    if (!mb_room(b, b->graph.n_output, FUZZ_MB_MAX_LIST))
+    Onnx__GraphProto *g = mb_cur(b);
+    if (!mb_room(b, g->n_output, FUZZ_MB_MAX_LIST))
         return;
     Onnx__ValueInfoProto *vi = mb_vi(b, name, dtype, rank, dims, params);
     if (vi)
-        b->outputs[b->graph.n_output++] = vi;
+        g->output[g->n_output++] = vi;
 }
 
 Onnx__NodeProto *fuzz_mb_node(fuzz_mb_t *b, const char *op, const char *inputs,
                               const char *outputs)
 {
-    if (!mb_room(b, b->graph.n_node, FUZZ_MB_MAX_NODES))
+    Onnx__GraphProto *g = mb_cur(b);
+    if (!mb_room(b, g->n_node, b->depth ? FUZZ_MB_MAX_LIST : FUZZ_MB_MAX_NODES))
         return NULL;
     Onnx__NodeProto *n = mb_alloc(b, sizeof *n);
     Onnx__AttributeProto **attrs = mb_alloc(b, FUZZ_MB_MAX_ATTRS * sizeof *attrs);
@@ -176,7 +185,7 @@ Onnx__NodeProto *fuzz_mb_node(fuzz_mb_t *b, const char *op, const char *inputs,
     n->attribute = attrs;
     if (b->failed)
         return NULL;
-    return b->nodes[b->graph.n_node++] = n;
+    return g->node[g->n_node++] = n;
 }
 
 static Onnx__AttributeProto *mb_attr(fuzz_mb_t *b, Onnx__NodeProto *n, const char *name,
@@ -279,8 +288,36 @@ void fuzz_mb_attr_tensor_f(fuzz_mb_t *b, Onnx__NodeProto *n, const char *name, i
 
 static void mb_initializer(fuzz_mb_t *b, Onnx__TensorProto *t)
 {
-    if (t && mb_room(b, b->graph.n_initializer, FUZZ_MB_MAX_LIST))
-        b->inits[b->graph.n_initializer++] = t;
+    Onnx__GraphProto *g = mb_cur(b);
+    if (t && mb_room(b, g->n_initializer, FUZZ_MB_MAX_LIST))
+        g->initializer[g->n_initializer++] = t;
+}
+
+void fuzz_mb_begin_g(fuzz_mb_t *b, Onnx__NodeProto *n, const char *name)
+{
+    Onnx__GraphProto *g = mb_alloc(b, sizeof *g);
+    Onnx__NodeProto **nodes = mb_alloc(b, FUZZ_MB_MAX_LIST * sizeof *nodes);
+    Onnx__TensorProto **inits = mb_alloc(b, FUZZ_MB_MAX_LIST * sizeof *inits);
+    Onnx__ValueInfoProto **ins = mb_alloc(b, FUZZ_MB_MAX_LIST * sizeof *ins);
+    Onnx__ValueInfoProto **outs = mb_alloc(b, FUZZ_MB_MAX_LIST * sizeof *outs);
+    Onnx__AttributeProto *a = outs ? mb_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH)
+                                   : NULL;
+    if (!a || !mb_room(b, (size_t)b->depth, FUZZ_MB_MAX_DEPTH))
+        return;
+    onnx__graph_proto__init(g);
+    g->name = a->name;
+    g->node = nodes;
+    g->initializer = inits;
+    g->input = ins;
+    g->output = outs;
+    a->g = g;
+    b->open[b->depth++] = g;
+}
+
+void fuzz_mb_end_g(fuzz_mb_t *b)
+{
+    if (b->depth > 0)
+        b->depth--;
 }
 
 void fuzz_mb_init_f(fuzz_mb_t *b, const char *name, int rank, const int64_t *dims,

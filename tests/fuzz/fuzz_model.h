@@ -25,6 +25,7 @@ extern "C" {
 #define FUZZ_MB_MAX_NODES 64
 #define FUZZ_MB_MAX_LIST 16
 #define FUZZ_MB_MAX_ATTRS 8
+#define FUZZ_MB_MAX_DEPTH 4
 
 /* ONNX TensorProto.DataType values the builders use. */
 #define FUZZ_DT_FLOAT 1
@@ -41,6 +42,8 @@ typedef struct fuzz_mb {
     Onnx__NodeProto *nodes[FUZZ_MB_MAX_NODES];
     Onnx__TensorProto *inits[FUZZ_MB_MAX_LIST];
     Onnx__ValueInfoProto *inputs[FUZZ_MB_MAX_LIST], *outputs[FUZZ_MB_MAX_LIST];
+    Onnx__GraphProto *open[FUZZ_MB_MAX_DEPTH]; /* subgraphs being filled, innermost last */
+    int depth;
     void **allocs;             /* every piece handed out, freed by fuzz_mb_free */
     size_t n_allocs, cap_allocs;
     int failed;                /* 0, or the first failure (FS_ENOMEM, FS_ERANGE) */
@@ -78,6 +81,14 @@ void fuzz_mb_init_f(fuzz_mb_t *b, const char *name, int rank, const int64_t *dim
                     const float *v);
 void fuzz_mb_init_i64(fuzz_mb_t *b, const char *name, int rank, const int64_t *dims,
                       const int64_t *v);
+
+/* Starts subgraph attribute `name` of node n (If's branches, Loop's and
+ * Scan's body): until fuzz_mb_end_g, the input, output, node and
+ * initializer calls fill it (each list up to FUZZ_MB_MAX_LIST). Subgraphs
+ * nest up to FUZZ_MB_MAX_DEPTH. */
+void fuzz_mb_begin_g(fuzz_mb_t *b, Onnx__NodeProto *n, const char *name);
+/* Ends the innermost subgraph fuzz_mb_begin_g started. */
+void fuzz_mb_end_g(fuzz_mb_t *b);
 
 /* 0 and the packed model in *out (caller frees with free()) and *len, or
  * the builder's failure (FS_ENOMEM, FS_ERANGE past a capacity) with a

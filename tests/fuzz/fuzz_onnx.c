@@ -8,7 +8,9 @@
  * holds graph.h's invariants (indices in range, one value per name, nodes
  * in topological order, producers and consumer counts consistent, every
  * constant with data of its shape's bytes, read whole so that a short
- * buffer shows under ASan, every node with a resolved op); destroying it
+ * buffer shows under ASan, every node with a resolved op), and so does
+ * each subgraph, bound to its parent (every OUTER value bound once to a
+ * parent value the node reads as an implicit input); destroying it
  * returns every weight byte to the cache. */
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +136,49 @@ static int graph_names_check(const eng_graph_t *g, const char **names)
     return 0;
 }
 
+static int tree_check(const eng_graph_t *g);
+
+/* Subgraph sub of node n of g: its binding to g, then its own invariants. */
+static int subgraph_check(const eng_graph_t *g, const eng_node_t *n, const eng_graph_t *sub)
+{
+    if (!sub || sub->parent != g)
+        return fs_err(FS_ESTATE, "node '%s': a subgraph without its parent", n->name);
+    if (n->n_implicit < 0 || n->n_implicit > n->n_inputs)
+        return fs_err(FS_ESTATE, "node '%s' has %d implicit inputs of %d", n->name,
+                      n->n_implicit, n->n_inputs);
+    for (size_t k = 0; k < sub->n_outer; k++) {
+        int v = sub->outer[k], pv = sub->outer_from[k];
+        if (v < 0 || (size_t)v >= sub->n_values || sub->values[v].kind != ENG_VALUE_OUTER ||
+            pv < 0 || (size_t)pv >= g->n_values)
+            return fs_err(FS_ESTATE, "node '%s': outer binding %zu is out of range", n->name, k);
+        bool read = false;
+        for (int i = n->n_inputs - n->n_implicit; i < n->n_inputs && !read; i++)
+            read = n->inputs[i] == pv;
+        if (!read || strcmp(sub->values[v].name, g->values[pv].name) != 0)
+            return fs_err(FS_ESTATE, "node '%s' does not read '%s' for its subgraph", n->name,
+                          sub->values[v].name);
+    }
+    return tree_check(sub);
+}
+
+/* g's invariants, and every subgraph's. */
+static int tree_check(const eng_graph_t *g)
+{
+    int *consumers = calloc(g->n_values + 1, sizeof *consumers);
+    const char **names = calloc(g->n_values + 1, sizeof *names);
+    int rc = consumers && names ? graph_check(g, consumers)
+                                : fs_err(FS_ENOMEM, "out of memory checking a graph");
+    if (rc == 0)
+        rc = graph_names_check(g, names);
+    free(consumers);
+    free(names);
+    for (size_t i = 0; i < g->n_nodes && rc == 0; i++)
+        for (int a = 0; a < g->nodes[i].n_attrs && rc == 0; a++)
+            if (g->nodes[i].attrs[a].type == ENG_ATTR_GRAPH)
+                rc = subgraph_check(g, &g->nodes[i], g->nodes[i].attrs[a].g);
+    return rc;
+}
+
 int fuzz_onnx_one(const uint8_t *data, size_t size)
 {
     static const int load_codes[] = {FS_EPARSE, FS_ENOTSUP, FS_EINVAL, FS_EIO, FS_ENOMEM};
@@ -156,14 +201,7 @@ int fuzz_onnx_one(const uint8_t *data, size_t size)
         rc = g ? fs_err(FS_ESTATE, "eng_graph_load failed and returned a graph")
                : fuzz_refusal_check("eng_graph_load", rc, load_codes, 5);
     } else {
-        int *consumers = calloc(g->n_values + 1, sizeof *consumers);
-        const char **names = calloc(g->n_values + 1, sizeof *names);
-        rc = consumers && names ? graph_check(g, consumers)
-                                : fs_err(FS_ENOMEM, "out of memory checking a graph");
-        if (rc == 0)
-            rc = graph_names_check(g, names);
-        free(consumers);
-        free(names);
+        rc = tree_check(g);
         eng_graph_destroy(g);
     }
     int zero = fuzz_cache_check_zero(cache, "after eng_graph_destroy");

@@ -16,7 +16,8 @@
  * inputs pass RUN_MAX_INPUT_ELEMS elements, or whose plan needs more than
  * RUN_MAX_ACTIVATION_BYTES of activations; with every tensor that small,
  * even a convolution or a matrix product does at most a few hundred
- * million multiply-adds.
+ * million multiply-adds. A Loop runs at most RUN_LOOP_ITERATIONS_MAX
+ * iterations (the model's max_loop_iterations): more fail with FS_ERANGE.
  *
  * Checks: refusals (load, plan, run) are documented codes with a message;
  * a run returns one host tensor per output holding its bytes (read whole:
@@ -37,6 +38,7 @@
 #define RUN_MAX_INPUT_ELEMS ((int64_t)16 << 10)
 #define RUN_MAX_ACTIVATION_BYTES ((size_t)256 << 10)
 #define RUN_MAX_INPUTS 16
+#define RUN_LOOP_ITERATIONS_MAX 256
 
 /* The value of symbolic dim `param`: 1..3, the same for one name. */
 static int64_t dim_value(const char *param, uint64_t seed)
@@ -132,7 +134,7 @@ static int outputs_check(eng_tensor_t **outs, size_t n)
 /* Plans and runs the loaded model once, unless it is too large. */
 static int model_run(eng_model_t *m, uint64_t seed)
 {
-    static const int run_codes[] = {FS_EINVAL, FS_ENOMEM, FS_ENOTSUP};
+    static const int run_codes[] = {FS_EINVAL, FS_ENOMEM, FS_ENOTSUP, FS_ERANGE};
     size_t n_in = eng_model_n_inputs(m), n_out = eng_model_n_outputs(m);
     if (n_in > RUN_MAX_INPUTS)
         return 0;
@@ -155,7 +157,7 @@ static int model_run(eng_model_t *m, uint64_t seed)
     fs_err_clear();
     int rc = eng_model_plan_info(m, shapes, n_in, &pi);
     if (rc != 0)
-        return fuzz_refusal_check("eng_model_plan_info", rc, run_codes, 3);
+        return fuzz_refusal_check("eng_model_plan_info", rc, run_codes, 4);
     if (pi.activation_bytes > RUN_MAX_ACTIVATION_BYTES)
         return 0;
     bool edge = seed % 4 == 3;
@@ -176,7 +178,7 @@ static int model_run(eng_model_t *m, uint64_t seed)
         fs_err_clear();
         rc = eng_model_run(m, views, n_in, outs);
         if (rc != 0)
-            rc = fuzz_refusal_check("eng_model_run", rc, run_codes, 3);
+            rc = fuzz_refusal_check("eng_model_run", rc, run_codes, 4);
         else
             rc = outputs_check(outs, n_out);
         for (size_t j = 0; outs && j < n_out; j++)
@@ -202,7 +204,8 @@ int fuzz_run_one(const uint8_t *data, size_t size)
     int rc = eng_memory_open(NULL, &cc, &mem);
     if (rc != 0)
         return rc;
-    eng_model_config_t mc = {.name = "fuzz", .cache = mem.cache, .max_plans = 2, .n_threads = 1};
+    eng_model_config_t mc = {.name = "fuzz", .cache = mem.cache, .max_plans = 2, .n_threads = 1,
+                             .max_loop_iterations = RUN_LOOP_ITERATIONS_MAX};
     eng_model_t *m = NULL;
     fs_err_clear();
     rc = eng_model_load_bytes(data, size, NULL, &mc, &m);

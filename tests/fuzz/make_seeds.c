@@ -503,6 +503,84 @@ static void seeds_misc(void)
     model_write(&b, "opset6_broadcast");
 }
 
+/* ---- control flow ------------------------------------------------------------- */
+
+/* If with a nested If reading values two graphs up; Loop with a trip count,
+ * a condition computed in the body, carried values and scan outputs; Scan
+ * over axis 1 in reverse. */
+static void seeds_control(void)
+{
+    fuzz_mb_t b;
+    fuzz_mb_init(&b, 8, 13);
+    fuzz_mb_input(&b, "c", FUZZ_DT_BOOL, 0, NULL, NULL);
+    fuzz_mb_input(&b, "x", FUZZ_DT_FLOAT, 2, D(2, 3), NULL);
+    Onnx__NodeProto *n = fuzz_mb_node(&b, "If", "c", "y");
+    fuzz_mb_begin_g(&b, n, "then_branch");
+    fuzz_mb_init_f(&b, "k", 1, D(3), F(1, 2, 3));
+    fuzz_mb_node(&b, "Add", "x,k", "t");
+    fuzz_mb_output(&b, "t", FUZZ_DT_FLOAT, 2, D(2, 3), NULL);
+    fuzz_mb_end_g(&b);
+    fuzz_mb_begin_g(&b, n, "else_branch");
+    fuzz_mb_attr_i(&b, fuzz_mb_node(&b, "ReduceSum", "x", "s"), "keepdims", 0);
+    fuzz_mb_init_f(&b, "zero", 0, NULL, F(0));
+    fuzz_mb_node(&b, "Greater", "s,zero", "g");
+    Onnx__NodeProto *inner = fuzz_mb_node(&b, "If", "g", "e");
+    fuzz_mb_begin_g(&b, inner, "then_branch");
+    fuzz_mb_node(&b, "Neg", "x", "ng");
+    fuzz_mb_output(&b, "ng", FUZZ_DT_FLOAT, 2, D(2, 3), NULL);
+    fuzz_mb_end_g(&b);
+    fuzz_mb_begin_g(&b, inner, "else_branch");
+    fuzz_mb_output(&b, "x", FUZZ_DT_FLOAT, 2, D(2, 3), NULL);
+    fuzz_mb_end_g(&b);
+    fuzz_mb_output(&b, "e", FUZZ_DT_FLOAT, 2, D(2, 3), NULL);
+    fuzz_mb_end_g(&b);
+    fuzz_mb_output(&b, "y", FUZZ_DT_FLOAT, 2, D(2, 3), NULL);
+    model_write(&b, "if_nested");
+
+    fuzz_mb_init(&b, 8, 13);
+    fuzz_mb_input(&b, "x", FUZZ_DT_FLOAT, 1, D(3), NULL);
+    fuzz_mb_init_i64(&b, "M", 0, NULL, D(4));
+    fuzz_mb_input(&b, "c0", FUZZ_DT_BOOL, 0, NULL, NULL);
+    n = fuzz_mb_node(&b, "Loop", "M,c0,x", "last,scan,iters");
+    fuzz_mb_begin_g(&b, n, "body");
+    fuzz_mb_input(&b, "i", FUZZ_DT_INT64, 0, NULL, NULL);
+    fuzz_mb_input(&b, "c_in", FUZZ_DT_BOOL, 0, NULL, NULL);
+    fuzz_mb_input(&b, "v", FUZZ_DT_FLOAT, 1, D(3), NULL);
+    fuzz_mb_init_i64(&b, "two", 0, NULL, D(2));
+    fuzz_mb_node(&b, "Add", "v,x", "w");
+    fuzz_mb_node(&b, "Less", "i,two", "c_out");
+    fuzz_mb_node(&b, "Identity", "i", "it");
+    fuzz_mb_output(&b, "c_out", FUZZ_DT_BOOL, 0, NULL, NULL);
+    fuzz_mb_output(&b, "w", FUZZ_DT_FLOAT, 1, D(3), NULL);
+    fuzz_mb_output(&b, "w", FUZZ_DT_FLOAT, 1, D(3), NULL);
+    fuzz_mb_output(&b, "it", FUZZ_DT_INT64, 0, NULL, NULL);
+    fuzz_mb_end_g(&b);
+    fuzz_mb_output(&b, "last", FUZZ_DT_FLOAT, 1, D(3), NULL);
+    fuzz_mb_output(&b, "scan", FUZZ_DT_FLOAT, 2, D(-1, 3), NULL);
+    fuzz_mb_output(&b, "iters", FUZZ_DT_INT64, 1, D(-1), NULL);
+    model_write(&b, "loop");
+
+    fuzz_mb_init(&b, 8, 16);
+    fuzz_mb_input(&b, "h0", FUZZ_DT_FLOAT, 1, D(2), NULL);
+    fuzz_mb_input(&b, "x", FUZZ_DT_FLOAT, 2, D(2, 4), NULL);
+    n = fuzz_mb_node(&b, "Scan", "h0,x", "h,ys");
+    fuzz_mb_attr_i(&b, n, "num_scan_inputs", 1);
+    fuzz_mb_attr_ints(&b, n, "scan_input_axes", D(1), 1);
+    fuzz_mb_attr_ints(&b, n, "scan_input_directions", D(1), 1);
+    fuzz_mb_attr_ints(&b, n, "scan_output_axes", D(-1), 1);
+    fuzz_mb_begin_g(&b, n, "body");
+    fuzz_mb_input(&b, "h_in", FUZZ_DT_FLOAT, 1, D(2), NULL);
+    fuzz_mb_input(&b, "xt", FUZZ_DT_FLOAT, 1, D(2), NULL);
+    fuzz_mb_node(&b, "Add", "h_in,xt", "h_out");
+    fuzz_mb_node(&b, "Tanh", "h_out", "y");
+    fuzz_mb_output(&b, "h_out", FUZZ_DT_FLOAT, 1, D(2), NULL);
+    fuzz_mb_output(&b, "y", FUZZ_DT_FLOAT, 1, D(2), NULL);
+    fuzz_mb_end_g(&b);
+    fuzz_mb_output(&b, "h", FUZZ_DT_FLOAT, 1, D(2), NULL);
+    fuzz_mb_output(&b, "ys", FUZZ_DT_FLOAT, 2, D(2, 4), NULL);
+    model_write(&b, "scan");
+}
+
 /* ---- codec requests ---------------------------------------------------------- */
 
 static void request_json(const char *name, const char *json)
@@ -640,6 +718,7 @@ int main(int argc, char **argv)
     seeds_nn();
     seeds_linalg();
     seeds_misc();
+    seeds_control();
     seeds_codec();
     return 0;
 }
