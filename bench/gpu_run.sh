@@ -146,7 +146,7 @@ fi
 
 if has conf; then
     echo "=== conformance on cuda (every case the CPU passes must pass)"
-    build/cuda/bin/conformance --device cuda -j8 --expect tests/conformance/expected_pass.txt \
+    build/cuda/bin/conformance --device cuda -j"$(nproc)" --expect tests/conformance/expected_pass.txt \
         --update-expect "$OUT/cuda_pass.txt" "$tests" > "$OUT/conf_cuda.txt" 2>&1 || true
     grep -E '^FAIL' "$OUT/conf_cuda.txt" | head -80
     tail -4 "$OUT/conf_cuda.txt"
@@ -154,7 +154,7 @@ fi
 
 if has zoo; then
     echo "=== the model zoo on cuda (every case the CPU passes must pass)"
-    build/cuda/bin/conformance --device cuda -j8 --expect tests/zoo/expected_pass.txt \
+    build/cuda/bin/conformance --device cuda -j"$(nproc)" --expect tests/zoo/expected_pass.txt \
         --update-expect "$OUT/zoo_cuda_pass.txt" --report "$OUT/zoo_cuda.csv" tests/zoo \
         > "$OUT/zoo_cuda.txt" 2>&1 || true
     grep -E '^FAIL' "$OUT/zoo_cuda.txt" | head -40
