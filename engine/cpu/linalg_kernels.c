@@ -301,6 +301,39 @@ static int einsum_run(eng_op_ctx_t *c)
     return 0;
 }
 
+/* Det: each matrix widened to double in scratch, then eng_det_lu. */
+static size_t det_scratch_bytes(const eng_op_ctx_t *c)
+{
+    eng_det_t p;
+    return eng_det_params(c, &p) == 0 ? (size_t)(p.n * p.n) * sizeof(double) : 0;
+}
+
+static int det_run(eng_op_ctx_t *c)
+{
+    eng_det_t p;
+    int rc = eng_det_params(c, &p);
+    if (rc)
+        return rc;
+    size_t need = (size_t)(p.n * p.n) * sizeof(double);
+    if (c->scratch_bytes < need)
+        return eng_op_scratch_err(c, need);
+    double *a = c->scratch;
+    bool dbl = c->inputs[0]->dtype == ENG_DT_DOUBLE;
+    const int64_t nn = p.n * p.n;
+    for (int64_t b = 0; b < p.batch; b++) {
+        for (int64_t i = 0; i < nn; i++)
+            a[i] = dbl ? ((const double *)c->inputs[0]->data)[b * nn + i]
+                       : ((const float *)c->inputs[0]->data)[b * nn + i];
+        double d = eng_det_lu(a, p.n);
+        if (dbl)
+            ((double *)c->outputs[0]->data)[b] = d;
+        else
+            ((float *)c->outputs[0]->data)[b] = (float)d;
+    }
+    return 0;
+}
+
 const eng_kernel_t eng_cpu_MatMul = {.run = matmul_run, .scratch_bytes = matmul_scratch_bytes};
 const eng_kernel_t eng_cpu_Gemm = {.run = gemm_run, .scratch_bytes = gemm_scratch_bytes};
 const eng_kernel_t eng_cpu_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};
+const eng_kernel_t eng_cpu_Det = {.run = det_run, .scratch_bytes = det_scratch_bytes};

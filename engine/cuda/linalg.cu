@@ -575,6 +575,51 @@ static int einsum_run(eng_op_ctx_t *c)
     return einsum_gemm_run(c, &e, &pl);
 }
 
+/* ---- Det -------------------------------------------------------------------------- */
+
+namespace {
+
+/* One thread per matrix: widen it into its scratch slot, then eng_det_lu. */
+template <typename T>
+__global__ void det_kernel(const T *__restrict__ x, T *__restrict__ y, double *scratch,
+                           eng_det_t p)
+{
+    const int64_t nn = p.n * p.n;
+    ENG_CUDA_FOR(b, p.batch)
+    {
+        double *a = scratch + b * nn;
+        for (int64_t i = 0; i < nn; i++)
+            a[i] = (double)x[b * nn + i];
+        y[b] = (T)eng_det_lu(a, p.n);
+    }
+}
+
+size_t det_scratch_bytes(const eng_op_ctx_t *c)
+{
+    eng_det_t p;
+    return eng_det_params(c, &p) == 0 ? (size_t)(p.batch * p.n * p.n) * sizeof(double) : 0;
+}
+
+int det_run(eng_op_ctx_t *c)
+{
+    eng_det_t p;
+    int rc = eng_det_params(c, &p);
+    if (rc)
+        return rc;
+    size_t need = det_scratch_bytes(c);
+    if (c->scratch_bytes < need)
+        return eng_op_scratch_err(c, need);
+    if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
+        return eng_cuda_launch(c, det_kernel<double>, p.batch,
+                               (const double *)c->inputs[0]->data,
+                               (double *)c->outputs[0]->data, (double *)c->scratch, p);
+    return eng_cuda_launch(c, det_kernel<float>, p.batch, (const float *)c->inputs[0]->data,
+                           (float *)c->outputs[0]->data, (double *)c->scratch, p);
+}
+
+} /* namespace */
+
 const eng_kernel_t eng_cuda_MatMul = {.run = matmul_run, .scratch_bytes = lowp_a_scratch_bytes};
 const eng_kernel_t eng_cuda_Gemm = {.run = gemm_run, .scratch_bytes = lowp_a_scratch_bytes};
 const eng_kernel_t eng_cuda_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};
+const eng_kernel_t eng_cuda_Det = {.run = det_run, .scratch_bytes = det_scratch_bytes};

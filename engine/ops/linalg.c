@@ -273,6 +273,38 @@ static int einsum_infer(eng_op_ctx_t *c)
     return 0;
 }
 
+/* ---- Det ------------------------------------------------------------------------ */
+
+static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+
+int eng_det_params(const eng_op_ctx_t *c, eng_det_t *p)
+{
+    const eng_shape_t *s = &c->inputs[0]->shape;
+    int r = s->rank;
+    if (r < 2 || s->dims[r - 1] != s->dims[r - 2]) {
+        char got[96];
+        eng_shape_format(s, got, sizeof got);
+        return eng_op_err(c, FS_EINVAL, "input 0 has shape %s; it must be [..., n, n]", got);
+    }
+    p->n = s->dims[r - 1];
+    p->batch = 1;
+    for (int d = 0; d < r - 2; d++)
+        p->batch *= s->dims[d];
+    return 0;
+}
+
+static int det_infer(eng_op_ctx_t *c)
+{
+    eng_det_t p;
+    int rc = eng_op_require_dtype(c, 0, dt_float_double);
+    if (rc || (rc = eng_det_params(c, &p)))
+        return rc;
+    eng_shape_t ys = c->inputs[0]->shape;
+    ys.rank -= 2;
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &ys);
+    return 0;
+}
+
 ENG_OP_DEF(MatMul, NULL, matmul_infer, -1);
 ENG_OP_DEF(Gemm, NULL, gemm_infer, -1);
 static int einsum_check(const eng_node_t *n, int opset)
@@ -287,6 +319,7 @@ static int einsum_check(const eng_node_t *n, int opset)
 }
 
 ENG_OP_DEF(Einsum, einsum_check, einsum_infer, -1);
+ENG_OP_DEF(Det, NULL, det_infer, -1);
 
 void eng_einsum_strides(const eng_op_ctx_t *c, const eng_einsum_t *e,
                         int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS])

@@ -6,10 +6,12 @@
 #ifndef FS_ENGINE_OPS_LINALG_IMPL_H
 #define FS_ENGINE_OPS_LINALG_IMPL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/op.h"
+#include "engine/ops/ops_hd.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,6 +80,49 @@ typedef struct eng_einsum_gemm {
  * is unspecified otherwise). Batch, M and N labels come in Y's order, which
  * keeps the final copy cheap; K labels in label order. Cannot fail. */
 bool eng_einsum_as_gemm(const eng_op_ctx_t *c, const eng_einsum_t *e, eng_einsum_gemm_t *p);
+
+/* Det: input [..., n, n] -> output [...]. The batch is the product of the
+ * leading dims (1 for rank 2). */
+typedef struct eng_det {
+    int64_t batch, n;
+} eng_det_t;
+
+/* Reads Det's geometry from input 0's shape. 0, or FS_EINVAL naming the
+ * shape when it is not [..., n, n] of rank >= 2. */
+int eng_det_params(const eng_op_ctx_t *c, eng_det_t *p);
+
+/* The determinant of the n x n row-major matrix a, by LU decomposition with
+ * partial pivoting (the largest magnitude in each column), in place: a is
+ * overwritten. A column with no non-zero pivot gives 0. Both devices call
+ * this one definition. Cannot fail. */
+ENG_OPS_HD static inline double eng_det_lu(double *a, int64_t n)
+{
+    double det = 1.0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t piv = k;
+        for (int64_t i = k + 1; i < n; i++)
+            if (fabs(a[i * n + k]) > fabs(a[piv * n + k]))
+                piv = i;
+        if (a[piv * n + k] == 0.0)
+            return 0.0;
+        if (piv != k) {
+            for (int64_t j = 0; j < n; j++) {
+                double t = a[k * n + j];
+                a[k * n + j] = a[piv * n + j];
+                a[piv * n + j] = t;
+            }
+            det = -det;
+        }
+        double d = a[k * n + k];
+        det *= d;
+        for (int64_t i = k + 1; i < n; i++) {
+            double f = a[i * n + k] / d;
+            for (int64_t j = k + 1; j < n; j++)
+                a[i * n + j] -= f * a[k * n + j];
+        }
+    }
+    return det;
+}
 
 #ifdef __cplusplus
 }

@@ -166,7 +166,8 @@
 #define ENG_OPS_LINALG(X)                                                    \
     X(MatMul, Y, Y)                                                           \
     X(Gemm, Y, Y)                                                             \
-    X(Einsum, Y, Y)
+    X(Einsum, Y, Y)                                                           \
+    X(Det, Y, Y)
 
 #define ENG_OPS_MISC(X)                                                      \
     X(TopK, Y, Y)                                                             \

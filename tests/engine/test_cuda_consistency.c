@@ -1632,6 +1632,10 @@ static const op_case_t rnn_cases[] = {
 #undef RNN_TOL
 
 static const op_case_t linalg_cases[] = {
+    /* Det: both devices run eng_det_lu in double. */
+    {OC("Det", 11, "", "f32[4,3,5,5]"), .rtol = 1e-4, .atol = 1e-4},
+    {OC("Det", 11, "", "f64[7,7]")},
+    {OC("Det", 11, "", "f32[2,1,1]")},
     {OC("MatMul", 13, "", "f32[3,4]", "f32[4,5]")},
     {OC("MatMul", 13, "", "f32[4]", "f32[4]")},
     {OC("MatMul", 13, "", "f32[4]", "f32[2,4,3]")},

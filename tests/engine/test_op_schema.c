@@ -47,6 +47,7 @@ static const struct {
     {"IsNaN", 9},
     {"IsInf", 10},
     {"GatherND", 11},
+    {"Det", 11},
     {"CausalConvWithState", 27},
     {"LinearAttention", 27},
     {"Attention", 23},

@@ -872,3 +872,28 @@ Test(engine_ops_nn, maxpool_fast_path_matches_the_general_one_and_propagates_nan
     call_free(&general);
     free(xs);
 }
+
+/* Det: a 2x2, a 3x3 whose first column's largest entry is not on the
+ * diagonal (the row swap flips the sign), and a singular one, as a batch of
+ * three; a non-square input is refused naming its shape. */
+Test(engine_ops_linalg, det_of_a_batch_with_a_pivot_and_a_singular_matrix)
+{
+    float xs[3 * 9] = {
+        3, 8, 0, 4, 6, 0, 0, 0, 1, /* [[3,8,0],[4,6,0],[0,0,1]]: 18 - 32 = -14 */
+        0, 2, 1, 5, 1, 0, 1, 0, 3, /* 0*(3-0) - 2*(15-0) + 1*(0-1) = -31 */
+        1, 2, 3, 2, 4, 6, 7, 8, 9, /* rows 0 and 1 are parallel: 0 */
+    };
+    eng_tensor_t x = ft(xs, 3, DIMS(3, 3, 3));
+    const eng_tensor_t *in[] = {&x};
+    call_t c;
+    run_ok(&c, "Det", NULL, 0, in, 1, 1, 1, DIMS(3));
+    expect_floats(c.outs[0].data, (const float[]){-14, -31, 0}, 3, 1e-5f, "det");
+    call_free(&c);
+
+    float rect[6] = {0};
+    eng_tensor_t r = ft(rect, 2, DIMS(2, 3));
+    const eng_tensor_t *rin[] = {&r};
+    cr_expect_eq(call_infer(&c, "Det", NULL, 0, rin, 1, 1), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "input 0 has shape [2,3]; it must be [..., n, n]"), "%s",
+              fs_errmsg());
+}
