@@ -45,8 +45,9 @@ static const struct act_name {
  * as onnxruntime's do. alpha and beta are consumed in list order by the
  * activations that take them (onnxruntime's reading of "in the order of
  * activation functions"); one whose value the list runs out of takes its
- * op's default; values left over are not read (onnxruntime neither
- * reads nor refuses them). 0, or FS_EINVAL / FS_ENOTSUP naming the value. */
+ * op's default; values left over are refused (onnxruntime ignores them;
+ * a value given and never read is a mistake in the model, and flatserve
+ * ignores nothing silently). 0, or FS_EINVAL / FS_ENOTSUP naming the value. */
 static int read_activations(const eng_op_ctx_t *c, eng_rnn_t *r)
 {
     static const char *const defaults[] = {"Sigmoid", "Tanh", "Tanh"};
@@ -85,6 +86,11 @@ static int read_activations(const eng_op_ctx_t *c, eng_rnn_t *r)
             if (m->has_beta && next_beta < n_beta)
                 e->beta = beta[next_beta++];
         }
+    /* A value no activation reads is an error, not silently dropped. */
+    if (next_alpha < n_alpha || next_beta < n_beta)
+        return eng_op_err(c, FS_EINVAL, "activation_alpha has %zu and activation_beta %zu "
+                          "values, but the activations read %zu and %zu", n_alpha, n_beta,
+                          next_alpha, next_beta);
     return 0;
 }
 

@@ -347,6 +347,9 @@ Test(engine_ops_rnn, rnn_ops_reject_bad_shapes_and_attributes_naming_them)
     expect_rnn_err(clip, 1, NULL, FS_EINVAL, "clip");
     eng_attr_t layout[] = {attr_i("layout", 2)};
     expect_rnn_err(layout, 1, NULL, FS_EINVAL, "layout");
+    /* Tanh reads no alpha: a value given is refused, not dropped. */
+    eng_attr_t alpha[] = {attr_floats("activation_alpha", F(0.5f), 1)};
+    expect_rnn_err(alpha, 1, NULL, FS_EINVAL, "activation_alpha has 1");
 
     /* int32 X: only float is computed. */
     eng_tensor_t xi = tensor(ENG_DT_INT32, NULL, 3, DIMS(2, 1, 1)),
