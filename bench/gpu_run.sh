@@ -9,7 +9,9 @@
 # Parts:
 #   tests   every Criterion suite on the GPU (the CUDA ones must not skip)
 #   conf    the conformance runner with --device cuda, against the CPU's list
-#   zoo     the same over the model zoo (tests/zoo), against its CPU list
+#   zoo     the same over the model zoo (tests/zoo), against its CPU list,
+#           then again at --precision fp16 and bf16 (reports of the error
+#           against the fp32 references)
 #   alloc   the allocator benchmark on the device and on the host
 #   cuda    model_bench on the GPU (demo + light models), graphs on and off
 #   bigcompare  the same on the large exports: torch_ref.py (--quick) exports
@@ -159,6 +161,15 @@ if has zoo; then
         > "$OUT/zoo_cuda.txt" 2>&1 || true
     grep -E '^FAIL' "$OUT/zoo_cuda.txt" | head -40
     tail -6 "$OUT/zoo_cuda.txt"
+    # fp16/bf16 GEMM weights against the fp32 references: the worst error of
+    # each case goes to the report (issue 14's "error against fp32").
+    for prec in fp16 bf16; do
+        echo "=== the model zoo on cuda at --precision $prec"
+        build/cuda/bin/conformance --device cuda --precision "$prec" -j"$(nproc)" \
+            --report "$OUT/zoo_cuda_$prec.csv" tests/zoo > "$OUT/zoo_cuda_$prec.txt" 2>&1 || true
+        grep -E '^FAIL' "$OUT/zoo_cuda_$prec.txt" | head -20
+        tail -4 "$OUT/zoo_cuda_$prec.txt"
+    done
 fi
 
 if has alloc; then

@@ -484,7 +484,7 @@ static int case_tolerance_read(const conf_case_t *c, case_judge_t *j, conf_resul
 
 /* Loads and runs the model in `mem`, recording the outcome. */
 static void model_run(const conf_case_t *c, const eng_memory_t *mem, const eng_device_t *device,
-                      const conf_tolerance_t *tol, conf_result_t *r)
+                      eng_precision_t precision, const conf_tolerance_t *tol, conf_result_t *r)
 {
     int n_threads;
     if (model_threads(r, &n_threads) != 0)
@@ -493,8 +493,8 @@ static void model_run(const conf_case_t *c, const eng_memory_t *mem, const eng_d
     if (case_tolerance_read(c, &judge, r) != 0)
         return;
     eng_model_config_t cfg = {.name = c->name, .cache = mem->cache, .n_threads = n_threads,
-                              .device = *device, .host_cache = mem->host_cache,
-                              .staging = mem->staging};
+                              .device = *device, .precision = precision,
+                              .host_cache = mem->host_cache, .staging = mem->staging};
     eng_model_t *m = NULL;
     int rc = eng_model_load(c->model_path, &cfg, &m);
     if (rc < 0) {
@@ -518,8 +518,8 @@ static void model_run(const conf_case_t *c, const eng_memory_t *mem, const eng_d
     eng_model_destroy(m);
 }
 
-void conf_case_run(const conf_case_t *c, const char *device, const conf_tolerance_t *tol,
-                   conf_result_t *out)
+void conf_case_run(const conf_case_t *c, const char *device, eng_precision_t precision,
+                   const conf_tolerance_t *tol, conf_result_t *out)
 {
     static const char *const kinds[3] = {"device", "host", "staging"};
     memset(out, 0, sizeof *out);
@@ -533,7 +533,7 @@ void conf_case_run(const conf_case_t *c, const char *device, const conf_toleranc
         result_set(out, CONF_FAIL, "%s: %s", fs_errname(rc), fs_errmsg());
         return;
     }
-    model_run(c, &mem, &dev, tol, out);
+    model_run(c, &mem, &dev, precision, tol, out);
     alloc_cache_t *caches[3] = {mem.cache, mem.host_cache, mem.staging};
     for (int i = 0; i < 3; i++) {
         if (!caches[i])

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "engine/engine.h"
 #include "engine/tensor.h"
 
 #ifdef __cplusplus
@@ -103,12 +104,14 @@ typedef struct conf_tolerance {
  * fail. */
 conf_rule_t conf_case_rule(const char *model_path);
 
-/* Runs one case in this process: loads the model over a fresh host cache,
+/* Runs one case in this process: loads the model on `device` at
+ * `precision` (ENG_PREC_FP32: as the model says) over a fresh cache,
  * runs every data set, compares, destroys the model and checks the cache is
  * back to zero allocated bytes. Cannot fail: every outcome, errors
- * included, is written to *out. Nothing stays allocated afterwards. */
-void conf_case_run(const conf_case_t *c, const char *device, const conf_tolerance_t *tol,
-                   conf_result_t *out);
+ * included, is written to *out (a precision the device lacks is a SKIP
+ * naming it). Nothing stays allocated afterwards. */
+void conf_case_run(const conf_case_t *c, const char *device, eng_precision_t precision,
+                   const conf_tolerance_t *tol, conf_result_t *out);
 
 /* Compares `actual` with `expected` (output `index`, named `name` for the
  * message): dtype and shape exactly, integers and bools exactly, floats

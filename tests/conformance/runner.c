@@ -42,6 +42,7 @@ typedef struct options {
     int jobs;
     int timeout_s;
     const char *device;
+    eng_precision_t precision;  /* --precision; fp32 unless asked */
 } options_t;
 
 /* One worker slot of the pool. */
@@ -241,7 +242,7 @@ static void child_main(const conf_case_t *c, const options_t *o, int fd, int err
     dup2(err_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     conf_result_t r;
-    conf_case_run(c, o->device, &o->tol, &r);
+    conf_case_run(c, o->device, o->precision, &o->tol, &r);
     exit(write_all(fd, &r, sizeof r) ? 0 : 3);
 }
 
@@ -447,7 +448,12 @@ static void usage(FILE *f)
             "  --report FILE         write every case's result and worst error as CSV\n"
             "  --jobs N, -j N        cases run at once (default: the number of CPUs)\n"
             "  --timeout S           seconds per case before it is killed (default 60)\n"
-            "  --device D            cpu (default), cuda or cuda:N\n",
+            "  --device D            cpu (default), cuda or cuda:N\n"
+            "  --precision P         fp32 (default), tf32, fp16 or bf16: the models'\n"
+            "                        GEMM precision (a GPU's); with fp16/bf16 a model\n"
+            "                        case's float32 outputs are held to --atol-rel-half\n"
+            "                        unless --atol-rel is given (node tests keep their\n"
+            "                        rule: run this on model directories)\n",
             CONF_DEFAULT_RTOL, CONF_DEFAULT_ATOL, CONF_DEFAULT_ATOL_REL,
             CONF_DEFAULT_ATOL_REL_HALF);
 }
@@ -476,6 +482,7 @@ static void options_parse(int argc, char **argv, options_t *o)
         {"atol-rel", required_argument, NULL, 'R'},
         {"atol-rel-half", required_argument, NULL, 'H'},
         {"report", required_argument, NULL, 'p'},
+        {"precision", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -486,6 +493,7 @@ static void options_parse(int argc, char **argv, options_t *o)
                      .jobs = ncpu > 0 ? (int)ncpu : 1,
                      .timeout_s = 60};
     int ch;
+    bool atol_rel_given = false;
     while ((ch = getopt_long(argc, argv, "vj:h", longs, NULL)) != -1) {
         switch (ch) {
         case 'e': o->expect_path = optarg; break;
@@ -494,12 +502,21 @@ static void options_parse(int argc, char **argv, options_t *o)
         case 'v': o->verbose = true; break;
         case 'r': o->tol.rtol = number_arg("--rtol", optarg, 0); break;
         case 'a': o->tol.atol = number_arg("--atol", optarg, 0); break;
-        case 'R': o->tol.atol_rel = number_arg("--atol-rel", optarg, 0); break;
+        case 'R':
+            o->tol.atol_rel = number_arg("--atol-rel", optarg, 0);
+            atol_rel_given = true;
+            break;
         case 'H': o->tol.atol_rel_half = number_arg("--atol-rel-half", optarg, 0); break;
         case 'p': o->report_path = optarg; break;
         case 'j': o->jobs = (int)number_arg("--jobs", optarg, 1); break;
         case 't': o->timeout_s = (int)number_arg("--timeout", optarg, 1); break;
         case 'd': o->device = optarg; break;
+        case 'P':
+            if (eng_precision_parse(optarg, &o->precision) != 0) {
+                fprintf(stderr, "conformance: --precision: %s\n", fs_errmsg());
+                exit(2);
+            }
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -508,6 +525,10 @@ static void options_parse(int argc, char **argv, options_t *o)
         usage(stderr);
         exit(2);
     }
+    /* Under fp16/bf16 GEMM weights a float32 output carries half-precision
+     * error: it is judged as a half output is. */
+    if ((o->precision == ENG_PREC_FP16 || o->precision == ENG_PREC_BF16) && !atol_rel_given)
+        o->tol.atol_rel = o->tol.atol_rel_half;
 }
 
 /* Whether --device can run at all, asked in a child: CUDA must not be

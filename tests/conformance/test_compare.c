@@ -246,7 +246,7 @@ static void case_run(const char *dir, conf_result_t *r)
     snprintf(model, sizeof model, "%s/model.onnx", dir);
     conf_case_t c = {.name = "identity", .model_path = model, .data_dir = (char *)dir,
                      .rule = conf_case_rule(model)};
-    conf_case_run(&c, "cpu", &tol_default, r);
+    conf_case_run(&c, "cpu", ENG_PREC_FP32, &tol_default, r);
 }
 
 static void tree_remove(const char *root)
@@ -303,5 +303,27 @@ Test(conformance_case, tolerance_file_sets_the_model_case_atol_rel)
     cr_assert(strstr(r.detail, "tolerance.txt") && strstr(r.detail, "one non-negative number"),
               "%s", r.detail);
     free(dir);
+    tree_remove(root);
+}
+
+/* --precision reaches the model: the CPU computes fp32 only, so fp16 is a
+ * skip that names it (on a GPU the same case runs with fp16 weights). */
+Test(conformance_case, a_precision_the_device_lacks_is_a_skip_naming_it)
+{
+    char root[] = "/tmp/flatserve-test-conf-XXXXXX";
+    cr_assert(mkdtemp(root));
+    const float in[2] = {1.0f, 2.0f};
+    char *model = case_write(root, "zoo", in, in, 2);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.onnx", model);
+    conf_case_t c = {.name = "identity", .model_path = path, .data_dir = model,
+                     .rule = conf_case_rule(path)};
+    conf_result_t r;
+    conf_case_run(&c, "cpu", ENG_PREC_FP16, &tol_default, &r);
+    cr_expect_eq(r.status, CONF_SKIP, "%s", r.detail);
+    cr_expect(strstr(r.detail, "precision 'fp16' is not supported on cpu"), "%s", r.detail);
+    conf_case_run(&c, "cpu", ENG_PREC_FP32, &tol_default, &r);
+    cr_expect_eq(r.status, CONF_PASS, "%s", r.detail);
+    free(model);
     tree_remove(root);
 }
