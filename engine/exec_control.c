@@ -238,11 +238,27 @@ static int read_scalar(const exec_frame_t *f, const eng_node_t *n, const eng_ten
     return exec_read(f, t, host, out, eng_dtype_size(dt));
 }
 
-/* Input i of node n held borrowed (with its host copy). */
+/* Input i of node n held borrowed (with its host copy); an absent input
+ * (an empty name) is held as nothing, with an undefined tensor. */
 static held_t input_held(const exec_frame_t *f, const eng_node_t *n, int i)
 {
     int v = n->inputs[i];
+    if (v < 0)
+        return (held_t){.hold = EXEC_NONE};
     return (held_t){.t = f->t[v], .hold = EXEC_BORROWED, .host = f->hv ? f->hv[v].data : NULL};
+}
+
+/* Input i of node n, which the op needs (a loop-carried or scan value:
+ * ONNX's schema lets a crafted model leave it empty). 0 and *out, or
+ * FS_EINVAL naming it. */
+static int input_needed(const exec_frame_t *f, const eng_node_t *n, int i, const char *what,
+                        held_t *out)
+{
+    if (n->inputs[i] < 0)
+        return fs_err(FS_EINVAL, "node '%s' (%s): input %d (%s) is empty; it needs a value",
+                      n->name, n->op_type, i, what);
+    *out = input_held(f, n, i);
+    return 0;
 }
 
 /* ---- If -------------------------------------------------------------------------- */
@@ -460,8 +476,8 @@ static int loop_start(exec_frame_t *f, const eng_node_t *n, loop_state_t *L)
         else
             L->carry[0].hold = EXEC_NONE;
     }
-    for (int i = 0; i < L->n_carried; i++)
-        L->carry[1 + i] = input_held(f, n, 2 + i);
+    for (int i = 0; i < L->n_carried && rc == 0; i++)
+        rc = input_needed(f, n, 2 + i, "a loop-carried value", &L->carry[1 + i]);
     return rc;
 }
 
@@ -521,7 +537,10 @@ static int scan_input(exec_frame_t *f, const eng_node_t *n, scan_state_t *S, int
 {
     size_t n_axes;
     const int64_t *axes = eng_attr_ints(n, "scan_input_axes", &n_axes);
-    held_t x = input_held(f, n, S->n_state + j);
+    held_t x;
+    int rc = input_needed(f, n, S->n_state + j, "a scan input", &x);
+    if (rc != 0)
+        return rc;
     int r = x.t.shape.rank;
     int64_t a = axes ? axes[j] : 0;
     if (r == 0 || a < -r || a >= r)
@@ -544,7 +563,7 @@ static int scan_input(exec_frame_t *f, const eng_node_t *n, scan_state_t *S, int
         if (d != a)
             perm[k++] = d;
     S->xs[j] = (held_t){.hold = EXEC_OWNED};
-    int rc = transpose_new(f, n, &x.t, perm, &S->xs[j].t);
+    rc = transpose_new(f, n, &x.t, perm, &S->xs[j].t);
     if (rc != 0)
         S->xs[j].hold = EXEC_NONE;
     return rc;
@@ -657,7 +676,7 @@ static int run_scan(exec_frame_t *f, const eng_node_t *n)
     for (int j = 0; j < S.n_in && rc == 0; j++)
         rc = scan_input(f, n, &S, j);
     for (int i = 0; i < S.n_state && rc == 0; i++)
-        S.carry[i] = input_held(f, n, i);
+        rc = input_needed(f, n, i, "a state value", &S.carry[i]);
     for (int64_t t = 0; t < S.T && rc == 0; t++)
         rc = scan_iteration(f, n, &S, t);
     for (int i = 0; i < S.n_state && rc == 0; i++)
