@@ -12,6 +12,14 @@
 #   zoo     the same over the model zoo (tests/zoo), against its CPU list,
 #           then again at --precision fp16 and bf16 (reports of the error
 #           against the fp32 references)
+#   fullexport  bench/full_exports.py export: BERT-base, GPT-2, ViT-B/16 and a
+#           1B-class Llama at full size (FULL_MODELS: a comma list of them),
+#           through PyTorch's dynamo exporter, with PyTorch eager's latency and
+#           peak memory, into /tmp/fsfull (not .gpu, which each call's carry
+#           replaces); a model exported already is kept, so this spans calls
+#   fullretime  PyTorch's figures again on those exports (export --retime)
+#   full    bench/full_exports.py measure on those: conformance --device cuda
+#           (loads, matches PyTorch) and model_bench, the report in full.md
 #   alloc   the allocator benchmark on the device and on the host
 #   cuda    model_bench on the GPU (demo + light models), graphs on and off
 #   bigcompare  the same on the large exports: torch_ref.py (--quick) exports
@@ -170,6 +178,30 @@ if has zoo; then
         grep -E '^FAIL' "$OUT/zoo_cuda_$prec.txt" | head -20
         tail -4 "$OUT/zoo_cuda_$prec.txt"
     done
+fi
+
+full_dir=/tmp/fsfull
+if has fullexport; then
+    echo "=== full-size exports into $full_dir"
+    python3 bench/full_exports.py export --out "$full_dir" ${FULL_MODELS:+--models "$FULL_MODELS"} \
+        > "$OUT/full_export.txt" 2>&1 || echo "full_exports.py export: exit $?"
+    grep -E '^full_exports:' "$OUT/full_export.txt" | cut -c1-400
+fi
+
+if has fullretime; then
+    echo "=== full-size exports: PyTorch timed again"
+    python3 bench/full_exports.py export --retime --out "$full_dir" ${FULL_MODELS:+--models "$FULL_MODELS"} \
+        > "$OUT/full_retime.txt" 2>&1 || echo "full_exports.py export --retime: exit $?"
+    grep -E '^full_exports:' "$OUT/full_retime.txt" | cut -c1-400
+fi
+
+if has full; then
+    echo "=== full-size exports: flatserve on cuda against PyTorch"
+    python3 bench/full_exports.py measure --out "$full_dir" ${FULL_MODELS:+--models "$FULL_MODELS"} \
+        --json "$OUT/full.json" > "$OUT/full.md" 2> "$OUT/full.err" || echo "full_exports.py measure: exit $?"
+    cat "$OUT/full.md"
+    tail -5 "$OUT/full.err"
+    cp "$full_dir"/conformance.txt "$OUT/full_conformance.txt" 2>/dev/null || true
 fi
 
 if has alloc; then
