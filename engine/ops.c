@@ -182,38 +182,64 @@ int eng_op_infer(eng_op_ctx_t *c)
     return rc;
 }
 
-/* The kernel's own workspace on the float views, rounded up; the widened
- * copies follow it, inputs first, in eng_op_scratch_bytes and widen_run. */
-static size_t widen_inner_bytes(const eng_kernel_t *k, const eng_op_ctx_t *c)
+/* A widened node as its float kernel sees it: each half input and output
+ * as a float view (its data placed in the scratch by widen_run), the rest
+ * as they are, in fc (c with the views and widen off). Built once per
+ * scratch query or run. */
+typedef struct widen_node {
+    eng_tensor_t *tv, *ov; /* the views */
+    const eng_tensor_t **ins;
+    eng_tensor_t **outs;
+    eng_op_ctx_t fc;
+} widen_node_t;
+
+static void widen_node_free(widen_node_t *w)
 {
-    if (!k->scratch_bytes)
-        return 0;
+    free(w->tv);
+    free(w->ov);
+    free(w->ins);
+    free(w->outs);
+}
+
+/* 0 and *w (free with widen_node_free, also on error), or FS_ENOMEM. */
+static int widen_node_make(const eng_op_ctx_t *c, widen_node_t *w)
+{
     size_t n = c->n_inputs > 0 ? (size_t)c->n_inputs : 1;
     size_t m = c->n_outputs > 0 ? (size_t)c->n_outputs : 1;
-    eng_tensor_t *tv = calloc(n, sizeof *tv), *ov = calloc(m, sizeof *ov);
-    const eng_tensor_t **ins = calloc(n, sizeof *ins);
-    eng_tensor_t **outs = calloc(m, sizeof *outs);
-    size_t bytes = SIZE_MAX; /* no memory to ask with: a need no cache meets */
-    if (tv && ov && ins && outs) {
-        widen_views(c, tv, ins, NULL);
-        for (int o = 0; o < c->n_outputs; o++) {
-            outs[o] = c->outputs[o];
-            if (widened_output(c, o)) {
-                ov[o] = *c->outputs[o];
-                ov[o].dtype = ENG_DT_FLOAT;
-                outs[o] = &ov[o];
-            }
-        }
-        eng_op_ctx_t fc = *c;
-        fc.inputs = ins;
-        fc.outputs = outs;
-        fc.widen = ENG_DT_UNDEFINED;
-        bytes = widen_align(k->scratch_bytes(&fc));
+    *w = (widen_node_t){.tv = calloc(n, sizeof *w->tv), .ov = calloc(m, sizeof *w->ov),
+                        .ins = calloc(n, sizeof *w->ins), .outs = calloc(m, sizeof *w->outs)};
+    if (!w->tv || !w->ov || !w->ins || !w->outs)
+        return eng_op_err(c, FS_ENOMEM, "out of host memory running through float");
+    widen_views(c, w->tv, w->ins, NULL);
+    for (int o = 0; o < c->n_outputs; o++) {
+        w->outs[o] = c->outputs[o];
+        if (!widened_output(c, o))
+            continue;
+        w->ov[o] = *c->outputs[o];
+        w->ov[o].dtype = ENG_DT_FLOAT;
+        w->outs[o] = &w->ov[o];
     }
-    free(tv);
-    free(ov);
-    free(ins);
-    free(outs);
+    w->fc = *c;
+    w->fc.inputs = w->ins;
+    w->fc.outputs = w->outs;
+    w->fc.widen = ENG_DT_UNDEFINED;
+    return 0;
+}
+
+/* The scratch of a widened node: the kernel's own workspace on the float
+ * views, rounded up (*inner), then the float copies, inputs first, as
+ * widen_run lays them out. */
+static size_t widen_scratch_bytes(const eng_kernel_t *k, const widen_node_t *w, size_t *inner)
+{
+    const eng_op_ctx_t *c = &w->fc;
+    *inner = k->scratch_bytes ? widen_align(k->scratch_bytes(c)) : 0;
+    size_t bytes = *inner;
+    for (int i = 0; i < c->n_inputs; i++)
+        if (c->inputs[i] == &w->tv[i])
+            bytes += widen_align((size_t)eng_shape_numel(&w->tv[i].shape) * sizeof(float));
+    for (int o = 0; o < c->n_outputs; o++)
+        if (c->outputs[o] == &w->ov[o])
+            bytes += widen_align((size_t)eng_shape_numel(&w->ov[o].shape) * sizeof(float));
     return bytes;
 }
 
@@ -221,13 +247,11 @@ size_t eng_op_scratch_bytes(const eng_kernel_t *k, const eng_op_ctx_t *c)
 {
     if (c->widen == ENG_DT_UNDEFINED)
         return k->scratch_bytes ? k->scratch_bytes(c) : 0;
-    size_t bytes = widen_inner_bytes(k, c);
-    for (int i = 0; i < c->n_inputs && bytes != SIZE_MAX; i++)
-        if (widened_input(c, i))
-            bytes += widen_align((size_t)eng_shape_numel(&c->inputs[i]->shape) * sizeof(float));
-    for (int o = 0; o < c->n_outputs && bytes != SIZE_MAX; o++)
-        if (widened_output(c, o))
-            bytes += widen_align((size_t)eng_shape_numel(&c->outputs[o]->shape) * sizeof(float));
+    widen_node_t w;
+    size_t inner, bytes = SIZE_MAX; /* no memory to ask with: a need no cache meets */
+    if (widen_node_make(c, &w) == 0)
+        bytes = widen_scratch_bytes(k, &w, &inner);
+    widen_node_free(&w);
     return bytes;
 }
 
@@ -267,33 +291,32 @@ static int widen_run(const eng_kernel_t *k, eng_op_ctx_t *c)
     if (!cast)
         return eng_op_err(c, FS_ENOTSUP, "computes %s through float, and this device has no "
                           "kernel to convert it", eng_dtype_name(c->widen));
-    size_t need = eng_op_scratch_bytes(k, c);
-    if (c->scratch_bytes < need)
-        return eng_op_scratch_err(c, need);
-    size_t inner = widen_inner_bytes(k, c);
+    widen_node_t w;
+    int rc = widen_node_make(c, &w);
     size_t n = c->n_inputs > 0 ? (size_t)c->n_inputs : 1;
-    size_t m = c->n_outputs > 0 ? (size_t)c->n_outputs : 1;
-    eng_tensor_t *tv = calloc(n, sizeof *tv), *hv = calloc(n, sizeof *hv);
-    eng_tensor_t *ov = calloc(m, sizeof *ov);
-    const eng_tensor_t **ins = calloc(n, sizeof *ins), **hins = calloc(n, sizeof *hins);
-    eng_tensor_t **outs = calloc(m, sizeof *outs);
-    void **data = calloc(n, sizeof *data);
+    eng_tensor_t *hv = calloc(n, sizeof *hv);
+    const eng_tensor_t **hins = calloc(n, sizeof *hins);
     float **host = calloc(n, sizeof *host);
-    int rc = tv && hv && ov && ins && hins && outs && data && host
-                 ? 0
-                 : eng_op_err(c, FS_ENOMEM, "out of host memory running through float");
+    if (rc == 0 && (!hv || !hins || !host))
+        rc = eng_op_err(c, FS_ENOMEM, "out of host memory running through float");
+    size_t inner = 0, need = rc == 0 ? widen_scratch_bytes(k, &w, &inner) : 0;
+    if (rc == 0 && c->scratch_bytes < need)
+        rc = eng_op_scratch_err(c, need);
+    /* The float copies after the kernel's workspace, inputs first. */
     char *at = (char *)c->scratch + inner;
-    for (int i = 0; rc == 0 && i < c->n_inputs; i++) {
-        if (!widened_input(c, i))
-            continue;
-        data[i] = at;
-        at += widen_align((size_t)eng_shape_numel(&c->inputs[i]->shape) * sizeof(float));
-    }
-    if (rc == 0)
-        widen_views(c, tv, ins, data);
     for (int i = 0; rc == 0 && i < c->n_inputs; i++)
-        if (widened_input(c, i))
-            rc = widen_cast(cast, c, c->inputs[i], &tv[i]);
+        if (w.ins[i] == &w.tv[i]) {
+            w.tv[i].data = at;
+            at += widen_align((size_t)eng_shape_numel(&w.tv[i].shape) * sizeof(float));
+        }
+    for (int o = 0; rc == 0 && o < c->n_outputs; o++)
+        if (w.outs[o] == &w.ov[o]) {
+            w.ov[o].data = at;
+            at += widen_align((size_t)eng_shape_numel(&w.ov[o].shape) * sizeof(float));
+        }
+    for (int i = 0; rc == 0 && i < c->n_inputs; i++)
+        if (w.ins[i] == &w.tv[i])
+            rc = widen_cast(cast, c, c->inputs[i], &w.tv[i]);
     /* A device kernel reads some inputs (Resize's scales, ...) on the host. */
     for (int i = 0; rc == 0 && c->host_inputs && i < c->n_inputs; i++) {
         const eng_tensor_t *h = c->host_inputs[i];
@@ -309,39 +332,21 @@ static int widen_run(const eng_kernel_t *k, eng_op_ctx_t *c)
         hv[i].data = host[i];
         hins[i] = &hv[i];
     }
-    for (int o = 0; rc == 0 && o < c->n_outputs; o++) {
-        outs[o] = c->outputs[o];
-        if (!widened_output(c, o))
-            continue;
-        ov[o] = *c->outputs[o];
-        ov[o].dtype = ENG_DT_FLOAT;
-        ov[o].data = at;
-        at += widen_align((size_t)eng_shape_numel(&ov[o].shape) * sizeof(float));
-        outs[o] = &ov[o];
-    }
     if (rc == 0) {
-        eng_op_ctx_t fc = *c;
-        fc.inputs = ins;
-        fc.outputs = outs;
-        fc.host_inputs = c->host_inputs ? hins : NULL;
-        fc.scratch = inner ? c->scratch : NULL;
-        fc.scratch_bytes = inner;
-        fc.widen = ENG_DT_UNDEFINED;
-        rc = k->run(&fc);
+        w.fc.host_inputs = c->host_inputs ? hins : NULL;
+        w.fc.scratch = inner ? c->scratch : NULL;
+        w.fc.scratch_bytes = inner;
+        rc = k->run(&w.fc);
     }
     for (int o = 0; rc == 0 && o < c->n_outputs; o++)
-        if (widened_output(c, o))
-            rc = widen_cast(cast, c, &ov[o], c->outputs[o]);
+        if (w.outs[o] == &w.ov[o])
+            rc = widen_cast(cast, c, &w.ov[o], c->outputs[o]);
     for (int i = 0; host && i < c->n_inputs; i++)
         free(host[i]);
     free(host);
-    free(data);
-    free(outs);
     free(hins);
-    free(ins);
-    free(ov);
     free(hv);
-    free(tv);
+    widen_node_free(&w);
     return rc;
 }
 
