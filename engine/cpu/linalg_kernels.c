@@ -19,7 +19,13 @@
  * odometer over the output labels, then the summed labels, multiplying one
  * element of each operand (found through per-label strides, where a
  * repeated label adds its axes' strides, which walks a diagonal) and
- * summing in double. */
+ * summing in double.
+ *
+ * Double MatMul and Einsum compute in double throughout (flatserve's GEMM
+ * is float-only): MatMul as a plain i-k-j loop per product over the
+ * broadcast batch, accumulating in double, on the calling thread; Einsum
+ * always through the direct loop (never the float GEMM path), which reads
+ * and writes double elements. Neither asks for scratch. */
 #include <string.h>
 
 #include "common/error.h"
@@ -66,7 +72,7 @@ static int matmul_plan(const eng_op_ctx_t *c, matmul_plan_t *p)
 static size_t matmul_scratch_bytes(const eng_op_ctx_t *c)
 {
     matmul_plan_t p;
-    if (matmul_plan(c, &p) != 0 || !p.one_gemm)
+    if (c->inputs[0]->dtype == ENG_DT_DOUBLE || matmul_plan(c, &p) != 0 || !p.one_gemm)
         return 0;
     return eng_gemm_scratch_bytes(p.m, p.d.n, p.d.k);
 }
@@ -89,6 +95,39 @@ static void matmul_batch(const matmul_plan_t *p, eng_gemm_batch_t *bt)
     }
 }
 
+/* Double MatMul (dims d): for each batch element, Y = A x B with i-k-j
+ * loops accumulating in double. Cannot fail. */
+static void matmul_double(const eng_matmul_dims_t *d, const double *a, const double *b, double *y)
+{
+    int64_t batches = 1, cnt[ENG_MAX_RANK] = {0}, ao = 0, bo = 0;
+    for (int i = 0; i < d->batch_rank; i++)
+        batches *= d->batch[i];
+    for (int64_t t = 0; t < batches; t++) {
+        double *yt = y + t * d->m * d->n;
+        for (int64_t i = 0; i < d->m; i++) {
+            double *yr = yt + i * d->n;
+            for (int64_t j = 0; j < d->n; j++)
+                yr[j] = 0;
+            for (int64_t q = 0; q < d->k; q++) {
+                double av = a[ao + i * d->k + q];
+                const double *br = b + bo + q * d->n;
+                for (int64_t j = 0; j < d->n; j++)
+                    yr[j] += av * br[j];
+            }
+        }
+        for (int i = d->batch_rank - 1; i >= 0; i--) {
+            if (++cnt[i] < d->batch[i]) {
+                ao += d->a_stride[i];
+                bo += d->b_stride[i];
+                break;
+            }
+            cnt[i] = 0;
+            ao -= d->a_stride[i] * (d->batch[i] - 1);
+            bo -= d->b_stride[i] * (d->batch[i] - 1);
+        }
+    }
+}
+
 /* MatMul. On error (shapes) Y is untouched. */
 static int matmul_run(eng_op_ctx_t *c)
 {
@@ -97,6 +136,10 @@ static int matmul_run(eng_op_ctx_t *c)
     if (rc)
         return rc;
     const eng_matmul_dims_t *d = &p.d;
+    if (c->inputs[0]->dtype == ENG_DT_DOUBLE) {
+        matmul_double(d, c->inputs[0]->data, c->inputs[1]->data, c->outputs[0]->data);
+        return 0;
+    }
     const float *a = c->inputs[0]->data, *b = c->inputs[1]->data;
     float *y = c->outputs[0]->data;
     if (p.one_gemm) {
@@ -197,7 +240,8 @@ static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     eng_einsum_gemm_t p;
-    if (eng_einsum_parse(c, &e) != 0 || !eng_einsum_as_gemm(c, &e, &p))
+    if (c->inputs[0]->dtype == ENG_DT_DOUBLE || eng_einsum_parse(c, &e) != 0 ||
+        !eng_einsum_as_gemm(c, &e, &p))
         return 0;
     size_t copies, gemm;
     einsum_scratch_split(&p, &copies, &gemm);
@@ -251,9 +295,10 @@ static int einsum_run(eng_op_ctx_t *c)
         return rc;
     int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
     eng_einsum_strides(c, &e, stride);
-    if (eng_einsum_as_gemm(c, &e, &p))
+    bool dbl = c->inputs[0]->dtype == ENG_DT_DOUBLE;
+    if (!dbl && eng_einsum_as_gemm(c, &e, &p))
         return einsum_gemm_run(c, &e, &p, stride);
-    const float *x[ENG_EINSUM_MAX_OPERANDS];
+    const void *x[ENG_EINSUM_MAX_OPERANDS];
     for (int op = 0; op < e.n_operands; op++)
         x[op] = c->inputs[op]->data;
     /* Loop order: the output labels, then every other label in use. */
@@ -270,9 +315,10 @@ static int einsum_run(eng_op_ctx_t *c)
             lab[nl++] = l;
             red_total *= e.size[l];
         }
-    float *y = c->outputs[0]->data;
+    void *y = c->outputs[0]->data;
+    size_t esize = dbl ? sizeof(double) : sizeof(float);
     if (red_total == 0) {
-        memset(y, 0, (size_t)out_total * sizeof *y);
+        memset(y, 0, (size_t)out_total * esize);
         return 0;
     }
     int64_t cnt[ENG_EINSUM_MAX_LABELS] = {0}, off[ENG_EINSUM_MAX_OPERANDS] = {0};
@@ -280,10 +326,13 @@ static int einsum_run(eng_op_ctx_t *c)
     for (int64_t it = 0, o = 0; it < out_total * red_total; it++) {
         double prod = 1;
         for (int op = 0; op < e.n_operands; op++)
-            prod *= x[op][off[op]];
+            prod *= dbl ? ((const double *)x[op])[off[op]] : ((const float *)x[op])[off[op]];
         acc += prod;
         if ((it + 1) % red_total == 0) {
-            y[o++] = (float)acc;
+            if (dbl)
+                ((double *)y)[o++] = acc;
+            else
+                ((float *)y)[o++] = (float)acc;
             acc = 0;
         }
         for (int j = nl - 1; j >= 0; j--) {

@@ -179,6 +179,15 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
                    const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
                    int64_t ldc, int64_t stride_c, int64_t batch);
 
+/* eng_cuda_sgemm in double precision (cublasDgemm*): A, B and C float64,
+ * alpha and beta double; the same shapes, strides (in elements), no-op and
+ * error rules. The handle's math mode does not apply to it.
+ * (engine/cuda/gemm.cu) */
+int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, double alpha, const double *a, int64_t lda, int64_t stride_a,
+                   const double *b, int64_t ldb, int64_t stride_b, double beta, double *c,
+                   int64_t ldc, int64_t stride_c, int64_t batch);
+
 /* fp16/bf16 precision: the engine stores every GEMM weight (input 1 of
  * MatMul, Gemm, Conv, ConvTranspose) as IEEE half or bfloat16; everything
  * else stays float32. A kernel that meets such a weight converts its float32

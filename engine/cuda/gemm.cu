@@ -4,7 +4,8 @@
  * or transposed.
  *
  * eng_cuda_sgemm is the float32 product (at the handle's math mode: IEEE
- * fp32, or TF32 when asked for). eng_cuda_gemm_lowp is fp16/bf16
+ * fp32, or TF32 when asked for); eng_cuda_dgemm the float64 one (double
+ * MatMul and Einsum; no math mode demotes it). eng_cuda_gemm_lowp is fp16/bf16
  * precision's: both operands in half or bfloat16 (the weight as the engine
  * stored it at load, the activation converted by eng_cuda_to_lowp into the
  * calling kernel's scratch), products on tensor cores accumulated in fp32
@@ -94,6 +95,28 @@ int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
 {
     return gemm_run(ctx, ENG_DT_FLOAT, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
                     stride_b, beta, c, ldc, stride_c, batch);
+}
+
+int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, double alpha, const double *a, int64_t lda, int64_t stride_a,
+                   const double *b, int64_t ldb, int64_t stride_b, double beta, double *c,
+                   int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    gemm_args_t g = {};
+    int rc = gemm_prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, &g);
+    if (rc)
+        return rc;
+    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
+    if (batch == 1)
+        ENG_CUBLAS_TRY(ctx, cublasDgemm(h, g.op_b, g.op_a, (int)n, (int)m, (int)k, &alpha, b, g.ib,
+                                        a, g.ia, &beta, c, g.ic));
+    else
+        ENG_CUBLAS_TRY(ctx, cublasDgemmStridedBatched(h, g.op_b, g.op_a, (int)n, (int)m, (int)k,
+                                                      &alpha, b, g.ib, stride_b, a, g.ia, stride_a,
+                                                      &beta, c, g.ic, stride_c, (int)batch));
+    return 0;
 }
 
 int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,

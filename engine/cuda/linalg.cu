@@ -1,7 +1,10 @@
 /* linalg.cu -- CUDA kernels of the linalg ops (engine/ops/linalg.c defines
  * them; engine/cpu/linalg_kernels.c is the CPU reference).
  *
- * Every product goes through eng_cuda_sgemm (cuBLAS, strided-batched).
+ * Every product goes through eng_cuda_sgemm (cuBLAS, strided-batched), or
+ * for double MatMul and Einsum eng_cuda_dgemm: double runs the same paths
+ * as float (split/fold, in-place operands, gathers, direct kernels) with
+ * float64 elements throughout, never narrowed to float.
  *
  * fp16/bf16 precision: MatMul's and Gemm's input 1 (B) may be a weight the
  * engine stored as half or bfloat16 at load. A (always float32) is then
@@ -37,6 +40,8 @@
 #include <limits.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "engine/cuda/cuda_impl.h"
 #include "engine/ops/linalg_impl.h"
 
@@ -56,6 +61,40 @@ static int lowp_a_scratch_check(const eng_op_ctx_t *c)
     if (c->scratch_bytes < need)
         return eng_op_scratch_err(c, need);
     return 0;
+}
+
+/* FS_ENOTSUP naming the input unless inputs [0, n) are all float64 (when
+ * input 0 is) or pass eng_cuda_require_float_inputs(c, n, weight). 0
+ * otherwise; nothing is queued. */
+static int linalg_require_inputs(const eng_op_ctx_t *c, int n, int weight)
+{
+    static const eng_dtype_t dt_double[] = {ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+    if (c->n_inputs < 1 || !c->inputs[0] || c->inputs[0]->dtype != ENG_DT_DOUBLE)
+        return eng_cuda_require_float_inputs(c, n, weight);
+    for (int i = 0; i < n && i < c->n_inputs; i++) {
+        int rc = eng_op_require_dtype(c, i, dt_double);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Y = A x B for MatMul and Einsum (alpha 1, beta 0): eng_cuda_sgemm or
+ * eng_cuda_dgemm by element type, its arguments and error rules. */
+static int gemm_t(const eng_op_ctx_t *c, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb,
+                  int64_t sb, float *y, int64_t ldy, int64_t sy, int64_t batch)
+{
+    return eng_cuda_sgemm(c, ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, 0.0f, y, ldy, sy,
+                          batch);
+}
+
+static int gemm_t(const eng_op_ctx_t *c, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const double *a, int64_t lda, int64_t sa, const double *b, int64_t ldb,
+                  int64_t sb, double *y, int64_t ldy, int64_t sy, int64_t batch)
+{
+    return eng_cuda_dgemm(c, ta, tb, m, n, k, 1.0, a, lda, sa, b, ldb, sb, 0.0, y, ldy, sy,
+                          batch);
 }
 
 /* ---- MatMul ------------------------------------------------------------ */
@@ -89,19 +128,17 @@ static matmul_run_split_t matmul_split(const eng_matmul_dims_t *d)
     return r;
 }
 
-/* MatMul. On error (scratch) nothing is written; on another (cuBLAS
- * range, launch) some of Y may be. */
-static int matmul_run(eng_op_ctx_t *c)
+/* MatMul of shape d in element type T (float: A float32, B float32 or an
+ * fp16/bf16 weight; double: both float64). Errors as matmul_run's. */
+template <typename T>
+static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 {
-    eng_matmul_dims_t d;
-    int rc = eng_cuda_require_float_inputs(c, 2, 1);
-    if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = lowp_a_scratch_check(c)))
-        return rc;
+    int rc;
     int64_t batches = 1;
     for (int i = 0; i < d.batch_rank; i++)
         batches *= d.batch[i];
-    const float *a = (const float *)c->inputs[0]->data, *b = (const float *)c->inputs[1]->data;
-    float *y = (float *)c->outputs[0]->data;
+    const T *a = (const T *)c->inputs[0]->data, *b = (const T *)c->inputs[1]->data;
+    T *y = (T *)c->outputs[0]->data;
     if (batches == 0 || d.m == 0 || d.n == 0)
         return 0;
     if (d.k == 0) {
@@ -109,14 +146,17 @@ static int matmul_run(eng_op_ctx_t *c)
                                         eng_cuda_ctx(c)->stream));
         return 0;
     }
-    /* fp16/bf16 B: all of A in B's dtype, read at the same offsets. */
+    /* fp16/bf16 B (float only): all of A in B's dtype, read at the same
+     * offsets. */
     eng_dtype_t wdt = c->inputs[1]->dtype;
     const char *al = NULL, *bl = (const char *)c->inputs[1]->data;
-    if (eng_cuda_is_lowp(wdt)) {
-        if ((rc = eng_cuda_to_lowp(c, wdt, c->scratch, a,
-                                   eng_shape_numel(&c->inputs[0]->shape))))
-            return rc;
-        al = (const char *)c->scratch;
+    if constexpr (std::is_same<T, float>::value) {
+        if (eng_cuda_is_lowp(wdt)) {
+            if ((rc = eng_cuda_to_lowp(c, wdt, c->scratch, a,
+                                       eng_shape_numel(&c->inputs[0]->shape))))
+                return rc;
+            al = (const char *)c->scratch;
+        }
     }
     matmul_run_split_t r = matmul_split(&d);
     int64_t outer = batches / r.run;
@@ -130,26 +170,45 @@ static int matmul_run(eng_op_ctx_t *c)
             a_off += at * d.a_stride[i];
             b_off += at * d.b_stride[i];
         }
-        float *yo = y + o * r.run * d.m * d.n;
-        if (al) {
-            const char *ao = al + a_off * ENG_CUDA_LOWP_BYTES;
-            const char *bo = bl + b_off * ENG_CUDA_LOWP_BYTES;
-            if (fold)
-                rc = eng_cuda_gemm_lowp(c, wdt, false, false, r.run * d.m, d.n, d.k, 1.0f, ao,
-                                        d.k, 0, bo, d.n, 0, 0.0f, yo, d.n, 0, 1);
-            else
-                rc = eng_cuda_gemm_lowp(c, wdt, false, false, d.m, d.n, d.k, 1.0f, ao, d.k, r.sa,
-                                        bo, d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
-        } else if (fold)
-            rc = eng_cuda_sgemm(c, false, false, r.run * d.m, d.n, d.k, 1.0f, a + a_off, d.k, 0,
-                                b + b_off, d.n, 0, 0.0f, yo, d.n, 0, 1);
+        T *yo = y + o * r.run * d.m * d.n;
+        if constexpr (std::is_same<T, float>::value) {
+            if (al) {
+                const char *ao = al + a_off * ENG_CUDA_LOWP_BYTES;
+                const char *bo = bl + b_off * ENG_CUDA_LOWP_BYTES;
+                if (fold)
+                    rc = eng_cuda_gemm_lowp(c, wdt, false, false, r.run * d.m, d.n, d.k, 1.0f,
+                                            ao, d.k, 0, bo, d.n, 0, 0.0f, yo, d.n, 0, 1);
+                else
+                    rc = eng_cuda_gemm_lowp(c, wdt, false, false, d.m, d.n, d.k, 1.0f, ao, d.k,
+                                            r.sa, bo, d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+                if (rc)
+                    return rc;
+                continue;
+            }
+        }
+        if (fold)
+            rc = gemm_t(c, false, false, r.run * d.m, d.n, d.k, a + a_off, d.k, 0, b + b_off, d.n,
+                        0, yo, d.n, 0, 1);
         else
-            rc = eng_cuda_sgemm(c, false, false, d.m, d.n, d.k, 1.0f, a + a_off, d.k, r.sa,
-                                b + b_off, d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+            rc = gemm_t(c, false, false, d.m, d.n, d.k, a + a_off, d.k, r.sa, b + b_off, d.n,
+                        r.sb, yo, d.n, d.m * d.n, r.run);
         if (rc)
             return rc;
     }
     return 0;
+}
+
+/* MatMul (float or double). On error (scratch) nothing is written; on
+ * another (cuBLAS range, launch) some of Y may be. */
+static int matmul_run(eng_op_ctx_t *c)
+{
+    eng_matmul_dims_t d;
+    int rc = linalg_require_inputs(c, 2, 1);
+    if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = lowp_a_scratch_check(c)))
+        return rc;
+    if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
+        return matmul_typed<double>(c, d);
+    return matmul_typed<float>(c, d);
 }
 
 /* ---- Gemm -------------------------------------------------------------- */
@@ -261,8 +320,8 @@ static void einsum_plan(const eng_op_ctx_t *c, const eng_einsum_t *e, einsum_pla
     pl->pack_y = !einsum_is_packed(e, p, ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_N, pl->ystride);
 }
 
-/* Scratch floats of a plan: the packed copies it makes. */
-static int64_t einsum_plan_floats(const einsum_plan_t *pl)
+/* Scratch elements of a plan: the packed copies it makes. */
+static int64_t einsum_plan_elems(const einsum_plan_t *pl)
 {
     const int64_t *len = pl->p.len;
     int64_t b = len[ENG_EINSUM_BATCH], m = len[ENG_EINSUM_M], n = len[ENG_EINSUM_N];
@@ -280,7 +339,8 @@ typedef struct gather_map {
     int64_t in_stride[ENG_MAX_RANK];
 } gather_map_t;
 
-static __global__ void einsum_gather(const float *in, float *out, gather_map_t g, int64_t n)
+template <typename T>
+static __global__ void einsum_gather(const T *in, T *out, gather_map_t g, int64_t n)
 {
     ENG_CUDA_FOR(i, n)
     {
@@ -305,20 +365,22 @@ static void gather_map_push(gather_map_t *g, const eng_einsum_t *e, int label, i
 }
 
 /* Launches one gather of n elements. */
-static int einsum_launch_gather(const eng_op_ctx_t *c, const float *in, float *out,
-                                const gather_map_t *g, int64_t n)
+template <typename T>
+static int einsum_launch_gather(const eng_op_ctx_t *c, const T *in, T *out, const gather_map_t *g,
+                                int64_t n)
 {
     if (n == 0)
         return 0;
-    einsum_gather<<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(in, out,
+    einsum_gather<T><<<eng_cuda_blocks(c, n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(in, out,
                                                                                            *g, n);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
 
 /* Packs operand `op` into [roles r0, r1, r2] order at dst. */
+template <typename T>
 static int einsum_pack(const eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_plan_t *pl,
-                       int op, int r0, int r1, int r2, float *dst)
+                       int op, int r0, int r1, int r2, T *dst)
 {
     const eng_einsum_gemm_t *p = &pl->p;
     const int roles[3] = {r0, r1, r2};
@@ -329,20 +391,22 @@ static int einsum_pack(const eng_op_ctx_t *c, const eng_einsum_t *e, const einsu
             int l = p->lab[roles[r]][j];
             gather_map_push(&g, e, l, pl->stride[op][l]);
         }
-    return einsum_launch_gather(c, (const float *)c->inputs[op]->data, dst, &g,
+    return einsum_launch_gather(c, (const T *)c->inputs[op]->data, dst, &g,
                                 p->len[r0] * p->len[r1] * p->len[r2]);
 }
 
-/* Einsum as a batched GEMM. On error Y may be partly written. */
+/* Einsum as a batched GEMM in element type T. On error Y may be partly
+ * written. */
+template <typename T>
 static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_plan_t *pl)
 {
     const eng_einsum_gemm_t *p = &pl->p;
     int64_t b = p->len[ENG_EINSUM_BATCH], m = p->len[ENG_EINSUM_M];
     int64_t n = p->len[ENG_EINSUM_N], k = p->len[ENG_EINSUM_K];
-    size_t need = (size_t)einsum_plan_floats(pl) * sizeof(float);
+    size_t need = (size_t)einsum_plan_elems(pl) * sizeof(T);
     if (c->scratch_bytes < need)
         return eng_op_scratch_err(c, need);
-    float *y = (float *)c->outputs[0]->data;
+    T *y = (T *)c->outputs[0]->data;
     if (b == 0 || m == 0 || n == 0)
         return 0;
     if (k == 0) {
@@ -350,9 +414,9 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
             c, cudaMemsetAsync(y, 0, (size_t)(b * m * n) * sizeof *y, eng_cuda_ctx(c)->stream));
         return 0;
     }
-    float *next = (float *)c->scratch;
-    const float *a = (const float *)c->inputs[0]->data, *bm = (const float *)c->inputs[1]->data;
-    float *yp = y;
+    T *next = (T *)c->scratch;
+    const T *a = (const T *)c->inputs[0]->data, *bm = (const T *)c->inputs[1]->data;
+    T *yp = y;
     int rc;
     if (pl->pack_a) {
         if ((rc = einsum_pack(c, e, pl, 0, ENG_EINSUM_BATCH, ENG_EINSUM_M, ENG_EINSUM_K, next)))
@@ -368,8 +432,8 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
     }
     if (pl->pack_y)
         yp = next;
-    if ((rc = eng_cuda_sgemm(c, pl->trans_a, pl->trans_b, m, n, k, 1.0f, a, pl->trans_a ? m : k,
-                             m * k, bm, pl->trans_b ? k : n, k * n, 0.0f, yp, n, m * n, b)))
+    if ((rc = gemm_t(c, pl->trans_a, pl->trans_b, m, n, k, a, pl->trans_a ? m : k, m * k, bm,
+                     pl->trans_b ? k : n, k * n, yp, n, m * n, b)))
         return rc;
     if (!pl->pack_y)
         return 0;
@@ -393,16 +457,17 @@ static int einsum_gemm_run(eng_op_ctx_t *c, const eng_einsum_t *e, const einsum_
  * summed ones) with each operand's stride per label. Passed by value: about
  * 4.4 KB of kernel parameters, which CUDA 12.1+ allows on sm_70 and later
  * (the build targets sm_80 and sm_90 with CUDA 13). */
-typedef struct einsum_direct {
+template <typename T> struct einsum_direct {
     int n_ops, n_out, n_red;
     int64_t red_total;
     int64_t size[ENG_EINSUM_MAX_LABELS];
     int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
-    const float *x[ENG_EINSUM_MAX_OPERANDS];
-} einsum_direct_t;
+    const T *x[ENG_EINSUM_MAX_OPERANDS];
+};
 
 /* Each operand's offset for output element o. */
-static __device__ __forceinline__ void einsum_out_offsets(const einsum_direct_t &d, int64_t o,
+template <typename T>
+static __device__ __forceinline__ void einsum_out_offsets(const einsum_direct<T> &d, int64_t o,
                                                           int64_t off[ENG_EINSUM_MAX_OPERANDS])
 {
     for (int op = 0; op < d.n_ops; op++)
@@ -417,7 +482,8 @@ static __device__ __forceinline__ void einsum_out_offsets(const einsum_direct_t 
 
 /* One thread per output element: an odometer over the summed labels, the
  * product and the sum in double as on the CPU. */
-static __global__ void einsum_direct_thread(einsum_direct_t d, float *y, int64_t out_total)
+template <typename T>
+static __global__ void einsum_direct_thread(einsum_direct<T> d, T *y, int64_t out_total)
 {
     ENG_CUDA_FOR(o, out_total)
     {
@@ -443,7 +509,7 @@ static __global__ void einsum_direct_thread(einsum_direct_t d, float *y, int64_t
                     off[op] -= d.stride[op][j] * (d.size[j] - 1);
             }
         }
-        y[o] = (float)acc;
+        y[o] = (T)acc;
     }
 }
 
@@ -451,7 +517,8 @@ static __global__ void einsum_direct_thread(einsum_direct_t d, float *y, int64_t
 
 /* One block per output element: the threads split the sum, then a block
  * reduction in double. */
-static __global__ void einsum_direct_block(einsum_direct_t d, float *y, int64_t out_total)
+template <typename T>
+static __global__ void einsum_direct_block(einsum_direct<T> d, T *y, int64_t out_total)
 {
     __shared__ double part[EINSUM_BLOCK / 32];
     for (int64_t o = blockIdx.x; o < out_total; o += gridDim.x) {
@@ -484,14 +551,15 @@ static __global__ void einsum_direct_block(einsum_direct_t d, float *y, int64_t 
             double sum = 0;
             for (int w = 0; w < EINSUM_BLOCK / 32; w++)
                 sum += part[w];
-            y[o] = (float)sum;
+            y[o] = (T)sum;
         }
     }
 }
 
 /* Label l as d's loop nl, with each operand's stride for it; returns the
  * next loop's index. A label of size 1 adds no loop (every index is 0). */
-static int einsum_direct_loop(einsum_direct_t *d, const eng_einsum_t *e,
+template <typename T>
+static int einsum_direct_loop(einsum_direct<T> *d, const eng_einsum_t *e,
                               const int64_t (*stride)[ENG_EINSUM_MAX_LABELS], int l, int nl)
 {
     if (e->size[l] == 1)
@@ -502,16 +570,18 @@ static int einsum_direct_loop(einsum_direct_t *d, const eng_einsum_t *e,
     return nl + 1;
 }
 
-/* A direct Einsum (not a GEMM). On error Y is untouched. */
+/* A direct Einsum (not a GEMM) in element type T. On error Y is
+ * untouched. */
+template <typename T>
 static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
 {
     int64_t stride[ENG_EINSUM_MAX_OPERANDS][ENG_EINSUM_MAX_LABELS];
     eng_einsum_strides(c, e, stride);
-    einsum_direct_t d;
+    einsum_direct<T> d;
     memset(&d, 0, sizeof d);
     d.n_ops = e->n_operands;
     for (int op = 0; op < e->n_operands; op++)
-        d.x[op] = (const float *)c->inputs[op]->data;
+        d.x[op] = (const T *)c->inputs[op]->data;
     bool in_out[ENG_EINSUM_MAX_LABELS] = {false};
     int64_t out_total = 1;
     d.red_total = 1;
@@ -530,7 +600,7 @@ static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
         nl = einsum_direct_loop(&d, e, stride, l, nl);
     }
     d.n_red = nl - d.n_out;
-    float *y = (float *)c->outputs[0]->data;
+    T *y = (T *)c->outputs[0]->data;
     if (out_total == 0)
         return 0;
     if (d.red_total == 0) {
@@ -541,9 +611,9 @@ static int einsum_direct_run(eng_op_ctx_t *c, const eng_einsum_t *e)
     /* Few outputs with long sums: a block per output keeps the GPU busy. */
     if (out_total < 65536 && d.red_total >= 64) {
         unsigned blocks = (unsigned)(out_total < 65535 ? out_total : 65535);
-        einsum_direct_block<<<blocks, EINSUM_BLOCK, 0, eng_cuda_ctx(c)->stream>>>(d, y, out_total);
+        einsum_direct_block<T><<<blocks, EINSUM_BLOCK, 0, eng_cuda_ctx(c)->stream>>>(d, y, out_total);
     } else {
-        einsum_direct_thread<<<eng_cuda_blocks(c, out_total), ENG_CUDA_THREADS, 0,
+        einsum_direct_thread<T><<<eng_cuda_blocks(c, out_total), ENG_CUDA_THREADS, 0,
                                eng_cuda_ctx(c)->stream>>>(d, y, out_total);
     }
     ENG_CUDA_LAUNCHED(c);
@@ -557,7 +627,8 @@ static size_t einsum_scratch_bytes(const eng_op_ctx_t *c)
     if (eng_einsum_parse(c, &e) != 0 || !eng_einsum_as_gemm(c, &e, &pl.p))
         return 0;
     einsum_plan(c, &e, &pl);
-    return (size_t)einsum_plan_floats(&pl) * sizeof(float);
+    size_t elem = c->inputs[0]->dtype == ENG_DT_DOUBLE ? sizeof(double) : sizeof(float);
+    return (size_t)einsum_plan_elems(&pl) * elem;
 }
 
 /* Einsum (see the file header). On error (equation, scratch) Y is
@@ -566,13 +637,14 @@ static int einsum_run(eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     einsum_plan_t pl;
-    int rc = eng_cuda_require_float_inputs(c, c->n_inputs, -1);
+    int rc = linalg_require_inputs(c, c->n_inputs, -1);
     if (rc || (rc = eng_einsum_parse(c, &e)))
         return rc;
+    bool dbl = c->inputs[0]->dtype == ENG_DT_DOUBLE;
     if (!eng_einsum_as_gemm(c, &e, &pl.p))
-        return einsum_direct_run(c, &e);
+        return dbl ? einsum_direct_run<double>(c, &e) : einsum_direct_run<float>(c, &e);
     einsum_plan(c, &e, &pl);
-    return einsum_gemm_run(c, &e, &pl);
+    return dbl ? einsum_gemm_run<double>(c, &e, &pl) : einsum_gemm_run<float>(c, &e, &pl);
 }
 
 /* ---- Det -------------------------------------------------------------------------- */

@@ -8,6 +8,25 @@
 #include "engine/ops/linalg_impl.h"
 
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+
+/* MatMul's and Einsum's operand dtypes: inputs [0, n) each float or double
+ * (FS_ENOTSUP naming the first other, which lets half inputs widen), and
+ * all the same (FS_EINVAL naming the two that differ). */
+static int linalg_same_dtype(const eng_op_ctx_t *c, int n)
+{
+    int rc;
+    for (int i = 0; i < n; i++)
+        if ((rc = eng_op_require_dtype(c, i, dt_float_double)))
+            return rc;
+    for (int i = 1; i < n; i++)
+        if (c->inputs[i]->dtype != c->inputs[0]->dtype)
+            return eng_op_err(c, FS_EINVAL, "input 0 has dtype %s and input %d dtype %s; the "
+                              "operands must share one dtype",
+                              eng_dtype_name(c->inputs[0]->dtype), i,
+                              eng_dtype_name(c->inputs[i]->dtype));
+    return 0;
+}
 
 int eng_matmul_dims(const eng_op_ctx_t *c, eng_matmul_dims_t *d)
 {
@@ -54,10 +73,9 @@ static int matmul_infer(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
     int rc;
-    if ((rc = eng_op_require_dtype(c, 0, dt_float)) || (rc = eng_op_require_dtype(c, 1, dt_float)) ||
-        (rc = eng_matmul_dims(c, &d)))
+    if ((rc = linalg_same_dtype(c, 2)) || (rc = eng_matmul_dims(c, &d)))
         return rc;
-    c->outputs[0]->dtype = ENG_DT_FLOAT;
+    c->outputs[0]->dtype = c->inputs[0]->dtype;
     c->outputs[0]->shape = d.out;
     return 0;
 }
@@ -260,13 +278,10 @@ static int einsum_infer(eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     int rc;
-    for (int i = 0; i < c->n_inputs; i++)
-        if ((rc = eng_op_require_dtype(c, i, dt_float)))
-            return rc;
-    if ((rc = eng_einsum_parse(c, &e)))
+    if ((rc = linalg_same_dtype(c, c->n_inputs)) || (rc = eng_einsum_parse(c, &e)))
         return rc;
     eng_tensor_t *y = c->outputs[0];
-    y->dtype = ENG_DT_FLOAT;
+    y->dtype = c->inputs[0]->dtype;
     y->shape.rank = e.n_out;
     for (int i = 0; i < e.n_out; i++)
         y->shape.dims[i] = e.size[e.out[i]];
@@ -274,8 +289,6 @@ static int einsum_infer(eng_op_ctx_t *c)
 }
 
 /* ---- Det ------------------------------------------------------------------------ */
-
-static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
 
 int eng_det_params(const eng_op_ctx_t *c, eng_det_t *p)
 {

@@ -1674,6 +1674,20 @@ static const op_case_t linalg_cases[] = {
     {OC("Einsum", 12, "equation='ij,jk,kl->il'", "f32[2,3]", "f32[3,4]", "f32[4,5]")},
     {OC("Einsum", 12, "equation='...ij,...jk->...ik'", "f32[2,1,3,4]", "f32[5,4,2]")},
     {OC("Einsum", 12, "equation='ij,jk'", "f32[3,4]", "f32[4,5]")},
+    /* float64: cuBLAS's dgemm and the direct kernels in double against the
+     * CPU's double loops. */
+    {OC("MatMul", 13, "", "f64[3,4]", "f64[4,5]")},
+    {OC("MatMul", 13, "", "f64[4]", "f64[2,4,3]")},
+    {OC("MatMul", 13, "", "f64[2,1,3,4]", "f64[5,4,6]")},
+    {OC("MatMul", 13, "", "f64[2,3,257]", "=f64[257,130]")},
+    {OC("MatMul", 13, "", "f64[2,0]", "f64[0,3]")},
+    {OC("Einsum", 12, "equation='bij,bjk->bik'", "f64[2,3,4]", "f64[2,4,5]")},
+    {OC("Einsum", 12, "equation='kbj,bji->bik'", "f64[5,2,4]", "f64[2,4,3]")},
+    {OC("Einsum", 12, "equation='ij,jk->ki'", "f64[3,4]", "f64[4,5]")},
+    {OC("Einsum", 12, "equation='...ij,...jk->...ik'", "f64[2,1,3,4]", "f64[5,4,2]")},
+    {OC("Einsum", 12, "equation='...ii->...i'", "f64[3,5,5]")},
+    {OC("Einsum", 12, "equation='ij->'", "f64[3,4]")},
+    {OC("Einsum", 12, "equation='i,i'", "f64[300]", "f64[300]")},
 };
 
 static const op_case_t misc_cases[] = {

@@ -338,6 +338,121 @@ Test(engine_ops_linalg, einsum_rejects_malformed_equations)
     cr_expect_eq(call_infer(&c, "Einsum", &attr, 1, in2, 2, 1), FS_EINVAL);
 }
 
+/* --- float64 MatMul and Einsum ----------------------------------------- */
+
+#define D(...) ((const double[]){__VA_ARGS__})
+
+static eng_tensor_t dt(const double *data, int rank, const int64_t *dims)
+{
+    return tensor(ENG_DT_DOUBLE, data, rank, dims);
+}
+
+/* Values 1 + i * 1e-9 (i small): float32 would round them all to 1, so any
+ * narrowing shows in the results. */
+static double *fine_array(int64_t n, int64_t seed)
+{
+    double *a = malloc((size_t)(n ? n : 1) * sizeof *a);
+    for (int64_t i = 0; i < n; i++)
+        a[i] = 1.0 + (double)((i * 7 + seed) % 13) * 1e-9;
+    return a;
+}
+
+static void expect_doubles(const eng_tensor_t *y, const double *want, size_t n, const char *what)
+{
+    cr_assert_eq(y->dtype, ENG_DT_DOUBLE, "%s: dtype %s, want double", what,
+                 eng_dtype_name(y->dtype));
+    const double *got = y->data;
+    for (size_t i = 0; i < n; i++)
+        cr_expect(fabs(got[i] - want[i]) <= 1e-13 * (1.0 + fabs(want[i])),
+                  "%s[%zu]: got %.17g, want %.17g", what, i, got[i], want[i]);
+}
+
+Test(engine_ops_linalg, matmul_double_broadcast_batches_in_double)
+{
+    /* A [2,1,3,4] x B [3,4,5] -> [2,3,3,5]: both operands broadcast. */
+    int64_t da[] = {2, 1, 3, 4}, db[] = {3, 4, 5};
+    double *a = fine_array(2 * 3 * 4, 1), *b = fine_array(3 * 4 * 5, 5);
+    double want[2 * 3 * 3 * 5];
+    for (int x = 0; x < 2; x++)
+        for (int z = 0; z < 3; z++)
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 5; j++) {
+                    double s = 0;
+                    for (int q = 0; q < 4; q++)
+                        s += a[(x * 3 + i) * 4 + q] * b[(z * 4 + q) * 5 + j];
+                    want[((x * 3 + z) * 3 + i) * 5 + j] = s;
+                }
+    eng_tensor_t at = dt(a, 4, da), bt = dt(b, 3, db);
+    const eng_tensor_t *in[] = {&at, &bt};
+    call_t c;
+    run_ok(&c, "MatMul", NULL, 0, in, 2, 1, 4, DIMS(2, 3, 3, 5));
+    expect_doubles(&c.outs[0], want, N_OF(want), "Y");
+    call_free(&c);
+    /* A shared by a batch of B, and a vector operand. */
+    eng_tensor_t m = dt(D(1, 2, 3, 4, 5, 6), 2, DIMS(2, 3));
+    eng_tensor_t bb = dt(D(1, 0, 0, 1, 1, 1, 2, 0, 0, 2, 1e-12, 0), 3, DIMS(2, 3, 2));
+    const eng_tensor_t *in2[] = {&m, &bb};
+    run_ok(&c, "MatMul", NULL, 0, in2, 2, 1, 3, DIMS(2, 2, 2));
+    expect_doubles(&c.outs[0], D(4, 5, 10, 11, 2 + 3e-12, 4, 8 + 6e-12, 10), 8, "A shared");
+    call_free(&c);
+    eng_tensor_t v = dt(D(1, 2, 3), 1, DIMS(3));
+    const eng_tensor_t *in3[] = {&m, &v};
+    run_ok(&c, "MatMul", NULL, 0, in3, 2, 1, 1, DIMS(2));
+    expect_doubles(&c.outs[0], D(14, 32), 2, "M x v");
+    call_free(&c);
+    free(a);
+    free(b);
+}
+
+Test(engine_ops_linalg, einsum_double_gemm_and_direct_in_double)
+{
+    /* bij,bjk->bik: the shape the float path runs as a GEMM. */
+    double *a = fine_array(2 * 3 * 4, 2), *b = fine_array(2 * 4 * 5, 9);
+    double want[2 * 3 * 5];
+    for (int x = 0; x < 2; x++)
+        for (int i = 0; i < 3; i++)
+            for (int k = 0; k < 5; k++) {
+                double s = 0;
+                for (int j = 0; j < 4; j++)
+                    s += a[(x * 3 + i) * 4 + j] * b[(x * 4 + j) * 5 + k];
+                want[(x * 3 + i) * 5 + k] = s;
+            }
+    eng_tensor_t at = dt(a, 3, DIMS(2, 3, 4)), bt = dt(b, 3, DIMS(2, 4, 5));
+    const eng_tensor_t *in[] = {&at, &bt};
+    eng_attr_t attr = attr_s("equation", "bij,bjk->bik");
+    call_t c;
+    run_ok(&c, "Einsum", &attr, 1, in, 2, 1, 3, DIMS(2, 3, 5));
+    expect_doubles(&c.outs[0], want, N_OF(want), "bij,bjk->bik");
+    call_free(&c);
+    /* A diagonal and a full sum. */
+    eng_tensor_t sq = dt(D(1 + 1e-12, 2, 3, 4 + 1e-12), 2, DIMS(2, 2));
+    const eng_tensor_t *sqs[] = {&sq};
+    attr = attr_s("equation", "ii->i");
+    run_ok(&c, "Einsum", &attr, 1, sqs, 1, 1, 1, DIMS(2));
+    expect_doubles(&c.outs[0], D(1 + 1e-12, 4 + 1e-12), 2, "ii->i");
+    call_free(&c);
+    attr = attr_s("equation", "ij->");
+    run_ok(&c, "Einsum", &attr, 1, sqs, 1, 1, 0, NULL);
+    expect_doubles(&c.outs[0], D(10 + 2e-12), 1, "ij->");
+    call_free(&c);
+    free(a);
+    free(b);
+}
+
+Test(engine_ops_linalg, matmul_and_einsum_reject_mixed_float_and_double_naming_them)
+{
+    eng_tensor_t f = ft(NULL, 2, DIMS(2, 2)), d = dt(NULL, 2, DIMS(2, 2));
+    const eng_tensor_t *in[] = {&f, &d};
+    call_t c;
+    cr_expect_eq(call_infer(&c, "MatMul", NULL, 0, in, 2, 1), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "float") && strstr(fs_errmsg(), "double"), "message: %s",
+              fs_errmsg());
+    eng_attr_t attr = attr_s("equation", "ij,jk->ik");
+    cr_expect_eq(call_infer(&c, "Einsum", &attr, 1, in, 2, 1), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "input 0 has dtype float") &&
+              strstr(fs_errmsg(), "input 1 dtype double"), "message: %s", fs_errmsg());
+}
+
 /* --- Conv and ConvTranspose -------------------------------------------- */
 
 typedef struct conv_case {
