@@ -21,7 +21,8 @@
  * as [outer, n, inner] and walk the axis with stride `inner`. Softmax
  * splits its outer * inner independent lines over ctx->n_threads threads;
  * each line's max and sum are taken within one chunk, so results do not
- * depend on the thread count. */
+ * depend on the thread count. A float64 Softmax runs its lines on one
+ * thread through eng_softmax_line_f64, all in double. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -474,8 +475,16 @@ static int softmax_run(eng_op_ctx_t *c)
     int rc = eng_softmax_extent(c, &outer, &n, &inner);
     if (rc)
         return rc;
-    softmax_job_t j = {c->inputs[0]->data, c->outputs[0]->data, n, inner,
-                       strcmp(c->node->op_type, "LogSoftmax") == 0};
+    bool log_out = strcmp(c->node->op_type, "LogSoftmax") == 0;
+    if (c->inputs[0]->dtype == ENG_DT_DOUBLE) {
+        for (int64_t line = 0; line < outer * inner; line++) {
+            int64_t at = line / inner * n * inner + line % inner;
+            eng_softmax_line_f64((const double *)c->inputs[0]->data + at,
+                                 (double *)c->outputs[0]->data + at, n, inner, log_out);
+        }
+        return 0;
+    }
+    softmax_job_t j = {c->inputs[0]->data, c->outputs[0]->data, n, inner, log_out};
     /* The exp dominates: a dozen operations per element. */
     eng_parallel_for(c->n_threads, outer * inner, eng_parallel_grain(n * 12), softmax_lines, &j);
     return 0;

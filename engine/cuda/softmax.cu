@@ -4,7 +4,8 @@
  * They view the input as [outer, n, inner] (eng_axis_extent,
  * with the opset < 13 flattening) and use the CPU's formula: max, then the
  * float sum of expf(x - max), then expf(x - max) * (1 / sum) or
- * (x - max) - logf(sum). Contiguous rows (inner == 1) of up to 1024
+ * (x - max) - logf(sum); float64 one thread per line through the CPU's
+ * eng_softmax_line_f64, all in double. Contiguous float rows (inner == 1) of up to 1024
  * elements take one warp each with the row in registers; longer rows one
  * block each (three passes over the row); inner > 1 one thread per line
  * (coalesced along inner), in the CPU's order. */
@@ -157,10 +158,22 @@ static void softmax_warp_launch(eng_op_ctx_t *c, const float *x, float *y, int64
                            eng_cuda_ctx(c)->stream>>>(x, y, rows, n, log_out);
 }
 
+/* float64: one thread per [outer, n, inner] line, through the CPU's
+ * eng_softmax_line_f64. */
+static __global__ void softmax_lines_f64(const double *x, double *y, int64_t outer, int64_t n,
+                                         int64_t inner, bool log_out)
+{
+    ENG_CUDA_FOR(line, outer * inner)
+    {
+        int64_t o = line / inner, at = o * n * inner + (line - o * inner);
+        eng_softmax_line_f64(x + at, y + at, n, inner, log_out);
+    }
+}
+
 static int softmax_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
-    if (xt->dtype != ENG_DT_FLOAT)
+    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_DOUBLE)
         return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
     int64_t outer, n, inner;
     int rc = eng_softmax_extent(c, &outer, &n, &inner);
@@ -168,6 +181,10 @@ static int softmax_run(eng_op_ctx_t *c)
         return rc;
     if (outer * n * inner == 0)
         return 0;
+    if (xt->dtype == ENG_DT_DOUBLE)
+        return eng_cuda_launch(c, softmax_lines_f64, outer * inner, (const double *)xt->data,
+                               (double *)c->outputs[0]->data, outer, n, inner,
+                               strcmp(c->node->op_type, "LogSoftmax") == 0);
     const float *x = (const float *)xt->data;
     float *y = (float *)c->outputs[0]->data;
     bool log_out = strcmp(c->node->op_type, "LogSoftmax") == 0;

@@ -10,7 +10,6 @@ static const eng_dtype_t numeric[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32,
 /* ReduceMax/ReduceMin take bool from opset 20 (any and all). */
 static const eng_dtype_t numeric_bool[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
                                            ENG_DT_BOOL, ENG_DT_UNDEFINED};
-static const eng_dtype_t float_only[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
 /* The logs (ReduceLogSum, ReduceLogSumExp) are computed in float types only. */
 static const eng_dtype_t float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
 static const eng_dtype_t index_types[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
@@ -172,7 +171,7 @@ static int arg_infer(eng_op_ctx_t *c)
 
 static int softmax_infer(eng_op_ctx_t *c)
 {
-    int rc = eng_op_require_dtype(c, 0, float_only);
+    int rc = eng_op_require_dtype(c, 0, float_double);
     int axis;
     bool flatten_tail;
     if (rc || (rc = eng_softmax_axis(c, &axis, &flatten_tail)))

@@ -84,6 +84,27 @@ ENG_OPS_HD static inline void eng_log_softmax_line(const float *xs, float *ys, i
         ys[j * inner] = (xs[j * inner] - max) - log_sum;
 }
 
+/* Softmax's (or, with log_out, LogSoftmax's) output for one line of n
+ * float64 elements, inner apart, all in double: max, the sum of
+ * exp(x - max), then exp(x - max) / sum or (x - max) - log(sum). Both
+ * devices run float64 through it, one line per call (float has its own
+ * vectorised lines). Cannot fail. */
+ENG_OPS_HD static inline void eng_softmax_line_f64(const double *xs, double *ys, int64_t n,
+                                                   int64_t inner, bool log_out)
+{
+    double max = -INFINITY, sum = 0.0;
+    for (int64_t j = 0; j < n; j++)
+        max = xs[j * inner] > max ? xs[j * inner] : max;
+    for (int64_t j = 0; j < n; j++) {
+        double e = exp(xs[j * inner] - max);
+        ys[j * inner] = e;
+        sum += e;
+    }
+    double log_sum = log(sum);
+    for (int64_t j = 0; j < n; j++)
+        ys[j * inner] = log_out ? (xs[j * inner] - max) - log_sum : ys[j * inner] / sum;
+}
+
 /* Hardmax's output for one line of n >= 1 elements, inner apart: 1 at the
  * first largest element (a NaN counts as largest, as numpy's argmax has
  * it), 0 elsewhere. Both devices' kernels call it per line. Cannot fail. */

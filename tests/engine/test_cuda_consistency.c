@@ -1322,6 +1322,8 @@ static const op_case_t reduce_cases[] = {
     {OC("LogSoftmax", 13, "axis=1", "f32[3,4,5]")},
     {OC("LogSoftmax", 13, "", "f32[2,257]:r(-50,50)")},
     {OC("LogSoftmax", 11, "axis=1", "f32[2,3,4]")},
+    {OC("Softmax", 13, "axis=1", "f64[3,4,5]:r(-50,50)")},
+    {OC("LogSoftmax", 13, "", "f64[2,257]:r(-50,50)")},
     {OC("CumSum", 14, "", "f32[257]", "=i64[]{0}")},
     {OC("CumSum", 14, "exclusive=1", "f32[257]", "=i64[]{0}")},
     {OC("CumSum", 14, "reverse=1", "f32[3,4,5]", "=i32[]{1}")},

@@ -345,6 +345,33 @@ Test(engine_ops_reduce, log_softmax_of_large_numbers_stays_finite)
     case_free(c);
 }
 
+Test(engine_ops_reduce, softmax_of_doubles_is_computed_in_double)
+{
+    /* Values 1e-9 apart, which float cannot tell apart: a softmax through
+     * float would give exactly 1/3 each. Along axis 0 of [3, 2] (strided
+     * lines), then LogSoftmax. */
+    static const double v[] = {0, 5, 1e-9, 5, 2e-9, 5};
+    eng_tensor_t x = ten(ENG_DT_DOUBLE, shp(2, 3, 2), v);
+    double s = 1 + exp(1e-9) + exp(2e-9);
+    op_case_t *c = case_new("Softmax", 13, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 0));
+    case_run(c);
+    cr_assert_eq(c->out[0]->dtype, ENG_DT_DOUBLE);
+    const double *y = c->out[0]->data;
+    cr_expect(fabs(y[0] - 1 / s) < 1e-15 && fabs(y[4] - exp(2e-9) / s) < 1e-15, "%.17g %.17g",
+              y[0], y[4]);
+    cr_expect(y[0] != y[4] && fabs(y[1] - 1.0 / 3) < 1e-15);
+    case_free(c);
+    c = case_new("LogSoftmax", 13, 1);
+    case_in(c, &x);
+    case_attr(c, a_int("axis", 0));
+    case_run(c);
+    y = c->out[0]->data;
+    cr_expect(fabs(y[2] - (1e-9 - log(s))) < 1e-15, "%.17g", y[2]);
+    case_free(c);
+}
+
 Test(engine_ops_reduce, softmax_rejects_int_and_bad_axis)
 {
     static const int64_t v[] = {1, 2};
