@@ -82,8 +82,14 @@ __device__ __forceinline__ uint32_t topk_key(bf16_t v)
 {
     return (uint32_t)eng_topk_float_key(v.bits, 0x8000u, 0x7f80u);
 }
-__device__ __forceinline__ uint32_t topk_key(int8_t v) { return (uint32_t)(int32_t)v ^ 0x80000000u; }
-__device__ __forceinline__ uint32_t topk_key(int16_t v) { return (uint32_t)(int32_t)v ^ 0x80000000u; }
+__device__ __forceinline__ uint32_t topk_key(int8_t v)
+{
+    return (uint32_t)(int32_t)v ^ 0x80000000u;
+}
+__device__ __forceinline__ uint32_t topk_key(int16_t v)
+{
+    return (uint32_t)(int32_t)v ^ 0x80000000u;
+}
 __device__ __forceinline__ uint32_t topk_key(int32_t v) { return (uint32_t)v ^ 0x80000000u; }
 __device__ __forceinline__ uint64_t topk_key(int64_t v)
 {
