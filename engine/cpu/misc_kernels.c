@@ -11,8 +11,13 @@
  * `in` elements resized to `out` has a scale of at least (out - 0.5) / in,
  * which bounds an antialiasing filter's width.
  *
- * TopK sorts each slice's (value, index) pairs in scratch, ties broken by
- * the lower index, NaN above every number. */
+ * TopK ranks every numeric dtype (int8..int64, uint8..uint64, float16,
+ * bfloat16, float, double) natively: each element of a slice becomes an
+ * order-preserving unsigned 64-bit key (integers exactly, floats through
+ * eng_topk_float_key: NaN above every number, -0 equal to +0), complemented
+ * for `largest`, and the slice's (key, index) pairs are sorted in scratch,
+ * equal keys by the lower index -- the order engine/cuda/misc.cu ranks in.
+ * Values are copied from the input bit for bit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,40 +28,82 @@
 
 /* ---- TopK --------------------------------------------------------------- */
 
+/* A sort item: ascending items are the ranking (the key complemented for
+ * `largest`, so equal keys still rank by the lower index). */
 typedef struct topk_item {
-    union {
-        double f;   /* float and int32 keys (exact in a double) */
-        int64_t i;  /* int64 keys */
-    } key;
+    uint64_t key;
     int64_t idx;
 } topk_item_t;
 
-/* -1 when a ranks before b; larger first when `desc`. NaN ranks as the
- * largest value; equal keys rank by index. */
-static int topk_cmp_f(const topk_item_t *a, const topk_item_t *b, bool desc)
+static int topk_cmp(const void *pa, const void *pb)
 {
-    double x = a->key.f, y = b->key.f;
-    bool nx = isnan(x), ny = isnan(y);
-    int order = nx || ny ? (nx && ny ? 0 : nx ? 1 : -1) : (x > y) - (x < y);
-    if (order)
-        return desc ? -order : order;
+    const topk_item_t *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-static int topk_cmp_i(const topk_item_t *a, const topk_item_t *b, bool desc)
+/* Fills items[0, n) with the keys of x[at0 + j * stride] xor `flip` (0 or
+ * all ones) and their indices j. Cannot fail. */
+typedef void (*topk_fill_fn)(const void *x, int64_t at0, int64_t stride, int64_t n,
+                             uint64_t flip, topk_item_t *items);
+
+/* Order-preserving keys: integers offset to unsigned (signed ones by
+ * flipping the sign bit of their 64-bit value), floats by
+ * eng_topk_float_key over their bits. */
+#define TOPK_KEY_INT(T, v) ((uint64_t)(int64_t)(v) ^ (1ull << 63))
+#define TOPK_KEY_UINT(T, v) ((uint64_t)(v))
+#define TOPK_KEY_FLOAT(T, v) eng_topk_float_key((v), 0x80000000ull, 0x7f800000ull)
+#define TOPK_KEY_DOUBLE(T, v) eng_topk_float_key((v), 1ull << 63, 0x7ff0000000000000ull)
+#define TOPK_KEY_HALF(T, v) eng_topk_float_key((v), 0x8000u, 0x7c00u)
+#define TOPK_KEY_BF16(T, v) eng_topk_float_key((v), 0x8000u, 0x7f80u)
+
+/* T is the storage read (the floats' bits as unsigned integers). */
+#define TOPK_FILL(NAME, T, KEY)                                                            \
+    static void topk_fill_##NAME(const void *x, int64_t at0, int64_t stride, int64_t n,    \
+                                 uint64_t flip, topk_item_t *items)                         \
+    {                                                                                       \
+        const T *p = (const T *)x + at0;                                                    \
+        for (int64_t j = 0; j < n; j++) {                                                   \
+            items[j].key = KEY(T, p[j * stride]) ^ flip;                                    \
+            items[j].idx = j;                                                               \
+        }                                                                                   \
+    }
+TOPK_FILL(i8, int8_t, TOPK_KEY_INT)
+TOPK_FILL(i16, int16_t, TOPK_KEY_INT)
+TOPK_FILL(i32, int32_t, TOPK_KEY_INT)
+TOPK_FILL(i64, int64_t, TOPK_KEY_INT)
+TOPK_FILL(u8, uint8_t, TOPK_KEY_UINT)
+TOPK_FILL(u16, uint16_t, TOPK_KEY_UINT)
+TOPK_FILL(u32, uint32_t, TOPK_KEY_UINT)
+TOPK_FILL(u64, uint64_t, TOPK_KEY_UINT)
+TOPK_FILL(f32, uint32_t, TOPK_KEY_FLOAT)
+TOPK_FILL(f64, uint64_t, TOPK_KEY_DOUBLE)
+TOPK_FILL(f16, uint16_t, TOPK_KEY_HALF)
+TOPK_FILL(bf16, uint16_t, TOPK_KEY_BF16)
+#undef TOPK_FILL
+
+/* The fill of dtype dt; NULL for a dtype TopK does not rank. */
+static topk_fill_fn topk_fill_of(eng_dtype_t dt)
 {
-    int order = (a->key.i > b->key.i) - (a->key.i < b->key.i);
-    if (order)
-        return desc ? -order : order;
-    return (a->idx > b->idx) - (a->idx < b->idx);
+    switch (dt) {
+    case ENG_DT_INT8: return topk_fill_i8;
+    case ENG_DT_INT16: return topk_fill_i16;
+    case ENG_DT_INT32: return topk_fill_i32;
+    case ENG_DT_INT64: return topk_fill_i64;
+    case ENG_DT_UINT8: return topk_fill_u8;
+    case ENG_DT_UINT16: return topk_fill_u16;
+    case ENG_DT_UINT32: return topk_fill_u32;
+    case ENG_DT_UINT64: return topk_fill_u64;
+    case ENG_DT_FLOAT: return topk_fill_f32;
+    case ENG_DT_DOUBLE: return topk_fill_f64;
+    case ENG_DT_FLOAT16: return topk_fill_f16;
+    case ENG_DT_BFLOAT16: return topk_fill_bf16;
+    default: return NULL;
+    }
 }
 
-static int topk_f_desc(const void *a, const void *b) { return topk_cmp_f(a, b, true); }
-static int topk_f_asc(const void *a, const void *b) { return topk_cmp_f(a, b, false); }
-static int topk_i_desc(const void *a, const void *b) { return topk_cmp_i(a, b, true); }
-static int topk_i_asc(const void *a, const void *b) { return topk_cmp_i(a, b, false); }
-
-/* One (value, index) pair per element along the axis. */
+/* One (key, index) pair per element along the axis. */
 static size_t topk_scratch(const eng_op_ctx_t *c)
 {
     int axis;
@@ -76,6 +123,9 @@ static int topk_run(eng_op_ctx_t *c)
     if (rc)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
+    topk_fill_fn fill = topk_fill_of(x->dtype);
+    if (!fill)
+        return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(x->dtype));
     int64_t n = x->shape.dims[axis], outer = 1, inner = 1;
     for (int d = 0; d < x->shape.rank; d++)
         if (d != axis)
@@ -84,37 +134,23 @@ static int topk_run(eng_op_ctx_t *c)
         return 0;
     if (c->scratch_bytes < (size_t)n * sizeof(topk_item_t))
         return eng_op_scratch_err(c, (size_t)n * sizeof(topk_item_t));
-    bool desc = eng_attr_i(c->node, "largest", 1) != 0;
-    bool is_f = x->dtype == ENG_DT_FLOAT;
-    int (*cmp)(const void *, const void *) =
-        is_f ? (desc ? topk_f_desc : topk_f_asc) : (desc ? topk_i_desc : topk_i_asc);
+    uint64_t flip = eng_attr_i(c->node, "largest", 1) != 0 ? ~0ull : 0;
+    size_t es = eng_dtype_size(x->dtype);
     topk_item_t *items = c->scratch;
     eng_tensor_t *vals = c->n_outputs > 0 ? c->outputs[0] : NULL;
     eng_tensor_t *idxs = c->n_outputs > 1 ? c->outputs[1] : NULL;
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) {
             int64_t in0 = o * n * inner + i, out0 = o * k * inner + i;
-            for (int64_t j = 0; j < n; j++) {
-                int64_t at = in0 + j * inner;
-                items[j].idx = j;
-                if (is_f)
-                    items[j].key.f = ((const float *)x->data)[at];
-                else
-                    items[j].key.i = eng_tensor_get_i64(x, at);
-            }
-            qsort(items, (size_t)n, sizeof *items, cmp);
+            fill(x->data, in0, inner, n, flip, items);
+            qsort(items, (size_t)n, sizeof *items, topk_cmp);
             for (int64_t j = 0; j < k; j++) {
                 int64_t at = out0 + j * inner;
                 if (idxs)
                     ((int64_t *)idxs->data)[at] = items[j].idx;
-                if (!vals)
-                    continue;
-                if (is_f)
-                    ((float *)vals->data)[at] = (float)items[j].key.f;
-                else if (x->dtype == ENG_DT_INT32)
-                    ((int32_t *)vals->data)[at] = (int32_t)items[j].key.i;
-                else
-                    ((int64_t *)vals->data)[at] = items[j].key.i;
+                if (vals) /* bit for bit: NaN payloads and -0 survive */
+                    memcpy((char *)vals->data + (size_t)at * es,
+                           (const char *)x->data + (size_t)(in0 + items[j].idx * inner) * es, es);
             }
         }
     }

@@ -19,8 +19,11 @@
  *  - else: a full bitonic sort of each slice, padded to a power of two, in
  *    scratch (shared-memory tiles for the short strides, one launch per long
  *    stride).
- * Items are 8 bytes (float and int32 keys: key << 32 | index) or 16 (int64
- * keys), so n must stay below 2^32 - 1 (FS_ENOTSUP beyond).
+ * Every numeric dtype runs (int8..int64, uint8..uint64, float16, bfloat16,
+ * float, double), each with its own exact keys (no conversion). Items are 8
+ * bytes (keys of elements up to 4 bytes: key << 32 | index) or 16 (64-bit
+ * keys of 8-byte elements), so n must stay below 2^32 - 1 (FS_ENOTSUP
+ * beyond).
  *
  * Trilu is element-wise; its k (which does not decide shapes) is read on the
  * device.
@@ -40,6 +43,7 @@
 #include <string.h>
 
 #include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/dtype_impl.h"
 #include "engine/ops/misc_impl.h"
 
 
@@ -57,19 +61,48 @@ static int64_t pow2_ceil(int64_t v)
 
 #define TOPK_SHARED_BYTES 32768 /* a chunk's items in shared memory */
 
-/* Order-preserving unsigned keys: NaN above everything, -0 as +0. */
+/* Order-preserving unsigned keys, 32 bits for elements of up to 4 bytes and
+ * 64 for 8: floats of every width through eng_topk_float_key (the CPU's
+ * keys: NaN above everything, -0 as +0), signed integers with the sign bit
+ * flipped, unsigned ones as they are. */
 __device__ __forceinline__ uint32_t topk_key(float v)
 {
-    if (isnan(v))
-        return 0xffffffffu;
-    uint32_t b = __float_as_uint(v == 0.0f ? 0.0f : v);
-    return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+    return (uint32_t)eng_topk_float_key(__float_as_uint(v), 0x80000000u, 0x7f800000u);
+}
+__device__ __forceinline__ uint64_t topk_key(double v)
+{
+    return eng_topk_float_key((uint64_t)__double_as_longlong(v), 1ull << 63,
+                              0x7ff0000000000000ull);
+}
+__device__ __forceinline__ uint32_t topk_key(f16_t v)
+{
+    return (uint32_t)eng_topk_float_key(v.bits, 0x8000u, 0x7c00u);
+}
+__device__ __forceinline__ uint32_t topk_key(bf16_t v)
+{
+    return (uint32_t)eng_topk_float_key(v.bits, 0x8000u, 0x7f80u);
+}
+__device__ __forceinline__ uint32_t topk_key(int8_t v)
+{
+    return (uint32_t)(int32_t)v ^ 0x80000000u;
+}
+__device__ __forceinline__ uint32_t topk_key(int16_t v)
+{
+    return (uint32_t)(int32_t)v ^ 0x80000000u;
 }
 __device__ __forceinline__ uint32_t topk_key(int32_t v) { return (uint32_t)v ^ 0x80000000u; }
 __device__ __forceinline__ uint64_t topk_key(int64_t v)
 {
     return (uint64_t)v ^ 0x8000000000000000ull;
 }
+__device__ __forceinline__ uint32_t topk_key(uint8_t v) { return v; }
+__device__ __forceinline__ uint32_t topk_key(uint16_t v) { return v; }
+__device__ __forceinline__ uint32_t topk_key(uint32_t v) { return v; }
+__device__ __forceinline__ uint64_t topk_key(uint64_t v) { return v; }
+
+/* The element types TopK ranks (misc.c's topk_types). */
+using topk_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                         uint16_t, uint32_t, uint64_t>;
 
 /* A sort item: ascending items are the ranking. The sentinel pads a sort to
  * a power of two and ranks after every real item (indices stay below
@@ -100,12 +133,9 @@ template <> struct topk_item<uint64_t> {
     }
 };
 
-/* The item type of an element type. */
+/* The item type of an element type: its key's width. */
 template <typename T> struct topk_item_of {
-    using type = topk_item<uint32_t>;
-};
-template <> struct topk_item_of<int64_t> {
-    using type = topk_item<uint64_t>;
+    using type = topk_item<wrap_t<T>>;
 };
 static_assert(sizeof(topk_item<uint32_t>) == 8, "item size");
 static_assert(sizeof(topk_item<uint64_t>) == 16, "item size");
@@ -293,7 +323,7 @@ static int topk_plan(const eng_op_ctx_t *c, topk_plan_t *p)
     if (rc || (rc = eng_topk_params(&v.c, &axis, &k)))
         return rc;
     const eng_tensor_t *x = c->inputs[0];
-    if (x->dtype != ENG_DT_FLOAT && x->dtype != ENG_DT_INT32 && x->dtype != ENG_DT_INT64)
+    if (dispatch(x->dtype, topk_types{}, [](auto) { return 0; }) == DISPATCH_NONE)
         return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(x->dtype));
     memset(p, 0, sizeof *p);
     int64_t n = x->shape.dims[axis], outer = 1, inner = 1;
@@ -304,8 +334,8 @@ static int topk_plan(const eng_op_ctx_t *c, topk_plan_t *p)
         return eng_op_err(c, FS_ENOTSUP, "an axis of %lld elements is more than the CUDA TopK "
                           "sorts", (long long)n);
     p->g = topk_geom_t{n, k, inner, outer * inner, eng_attr_i(c->node, "largest", 1) != 0};
-    p->item_bytes = x->dtype == ENG_DT_INT64 ? sizeof(topk_item<uint64_t>)
-                                             : sizeof(topk_item<uint32_t>);
+    p->item_bytes = eng_dtype_size(x->dtype) == 8 ? sizeof(topk_item<uint64_t>)
+                                                  : sizeof(topk_item<uint32_t>);
     p->chunk = (int64_t)(TOPK_SHARED_BYTES / p->item_bytes);
     size_t slices = (size_t)p->g.slices;
     if (n <= p->chunk) {
@@ -409,11 +439,11 @@ static int topk_run(eng_op_ctx_t *c)
     int64_t *idxs = it ? (int64_t *)it->data : NULL;
     if (!vals && !idxs)
         return 0;
-    switch (c->inputs[0]->dtype) {
-    case ENG_DT_FLOAT: return topk_typed<float>(c, &p, (float *)vals, idxs);
-    case ENG_DT_INT32: return topk_typed<int32_t>(c, &p, (int32_t *)vals, idxs);
-    default: return topk_typed<int64_t>(c, &p, (int64_t *)vals, idxs);
-    }
+    /* topk_plan has checked the dtype. */
+    return dispatch(c->inputs[0]->dtype, topk_types{}, [&](auto t) {
+        using T = decltype(t);
+        return topk_typed<T>(c, &p, (T *)vals, idxs);
+    });
 }
 
 /* ---- Trilu ------------------------------------------------------------------ */

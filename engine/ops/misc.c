@@ -7,7 +7,12 @@
 #include "common/error.h"
 #include "engine/ops/misc_impl.h"
 
-static const eng_dtype_t numeric[] = {ENG_DT_FLOAT, ENG_DT_INT32, ENG_DT_INT64, ENG_DT_UNDEFINED};
+/* TopK ranks every numeric dtype (TopK-11's; bfloat16 from TopK-24, taken at
+ * every opset). */
+static const eng_dtype_t topk_types[] = {
+    ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,
+    ENG_DT_INT16, ENG_DT_INT32,  ENG_DT_INT64,   ENG_DT_UINT8,    ENG_DT_UINT16,
+    ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_UNDEFINED};
 static const eng_dtype_t any_supported[] = {ENG_DT_FLOAT, ENG_DT_INT32, ENG_DT_INT64, ENG_DT_BOOL,
                                             ENG_DT_UINT8, ENG_DT_UNDEFINED};
 static const eng_dtype_t float_only[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
@@ -66,7 +71,7 @@ int eng_topk_params(const eng_op_ctx_t *c, int *axis, int64_t *k)
  * error they are untouched and the message names the node. */
 static int topk_infer(eng_op_ctx_t *c)
 {
-    int rc = eng_op_require_dtype(c, 0, numeric);
+    int rc = eng_op_require_dtype(c, 0, topk_types);
     int axis;
     int64_t k;
     if (rc || (rc = eng_topk_params(c, &axis, &k)))

@@ -1,6 +1,6 @@
 /* misc_impl.h -- what the misc op definitions (engine/ops/misc.c) and their
  * kernels (engine/cpu/misc_kernels.c, engine/cuda/misc.cu) share: Resize's
- * attributes, geometry and tap weights, and TopK's k and axis.
+ * attributes, geometry and tap weights, and TopK's k, axis and float keys.
  *
  * Resize follows the ONNX reference implementation: every axis maps output
  * coordinate x to an input coordinate x_ori (coordinate_transformation_mode,
@@ -100,6 +100,22 @@ int eng_resize_geom(const eng_op_ctx_t *c, eng_resize_geom_t *g);
  * before opset 10, else the K input). 0, or FS_EDYNAMIC (K not known yet),
  * FS_EINVAL (k < 0 or larger than the axis, K not a one-element int64). */
 int eng_topk_params(const eng_op_ctx_t *c, int *axis, int64_t *k);
+
+/* TopK's order-preserving key of an IEEE float of any width from its bits
+ * `b` (`sign` its sign bit, `inf` +inf's bits): keys compare as unsigned
+ * integers in the order of the values, every NaN (either sign, any
+ * payload) above +inf, -0 equal to +0. The key fits the float's width.
+ * Both devices rank floats by it (the CPU for every width, CUDA for half
+ * and bfloat16), so they order alike. Cannot fail. */
+ENG_OPS_HD static inline uint64_t eng_topk_float_key(uint64_t b, uint64_t sign, uint64_t inf)
+{
+    uint64_t mag = b & (sign - 1);
+    if (mag > inf)
+        return sign | (sign - 1); /* NaN: all ones */
+    if (mag == 0)
+        return sign; /* +-0 */
+    return (b & sign) ? ~b & (sign | (sign - 1)) : b | sign;
+}
 
 /* Bytes of the tap tables Resize needs for the shapes in `c` (every axis's
  * eng_resize_table_bytes), bounded from the shapes alone: the scale of an

@@ -1706,6 +1706,32 @@ static const op_case_t misc_cases[] = {
     {OC("TopK", 11, "sorted=0", "f32[3,257]:distinct", "=i64[1]{7}"), .n_out = 2,
      .unordered = true},
     {OC("TopK", 9, "k=3", "f32[3,10]:distinct"), .n_out = 2},
+    /* Every numeric dtype by its own keys: uint64 beyond 2^53 and near 2^64
+     * (-1 is 2^64 - 1), small integers with ties (broken by index), floats
+     * with NaN and signed zeros; the 16-byte items of 8-byte dtypes through
+     * the rounds (u64) and the full sort (f64, 2k above a chunk). */
+    {OC("TopK", 11, "",
+        "u64[2,6]{-1,-2,9007199254740993,9007199254740992,0,5,"
+        "9007199254740992,-9223372036854775807,9007199254740993,-3,1,-1}",
+        "=i64[1]{4}"), .n_out = 2},
+    {OC("TopK", 11, "largest=0",
+        "u64[2,6]{-1,-2,9007199254740993,9007199254740992,0,5,"
+        "9007199254740992,-9223372036854775807,9007199254740993,-3,1,-1}",
+        "=i64[1]{4}"), .n_out = 2},
+    {OC("TopK", 11, "", "i64[8]{9007199254740993,9007199254740992,-9007199254740993,"
+        "-9007199254740992,1,-1,9223372036854775807,-9223372036854775807}", "=i64[1]{8}"),
+     .n_out = 2},
+    {OC("TopK", 11, "", "u64[2,3000]:distinct", "=i64[1]{5}"), .n_out = 2},
+    {OC("TopK", 11, "", "i8[3,40]", "=i64[1]{7}"), .n_out = 2},
+    {OC("TopK", 11, "largest=0", "i16[2,300]", "=i64[1]{9}"), .n_out = 2},
+    {OC("TopK", 11, "axis=0", "u8[50,4]", "=i64[1]{50}"), .n_out = 2},
+    {OC("TopK", 11, "", "u32[2,5000]:distinct", "=i64[1]{10}"), .n_out = 2},
+    {OC("TopK", 11, "largest=0", "u16[3,70]", "=i64[1]{12}"), .n_out = 2},
+    {OC("TopK", 11, "", "f64[2,40]:special", "=i64[1]{20}"), .n_out = 2},
+    {OC("TopK", 11, "largest=0", "f64[2,40]:special", "=i64[1]{20}"), .n_out = 2},
+    {OC("TopK", 11, "largest=0", "f64[2,3000]:distinct", "=i64[1]{1500}"), .n_out = 2},
+    {OC("TopK", 11, "", "f16[3,64]:special", "=i64[1]{10}"), .n_out = 2},
+    {OC("TopK", 11, "axis=0 largest=0", "bf16[16,3]:special", "=i64[1]{5}"), .n_out = 2},
     {OC("TopK", 11, "", "f32[3,257]:distinct", "i64[1]{5}"), .n_out = 2, .dyn = true},
     {OC("CausalConvWithState", 27, "", "f32[2,3,7]", "f32[3,1,4]"), .n_out = 2},
     {OC("CausalConvWithState", 27, "activation='silu'", "f32[2,3,5]", "=f32[3,1,3]", "f32[3]",

@@ -602,6 +602,109 @@ Test(engine_ops_misc, topk_unknown_or_bad_k)
     case_free(c);
 }
 
+/* TopK of the n elements v (dtype dt, a [n] vector) with k = n and
+ * `largest`: its values must equal `want_vals` bit for bit (es bytes an
+ * element) and its indices `want_idx`. */
+static void topk_expect(eng_dtype_t dt, const void *v, int64_t n, bool largest,
+                        const void *want_vals, const int64_t *want_idx)
+{
+    const int64_t k[] = {n};
+    eng_tensor_t x = ten(dt, shp(1, n), v);
+    eng_tensor_t kt = ten(ENG_DT_INT64, shp(1, 1), k);
+    op_case_t *c = case_new("TopK", 11, 2);
+    case_in(c, &x);
+    case_in(c, &kt);
+    case_attr(c, a_int("largest", largest));
+    case_run(c);
+    cr_assert_eq(c->out[0]->dtype, dt);
+    size_t es = eng_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++)
+        cr_expect(memcmp((const char *)c->out[0]->data + i * es, (const char *)want_vals + i * es,
+                         es) == 0,
+                  "%s value %lld differs (largest=%d)", eng_dtype_name(dt), (long long)i,
+                  largest);
+    expect_i64(c->out[1], want_idx, n);
+    case_free(c);
+}
+
+Test(engine_ops_misc, topk_uint64_and_int64_order_exactly_beyond_2_pow_53)
+{
+    const uint64_t b = 1ull << 53;
+    static uint64_t u[6];
+    u[0] = b + 1, u[1] = b, u[2] = UINT64_MAX, u[3] = UINT64_MAX - 1, u[4] = 0, u[5] = 1ull << 63;
+    topk_expect(ENG_DT_UINT64, u, 6, true,
+                (const uint64_t[]){UINT64_MAX, UINT64_MAX - 1, 1ull << 63, b + 1, b, 0},
+                (const int64_t[]){2, 3, 5, 0, 1, 4});
+    topk_expect(ENG_DT_UINT64, u, 6, false,
+                (const uint64_t[]){0, b, b + 1, 1ull << 63, UINT64_MAX - 1, UINT64_MAX},
+                (const int64_t[]){4, 1, 0, 5, 3, 2});
+    const int64_t s[] = {(int64_t)b + 1, (int64_t)b, -(int64_t)b - 1, -(int64_t)b, INT64_MIN,
+                         INT64_MAX};
+    topk_expect(ENG_DT_INT64, s, 6, true,
+                (const int64_t[]){INT64_MAX, (int64_t)b + 1, (int64_t)b, -(int64_t)b,
+                                  -(int64_t)b - 1, INT64_MIN},
+                (const int64_t[]){5, 0, 1, 3, 2, 4});
+}
+
+Test(engine_ops_misc, topk_small_integers_with_negatives_and_ties)
+{
+    const int8_t v[] = {-128, 127, -1, 0, -1};
+    topk_expect(ENG_DT_INT8, v, 5, false, (const int8_t[]){-128, -1, -1, 0, 127},
+                (const int64_t[]){0, 2, 4, 3, 1});
+    topk_expect(ENG_DT_INT8, v, 5, true, (const int8_t[]){127, 0, -1, -1, -128},
+                (const int64_t[]){1, 3, 2, 4, 0});
+    const int16_t h[] = {-300, 300, -32768};
+    topk_expect(ENG_DT_INT16, h, 3, true, (const int16_t[]){300, -300, -32768},
+                (const int64_t[]){1, 0, 2});
+    const uint8_t u8[] = {200, 7, 255, 7};
+    topk_expect(ENG_DT_UINT8, u8, 4, true, (const uint8_t[]){255, 200, 7, 7},
+                (const int64_t[]){2, 0, 1, 3});
+    const uint32_t u32[] = {0x80000000u, 1, 0xffffffffu};
+    topk_expect(ENG_DT_UINT32, u32, 3, false, (const uint32_t[]){1, 0x80000000u, 0xffffffffu},
+                (const int64_t[]){1, 0, 2});
+}
+
+/* NaN ranks above every number (of either sign), -0 ties with +0 (by index),
+ * values come back bit for bit. */
+Test(engine_ops_misc, topk_double_nan_ranks_largest_and_zeros_tie)
+{
+    const double v[] = {1.0, NAN, -INFINITY, -0.0, 0.0, -NAN};
+    double want[6] = {v[1], v[5], 1.0, -0.0, 0.0, -INFINITY};
+    topk_expect(ENG_DT_DOUBLE, v, 6, true, want, (const int64_t[]){1, 5, 0, 3, 4, 2});
+    double want_lo[6] = {-INFINITY, -0.0, 0.0, 1.0, v[1], v[5]};
+    topk_expect(ENG_DT_DOUBLE, v, 6, false, want_lo, (const int64_t[]){2, 3, 4, 0, 1, 5});
+}
+
+Test(engine_ops_misc, topk_float16_and_bfloat16_by_their_bits)
+{
+    /* 1, -2, NaN, 65504, inf, -0 */
+    const uint16_t h[] = {0x3c00, 0xc000, 0x7e00, 0x7bff, 0x7c00, 0x8000};
+    topk_expect(ENG_DT_FLOAT16, h, 6, true,
+                (const uint16_t[]){0x7e00, 0x7c00, 0x7bff, 0x3c00, 0x8000, 0xc000},
+                (const int64_t[]){2, 4, 3, 0, 5, 1});
+    topk_expect(ENG_DT_FLOAT16, h, 6, false,
+                (const uint16_t[]){0xc000, 0x8000, 0x3c00, 0x7bff, 0x7c00, 0x7e00},
+                (const int64_t[]){1, 5, 0, 3, 4, 2});
+    /* 1, -1, NaN (negative), 2, 0 */
+    const uint16_t bf[] = {0x3f80, 0xbf80, 0xffc0, 0x4000, 0x0000};
+    topk_expect(ENG_DT_BFLOAT16, bf, 5, true,
+                (const uint16_t[]){0xffc0, 0x4000, 0x3f80, 0x0000, 0xbf80},
+                (const int64_t[]){2, 3, 0, 4, 1});
+}
+
+Test(engine_ops_misc, topk_rejects_bool)
+{
+    const uint8_t v[] = {1, 0};
+    const int64_t k[] = {1};
+    eng_tensor_t x = ten(ENG_DT_BOOL, shp(1, 2), v);
+    eng_tensor_t kt = ten(ENG_DT_INT64, shp(1, 1), k);
+    op_case_t *c = case_new("TopK", 11, 2);
+    case_in(c, &x);
+    case_in(c, &kt);
+    expect_err(case_infer(c), FS_ENOTSUP, "bool");
+    case_free(c);
+}
+
 /* --- Trilu ---------------------------------------------------------------------------------- */
 
 Test(engine_ops_misc, trilu_upper_and_lower_with_k)
