@@ -1,6 +1,6 @@
 /* float8.h -- ONNX's four 8-bit float formats to and from float, for the
- * Cast kernels (the CPU's and, compiled by nvcc, the GPU's: one definition,
- * so both round alike). Header-only.
+ * Cast and QuantizeLinear/DequantizeLinear kernels (the CPU's and, compiled
+ * by nvcc, the GPU's: one definition, so both round alike). Header-only.
  *
  *   format        exp/mantissa bits  bias  largest  infinity  NaN       -0
  *   float8e4m3fn  4/3                7     448      none      S.1111.111 yes

@@ -34,9 +34,6 @@ GROUPS = [
     ("4-bit, 2-bit and float8e8m0", "a stretch of issue 14, refused clearly: "
      "the packed sub-byte types and the exponent-only float8",
      r"int4|uint4|float4e2m1|int2|uint2|float8e8m0|unknown \(2[456]\)"),
-    ("float8 in quantization", "QuantizeLinear/DequantizeLinear refuse a float8 "
-     "zero point or output (storage and Cast of float8 are supported)",
-     r"float8"),
     ("Scan-8", "Scan's opset-8 form (batch axis, sequence_lens) is refused; "
      "Scan 9 and later runs", r"Scan, opset 8|Scan-8"),
     ("Numerics", "the expected value is float32 rounding noise where the exact "

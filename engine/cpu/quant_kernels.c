@@ -2,8 +2,8 @@
  * defines them; engine/ops/quant_impl.h holds the per-element arithmetic
  * both devices share).
  *
- * QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear map elements
- * one by one. The integer products are exact:
+ * QuantizeLinear, DequantizeLinear (integers and float8) and
+ * DynamicQuantizeLinear map elements one by one. The integer products are exact:
  *  - MatMulInteger and QLinearMatMul copy A as int16 and B transposed as
  *    int16 into the scratch, so every output element is one contiguous dot
  *    product: with za and zb its row's and column's zero points,
@@ -50,6 +50,17 @@ static void quantize_range(void *arg, int64_t begin, int64_t end)
     int32_t lo, hi;
     eng_quant_range(p->y_dtype, &lo, &hi);
     bool per_tensor = eng_quant_map_is_tensor(&p->map);
+    if (p->f8 >= 0) {
+        eng_f8_kind_t k = (eng_f8_kind_t)p->f8;
+        for (int64_t i = begin; i < end; i++) {
+            int64_t at = per_tensor ? 0 : eng_quant_map_at(&p->map, i);
+            ((uint8_t *)j->y)[i] = eng_quantize_f8_one(
+                eng_quant_load_f(j->x, p->x_dtype, i),
+                eng_quant_load_f(j->scale, p->scale_dtype, at), eng_quant_load_f8(j->zp, k, at),
+                p->prec, k, p->saturate);
+        }
+        return;
+    }
     for (int64_t i = begin; i < end; i++) {
         int64_t at = per_tensor ? 0 : eng_quant_map_at(&p->map, i);
         int32_t q = eng_quantize_one(eng_quant_load_f(j->x, p->x_dtype, i),
@@ -64,6 +75,17 @@ static void dequantize_range(void *arg, int64_t begin, int64_t end)
     const qlinear_job_t *j = arg;
     const eng_quant_linear_t *p = j->p;
     bool per_tensor = eng_quant_map_is_tensor(&p->map);
+    if (p->f8 >= 0) {
+        eng_f8_kind_t k = (eng_f8_kind_t)p->f8;
+        for (int64_t i = begin; i < end; i++) {
+            int64_t at = per_tensor ? 0 : eng_quant_map_at(&p->map, i);
+            float v = eng_dequantize_f8_one(eng_quant_load_f8(j->x, k, i),
+                                            eng_quant_load_f8(j->zp, k, at),
+                                            eng_quant_load_f(j->scale, p->scale_dtype, at));
+            eng_quant_store_f(j->y, p->y_dtype, i, v);
+        }
+        return;
+    }
     for (int64_t i = begin; i < end; i++) {
         int64_t at = per_tensor ? 0 : eng_quant_map_at(&p->map, i);
         float v = eng_dequantize_one(eng_quant_load_i(j->x, p->x_dtype, i),

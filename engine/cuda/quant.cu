@@ -33,6 +33,13 @@ __global__ void quantize_kernel(eng_quant_linear_t p, const void *x, const void 
     ENG_CUDA_FOR(i, p.n)
     {
         int64_t at = eng_quant_map_at(&p.map, i);
+        if (p.f8 >= 0) {
+            eng_f8_kind_t k = (eng_f8_kind_t)p.f8;
+            ((uint8_t *)y)[i] = eng_quantize_f8_one(
+                eng_quant_load_f(x, p.x_dtype, i), eng_quant_load_f(scale, p.scale_dtype, at),
+                eng_quant_load_f8(zp, k, at), p.prec, k, p.saturate);
+            continue;
+        }
         int32_t q = eng_quantize_one(eng_quant_load_f(x, p.x_dtype, i),
                                      eng_quant_load_f(scale, p.scale_dtype, at),
                                      eng_quant_load_i(zp, p.y_dtype, at), p.prec, lo, hi);
@@ -46,6 +53,14 @@ __global__ void dequantize_kernel(eng_quant_linear_t p, const void *x, const voi
     ENG_CUDA_FOR(i, p.n)
     {
         int64_t at = eng_quant_map_at(&p.map, i);
+        if (p.f8 >= 0) {
+            eng_f8_kind_t k = (eng_f8_kind_t)p.f8;
+            eng_quant_store_f(y, p.y_dtype, i,
+                              eng_dequantize_f8_one(eng_quant_load_f8(x, k, i),
+                                                    eng_quant_load_f8(zp, k, at),
+                                                    eng_quant_load_f(scale, p.scale_dtype, at)));
+            continue;
+        }
         float v = eng_dequantize_one(eng_quant_load_i(x, p.x_dtype, i),
                                      eng_quant_load_i(zp, p.x_dtype, at),
                                      eng_quant_load_f(scale, p.scale_dtype, at));

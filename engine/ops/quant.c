@@ -3,10 +3,14 @@
  * MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv, and the
  * parameter layouts their kernels share (quant_impl.h).
  *
- * The engine's dtypes stop at 8 bits: ONNX's float8, 4-bit and 2-bit
- * quantized types are refused by name (FS_ENOTSUP), whether a model's
- * value carries one (the loader refuses it) or an attribute asks for one
- * (output_dtype, precision: refused here at load). */
+ * QuantizeLinear and DequantizeLinear quantize to and from the 8- and
+ * 16-bit integers and ONNX's four float8 formats (float8e4m3fn,
+ * float8e4m3fnuz, float8e5m2, float8e5m2fnuz; QuantizeLinear's `saturate`
+ * applies to those only, as ONNX says). The engine's dtypes stop at 8
+ * bits: ONNX's 4-bit and 2-bit quantized types and float8e8m0 are refused
+ * by name (FS_ENOTSUP), whether a model's value carries one (the loader
+ * refuses it) or an attribute asks for one (output_dtype, precision:
+ * refused here at load). */
 #include <string.h>
 
 #include "common/error.h"
@@ -16,10 +20,16 @@ static const eng_dtype_t dt_qlinear_x[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_
                                            ENG_DT_INT32, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_scale[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
                                        ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_quant[] = {ENG_DT_UINT8, ENG_DT_INT8, ENG_DT_UINT16, ENG_DT_INT16,
+static const eng_dtype_t dt_quant[] = {ENG_DT_UINT8,          ENG_DT_INT8,
+                                       ENG_DT_UINT16,         ENG_DT_INT16,
+                                       ENG_DT_FLOAT8E4M3FN,   ENG_DT_FLOAT8E4M3FNUZ,
+                                       ENG_DT_FLOAT8E5M2,     ENG_DT_FLOAT8E5M2FNUZ,
                                        ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_dequant[] = {ENG_DT_UINT8, ENG_DT_INT8, ENG_DT_UINT16,
-                                         ENG_DT_INT16, ENG_DT_INT32, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_dequant[] = {ENG_DT_UINT8,        ENG_DT_INT8,
+                                         ENG_DT_UINT16,       ENG_DT_INT16,
+                                         ENG_DT_INT32,        ENG_DT_FLOAT8E4M3FN,
+                                         ENG_DT_FLOAT8E4M3FNUZ, ENG_DT_FLOAT8E5M2,
+                                         ENG_DT_FLOAT8E5M2FNUZ, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_8bit[] = {ENG_DT_UINT8, ENG_DT_INT8, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_int32[] = {ENG_DT_INT32, ENG_DT_UNDEFINED};
@@ -42,9 +52,11 @@ static int check_dtype_attr(const eng_node_t *n, int opset, const char *name,
         return 0;
     eng_op_ctx_t c = {.node = n, .opset = opset};
     return eng_op_err(&c, FS_ENOTSUP, "%s=%lld (%s): %s must be %s; this engine has no "
-                      "float8, 4-bit or 2-bit types", name, (long long)v,
+                      "4-bit, 2-bit or float8e8m0 types", name, (long long)v,
                       eng_dtype_name((eng_dtype_t)v), what,
-                      allowed == dt_quant ? "uint8, int8, uint16 or int16"
+                      allowed == dt_quant ? "uint8, int8, uint16, int16 or one of the four "
+                                            "float8 formats (float8e4m3fn, float8e4m3fnuz, "
+                                            "float8e5m2, float8e5m2fnuz)"
                                           : "float, float16 or bfloat16");
 }
 
@@ -159,6 +171,8 @@ int eng_quantize_linear_params(const eng_op_ctx_t *c, eng_quant_linear_t *p)
     p->scale_dtype = c->inputs[1]->dtype;
     p->y_dtype = z ? z->dtype : out != 0 ? (eng_dtype_t)out : ENG_DT_UINT8;
     p->prec = prec != 0 ? (eng_dtype_t)prec : p->scale_dtype;
+    p->f8 = eng_dtype_is_float8(p->y_dtype) ? (int)(p->y_dtype - ENG_DT_FLOAT8E4M3FN) : -1;
+    p->saturate = c->opset < 19 || eng_attr_i(c->node, "saturate", 1) != 0;
     p->has_zero_point = z != NULL;
     return 0;
 }
@@ -184,6 +198,8 @@ int eng_dequantize_linear_params(const eng_op_ctx_t *c, eng_quant_linear_t *p)
     p->scale_dtype = c->inputs[1]->dtype;
     p->y_dtype = out != 0 ? (eng_dtype_t)out : p->scale_dtype;
     p->prec = p->y_dtype;
+    p->f8 = eng_dtype_is_float8(p->x_dtype) ? (int)(p->x_dtype - ENG_DT_FLOAT8E4M3FN) : -1;
+    p->saturate = true;
     p->has_zero_point = z != NULL;
     return 0;
 }

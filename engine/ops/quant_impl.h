@@ -11,8 +11,17 @@
  *    are more than twice theirs plus two, so that equals dividing in the
  *    narrow type itself); rint rounds half to even; saturation clamps to
  *    the output dtype's range. A NaN quotient counts as 0 (the zero point).
+ *  - QuantizeLinear to a float8 format: y = float8(x / scale + zero_point),
+ *    the quotient as above, no rint: the conversion (engine/float8.h, as
+ *    Cast's) rounds to nearest even, and `saturate` (opset 19, default 1)
+ *    decides what a value past the format's range becomes (its largest
+ *    finite value, else infinity or NaN). The zero point is added in float
+ *    only where it is not 0: ONNX's reference does not add it at all (so
+ *    -0 stays -0 where the format has -0), its formula does.
  *  - DequantizeLinear: y = (x - zero_point) * scale, the difference exact
- *    (int64), the product in float, rounded once to the output dtype.
+ *    (int64), the product in float, rounded once to the output dtype. From
+ *    float8: x and the zero point as float, the difference (where the zero
+ *    point is not 0) and the product in float, rounded once.
  *  - The integer products (MatMulInteger, ConvInteger, QLinear*): every
  *    term (a - a_zero_point) * (b - b_zero_point) is exact and the sum
  *    wraps in 32 bits ("accumulation may overflow if and only if in 32
@@ -33,6 +42,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/float8.h"
 #include "engine/half.h"
 #include "engine/op.h"
 #include "engine/ops/linalg_impl.h"
@@ -46,11 +56,13 @@ extern "C" {
 #ifdef __CUDA_ARCH__
 #define ENG_QF_DIV(a, b) __fdiv_rn((a), (b))
 #define ENG_QF_MUL(a, b) __fmul_rn((a), (b))
+#define ENG_QF_ADD(a, b) __fadd_rn((a), (b))
 #define ENG_QD_MUL(a, b) __dmul_rn((a), (b))
 #define ENG_QD_ADD(a, b) __dadd_rn((a), (b))
 #else
 #define ENG_QF_DIV(a, b) ((a) / (b))
 #define ENG_QF_MUL(a, b) ((a) * (b))
+#define ENG_QF_ADD(a, b) ((a) + (b))
 #define ENG_QD_MUL(a, b) ((a) * (b))
 #define ENG_QD_ADD(a, b) ((a) + (b))
 #endif
@@ -82,6 +94,13 @@ ENG_OPS_HD static inline int32_t eng_quant_load_i(const void *p, eng_dtype_t dt,
     case ENG_DT_UINT16: return ((const uint16_t *)p)[i];
     default: return ((const int32_t *)p)[i];
     }
+}
+
+/* Element i of a float8 array of format k, as float; 0 for a NULL array
+ * (an absent zero point). */
+ENG_OPS_HD static inline float eng_quant_load_f8(const void *p, eng_f8_kind_t k, int64_t i)
+{
+    return p ? eng_f8_to_float(((const uint8_t *)p)[i], k) : 0.0f;
 }
 
 /* Stores v as element i of a float, float16 or bfloat16 array (rounding to
@@ -159,6 +178,26 @@ ENG_OPS_HD static inline float eng_dequantize_one(int32_t x, int32_t zp, float s
     return ENG_QF_MUL((float)((int64_t)x - zp), scale);
 }
 
+/* QuantizeLinear of one element to float8 format k: the division as
+ * eng_quantize_one's, plus zp (as float) where it is not 0, converted with
+ * `saturate`. */
+ENG_OPS_HD static inline uint8_t eng_quantize_f8_one(float x, float scale, float zp,
+                                                     eng_dtype_t prec, eng_f8_kind_t k,
+                                                     bool saturate)
+{
+    float q = ENG_QF_DIV(eng_quant_round_to(x, prec), eng_quant_round_to(scale, prec));
+    q = eng_quant_round_to(q, prec);
+    if (zp != 0.0f)
+        q = ENG_QF_ADD(q, zp);
+    return eng_float_to_f8(q, k, saturate);
+}
+
+/* DequantizeLinear of one float8 element (x and zp as float), in float. */
+ENG_OPS_HD static inline float eng_dequantize_f8_one(float x, float zp, float scale)
+{
+    return ENG_QF_MUL(zp != 0.0f ? ENG_QF_ADD(x, -zp) : x, scale);
+}
+
 /* The requantization multiplier a_scale * b_scale / y_scale in `prec`. */
 ENG_OPS_HD static inline float eng_requant_mult(float sa, float sb, float sy, eng_dtype_t prec)
 {
@@ -212,10 +251,12 @@ ENG_OPS_HD static inline bool eng_quant_map_is_tensor(const eng_quant_map_t *m)
 typedef struct eng_quant_linear {
     eng_quant_map_t map;
     int64_t n;                 /* elements of x */
-    eng_dtype_t x_dtype;       /* Quantize: float, float16, bfloat16, int32; else the integer */
+    eng_dtype_t x_dtype;       /* Quantize: float, float16, bfloat16, int32; else the quantized */
     eng_dtype_t scale_dtype;   /* float, float16, bfloat16 */
-    eng_dtype_t y_dtype;       /* Quantize: the integer; Dequantize: float, float16, bfloat16 */
+    eng_dtype_t y_dtype;       /* Quantize: the quantized; Dequantize: float, float16, bfloat16 */
     eng_dtype_t prec;          /* Quantize: the division's precision */
+    int f8;                    /* the quantized dtype's eng_f8_kind_t; -1: an integer */
+    bool saturate;             /* Quantize to float8: saturate (opset 19, default 1) */
     bool has_zero_point;
 } eng_quant_linear_t;
 

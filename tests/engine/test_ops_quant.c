@@ -1,8 +1,9 @@
 /* test_ops_quant.c -- tests of the quantization ops (engine/ops/quant.c and
  * engine/cpu/quant_kernels.c): hand-checked cases of every quantization
  * granularity, the rounding (half to even) and the saturation, the integer
- * products with their zero points, the refusals (float8 and 4-bit types,
- * shapes that do not fit), and a QDQ model (QuantizeLinear ->
+ * products with their zero points, float8 quantization (saturate on and
+ * off, per axis, a zero point), the refusals (4-bit types, shapes that do
+ * not fit), and a QDQ model (QuantizeLinear ->
  * DequantizeLinear -> Conv, with a DequantizeLinear'd int8 weight) run
  * end to end through the engine. */
 #include <criterion/criterion.h>
@@ -34,6 +35,16 @@ static void expect_ints(const eng_tensor_t *t, eng_dtype_t dt, const int32_t *wa
                                             : ((const int32_t *)t->data)[i];
         cr_expect_eq(got, want[i], "element %lld: %d, want %d", (long long)i, got, want[i]);
     }
+}
+
+/* Byte results (float8 codes), exactly. */
+static void expect_codes(const eng_tensor_t *t, eng_dtype_t dt, const uint8_t *want, int64_t n)
+{
+    cr_assert_eq(t->dtype, dt, "dtype %s, want %s", eng_dtype_name(t->dtype), eng_dtype_name(dt));
+    cr_assert_eq(eng_shape_numel(&t->shape), n);
+    for (int64_t i = 0; i < n; i++)
+        cr_expect_eq(((const uint8_t *)t->data)[i], want[i], "element %lld: 0x%02x, want 0x%02x",
+                     (long long)i, ((const uint8_t *)t->data)[i], want[i]);
 }
 
 /* --- QuantizeLinear ------------------------------------------------------------------------ */
@@ -122,15 +133,79 @@ Test(engine_ops_quant, quantize_output_dtype_and_half_inputs)
     case_free(c);
 }
 
-Test(engine_ops_quant, quantize_refuses_float8_and_shapes_that_do_not_fit)
+/* float8e4m3fn: x / 2 = {0, 1.5, -500, 500, 450, -0}. 450 rounds to the
+ * largest finite 448 (0x7e) either way; +-500 rounds past it: 448 of its
+ * sign with saturate, NaN (S.1111.111) without. No rint: 1.5 stays 1.5
+ * (0x3c); a zero point of 0 is not added, so -0 stays -0 (0x80). */
+Test(engine_ops_quant, quantize_to_float8_saturates_or_overflows)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(1, 6), F32(0, 3, -1000, 1000, 900, -0.0f));
+    eng_tensor_t s = ten(ENG_DT_FLOAT, scalar, F32(2));
+    eng_tensor_t z = ten(ENG_DT_FLOAT8E4M3FN, shp(1, 1), U8(0));
+    for (int sat = 0; sat <= 1; sat++) {
+        op_case_t *c = case_new("QuantizeLinear", 19, 1);
+        case_in(c, &x);
+        case_in(c, &s);
+        case_in(c, &z);
+        case_attr(c, a_int("saturate", sat));
+        case_run(c);
+        expect_codes(c->out[0], ENG_DT_FLOAT8E4M3FN,
+                     sat ? U8(0x00, 0x3c, 0xfe, 0x7e, 0x7e, 0x80)
+                         : U8(0x00, 0x3c, 0xff, 0x7f, 0x7e, 0x80), 6);
+        case_free(c);
+    }
+    /* float8e5m2 from output_dtype (no zero point), saturate by default:
+     * +-1e6 give +-57344 (S.11110.11); without saturate +-infinity
+     * (S.11111.00). */
+    eng_tensor_t x5 = ten(ENG_DT_FLOAT, shp(1, 3), F32(1e6f, -1e6f, 0.75f));
+    eng_tensor_t s1 = ten(ENG_DT_FLOAT, scalar, F32(1));
+    for (int sat = -1; sat <= 0; sat++) {
+        op_case_t *c = case_new("QuantizeLinear", 21, 1);
+        case_in(c, &x5);
+        case_in(c, &s1);
+        case_attr(c, a_int("output_dtype", ENG_DT_FLOAT8E5M2));
+        if (sat == 0)
+            case_attr(c, a_int("saturate", 0));
+        case_run(c);
+        expect_codes(c->out[0], ENG_DT_FLOAT8E5M2,
+                     sat ? U8(0x7b, 0xfb, 0x3a) : U8(0x7c, 0xfc, 0x3a), 3);
+        case_free(c);
+    }
+}
+
+/* Per axis (axis 1, scales 1, 2, 4) to float8e4m3fnuz (bias 8), with a
+ * zero point of 1 in the middle column, added in float before the
+ * rounding: 2 / 2 + 1 = 2 and 32 / 2 + 1 = 17, which rounds to even 16. */
+Test(engine_ops_quant, quantize_to_float8_per_axis_with_a_zero_point)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), F32(1, 2, 4, 8, 32, -32));
+    eng_tensor_t s = ten(ENG_DT_FLOAT, shp(1, 3), F32(1, 2, 4));
+    eng_tensor_t z = ten(ENG_DT_FLOAT8E4M3FNUZ, shp(1, 3), U8(0x00, 0x40, 0x00));
+    op_case_t *c = case_new("QuantizeLinear", 19, 1);
+    case_in(c, &x);
+    case_in(c, &s);
+    case_in(c, &z);
+    case_run(c);
+    /* fnuz codes: 1 = 0x40, 2 = 0x48, 8 = 0x58, 16 = 0x60, -8 = 0xd8. */
+    expect_codes(c->out[0], ENG_DT_FLOAT8E4M3FNUZ, U8(0x40, 0x48, 0x40, 0x58, 0x60, 0xd8), 6);
+    case_free(c);
+}
+
+Test(engine_ops_quant, quantize_refuses_4bit_and_shapes_that_do_not_fit)
 {
     eng_tensor_t x = ten(ENG_DT_FLOAT, shp(2, 2, 3), F32(1, 2, 3, 4, 5, 6));
     eng_tensor_t s = ten(ENG_DT_FLOAT, scalar, F32(1));
     op_case_t *c = case_new("QuantizeLinear", 21, 1);
     case_in(c, &x);
     case_in(c, &s);
-    case_attr(c, a_int("output_dtype", 17));
-    expect_err(case_infer(c), FS_ENOTSUP, "float8e4m3fn");
+    case_attr(c, a_int("output_dtype", 22));
+    expect_err(case_infer(c), FS_ENOTSUP, "int4");
+    case_free(c);
+    c = case_new("QuantizeLinear", 21, 1);
+    case_in(c, &x);
+    case_in(c, &s);
+    case_attr(c, a_int("output_dtype", 24));
+    expect_err(case_infer(c), FS_ENOTSUP, "float8e8m0");
     case_free(c);
     eng_tensor_t z = ten(ENG_DT_UINT8, scalar, U8(0));
     c = case_new("QuantizeLinear", 21, 1);
@@ -214,6 +289,38 @@ Test(engine_ops_quant, dequantize_refuses_mismatched_zero_points_and_integer_out
     case_in(c, &s);
     case_attr(c, a_int("output_dtype", ENG_DT_INT8));
     expect_err(case_infer(c), FS_ENOTSUP, "output_dtype");
+    case_free(c);
+}
+
+/* float8e4m3fn with a zero point of 1 (0x38) and scale 2: codes 1, 1.5,
+ * 448, -448 and NaN give (x - 1) * 2; a float16 scale gives float16. */
+Test(engine_ops_quant, dequantize_float8_with_a_zero_point)
+{
+    eng_tensor_t x = ten(ENG_DT_FLOAT8E4M3FN, shp(1, 5), U8(0x38, 0x3c, 0x7e, 0xfe, 0x7f));
+    eng_tensor_t s = ten(ENG_DT_FLOAT, scalar, F32(2));
+    eng_tensor_t z = ten(ENG_DT_FLOAT8E4M3FN, scalar, U8(0x38));
+    op_case_t *c = case_new("DequantizeLinear", 19, 1);
+    case_in(c, &x);
+    case_in(c, &s);
+    case_in(c, &z);
+    case_run(c);
+    expect_f32_near(c->out[0], F32(0, 1, 894, -898, NAN), 5);
+    case_free(c);
+    /* float8e5m2 per axis (axis 0) with float16 scales 0.5 and 4, no zero
+     * point: -0 stays -0 (0x8000 in float16). */
+    eng_tensor_t x5 = ten(ENG_DT_FLOAT8E5M2, shp(2, 2, 2), U8(0x3c, 0x80, 0x40, 0x7c));
+    uint16_t sh[2] = {eng_float_to_half(0.5f), eng_float_to_half(4)};
+    eng_tensor_t s5 = ten(ENG_DT_FLOAT16, shp(1, 2), sh);
+    c = case_new("DequantizeLinear", 21, 1);
+    case_in(c, &x5);
+    case_in(c, &s5);
+    case_attr(c, a_int("axis", 0));
+    case_run(c);
+    cr_assert_eq(c->out[0]->dtype, ENG_DT_FLOAT16);
+    const uint16_t *h = c->out[0]->data;
+    /* 1 * 0.5, -0 * 0.5, 2 * 4, inf * 4. */
+    cr_expect(h[0] == 0x3800 && h[1] == 0x8000 && h[2] == 0x4800 && h[3] == 0x7c00,
+              "float16 %04x %04x %04x %04x", h[0], h[1], h[2], h[3]);
     case_free(c);
 }
 
