@@ -87,7 +87,7 @@ def build(torch, name: str, seq: int):
     if name == "vit":
         model = tf.ViTModel(tf.ViTConfig(), add_pooling_layer=False).eval()
         x = torch.randn(2, 3, 224, 224, generator=g)
-        wrapped = export_zoo._hf_wrapped(torch, model, ["pixel_values"], ["last_hidden_state"])
+        wrapped = export_zoo._hf_wrapped(torch, model, ["pixel_values"], ["last_hidden_state"]).eval()
         return (wrapped, (x,), ["pixel_values"], ["last_hidden_state"], [{0: ("batch", None)}],
                 "ViTModel(ViTConfig()): ViT-B/16, 224x224")
     if name == "bert":
@@ -113,7 +113,7 @@ def build(torch, name: str, seq: int):
     ids = torch.randint(3, vocab, (2, seq), generator=g, dtype=torch.int64)
     mask = torch.ones(2, seq, dtype=torch.int64)
     mask[1, seq - seq // 4:] = 0
-    wrapped = export_zoo._hf_wrapped(torch, model, ["input_ids", "attention_mask"], outs)
+    wrapped = export_zoo._hf_wrapped(torch, model, ["input_ids", "attention_mask"], outs).eval()
     dyn = {0: ("batch", None), 1: ("seq", model.config.max_position_embeddings)}
     return wrapped, (ids, mask), ["input_ids", "attention_mask"], outs, [dyn, dyn], what
 
