@@ -44,14 +44,15 @@ static int gemm_prepare(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int
     return 0;
 }
 
-/* The body of both entries. T float: A and B float32 (cublasSgemm*, at the
- * handle's math mode). T void: A and B in dtype, ENG_DT_FLOAT16 or
- * ENG_DT_BFLOAT16 (cublasGemm*Ex). */
-template <typename T>
+/* The body of every entry. T float: A and B float32 (cublasSgemm*, at the
+ * handle's math mode). T double: all float64 (cublasDgemm*). T void: A and
+ * B in dtype, ENG_DT_FLOAT16 or ENG_DT_BFLOAT16 (cublasGemm*Ex), C float.
+ * S is the scalars' and C's type. */
+template <typename T, typename S>
 static int gemm_run(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
-                    int64_t m, int64_t n, int64_t k, float alpha, const T *a, int64_t lda,
-                    int64_t stride_a, const T *b, int64_t ldb, int64_t stride_b, float beta,
-                    float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+                    int64_t m, int64_t n, int64_t k, S alpha, const T *a, int64_t lda,
+                    int64_t stride_a, const T *b, int64_t ldb, int64_t stride_b, S beta, S *c,
+                    int64_t ldc, int64_t stride_c, int64_t batch)
 {
     if (m == 0 || n == 0 || batch == 0)
         return 0;
@@ -68,6 +69,14 @@ static int gemm_run(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bo
                                             ia, &beta, c, ic));
         else
             ENG_CUBLAS_TRY(ctx, cublasSgemmStridedBatched(h, op_b, op_a, (int)n, (int)m, (int)k,
+                                                          &alpha, b, ib, stride_b, a, ia, stride_a,
+                                                          &beta, c, ic, stride_c, (int)batch));
+    } else if constexpr (std::is_same<T, double>::value) {
+        if (batch == 1)
+            ENG_CUBLAS_TRY(ctx, cublasDgemm(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, ib, a,
+                                            ia, &beta, c, ic));
+        else
+            ENG_CUBLAS_TRY(ctx, cublasDgemmStridedBatched(h, op_b, op_a, (int)n, (int)m, (int)k,
                                                           &alpha, b, ib, stride_b, a, ia, stride_a,
                                                           &beta, c, ic, stride_c, (int)batch));
     } else {
@@ -102,21 +111,8 @@ int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
                    const double *b, int64_t ldb, int64_t stride_b, double beta, double *c,
                    int64_t ldc, int64_t stride_c, int64_t batch)
 {
-    if (m == 0 || n == 0 || batch == 0)
-        return 0;
-    gemm_args_t g = {};
-    int rc = gemm_prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, &g);
-    if (rc)
-        return rc;
-    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
-    if (batch == 1)
-        ENG_CUBLAS_TRY(ctx, cublasDgemm(h, g.op_b, g.op_a, (int)n, (int)m, (int)k, &alpha, b, g.ib,
-                                        a, g.ia, &beta, c, g.ic));
-    else
-        ENG_CUBLAS_TRY(ctx, cublasDgemmStridedBatched(h, g.op_b, g.op_a, (int)n, (int)m, (int)k,
-                                                      &alpha, b, g.ib, stride_b, a, g.ia, stride_a,
-                                                      &beta, c, g.ic, stride_c, (int)batch));
-    return 0;
+    return gemm_run(ctx, ENG_DT_DOUBLE, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                    stride_b, beta, c, ldc, stride_c, batch);
 }
 
 int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
