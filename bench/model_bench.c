@@ -61,6 +61,7 @@ typedef struct bench_opts {
     bool no_graphs;         /* CUDA: launch by launch, no graph replay */
     bench_dim_t dims[BENCH_MAX_DIMS]; /* symbolic dims set by name (not the batch dim) */
     size_t n_dims;
+    size_t n_plans;         /* --plans N: time N plan builds for new shapes; 0: none */
 } bench_opts_t;
 
 
@@ -368,6 +369,77 @@ done:
     return rc;
 }
 
+/* --plans N: the time eng_model_plan_info takes to build the plan of each of
+ * N input signatures the model has not seen, and how close each plan's
+ * activation block comes to its lower bound: shape k has batch 1 + k % 64
+ * (a symbolic first dim) and every other symbolic dim at its --dim size
+ * plus k / 64 (k alone when the first dim is fixed), as a stream of
+ * requests of varied shapes would. Prints the median, p90 and largest
+ * build, and the first (cold) one apart. 0, or 1 (reported) when a build
+ * failed or the model has no symbolic dim to vary. */
+static int bench_plans(eng_model_t *m, const char *name, const bench_opts_t *o)
+{
+    size_t n_in = eng_model_n_inputs(m);
+    eng_shape_t *shapes = calloc(n_in + 1, sizeof *shapes);
+    double *ms = calloc(o->n_plans, sizeof *ms);
+    int rc = shapes && ms ? 0 : fs_err(FS_ENOMEM, "no host memory for the plan timings");
+    bool varies = false, batch_dim = false;
+    double ratio_sum = 0, ratio_max = 0;
+    for (size_t k = 0; rc == 0 && k < o->n_plans; k++) {
+        for (size_t i = 0; rc == 0 && i < n_in; i++) {
+            eng_io_info_t info;
+            if ((rc = eng_model_input(m, i, &info)) != 0)
+                break;
+            if (info.rank < 0) {
+                rc = fs_err(FS_EINVAL, "input '%s' has no declared shape", info.name);
+                break;
+            }
+            batch_dim = batch_dim || (i == 0 && info.rank > 0 && info.dims[0] < 0);
+            shapes[i].rank = info.rank;
+            for (int d = 0; d < info.rank; d++) {
+                int64_t step = batch_dim ? (int64_t)k / 64 : (int64_t)k;
+                if (info.dims[d] >= 0)
+                    shapes[i].dims[d] = info.dims[d];
+                else if (d == 0 && i == 0)
+                    shapes[i].dims[d] = 1 + (int64_t)k % 64;
+                else
+                    shapes[i].dims[d] = bench_dim_size(o, info.dim_params[d]) + step;
+                varies = varies || info.dims[d] < 0;
+            }
+        }
+        if (rc == 0 && !varies)
+            rc = fs_err(FS_EINVAL, "no symbolic dim to vary: every input shape is fixed");
+        eng_plan_info_t info;
+        uint64_t t0 = fs_clock_real_ns();
+        if (rc == 0 && (rc = eng_model_plan_info(m, shapes, n_in, &info)) != 0)
+            rc = fs_err(rc, "plan %zu: %s", k, fs_errmsg());
+        ms[k] = (double)(fs_clock_real_ns() - t0) / 1e6;
+        double ratio = rc == 0 && info.lower_bound_bytes
+                           ? (double)info.activation_bytes / (double)info.lower_bound_bytes
+                           : 1.0;
+        ratio_sum += ratio;
+        ratio_max = ratio > ratio_max ? ratio : ratio_max;
+    }
+    if (rc == 0) {
+        double first = ms[0];
+        qsort(ms, o->n_plans, sizeof *ms, bench_double_cmp);
+        size_t n = o->n_plans, p90 = (n * 9 + 9) / 10 - 1;
+        double sum = 0;
+        for (size_t k = 0; k < n; k++)
+            sum += ms[k];
+        printf("%s: plan build for %zu new shapes: median %.3f ms, p90 %.3f ms, max %.3f ms, "
+               "total %.1f ms (the first %.3f ms); activation block / lower bound: mean %.4f, "
+               "max %.4f\n",
+               name, n, n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2, ms[p90], ms[n - 1],
+               sum, first, ratio_sum / (double)n, ratio_max);
+    } else {
+        fprintf(stderr, "model_bench: %s: --plans: %s\n", name, fs_errmsg());
+    }
+    free(shapes);
+    free(ms);
+    return rc == 0 ? 0 : 1;
+}
+
 /* Loads one model and measures it at each of its batch sizes, adding a row
  * for each (or one failed row when it does not load). Returns 0, or 1 when
  * any of its measurements failed (reported on stderr). Exits on host OOM. */
@@ -399,13 +471,13 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
         eng_model_destroy(m);
         return 1;
     }
+    int failed = o->n_plans ? bench_plans(m, name, o) : 0;
     alloc_owner_stats_t owner;
     uint64_t weights = alloc_cache_owner_stats(cache, eng_model_owner(m), &owner) == 0
                            ? (uint64_t)owner.allocated.current : 0;
     size_t n_inputs = eng_model_n_inputs(m);
     eng_tensor_t **gen = calloc(n_inputs + 1, sizeof *gen);
     eng_tensor_t *inputs = calloc(n_inputs + 1, sizeof *inputs);
-    int failed = 0;
     for (size_t b = 0; b < n_batches; b++) {
         bench_row_t *r = bench_rows_add(rows, name, batches[b]);
         if (!r || !gen || !inputs) {
@@ -527,7 +599,7 @@ static void bench_rows_print(const bench_rows_t *rows, const bench_opts_t *o)
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: model_bench [--threads N] [--device D] [--precision P] [--quick] "
-               "[--markdown] [--json FILE] [--light DIR] [--dim NAME=N ...] [MODEL.onnx ...]\n"
+               "[--markdown] [--json FILE] [--light DIR] [--dim NAME=N ...] [--plans N] [MODEL.onnx ...]\n"
                "  --threads N  engine threads on the CPU (default 1)\n"
                "  --device D   cpu (default), cuda or cuda:N\n"
                "  --precision P  on CUDA: fp32 (default), tf32, fp16, bf16\n"
@@ -537,6 +609,8 @@ static void bench_usage(FILE *f)
                "  --json FILE  one object per (model, batch), for bench/ort_compare.py\n"
                "  --dim NAME=N a symbolic dim named NAME, other than an input's first, is N\n"
                "               (default 1; repeatable: --dim seq=128)\n"
+               "  --plans N    first time N plan builds, one per new input shape (batch\n"
+               "               1 + k %% 64, the other symbolic dims their --dim + k / 64)\n"
                "  --light DIR  also every DIR/*.onnx (default without MODEL arguments:\n"
                "               $FLATSERVE_ONNX_TESTS/light or ../shared/onnx-tests/light)\n"
                "  MODEL.onnx   models to run (default: the demo models and the light models)\n");
@@ -635,6 +709,14 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
             o->json_path = argv[++i];
         } else if (strcmp(a, "--dim") == 0 && i + 1 < argc) {
             bench_opts_add_dim(o, argv[++i]);
+        } else if (strcmp(a, "--plans") == 0) {
+            char *end = NULL;
+            long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : 0;
+            if (!end || *end || v < 1 || v > 100000) {
+                fprintf(stderr, "model_bench: --plans needs an integer in 1..100000\n");
+                exit(2);
+            }
+            o->n_plans = (size_t)v;
         } else if (strcmp(a, "--light") == 0 && i + 1 < argc) {
             o->light_dir = argv[++i];
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
