@@ -20,6 +20,14 @@
  *      nets, attention).
  *   6. While the block is still above the lower bound, a bounded seeded
  *      local search tries the size order with a few nearby swaps.
+ *   0. With a hint (alloc_plan_build_hinted: the order the previous plan of
+ *      the same graph won with), that order is placed first; if it comes
+ *      as close to the bound as it did then, it is the plan and 1-6 are
+ *      skipped, else it competes with them. The tensors of one graph keep
+ *      their relative sizes across input shapes, so an order good for one
+ *      shape is good for the next: on BERT-base it both cuts planning per
+ *      new shape and carries orders that reach the bound to shapes where
+ *      the fixed orders stop 20% above it (bench/RESULTS.md).
  * Guarantee: two tensors whose step ranges intersect occupy disjoint byte
  * ranges [offset, offset + aligned size), because step 3 only places a
  * tensor in space that no intersecting placed tensor covers. Hence the
@@ -256,6 +264,17 @@ static size_t plan_items_peak(const plan_item_t *items, size_t n)
     return peak;
 }
 
+/* Keeps the placement just made as the best: each item's offset, and the
+ * order that made it. */
+static void plan_keep(const plan_item_t *items, const size_t *order, size_t n, size_t *best,
+                      size_t *win)
+{
+    for (size_t i = 0; i < n; i++) {
+        best[i] = items[i].offset;
+        win[i] = order[i];
+    }
+}
+
 /* Tries of the local search in a row without a smaller block, after
  * which it stops: on graphs whose best order sits well above the bound
  * (BERT-base at some batch and sequence sizes: 1.2x), the full budget
@@ -268,10 +287,9 @@ static size_t plan_items_peak(const plan_item_t *items, size_t n)
  * (n^2 per try), and stops as soon as it meets the bound. On residual nets
  * whose workspaces interleave with long-lived activations, the fixed orders
  * leave 20% over the bound where a swap or two finds it. */
-static void plan_search(plan_item_t *items, size_t n, size_t align, size_t *order,
-                        size_t *placed, size_t *best, size_t *total)
+static void plan_search(plan_item_t *items, size_t n, size_t align, size_t bound, size_t *order,
+                        size_t *placed, size_t *best, size_t *win, size_t *total)
 {
-    size_t bound = plan_items_peak(items, n);
     if (n < 2 || *total <= bound)
         return;
     size_t tries = n > 4472 ? 8 : (size_t)(20000000.0 / ((double)n * (double)n));
@@ -302,13 +320,65 @@ static void plan_search(plan_item_t *items, size_t n, size_t align, size_t *orde
         if (plan_place(items, order, n, placed, &alt) && alt < *total) {
             *total = alt;
             since_better = 0;
-            for (size_t i = 0; i < n; i++)
-                best[i] = items[i].offset;
+            plan_keep(items, order, n, best, win);
         }
     }
 }
 
+/* The hint's order as item indices in `order` (pos: scratch of n); false
+ * when the hint is empty, of another size, or not a permutation. */
+static bool plan_hint_order(const plan_item_t *items, size_t n, const alloc_plan_hint_t *hint,
+                            size_t *order, size_t *pos)
+{
+    if (!hint || hint->n != n || !hint->order || !(hint->ratio >= 1.0))
+        return false;
+    for (size_t k = 0; k < n; k++)
+        pos[k] = SIZE_MAX;
+    for (size_t k = 0; k < n; k++)
+        pos[items[k].index] = k;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = hint->order[i];
+        if (c >= n || pos[c] == SIZE_MAX)
+            return false; /* out of range, or seen twice */
+        order[i] = pos[c];
+        pos[c] = SIZE_MAX;
+    }
+    return true;
+}
+
+/* Writes the winning order (item indices in win) into the hint as caller
+ * indices, with its ratio; empties the hint when no memory is had. */
+static void plan_hint_keep(alloc_plan_hint_t *hint, const plan_item_t *items, const size_t *win,
+                           size_t n, size_t total, size_t bound)
+{
+    if (hint->n != n || !hint->order) {
+        alloc_plan_hint_fini(hint);
+        if (!(hint->order = malloc(n * sizeof *hint->order)))
+            return;
+        hint->n = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        hint->order[i] = items[win[i]].index;
+    hint->ratio = bound ? (double)total / (double)bound : 1.0;
+    if (hint->ratio < 1.0)
+        hint->ratio = 1.0;
+}
+
+void alloc_plan_hint_fini(alloc_plan_hint_t *hint)
+{
+    if (!hint)
+        return;
+    free(hint->order);
+    *hint = (alloc_plan_hint_t){0};
+}
+
 int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_t *total_bytes)
+{
+    return alloc_plan_build_hinted(tensors, n, align, NULL, total_bytes);
+}
+
+int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align,
+                            alloc_plan_hint_t *hint, size_t *total_bytes)
 {
     if (align == 0)
         align = ALLOC_PLAN_DEFAULT_ALIGN;
@@ -328,7 +398,8 @@ int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_
     size_t *placed = malloc(n * sizeof *placed);
     size_t *order = malloc(n * sizeof *order);
     size_t *best = malloc(n * sizeof *best);
-    if (!items || !placed || !order || !best) {
+    size_t *win = malloc(n * sizeof *win);
+    if (!items || !placed || !order || !best || !win) {
         rc = fs_err(FS_ENOMEM, "plan: no memory for %zu tensors", n);
         goto fail;
     }
@@ -336,17 +407,27 @@ int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_
     if (rc)
         goto fail;
     qsort(items, n, sizeof *items, plan_item_cmp);
+    size_t bound = plan_items_peak(items, n);
 
+    size_t total = SIZE_MAX, alt = 0;
+    /* The hint's order first: as tight as last time, and it is the plan. */
+    if (plan_hint_order(items, n, hint, order, placed) && plan_place(items, order, n, placed, &alt)) {
+        total = alt;
+        plan_keep(items, order, n, best, win);
+        if ((double)total <= hint->ratio * (double)bound * (1.0 + 1e-12))
+            goto done;
+    }
     /* Strategy 1, greedy by size: the sorted order itself. */
-    size_t total = 0, alt = 0;
     for (size_t i = 0; i < n; i++)
         order[i] = i;
-    if (!plan_place(items, order, n, placed, &total)) {
+    if (!plan_place(items, order, n, placed, &alt)) {
         rc = fs_err(FS_ERANGE, "plan: the block size overflows size_t");
         goto fail;
     }
-    for (size_t i = 0; i < n; i++)
-        best[i] = items[i].offset;
+    if (alt < total) {
+        total = alt;
+        plan_keep(items, order, n, best, win);
+    }
     /* The other strategies; each kept only if strictly smaller, so the
      * result stays deterministic. */
     for (int strategy = 0; strategy < PLAN_N_ALT_ORDERS; strategy++) {
@@ -354,15 +435,18 @@ int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_
                                 : (plan_order_by_key(items, n, order, strategy), true);
         if (ok && plan_place(items, order, n, placed, &alt) && alt < total) {
             total = alt;
-            for (size_t i = 0; i < n; i++)
-                best[i] = items[i].offset;
+            plan_keep(items, order, n, best, win);
         }
     }
-    plan_search(items, n, align, order, placed, best, &total);
+    plan_search(items, n, align, bound, order, placed, best, win, &total);
+done:
     for (size_t i = 0; i < n; i++)
         tensors[items[i].index].offset = best[i];
     *total_bytes = total;
+    if (hint)
+        plan_hint_keep(hint, items, win, n, total, bound);
 fail:
+    free(win);
     free(best);
     free(order);
     free(placed);

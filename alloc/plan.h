@@ -49,6 +49,31 @@ typedef struct alloc_plan_tensor {
  * the same input always gives the same offsets. */
 int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_t *total_bytes);
 
+/* A placement order kept from one plan for the next plan of the same graph
+ * (a new input shape: the same tensors, other sizes). Zero-initialise it;
+ * free its order with alloc_plan_hint_fini. The caller serialises its use. */
+typedef struct alloc_plan_hint {
+    size_t n;      /* tensors `order` orders; 0: empty */
+    size_t *order; /* the winning placement order, as indices into the caller's array */
+    double ratio;  /* block / lower bound that order reached */
+} alloc_plan_hint_t;
+
+/* alloc_plan_build, first trying `hint`'s order when it orders n tensors:
+ * when that placement comes as close to this problem's lower bound as the
+ * hint's own plan came to its (block <= ratio x bound), it is the plan, and
+ * the fixed orders and the search are skipped; else it competes with them.
+ * Either way the winning order and its ratio are written back into the hint
+ * (left empty if no memory was had for it: never an error). A hint that is
+ * not a permutation of 0..n-1, or whose ratio is below 1, counts as empty.
+ * Any order gives a valid plan; the hint decides only how fast and how
+ * tight. hint NULL is alloc_plan_build. Deterministic for a given input and
+ * hint. */
+int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align,
+                            alloc_plan_hint_t *hint, size_t *total_bytes);
+
+/* Frees the hint's order and empties it; a NULL or empty hint is fine. */
+void alloc_plan_hint_fini(alloc_plan_hint_t *hint);
+
 /* The lower bound of any valid plan: the largest sum, over steps, of the
  * aligned sizes of the tensors live at that step (`align` as above; a bad
  * alignment reads as the default). Tensors with first_step > last_step are

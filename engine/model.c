@@ -53,9 +53,13 @@ struct eng_model {
     eng_graph_t *graph;
     bool *node_done;              /* folded at load */
     int n_threads;
-    pthread_mutex_t lock;         /* guards the plan list */
+    pthread_mutex_t lock;         /* guards the plan list and place_hint */
     struct plan_list plans;
     size_t n_plans, max_plans;
+    /* The order the last plan's memory placement won with: a new shape's
+     * plan tries it first (alloc/plan.h), so that a stream of varied shapes
+     * skips most of the planner's search. */
+    alloc_plan_hint_t place_hint;
     eng_device_t device;
     char device_name[ENG_DEVICE_NAME_MAX]; /* "cpu", "cuda:N" */
     const eng_backend_i *be;
@@ -154,6 +158,7 @@ void eng_model_destroy(eng_model_t *m)
     if (!m)
         return;
     plans_clear(m);
+    alloc_plan_hint_fini(&m->place_hint);
     if (m->dev_const) {
         for (size_t i = 0; i < m->graph->n_tree_values; i++)
             alloc_cache_free(m->cache, m->dev_const[i]);
@@ -495,7 +500,8 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
                               .dev_const = apart ? m->dev_const : NULL,
                               .dev_dtype = m->dev_dtype, .staging = m->staging,
                               .staging_owner = m->staging_owner,
-                              .max_loop_iterations = m->max_loop_iterations};
+                              .max_loop_iterations = m->max_loop_iterations,
+                              .place_hint = &m->place_hint};
         eng_plan_t *plan = NULL;
         rc = eng_plan_build(&env, inputs, n_inputs, &plan);
         if (rc == 0 && !(e = calloc(1, sizeof *e))) {

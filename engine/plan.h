@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "alloc/cache.h"
+#include "alloc/plan.h"
 #include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/graph.h"
@@ -63,6 +64,10 @@ typedef struct eng_plan_env {
     alloc_cache_t *staging;
     alloc_owner_t staging_owner;
     int64_t max_loop_iterations; /* a Loop's bound (> 0; engine.h) */
+    /* The placement order the last plan of this graph won with, tried
+     * first and updated (alloc/plan.h); the caller serialises plan builds
+     * that share it. NULL: none. */
+    alloc_plan_hint_t *place_hint;
 } eng_plan_env_t;
 
 /* The replay state of one plan: the device graph captured from its steps

@@ -16,8 +16,9 @@
  *     activation of the same byte size, and is not a graph output, writes in
  *     place: its output takes over the input's buffer. A kernel workspace is
  *     a buffer live for its step only.
- *  3. Offsets. alloc_plan_build places the buffers greedily by size (best
- *     fit among buffers whose lifetimes overlap) in one block.
+ *  3. Offsets. alloc_plan_build_hinted places the buffers greedily (best
+ *     fit among buffers whose lifetimes overlap) in one block, trying first
+ *     the order the model's previous plan won with (env->place_hint).
  * Guarantee: no two buffers live at the same step overlap; the block's size
  * is reported with the lower bound (the most bytes live at one step). */
 #include "engine/plan_impl.h"
@@ -208,7 +209,7 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
         goto fail;
     if (!p->dynamic && !p->be->host_memory)
         plan_device_inputs(p);
-    if (!p->dynamic && (rc = plan_memory(p)) != 0)
+    if (!p->dynamic && (rc = plan_memory(p, env->place_hint)) != 0)
         goto fail;
     if (!p->dynamic && !p->be->host_memory && (rc = plan_device_place(p)) != 0)
         goto fail;

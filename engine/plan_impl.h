@@ -81,7 +81,7 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
                    eng_op_ctx_t *ctx);
 int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel,
                   const eng_op_ctx_t *ctx);
-int plan_memory(eng_plan_t *p);
+int plan_memory(eng_plan_t *p, alloc_plan_hint_t *hint);
 /* Host memory of a plan's host-side values: host_cache or the heap. */
 int plan_host_alloc(const eng_plan_t *p, size_t bytes, void **out);
 void plan_host_free(const eng_plan_t *p, void *ptr);

@@ -188,7 +188,7 @@ static int plan_oversize(const eng_plan_t *p)
                   big_bytes == SIZE_MAX ? "at least " : "", big_bytes);
 }
 
-int plan_memory(eng_plan_t *p)
+int plan_memory(eng_plan_t *p, alloc_plan_hint_t *hint)
 {
     const eng_graph_t *g = p->graph;
     int n_values = (int)p->n_values;
@@ -235,7 +235,7 @@ int plan_memory(eng_plan_t *p)
         n++;
     }
     size_t total = 0;
-    if ((rc = alloc_plan_build(ts, n, PLAN_ALIGN, &total)) != 0) {
+    if ((rc = alloc_plan_build_hinted(ts, n, PLAN_ALIGN, hint, &total)) != 0) {
         if (rc == FS_ERANGE)
             rc = plan_oversize(p);
         goto done;

@@ -1,7 +1,9 @@
 /* test_plan.c -- the memory planner (alloc/plan.c): validity by brute force,
  * alignment, best fit, the lower bound, and rejected input. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc/plan.h"
@@ -224,4 +226,128 @@ Test(alloc_plan, rejects_bad_input_and_writes_nothing)
     cr_expect_eq(t[0].offset, 7);
     cr_expect_eq(t[1].offset, 7);
     cr_expect_eq(total, 7);
+}
+
+/* A random problem of n tensors (seeded), as the test above draws them. */
+static size_t random_problem(uint64_t seed, alloc_plan_tensor_t *t, size_t max_n)
+{
+    uint64_t rng = seed;
+    size_t n = 2 + next_rand(&rng) % (max_n - 1);
+    uint32_t n_steps = 1 + (uint32_t)(next_rand(&rng) % 64);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t first = (uint32_t)(next_rand(&rng) % n_steps);
+        uint32_t span = (uint32_t)(next_rand(&rng) % 8 == 0 ? next_rand(&rng) % n_steps
+                                                             : next_rand(&rng) % 3);
+        size_t size = (size_t)(next_rand(&rng) % (1u << (next_rand(&rng) % 21)));
+        t[i] = (alloc_plan_tensor_t)T(size, first, first + span);
+    }
+    return n;
+}
+
+/* The hint a plan leaves is its own winning order: planning the same
+ * problem again with it gives the same offsets; planning the problem with
+ * every size doubled (a new batch size) stays valid and, being as tight as
+ * the hint's own plan, is taken as it is. */
+Test(alloc_plan, hint_is_kept_and_reused)
+{
+    alloc_plan_tensor_t t[64], again[64];
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        size_t n = random_problem(seed, t, 64), total = 0, total_again = 0;
+        alloc_plan_hint_t hint = {0};
+        cr_assert_eq(alloc_plan_build_hinted(t, n, 256, &hint, &total), 0, "%s", fs_errmsg());
+        expect_plan_valid(t, n, 256, total);
+        cr_assert_eq(hint.n, n);
+        size_t peak = alloc_plan_peak_live_bytes(t, n, 256);
+        cr_expect(hint.ratio >= 1.0 && (peak == 0 || hint.ratio * (double)peak >= (double)total * 0.999999),
+                  "seed %llu: ratio %g for %zu over %zu", (unsigned long long)seed, hint.ratio,
+                  total, peak);
+        /* A permutation of 0..n-1. */
+        bool seen[64] = {false};
+        for (size_t i = 0; i < n; i++) {
+            cr_assert_lt(hint.order[i], n);
+            cr_assert(!seen[hint.order[i]]);
+            seen[hint.order[i]] = true;
+        }
+        /* Without a hint the same plan comes out: the hint only adds an order. */
+        memcpy(again, t, n * sizeof *t);
+        cr_assert_eq(alloc_plan_build(again, n, 256, &total_again), 0);
+        cr_expect_eq(total_again, total, "seed %llu", (unsigned long long)seed);
+        /* Again with the hint: the same block. */
+        cr_assert_eq(alloc_plan_build_hinted(again, n, 256, &hint, &total_again), 0);
+        cr_expect_eq(total_again, total, "seed %llu: hinted %zu, first %zu",
+                     (unsigned long long)seed, total_again, total);
+        expect_plan_valid(again, n, 256, total_again);
+        /* Every size doubled. */
+        for (size_t i = 0; i < n; i++)
+            again[i].size_bytes = round_up(t[i].size_bytes, 256) * 2;
+        cr_assert_eq(alloc_plan_build_hinted(again, n, 256, &hint, &total_again), 0);
+        expect_plan_valid(again, n, 256, total_again);
+        cr_expect_leq(total_again, 2 * total, "seed %llu: %zu for doubled sizes, %zu before",
+                      (unsigned long long)seed, total_again, total);
+        alloc_plan_hint_fini(&hint);
+        cr_expect_eq(hint.n, 0);
+        cr_expect_null(hint.order);
+    }
+}
+
+/* A hint that is not a permutation of the tensors, has another size or a
+ * ratio below 1 counts as none: the plan is the unhinted one, and the
+ * hint is replaced by a valid one. */
+Test(alloc_plan, bad_hints_are_ignored)
+{
+    alloc_plan_tensor_t t[32], ref[32];
+    size_t n = random_problem(7, t, 32), total = 0, ref_total = 0;
+    memcpy(ref, t, n * sizeof *t);
+    cr_assert_eq(alloc_plan_build(ref, n, 64, &ref_total), 0);
+    size_t order[32];
+    for (int bad = 0; bad < 4; bad++) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = n - 1 - i;
+        alloc_plan_hint_t hint = {.n = n, .order = malloc(n * sizeof *hint.order), .ratio = 1.0};
+        cr_assert_not_null(hint.order);
+        memcpy(hint.order, order, n * sizeof *order);
+        if (bad == 0)
+            hint.order[0] = hint.order[1]; /* a repeat */
+        else if (bad == 1)
+            hint.order[0] = n; /* out of range */
+        else if (bad == 2)
+            hint.n = n - 1; /* another problem's */
+        else
+            hint.ratio = 0.5; /* below any plan */
+        cr_assert_eq(alloc_plan_build_hinted(t, n, 64, &hint, &total), 0, "%s", fs_errmsg());
+        expect_plan_valid(t, n, 64, total);
+        cr_expect_eq(total, ref_total, "bad hint %d: %zu, unhinted %zu", bad, total, ref_total);
+        for (size_t i = 0; i < n; i++)
+            cr_expect_eq(t[i].offset, ref[i].offset, "bad hint %d tensor %zu", bad, i);
+        cr_expect_eq(hint.n, n);
+        alloc_plan_hint_fini(&hint);
+    }
+}
+
+/* A hint whose order places worse than the fixed orders competes with them
+ * and loses: the plan is no larger than the unhinted one. */
+Test(alloc_plan, a_poor_hint_loses_to_the_fixed_orders)
+{
+    alloc_plan_tensor_t t[64], ref[64];
+    for (uint64_t seed = 1; seed <= 100; seed++) {
+        size_t n = random_problem(seed + 1000, t, 64), total = 0, ref_total = 0;
+        memcpy(ref, t, n * sizeof *t);
+        cr_assert_eq(alloc_plan_build(ref, n, 256, &ref_total), 0);
+        /* Smallest first, claiming to reach the bound. */
+        alloc_plan_hint_t hint = {.n = n, .order = malloc(n * sizeof *hint.order), .ratio = 1.0};
+        cr_assert_not_null(hint.order);
+        for (size_t i = 0; i < n; i++)
+            hint.order[i] = i;
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = i; j > 0 && t[hint.order[j - 1]].size_bytes > t[hint.order[j]].size_bytes; j--) {
+                size_t x = hint.order[j];
+                hint.order[j] = hint.order[j - 1];
+                hint.order[j - 1] = x;
+            }
+        cr_assert_eq(alloc_plan_build_hinted(t, n, 256, &hint, &total), 0);
+        expect_plan_valid(t, n, 256, total);
+        cr_expect_leq(total, ref_total, "seed %llu: hinted %zu, unhinted %zu",
+                      (unsigned long long)seed, total, ref_total);
+        alloc_plan_hint_fini(&hint);
+    }
 }
