@@ -68,6 +68,21 @@ static uint64_t next_rand(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* n tensors drawn from *rng over up to 64 steps: mostly short lifetimes,
+ * one in eight long, sizes from 0 to 1 MiB spread over orders of
+ * magnitude. */
+static void random_tensors(uint64_t *rng, alloc_plan_tensor_t *t, size_t n)
+{
+    uint32_t n_steps = 1 + (uint32_t)(next_rand(rng) % 64);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t first = (uint32_t)(next_rand(rng) % n_steps);
+        uint32_t span = (uint32_t)(next_rand(rng) % 8 == 0 ? next_rand(rng) % n_steps
+                                                            : next_rand(rng) % 3);
+        size_t size = (size_t)(next_rand(rng) % (1u << (next_rand(rng) % 21)));
+        t[i] = (alloc_plan_tensor_t)T(size, first, first + span);
+    }
+}
+
 Test(alloc_plan, disjoint_lifetimes_share_offset_zero)
 {
     alloc_plan_tensor_t t[] = {T(1000, 0, 1), T(3000, 2, 3), T(500, 4, 4)};
@@ -147,15 +162,7 @@ Test(alloc_plan, random_plans_are_valid_and_bounded_by_peak_live)
         uint64_t rng = seed;
         size_t n = 1 + next_rand(&rng) % 96;
         size_t align = aligns[next_rand(&rng) % 4];
-        uint32_t n_steps = 1 + (uint32_t)(next_rand(&rng) % 64);
-        for (size_t i = 0; i < n; i++) {
-            uint32_t first = (uint32_t)(next_rand(&rng) % n_steps);
-            uint32_t span = (uint32_t)(next_rand(&rng) % 8 == 0 ? next_rand(&rng) % n_steps
-                                                                 : next_rand(&rng) % 3);
-            /* Sizes from 0 to 1 MiB, spread over orders of magnitude. */
-            size_t size = (size_t)(next_rand(&rng) % (1u << (next_rand(&rng) % 21)));
-            t[i] = (alloc_plan_tensor_t)T(size, first, first + span);
-        }
+        random_tensors(&rng, t, n);
         size_t total = 0, total_again = 0;
         cr_assert_eq(alloc_plan_build(t, n, align, &total), 0, "seed %llu: %s",
                      (unsigned long long)seed, fs_errmsg());
@@ -228,19 +235,12 @@ Test(alloc_plan, rejects_bad_input_and_writes_nothing)
     cr_expect_eq(total, 7);
 }
 
-/* A random problem of n tensors (seeded), as the test above draws them. */
+/* A random problem of 2..max_n tensors (seeded); returns its size. */
 static size_t random_problem(uint64_t seed, alloc_plan_tensor_t *t, size_t max_n)
 {
     uint64_t rng = seed;
     size_t n = 2 + next_rand(&rng) % (max_n - 1);
-    uint32_t n_steps = 1 + (uint32_t)(next_rand(&rng) % 64);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t first = (uint32_t)(next_rand(&rng) % n_steps);
-        uint32_t span = (uint32_t)(next_rand(&rng) % 8 == 0 ? next_rand(&rng) % n_steps
-                                                             : next_rand(&rng) % 3);
-        size_t size = (size_t)(next_rand(&rng) % (1u << (next_rand(&rng) % 21)));
-        t[i] = (alloc_plan_tensor_t)T(size, first, first + span);
-    }
+    random_tensors(&rng, t, n);
     return n;
 }
 
