@@ -330,8 +330,9 @@ def measure_all(args) -> int:
         if status != "PASS":
             failed = 1
             status += ": " + (rows[0].get("detail", "") if rows else "")
+        dims = sorted({d for i in info["inputs"] for d in (i["shape"] or []) if isinstance(d, str)})
         print(f"| {name} | {info['parameters'] / 1e6:.0f}M | {info['bytes'] / 1e6:.0f} MB, opset "
-              f"{info['opset']}, {'dynamic' if info['dynamic'] else 'static'} batch and seq, "
+              f"{info['opset']}, dynamic dims: {', '.join(dims) or 'none'}, "
               f"{len(info['ops'])} op types | {status} | {worst:.2e} |")
         results[name] = {"export": info, "conformance": rows, "flatserve": bench_rows(args, name)}
     print(f"\nLatency (median) and peak reserved device memory (weights included), batch x seq "
