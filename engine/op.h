@@ -138,6 +138,12 @@ static inline const eng_tensor_t *eng_ctx_in(const eng_op_ctx_t *c, int i)
 {
     return i < c->n_inputs ? c->inputs[i] : NULL;
 }
+/* The data of the input at i, or NULL when the input is absent. */
+static inline const void *eng_ctx_in_data(const eng_op_ctx_t *c, int i)
+{
+    const eng_tensor_t *t = eng_ctx_in(c, i);
+    return t ? t->data : NULL;
+}
 /* Input i's value in host memory, or NULL when absent or not known on the
  * host (a device run's activation). On the CPU every input is host. */
 static inline const eng_tensor_t *eng_ctx_host_in(const eng_op_ctx_t *c, int i)

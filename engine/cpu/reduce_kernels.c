@@ -70,6 +70,19 @@ static void red_layout_build(const eng_shape_t *s, const bool *reduced, red_layo
     }
 }
 
+/* Steps the odometer over L's runs before the last one (idx, one index a
+ * run) to the next run, moving the output position *o with it. */
+static inline void red_next_run(const red_layout_t *L, int64_t *idx, int64_t *o)
+{
+    for (int g = L->n - 2; g >= 0; g--) {
+        *o += L->ostride[g];
+        if (++idx[g] < L->size[g])
+            return;
+        *o -= L->ostride[g] * L->size[g];
+        idx[g] = 0;
+    }
+}
+
 /* Accumulation steps; U is the type the arithmetic runs in (unsigned for
  * integers, so overflow wraps instead of being undefined). */
 #define RED_SUM(T, U, a, v) ((T)((U)(a) + (U)(v)))
@@ -103,13 +116,7 @@ static void red_layout_build(const eng_shape_t *s, const bool *reduced, red_layo
                 for (int64_t j = 0; j < inner; j++)                                                \
                     dst[j] = OP(T, U, dst[j], src[j]);                                             \
             }                                                                                      \
-            for (int g = last - 1; g >= 0; g--) {                                                  \
-                o += L->ostride[g];                                                                \
-                if (++idx[g] < L->size[g])                                                         \
-                    break;                                                                         \
-                o -= L->ostride[g] * L->size[g];                                                   \
-                idx[g] = 0;                                                                        \
-            }                                                                                      \
+            red_next_run(L, idx, &o);                                                              \
         }                                                                                          \
     }
 
@@ -196,13 +203,7 @@ RED_TYPED(u8, uint8_t, unsigned, RED_MAX, RED_MIN, 0, 1, RED_IMEAN, RED_ISQRT, R
                 for (int64_t j = 0; j < inner; j++)                                                \
                     sums[o + j] += EXP(src[j] - (isinf(max[o + j]) ? 0 : max[o + j]));            \
             }                                                                                      \
-            for (int g = last - 1; g >= 0; g--) {                                                  \
-                o += L->ostride[g];                                                                \
-                if (++idx[g] < L->size[g])                                                         \
-                    break;                                                                         \
-                o -= L->ostride[g] * L->size[g];                                                   \
-                idx[g] = 0;                                                                        \
-            }                                                                                      \
+            red_next_run(L, idx, &o);                                                              \
         }                                                                                          \
     }                                                                                              \
     static void lse_##sfx(const red_layout_t *L, int64_t total, int64_t n_out, const T *in,        \

@@ -65,7 +65,7 @@ static void sp_range(void *arg, int64_t begin, int64_t end)
 static int sp_run(eng_op_ctx_t *c, sp_job_t *j, int64_t work)
 {
     for (int i = 0; i < 5; i++)
-        j->in[i] = i < c->n_inputs && c->inputs[i] ? c->inputs[i]->data : NULL;
+        j->in[i] = eng_ctx_in_data(c, i);
     j->y = c->outputs[0]->data;
     j->y_dt = c->outputs[0]->dtype;
     eng_parallel_for(c->n_threads, eng_shape_numel(&c->outputs[0]->shape),

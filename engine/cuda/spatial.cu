@@ -104,11 +104,6 @@ __global__ void nms_write_kernel(int64_t *y, nms_piece_t piece, int n)
             return rc_;                                                                  \
     } while (0)
 
-static const void *in_data(const eng_op_ctx_t *c, int i)
-{
-    return i < c->n_inputs && c->inputs[i] ? c->inputs[i]->data : NULL;
-}
-
 static int grid_sample_run(eng_op_ctx_t *c)
 {
     eng_cuda_host_view_t v;
@@ -116,7 +111,8 @@ static int grid_sample_run(eng_op_ctx_t *c)
     SP_PARAMS(c, v, eng_grid_sample_params, g);
     eng_tensor_t *y = c->outputs[0];
     int64_t n = eng_shape_numel(&y->shape);
-    return eng_cuda_launch(c, grid_sample_kernel, n, g, in_data(c, 0), in_data(c, 1), y->data,
+    return eng_cuda_launch(c, grid_sample_kernel, n, g, eng_ctx_in_data(c, 0),
+                           eng_ctx_in_data(c, 1), y->data,
                            y->dtype, n);
 }
 
@@ -127,7 +123,8 @@ static int affine_grid_run(eng_op_ctx_t *c)
     SP_PARAMS(c, v, eng_affine_grid_params, g);
     eng_tensor_t *y = c->outputs[0];
     int64_t n = eng_shape_numel(&y->shape);
-    return eng_cuda_launch(c, affine_grid_kernel, n, g, in_data(c, 0), y->data, y->dtype, n);
+    return eng_cuda_launch(c, affine_grid_kernel, n, g, eng_ctx_in_data(c, 0), y->data, y->dtype,
+                           n);
 }
 
 /* A batch index outside X gives its ROI's outputs 0 (see the file
@@ -139,8 +136,8 @@ static int roi_align_run(eng_op_ctx_t *c)
     SP_PARAMS(c, v, eng_roi_align_params, r);
     eng_tensor_t *y = c->outputs[0];
     int64_t n = eng_shape_numel(&y->shape);
-    return eng_cuda_launch(c, roi_align_kernel, n, r, in_data(c, 0), in_data(c, 1),
-                           (const int64_t *)in_data(c, 2), y->data, y->dtype, n);
+    return eng_cuda_launch(c, roi_align_kernel, n, r, eng_ctx_in_data(c, 0), eng_ctx_in_data(c, 1),
+                           (const int64_t *)eng_ctx_in_data(c, 2), y->data, y->dtype, n);
 }
 
 /* A batch index outside X gives its ROI's outputs 0. */
@@ -151,7 +148,8 @@ static int max_roi_pool_run(eng_op_ctx_t *c)
     SP_PARAMS(c, v, eng_max_roi_pool_params, m);
     eng_tensor_t *y = c->outputs[0];
     int64_t n = eng_shape_numel(&y->shape);
-    return eng_cuda_launch(c, max_roi_pool_kernel, n, m, in_data(c, 0), in_data(c, 1), y->data,
+    return eng_cuda_launch(c, max_roi_pool_kernel, n, m, eng_ctx_in_data(c, 0),
+                           eng_ctx_in_data(c, 1), y->data,
                            y->dtype, n);
 }
 
@@ -162,7 +160,7 @@ static int col2im_run(eng_op_ctx_t *c)
     SP_PARAMS(c, v, eng_col2im_params, p);
     eng_tensor_t *y = c->outputs[0];
     int64_t n = eng_shape_numel(&y->shape);
-    return eng_cuda_launch(c, col2im_kernel, n, p, in_data(c, 0), y->data, y->dtype, n);
+    return eng_cuda_launch(c, col2im_kernel, n, p, eng_ctx_in_data(c, 0), y->data, y->dtype, n);
 }
 
 static int deform_conv_run(eng_op_ctx_t *c)
@@ -172,8 +170,10 @@ static int deform_conv_run(eng_op_ctx_t *c)
     SP_PARAMS(c, v, eng_deform_conv_params, p);
     eng_tensor_t *y = c->outputs[0];
     int64_t n = eng_shape_numel(&y->shape);
-    return eng_cuda_launch(c, deform_conv_kernel, n, p, in_data(c, 0), in_data(c, 1),
-                           in_data(c, 2), in_data(c, 3), in_data(c, 4), y->data, y->dtype, n);
+    return eng_cuda_launch(c, deform_conv_kernel, n, p, eng_ctx_in_data(c, 0),
+                           eng_ctx_in_data(c, 1),
+                           eng_ctx_in_data(c, 2), eng_ctx_in_data(c, 3), eng_ctx_in_data(c, 4),
+                           y->data, y->dtype, n);
 }
 
 /* Zeroes Y, then scatters X (bad indices write nothing). */
@@ -185,8 +185,8 @@ static int max_unpool_run(eng_op_ctx_t *c)
     eng_tensor_t *y = c->outputs[0];
     ENG_CUDA_TRY(c, cudaMemsetAsync(y->data, 0, eng_tensor_bytes(y), eng_cuda_ctx(c)->stream));
     int64_t n = eng_shape_numel(&c->inputs[0]->shape);
-    return eng_cuda_launch(c, max_unpool_kernel, n, p, (const unsigned char *)in_data(c, 0),
-                           (const int64_t *)in_data(c, 1), (unsigned char *)y->data,
+    return eng_cuda_launch(c, max_unpool_kernel, n, p, (const unsigned char *)eng_ctx_in_data(c, 0),
+                           (const int64_t *)eng_ctx_in_data(c, 1), (unsigned char *)y->data,
                            (int)eng_dtype_size(y->dtype), n);
 }
 

@@ -169,19 +169,8 @@ static int arg_infer(eng_op_ctx_t *c)
     return 0;
 }
 
+/* Softmax, LogSoftmax and Hardmax: float or double, softmax's axis rule. */
 static int softmax_infer(eng_op_ctx_t *c)
-{
-    int rc = eng_op_require_dtype(c, 0, float_double);
-    int axis;
-    bool flatten_tail;
-    if (rc || (rc = eng_softmax_axis(c, &axis, &flatten_tail)))
-        return rc;
-    same_as_input(c);
-    return 0;
-}
-
-/* Hardmax: softmax's axis rule, float or double. */
-static int hardmax_infer(eng_op_ctx_t *c)
 {
     int rc = eng_op_require_dtype(c, 0, float_double);
     int axis;
@@ -227,6 +216,6 @@ ENG_OP_DEF(ArgMax, NULL, arg_infer, -1);
 ENG_OP_DEF(ArgMin, NULL, arg_infer, -1);
 ENG_OP_DEF(Softmax, NULL, softmax_infer, -1);
 ENG_OP_DEF(LogSoftmax, NULL, softmax_infer, -1);
-ENG_OP_DEF(Hardmax, NULL, hardmax_infer, -1);
+ENG_OP_DEF(Hardmax, NULL, softmax_infer, -1);
 ENG_OP_DEF(CumSum, NULL, cumsum_infer, -1);
 ENG_OP_DEF(CumProd, NULL, cumsum_infer, -1);
