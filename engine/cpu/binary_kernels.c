@@ -22,6 +22,7 @@
 #include "engine/kernels.h"
 #include "engine/op.h"
 #include "engine/ops/binary_impl.h"
+#include "engine/ops/value_hd.h"
 
 #define BC_MAX_OPERANDS ENG_BINARY_MAX_OPERANDS
 
@@ -351,23 +352,6 @@ static void pow_f64(char *const *p, const int64_t *s, int64_t n, const void *arg
         o[i] = pow(pa[i * s[1]], pb[i * s[2]]);
 }
 
-static double load_f64(const char *p, eng_dtype_t dt, int64_t i)
-{
-    switch (dt) {
-    case ENG_DT_FLOAT: return ((const float *)p)[i];
-    case ENG_DT_DOUBLE: return ((const double *)p)[i];
-    case ENG_DT_INT8: return ((const int8_t *)p)[i];
-    case ENG_DT_INT16: return ((const int16_t *)p)[i];
-    case ENG_DT_INT32: return ((const int32_t *)p)[i];
-    case ENG_DT_INT64: return (double)((const int64_t *)p)[i];
-    case ENG_DT_UINT8: return ((const uint8_t *)p)[i];
-    case ENG_DT_UINT16: return ((const uint16_t *)p)[i];
-    case ENG_DT_UINT32: return ((const uint32_t *)p)[i];
-    case ENG_DT_UINT64: return (double)((const uint64_t *)p)[i];
-    default: return NAN; /* pow_dtypes_ok() admits none of these */
-    }
-}
-
 static bool pow_dtypes_ok(eng_dtype_t base, eng_dtype_t exp)
 {
     static const eng_dtype_t numeric[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT8,
@@ -388,7 +372,7 @@ static void pow_mixed(char *const *p, const int64_t *s, int64_t n, const void *a
 {
     const eng_dtype_t *dt = arg;
     for (int64_t i = 0; i < n; i++) {
-        double v = pow(load_f64(p[1], dt[0], i * s[1]), load_f64(p[2], dt[1], i * s[2]));
+        double v = pow(eng_hd_load(p[1], dt[0], i * s[1]), eng_hd_load(p[2], dt[1], i * s[2]));
         switch (dt[0]) {
         case ENG_DT_FLOAT: ((float *)p[0])[i] = (float)v; break;
         case ENG_DT_DOUBLE: ((double *)p[0])[i] = v; break;

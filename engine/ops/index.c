@@ -14,6 +14,7 @@
 #include "engine/op.h"
 #include "engine/ops/index_impl.h"
 #include "engine/ops/shape_impl.h"
+#include "engine/ops/value_hd.h"
 
 /* Room for eng_shape_format of ENG_MAX_RANK dims. */
 #define SHAPE_BUF 200
@@ -32,23 +33,10 @@ static const eng_dtype_t dt_number[] = {
 
 double eng_index_get_f64(const eng_tensor_t *t, int64_t i)
 {
-    const void *p = t->data;
-    switch (t->dtype) {
-    case ENG_DT_FLOAT: return ((const float *)p)[i];
-    case ENG_DT_DOUBLE: return ((const double *)p)[i];
-    case ENG_DT_FLOAT16: return eng_half_to_float(((const uint16_t *)p)[i]);
-    case ENG_DT_BFLOAT16: return eng_bf16_to_float(((const uint16_t *)p)[i]);
-    case ENG_DT_INT8: return ((const int8_t *)p)[i];
-    case ENG_DT_INT16: return ((const int16_t *)p)[i];
-    case ENG_DT_INT32: return ((const int32_t *)p)[i];
-    case ENG_DT_INT64: return (double)((const int64_t *)p)[i];
-    case ENG_DT_UINT8:
-    case ENG_DT_BOOL: return ((const uint8_t *)p)[i];
-    case ENG_DT_UINT16: return ((const uint16_t *)p)[i];
-    case ENG_DT_UINT32: return ((const uint32_t *)p)[i];
-    case ENG_DT_UINT64: return (double)((const uint64_t *)p)[i];
-    default: return 0.0;
-    }
+    /* A bool byte reads as itself, not as 0 or 1 (eng_hd_load's rule). */
+    if (t->dtype == ENG_DT_BOOL)
+        return ((const uint8_t *)t->data)[i];
+    return eng_hd_load(t->data, t->dtype, i);
 }
 
 /* --- scatters ------------------------------------------------------------------------------- */
