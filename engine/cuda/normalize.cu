@@ -8,6 +8,7 @@
  * memory, then every element from them. The block reads its whole group
  * before writing any of it. Sums are added in a different order than on
  * the CPU (per thread, then a tree), in double. */
+#include "engine/cuda/dtype_impl.h"
 #include "engine/cuda/nn_impl.h"
 #include "engine/ops/normalize_impl.h"
 
@@ -83,6 +84,20 @@ unsigned group_blocks(const eng_op_ctx_t *c, int64_t groups)
     return eng_cuda_grid_cap(c, groups);
 }
 
+/* launch(T{}) for input 0's dtype T, float or double (the ops' infer
+ * admits no other); 0, or FS_ENOTSUP naming another, with nothing queued. */
+template <typename F> int real_dispatch(const eng_op_ctx_t *c, F &&launch)
+{
+    eng_dtype_t dt = c->inputs[0]->dtype;
+    int rc = dispatch(dt, types<float, double>{}, [&](auto t) {
+        launch(t);
+        return 0;
+    });
+    return rc == DISPATCH_NONE
+               ? eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(dt))
+               : 0;
+}
+
 /* Each checks before it queues: on error nothing is queued. */
 int lpnorm_run(eng_op_ctx_t *c)
 {
@@ -94,12 +109,13 @@ int lpnorm_run(eng_op_ctx_t *c)
         return 0;
     cudaStream_t st = eng_cuda_ctx(c)->stream;
     const unsigned blocks = group_blocks(c, outer * inner);
-    if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
-        lpnorm_kernel<double><<<blocks, NORM_THREADS, 0, st>>>(
-            (const double *)c->inputs[0]->data, (double *)c->outputs[0]->data, outer, n, inner, p);
-    else
-        lpnorm_kernel<float><<<blocks, NORM_THREADS, 0, st>>>(
-            (const float *)c->inputs[0]->data, (float *)c->outputs[0]->data, outer, n, inner, p);
+    rc = real_dispatch(c, [&](auto t) {
+        using T = decltype(t);
+        lpnorm_kernel<T><<<blocks, NORM_THREADS, 0, st>>>(
+            (const T *)c->inputs[0]->data, (T *)c->outputs[0]->data, outer, n, inner, p);
+    });
+    if (rc)
+        return rc;
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -114,12 +130,13 @@ int mvn_run(eng_op_ctx_t *c)
         return 0;
     cudaStream_t st = eng_cuda_ctx(c)->stream;
     const unsigned blocks = group_blocks(c, g.n_groups);
-    if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
-        mvn_kernel<double><<<blocks, NORM_THREADS, 0, st>>>(
-            (const double *)c->inputs[0]->data, (double *)c->outputs[0]->data, g);
-    else
-        mvn_kernel<float><<<blocks, NORM_THREADS, 0, st>>>(
-            (const float *)c->inputs[0]->data, (float *)c->outputs[0]->data, g);
+    rc = real_dispatch(c, [&](auto t) {
+        using T = decltype(t);
+        mvn_kernel<T><<<blocks, NORM_THREADS, 0, st>>>((const T *)c->inputs[0]->data,
+                                                        (T *)c->outputs[0]->data, g);
+    });
+    if (rc)
+        return rc;
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -134,14 +151,14 @@ int groupnorm_run(eng_op_ctx_t *c)
         return 0;
     cudaStream_t st = eng_cuda_ctx(c)->stream;
     const unsigned blocks = group_blocks(c, g.n_groups);
-    if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
-        groupnorm_kernel<double><<<blocks, NORM_THREADS, 0, st>>>(
-            (const double *)c->inputs[0]->data, (double *)c->outputs[0]->data,
-            (const double *)c->inputs[1]->data, (const double *)c->inputs[2]->data, g);
-    else
-        groupnorm_kernel<float><<<blocks, NORM_THREADS, 0, st>>>(
-            (const float *)c->inputs[0]->data, (float *)c->outputs[0]->data,
-            (const float *)c->inputs[1]->data, (const float *)c->inputs[2]->data, g);
+    rc = real_dispatch(c, [&](auto t) {
+        using T = decltype(t);
+        groupnorm_kernel<T><<<blocks, NORM_THREADS, 0, st>>>(
+            (const T *)c->inputs[0]->data, (T *)c->outputs[0]->data,
+            (const T *)c->inputs[1]->data, (const T *)c->inputs[2]->data, g);
+    });
+    if (rc)
+        return rc;
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
