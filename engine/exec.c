@@ -17,9 +17,10 @@
  * Every device call goes through the plan's backend (engine/backend.h).
  * On a device without host memory (a GPU) the same walk queues every
  * kernel on the instance's stream; memory is tagged with that stream.
- * Inputs are copied into their place in the block and outputs out of it
- * through one pinned staging buffer per run (pageable copies when the
- * model has no staging cache), and the run synchronises with its stream
+ * Inputs are copied into their place in the block through one pinned
+ * staging buffer per run (pageable copies when the model has no staging
+ * cache); outputs go straight into pinned host tensors the caller gets
+ * (copy_outputs), and the run synchronises with its stream
  * once, at the end, so a kernel's asynchronous failure is reported by that
  * run. On the dynamic path an op that needs an input's value to infer
  * shapes gets a host copy of every small input (one stream
@@ -129,47 +130,54 @@ static const void *host_copy(const eng_plan_t *p, const run_state_t *rs,
     return p->values[v].host;
 }
 
+/* Output j's host tensor, for a value of `src`'s type that comes from the
+ * device (from_device) or from host memory. One from the device lands in
+ * pinned memory from the staging cache when it has room: the copy runs at
+ * full DMA speed straight into the tensor the caller gets, and the cache
+ * hands the same block to the next run, so a large output (a language
+ * model's logits) costs neither page faults nor a second copy. It is the
+ * server's memory, not the model's: it outlives the run, and may outlive
+ * the model (a response still being written when it unloads). Without
+ * room, or from the host, it is malloc'd. */
+static int output_alloc(const eng_plan_t *p, const eng_tensor_t *src, bool from_device,
+                        eng_tensor_t **out)
+{
+    if (from_device && p->staging && eng_tensor_bytes(src) &&
+        eng_tensor_alloc_cached(p->staging, ALLOC_OWNER_SERVER, src->dtype, &src->shape,
+                                out) == 0)
+        return 0;
+    return eng_tensor_alloc_host(src->dtype, &src->shape, out);
+}
+
 /* Copies the graph outputs (their values in t[]) into new host tensors.
  * Output j the host already has (host[j] not NULL) is copied from there;
- * the rest come device-to-host through `staging` (NULL: straight into the
- * output), then one stream sync. */
+ * the rest come device-to-host straight into their tensor (output_alloc),
+ * then one stream sync. */
 static int copy_outputs(const eng_plan_t *p, const eng_tensor_t *t, const void *const *host,
-                        void *staging, size_t staging_off, eng_tensor_t **outputs)
+                        eng_tensor_t **outputs)
 {
     const eng_graph_t *g = p->graph;
     int rc = 0;
     size_t j = 0;
     for (; j < g->n_outputs && rc == 0; j++)
-        rc = eng_tensor_alloc_host(t[g->outputs[j]].dtype, &t[g->outputs[j]].shape,
-                                   &outputs[j]);
+        rc = output_alloc(p, &t[g->outputs[j]], !host[j], &outputs[j]);
     size_t n_alloc = rc == 0 ? j : j - 1;
-    size_t off = staging_off;
     bool queued = false;
     for (j = 0; j < g->n_outputs && rc == 0; j++) {
-        int v = g->outputs[j];
-        const eng_tensor_t *src = &t[v];
+        const eng_tensor_t *src = &t[g->outputs[j]];
         size_t bytes = eng_tensor_bytes(src);
         if (!bytes)
             continue;
         if (host[j]) {
             memcpy(outputs[j]->data, host[j], bytes);
         } else {
-            void *dst = staging ? (char *)staging + off : outputs[j]->data;
-            rc = dev_d2h(p, dst, src->data, bytes);
+            rc = dev_d2h(p, outputs[j]->data, src->data, bytes);
             queued = true;
         }
-        off += align_up(bytes);
     }
     if (queued) {
         int src = dev_sync(p);
         rc = rc ? rc : src;
-    }
-    off = staging_off;
-    for (j = 0; j < g->n_outputs && rc == 0 && staging; j++) {
-        size_t bytes = eng_tensor_bytes(&t[g->outputs[j]]);
-        if (bytes && !host[j])
-            memcpy(outputs[j]->data, (char *)staging + off, bytes);
-        off += align_up(bytes);
     }
     if (rc != 0)
         for (size_t k = 0; k < n_alloc; k++) {
@@ -334,7 +342,7 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
         const void **host = calloc(g->n_outputs + 1, sizeof *host);
         for (size_t j = 0; host && j < g->n_outputs; j++)
             host[j] = host_copy(p, &rs, inputs, g->outputs[j]);
-        rc = host ? copy_outputs(p, rs.t, host, staging, off, outputs)
+        rc = host ? copy_outputs(p, rs.t, host, outputs)
                   : fs_err(FS_ENOMEM, "out of host memory running a model");
         free(host);
     }
@@ -663,7 +671,7 @@ static int run_dynamic(const eng_plan_t *p, const eng_tensor_t *inputs, eng_tens
             int v = g->outputs[j];
             host[j] = f.hv ? f.hv[v].data : f.t[v].data;
         }
-        rc = host ? copy_outputs(p, f.t, host, NULL, 0, outputs)
+        rc = host ? copy_outputs(p, f.t, host, outputs)
                   : fs_err(FS_ENOMEM, "out of host memory running a model");
         free(host);
     }

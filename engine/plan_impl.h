@@ -61,7 +61,7 @@ struct eng_plan {
     /* Devices without host memory: per value, data = the host copy or
      * NULL; NULL on a host-memory device. */
     eng_tensor_t *host_views;
-    size_t staging_bytes;        /* inputs in + outputs out (0: no copies) */
+    size_t staging_bytes;        /* inputs copied in (0: no copies) */
     size_t n_inputs;
     eng_tensor_t *inputs;      /* the signature: dtypes and shapes */
     size_t n_values;

@@ -285,7 +285,6 @@ void plan_device_inputs(eng_plan_t *p)
 
 int plan_device_place(eng_plan_t *p)
 {
-    const eng_graph_t *g = p->graph;
     if (!(p->host_views = calloc(p->n_values ? p->n_values : 1, sizeof *p->host_views)))
         return fs_err(FS_ENOMEM, "out of host memory planning");
     int rc = 0;
@@ -306,14 +305,12 @@ int plan_device_place(eng_plan_t *p)
         }
         p->host_views[i].data = v->host;
     }
-    /* Staging: every copied-in input and every output, each aligned. */
+    /* Staging: every copied-in input, each aligned (outputs land in pinned
+     * tensors of their own: exec.c, copy_outputs). */
     size_t staging = 0;
     for (size_t i = 0; i < p->n_values; i++)
         if (p->values[i].input >= 0)
             staging += (eng_tensor_bytes(&p->values[i].t) + PLAN_ALIGN - 1) & ~(PLAN_ALIGN - 1);
-    for (size_t j = 0; j < g->n_outputs; j++)
-        staging += (eng_tensor_bytes(&p->values[g->outputs[j]].t) + PLAN_ALIGN - 1) &
-                   ~(PLAN_ALIGN - 1);
     p->staging_bytes = staging;
     /* Plan-time values came from host memory that stays with the plan, but
      * a pageable copy may still be in flight: settle them once here. */

@@ -2,10 +2,12 @@
  * strides) and host tensors that own their data. */
 #include "engine/tensor.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/cache.h"
 #include "common/error.h"
 
 /* Indexed by eng_dtype_t; ONNX's numbering has no holes up to bfloat16. */
@@ -180,7 +182,18 @@ size_t eng_tensor_bytes(const eng_tensor_t *t)
     return (size_t)n * es;
 }
 
-int eng_tensor_alloc_host(eng_dtype_t dt, const eng_shape_t *shape, eng_tensor_t **out)
+/* A host tensor as eng_tensor_alloc_* hands it out: the view the caller
+ * sees, and where its data goes back (NULL: free()). eng_tensor_free finds
+ * the header from the view, so it takes only tensors from here. */
+typedef struct host_tensor {
+    eng_tensor_t t;
+    alloc_cache_t *home;
+} host_tensor_t;
+
+/* The header of a dt tensor of `shape`, with no data yet; its byte count
+ * in *bytes (SIZE_MAX: too large for memory). */
+static int host_header(eng_dtype_t dt, const eng_shape_t *shape, host_tensor_t **out,
+                       size_t *bytes)
 {
     char s[96];
     if (eng_dtype_size(dt) == 0)
@@ -193,20 +206,56 @@ int eng_tensor_alloc_host(eng_dtype_t dt, const eng_shape_t *shape, eng_tensor_t
         if (shape->dims[i] < 0)
             return fs_err(FS_EINVAL, "cannot allocate a tensor of shape %s (negative dimension)",
                           eng_shape_format(shape, s, sizeof s));
-    eng_tensor_t *t = calloc(1, sizeof *t);
-    if (!t)
+    host_tensor_t *h = calloc(1, sizeof *h);
+    if (!h)
         return fs_err(FS_ENOMEM, "out of memory for a tensor header");
-    t->dtype = dt;
-    t->shape = *shape;
-    size_t bytes = eng_tensor_bytes(t);
+    h->t.dtype = dt;
+    h->t.shape = *shape;
+    *bytes = eng_tensor_bytes(&h->t);
+    *out = h;
+    return 0;
+}
+
+static int host_data_failed(host_tensor_t *h)
+{
+    char s[96];
+    int rc = fs_err(FS_ENOMEM, "out of memory for a %s tensor of shape %s",
+                    eng_dtype_name(h->t.dtype), eng_shape_format(&h->t.shape, s, sizeof s));
+    free(h);
+    return rc;
+}
+
+int eng_tensor_alloc_host(eng_dtype_t dt, const eng_shape_t *shape, eng_tensor_t **out)
+{
+    host_tensor_t *h;
+    size_t bytes;
+    int rc = host_header(dt, shape, &h, &bytes);
+    if (rc != 0)
+        return rc;
     /* At least one byte, so that even an empty tensor has non-NULL data. */
-    t->data = bytes == SIZE_MAX ? NULL : calloc(1, bytes ? bytes : 1);
-    if (!t->data) {
-        free(t);
-        return fs_err(FS_ENOMEM, "out of memory for a %s tensor of shape %s",
-                      eng_dtype_name(dt), eng_shape_format(shape, s, sizeof s));
+    h->t.data = bytes == SIZE_MAX ? NULL : calloc(1, bytes ? bytes : 1);
+    if (!h->t.data)
+        return host_data_failed(h);
+    *out = &h->t;
+    return 0;
+}
+
+int eng_tensor_alloc_cached(alloc_cache_t *cache, uint32_t owner, eng_dtype_t dt,
+                            const eng_shape_t *shape, eng_tensor_t **out)
+{
+    host_tensor_t *h;
+    size_t bytes;
+    int rc = host_header(dt, shape, &h, &bytes);
+    if (rc != 0)
+        return rc;
+    if (bytes == SIZE_MAX)
+        return host_data_failed(h);
+    if ((rc = alloc_cache_alloc(cache, bytes ? bytes : 1, 0, owner, &h->t.data)) != 0) {
+        free(h);
+        return rc;
     }
-    *out = t;
+    h->home = cache;
+    *out = &h->t;
     return 0;
 }
 
@@ -214,6 +263,10 @@ void eng_tensor_free(eng_tensor_t *t)
 {
     if (!t)
         return;
-    free(t->data);
-    free(t);
+    host_tensor_t *h = (host_tensor_t *)((char *)t - offsetof(host_tensor_t, t));
+    if (h->home)
+        alloc_cache_free(h->home, t->data);
+    else
+        free(t->data);
+    free(h);
 }

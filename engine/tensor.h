@@ -17,6 +17,8 @@
 extern "C" {
 #endif
 
+struct alloc_cache;
+
 typedef enum eng_dtype {
     ENG_DT_UNDEFINED = 0,
     ENG_DT_FLOAT = 1,
@@ -123,7 +125,16 @@ size_t eng_tensor_bytes(const eng_tensor_t *t);
  * eng_tensor_free. 0, or FS_ENOMEM / FS_EINVAL (unsized dtype). Data is
  * zeroed. */
 int eng_tensor_alloc_host(eng_dtype_t dt, const eng_shape_t *shape, eng_tensor_t **out);
-/* Frees a tensor from eng_tensor_alloc_host (struct and data). NULL: no-op. */
+/* A host tensor whose data comes from `cache` under `owner` (a device's
+ * pinned cache: a device-to-host copy lands there at full speed, and the
+ * block is reused once freed); eng_tensor_free gives the data back to that
+ * cache. Data is not zeroed. 0, or the cache's error (FS_ENOMEM at its
+ * limit: the caller may fall back to eng_tensor_alloc_host), FS_EINVAL as
+ * above. */
+int eng_tensor_alloc_cached(struct alloc_cache *cache, uint32_t owner, eng_dtype_t dt,
+                            const eng_shape_t *shape, eng_tensor_t **out);
+/* Frees a tensor from eng_tensor_alloc_host or eng_tensor_alloc_cached
+ * (struct and data); no other tensor may be passed. NULL: no-op. */
 void eng_tensor_free(eng_tensor_t *t);
 
 #ifdef __cplusplus

@@ -161,6 +161,46 @@ Test(cuda_engine, runs_without_host_or_staging_caches)
     gpu_close(&g);
 }
 
+static int64_t staging_allocated(const eng_memory_t *g)
+{
+    alloc_cache_stats_t st;
+    alloc_cache_stats(g->staging, &st);
+    return st.allocated.current;
+}
+
+/* An output comes back in pinned memory from the staging cache, held
+ * while the caller holds the tensor and given back by eng_tensor_free
+ * (even after its model is gone); with the staging cache too small for
+ * it, it is malloc'd and holds the same values. */
+Test(cuda_engine, outputs_land_in_pinned_memory_until_freed)
+{
+    eng_memory_t g, tight;
+    gpu_open(&g, 0);
+    alloc_cache_config_t dev = {.name = "cuda:0"}, pinned = {.name = "pinned",
+                                                            .max_reserved_bytes = 1};
+    eng_device_t cuda0 = {ENG_DEVICE_CUDA, 0};
+    cr_assert_eq(eng_memory_open_with(&cuda0, &dev, &pinned, NULL, &tight), 0, "%s",
+                 fs_errmsg());
+    eng_model_t *m = gpu_load(&g, "cnn", NULL, true, true);
+    eng_model_t *t = gpu_load(&tight, "cnn", NULL, true, true);
+    eng_tensor_t *in = input_make(m, 6, 5);
+    eng_tensor_t *a = run1(m, in);
+    cr_expect_geq(staging_allocated(&g), (int64_t)eng_tensor_bytes(a),
+                  "the output is not in the staging cache");
+    eng_tensor_t *b = run1(t, in);
+    cr_expect_eq(staging_allocated(&tight), 0, "a full staging cache still lent the output");
+    cr_expect(memcmp(a->data, b->data, eng_tensor_bytes(a)) == 0,
+              "pinned and malloc'd outputs differ");
+    eng_model_destroy(m);
+    eng_model_destroy(t);
+    eng_tensor_free(a);
+    eng_tensor_free(b);
+    cr_expect_eq(staging_allocated(&g), 0, "freeing the output gave nothing back");
+    eng_tensor_free(in);
+    gpu_close(&tight);
+    gpu_close(&g);
+}
+
 typedef struct worker {
     eng_model_t *m;
     const eng_tensor_t *in;
