@@ -121,6 +121,8 @@ SUBPROCESS_TIMEOUT_S = 540
 TARGET_EAGER = 1.0
 TARGET_COMPILE = 1.0
 TARGET_MEMORY = 0.6
+# Set by bench/gpu_run.sh's compare-all when the models run at once on separate GPUs: what else ran.
+CONCURRENT_ENV = "TORCH_COMPARE_CONCURRENT"
 COMPILE_TARGET_ROWS = {(m, p, b) for m in ("resnet50", "bert") for p in ("fp16", "bf16") for b in (1, 64)}
 
 
@@ -506,8 +508,7 @@ class TorchSide:
         row = {"side": "compile", "model": self.name, "precision": precision, "batch": batch}
         if not hasattr(torch, "compile"):
             raise RuntimeError(f"torch {torch.__version__} has no torch.compile")
-        dyn = torch._dynamo
-        counters = dyn.utils.counters
+        from torch._dynamo.utils import counters
         compile_reset(torch)
         model = self.model_for(precision)
         row["reserved_at_start_bytes"] = self.memory_reset()
@@ -553,6 +554,7 @@ class TorchSide:
 def compile_setup(torch) -> dict:
     """Dynamo's limits for the run: few recompiles, and a hit of the limit an error instead of a
     silent fall back to eager; what was set."""
+    import torch._dynamo
     cfg = torch._dynamo.config
     done = {}
     for key in ("recompile_limit", "cache_size_limit"):
@@ -569,10 +571,14 @@ def compile_setup(torch) -> dict:
 
 def compile_reset(torch) -> None:
     """Forgets every compiled graph and CUDA graph tree, so that a row starts clean."""
+    import torch._dynamo
     torch._dynamo.reset()
-    trees = getattr(getattr(torch, "_inductor", None), "cudagraph_trees", None)
-    if trees is not None and hasattr(trees, "reset_cudagraph_trees"):
-        trees.reset_cudagraph_trees()
+    try:
+        from torch._inductor import cudagraph_trees
+    except ImportError:  # a torch without inductor has no trees to free
+        cudagraph_trees = None
+    if cudagraph_trees is not None and hasattr(cudagraph_trees, "reset_cudagraph_trees"):
+        cudagraph_trees.reset_cudagraph_trees()
     gc.collect()
 
 
@@ -730,6 +736,8 @@ def run_model(args, name, torch, np, device_name, budget, pending) -> None:
         return
     store = RowStore(args.work, name)
     stamp = {"device": device_name, "date": now_utc(), "host": platform.node()}
+    if os.environ.get(CONCURRENT_ENV):
+        stamp["concurrent"] = os.environ[CONCURRENT_ENV]
     if args.redo:
         for side in args.sides:
             for p in args.precisions:
@@ -827,7 +835,7 @@ def run(args) -> int:
     budget = Budget(args.end_by_s)
     Path(args.work).mkdir(parents=True, exist_ok=True)
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
-    dynamo_cfg = compile_setup(torch) if hasattr(torch, "_dynamo") and "compile" in args.sides else {}
+    dynamo_cfg = compile_setup(torch) if hasattr(torch, "compile") and "compile" in args.sides else {}
     if args.device == "cuda":
         device_name = torch.cuda.get_device_name(0)
         tf32_api = torch_ref.set_tf32(torch, False)
@@ -996,6 +1004,10 @@ def print_model(name, m) -> tuple[list, list]:
     if skips:
         notes.append("CUDA graphs skipped by inductor (reduce-overhead ran without them): " + ", ".join(skips))
     devices = sorted({r.get("device") for r in rows.values() if r.get("device")})
+    conc = sorted({r["concurrent"] for r in rows.values() if r.get("concurrent")})
+    if conc:
+        notes.append("measured while other models ran on the host's other GPUs (gpu_run.sh compare-all): "
+                     + "; ".join(conc))
     if len(devices) > 1:
         notes.append(f"rows come from different GPUs ({', '.join(devices)}): only same-GPU pairs are compared")
     dates = sorted(r.get("date") for r in rows.values() if r.get("date"))
