@@ -299,6 +299,7 @@ def prepare(args) -> int:
                           "token ids from a seeded uniform in [3, vocab), mask ones but the last row's "
                           "last quarter"))
     info["batches"] = list(args.batches)
+    info["exporter_choice"] = args.exporter
     info["versions"] = export_zoo.versions()
     info["device"] = torch.cuda.get_device_name(0) if dev == "cuda" else platform.processor() or "cpu"
     info["prepare_s"] = round(time.time() - t0, 1)
@@ -309,20 +310,24 @@ def prepare(args) -> int:
 
 def ensure_prepared(args, name: str) -> tuple[dict | None, str | None]:
     """prepared.json of the model, running the child that writes it when it is missing or lacks a
-    batch asked for; (info, None) or (None, error text)."""
+    batch asked for (the seeds make the same weights, so saved rows stay valid: the new cases cover
+    the old batches and the new); (info, None) or (None, error text)."""
     pj = Path(args.work) / name / "prepared.json"
+    batches = set(args.batches)
     if pj.exists():
         info = json.loads(pj.read_text())
-        if set(args.batches) <= set(info.get("batches", [])) and info.get("seq") == args.seq:
-            return info, None
-        # Another batch set or sequence: everything derived from the old export goes.
+        if info.get("seq") == args.seq and info.get("exporter_choice") == args.exporter:
+            if batches <= set(info.get("batches", [])):
+                return info, None
+            batches |= set(info.get("batches", []))
+        else:  # another sequence or exporter: the saved rows measured something else
+            log(f"{name}: prepared with seq {info.get('seq')} and the {info.get('exporter_choice')} exporter: "
+                f"preparing again, the saved rows dropped")
+            for f in (Path(args.work) / name / "rows").glob("*.json"):
+                f.unlink()
         pj.unlink()
-        log(f"{name}: prepared for batches {info.get('batches')} seq {info.get('seq')}: preparing again, "
-            f"the saved rows dropped")
-        for f in (Path(args.work) / name / "rows").glob("*.json"):
-            f.unlink()
     cmd = [sys.executable, __file__, "prepare", "--models", name, "--work", args.work, "--seq", str(args.seq),
-           "--batches", ",".join(map(str, args.batches)), "--exporter", args.exporter, "--opset",
+           "--batches", ",".join(map(str, sorted(batches))), "--exporter", args.exporter, "--opset",
            str(args.opset), "--device", args.device]
     log(" ".join(shlex.quote(c) for c in cmd))
     try:
@@ -423,9 +428,10 @@ class TorchSide:
         while len(wall) < rule["max_runs"]:
             if len(wall) >= rule["min_runs"] and time.perf_counter() - begin > rule["budget_s"]:
                 break
-            t0 = time.perf_counter_ns()
             if self.cuda:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter_ns()
+            if self.cuda:
                 start.record()
                 fn()
                 end.record()
@@ -708,11 +714,6 @@ class RowStore:
         tmp.write_text(json.dumps(export_zoo.json_safe(row), indent=1))
         tmp.replace(p)
 
-    def drop(self, side, precision, batch):
-        p = self.dir / f"{row_key(side, precision, batch)}.json"
-        if p.exists():
-            p.unlink()
-
     def all(self):
         return [json.loads(p.read_text()) for p in sorted(self.dir.glob("*.json"))]
 
@@ -738,15 +739,11 @@ def run_model(args, name, torch, np, device_name, budget, pending) -> None:
     stamp = {"device": device_name, "date": now_utc(), "host": platform.node()}
     if os.environ.get(CONCURRENT_ENV):
         stamp["concurrent"] = os.environ[CONCURRENT_ENV]
-    if args.redo:
-        for side in args.sides:
-            for p in args.precisions:
-                for b in args.batches:
-                    store.drop(side, p, b)
-
     def todo(side, p, b):
+        """Whether to measure the row: not saved yet, or --redo, or --retry-failed and it failed (a saved
+        row is replaced only when the new one is written)."""
         r = store.get(side, p, b)
-        return r is None or bool(args.retry_failed and r.get("error"))
+        return r is None or args.redo or bool(args.retry_failed and r.get("error"))
 
     ts = None
     torch_sides = [s for s in ("eager", "compile") if s in args.sides]
