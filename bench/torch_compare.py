@@ -715,6 +715,8 @@ class RowStore:
         return json.loads(p.read_text()) if p.exists() else None
 
     def put(self, row):
+        """Saves the row, dated now (it has just been measured)."""
+        row["date"] = now_utc()
         p = self.dir / f"{row_key(row['side'], row['precision'], row['batch'])}.json"
         tmp = p.with_suffix(".tmp")
         tmp.write_text(json.dumps(export_zoo.json_safe(row), indent=1))
@@ -724,8 +726,9 @@ class RowStore:
         return [json.loads(p.read_text()) for p in sorted(self.dir.glob("*.json"))]
 
     def step_s(self, side):
-        """The most a step of this side took (a compile row, an eager row, a flatserve precision)."""
-        vals = [r.get("step_s", 0) for r in self.all() if r.get("side") == side]
+        """The most a step of this side took (a compile row, an eager row, a flatserve precision), over
+        the rows that did not fail (a failure can come early); the first guess without one."""
+        vals = [r.get("step_s", 0) for r in self.all() if r.get("side") == side and not r.get("error")]
         return max(vals) if vals else STEP_GUESS_S[side]
 
 
@@ -742,9 +745,10 @@ def run_model(args, name, torch, np, device_name, budget, pending) -> None:
         pending.append(f"{name}: not measured: {err}")
         return
     store = RowStore(args.work, name)
-    stamp = {"device": device_name, "date": now_utc(), "host": platform.node()}
+    stamp = {"device": device_name, "host": platform.node()}
     if os.environ.get(CONCURRENT_ENV):
         stamp["concurrent"] = os.environ[CONCURRENT_ENV]
+
     def todo(side, p, b):
         """Whether to measure the row: not saved yet, or --redo, or --retry-failed and it failed (a saved
         row is replaced only when the new one is written)."""
