@@ -63,7 +63,9 @@ CFLAGS ?= -O2
 CFLAGS += -std=c11 -g -pthread -Wall -Wextra -Wformat=2 -Wshadow -Wstrict-prototypes \
           -Wmissing-prototypes -Wno-unused-parameter
 LDFLAGS += -pthread
-LDLIBS += -lm
+# libstdc++: common/numtext.cc, the one C++ file of the library (C++17's
+# <charconv> for exact, fast number text); the CUDA variant links it anyway.
+LDLIBS += -lm -lstdc++
 
 ifeq ($(WERROR),1)
   CFLAGS += -Werror
@@ -86,6 +88,11 @@ endif
 ifeq ($(FUZZ),1)
   CFLAGS += -fsanitize=fuzzer-no-link
 endif
+# C++ sources take the C flags less the C-only ones; clang's builds take
+# clang++.
+CXX := $(if $(CC_TAG),$(subst clang,clang++,$(CC)),$(if $(filter cc gcc,$(CC)),g++,$(CXX)))
+CXXFLAGS := $(filter-out -std=c11 -Wstrict-prototypes -Wmissing-prototypes,$(CFLAGS)) \
+            -std=c++17 -fno-exceptions -fno-rtti
 ifeq ($(CUDA),1)
   CPPFLAGS += -I$(CUDA_HOME)/include
   # Static cudart: the binary needs no libcudart.so, and with no driver or no
@@ -120,6 +127,7 @@ LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c $(LDLIBS)
 # --- sources ------------------------------------------------------------------
 LIB_DIRS := common alloc engine engine/ops engine/cpu config server
 LIB_SRC := $(filter-out server/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+LIB_CXX_SRC := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 CU_SRC := $(if $(filter 1,$(CUDA)),$(wildcard engine/cuda/*.cu))
 TEST_SRC := $(wildcard tests/*/test_*.c)
 # The fuzz targets' functions (tests/fuzz/README.md): linked into the test
@@ -135,7 +143,7 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(BIN)/fuzz-%)
 FUZZ_SEEDS := $(BIN)/make_fuzz_seeds
 BENCH_SRC := $(wildcard bench/*_bench.c)
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libflatserve.a
 
@@ -186,6 +194,10 @@ $(MODELS) &: $(BIN)/make_models
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
 # CPU kernels: no code here reads or traps on floating-point exception
 # flags, so GCC may if-convert NaN-exact selects (x > c ? c : x) and

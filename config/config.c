@@ -262,7 +262,7 @@ const cfg_key_t *cfg_policy_keys(alloc_policy_kind_t kind, size_t *n)
     KEY("max_batch_size", cfg_set_uint, T, m.max_batch_size, 0, 65536),        \
     KEY("max_queue_delay", cfg_set_duration, T, m.max_queue_delay_ns, 0, 0),   \
     KEY("max_queue", cfg_set_uint, T, m.max_queue, 1, 1048576),                \
-    KEY("instances", cfg_set_uint, T, m.instances, 1, 64)
+    KEY("instances", cfg_set_uint, T, m.instances, 0, 64)
 
 #define ENGINE_KEYS(T, m)                                                      \
     KEY("precision", cfg_set_precision, T, m.precision, 0, 0),                 \
@@ -336,7 +336,7 @@ void cfg_defaults(cfg_t *out)
     out->batching.max_batch_size = 64;
     out->batching.max_queue_delay_ns = 0;
     out->batching.max_queue = 1024;
-    out->batching.instances = 1;
+    out->batching.instances = 0;
     out->engine.precision = ENG_PREC_FP32;
     out->engine.threads = 0;
     out->engine.max_plans = 16;

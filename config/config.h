@@ -52,7 +52,7 @@ typedef struct cfg_batching {
     uint32_t max_batch_size;      /* rows per batch; 0 or 1: no batching. Default 64 */
     uint64_t max_queue_delay_ns;  /* wait for more requests after the first. Default 500us */
     uint32_t max_queue;           /* queued requests before 503. Default 1024 */
-    uint32_t instances;           /* worker threads sharing the queue. Default 1 */
+    uint32_t instances;           /* worker threads sharing the queue; 0: auto (server/app.c). Default 0 */
 } cfg_batching_t;
 
 /* How a model is built: the server file's "engine" section, overridden by

@@ -71,7 +71,7 @@ typedef struct eng_serve_options {
     uint32_t max_batch_size;      /* 0 or 1: no batching */
     uint64_t max_queue_delay_ns;
     uint32_t max_queue;           /* 0: unbounded */
-    uint32_t instances;           /* worker threads; 0 means 1 */
+    uint32_t instances;           /* worker threads; 0 means 1 (the server resolves its "auto" 0 before) */
 } eng_serve_options_t;
 
 /* Fills *out for model `name` whose directory is `model_dir`. 0, or an

@@ -73,7 +73,7 @@ void srv_admin_index(srv_req_t *r, const srv_route_args_t *a)
 static void *admin_main(void *arg)
 {
     srv_req_t *r = arg;
-    srv_admin_job_t *job = &r->admin;
+    srv_admin_job_t *job = r->admin;
     uint64_t t0 = fs_clock_now_ns();
     int rc = job->load ? eng_registry_load(r->app->registry, job->model)
                        : eng_registry_unload(r->app->registry, job->model);
@@ -87,7 +87,7 @@ static void *admin_main(void *arg)
 
 static void admin_finish(srv_req_t *r)
 {
-    const srv_admin_job_t *job = &r->admin;
+    const srv_admin_job_t *job = r->admin;
     if (job->status != 0) {
         /* Bytes that did not come back after an unload are the server's
          * fault, not the caller's. */
@@ -104,8 +104,12 @@ static void admin_finish(srv_req_t *r)
 
 static void admin_start(srv_req_t *r, const srv_route_args_t *a, bool load)
 {
-    srv_admin_job_t *job = &r->admin;
-    *job = (srv_admin_job_t){.load = load};
+    srv_admin_job_t *job = r->admin = calloc(1, sizeof *r->admin);
+    if (!job) {
+        srv_respond_error(r, 507, "out of host memory starting the %s", load ? "load" : "unload");
+        return;
+    }
+    job->load = load;
     snprintf(job->model, sizeof job->model, "%s", a->model);
     pthread_attr_t attr;
     pthread_attr_init(&attr);

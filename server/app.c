@@ -105,6 +105,7 @@ static int model_options(void *user, const char *name, const char *model_dir,
     cfg_model_t mc;
     pthread_mutex_lock(&app->cfg_lock);
     int rc = cfg_model_load_file(path, &app->cfg, &mc);
+    uint32_t http_threads = app->cfg.server.threads;
     pthread_mutex_unlock(&app->cfg_lock);
     if (rc != 0)
         return rc;
@@ -119,6 +120,17 @@ static int model_options(void *user, const char *name, const char *model_dir,
     out->max_queue_delay_ns = mc.batching.max_queue_delay_ns;
     out->max_queue = mc.batching.max_queue;
     out->instances = mc.batching.instances;
+    /* Auto: on the CPU one per HTTP thread, so that every HTTP thread can
+     * run its own request's batch at once (eng_served_submit_run) instead
+     * of queueing it for a worker and waiting to be resumed: one hand-off,
+     * one wake-up and one MHD resume fewer a request, and as many small
+     * batches in parallel as there are HTTP threads (each with
+     * engine.threads kernel threads). On a GPU, 1: its batches queue on
+     * one stream anyway. */
+    if (out->instances == 0) {
+        eng_device_t dev = out->device_set ? out->device : app->dev;
+        out->instances = dev.kind != ENG_DEVICE_CPU ? 1 : http_threads < 64 ? http_threads : 64;
+    }
     return 0;
 }
 

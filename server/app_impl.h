@@ -128,7 +128,11 @@ typedef struct srv_req {
     atomic_int state;             /* srv_req_state_t (infer.c) */
     void (*finish)(struct srv_req *r); /* answers once complete (set at SRV_EV_SUBMIT) */
     srv_infer_job_t infer;
-    srv_admin_job_t admin;
+    /* A load's or unload's (admin.c), NULL for any other request: kept
+     * apart so that the request every inference callocs stays under
+     * malloc's small-chunk size (a larger one consolidates its fast bins
+     * each time). Freed with the request. */
+    srv_admin_job_t *admin;
 } srv_req_t;
 
 /* The path's arguments for a route's handler. */

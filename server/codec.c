@@ -1,6 +1,8 @@
 /* codec.c -- the KServe v2 infer request: parsed with cJSON, with Triton's
- * binary tensor extension, and bound to a model's inputs. The response
- * encoder is in codec_response.c, srv_buf in buf.c.
+ * binary tensor extension, and bound to a model's inputs. The numbers of
+ * flat "data" arrays are read off the text before cJSON reads the rest
+ * (codec_lift.c: the same values and errors, at a tenth of the cost). The
+ * response encoder is in codec_response.c, srv_buf in buf.c.
  *
  * Limits a client can meet:
  * - cJSON keeps a JSON number only as a double. An integer of magnitude up
@@ -25,7 +27,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/numtext.h"
 #include "engine/half.h"
+#include "server/codec_lift.h"
 
 /* 2^53 - 1: the largest integer below which a double holds every integer. */
 #define JSON_INT_MAX 9007199254740991.0
@@ -81,14 +85,25 @@ static const char *dtype_label(eng_dtype_t dt)
     return name ? name : eng_dtype_name(dt);
 }
 
+/* A number for a message: the shortest text that reads back as it ("inf"
+ * for one that overflowed a double). */
+static const char *number_describe(double d, char *buf, size_t len)
+{
+    char text[FS_NUMTEXT_MAX];
+    size_t n = fs_double_format(text, d);
+    if (n)
+        snprintf(buf, len, "%.*s", (int)n, text);
+    else
+        snprintf(buf, len, "%g", d);
+    return buf;
+}
+
 /* A JSON value for a message: a number as read, a short string quoted, or
  * what kind of value it is. */
 static const char *json_describe(const cJSON *v, char *buf, size_t len)
 {
     if (cJSON_IsNumber(v)) {
-        snprintf(buf, len, "%.15g", v->valuedouble);
-        if (strtod(buf, NULL) != v->valuedouble)
-            snprintf(buf, len, "%.17g", v->valuedouble);
+        number_describe(v->valuedouble, buf, len);
     } else if (cJSON_IsString(v)) {
         snprintf(buf, len, "\"%.32s\"", v->valuestring);
     } else {
@@ -153,100 +168,92 @@ static void json_data_form(const cJSON *v, int depth, data_form_t *f)
     f->regular = f->regular && f->lens[depth] == n;
 }
 
-/* "input 'x': value 300 at index 5 " + before + "INT8" + after. */
-static int leaf_err(const data_walk_t *w, const cJSON *v, size_t i, const char *before,
+/* "input 'x': value 300 at index 5 " + before + "INT8" + after; `val`
+ * describes the value. */
+static int leaf_err(const data_walk_t *w, const char *val, size_t i, const char *before,
                     const char *after)
 {
-    char val[64];
-    return fs_err(FS_EINVAL, "%s: value %s at index %zu %s%s%s", w->label,
-                  json_describe(v, val, sizeof val), i, before, srv_datatype_name(w->dtype),
-                  after);
+    return fs_err(FS_EINVAL, "%s: value %s at index %zu %s%s%s", w->label, val, i, before,
+                  srv_datatype_name(w->dtype), after);
 }
 
-/* An integral leaf in [lo, hi]. 64-bit types pass lo/hi at +-(2^53 - 1)
- * and get the message saying why. */
-static int leaf_integer(const data_walk_t *w, const cJSON *v, size_t i, double lo, double hi,
-                        double *out)
+static int leaf_err_json(const data_walk_t *w, const cJSON *v, size_t i, const char *before,
+                         const char *after)
 {
-    if (!cJSON_IsNumber(v))
-        return leaf_err(w, v, i, "is not a number, as ", " needs");
-    double d = v->valuedouble;
+    char val[64];
+    return leaf_err(w, json_describe(v, val, sizeof val), i, before, after);
+}
+
+static int leaf_err_number(const data_walk_t *w, double d, size_t i, const char *before,
+                           const char *after)
+{
+    char val[64];
+    return leaf_err(w, number_describe(d, val, sizeof val), i, before, after);
+}
+
+/* An integral number in [lo, hi]. 64-bit types pass lo/hi at +-(2^53 - 1)
+ * and get the message saying why. */
+static int leaf_integer(const data_walk_t *w, double d, size_t i, double lo, double hi)
+{
     if (isfinite(d) && d != floor(d))
-        return leaf_err(w, v, i, "is not an integer, as ", " needs");
+        return leaf_err_number(w, d, i, "is not an integer, as ", " needs");
     if (!(d >= lo && d <= hi)) {
         bool wide = w->dtype == ENG_DT_INT64 || w->dtype == ENG_DT_UINT64;
         /* Inclusive: INT64_MAX and UINT64_MAX read as 2^63 and 2^64. */
         bool fits = w->dtype == ENG_DT_INT64 ? fabs(d) <= 0x1p63 : d >= 0 && d <= 0x1p64;
         if (wide && fits)
-            return leaf_err(w, v, i,
-                            "is beyond 2^53 - 1, the largest integer read exactly from JSON: "
-                            "send ",
-                            " tensors holding such values as binary data");
-        return leaf_err(w, v, i, "is out of range for ", "");
+            return leaf_err_number(w, d, i,
+                                   "is beyond 2^53 - 1, the largest integer read exactly from "
+                                   "JSON: send ",
+                                   " tensors holding such values as binary data");
+        return leaf_err_number(w, d, i, "is out of range for ", "");
     }
-    *out = d;
     return 0;
 }
 
-/* A float leaf: a number or "NaN", "Infinity", "-Infinity". A JSON number
- * is always finite: one that reads as infinite (1e400) overflowed even a
- * double and is out of range (infinity is asked for by name). */
-static int leaf_real(const data_walk_t *w, const cJSON *v, size_t i, double *out)
+/* Stores d (a number, or the NaN or infinity a string named) at index i of
+ * a floating-point dtype; a finite value that would round to infinity is
+ * out of range. */
+static int leaf_real_put(const data_walk_t *w, double d, size_t i)
 {
-    if (cJSON_IsNumber(v)) {
-        if (!isfinite(v->valuedouble))
-            return leaf_err(w, v, i, "is out of range for ", "");
-        *out = v->valuedouble;
+    bool finite = isfinite(d);
+    if (w->dtype == ENG_DT_DOUBLE) {
+        ((double *)w->dst)[i] = d;
         return 0;
     }
-    if (cJSON_IsString(v)) {
-        if (strcmp(v->valuestring, "NaN") == 0) {
-            *out = NAN;
-            return 0;
-        }
-        if (strcmp(v->valuestring, "Infinity") == 0 || strcmp(v->valuestring, "-Infinity") == 0) {
-            *out = v->valuestring[0] == '-' ? -INFINITY : INFINITY;
-            return 0;
-        }
+    if (finite && fabs(d) >= FLOAT_OVERFLOW)
+        return leaf_err_number(w, d, i, "is out of range for ", "");
+    float f = (float)d;
+    if (w->dtype == ENG_DT_FLOAT) {
+        ((float *)w->dst)[i] = f;
+        return 0;
     }
-    return leaf_err(w, v, i, "is not a number, \"NaN\", \"Infinity\" or \"-Infinity\", as ",
-                    " needs");
-}
-
-/* A float leaf narrowed to float; a finite value that would round to
- * infinity is out of range. */
-static int leaf_float(const data_walk_t *w, const cJSON *v, size_t i, float *out)
-{
-    double d;
-    int rc = leaf_real(w, v, i, &d);
-    if (rc)
-        return rc;
-    if (isfinite(d) && fabs(d) >= FLOAT_OVERFLOW)
-        return leaf_err(w, v, i, "is out of range for ", "");
-    *out = (float)d;
+    bool half = w->dtype == ENG_DT_FLOAT16;
+    uint16_t h = half ? eng_float_to_half(f) : eng_float_to_bf16(f);
+    if (finite && (h & 0x7fffu) == (half ? 0x7c00u : 0x7f80u))
+        return leaf_err_number(w, d, i, "is out of range for ", "");
+    ((uint16_t *)w->dst)[i] = h;
     return 0;
 }
 
-/* The case of leaf_store for an integer dtype: the range JSON can hold it
+/* The case of leaf_number for an integer dtype: the range JSON can hold it
  * in, and its C type. */
 #define LEAF_INTEGER(DT, T, LO, HI)                                            \
     case DT:                                                                   \
-        rc = leaf_integer(w, v, i, LO, HI, &d);                                \
-        ((T *)w->dst)[i] = (T)d;                                               \
+        rc = leaf_integer(w, d, i, LO, HI);                                    \
+        ((T *)w->dst)[i] = rc ? 0 : (T)d;                                      \
         return rc;
 
-static int leaf_store(data_walk_t *w, const cJSON *v)
+/* A JSON number (from the cJSON tree, or lifted: codec_lift.h) stored at
+ * index i. A JSON number is always finite: one that reads as infinite
+ * (1e400) overflowed even a double and is out of range (infinity is asked
+ * for by name). */
+static int leaf_number(const data_walk_t *w, double d, size_t i)
 {
-    size_t i = w->i++;
-    double d = 0;
-    float f = 0;
     int rc = 0;
     switch (w->dtype) {
     case ENG_DT_BOOL:
-        if (!cJSON_IsBool(v))
-            return leaf_err(w, v, i, "is not true or false, as ", " needs");
-        ((uint8_t *)w->dst)[i] = cJSON_IsTrue(v) ? 1 : 0;
-        return 0;
+        return leaf_err_number(w, d, i, "is not true or false, as ", " needs");
     LEAF_INTEGER(ENG_DT_UINT8, uint8_t, 0, UINT8_MAX)
     LEAF_INTEGER(ENG_DT_UINT16, uint16_t, 0, UINT16_MAX)
     LEAF_INTEGER(ENG_DT_UINT32, uint32_t, 0, UINT32_MAX)
@@ -256,25 +263,12 @@ static int leaf_store(data_walk_t *w, const cJSON *v)
     LEAF_INTEGER(ENG_DT_INT32, int32_t, INT32_MIN, INT32_MAX)
     LEAF_INTEGER(ENG_DT_INT64, int64_t, -JSON_INT_MAX, JSON_INT_MAX)
     case ENG_DT_FLOAT:
-        rc = leaf_float(w, v, i, &f);
-        ((float *)w->dst)[i] = f;
-        return rc;
     case ENG_DT_DOUBLE:
-        rc = leaf_real(w, v, i, &d);
-        ((double *)w->dst)[i] = d;
-        return rc;
     case ENG_DT_FLOAT16:
-    case ENG_DT_BFLOAT16: {
-        rc = leaf_float(w, v, i, &f);
-        if (rc)
-            return rc;
-        bool half = w->dtype == ENG_DT_FLOAT16;
-        uint16_t h = half ? eng_float_to_half(f) : eng_float_to_bf16(f);
-        if (isfinite(f) && (h & 0x7fffu) == (half ? 0x7c00u : 0x7f80u))
-            return leaf_err(w, v, i, "is out of range for ", "");
-        ((uint16_t *)w->dst)[i] = h;
-        return 0;
-    }
+    case ENG_DT_BFLOAT16:
+        if (!isfinite(d))
+            return leaf_err_number(w, d, i, "is out of range for ", "");
+        return leaf_real_put(w, d, i);
     default:
         return fs_err(FS_EINVAL, "%s: datatype %s cannot be read from JSON", w->label,
                       dtype_label(w->dtype));
@@ -282,6 +276,50 @@ static int leaf_store(data_walk_t *w, const cJSON *v)
 }
 
 #undef LEAF_INTEGER
+
+/* A leaf that is not a number: true or false for BOOL; "NaN", "Infinity"
+ * or "-Infinity" for a floating-point dtype; anything else is refused. */
+static int leaf_other(const data_walk_t *w, const cJSON *v, size_t i)
+{
+    switch (w->dtype) {
+    case ENG_DT_BOOL:
+        if (!cJSON_IsBool(v))
+            return leaf_err_json(w, v, i, "is not true or false, as ", " needs");
+        ((uint8_t *)w->dst)[i] = cJSON_IsTrue(v) ? 1 : 0;
+        return 0;
+    case ENG_DT_FLOAT:
+    case ENG_DT_DOUBLE:
+    case ENG_DT_FLOAT16:
+    case ENG_DT_BFLOAT16: {
+        const char *s = cJSON_IsString(v) ? v->valuestring : "";
+        if (strcmp(s, "NaN") == 0)
+            return leaf_real_put(w, NAN, i);
+        if (strcmp(s, "Infinity") == 0 || strcmp(s, "-Infinity") == 0)
+            return leaf_real_put(w, s[0] == '-' ? -INFINITY : INFINITY, i);
+        return leaf_err_json(w, v, i,
+                             "is not a number, \"NaN\", \"Infinity\" or \"-Infinity\", as ",
+                             " needs");
+    }
+    case ENG_DT_UINT8:
+    case ENG_DT_UINT16:
+    case ENG_DT_UINT32:
+    case ENG_DT_UINT64:
+    case ENG_DT_INT8:
+    case ENG_DT_INT16:
+    case ENG_DT_INT32:
+    case ENG_DT_INT64:
+        return leaf_err_json(w, v, i, "is not a number, as ", " needs");
+    default:
+        return fs_err(FS_EINVAL, "%s: datatype %s cannot be read from JSON", w->label,
+                      dtype_label(w->dtype));
+    }
+}
+
+static int leaf_store(data_walk_t *w, const cJSON *v)
+{
+    size_t i = w->i++;
+    return cJSON_IsNumber(v) ? leaf_number(w, v->valuedouble, i) : leaf_other(w, v, i);
+}
 
 /* Depth first; cJSON's nesting limit bounds the recursion. */
 static int json_leaves_store(data_walk_t *w, const cJSON *v)
@@ -370,14 +408,23 @@ static int input_binary(const char *label, const cJSON *size, size_t bytes,
     return 0;
 }
 
-static int input_json(const char *label, const cJSON *data, size_t numel, eng_tensor_t *t)
+/* The input's "data": the cJSON array, or when `lifted` its numbers read
+ * off the text (the array in the tree is then empty). */
+static int input_json(const char *label, const cJSON *data, const srv_lifted_t *lifted,
+                      size_t numel, eng_tensor_t *t)
 {
     if (!cJSON_IsArray(data))
         return fs_err(FS_EINVAL, "%s: \"data\" must be an array", label);
     data_form_t form = {.regular = true, .leaf_depth = -1};
     for (size_t d = 0; d < sizeof form.lens / sizeof form.lens[0]; d++)
         form.lens[d] = -1;
-    json_data_form(data, 0, &form);
+    /* The lift blanks the array it reads; one with members is not it. */
+    if (lifted && data->child)
+        lifted = NULL;
+    if (lifted)
+        form.leaves = lifted->n;
+    else
+        json_data_form(data, 0, &form);
     if (form.leaves != numel) {
         char shape[96];
         return fs_err(FS_EINVAL, "%s: shape %s has %zu elements but \"data\" has %zu", label,
@@ -392,7 +439,13 @@ static int input_json(const char *label, const cJSON *data, size_t numel, eng_te
     if (!t->data)
         return fs_err(FS_ENOMEM, "%s: cannot allocate %zu bytes", label, bytes);
     data_walk_t w = {.label = label, .dtype = t->dtype, .dst = t->data};
-    int rc = json_leaves_store(&w, data);
+    int rc = 0;
+    if (lifted) {
+        for (size_t i = 0; i < lifted->n && rc == 0; i++)
+            rc = leaf_number(&w, lifted->values[i], i);
+    } else {
+        rc = json_leaves_store(&w, data);
+    }
     if (rc) {
         free(t->data);
         t->data = NULL;
@@ -400,8 +453,10 @@ static int input_json(const char *label, const cJSON *data, size_t numel, eng_te
     return rc;
 }
 
-/* Input `idx` of "inputs" into *in (name and data owned by it). */
-static int input_parse(const cJSON *js, size_t idx, binary_section_t *bin, srv_infer_input_t *in)
+/* Input `idx` of "inputs" into *in (name and data owned by it); `lifted`:
+ * its "data" numbers when the lift read them (NULL otherwise). */
+static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
+                       binary_section_t *bin, srv_infer_input_t *in)
 {
     char label[96];
     snprintf(label, sizeof label, "input %zu", idx);
@@ -445,7 +500,7 @@ static int input_parse(const cJSON *js, size_t idx, binary_section_t *bin, srv_i
     if (!data && !size)
         return fs_err(FS_EINVAL,
                       "%s: needs \"data\" or \"parameters\": {\"binary_data_size\": N}", label);
-    rc = data ? input_json(label, data, (size_t)numel, &t)
+    rc = data ? input_json(label, data, lifted, (size_t)numel, &t)
               : input_binary(label, size, (size_t)numel * esize, bin, &t);
     if (rc)
         return rc;
@@ -517,7 +572,8 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
     return 0;
 }
 
-static int request_parse_inputs(const cJSON *root, binary_section_t *bin, srv_infer_request_t *r)
+static int request_parse_inputs(const cJSON *root, const srv_lift_t *lift, binary_section_t *bin,
+                                srv_infer_request_t *r)
 {
     const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
     if (!inputs)
@@ -531,7 +587,8 @@ static int request_parse_inputs(const cJSON *root, binary_section_t *bin, srv_in
     const cJSON *in;
     cJSON_ArrayForEach(in, inputs)
     {
-        int rc = input_parse(in, r->n_inputs, bin, &r->inputs[r->n_inputs]);
+        int rc = input_parse(in, r->n_inputs, srv_lift_input(lift, r->n_inputs), bin,
+                             &r->inputs[r->n_inputs]);
         if (rc)
             return rc;
         r->n_inputs++;
@@ -690,7 +747,16 @@ int srv_infer_request_parse(const void *body, size_t len, size_t header_len,
     binary_section_t bin = {(const uint8_t *)body + json_len, len - json_len, 0};
     cJSON *root = NULL;
     srv_infer_request_t *r = NULL;
-    int rc = json_parse(body, json_len, &root);
+    /* The tensors' numbers first, straight off the text (codec_lift.c);
+     * cJSON reads the rest. A text that is not JSON is reported as
+     * written, from the original. */
+    srv_lift_t lift;
+    srv_lift_data(body, json_len, &lift);
+    int rc = json_parse(lift.text ? lift.text : body, json_len, &root);
+    if (rc && lift.text) {
+        srv_lift_free(&lift);
+        rc = json_parse(body, json_len, &root);
+    }
     if (rc)
         return rc;
     if (!cJSON_IsObject(root)) {
@@ -703,13 +769,15 @@ int srv_infer_request_parse(const void *body, size_t len, size_t header_len,
         goto fail;
     }
     r->version = -1;
-    if ((rc = request_parse_header(root, r)) || (rc = request_parse_inputs(root, &bin, r)) ||
+    if ((rc = request_parse_header(root, r)) || (rc = request_parse_inputs(root, &lift, &bin, r)) ||
         (rc = request_parse_outputs(root, r)))
         goto fail;
+    srv_lift_free(&lift);
     cJSON_Delete(root);
     *out = r;
     return 0;
 fail:
+    srv_lift_free(&lift);
     srv_infer_request_free(r);
     cJSON_Delete(root);
     return rc;

@@ -3,13 +3,13 @@
  * through here): flat "data" in JSON, or Triton's binary extension with the
  * raw bytes after the JSON, in output order.
  *
- * Integers take a small formatter. Floats take %.9g (FP32, FP16, BF16) or
- * %.17g (FP64), enough digits to round-trip, except integral values below
- * 1e9, which print the same through the integer formatter (zeros, class
- * ids and counts are common outputs). Numbers are written in the C
- * locale's format (the server never calls setlocale). Strings (the id,
- * names) go through srv_buf_json_string (buf.c), the server's one JSON
- * escaper. */
+ * Integers take a small formatter. Floats take the shortest text that
+ * reads back as the same value (common/numtext.h): as a float for FP32,
+ * FP16 and BF16 (a half's float reads back as that float, which converts
+ * back to the same half exactly), as a double for FP64; integral values
+ * below 1e9 print through the integer formatter ("100", not "1e+02": zeros,
+ * class ids and counts are common outputs). Strings (the id, names) go
+ * through srv_buf_json_string (buf.c), the server's one JSON escaper. */
 #include "server/codec.h"
 
 #include <inttypes.h>
@@ -19,11 +19,13 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/numtext.h"
 #include "engine/half.h"
 
-/* Bytes an element can take in the response: "-2.2250738585072014e-308"
- * (24), "-9223372036854775808" (20), "\"-Infinity\"" (11), plus a comma. */
-#define ELEMENT_MAX 32
+/* Bytes an element can take in the response: a number's shortest text
+ * (FS_NUMTEXT_MAX), "-9223372036854775808" (20), "\"-Infinity\"" (11),
+ * plus a comma. */
+#define ELEMENT_MAX (FS_NUMTEXT_MAX + 1)
 
 /* Callers have reserved the room (srv_buf_reserve): these write into
  * b->data directly. */
@@ -58,9 +60,9 @@ static size_t fmt_i64(char *p, int64_t v)
     return 1 + fmt_u64(p + 1, 0 - (uint64_t)v);
 }
 
-/* d with `digits` significant digits (%.*g), NaN and infinities as JSON
- * strings; integral values below 1e9 through fmt_i64 (the same text). */
-static size_t fmt_real(char *p, double d, int digits)
+/* d (a float's value when !wide) in its shortest text, NaN and infinities
+ * as JSON strings; integral values below 1e9 through fmt_i64. */
+static size_t fmt_real(char *p, double d, bool wide)
 {
     if (isnan(d)) {
         memcpy(p, "\"NaN\"", 5);
@@ -76,7 +78,7 @@ static size_t fmt_real(char *p, double d, int digits)
     }
     if (fabs(d) < 1e9 && d == (double)(int64_t)d && !(d == 0 && signbit(d)))
         return fmt_i64(p, (int64_t)d);
-    return (size_t)snprintf(p, ELEMENT_MAX, "%.*g", digits, d);
+    return wide ? fs_double_format(p, d) : fs_float_format(p, (float)d);
 }
 
 /* Element i of data (of dtype dt, one the protocol names) as JSON. */
@@ -98,10 +100,10 @@ static size_t fmt_element(char *p, eng_dtype_t dt, const void *data, size_t i)
     case ENG_DT_INT16: return fmt_i64(p, ((const int16_t *)data)[i]);
     case ENG_DT_INT32: return fmt_i64(p, ((const int32_t *)data)[i]);
     case ENG_DT_INT64: return fmt_i64(p, ((const int64_t *)data)[i]);
-    case ENG_DT_FLOAT16: return fmt_real(p, eng_half_to_float(((const uint16_t *)data)[i]), 9);
-    case ENG_DT_BFLOAT16: return fmt_real(p, eng_bf16_to_float(((const uint16_t *)data)[i]), 9);
-    case ENG_DT_FLOAT: return fmt_real(p, ((const float *)data)[i], 9);
-    case ENG_DT_DOUBLE: return fmt_real(p, ((const double *)data)[i], 17);
+    case ENG_DT_FLOAT16: return fmt_real(p, eng_half_to_float(((const uint16_t *)data)[i]), false);
+    case ENG_DT_BFLOAT16: return fmt_real(p, eng_bf16_to_float(((const uint16_t *)data)[i]), false);
+    case ENG_DT_FLOAT: return fmt_real(p, ((const float *)data)[i], false);
+    case ENG_DT_DOUBLE: return fmt_real(p, ((const double *)data)[i], true);
     default: return 0; /* callers pass only dtypes with a protocol name */
     }
 }

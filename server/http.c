@@ -331,6 +331,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bool counted = r->in_flight;
     srv_infer_release(r);
     srv_buf_free(&r->body);
+    free(r->admin);
     free(r);
     *con_cls = NULL;
     if (counted)

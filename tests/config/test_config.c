@@ -132,7 +132,7 @@ Test(cfg, defaults_are_the_documented_values)
     cr_expect_eq(c.batching.max_batch_size, 64);
     cr_expect_eq(c.batching.max_queue_delay_ns, 0);
     cr_expect_eq(c.batching.max_queue, 1024);
-    cr_expect_eq(c.batching.instances, 1);
+    cr_expect_eq(c.batching.instances, 0, "auto");
     cr_expect_str_eq(eng_precision_name(c.engine.precision), "fp32");
     cr_expect_eq(c.engine.threads, 0);
     cr_expect_eq(c.engine.max_plans, 16);
@@ -419,8 +419,8 @@ Test(cfg, out_of_range_integers_are_refused)
           "\"server.threads\": expected an integer "
           "1..1024, got 0");
     FAILS("{\"server\": {\"threads\": 1025}}", FS_EINVAL, "1..1024");
-    FAILS("{\"batching\": {\"instances\": 0}}", FS_EINVAL, "\"batching.instances\"", "1..64");
-    FAILS("{\"batching\": {\"instances\": 65}}", FS_EINVAL, "1..64, got 65");
+    FAILS("{\"batching\": {\"instances\": -1}}", FS_EINVAL, "\"batching.instances\"", "0..64");
+    FAILS("{\"batching\": {\"instances\": 65}}", FS_EINVAL, "0..64, got 65");
     FAILS("{\"batching\": {\"max_queue\": 0}}", FS_EINVAL, "\"batching.max_queue\"");
     FAILS("{\"batching\": {\"max_batch_size\": 65537}}", FS_EINVAL, "0..65536");
     FAILS("{\"engine\": {\"max_plans\": 0}}", FS_EINVAL, "\"engine.max_plans\"");
@@ -986,10 +986,10 @@ Test(cfg, model_config_errors_name_the_file_and_key)
                                   "device, max_batch_size, max_queue_delay"),
               "%s", fs_errmsg());
     cr_expect(memcmp(&m, &before, sizeof m) == 0);
-    json = "{\"instances\": 0}";
+    json = "{\"instances\": 65}";
     cr_expect_eq(cfg_model_parse(json, strlen(json), "models/m/config.json", &m), FS_EINVAL);
     cr_expect_str_eq(fs_errmsg(),
-                     "models/m/config.json: \"instances\": expected an integer 1..64, got 0");
+                     "models/m/config.json: \"instances\": expected an integer 0..64, got 65");
     json = "{\"device\": \"auto\"}";
     cr_expect_eq(cfg_model_parse(json, strlen(json), "models/m/config.json", &m), FS_EINVAL);
     cr_expect(strstr(fs_errmsg(), "\"device\": expected \"cpu\", \"cuda\" or \"cuda:N\""), "%s",

@@ -52,7 +52,7 @@ static bool model_name_ok(const char *s)
 int fuzz_config_batching_check(const cfg_batching_t *b, const char *where)
 {
     if (b->max_batch_size > 65536 || b->max_queue < 1 || b->max_queue > 1048576 ||
-        b->instances < 1 || b->instances > 64)
+        b->instances > 64)
         return fs_err(FS_ESTATE,
                       "%s: batching out of its documented range: max_batch_size %u, "
                       "max_queue %u, instances %u",

@@ -114,6 +114,11 @@ Test(srv_http, model_metadata_ready_config_and_stats)
     cr_expect_not_null(cJSON_GetObjectItem(doc, "dynamic_batching"), "%s", r.body);
     cJSON *dims = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "input"), 0), "dims");
     cr_expect_eq(cJSON_GetArraySize(dims), 1, "the batch dim is not in dims: %s", r.body);
+    /* instances auto, on the CPU: one per HTTP thread. */
+    cJSON *group = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "instance_group"), 0);
+    cr_expect_eq(cJSON_GetObjectItem(group, "count")->valueint, (int)fx.cfg.server.threads, "%s",
+                 r.body);
+    cr_expect_str_eq(cJSON_GetObjectItem(group, "kind")->valuestring, "KIND_CPU");
     cJSON_Delete(doc);
     free(r.body);
 
