@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc/cache.h"
 #include "alloc/policy.h"
@@ -130,6 +131,14 @@ static int model_options(void *user, const char *name, const char *model_dir,
     if (out->instances == 0) {
         eng_device_t dev = out->device_set ? out->device : app->dev;
         out->instances = dev.kind != ENG_DEVICE_CPU ? 1 : http_threads < 64 ? http_threads : 64;
+    }
+    /* Auto: the machine's cores shared by the batches that may run at once
+     * (config/README.md), so that instances x threads does not oversubscribe
+     * them; at least 1. */
+    if (out->threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        uint32_t per = cores > 0 ? (uint32_t)cores / (out->instances ? out->instances : 1) : 1;
+        out->threads = per ? per : 1;
     }
     return 0;
 }
