@@ -189,7 +189,8 @@ void eng_model_destroy(eng_model_t *m)
 
 /* Frees the data of every constant no node left to run reads and no graph
  * output is: the inputs of nodes folded at load (a BatchNormalization's
- * parameters once it is folded into its Conv, a weight transposed at load).
+ * parameters once it is folded into its Conv, a weight transposed at load),
+ * an exporter's transposed copy of a weight the GEMM now reads in place.
  * The value stays a constant without data, which nothing reads. */
 static void release_dead_constants(eng_model_t *m, const eng_weight_alloc_t *wa)
 {
@@ -212,8 +213,11 @@ static void release_dead_constants(eng_model_t *m, const eng_weight_alloc_t *wa)
 }
 
 /* Whether constant v is read only as a GEMM weight (MatMul's, Gemm's,
- * Conv's or ConvTranspose's input 1) by nodes that run, and is float32 and
- * no graph output: the values fp16/bf16 precision stores in that dtype. */
+ * Conv's or ConvTranspose's input 1, a MatMul's read transposed included)
+ * by nodes that run, and is float32 and no graph output: the values
+ * fp16/bf16 precision stores in that dtype. A tied embedding (a Gather and
+ * the LM head's MatMul read one table, engine/fuse.c) is not: it stays
+ * float32, once, and that MatMul runs the float32 product. */
 static bool gemm_weight_only(const eng_model_t *m, int v)
 {
     static const char *const gemm_ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
@@ -419,8 +423,14 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_graph_load(data, len, dir, &wa, &m->graph);
     if (rc == 0 && !(m->node_done = calloc(m->graph->n_nodes + 1, sizeof *m->node_done)))
         rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
+    /* Before folding: a Transpose of a weight read as a GEMM's B is read
+     * in place rather than folded into a second copy. */
+    if (rc == 0)
+        rc = eng_fuse_transpose_into_gemm(m->graph, m->node_done);
     if (rc == 0)
         rc = eng_fold_constants(m->graph, &wa, m->node_done);
+    if (rc == 0)
+        rc = eng_fuse_transposed_twins(m->graph, m->node_done);
     if (rc == 0)
         rc = eng_fuse_conv_bn(m->graph, &wa, m->node_done);
     if (rc == 0)
