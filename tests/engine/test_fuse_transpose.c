@@ -161,9 +161,11 @@ static int tied_rewrites(const tied_case_t *tc, bool *dropped)
 }
 
 /* Runs the case as a model on the CPU: Y into y (tied_rows x TV floats),
- * the bytes its owner holds after the load into *owner_bytes. Checks E,
- * Y2 and Y3 against W and Y. */
-static void tied_run(const tied_case_t *tc, float *y, int64_t *owner_bytes)
+ * the bytes its owner holds after the load into *owner_bytes, and the most
+ * it held during the load into *owner_peak (may be NULL). Checks E, Y2, Y3
+ * and R against W, Y and the inputs. */
+static void tied_run_peak(const tied_case_t *tc, float *y, int64_t *owner_bytes,
+                          int64_t *owner_peak)
 {
     mb_t b;
     tied_build(&b, tc);
@@ -177,6 +179,8 @@ static void tied_run(const tied_case_t *tc, float *y, int64_t *owner_bytes)
     alloc_owner_stats_t os;
     cr_assert_eq(alloc_cache_owner_stats(f.cache, eng_model_owner(f.model), &os), 0);
     *owner_bytes = os.allocated.current;
+    if (owner_peak)
+        *owner_peak = os.allocated.peak;
     const int64_t rows = tied_rows(tc);
     int64_t ids[TS] = {0, TV - 1, 7, 7, 123};
     float *h = malloc((size_t)(rows * TH) * sizeof *h), *x = malloc(TS * TV * sizeof *x);
@@ -245,6 +249,11 @@ static void tied_run(const tied_case_t *tc, float *y, int64_t *owner_bytes)
     mb_free(&b);
 }
 
+static void tied_run(const tied_case_t *tc, float *y, int64_t *owner_bytes)
+{
+    tied_run_peak(tc, y, owner_bytes, NULL);
+}
+
 /* Y of the case against sum_k h[i][k] W[v][k] in double, within 1e-5
  * relative plus 1e-5 (a double product: Y's float rounding only). */
 static void tied_expect_reference(const tied_case_t *tc, const float *y)
@@ -266,7 +275,8 @@ static void tied_expect_reference(const tied_case_t *tc, const float *y)
  * dropped before folding), against the same graph fed W' as an input (what
  * the fold computed): Y bitwise equal (both GEMMs' fmaf order is op(B)'s,
  * whatever its layout; a double W has no float input to compare with),
- * near the reference, and the owner holding W once. */
+ * near the reference, and the owner holding W once, during the load too
+ * (no fold made W' beside it). */
 static void tied_expect_held_once(const tied_case_t *tc, int rewrites)
 {
     bool dropped;
@@ -275,8 +285,8 @@ static void tied_expect_held_once(const tied_case_t *tc, int rewrites)
     const size_t n = (size_t)(tied_rows(tc) * TV);
     float *y = malloc(n * sizeof *y), *y_ref = malloc(n * sizeof *y);
     cr_assert(y && y_ref);
-    int64_t bytes, ref_bytes;
-    tied_run(tc, y, &bytes);
+    int64_t bytes, ref_bytes, peak;
+    tied_run_peak(tc, y, &bytes, &peak);
     if (!tc->dbl) {
         tied_case_t ref = *tc;
         ref.t_input = true;
@@ -287,6 +297,8 @@ static void tied_expect_held_once(const tied_case_t *tc, int rewrites)
     const int64_t w_bytes = W_BYTES * (tc->dbl ? 2 : 1);
     cr_expect(bytes >= w_bytes && bytes < 2 * w_bytes, "owner holds %lld bytes, W is %lld",
               (long long)bytes, (long long)w_bytes);
+    cr_expect_lt(peak, 2 * w_bytes, "owner held %lld bytes at its peak, W is %lld",
+                 (long long)peak, (long long)w_bytes);
     free(y);
     free(y_ref);
 }
