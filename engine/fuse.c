@@ -81,7 +81,10 @@
  * as two initializers; after folding, a MatMul or Gemm whose B is a rank-2
  * constant bitwise equal to the transpose of another constant W that a
  * live node reads (or that is a graph output) reads W transposed as above,
- * and B, left with no reader, is freed by the model (model.c). The
+ * and B, left with no reader, is freed by the model (model.c). At
+ * fp16/bf16 precision the graph is lowered after these passes
+ * (engine/lowp.c), so the one W becomes one half-size W that the Gather
+ * and the head both read (the node's trans_b survives the rewrite). The
  * comparison stops at the first 32 x 32 block that differs, so weights
  * that merely share a shape cost a few reads; a true twin is read whole,
  * one side across its rows (0.24-0.34 s for GPT-2's 154 MB table on the

@@ -213,11 +213,8 @@ static void release_dead_constants(eng_model_t *m, const eng_weight_alloc_t *wa)
 }
 
 /* Whether constant v is read only as a GEMM weight (MatMul's, Gemm's,
- * Conv's or ConvTranspose's input 1, a MatMul's read transposed included)
- * by nodes that run, and is float32 and no graph output: the values
- * fp16/bf16 precision stores in that dtype. A tied embedding (a Gather and
- * the LM head's MatMul read one table, engine/fuse.c) is not: it stays
- * float32, once, and that MatMul runs the float32 product. */
+ * Conv's or ConvTranspose's input 1) by nodes that run, and is float32 and
+ * no graph output: the values fp16/bf16 precision stores in that dtype. */
 static bool gemm_weight_only(const eng_model_t *m, int v)
 {
     static const char *const gemm_ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose"};

@@ -2981,10 +2981,9 @@ static eng_model_t *tied_load(rig_t *r, const uint8_t *bytes, size_t len, const 
 
 /* At fp32 the outputs match the CPU's and the device owner holds W once
  * (W's bytes exactly: nothing else is constant). At fp16 and bf16 (CUDA
- * only) a tied W stays float32, once, and the head runs the float32
- * product on it; a W only the head reads is stored at half size and read
- * transposed in that dtype; Y within precision_error_is_bounded's bounds
- * of fp32. */
+ * only; engine/lowp.c lowers the graph) W is held once at half size, tied
+ * or not, and the head reads it transposed; Y within
+ * precision_error_is_bounded's bounds of fp32. */
 Test(cuda_consistency, tied_embedding_is_held_once_and_read_transposed)
 {
     static const tied_cfg_t cases[] = {
@@ -3036,7 +3035,7 @@ Test(cuda_consistency, tied_embedding_is_held_once_and_read_transposed)
         }
         for (size_t p = 0; p < N_OF(lowp) && r.dut.cuda; p++) {
             dev = tied_load(&r, bytes, len, t->desc, lowp[p].name, &owner);
-            size_t w_bytes = t->exclusive ? TIED_W_BYTES / 2 : TIED_W_BYTES;
+            size_t w_bytes = TIED_W_BYTES / 2;
             cr_expect_eq(owner, (int64_t)cache_rounded(w_bytes), "%s at %s: the owner holds "
                          "%lld bytes, want %zu", t->desc, lowp[p].name, (long long)owner,
                          w_bytes);

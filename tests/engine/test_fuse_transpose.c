@@ -3,14 +3,17 @@
  * a Gather and, through Transpose(W), by the LM head's MatMul (or Gemm),
  * is held once -- which graphs are rewritten, that the model's owner holds
  * W's bytes once, and that the outputs are bitwise those of the same graph
- * fed W' (the fold's result) as an input, and near a double reference. */
+ * fed W' (the fold's result) as an input, and near a double reference;
+ * at fp16 (engine/lowp.c, after these passes) W is held once, at half size. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/backend.h"
 #include "engine/engine.h"
+#include "engine/half.h"
 #include "engine/plan.h"
 #include "model_fixture.h"
 #include "onnx_build.h"
@@ -456,4 +459,72 @@ Test(fuse_transpose, a_rank_3_weight_is_read_transposed_matrix_by_matrix)
                 cr_expect(fabs(y[(bi * 5 + i) * 3 + n] - want) <= 1e-6,
                           "Y[%lld, %lld, %lld]", (long long)bi, (long long)i, (long long)n);
             }
+}
+
+/* fp16 precision lowers the graph after these passes (engine/lowp.c): the
+ * tied W becomes one float16 constant that the Gather reads and the head
+ * reads transposed (widened to float on the CPU). Planned and run on the
+ * CPU: E is W rounded to float16, Y the float16 rounding of the product of
+ * the rounded operands. */
+Test(fuse_transpose, at_fp16_the_tied_weight_is_lowered_once_and_read_transposed)
+{
+    tied_case_t tc = {.h_rank = 3};
+    mb_t b;
+    tied_build(&b, &tc);
+    eng_graph_t *g = NULL;
+    cr_assert_eq(mb_load(&b, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
+    bool *done = calloc(g->n_nodes + 1, sizeof *done);
+    cr_assert(done);
+    cr_assert_eq(eng_fuse_transpose_into_gemm(g, done), 0, "%s", fs_errmsg());
+    cr_assert_eq(eng_fold_constants(g, NULL, done), 0, "fold: %s", fs_errmsg());
+    cr_assert_eq(eng_fuse_transposed_twins(g, done), 0, "%s", fs_errmsg());
+    cr_assert_eq(eng_lower_precision(g, ENG_DT_FLOAT16, NULL, &done), 0, "%s", fs_errmsg());
+    int w = graph_value(g, "W");
+    cr_expect_eq(g->values[w].constant.dtype, ENG_DT_FLOAT16);
+    cr_expect_eq(g->weight_bytes, (size_t)(TV * TH * 2), "W once, at half size");
+    int heads = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        heads += !done[i] && strcmp(g->nodes[i].op_type, "MatMul") == 0 &&
+                 g->nodes[i].inputs[1] == w && g->nodes[i].trans_b;
+    cr_expect_eq(heads, 1);
+
+    model_fixture_t f;
+    model_fixture_cache(&f);
+    eng_plan_env_t env = {.graph = g, .node_done = done,
+                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f.cache,
+                          .n_threads = 1, .host_cache = f.cache,
+                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
+    int64_t ids[TS] = {0, TV - 1, 7, 7, 123};
+    float h[2 * TS * TH];
+    for (int64_t i = 0; i < 2 * TS * TH; i++)
+        h[i] = h_at(i);
+    eng_tensor_t ins[2] = {{.dtype = ENG_DT_INT64, .shape = {1, {TS}}, .data = ids},
+                           {.dtype = ENG_DT_FLOAT, .shape = {3, {2, TS, TH}}, .data = h}};
+    eng_plan_t *p = NULL;
+    cr_assert_eq(eng_plan_build(&env, ins, 2, &p), 0, "plan: %s", fs_errmsg());
+    eng_tensor_t *out[2] = {NULL};
+    cr_assert_eq(eng_plan_run(p, NULL, ins, 2, out), 0, "run: %s", fs_errmsg());
+    cr_assert_eq(out[0]->dtype, ENG_DT_FLOAT);
+    const float *y = out[0]->data, *e = out[1]->data;
+    for (int64_t i = 0; i < 2 * TS; i++)
+        for (int64_t v = 0; v < TV; v++) {
+            double want = 0;
+            for (int64_t k = 0; k < TH; k++)
+                want += (double)eng_half_to_float(eng_float_to_half(h[i * TH + k])) *
+                        (double)eng_half_to_float(eng_float_to_half((float)w_at(v, k)));
+            cr_expect(fabs(y[i * TV + v] - want) <= 0x1p-10 * fabs(want) + 1e-5,
+                      "Y[%lld, %lld]: %.9g, want %.9g", (long long)i, (long long)v,
+                      (double)y[i * TV + v], want);
+        }
+    for (int64_t i = 0; i < TS * TH; i++)
+        cr_expect_eq(e[i], eng_half_to_float(eng_float_to_half((float)w_at(ids[i / TH], i % TH))),
+                     "E[%lld]", (long long)i);
+    for (int j = 0; j < 2; j++)
+        eng_tensor_free(out[j]);
+    eng_plan_destroy(p);
+    eng_graph_destroy(g);
+    free(done);
+    f.model = NULL;
+    model_fixture_close(&f);
+    mb_free(&b);
 }
