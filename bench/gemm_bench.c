@@ -44,6 +44,18 @@ static const gemm_shape_t shapes[] = {
     {"small", 64, 64, 64, false, false},
     {"small", 16, 16, 16, false, false},
     {"tiny", 4, 8, 8, false, false},
+    /* A tied LM head reads the embedding [vocab, hidden] as B' (engine/fuse.c);
+     * the B rows are the folded transpose it replaces. */
+    {"gpt2 lm head, 1 token", 1, 50257, 768, false, false},
+    {"gpt2 lm head, 1 token", 1, 50257, 768, false, true},
+    {"gpt2 lm head, 8 tokens", 8, 50257, 768, false, false},
+    {"gpt2 lm head, 8 tokens", 8, 50257, 768, false, true},
+    {"gpt2 lm head, 128 tokens", 128, 50257, 768, false, false},
+    {"gpt2 lm head, 128 tokens", 128, 50257, 768, false, true},
+    {"gpt2 mlp fc, 8 tokens", 8, 3072, 768, false, false},
+    {"gpt2 mlp fc, 8 tokens", 8, 3072, 768, false, true},
+    {"gpt2 mlp fc, 128 tokens", 128, 3072, 768, false, false},
+    {"gpt2 mlp fc, 128 tokens", 128, 3072, 768, false, true},
 };
 
 typedef struct bench_opts {
@@ -53,15 +65,18 @@ typedef struct bench_opts {
     eng_gemm_isa_t isa;
     uint64_t budget_ns;     /* per measurement, after BENCH_MIN_RUNS */
     int max_runs;
+    const char *only;       /* run only the shapes whose `from` contains this; NULL: all */
 } bench_opts_t;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gemm_bench [--threads N] [--quick] [--markdown] [--isa avx512|avx2|portable]\n"
+               "                  [--only TEXT]\n"
                "  --threads N  the multi-threaded column's threads (default: online CPUs)\n"
                "  --quick      0.2 s or 10 runs of each a shape instead of 1 s or 50\n"
                "  --markdown   tables as Markdown, for bench/RESULTS.md\n"
-               "  --isa NAME   flatserve's kernels (default: the best this CPU has)\n");
+               "  --isa NAME   flatserve's kernels (default: the best this CPU has)\n"
+               "  --only TEXT  only the shapes whose description contains TEXT\n");
 }
 
 static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
@@ -75,6 +90,8 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
                 fprintf(stderr, "gemm_bench: --threads %s: want a count >= 1\n", argv[i]);
                 exit(2);
             }
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            o->only = argv[++i];
         } else if (strcmp(argv[i], "--quick") == 0) {
             o->quick = true;
         } else if (strcmp(argv[i], "--markdown") == 0) {
@@ -257,6 +274,8 @@ static int bench_table_threads(const bench_opts_t *opts, int n_threads)
     int failed = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const gemm_shape_t *s = &shapes[i];
+        if (opts->only && !strstr(s->what, opts->only))
+            continue;
         operands_t o;
         if (operands_init(&o, s) != 0) {
             operands_fini(&o);

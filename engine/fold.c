@@ -87,6 +87,8 @@ int eng_fold_constants(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
         eng_node_t *n = &g->nodes[i];
+        if (done[i])
+            continue; /* a rewrite before folding dropped it (engine/fuse.c) */
         bool all_const = true;
         for (int k = 0; k < n->n_inputs && all_const; k++)
             all_const = n->inputs[k] < 0 || g->values[n->inputs[k]].kind == ENG_VALUE_CONST;

@@ -1,5 +1,6 @@
-/* fuse.c -- load-time fusions: Conv + BatchNormalization, and the erf GELU
- * chain into one Gelu node.
+/* fuse.c -- load-time fusions: Conv + BatchNormalization, the erf GELU
+ * chain into one Gelu node, and transposed weights read in place by the
+ * GEMM ops.
  *
  * CONV + BATCHNORMALIZATION.
  *
@@ -56,12 +57,46 @@
  * reads only `approximate`), so the Gelu node runs in a model of any opset;
  * ONNX added Gelu at opset 20, and the model's opset is left as it was.
  *
- * Subgraphs. Both fusions rewrite the model graph only; subgraphs are left
+ * TRANSPOSED GEMM OPERANDS. PyTorch exports a linear layer on a rank-3
+ * activation as MatMul(h, Transpose(W)), W [out, in] a weight; with tied
+ * embeddings (GPT-2, Llama's tie_word_embeddings) the LM head's W is the
+ * embedding table that a Gather also reads. Folding the Transpose would
+ * store W twice (1.05 GB more on a 1.24B Llama). Instead, before folding,
+ * a Transpose of a constant W that swaps W's last two dims (no perm: rank
+ * 2), whose output is no graph output and is read only as input 1 of live
+ * default-domain MatMuls (not already transposed) and Gemms (W of rank 2),
+ * in no other slot, is marked done, and each reader reads W: a MatMul with
+ * the node's trans_b set (graph.h; its definition and kernels then take B
+ * as [..., N, K], the GEMMs' op(B) = B'), a Gemm with its transB attribute
+ * flipped -- the one mechanism both ops' kernels pass to the CPU GEMM
+ * (trans_b, ldb) and to cuBLAS (CUBLAS_OP_T). The values are the same bits:
+ * both GEMMs' guarantee makes an element's arithmetic independent of op(B)'s
+ * layout (engine/cpu/gemm.h), and cuBLAS takes the same operands. When W
+ * has no other reader the fold would not have held it twice, but the
+ * transposed read is chosen there too: it skips the fold's copy (its time,
+ * and W's size again at peak during load), and the CPU GEMM is as fast or
+ * faster with B' (bench/gemm_bench.c's gpt2 rows: it packs B's panels
+ * either way). Exporters that fold the Transpose themselves (torch.onnx's
+ * do_constant_folding, the TorchScript exporter's default) write W and W'
+ * as two initializers; after folding, a MatMul or Gemm whose B is a rank-2
+ * constant bitwise equal to the transpose of another constant W that a
+ * live node reads (or that is a graph output) reads W transposed as above,
+ * and B, left with no reader, is freed by the model (model.c). At
+ * fp16/bf16 precision the graph is lowered after these passes
+ * (engine/lowp.c), so the one W becomes one half-size W that the Gather
+ * and the head both read (the node's trans_b survives the rewrite). The
+ * comparison stops at the first 32 x 32 block that differs, so weights
+ * that merely share a shape cost a few reads; a true twin is read whole,
+ * one side across its rows (0.24-0.34 s for GPT-2's 154 MB table on the
+ * 2-vCPU dev VM, where a straight memcmp of it takes 0.05-0.07 s).
+ *
+ * Subgraphs. The fusions rewrite the model graph only; subgraphs are left
  * as they are. A value a subgraph reads counts as a read of its node (an
  * implicit input, graph.h), so an intermediate a subgraph reads is never
  * fused away. New constants get numbers in the tree (eng_graph_number). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -484,4 +519,208 @@ int eng_fuse_gelu(eng_graph_t *g, bool *done)
         if (gelu_match(g, done, (int)i, &c))
             gelu_apply(g, done, &c, gelu);
     return 0;
+}
+
+/* --- TRANSPOSED GEMM OPERANDS ---------------------------------------------- */
+
+/* Whether node n reads value v only as its B operand (input 1) and may read
+ * it transposed instead: a live default-domain MatMul not already doing so,
+ * or a Gemm; v in no other input slot (an implicit one included). */
+static bool reads_as_b(const eng_graph_t *g, const bool *done, int n, int v)
+{
+    const eng_node_t *node = &g->nodes[n];
+    bool mm = is_live_op(g, done, n, "MatMul") && !node->trans_b;
+    if ((!mm && !is_live_op(g, done, n, "Gemm")) || node->n_inputs < 2 || node->inputs[1] != v)
+        return false;
+    for (int k = 0; k < node->n_inputs; k++)
+        if (k != 1 && node->inputs[k] == v)
+            return false;
+    return true;
+}
+
+/* Whether Transpose node t's perm swaps exactly the last two of `rank`
+ * dims (no perm: reverses them all, the same for rank 2). */
+static bool swaps_last_two(const eng_node_t *t, int rank)
+{
+    size_t n_perm;
+    const int64_t *perm = eng_attr_ints(t, "perm", &n_perm);
+    if (!perm)
+        return rank == 2;
+    if (rank < 2 || n_perm != (size_t)rank)
+        return false;
+    for (int d = 0; d < rank - 2; d++)
+        if (perm[d] != d)
+            return false;
+    return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+}
+
+/* Makes node n (reads_as_b of some value) read constant w, the transpose of
+ * what it read, as its B: a MatMul sets trans_b, a Gemm flips its transB
+ * attribute. The node gets new input (and attribute) arrays from the
+ * graph's pool. 0, or FS_ENOMEM with the node as it was. */
+static int read_transposed(eng_graph_t *g, int n, int w)
+{
+    eng_node_t *node = &g->nodes[n];
+    bool mm = strcmp(node->op_type, "MatMul") == 0;
+    int *ins = onnx_pool_alloc(g->pool, (size_t)node->n_inputs * sizeof *ins);
+    eng_attr_t *attrs = NULL;
+    int n_attrs = node->n_attrs;
+    if (!mm) {
+        bool has = eng_node_attr(node, "transB") != NULL;
+        n_attrs += !has;
+        attrs = onnx_pool_alloc(g->pool, (size_t)n_attrs * sizeof *attrs);
+        if (attrs) {
+            if (node->n_attrs)
+                memcpy(attrs, node->attrs, (size_t)node->n_attrs * sizeof *attrs);
+            eng_attr_t *tb = &attrs[n_attrs - 1];
+            for (int a = 0; a < node->n_attrs && has; a++)
+                if (strcmp(attrs[a].name, "transB") == 0)
+                    tb = &attrs[a];
+            *tb = (eng_attr_t){.name = "transB", .type = ENG_ATTR_INT,
+                               .i = eng_attr_i(node, "transB", 0) == 0};
+        }
+    }
+    if (!ins || (!mm && !attrs))
+        return fs_err(FS_ENOMEM, "out of memory reading a transposed weight in %s '%s'",
+                      node->op_type, node->name);
+    memcpy(ins, node->inputs, (size_t)node->n_inputs * sizeof *ins);
+    g->values[ins[1]].n_consumers--;
+    ins[1] = w;
+    g->values[w].n_consumers++;
+    node->inputs = ins;
+    if (mm) {
+        node->trans_b = true;
+    } else {
+        node->attrs = attrs;
+        node->n_attrs = n_attrs;
+    }
+    return 0;
+}
+
+int eng_fuse_transpose_into_gemm(eng_graph_t *g, bool *done)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (!is_live_op(g, done, (int)i, "Transpose"))
+            continue;
+        const eng_node_t *t = &g->nodes[i];
+        if (t->n_inputs != 1 || t->n_outputs != 1 || t->inputs[0] < 0 || t->outputs[0] < 0)
+            continue;
+        int w = t->inputs[0], tv = t->outputs[0];
+        const eng_value_t *wv = &g->values[w];
+        if (wv->kind != ENG_VALUE_CONST || !wv->constant.data ||
+            !swaps_last_two(t, wv->constant.shape.rank) || g->values[tv].is_output ||
+            g->values[tv].kind != ENG_VALUE_NODE)
+            continue;
+        /* Every reader of the transpose must take it as B: else the fold
+         * would hold it anyway. A Gemm's B has rank 2. */
+        int readers = 0;
+        bool ok = true;
+        for (size_t n = 0; n < g->n_nodes && ok; n++) {
+            bool reads = false;
+            for (int k = 0; k < g->nodes[n].n_inputs; k++)
+                reads = reads || g->nodes[n].inputs[k] == tv;
+            if (!reads)
+                continue;
+            ok = reads_as_b(g, done, (int)n, tv) &&
+                 (strcmp(g->nodes[n].op_type, "MatMul") == 0 || wv->constant.shape.rank == 2);
+            readers++;
+        }
+        if (!ok || readers == 0 || readers != g->values[tv].n_consumers)
+            continue;
+        for (size_t n = 0; n < g->n_nodes; n++) {
+            if (g->nodes[n].n_inputs < 2 || g->nodes[n].inputs[1] != tv)
+                continue;
+            int rc = read_transposed(g, (int)n, w);
+            if (rc)
+                return rc; /* the readers not yet rewritten still read the Transpose */
+        }
+        /* W keeps the done Transpose's read in its count (a done node
+         * still counts as a reader); tv is left with no producer. */
+        g->values[tv].producer = -1;
+        done[i] = true;
+    }
+    return 0;
+}
+
+/* Whether a (rows x cols, row-major) is bitwise the transpose of b (cols x
+ * rows), T an unsigned type of the elements' size, compared in 32 x 32
+ * blocks so that both stay in cache. Cannot fail. */
+#define TRANSPOSE_EQ_FN(NAME, T)                                                          \
+    static bool NAME(const T *a, const T *b, int64_t rows, int64_t cols)                  \
+    {                                                                                     \
+        for (int64_t i0 = 0; i0 < rows; i0 += 32)                                         \
+            for (int64_t j0 = 0; j0 < cols; j0 += 32) {                                   \
+                int64_t i1 = i0 + 32 < rows ? i0 + 32 : rows;                             \
+                int64_t j1 = j0 + 32 < cols ? j0 + 32 : cols;                             \
+                T diff = 0;                                                               \
+                for (int64_t i = i0; i < i1; i++)                                         \
+                    for (int64_t j = j0; j < j1; j++)                                     \
+                        diff |= a[i * cols + j] ^ b[j * rows + i];                        \
+                if (diff)                                                                 \
+                    return false;                                                         \
+            }                                                                             \
+        return true;                                                                      \
+    }
+TRANSPOSE_EQ_FN(is_transpose_of_16, uint16_t)
+TRANSPOSE_EQ_FN(is_transpose_of_32, uint32_t)
+TRANSPOSE_EQ_FN(is_transpose_of_64, uint64_t)
+#undef TRANSPOSE_EQ_FN
+
+/* is_transpose_of_* for elements of `es` bytes: 2, 4 or 8. */
+static bool is_transpose_of(const void *a, const void *b, int64_t rows, int64_t cols, size_t es)
+{
+    return es == 2   ? is_transpose_of_16(a, b, rows, cols)
+           : es == 4 ? is_transpose_of_32(a, b, rows, cols)
+                     : is_transpose_of_64(a, b, rows, cols);
+}
+
+/* A constant other than b holding b's transpose (bitwise) that live nodes
+ * read (live[v]: how many inputs of nodes still to run read v) or that is
+ * a graph output, or -1. Cannot fail. */
+static int transposed_twin(const eng_graph_t *g, const int *live, int b)
+{
+    const eng_tensor_t *bt = &g->values[b].constant;
+    size_t es = eng_dtype_size(bt->dtype);
+    if (bt->shape.rank != 2 || !bt->data || (es != 2 && es != 4 && es != 8))
+        return -1;
+    for (size_t v = 0; v < g->n_values; v++) {
+        const eng_value_t *wv = &g->values[v];
+        const eng_tensor_t *wt = &wv->constant;
+        if ((int)v == b || wv->kind != ENG_VALUE_CONST || !wt->data || wt->dtype != bt->dtype ||
+            wt->shape.rank != 2 || wt->shape.dims[0] != bt->shape.dims[1] ||
+            wt->shape.dims[1] != bt->shape.dims[0] || (live[v] == 0 && !wv->is_output))
+            continue;
+        if (is_transpose_of(bt->data, wt->data, bt->shape.dims[0], bt->shape.dims[1], es))
+            return (int)v;
+    }
+    return -1;
+}
+
+int eng_fuse_transposed_twins(eng_graph_t *g, bool *done)
+{
+    int *live = calloc(g->n_values ? g->n_values : 1, sizeof *live);
+    if (!live)
+        return fs_err(FS_ENOMEM, "out of host memory looking for transposed weights");
+    for (size_t n = 0; n < g->n_nodes; n++)
+        for (int k = 0; !done[n] && k < g->nodes[n].n_inputs; k++)
+            if (g->nodes[n].inputs[k] >= 0)
+                live[g->nodes[n].inputs[k]]++;
+    int rc = 0;
+    for (size_t n = 0; n < g->n_nodes && rc == 0; n++) {
+        const eng_node_t *node = &g->nodes[n];
+        if (node->n_inputs < 2 || node->inputs[1] < 0)
+            continue;
+        int b = node->inputs[1];
+        if (g->values[b].kind != ENG_VALUE_CONST || !reads_as_b(g, done, (int)n, b))
+            continue;
+        int w = transposed_twin(g, live, b);
+        if (w >= 0 && (rc = read_transposed(g, (int)n, w)) == 0) {
+            /* b may now have no live reader: a later node's twin search
+             * must not pick it back. */
+            live[b]--;
+            live[w]++;
+        }
+    }
+    free(live);
+    return rc;
 }

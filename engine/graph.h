@@ -125,6 +125,12 @@ typedef struct eng_node {
     int n_attrs;
     const eng_attr_t *attrs;
     const struct eng_op_def *op; /* resolved at load */
+    /* MatMul only, and never from a model file: input 1 holds B with its
+     * last two dims swapped ([..., N, K]), and the kernels read it
+     * transposed. Set at load by engine/fuse.c when it drops a Transpose
+     * of a constant, so that the constant is stored once (a tied
+     * embedding: a Gather and the LM head read one table). */
+    bool trans_b;
 } eng_node_t;
 
 typedef struct eng_graph {

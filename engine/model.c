@@ -189,7 +189,8 @@ void eng_model_destroy(eng_model_t *m)
 
 /* Frees the data of every constant no node left to run reads and no graph
  * output is: the inputs of nodes folded at load (a BatchNormalization's
- * parameters once it is folded into its Conv, a weight transposed at load).
+ * parameters once it is folded into its Conv, a weight transposed at load),
+ * an exporter's transposed copy of a weight the GEMM now reads in place.
  * The value stays a constant without data, which nothing reads. */
 static void release_dead_constants(eng_model_t *m, const eng_weight_alloc_t *wa)
 {
@@ -419,8 +420,14 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_graph_load(data, len, dir, &wa, &m->graph);
     if (rc == 0 && !(m->node_done = calloc(m->graph->n_nodes + 1, sizeof *m->node_done)))
         rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
+    /* Before folding: a Transpose of a weight read as a GEMM's B is read
+     * in place rather than folded into a second copy. */
+    if (rc == 0)
+        rc = eng_fuse_transpose_into_gemm(m->graph, m->node_done);
     if (rc == 0)
         rc = eng_fold_constants(m->graph, &wa, m->node_done);
+    if (rc == 0)
+        rc = eng_fuse_transposed_twins(m->graph, m->node_done);
     if (rc == 0)
         rc = eng_fuse_conv_bn(m->graph, &wa, m->node_done);
     if (rc == 0)

@@ -112,9 +112,27 @@ int eng_plan_run(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_tenso
 
 /* Runs every node whose inputs are all constants once, at load: its outputs
  * become constants in `wa` memory (the model's weights). `done[i]` is set
- * for each folded node. Errors as a kernel's, naming the node; on error the
- * already folded constants stay in the graph (freed with it). */
+ * for each folded node; a node already done is skipped. Errors as a
+ * kernel's, naming the node; on error the already folded constants stay in
+ * the graph (freed with it). */
 int eng_fold_constants(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
+
+/* Drops each Transpose of a constant W that swaps its last two dims and
+ * whose every reader takes the result as a GEMM's B (MatMul's or Gemm's
+ * input 1): the readers read W itself, transposed (a MatMul's trans_b,
+ * graph.h; a Gemm's transB flipped), so W is not folded into a second,
+ * transposed constant (engine/fuse.c says exactly when). `done[i]` is set
+ * for each Transpose dropped. Runs before eng_fold_constants, on the same
+ * `done`. 0, or FS_ENOMEM; on error the rewrites made stay and the graph
+ * stays consistent (freed with it). */
+int eng_fuse_transpose_into_gemm(eng_graph_t *g, bool *done);
+
+/* Makes each MatMul or Gemm whose B is a rank-2 constant that is bitwise
+ * the transpose of another constant W, which other nodes read (an
+ * exporter's folded tied embedding), read W transposed instead, leaving B
+ * to no reader. Runs after eng_fold_constants, on the same `done`. 0, or
+ * FS_ENOMEM as eng_fuse_transpose_into_gemm. */
+int eng_fuse_transposed_twins(eng_graph_t *g, bool *done);
 
 /* Folds each inference BatchNormalization into the Conv that alone feeds
  * it, when both have constant float parameters (engine/fuse.c says exactly

@@ -7,7 +7,9 @@
  * matrices are contiguous (then A is one [batch * M, K] matrix), else as
  * one eng_gemm_run_batch over the broadcast batch (attention's per-head
  * products: one parallel pass over every head's tiles, no scratch; each
- * product's bits are the ones eng_gemm_run would give it).
+ * product's bits are the ones eng_gemm_run would give it). A MatMul whose
+ * B the loader left transposed (graph.h's trans_b) passes it as the GEMM's
+ * op(B) = B', the way Gemm's transB does.
  *
  * Einsum of two operands whose labels each appear once per operand, with
  * no broadcasting and no label summed inside one operand alone, is a
@@ -96,7 +98,8 @@ static void matmul_batch(const matmul_plan_t *p, eng_gemm_batch_t *bt)
 }
 
 /* Double MatMul (dims d): for each batch element, Y = A x B with i-k-j
- * loops accumulating in double. Cannot fail. */
+ * loops accumulating in double (B's element (q, j) at j * k + q when d
+ * has it transposed). Cannot fail. */
 static void matmul_double(const eng_matmul_dims_t *d, const double *a, const double *b, double *y)
 {
     int64_t batches = 1, cnt[ENG_MAX_RANK] = {0}, ao = 0, bo = 0;
@@ -110,9 +113,10 @@ static void matmul_double(const eng_matmul_dims_t *d, const double *a, const dou
                 yr[j] = 0;
             for (int64_t q = 0; q < d->k; q++) {
                 double av = a[ao + i * d->k + q];
-                const double *br = b + bo + q * d->n;
+                const double *br = b + bo + (d->trans_b ? q : q * d->n);
+                int64_t step = d->trans_b ? d->k : 1;
                 for (int64_t j = 0; j < d->n; j++)
-                    yr[j] += av * br[j];
+                    yr[j] += av * br[j * step];
             }
         }
         for (int i = d->batch_rank - 1; i >= 0; i--) {
@@ -140,14 +144,15 @@ static int matmul_run(eng_op_ctx_t *c)
         matmul_double(d, c->inputs[0]->data, c->inputs[1]->data, c->outputs[0]->data);
         return 0;
     }
-    const float *a = c->inputs[0]->data, *b = c->inputs[1]->data;
-    float *y = c->outputs[0]->data;
+    /* B [k, n], or [n, k] read transposed: Gemm's transB, one mechanism. */
+    eng_gemm_t g = {.m = p.m, .n = d->n, .k = d->k, .a = c->inputs[0]->data, .lda = d->k,
+                    .b = c->inputs[1]->data, .ldb = d->trans_b ? d->k : d->n,
+                    .trans_b = d->trans_b, .c = c->outputs[0]->data, .ldc = d->n,
+                    .alpha = 1.0f};
     if (p.one_gemm) {
-        sgemm_nn(c->n_threads, p.m, d->n, d->k, a, b, y, c->scratch, c->scratch_bytes);
+        eng_gemm_run(&g, c->n_threads, c->scratch, c->scratch_bytes);
         return 0;
     }
-    eng_gemm_t g = {.m = d->m, .n = d->n, .k = d->k, .a = a, .lda = d->k, .b = b, .ldb = d->n,
-                    .c = y, .ldc = d->n, .alpha = 1.0f};
     eng_gemm_batch_t bt;
     matmul_batch(&p, &bt);
     eng_gemm_run_batch(&g, &bt, c->n_threads);

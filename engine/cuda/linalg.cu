@@ -20,6 +20,9 @@
  * the broadcast mixes, e.g. [2,1,M,K] x [1,3,K,N]) loops on the host. When B
  * is one matrix for the whole run and A's matrices are contiguous, the run is
  * one [run * M, K] x [K, N] GEMM (the CPU's fold, e.g. [B,S,K] x [K,N]).
+ * A B the loader left transposed (graph.h's trans_b: a tied LM head's
+ * [vocab, hidden] embedding) goes to cuBLAS with its transpose flag, as
+ * Gemm's transB does, on every one of these paths.
  *
  * Gemm writes beta * C broadcast into Y with a kernel and the GEMM
  * accumulates alpha * A' x B' onto it (GEMM beta 1), the CPU's order of
@@ -160,6 +163,8 @@ static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     }
     matmul_run_split_t r = matmul_split(&d);
     int64_t outer = batches / r.run;
+    const bool tb = d.trans_b;
+    const int64_t ldb = tb ? d.k : d.n;
     /* One [run * M, K] x [K, N] product, unless its rows outgrow cuBLAS's int. */
     bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
     for (int64_t o = 0; o < outer; o++) {
@@ -176,21 +181,21 @@ static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
                 const char *ao = al + a_off * ENG_CUDA_LOWP_BYTES;
                 const char *bo = bl + b_off * ENG_CUDA_LOWP_BYTES;
                 if (fold)
-                    rc = eng_cuda_gemm_lowp(c, wdt, false, false, r.run * d.m, d.n, d.k, 1.0f,
-                                            ao, d.k, 0, bo, d.n, 0, 0.0f, yo, d.n, 0, 1);
+                    rc = eng_cuda_gemm_lowp(c, wdt, false, tb, r.run * d.m, d.n, d.k, 1.0f,
+                                            ao, d.k, 0, bo, ldb, 0, 0.0f, yo, d.n, 0, 1);
                 else
-                    rc = eng_cuda_gemm_lowp(c, wdt, false, false, d.m, d.n, d.k, 1.0f, ao, d.k,
-                                            r.sa, bo, d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+                    rc = eng_cuda_gemm_lowp(c, wdt, false, tb, d.m, d.n, d.k, 1.0f, ao, d.k,
+                                            r.sa, bo, ldb, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
                 if (rc)
                     return rc;
                 continue;
             }
         }
         if (fold)
-            rc = gemm_t(c, false, false, r.run * d.m, d.n, d.k, a + a_off, d.k, 0, b + b_off, d.n,
+            rc = gemm_t(c, false, tb, r.run * d.m, d.n, d.k, a + a_off, d.k, 0, b + b_off, ldb,
                         0, yo, d.n, 0, 1);
         else
-            rc = gemm_t(c, false, false, d.m, d.n, d.k, a + a_off, d.k, r.sa, b + b_off, d.n,
+            rc = gemm_t(c, false, tb, d.m, d.n, d.k, a + a_off, d.k, r.sa, b + b_off, ldb,
                         r.sb, yo, d.n, d.m * d.n, r.run);
         if (rc)
             return rc;

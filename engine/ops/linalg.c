@@ -36,14 +36,21 @@ int eng_matmul_dims(const eng_op_ctx_t *c, eng_matmul_dims_t *d)
         return eng_op_err(c, FS_EINVAL, "A %s and B %s: operands must have rank >= 1",
                           eng_shape_format(as, sa, sizeof sa), eng_shape_format(bs, sb, sizeof sb));
     memset(d, 0, sizeof *d);
+    d->trans_b = c->node && c->node->trans_b;
+    if (d->trans_b && bs->rank < 2)
+        return eng_op_err(c, FS_EINVAL, "B %s is stored transposed but has rank 1",
+                          eng_shape_format(bs, sb, sizeof sb));
     d->m = as->rank == 1 ? 1 : as->dims[as->rank - 2];
     d->k = as->dims[as->rank - 1];
-    int64_t bk = bs->rank == 1 ? bs->dims[0] : bs->dims[bs->rank - 2];
-    d->n = bs->rank == 1 ? 1 : bs->dims[bs->rank - 1];
+    /* B's K and N axes: the last two, swapped when B is stored transposed. */
+    int kx = d->trans_b ? bs->rank - 1 : bs->rank - 2, nx = d->trans_b ? bs->rank - 2 : bs->rank - 1;
+    int64_t bk = bs->rank == 1 ? bs->dims[0] : bs->dims[kx];
+    d->n = bs->rank == 1 ? 1 : bs->dims[nx];
     if (bk != d->k)
-        return eng_op_err(c, FS_EINVAL, "A %s and B %s: inner dims %lld and %lld differ",
+        return eng_op_err(c, FS_EINVAL, "A %s and B %s%s: inner dims %lld and %lld differ",
                           eng_shape_format(as, sa, sizeof sa), eng_shape_format(bs, sb, sizeof sb),
-                          (long long)d->k, (long long)bk);
+                          d->trans_b ? " (stored transposed)" : "", (long long)d->k,
+                          (long long)bk);
     int ab = as->rank > 2 ? as->rank - 2 : 0, bb = bs->rank > 2 ? bs->rank - 2 : 0;
     d->batch_rank = ab > bb ? ab : bb;
     int64_t a_acc = d->m * d->k, b_acc = d->k * d->n;

@@ -19,9 +19,12 @@ extern "C" {
 
 /* MatMul of A [..., M, K] and B [..., K, N] with numpy's rules: a 1-D A is
  * [1, K] and a 1-D B is [K, 1] (the added dim is dropped from the output),
- * and the batch dims broadcast. */
+ * and the batch dims broadcast. A node with trans_b set (graph.h: a MatMul
+ * the loader rewrote) holds B as [..., N, K], each matrix's transpose; B
+ * then has rank >= 2. */
 typedef struct eng_matmul_dims {
     int64_t m, k, n;
+    bool trans_b;                     /* B's matrices stored [N, K] (row stride K) */
     int batch_rank;                   /* rank of the broadcast batch dims */
     int64_t batch[ENG_MAX_RANK];      /* the broadcast batch dims */
     int64_t a_stride[ENG_MAX_RANK];   /* A's matrix stride per batch dim, 0 where broadcast */
@@ -29,9 +32,10 @@ typedef struct eng_matmul_dims {
     eng_shape_t out;                  /* Y's shape */
 } eng_matmul_dims_t;
 
-/* Fills *d from the shapes of A and B (inputs 0 and 1 of c). 0, or
- * FS_EINVAL naming both shapes (a scalar operand, K differs, batch dims do
- * not broadcast); *d is undefined on error. */
+/* Fills *d from the shapes of A and B (inputs 0 and 1 of c) and c's
+ * node's trans_b. 0, or FS_EINVAL naming both shapes (a scalar operand, a
+ * transposed B of rank 1, K differs, batch dims do not broadcast); *d is
+ * undefined on error. */
 int eng_matmul_dims(const eng_op_ctx_t *c, eng_matmul_dims_t *d);
 
 #define ENG_EINSUM_MAX_OPERANDS 8

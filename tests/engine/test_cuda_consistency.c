@@ -2913,3 +2913,153 @@ Test(cuda_consistency, precision_error_is_bounded)
     }
     rig_close(&r);
 }
+
+/* ---- tied embeddings ------------------------------------------------------ */
+
+/* A tied LM head built in memory: W [300, 64] read by Gather(W, ids) -> E
+ * (unless `exclusive`) and through Transpose(W) by the head, MatMul(h
+ * [2, 5, 64]) or Gemm(h [5, 64]) -> Y. The loader drops the Transpose and
+ * the head reads W itself with the GEMM's transpose flag (engine/fuse.c). */
+typedef struct tied_cfg {
+    const char *desc;
+    bool exclusive;   /* no Gather: the head is W's only reader */
+    bool gemm;
+} tied_cfg_t;
+
+#define TIED_W_BYTES ((size_t)300 * 64 * sizeof(float))
+
+static uint8_t *tied_model(mb_t *b, const tied_cfg_t *t, size_t *len)
+{
+    mb_init(b, OC_IR_VERSION, 13);
+    if (!t->exclusive)
+        mb_input(b, "ids", ENG_DT_INT64, 1, (int64_t[]){5}, NULL);
+    mb_input(b, "h", ENG_DT_FLOAT, t->gemm ? 2 : 3,
+             t->gemm ? (int64_t[]){5, 64} : (int64_t[]){2, 5, 64}, NULL);
+    spec_t s;
+    spec_parse("=f32[300,64]", &s);
+    mb_initializer(b, spec_proto(b, "W", &s, 7));
+    mb_attr_ints(b, mb_node(b, "Transpose", "tr", "W", "T"), "perm", (int64_t[]){1, 0}, 2);
+    mb_node(b, t->gemm ? "Gemm" : "MatMul", "head", "h,T", "Y");
+    mb_output(b, "Y", ENG_DT_FLOAT, -1, NULL);
+    if (!t->exclusive) {
+        mb_node(b, "Gather", "embed", "W,ids", "E");
+        mb_output(b, "E", ENG_DT_FLOAT, -1, NULL);
+    }
+    return mb_pack(b, len);
+}
+
+/* h [2, 5, 48] x Transpose(W [2, 33, 48], perm [0, 2, 1]): a batch of
+ * weight matrices, each read transposed (the strided-batched GEMM). */
+static void tied_build_batched(mb_t *b)
+{
+    mb_init(b, OC_IR_VERSION, 13);
+    mb_input(b, "h", ENG_DT_FLOAT, 3, (int64_t[]){2, 5, 48}, NULL);
+    flow_weight(b, "W", 3, (int64_t[]){2, 33, 48}, 0.0007f);
+    mb_attr_ints(b, mb_node(b, "Transpose", "tr", "W", "T"), "perm", (int64_t[]){0, 2, 1}, 3);
+    mb_node(b, "MatMul", "mm", "h,T", "Y");
+    mb_output(b, "Y", ENG_DT_FLOAT, 3, (int64_t[]){2, 5, 33});
+}
+
+/* Loads the bytes on the device under test at `precision`; the device
+ * owner's bytes after the load into *owner_bytes. NULL when the load
+ * failed (an expectation says why). */
+static eng_model_t *tied_load(rig_t *r, const uint8_t *bytes, size_t len, const char *desc,
+                              const char *precision, int64_t *owner_bytes)
+{
+    eng_model_config_t cfg = rig_config(r, true);
+    cr_assert_eq(eng_precision_parse(precision, &cfg.precision), 0, "%s", fs_errmsg());
+    eng_model_t *m = NULL;
+    int rc = eng_model_load_bytes(bytes, len, NULL, &cfg, &m);
+    cr_expect_eq(rc, 0, "%s: loading on %s at %s: %s", desc, r->dut.name, precision,
+                 fs_errmsg());
+    alloc_owner_stats_t os;
+    *owner_bytes = -1;
+    if (rc == 0 && alloc_cache_owner_stats(r->dev_cache, eng_model_owner(m), &os) == 0)
+        *owner_bytes = os.allocated.current;
+    return rc == 0 ? m : NULL;
+}
+
+/* At fp32 the outputs match the CPU's and the device owner holds W once
+ * (W's bytes exactly: nothing else is constant). At fp16 and bf16 (CUDA
+ * only; engine/lowp.c lowers the graph) W is held once at half size, tied
+ * or not, and the head reads it transposed; Y within
+ * precision_error_is_bounded's bounds of fp32. */
+Test(cuda_consistency, tied_embedding_is_held_once_and_read_transposed)
+{
+    static const tied_cfg_t cases[] = {
+        {"tied MatMul head", false, false},
+        {"MatMul head, W its own", true, false},
+        {"tied Gemm head", false, true},
+        {"Gemm head, W its own", true, true},
+    };
+    static const struct {
+        const char *name;
+        double bound;
+    } lowp[] = {{"fp16", 5e-3}, {"bf16", 3e-2}};
+    rig_t r;
+    rig_open(&r, 1);
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        const tied_cfg_t *t = &cases[i];
+        mb_t b;
+        size_t len;
+        uint8_t *bytes = tied_model(&b, t, &len);
+        const char *in[2] = {"i64[5]", t->gemm ? "f32[5,64]" : "f32[2,5,64]"};
+        size_t n_in = 0;
+        eng_tensor_t *owned[2] = {NULL}, views[2];
+        for (size_t k = t->exclusive ? 1 : 0; k < 2; k++, n_in++) {
+            spec_t s;
+            spec_parse(in[k], &s);
+            char what[160];
+            snprintf(what, sizeof what, "%s/%zu", t->desc, k);
+            owned[n_in] = spec_tensor(&s, fnv1a(what));
+            views[n_in] = *owned[n_in];
+        }
+        size_t n_out = t->exclusive ? 1 : 2;
+        eng_model_t *ref = NULL;
+        eng_model_config_t rcfg = rig_config(&r, false);
+        cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref), 0, "%s: %s", t->desc,
+                     fs_errmsg());
+        eng_tensor_t *want[2] = {NULL}, *got[2] = {NULL};
+        cr_assert_eq(eng_model_run(ref, views, n_in, want), 0, "%s: %s", t->desc, fs_errmsg());
+        int64_t owner;
+        eng_model_t *dev = tied_load(&r, bytes, len, t->desc, "fp32", &owner);
+        cr_expect_eq(owner, (int64_t)cache_rounded(TIED_W_BYTES), "%s at fp32: the owner holds "
+                     "%lld bytes, W is %zu", t->desc, (long long)owner, TIED_W_BYTES);
+        if (dev) {
+            cr_expect_eq(eng_model_run(dev, views, n_in, got), 0, "%s: %s", t->desc, fs_errmsg());
+            tol_t tol = {.rtol = OC_RTOL, .atol = OC_ATOL, .exact = !r.dut.cuda};
+            for (size_t j = 0; j < n_out && got[0]; j++)
+                expect_tensor_match(t->desc, want[j], got[j], &tol);
+            outputs_free(got, (int)n_out);
+            eng_model_destroy(dev);
+        }
+        for (size_t p = 0; p < N_OF(lowp) && r.dut.cuda; p++) {
+            dev = tied_load(&r, bytes, len, t->desc, lowp[p].name, &owner);
+            size_t w_bytes = TIED_W_BYTES / 2;
+            cr_expect_eq(owner, (int64_t)cache_rounded(w_bytes), "%s at %s: the owner holds "
+                         "%lld bytes, want %zu", t->desc, lowp[p].name, (long long)owner,
+                         w_bytes);
+            if (!dev)
+                continue;
+            int rc = eng_model_run(dev, views, n_in, got);
+            cr_expect_eq(rc, 0, "%s at %s: %s", t->desc, lowp[p].name, fs_errmsg());
+            double e = rc == 0 ? rel_l2_error(want[0], got[0]) : NAN;
+            fprintf(stderr, "tied: %s at %s: relative L2 error vs fp32 %.3e; owner %lld bytes\n",
+                    t->desc, lowp[p].name, e, (long long)owner);
+            cr_expect(e < lowp[p].bound, "%s at %s: relative L2 error %.3e, bound %.0e", t->desc,
+                      lowp[p].name, e, lowp[p].bound);
+            outputs_free(got, (int)n_out);
+            eng_model_destroy(dev);
+        }
+        outputs_free(want, (int)n_out);
+        for (size_t k = 0; k < n_in; k++)
+            eng_tensor_free(owned[k]);
+        eng_model_destroy(ref);
+        mb_free(&b);
+        rig_expect_idle(&r, t->desc);
+    }
+    const flow_case_t batched = {"MatMul on a batch of transposed weights", tied_build_batched,
+                                 {"f32[2,5,48]"}, 1, 1, 0};
+    flow_compare(&r, &batched);
+    rig_close(&r);
+}
