@@ -184,20 +184,6 @@ static inline int eng_unary_copy_io(const eng_op_ctx_t *c, eng_unary_io_t *io)
     return 0;
 }
 
-/* eng_unary_flat_io for the float32-only ops: also FS_ENOTSUP naming the
- * first of input 0 and output 0 that is not float32; nothing is written or
- * queued. */
-static inline int eng_unary_float_io(const eng_op_ctx_t *c, eng_unary_io_t *io)
-{
-    int rc = eng_unary_flat_io(c, io);
-    if (rc)
-        return rc;
-    eng_dtype_t xt = io->x->dtype, yt = io->y->dtype;
-    if (xt != ENG_DT_FLOAT || yt != ENG_DT_FLOAT)
-        return eng_unary_dtype_err(c, xt != ENG_DT_FLOAT ? xt : yt);
-    return 0;
-}
-
 #ifdef __cplusplus
 }
 #endif
