@@ -83,9 +83,19 @@
  * once instead of copied through float tensors. */
 #define EW_HALF_CHUNK 256
 
+/* Inlined into every copy EW_CLONES makes of its caller, so that the
+ * conversions vectorise for that copy's instruction set (an out-of-line
+ * copy would be the baseline's: SSE2, with neither unsigned compares nor
+ * 32-to-16-bit packs). */
+#if defined(__GNUC__)
+#define EW_INLINE static inline __attribute__((always_inline))
+#else
+#define EW_INLINE static inline
+#endif
+
 /* n elements of dt (float16 or bfloat16) at src as floats into dst, exactly.
- * Vectorises where it is inlined. Cannot fail. */
-static inline void ew_half_to_float(eng_dtype_t dt, const uint16_t *src, float *dst, int64_t n)
+ * Cannot fail. */
+EW_INLINE void ew_half_to_float(eng_dtype_t dt, const uint16_t *src, float *dst, int64_t n)
 {
     if (dt == ENG_DT_FLOAT16)
         EW_LOOP(n, dst[i] = eng_half_to_float(src[i]););
@@ -94,7 +104,7 @@ static inline void ew_half_to_float(eng_dtype_t dt, const uint16_t *src, float *
 }
 
 /* n floats at src rounded to dt (float16 or bfloat16) into dst. As above. */
-static inline void ew_float_to_half(eng_dtype_t dt, const float *src, uint16_t *dst, int64_t n)
+EW_INLINE void ew_float_to_half(eng_dtype_t dt, const float *src, uint16_t *dst, int64_t n)
 {
     if (dt == ENG_DT_FLOAT16)
         EW_LOOP(n, dst[i] = eng_float_to_half(src[i]););
