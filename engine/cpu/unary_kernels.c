@@ -3,7 +3,9 @@
  * memory (the planner runs these ops in place), so every loop reads element i
  * before it writes element i and nothing else. Large ranges are split over
  * ctx->n_threads threads at multiples of 16 elements, so every element goes
- * through the same (vector or scalar) code as in one thread. */
+ * through the same (vector or scalar) code as in one thread. float16 and
+ * bfloat16 run an op's float row through half_row (elementwise_impl.h:
+ * converted a chunk at a time, rounded once). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
