@@ -11,7 +11,8 @@
  * an input of its own shape (in place). A large output is split over
  * ctx->n_threads threads by flat output index (each chunk walks its own
  * part of the rows); every element is computed alone, so the split does not
- * change any result. */
+ * change any result. float16 and bfloat16 run the float rows through
+ * half_row (elementwise_impl.h: converted a chunk at a time, rounded once). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -225,33 +226,79 @@ BIN_ROW(or_b, uint8_t, uint8_t, (a != 0) | (b != 0))
 BIN_ROW(xor_b, uint8_t, uint8_t, (a != 0) ^ (b != 0))
 BIN_ROW(eq_b, uint8_t, uint8_t, (a != 0) == (b != 0))
 
+/* A row for one input dtype. via_float: dtype is float16 or bfloat16 and fn
+ * the op's float row, run through half_row. */
 typedef struct bin_row {
     eng_dtype_t dtype;
     bc_row_fn fn;
+    bool via_float;
 } bin_row_t;
 
-#define ROW_ENTRY(op, DT, T, UT, S, LO, HI) {DT, op##_##S},
-#define ROWS_END {ENG_DT_UNDEFINED, NULL}
+#define ROW_ENTRY(op, DT, T, UT, S, LO, HI) {DT, op##_##S, false},
+/* The half dtypes' entries: the float row of op. */
+#define HALF_ENTRIES(op) {ENG_DT_FLOAT16, op##_f32, true}, {ENG_DT_BFLOAT16, op##_f32, true},
+#define ROWS_END {ENG_DT_UNDEFINED, NULL, false}
 
-static const bin_row_t add_rows[] = {EW_NUM_TYPES(ROW_ENTRY, add) ROWS_END};
-static const bin_row_t sub_rows[] = {EW_NUM_TYPES(ROW_ENTRY, sub) ROWS_END};
-static const bin_row_t mul_rows[] = {EW_NUM_TYPES(ROW_ENTRY, mul) ROWS_END};
-static const bin_row_t div_rows[] = {EW_NUM_TYPES(ROW_ENTRY, div) ROWS_END};
-static const bin_row_t max_rows[] = {EW_NUM_TYPES(ROW_ENTRY, max) ROWS_END};
-static const bin_row_t min_rows[] = {EW_NUM_TYPES(ROW_ENTRY, min) ROWS_END};
-static const bin_row_t sum_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, add) ROWS_END};
+/* A float row on two half inputs: the row, the half dtype, whether the
+ * output is of it (else bool, written straight), and the count Mean
+ * divides the sum by (0: none). */
+typedef struct half_arg {
+    bc_row_fn row;
+    eng_dtype_t dt;
+    bool out_half;
+    float mean_count;
+} half_arg_t;
+
+/* Chunk by chunk: each input's part (one value where its stride is 0) to
+ * float, the float row, then for Mean the division, and the result rounded
+ * once -- what the float kernel and the widening fallback's rounding give.
+ * Every input chunk is read before the output chunk is written, so it runs
+ * in place as the rows do. */
+EW_CLONES static void half_row(char *const *p, const int64_t *s, int64_t n, const void *argv)
+{
+    const half_arg_t *h = argv;
+    float f[3][EW_HALF_CHUNK]; /* output, a, b */
+    for (int64_t off = 0; off < n; off += EW_HALF_CHUNK) {
+        const int64_t m = n - off < EW_HALF_CHUNK ? n - off : EW_HALF_CHUNK;
+        char *fp[3] = {h->out_half ? (char *)f[0] : p[0] + off};
+        for (int k = 1; k <= 2; k++) {
+            ew_half_to_float(h->dt, (const uint16_t *)p[k] + off * s[k], f[k], s[k] ? m : 1);
+            fp[k] = (char *)f[k];
+        }
+        h->row(fp, s, m, NULL);
+        if (!h->out_half)
+            continue;
+        if (h->mean_count != 0) {
+            const float count = h->mean_count;
+            EW_LOOP(m, f[0][i] /= count;);
+        }
+        ew_float_to_half(h->dt, f[0], (uint16_t *)p[0] + off, m);
+    }
+}
+
+static const bin_row_t add_rows[] = {EW_NUM_TYPES(ROW_ENTRY, add) HALF_ENTRIES(add) ROWS_END};
+static const bin_row_t sub_rows[] = {EW_NUM_TYPES(ROW_ENTRY, sub) HALF_ENTRIES(sub) ROWS_END};
+static const bin_row_t mul_rows[] = {EW_NUM_TYPES(ROW_ENTRY, mul) HALF_ENTRIES(mul) ROWS_END};
+static const bin_row_t div_rows[] = {EW_NUM_TYPES(ROW_ENTRY, div) HALF_ENTRIES(div) ROWS_END};
+static const bin_row_t max_rows[] = {EW_NUM_TYPES(ROW_ENTRY, max) HALF_ENTRIES(max) ROWS_END};
+static const bin_row_t min_rows[] = {EW_NUM_TYPES(ROW_ENTRY, min) HALF_ENTRIES(min) ROWS_END};
+static const bin_row_t sum_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, add) HALF_ENTRIES(add) ROWS_END};
 static const bin_row_t mod_rows[] = {EW_SINT_TYPES(ROW_ENTRY, mod) EW_UINT_TYPES(ROW_ENTRY, mod)
                                          ROWS_END};
 /* Unsigned remainders agree in both modes. */
 static const bin_row_t fmod_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, fmod) EW_SINT_TYPES(ROW_ENTRY, fmod)
-                                          EW_UINT_TYPES(ROW_ENTRY, mod) ROWS_END};
-static const bin_row_t eq_rows[] = {EW_NUM_TYPES(ROW_ENTRY, eq){ENG_DT_BOOL, eq_b}, ROWS_END};
-static const bin_row_t gt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, gt) ROWS_END};
-static const bin_row_t ge_rows[] = {EW_NUM_TYPES(ROW_ENTRY, ge) ROWS_END};
-static const bin_row_t lt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, lt) ROWS_END};
-static const bin_row_t le_rows[] = {EW_NUM_TYPES(ROW_ENTRY, le) ROWS_END};
-static const bin_row_t prelu_rows[] = {{ENG_DT_FLOAT, prelu_f32}, {ENG_DT_DOUBLE, prelu_f64},
-                                       {ENG_DT_INT32, prelu_i32}, {ENG_DT_INT64, prelu_i64},
+                                          EW_UINT_TYPES(ROW_ENTRY, mod) HALF_ENTRIES(fmod)
+                                              ROWS_END};
+static const bin_row_t eq_rows[] = {EW_NUM_TYPES(ROW_ENTRY, eq) HALF_ENTRIES(eq)
+                                        {ENG_DT_BOOL, eq_b, false}, ROWS_END};
+static const bin_row_t gt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, gt) HALF_ENTRIES(gt) ROWS_END};
+static const bin_row_t ge_rows[] = {EW_NUM_TYPES(ROW_ENTRY, ge) HALF_ENTRIES(ge) ROWS_END};
+static const bin_row_t lt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, lt) HALF_ENTRIES(lt) ROWS_END};
+static const bin_row_t le_rows[] = {EW_NUM_TYPES(ROW_ENTRY, le) HALF_ENTRIES(le) ROWS_END};
+static const bin_row_t prelu_rows[] = {{ENG_DT_FLOAT, prelu_f32, false},
+                                       {ENG_DT_DOUBLE, prelu_f64, false},
+                                       {ENG_DT_INT32, prelu_i32, false},
+                                       {ENG_DT_INT64, prelu_i64, false}, HALF_ENTRIES(prelu)
                                        ROWS_END};
 static const bin_row_t band_rows[] = {EW_SINT_TYPES(ROW_ENTRY, band)
                                           EW_UINT_TYPES(ROW_ENTRY, band) ROWS_END};
@@ -261,18 +308,30 @@ static const bin_row_t bxor_rows[] = {EW_SINT_TYPES(ROW_ENTRY, bxor)
                                           EW_UINT_TYPES(ROW_ENTRY, bxor) ROWS_END};
 static const bin_row_t shl_rows[] = {EW_UINT_TYPES(ROW_ENTRY, shl) ROWS_END};
 static const bin_row_t shr_rows[] = {EW_UINT_TYPES(ROW_ENTRY, shr) ROWS_END};
-static const bin_row_t and_rows[] = {{ENG_DT_BOOL, and_b}, ROWS_END};
-static const bin_row_t or_rows[] = {{ENG_DT_BOOL, or_b}, ROWS_END};
-static const bin_row_t xor_rows[] = {{ENG_DT_BOOL, xor_b}, ROWS_END};
+static const bin_row_t and_rows[] = {{ENG_DT_BOOL, and_b, false}, ROWS_END};
+static const bin_row_t or_rows[] = {{ENG_DT_BOOL, or_b, false}, ROWS_END};
+static const bin_row_t xor_rows[] = {{ENG_DT_BOOL, xor_b, false}, ROWS_END};
 
 /* The row of `dt`, or NULL after setting FS_ENOTSUP. */
-static bc_row_fn row_find(const eng_op_ctx_t *c, const bin_row_t *rows, eng_dtype_t dt)
+static const bin_row_t *row_find(const eng_op_ctx_t *c, const bin_row_t *rows, eng_dtype_t dt)
 {
     for (const bin_row_t *r = rows; r->fn; r++)
         if (r->dtype == dt)
-            return r->fn;
+            return r;
     eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
     return NULL;
+}
+
+/* y = r(a, b) over y's shape: r's row itself, or for a half dtype its float
+ * row through half_row (the output of the half dtype unless out_dt is
+ * bool; Mean's sum divided by mean_count, 0: not Mean). As bc_apply. */
+static int row_apply(const eng_op_ctx_t *c, const bin_row_t *r, eng_tensor_t *y,
+                     const eng_tensor_t *const *in, eng_dtype_t out_dt, float mean_count)
+{
+    if (!r->via_float)
+        return bc_apply(c, y, in, 2, r->fn, NULL);
+    const half_arg_t h = {r->fn, r->dtype, out_dt != ENG_DT_BOOL, mean_count};
+    return bc_apply(c, y, in, 2, half_row, &h);
 }
 
 /* Two inputs of one dtype through its row. 0, FS_EINVAL or FS_ENOTSUP;
@@ -284,10 +343,10 @@ static int binary_run(eng_op_ctx_t *oc, const bin_row_t *rows, eng_dtype_t out_d
     if (rc)
         return rc;
     eng_op_ctx_t *c = &lg.ctx;
-    bc_row_fn row = row_find(c, rows, c->inputs[0]->dtype);
-    if (!row)
+    const bin_row_t *r = row_find(c, rows, c->inputs[0]->dtype);
+    if (!r)
         return FS_ENOTSUP;
-    return bc_apply(c, c->outputs[0], c->inputs, 2, row, NULL);
+    return row_apply(c, r, c->outputs[0], c->inputs, out_dt, 0);
 }
 
 #define BINARY_KERNEL(op, rows, out_dt) ENG_CPU_KERNEL_CALLING(op, binary_run, rows, out_dt)
@@ -321,15 +380,18 @@ static int mod_run(eng_op_ctx_t *c)
 {
     const int64_t fm = eng_attr_i(c->node, "fmod", 0);
     const eng_tensor_t *a = eng_ctx_in(c, 0);
-    if (fm == 0 && a && (a->dtype == ENG_DT_FLOAT || a->dtype == ENG_DT_DOUBLE))
+    if (fm == 0 && a && (a->dtype == ENG_DT_FLOAT || a->dtype == ENG_DT_DOUBLE ||
+                         a->dtype == ENG_DT_FLOAT16 || a->dtype == ENG_DT_BFLOAT16))
         return eng_op_err(c, FS_EINVAL, "fmod must be 1 for dtype %s", eng_dtype_name(a->dtype));
     return binary_run(c, fm ? fmod_rows : mod_rows, ENG_DT_UNDEFINED);
 }
 const eng_kernel_t eng_cpu_Mod = {.run = mod_run};
 
 /* --- Pow -----------------------------------------------------------------------------
- * float^float and double^double have their own rows (x^2 as x*x); every
- * other pairing reads both sides as double, and integer results saturate. */
+ * float^float and double^double have their own rows (x^2 as x*x), and a
+ * float16 or bfloat16 base with an exponent of its dtype runs float's
+ * through half_row; every other pairing reads both sides as double, and
+ * integer results saturate. */
 
 static void pow_f32(char *const *p, const int64_t *s, int64_t n, const void *arg)
 {
@@ -399,10 +461,16 @@ static int pow_run(eng_op_ctx_t *oc)
     eng_tensor_t *y = c->n_outputs > 0 ? c->outputs[0] : NULL;
     if (!a || !b || !y)
         return eng_op_err(c, FS_EINVAL, "an input or the output is missing");
-    if (!pow_dtypes_ok(a->dtype, b->dtype) || y->dtype != a->dtype)
+    const bool half_pair = a->dtype == b->dtype &&
+                           (a->dtype == ENG_DT_FLOAT16 || a->dtype == ENG_DT_BFLOAT16);
+    if ((!half_pair && !pow_dtypes_ok(a->dtype, b->dtype)) || y->dtype != a->dtype)
         return eng_op_err(c, FS_ENOTSUP, "dtype not supported: %s ^ %s -> %s",
                           eng_dtype_name(a->dtype), eng_dtype_name(b->dtype),
                           eng_dtype_name(y->dtype));
+    if (half_pair) {
+        const bin_row_t half = {a->dtype, pow_f32, true};
+        return row_apply(c, &half, y, c->inputs, ENG_DT_UNDEFINED, 0);
+    }
     const eng_dtype_t dt[2] = {a->dtype, b->dtype};
     bc_row_fn row = pow_mixed;
     if (a->dtype == b->dtype && a->dtype == ENG_DT_FLOAT)
@@ -457,18 +525,24 @@ const eng_kernel_t eng_cpu_Where = {.run = where_run};
 
 /* --- variadic ---------------------------------------------------------------------------- */
 
-/* y = in0 op in1, then y = y op in_k for the rest; Mean divides the sum by
- * the count. 0, FS_EINVAL or FS_ENOTSUP; every shape is checked before the
- * output is written, so it is untouched on error. */
-static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
+/* y = in0 op in1, then y = y op in_k for the rest; Mean (mean) divides the
+ * sum by the count. float16 and bfloat16 go through half_row, which rounds
+ * each pass: exact for Max and Min (a pass picks one of its values), and
+ * Sum and Mean (sums) take them only as far as one pass
+ * (eng_binary_sum_native). 0, FS_EINVAL or FS_ENOTSUP; every shape is
+ * checked before the output is written, so it is untouched on error. */
+static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool sums, bool mean)
 {
     int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
     if (rc)
         return rc;
     eng_tensor_t *y = c->outputs[0];
-    bc_row_fn row = row_find(c, rows, y->dtype);
-    if (!row)
+    const bin_row_t *r = row_find(c, rows, y->dtype);
+    if (!r)
         return FS_ENOTSUP;
+    if (sums && !eng_binary_sum_native(y->dtype, c->n_inputs))
+        return eng_op_err(c, FS_ENOTSUP, "%d %s inputs are summed through float (widened)",
+                          c->n_inputs, eng_dtype_name(y->dtype));
     if (c->n_inputs == 1) {
         const eng_tensor_t *x = c->inputs[0];
         if (!eng_shape_equal(&x->shape, &y->shape))
@@ -481,12 +555,13 @@ static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
     for (int k = 0; k < c->n_inputs; k++)
         if ((rc = bc_setup(c, y, &c->inputs[k], 1, &l)) != 0)
             return rc;
-    rc = bc_apply(c, y, c->inputs, 2, row, NULL);
+    const float half_count = mean && r->via_float ? (float)c->n_inputs : 0;
+    rc = row_apply(c, r, y, c->inputs, ENG_DT_UNDEFINED, half_count);
     for (int k = 2; rc == 0 && k < c->n_inputs; k++) {
         const eng_tensor_t *pair[2] = {y, c->inputs[k]};
-        rc = bc_apply(c, y, pair, 2, row, NULL);
+        rc = row_apply(c, r, y, pair, ENG_DT_UNDEFINED, 0);
     }
-    if (rc || !mean)
+    if (rc || !mean || r->via_float)
         return rc;
     const int64_t n = eng_shape_numel(&y->shape);
     if (y->dtype == ENG_DT_FLOAT) {
@@ -501,10 +576,11 @@ static int variadic_run(eng_op_ctx_t *c, const bin_row_t *rows, bool mean)
     return 0;
 }
 
-#define VARIADIC_KERNEL(op, rows, mean) ENG_CPU_KERNEL_CALLING(op, variadic_run, rows, mean)
+#define VARIADIC_KERNEL(op, rows, sums, mean)                                               \
+    ENG_CPU_KERNEL_CALLING(op, variadic_run, rows, sums, mean)
 
-VARIADIC_KERNEL(Max, max_rows, false)
-VARIADIC_KERNEL(Min, min_rows, false)
-VARIADIC_KERNEL(Sum, sum_rows, false)
-VARIADIC_KERNEL(Mean, sum_rows, true)
+VARIADIC_KERNEL(Max, max_rows, false, false)
+VARIADIC_KERNEL(Min, min_rows, false, false)
+VARIADIC_KERNEL(Sum, sum_rows, true, false)
+VARIADIC_KERNEL(Mean, sum_rows, true, true)
 #undef VARIADIC_KERNEL

@@ -1,14 +1,16 @@
 /* elementwise_impl.h -- what the element-wise CPU kernels (unary_kernels.c,
- * binary_kernels.c) share: the loop shape that GCC vectorises at -O2, and
- * the dtype lists their per-type rows are generated from.
+ * binary_kernels.c) share: the loop shape that GCC vectorises at -O2, the
+ * dtype lists their per-type rows are generated from, and the chunked
+ * conversions that run float rows on float16 and bfloat16 data.
  *
- * Threading: macros only. */
+ * Threading: macros and pure functions. */
 #ifndef FS_ENGINE_CPU_ELEMENTWISE_IMPL_H
 #define FS_ENGINE_CPU_ELEMENTWISE_IMPL_H
 
 #include <math.h>
 #include <stdint.h>
 
+#include "engine/half.h"
 #include "engine/tensor.h"
 
 #if defined(__clang__)
@@ -71,5 +73,43 @@
     X(op, ENG_DT_UINT32, uint32_t, uint32_t, u32, 0, UINT32_MAX)                        \
     X(op, ENG_DT_UINT64, uint64_t, uint64_t, u64, 0, UINT64_MAX)
 #define EW_NUM_TYPES(X, op) EW_FLOAT_TYPES(X, op) EW_SINT_TYPES(X, op) EW_UINT_TYPES(X, op)
+
+/* float16 and bfloat16 have no rows of their own: an op computes them with
+ * its float row, EW_HALF_CHUNK elements at a time -- the chunk converted to
+ * float exactly (on the stack, where it stays in L1), the float row run on
+ * it, its results rounded to nearest even once. Those are the bits the
+ * widening fallback (engine/ops.c) gives -- the same float row on the same
+ * float values, the same rounding -- with the half data read and written
+ * once instead of copied through float tensors. */
+#define EW_HALF_CHUNK 256
+
+/* Inlined into every copy EW_CLONES makes of its caller, so that the
+ * conversions vectorise for that copy's instruction set (an out-of-line
+ * copy would be the baseline's: SSE2, with neither unsigned compares nor
+ * 32-to-16-bit packs). */
+#if defined(__GNUC__)
+#define EW_INLINE static inline __attribute__((always_inline))
+#else
+#define EW_INLINE static inline
+#endif
+
+/* n elements of dt (float16 or bfloat16) at src as floats into dst, exactly.
+ * Cannot fail. */
+EW_INLINE void ew_half_to_float(eng_dtype_t dt, const uint16_t *src, float *dst, int64_t n)
+{
+    if (dt == ENG_DT_FLOAT16)
+        EW_LOOP(n, dst[i] = eng_half_to_float(src[i]););
+    else
+        EW_LOOP(n, dst[i] = eng_bf16_to_float(src[i]););
+}
+
+/* n floats at src rounded to dt (float16 or bfloat16) into dst. As above. */
+EW_INLINE void ew_float_to_half(eng_dtype_t dt, const float *src, uint16_t *dst, int64_t n)
+{
+    if (dt == ENG_DT_FLOAT16)
+        EW_LOOP(n, dst[i] = eng_float_to_half(src[i]););
+    else
+        EW_LOOP(n, dst[i] = eng_float_to_bf16(src[i]););
+}
 
 #endif

@@ -3,7 +3,9 @@
  * memory (the planner runs these ops in place), so every loop reads element i
  * before it writes element i and nothing else. Large ranges are split over
  * ctx->n_threads threads at multiples of 16 elements, so every element goes
- * through the same (vector or scalar) code as in one thread. */
+ * through the same (vector or scalar) code as in one thread. float16 and
+ * bfloat16 run an op's float row through half_row (elementwise_impl.h:
+ * converted a chunk at a time, rounded once). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -17,28 +19,21 @@
 #include "engine/op.h"
 #include "engine/ops/unary_impl.h"
 
-/* --- float ops ------------------------------------------------------------------ */
-
 typedef struct unary_attrs {
     float alpha, beta, gamma;
 } unary_attrs_t;
 
-typedef void (*float_row_fn)(const float *xs, float *ys, int64_t n, const unary_attrs_t *a);
-
-/* A row over n elements of any dtype (the ops over several dtypes). */
+/* A row over n elements of its dtype. */
 typedef void (*typed_row_fn)(const void *xs, void *ys, int64_t n, const void *arg);
 
 /* Elements per parallel unit: EW_LOOP's block, so a split never moves an
  * element from the vector loop to the scalar tail. */
 #define UNARY_UNIT 16
 
-/* One row over a flat range, run on sub-ranges: exactly one of frow (float
- * ops, farg) and trow (typed ops, targ) is set. */
+/* One row over a flat range, run on sub-ranges. */
 typedef struct unary_job {
-    float_row_fn frow;
-    const unary_attrs_t *farg;
-    typed_row_fn trow;
-    const void *targ;
+    typed_row_fn row;
+    const void *arg;
     const char *xs;
     char *ys;
     size_t x_size, y_size;  /* element sizes */
@@ -49,12 +44,7 @@ static void unary_units(void *arg, int64_t begin, int64_t end)
 {
     const unary_job_t *j = arg;
     int64_t lo = begin * UNARY_UNIT, hi = end * UNARY_UNIT < j->n ? end * UNARY_UNIT : j->n;
-    const char *xs = j->xs + (size_t)lo * j->x_size;
-    char *ys = j->ys + (size_t)lo * j->y_size;
-    if (j->frow)
-        j->frow((const float *)xs, (float *)ys, hi - lo, j->farg);
-    else
-        j->trow(xs, ys, hi - lo, j->targ);
+    j->row(j->xs + (size_t)lo * j->x_size, j->ys + (size_t)lo * j->y_size, hi - lo, j->arg);
 }
 
 /* Runs j's row over its n elements, split over up to n_threads threads when
@@ -65,72 +55,48 @@ static void unary_apply(int n_threads, const unary_job_t *j)
                      eng_parallel_grain(4 * UNARY_UNIT), unary_units, (void *)j);
 }
 
-/* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP with output untouched. */
-static int run_float(eng_op_ctx_t *c, float_row_fn row, const unary_attrs_t *a)
-{
-    eng_unary_io_t io;
-    int rc = eng_unary_float_io(c, &io);
-    if (rc)
-        return rc;
-    const unary_job_t j = {.frow = row, .farg = a, .xs = io.x->data, .ys = io.y->data,
-                           .x_size = sizeof(float), .y_size = sizeof(float), .n = io.n};
-    unary_apply(c->n_threads, &j);
-    return 0;
-}
-
-/* One float op: its row loop (EXPR of x, alpha, beta, gamma), its run
- * function reading the attributes with their ONNX defaults, and its kernel. */
-#define FLOAT_OP(op, ALPHA, BETA, GAMMA, EXPR)                                    \
-    EW_CLONES static void op##_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a) \
-    {                                                                                   \
-        const float alpha = a->alpha, beta = a->beta, gamma = a->gamma;                 \
-        (void)alpha, (void)beta, (void)gamma;                                           \
-        EW_LOOP(n, const float x = xs[i]; ys[i] = (EXPR););                             \
-    }                                                                                   \
-    static int op##_run(eng_op_ctx_t *c)                                                \
-    {                                                                                   \
-        const unary_attrs_t a = {eng_attr_f(c->node, "alpha", ALPHA),                   \
-                                 eng_attr_f(c->node, "beta", BETA),                     \
-                                 eng_attr_f(c->node, "gamma", GAMMA)};                  \
-        return run_float(c, op##_row, &a);                                              \
-    }                                                                                   \
-    const eng_kernel_t eng_cpu_##op = {.run = op##_run};
-
-ENG_UNARY_FLOAT_OPS(FLOAT_OP)
-#undef FLOAT_OP
-
-EW_CLONES static void gelu_erf_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
-{
-    EW_LOOP(n, ys[i] = 0.5f * xs[i] * (1.0f + eng_erf_f32(xs[i] * 0.70710678118654752f)););
-}
-
-EW_CLONES static void gelu_tanh_row(const float *xs, float *ys, int64_t n, const unary_attrs_t *a)
-{
-    EW_LOOP(n, const float x = xs[i];
-            ys[i] = 0.5f * x *
-                    (1.0f + eng_tanh_f32(0.79788456080286536f * (x + 0.044715f * x * x * x))););
-}
-
-static int gelu_run(eng_op_ctx_t *c)
-{
-    const char *approx = eng_attr_s(c->node, "approximate", "none");
-    if (strcmp(approx, "tanh") == 0)
-        return run_float(c, gelu_tanh_row, NULL);
-    if (strcmp(approx, "none") == 0)
-        return run_float(c, gelu_erf_row, NULL);
-    return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
-}
-const eng_kernel_t eng_cpu_Gelu = {.run = gelu_run};
-
-/* --- ops over several dtypes --------------------------------------------------- */
-
+/* A row for one input dtype. via_float: dtype is float16 or bfloat16 and fn
+ * the op's float row, run through half_row. */
 typedef struct typed_row {
     eng_dtype_t dtype;
     typed_row_fn fn;
+    bool via_float;
 } typed_row_t;
 
-#define ROW_ENTRY(op, DT, T, UT, S, LO, HI) {DT, op##_##S},
-#define ROWS_END {ENG_DT_UNDEFINED, NULL}
+#define ROW_ENTRY(op, DT, T, UT, S, LO, HI) {DT, op##_##S, false},
+/* The half dtypes' entries: the float row `fn`. */
+#define HALF_ENTRIES(fn) {ENG_DT_FLOAT16, fn, true}, {ENG_DT_BFLOAT16, fn, true},
+#define ROWS_END {ENG_DT_UNDEFINED, NULL, false}
+
+/* A float row on half data (elementwise_impl.h): the float op's row and
+ * arg, the half dtype, and whether the output is of it (else the row's
+ * own output type, bool for IsNaN and IsInf, is written as it is). */
+typedef struct half_arg {
+    typed_row_fn row;
+    const void *arg;
+    eng_dtype_t dt;
+    bool out_half;
+} half_arg_t;
+
+/* Chunk by chunk: x to float, the float row in place, the result rounded
+ * (or, for a bool output, written straight). Reads each chunk before
+ * writing it, so it runs in place as the float rows do. */
+EW_CLONES static void half_row(const void *xv, void *yv, int64_t n, const void *argv)
+{
+    const half_arg_t *h = argv;
+    const uint16_t *xs = xv;
+    float f[EW_HALF_CHUNK];
+    for (int64_t off = 0; off < n; off += EW_HALF_CHUNK) {
+        const int64_t m = n - off < EW_HALF_CHUNK ? n - off : EW_HALF_CHUNK;
+        ew_half_to_float(h->dt, xs + off, f, m);
+        if (!h->out_half) {
+            h->row(f, (uint8_t *)yv + off, m, h->arg);
+            continue;
+        }
+        h->row(f, f, m, h->arg);
+        ew_float_to_half(h->dt, f, (uint16_t *)yv + off, m);
+    }
+}
 
 /* Runs the row of x's dtype from `rows` into y, which must have dtype
  * out_dt (ENG_DT_UNDEFINED: x's dtype). 0, or FS_EINVAL / FS_ENOTSUP with
@@ -149,7 +115,10 @@ static int run_rows(eng_op_ctx_t *c, const typed_row_t *rows, const void *arg, e
             if (out_dt != ENG_DT_UNDEFINED && io.y->dtype != out_dt)
                 return eng_op_err(c, FS_EINVAL, "output dtype %s is not %s",
                                   eng_dtype_name(io.y->dtype), eng_dtype_name(out_dt));
-            const unary_job_t j = {.trow = r->fn, .targ = arg, .xs = io.x->data, .ys = io.y->data,
+            const half_arg_t h = {r->fn, arg, r->dtype, out_dt == ENG_DT_UNDEFINED};
+            const unary_job_t j = {.row = r->via_float ? half_row : r->fn,
+                                   .arg = r->via_float ? (const void *)&h : arg,
+                                   .xs = io.x->data, .ys = io.y->data,
                                    .x_size = eng_dtype_size(io.x->dtype),
                                    .y_size = eng_dtype_size(io.y->dtype), .n = io.n};
             unary_apply(c->n_threads, &j);
@@ -202,14 +171,17 @@ EW_UINT_TYPES(BNOT, bnot)
 #undef BNOT
 
 static const typed_row_t abs_rows[] = {
-    EW_FLOAT_TYPES(ROW_ENTRY, abs) EW_SINT_TYPES(ROW_ENTRY, abs) EW_UINT_TYPES(ROW_ENTRY, abs) ROWS_END};
+    EW_FLOAT_TYPES(ROW_ENTRY, abs) EW_SINT_TYPES(ROW_ENTRY, abs) EW_UINT_TYPES(ROW_ENTRY, abs)
+    HALF_ENTRIES(abs_f32) ROWS_END};
 static const typed_row_t neg_rows[] = {
-    EW_FLOAT_TYPES(ROW_ENTRY, neg) EW_SINT_TYPES(ROW_ENTRY, neg) ROWS_END};
+    EW_FLOAT_TYPES(ROW_ENTRY, neg) EW_SINT_TYPES(ROW_ENTRY, neg) HALF_ENTRIES(neg_f32) ROWS_END};
 static const typed_row_t sign_rows[] = {
-    EW_FLOAT_TYPES(ROW_ENTRY, sign) EW_SINT_TYPES(ROW_ENTRY, sign) EW_UINT_TYPES(ROW_ENTRY, sign) ROWS_END};
+    EW_FLOAT_TYPES(ROW_ENTRY, sign) EW_SINT_TYPES(ROW_ENTRY, sign) EW_UINT_TYPES(ROW_ENTRY, sign)
+    HALF_ENTRIES(sign_f32) ROWS_END};
 static const typed_row_t relu_rows[] = {
-    EW_FLOAT_TYPES(ROW_ENTRY, relu) EW_SINT_TYPES(ROW_ENTRY, relu) ROWS_END};
-static const typed_row_t not_rows[] = {{ENG_DT_BOOL, not_b}, ROWS_END};
+    EW_FLOAT_TYPES(ROW_ENTRY, relu) EW_SINT_TYPES(ROW_ENTRY, relu) HALF_ENTRIES(relu_f32)
+    ROWS_END};
+static const typed_row_t not_rows[] = {{ENG_DT_BOOL, not_b, false}, ROWS_END};
 static const typed_row_t bnot_rows[] = {
     EW_SINT_TYPES(ROW_ENTRY, bnot) EW_UINT_TYPES(ROW_ENTRY, bnot) ROWS_END};
 
@@ -227,8 +199,9 @@ TYPED_KERNEL(BitwiseNot, bnot_rows)
 
 /* --- float and double ops --------------------------------------------------------- */
 
-/* One row per element type (S, T) of a float-and-double op: EXPR of x and
- * the attributes, with UF/UO naming that type's functions. */
+/* One row per element type (S, T) of a float op: EXPR of x and the
+ * attributes, with UF/UO naming that type's functions (the float-and-double
+ * ops). */
 #define REAL_ROW(op, S, T, ALPHA, BETA, GAMMA, EXPR)                                    \
     EW_CLONES static void op##_##S(const void *xv, void *yv, int64_t n, const void *arg) \
     {                                                                                   \
@@ -256,11 +229,13 @@ ENG_UNARY_REAL_OPS(REAL_ROW_F64)
 #undef UF
 #undef UO
 
-/* Its rows, its run function reading the attributes with their ONNX
- * defaults, and its kernel. */
-#define REAL_OP(op, ALPHA, BETA, GAMMA, EXPR)                                           \
-    static const typed_row_t op##_rows[] = {{ENG_DT_FLOAT, op##_f32},                   \
-                                            {ENG_DT_DOUBLE, op##_f64}, ROWS_END};       \
+/* The float32-only ops' rows (no double: see unary_impl.h). */
+ENG_UNARY_FLOAT_OPS(REAL_ROW_F32)
+
+/* An op's run function, reading the attributes with their ONNX defaults,
+ * over its rows (float16 and bfloat16 through its float row), and its
+ * kernel. */
+#define UNARY_OP_RUN(op, ALPHA, BETA, GAMMA)                                            \
     static int op##_run(eng_op_ctx_t *c)                                                \
     {                                                                                   \
         const unary_attrs_t a = {eng_attr_f(c->node, "alpha", ALPHA),                   \
@@ -269,8 +244,52 @@ ENG_UNARY_REAL_OPS(REAL_ROW_F64)
         return run_typed(c, op##_rows, &a);                                             \
     }                                                                                   \
     const eng_kernel_t eng_cpu_##op = {.run = op##_run};
+#define FLOAT_OP(op, ALPHA, BETA, GAMMA, EXPR)                                          \
+    static const typed_row_t op##_rows[] = {{ENG_DT_FLOAT, op##_f32, false},            \
+                                            HALF_ENTRIES(op##_f32) ROWS_END};           \
+    UNARY_OP_RUN(op, ALPHA, BETA, GAMMA)
+#define REAL_OP(op, ALPHA, BETA, GAMMA, EXPR)                                           \
+    static const typed_row_t op##_rows[] = {{ENG_DT_FLOAT, op##_f32, false},            \
+                                            {ENG_DT_DOUBLE, op##_f64, false},           \
+                                            HALF_ENTRIES(op##_f32) ROWS_END};           \
+    UNARY_OP_RUN(op, ALPHA, BETA, GAMMA)
+ENG_UNARY_FLOAT_OPS(FLOAT_OP)
 ENG_UNARY_REAL_OPS(REAL_OP)
+#undef FLOAT_OP
 #undef REAL_OP
+#undef UNARY_OP_RUN
+
+EW_CLONES static void gelu_erf_f32(const void *xv, void *yv, int64_t n, const void *arg)
+{
+    const float *xs = xv;
+    float *ys = yv;
+    EW_LOOP(n, ys[i] = 0.5f * xs[i] * (1.0f + eng_erf_f32(xs[i] * 0.70710678118654752f)););
+}
+
+EW_CLONES static void gelu_tanh_f32(const void *xv, void *yv, int64_t n, const void *arg)
+{
+    const float *xs = xv;
+    float *ys = yv;
+    EW_LOOP(n, const float x = xs[i];
+            ys[i] = 0.5f * x *
+                    (1.0f + eng_tanh_f32(0.79788456080286536f * (x + 0.044715f * x * x * x))););
+}
+
+static const typed_row_t gelu_erf_rows[] = {{ENG_DT_FLOAT, gelu_erf_f32, false},
+                                            HALF_ENTRIES(gelu_erf_f32) ROWS_END};
+static const typed_row_t gelu_tanh_rows[] = {{ENG_DT_FLOAT, gelu_tanh_f32, false},
+                                             HALF_ENTRIES(gelu_tanh_f32) ROWS_END};
+
+static int gelu_run(eng_op_ctx_t *c)
+{
+    const char *approx = eng_attr_s(c->node, "approximate", "none");
+    if (strcmp(approx, "tanh") == 0)
+        return run_typed(c, gelu_tanh_rows, NULL);
+    if (strcmp(approx, "none") == 0)
+        return run_typed(c, gelu_erf_rows, NULL);
+    return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
+}
+const eng_kernel_t eng_cpu_Gelu = {.run = gelu_run};
 
 /* --- Shrink ------------------------------------------------------------------------ */
 
@@ -305,7 +324,8 @@ static inline int64_t shrink_to_i64(double v)
 EW_FLOAT_TYPES(SHRINK_F, shrink)
 EW_SINT_TYPES(SHRINK_I, shrink)
 EW_UINT_TYPES(SHRINK_I, shrink)
-static const typed_row_t shrink_rows[] = {EW_NUM_TYPES(ROW_ENTRY, shrink) ROWS_END};
+static const typed_row_t shrink_rows[] = {EW_NUM_TYPES(ROW_ENTRY, shrink)
+                                              HALF_ENTRIES(shrink_f32) ROWS_END};
 
 static int shrink_run(eng_op_ctx_t *c)
 {
@@ -340,8 +360,10 @@ typedef struct isinf_arg {
 EW_FLOAT_TYPES(CLASS_ROWS, unused)
 #undef CLASS_ROWS
 
-static const typed_row_t isnan_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isnan) ROWS_END};
-static const typed_row_t isinf_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isinf) ROWS_END};
+static const typed_row_t isnan_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isnan)
+                                             HALF_ENTRIES(isnan_f32) ROWS_END};
+static const typed_row_t isinf_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, isinf)
+                                             HALF_ENTRIES(isinf_f32) ROWS_END};
 
 static int isnan_run(eng_op_ctx_t *c)
 {
@@ -381,7 +403,17 @@ EW_FLOAT_TYPES(CLIP_ROW, clip)
 EW_SINT_TYPES(CLIP_ROW, clip)
 EW_UINT_TYPES(CLIP_ROW, clip)
 static const typed_row_t clip_rows[] = {
-    EW_FLOAT_TYPES(ROW_ENTRY, clip) EW_SINT_TYPES(ROW_ENTRY, clip) EW_UINT_TYPES(ROW_ENTRY, clip) ROWS_END};
+    EW_FLOAT_TYPES(ROW_ENTRY, clip) EW_SINT_TYPES(ROW_ENTRY, clip) EW_UINT_TYPES(ROW_ENTRY, clip)
+    HALF_ENTRIES(clip_f32) ROWS_END};
+
+/* A bound for the float row: a half input's value as a float in *f. */
+static const void *clip_bound(const eng_tensor_t *x, const eng_tensor_t *b, float *f)
+{
+    if (!b || (x->dtype != ENG_DT_FLOAT16 && x->dtype != ENG_DT_BFLOAT16))
+        return b ? b->data : NULL;
+    ew_half_to_float(x->dtype, b->data, f, 1);
+    return f;
+}
 
 /* Before opset 11 the bounds are float attributes; from 11, optional scalar
  * inputs of the input's type. */
@@ -392,9 +424,11 @@ static int clip_run(eng_op_ctx_t *c)
     int rc = eng_unary_clip_bounds(c, &lo, &hi, attr);
     if (rc)
         return rc;
+    const eng_tensor_t *x = c->inputs[0];
+    float lo_f, hi_f;
     const clip_bounds_t b = c->opset < 11 ? (clip_bounds_t){&attr[0], &attr[1]}
-                                          : (clip_bounds_t){lo ? lo->data : NULL,
-                                                            hi ? hi->data : NULL};
+                                          : (clip_bounds_t){clip_bound(x, lo, &lo_f),
+                                                            clip_bound(x, hi, &hi_f)};
     return run_typed(c, clip_rows, &b);
 }
 const eng_kernel_t eng_cpu_Clip = {.run = clip_run};
@@ -439,6 +473,14 @@ static int dropout_run(eng_op_ctx_t *c)
         for (int64_t i = 0; i < n; i++)
             ((double *)mask->data)[i] = 1.0;
         return 0;
+    case ENG_DT_FLOAT16:
+    case ENG_DT_BFLOAT16: {
+        const uint16_t one = mask->dtype == ENG_DT_FLOAT16 ? eng_float_to_half(1.0f)
+                                                           : eng_float_to_bf16(1.0f);
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)mask->data)[i] = one;
+        return 0;
+    }
     default:
         return eng_op_err(c, FS_ENOTSUP, "mask dtype %s not supported",
                           eng_dtype_name(mask->dtype));

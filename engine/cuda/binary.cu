@@ -30,6 +30,12 @@
  * output, as the CPU does (Mean divides in the last pass: the same sum
  * rounded the same way, then the same division).
  *
+ * float16 and bfloat16 run the float functors through half_bin (each
+ * element loaded to float, the result rounded once with engine/half.h's
+ * conversions): per element the bits of the widening fallback on this
+ * device, 8 halves a thread on the vector path. Sum and Mean take them
+ * only as far as one pass (eng_binary_sum_native): the CPU's rule.
+ *
  * Formulas, dtypes and errors are the CPU kernels': integer arithmetic wraps,
  * integer division and modulo by 0 give 0, INT_MIN / -1 wraps, Max/Min
  * propagate NaN, Mod is Python's (fmod=0) or C's (fmod=1), Pow of float by
@@ -51,12 +57,13 @@ constexpr int BC_MAX_IN = ENG_BINARY_MAX_OPERANDS - 1; /* Where */
 
 /* --- dtypes -------------------------------------------------------------------------- */
 
-/* The CPU's EW_FLOAT_TYPES, and EW_SINT_TYPES with EW_UINT_TYPES. */
-using float_types = types<float, double>;
+/* The CPU's EW_FLOAT_TYPES, and EW_SINT_TYPES with EW_UINT_TYPES; the lists
+ * with float16 and bfloat16 are those of the ops that take them. */
+using float_types = types<float, double, f16_t, bf16_t>;
 using int_types = types<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>;
-using prelu_types = types<float, double, int32_t, int64_t>;
-using numeric_bool_types = types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                                 uint16_t, uint32_t, uint64_t, bool_t>;
+using prelu_types = types<float, double, f16_t, bf16_t, int32_t, int64_t>;
+using numeric_half_types = types_cat_t<numeric_types, half_types>;
+using numeric_bool_types = types_cat_t<numeric_half_types, types<bool_t>>;
 
 /* --- broadcasting, on the host ------------------------------------------------------- */
 
@@ -379,6 +386,26 @@ int bc3_launch(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *a,
     return 0;
 }
 
+/* A float functor on half H (dtype_impl.h's half_fn), as bc2_kernel takes
+ * it. */
+template <typename H, typename Op> struct half_bin : half_fn<H, Op> {
+    using TA = H;
+    using TB = H;
+    using TO = half_result_t<H, typename Op::TO>;
+};
+
+/* bc2_launch for inputs of dtype T: op itself, or a float functor on a
+ * half T through half_bin. */
+template <typename T, typename Op>
+int bc2_launch_as(const eng_op_ctx_t *c, eng_tensor_t *y, const eng_tensor_t *a,
+                  const eng_tensor_t *b, const Op &op)
+{
+    if constexpr (is_half_v<T> && std::is_same<typename Op::TA, float>::value)
+        return bc2_launch(c, y, a, b, half_bin<T, Op>{{op}});
+    else
+        return bc2_launch(c, y, a, b, op);
+}
+
 /* --- ops ----------------------------------------------------------------------------- */
 
 /* An op of two T giving TR. */
@@ -592,7 +619,8 @@ int dtype_err(const eng_op_ctx_t *c, eng_dtype_t dt)
     return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(dt));
 }
 
-/* Two inputs of one dtype from `list` through make(T{})'s functor. 0,
+/* Two inputs of one dtype from `list` through make(T{})'s functor (for a
+ * half T, make(T{}) may give a float functor: bc2_launch_as). 0,
  * FS_EINVAL, FS_ENOTSUP or FS_EDEVICE; nothing is queued on error. */
 template <typename List, typename Make>
 int binary_run(eng_op_ctx_t *oc, List list, Make make, eng_dtype_t out_dt)
@@ -603,7 +631,7 @@ int binary_run(eng_op_ctx_t *oc, List list, Make make, eng_dtype_t out_dt)
         return rc;
     const eng_op_ctx_t *c = &lg.ctx;
     rc = dispatch(c->inputs[0]->dtype, list, [&](auto t) {
-        return bc2_launch(c, c->outputs[0], c->inputs[0], c->inputs[1], make(t));
+        return bc2_launch_as<decltype(t)>(c, c->outputs[0], c->inputs[0], c->inputs[1], make(t));
     });
     return rc == DISPATCH_NONE ? dtype_err(c, c->inputs[0]->dtype) : rc;
 }
@@ -611,17 +639,18 @@ int binary_run(eng_op_ctx_t *oc, List list, Make make, eng_dtype_t out_dt)
 #define BINARY_KERNEL(op, list, OP, out_dt)                                               \
     int op##_run(eng_op_ctx_t *c)                                                        \
     {                                                                                    \
-        return binary_run(c, list{}, [](auto t) { return OP<decltype(t)>{}; }, out_dt);  \
+        return binary_run(                                                               \
+            c, list{}, [](auto t) { return OP<compute_t<decltype(t)>>{}; }, out_dt);        \
     }
 
-BINARY_KERNEL(Add, numeric_types, add_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(Sub, numeric_types, sub_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(Mul, numeric_types, mul_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(Div, numeric_types, div_op, ENG_DT_UNDEFINED)
-BINARY_KERNEL(Greater, numeric_types, gt_op, ENG_DT_BOOL)
-BINARY_KERNEL(GreaterOrEqual, numeric_types, ge_op, ENG_DT_BOOL)
-BINARY_KERNEL(Less, numeric_types, lt_op, ENG_DT_BOOL)
-BINARY_KERNEL(LessOrEqual, numeric_types, le_op, ENG_DT_BOOL)
+BINARY_KERNEL(Add, numeric_half_types, add_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Sub, numeric_half_types, sub_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Mul, numeric_half_types, mul_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Div, numeric_half_types, div_op, ENG_DT_UNDEFINED)
+BINARY_KERNEL(Greater, numeric_half_types, gt_op, ENG_DT_BOOL)
+BINARY_KERNEL(GreaterOrEqual, numeric_half_types, ge_op, ENG_DT_BOOL)
+BINARY_KERNEL(Less, numeric_half_types, lt_op, ENG_DT_BOOL)
+BINARY_KERNEL(LessOrEqual, numeric_half_types, le_op, ENG_DT_BOOL)
 BINARY_KERNEL(PRelu, prelu_types, prelu_op, ENG_DT_UNDEFINED)
 BINARY_KERNEL(BitwiseAnd, int_types, band_op, ENG_DT_UNDEFINED)
 BINARY_KERNEL(BitwiseOr, int_types, bor_op, ENG_DT_UNDEFINED)
@@ -660,7 +689,7 @@ int equal_run(eng_op_ctx_t *c)
         if constexpr (std::is_same<T, bool_t>::value)
             return eq_bool_op{};
         else
-            return eq_op<T>{};
+            return eq_op<compute_t<T>>{};
     }, ENG_DT_BOOL);
 }
 
@@ -668,17 +697,20 @@ int mod_run(eng_op_ctx_t *c)
 {
     const int64_t fm = eng_attr_i(c->node, "fmod", 0);
     const eng_tensor_t *a = eng_ctx_in(c, 0);
-    if (fm == 0 && a && (a->dtype == ENG_DT_FLOAT || a->dtype == ENG_DT_DOUBLE))
+    if (fm == 0 && a && (a->dtype == ENG_DT_FLOAT || a->dtype == ENG_DT_DOUBLE ||
+                         a->dtype == ENG_DT_FLOAT16 || a->dtype == ENG_DT_BFLOAT16))
         return eng_op_err(c, FS_EINVAL, "fmod must be 1 for dtype %s", eng_dtype_name(a->dtype));
     if (fm)
-        return binary_run(c, numeric_types{}, [](auto t) { return fmod_op<decltype(t)>{}; },
-                          ENG_DT_UNDEFINED);
+        return binary_run(
+            c, numeric_half_types{}, [](auto t) { return fmod_op<compute_t<decltype(t)>>{}; },
+            ENG_DT_UNDEFINED);
     return binary_run(c, int_types{}, [](auto t) { return mod_op<decltype(t)>{}; },
                       ENG_DT_UNDEFINED);
 }
 
-/* Base float, double, int32 or int64; exponent any numeric type; the output
- * has the base's. */
+/* Base float, double, int32 or int64 and exponent any numeric type, or
+ * base and exponent of one half dtype (float's functor through half_bin);
+ * the output has the base's. */
 int pow_run(eng_op_ctx_t *oc)
 {
     eng_binary_legacy_t lg;
@@ -691,7 +723,11 @@ int pow_run(eng_op_ctx_t *oc)
     if (!a || !b || !y)
         return eng_op_err(c, FS_EINVAL, "an input or the output is missing");
     rc = DISPATCH_NONE;
-    if (y->dtype == a->dtype)
+    if (y->dtype == a->dtype && b->dtype == a->dtype)
+        rc = dispatch(a->dtype, half_types{}, [&](auto h) {
+            return bc2_launch_as<decltype(h)>(c, y, a, b, pow_f32_op{});
+        });
+    if (rc == DISPATCH_NONE && y->dtype == a->dtype)
         rc = dispatch(a->dtype, types<float, double, int32_t, int64_t>{}, [&](auto ta) {
             return dispatch(b->dtype, numeric_types{}, [&](auto tb) {
                 using A = decltype(ta);
@@ -732,10 +768,12 @@ int where_run(eng_op_ctx_t *c)
 /* --- variadic ---------------------------------------------------------------------------- */
 
 /* y = in0 op in1, then y = y op in_k for the rest; Mean divides the sum by
- * the count in the last pass. make(T{}) gives the op. 0, FS_EINVAL,
+ * the count in the last pass. make(T{}) gives the op (a float functor for
+ * a half T: bc2_launch_as, which rounds each pass -- exact for Max and Min,
+ * and Sum and Mean (SUMS) take half only as far as one pass). 0, FS_EINVAL,
  * FS_ENOTSUP or FS_EDEVICE; every shape is checked before anything is
  * queued (a launch failure may leave the first passes queued). */
-template <bool MEAN, typename List, typename Make>
+template <bool SUMS, bool MEAN, typename List, typename Make>
 int variadic_run(eng_op_ctx_t *c, List list, Make make)
 {
     int rc = eng_binary_check_io(c, c->n_inputs, ENG_DT_UNDEFINED);
@@ -744,6 +782,9 @@ int variadic_run(eng_op_ctx_t *c, List list, Make make)
     eng_tensor_t *y = c->outputs[0];
     if (dispatch(y->dtype, list, [](auto) { return 0; }) == DISPATCH_NONE)
         return dtype_err(c, y->dtype);
+    if (SUMS && !eng_binary_sum_native(y->dtype, c->n_inputs))
+        return eng_op_err(c, FS_ENOTSUP, "%d %s inputs are summed through float (widened)",
+                          c->n_inputs, eng_dtype_name(y->dtype));
     if (c->n_inputs == 1) {
         const eng_tensor_t *x = c->inputs[0];
         if (!eng_shape_equal(&x->shape, &y->shape))
@@ -756,17 +797,19 @@ int variadic_run(eng_op_ctx_t *c, List list, Make make)
             return rc;
     return dispatch(y->dtype, list, [&](auto t) {
         using T = decltype(t);
+        using C = compute_t<T>;
         const int last = c->n_inputs - 1;
         int r = 0;
         for (int k = 1; r == 0 && k <= last; k++) {
             const eng_tensor_t *a = k == 1 ? c->inputs[0] : y;
             if constexpr (MEAN) {
                 if (k == last) {
-                    r = bc2_launch(c, y, a, c->inputs[k], mean_last_op<T>{{}, (T)c->n_inputs});
+                    r = bc2_launch_as<T>(c, y, a, c->inputs[k],
+                                         mean_last_op<C>{{}, (C)c->n_inputs});
                     continue;
                 }
             }
-            r = bc2_launch(c, y, a, c->inputs[k], make(t));
+            r = bc2_launch_as<T>(c, y, a, c->inputs[k], make(t));
         }
         return r;
     });
@@ -774,19 +817,23 @@ int variadic_run(eng_op_ctx_t *c, List list, Make make)
 
 int max_run(eng_op_ctx_t *c)
 {
-    return variadic_run<false>(c, numeric_types{}, [](auto t) { return max_op<decltype(t)>{}; });
+    return variadic_run<false, false>(c, numeric_half_types{},
+                                      [](auto t) { return max_op<compute_t<decltype(t)>>{}; });
 }
 int min_run(eng_op_ctx_t *c)
 {
-    return variadic_run<false>(c, numeric_types{}, [](auto t) { return min_op<decltype(t)>{}; });
+    return variadic_run<false, false>(c, numeric_half_types{},
+                                      [](auto t) { return min_op<compute_t<decltype(t)>>{}; });
 }
 int sum_run(eng_op_ctx_t *c)
 {
-    return variadic_run<false>(c, float_types{}, [](auto t) { return add_op<decltype(t)>{}; });
+    return variadic_run<true, false>(c, float_types{},
+                                     [](auto t) { return add_op<compute_t<decltype(t)>>{}; });
 }
 int mean_run(eng_op_ctx_t *c)
 {
-    return variadic_run<true>(c, float_types{}, [](auto t) { return add_op<decltype(t)>{}; });
+    return variadic_run<true, true>(c, float_types{},
+                                    [](auto t) { return add_op<compute_t<decltype(t)>>{}; });
 }
 
 } /* namespace */

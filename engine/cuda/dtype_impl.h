@@ -2,7 +2,8 @@
  * per engine dtype (dtype_of), lists of them (types<...>) and dispatch from a
  * runtime dtype to a generic lambda over that list, the unsigned type
  * integer arithmetic wraps in, 16-byte vectors for the vector paths, and the
- * fp16/bf16 conversions (engine/half.h, one definition with the CPU's).
+ * fp16/bf16 conversions (engine/half.h, one definition with the CPU's) with
+ * the wrapper that runs a float functor on half elements (half_fn).
  *
  * Only .cu files include this header; everything in it has internal
  * linkage, as in the files that include it. Threading: pure functions. */
@@ -97,6 +98,73 @@ template <typename T> constexpr bool is_sint_v = std::is_signed<T>::value && !is
 /* N elements loaded or stored as one aligned vector. */
 template <typename T, int N> struct alignas(sizeof(T) * N) vec_t {
     T v[N];
+};
+
+/* --- float16 and bfloat16: stored as such, computed in float ---------------------------- */
+
+using half_types = types<f16_t, bf16_t>;
+
+template <typename T>
+constexpr bool is_half_v = std::is_same<T, f16_t>::value || std::is_same<T, bf16_t>::value;
+
+/* The type an element of T computes in: float for the half types, else T. */
+template <typename T> using compute_t = typename std::conditional<is_half_v<T>, float, T>::type;
+
+/* A half element as a float, exactly, and a float rounded to nearest even:
+ * engine/half.h's conversions, so the bits are the CPU's (and the widening
+ * fallback's, whose Cast kernels use them too). */
+__device__ inline float half_load(f16_t h)
+{
+    return eng_half_to_float(h.bits);
+}
+__device__ inline float half_load(bf16_t h)
+{
+    return eng_bf16_to_float(h.bits);
+}
+template <typename H> __device__ inline H half_store(float f)
+{
+    if constexpr (std::is_same<H, f16_t>::value)
+        return {eng_float_to_half(f)};
+    else
+        return {eng_float_to_bf16(f)};
+}
+
+/* An element as the type it computes in (compute_t). */
+template <typename T> __device__ inline compute_t<T> compute_load(T x)
+{
+    if constexpr (is_half_v<T>)
+        return half_load(x);
+    else
+        return x;
+}
+
+/* The list of A's types followed by B's. */
+template <typename A, typename B> struct types_cat;
+template <typename... A, typename... B> struct types_cat<types<A...>, types<B...>> {
+    using type = types<A..., B...>;
+};
+template <typename A, typename B> using types_cat_t = typename types_cat<A, B>::type;
+
+/* What a float functor's result R becomes on half H: H for a float result,
+ * anything else (a comparison's bool byte) as it is. */
+template <typename H, typename R>
+using half_result_t = typename std::conditional<std::is_same<R, float>::value, H, R>::type;
+
+/* A float functor run on half elements: every argument loaded to float, a
+ * float result rounded to H once -- per element exactly what converting
+ * the tensors to float, running the float kernel and rounding its output
+ * gives (engine/ops.c's widening), without the float tensors. The kernel
+ * files give it their functors' type names (TI, TA, ...). */
+template <typename H, typename Op> struct half_fn {
+    Op op;
+    template <typename... A> __device__ auto operator()(A... a) const
+    {
+        auto r = op(half_load(a)...);
+        if constexpr (std::is_same<decltype(r), float>::value)
+            return half_store<H>(r);
+        else
+            return r;
+    }
 };
 
 } // namespace

@@ -16,6 +16,12 @@
  * a * b + c into one FMA, the CPU build does not, and CUDA's expf/logf/...
  * are not glibc's.
  *
+ * float16 and bfloat16 run the float functors through half_map (each
+ * element loaded to float, the result rounded once with engine/half.h's
+ * conversions): per element the bits of the widening fallback on this
+ * device, and 8 halves a thread on the vector path. Clip reads its half
+ * bounds itself.
+ *
  * Cast follows the CPU rule exactly: floating sources widen to double,
  * signed integers and bool to int64, unsigned integers to uint64, and each
  * target converts from those (float -> integer saturates, NaN gives 0;
@@ -101,29 +107,31 @@ int map_launch(const eng_op_ctx_t *c, const void *x, void *y, int64_t n, const O
     return 0;
 }
 
+/* A float functor on half H (dtype_impl.h's half_fn), as map_kernel takes
+ * it. */
+template <typename H, typename Op> struct half_map : half_fn<H, Op> {
+    using TI = H;
+    using TO = half_result_t<H, typename Op::TO>;
+};
+
 /* --- dtypes ---------------------------------------------------------------------------- */
 
-/* The CPU's EW_FLOAT_TYPES with EW_SINT_TYPES, and every dtype Cast takes. */
-using float_sint_types = types<float, double, int8_t, int16_t, int32_t, int64_t>;
+/* The CPU's EW_FLOAT_TYPES with EW_SINT_TYPES, and every dtype Cast takes;
+ * the lists of the ops that take float16 and bfloat16 (through float). */
+using float_sint_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t, int64_t>;
+using float_half_types = types<float, f16_t, bf16_t>;
+using real_types = types<float, double, f16_t, bf16_t>;
+using numeric_half_types = types_cat_t<numeric_types, half_types>;
 using cast_types = types<float, double, f16_t, bf16_t, int8_t, int16_t, int32_t, int64_t,
                          uint8_t, uint16_t, uint32_t, uint64_t, bool_t, f8e4m3fn_t,
                          f8e4m3fnuz_t, f8e5m2_t, f8e5m2fnuz_t>;
 
 /* --- checks ---------------------------------------------------------------------------- */
 
-/* Runs a float32-only op. 0, or FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
-template <typename Op> int run_float(eng_op_ctx_t *c, const Op &op)
-{
-    eng_unary_io_t io;
-    int rc = eng_unary_float_io(c, &io);
-    if (rc)
-        return rc;
-    return map_launch(c, io.x->data, io.y->data, io.n, op);
-}
-
 /* Runs the functor make(T{}) for x's dtype T from `list`; y must have
- * dtype out_dt (ENG_DT_UNDEFINED: x's dtype). 0, or FS_EINVAL / FS_ENOTSUP /
- * FS_EDEVICE. */
+ * dtype out_dt (ENG_DT_UNDEFINED: x's dtype). For a half T, make may give
+ * a functor over float (TI float), which runs through half_map. 0, or
+ * FS_EINVAL / FS_ENOTSUP / FS_EDEVICE. */
 template <typename List, typename Make>
 int run_typed(eng_op_ctx_t *c, List list, Make make, eng_dtype_t out_dt = ENG_DT_UNDEFINED)
 {
@@ -138,7 +146,13 @@ int run_typed(eng_op_ctx_t *c, List list, Make make, eng_dtype_t out_dt = ENG_DT
         if (out_dt != ENG_DT_UNDEFINED && io.y->dtype != out_dt)
             return eng_op_err(c, FS_EINVAL, "output dtype %s is not %s",
                               eng_dtype_name(io.y->dtype), eng_dtype_name(out_dt));
-        return map_launch(c, io.x->data, io.y->data, io.n, make(t));
+        using T = decltype(t);
+        const auto op = make(t);
+        using Op = typename std::remove_const<decltype(op)>::type;
+        if constexpr (is_half_v<T> && std::is_same<typename Op::TI, float>::value)
+            return map_launch(c, io.x->data, io.y->data, io.n, half_map<T, Op>{{op}});
+        else
+            return map_launch(c, io.x->data, io.y->data, io.n, op);
     });
     return rc == DISPATCH_NONE ? eng_unary_dtype_err(c, io.x->dtype) : rc;
 }
@@ -146,8 +160,9 @@ int run_typed(eng_op_ctx_t *c, List list, Make make, eng_dtype_t out_dt = ENG_DT
 /* --- float ops --------------------------------------------------------------------------- */
 
 /* One float op: its functor (EXPR of x, alpha, beta, gamma), its run function
- * reading the attributes with their ONNX defaults; its kernel is defined
- * with the others, after the namespace. */
+ * reading the attributes with their ONNX defaults (float16 and bfloat16
+ * through the functor); its kernel is defined with the others, after the
+ * namespace. */
 #define FLOAT_OP(op, ALPHA, BETA, GAMMA, EXPR)                                     \
     struct op##_op {                                                                     \
         using TI = float;                                                                \
@@ -160,7 +175,7 @@ int run_typed(eng_op_ctx_t *c, List list, Make make, eng_dtype_t out_dt = ENG_DT
         const op##_op op = {eng_attr_f(c->node, "alpha", ALPHA),                         \
                             eng_attr_f(c->node, "beta", BETA),                           \
                             eng_attr_f(c->node, "gamma", GAMMA)};                        \
-        return run_float(c, op);                                                         \
+        return run_typed(c, float_half_types{}, [&](auto) { return op; });               \
     }
 
 ENG_UNARY_FLOAT_OPS(FLOAT_OP)
@@ -168,7 +183,7 @@ ENG_UNARY_FLOAT_OPS(FLOAT_OP)
 
 /* The float-and-double ops: one functor per op and element type (UF/UO
  * name that type's functions, as on the CPU), the run function picking it
- * by the input's dtype. */
+ * by the input's dtype (float's for float16 and bfloat16). */
 #define REAL_FUNCTOR(op, S, T, EXPR)                                                     \
     struct op##_##S##_op {                                                               \
         using TI = T;                                                                    \
@@ -202,12 +217,12 @@ ENG_UNARY_REAL_OPS(REAL_FUNCTOR_F64)
         const float alpha = eng_attr_f(c->node, "alpha", ALPHA);                         \
         const float beta = eng_attr_f(c->node, "beta", BETA);                            \
         const float gamma = eng_attr_f(c->node, "gamma", GAMMA);                         \
-        return run_typed(c, types<float, double>{}, [&](auto t) {                        \
+        return run_typed(c, real_types{}, [&](auto t) {                                  \
             using T = decltype(t);                                                       \
-            if constexpr (std::is_same<T, float>::value)                                 \
-                return op##_f32_op{alpha, beta, gamma};                                  \
-            else                                                                         \
+            if constexpr (std::is_same<T, double>::value)                                \
                 return op##_f64_op{alpha, beta, gamma};                                  \
+            else                                                                         \
+                return op##_f32_op{alpha, beta, gamma};                                  \
         });                                                                              \
     }
 ENG_UNARY_REAL_OPS(REAL_OP)
@@ -237,7 +252,8 @@ template <typename T> struct shrink_op {
 int shrink_run(eng_op_ctx_t *c)
 {
     const double l = eng_attr_f(c->node, "lambd", 0.5f), b = eng_attr_f(c->node, "bias", 0.0f);
-    return run_typed(c, numeric_types{}, [&](auto t) { return shrink_op<decltype(t)>{l, b}; });
+    return run_typed(c, numeric_half_types{},
+                     [&](auto t) { return shrink_op<compute_t<decltype(t)>>{l, b}; });
 }
 
 struct gelu_erf_op {
@@ -262,9 +278,9 @@ int gelu_run(eng_op_ctx_t *c)
 {
     const char *approx = eng_attr_s(c->node, "approximate", "none");
     if (strcmp(approx, "tanh") == 0)
-        return run_float(c, gelu_tanh_op{});
+        return run_typed(c, float_half_types{}, [](auto) { return gelu_tanh_op{}; });
     if (strcmp(approx, "none") == 0)
-        return run_float(c, gelu_erf_op{});
+        return run_typed(c, float_half_types{}, [](auto) { return gelu_erf_op{}; });
     return eng_op_err(c, FS_ENOTSUP, "approximate '%s' is not supported (none, tanh)", approx);
 }
 
@@ -332,19 +348,23 @@ template <typename T> struct bnot_op {
 
 int abs_run(eng_op_ctx_t *c)
 {
-    return run_typed(c, numeric_types{}, [](auto t) { return abs_op<decltype(t)>{}; });
+    return run_typed(c, numeric_half_types{},
+                     [](auto t) { return abs_op<compute_t<decltype(t)>>{}; });
 }
 int neg_run(eng_op_ctx_t *c)
 {
-    return run_typed(c, float_sint_types{}, [](auto t) { return neg_op<decltype(t)>{}; });
+    return run_typed(c, float_sint_types{},
+                     [](auto t) { return neg_op<compute_t<decltype(t)>>{}; });
 }
 int sign_run(eng_op_ctx_t *c)
 {
-    return run_typed(c, numeric_types{}, [](auto t) { return sign_op<decltype(t)>{}; });
+    return run_typed(c, numeric_half_types{},
+                     [](auto t) { return sign_op<compute_t<decltype(t)>>{}; });
 }
 int relu_run(eng_op_ctx_t *c)
 {
-    return run_typed(c, float_sint_types{}, [](auto t) { return relu_op<decltype(t)>{}; });
+    return run_typed(c, float_sint_types{},
+                     [](auto t) { return relu_op<compute_t<decltype(t)>>{}; });
 }
 int not_run(eng_op_ctx_t *c)
 {
@@ -377,8 +397,8 @@ template <typename T> struct isinf_op {
 
 int isnan_run(eng_op_ctx_t *c)
 {
-    return run_typed(c, types<float, double>{}, [](auto t) { return isnan_op<decltype(t)>{}; },
-                     ENG_DT_BOOL);
+    return run_typed(
+        c, real_types{}, [](auto t) { return isnan_op<compute_t<decltype(t)>>{}; }, ENG_DT_BOOL);
 }
 
 int isinf_run(eng_op_ctx_t *c)
@@ -386,7 +406,7 @@ int isinf_run(eng_op_ctx_t *c)
     const bool neg = eng_attr_i(c->node, "detect_negative", 1) != 0;
     const bool pos = eng_attr_i(c->node, "detect_positive", 1) != 0;
     return run_typed(
-        c, types<float, double>{}, [&](auto t) { return isinf_op<decltype(t)>{neg, pos}; },
+        c, real_types{}, [&](auto t) { return isinf_op<compute_t<decltype(t)>>{neg, pos}; },
         ENG_DT_BOOL);
 }
 
@@ -405,17 +425,26 @@ template <typename T> struct clip_bound {
 };
 
 /* Clip's launch form: a bound is read from device memory (lo_p, hi_p: a
- * min/max input) or, where that pointer is NULL, is the value given. */
+ * min/max input of x's dtype) or, where that pointer is NULL, is the value
+ * given (in the type x computes in). */
 template <typename T> struct clip_op {
     using TI = T;
     using TO = T;
     const T *lo_p, *hi_p;
-    T lo, hi;
+    compute_t<T> lo, hi;
 };
 
-template <typename T> __device__ clip_bound<T> map_bind(const clip_op<T> &op)
+/* The bounds fixed for the thread; a half x clips in float (exact: the
+ * result is x or a bound, all halves). */
+template <typename T> __device__ auto map_bind(const clip_op<T> &op)
 {
-    return clip_bound<T>{op.lo_p ? *op.lo_p : op.lo, op.hi_p ? *op.hi_p : op.hi};
+    using C = compute_t<T>;
+    const clip_bound<C> b{op.lo_p ? compute_load(*op.lo_p) : op.lo,
+                          op.hi_p ? compute_load(*op.hi_p) : op.hi};
+    if constexpr (is_half_v<T>)
+        return half_fn<T, clip_bound<C>>{b};
+    else
+        return b;
 }
 
 /* The whole range of T: the bound where min or max is absent. */
@@ -440,12 +469,14 @@ int clip_run(eng_op_ctx_t *c)
     if (rc)
         return rc;
     if (c->opset < 11)
-        return run_typed(c, types<float>{},
-                         [&](float) { return clip_op<float>{NULL, NULL, attr[0], attr[1]}; });
-    return run_typed(c, numeric_types{}, [&](auto t) {
+        return run_typed(c, float_half_types{}, [&](auto t) {
+            return clip_op<decltype(t)>{NULL, NULL, attr[0], attr[1]};
+        });
+    return run_typed(c, numeric_half_types{}, [&](auto t) {
         using T = decltype(t);
+        using C = compute_t<T>;
         return clip_op<T>{lo ? (const T *)lo->data : NULL, hi ? (const T *)hi->data : NULL,
-                          type_lowest<T>(), type_highest<T>()};
+                          type_lowest<C>(), type_highest<C>()};
     });
 }
 
@@ -483,7 +514,8 @@ int dropout_run(eng_op_ctx_t *c)
     }
     eng_tensor_t *mask = c->n_outputs > 1 ? c->outputs[1] : NULL;
     if (mask && mask->dtype != ENG_DT_BOOL && mask->dtype != ENG_DT_FLOAT &&
-        mask->dtype != ENG_DT_DOUBLE)
+        mask->dtype != ENG_DT_DOUBLE && mask->dtype != ENG_DT_FLOAT16 &&
+        mask->dtype != ENG_DT_BFLOAT16)
         return eng_op_err(c, FS_ENOTSUP, "mask dtype %s not supported",
                           eng_dtype_name(mask->dtype));
     int rc = copy_run(c);
@@ -500,6 +532,12 @@ int dropout_run(eng_op_ctx_t *c)
         return 0;
     case ENG_DT_FLOAT:
         fill_kernel<float><<<blocks, ENG_CUDA_THREADS, 0, s>>>((float *)mask->data, n, 1.0f);
+        break;
+    case ENG_DT_FLOAT16:
+    case ENG_DT_BFLOAT16:
+        fill_kernel<uint16_t><<<blocks, ENG_CUDA_THREADS, 0, s>>>(
+            (uint16_t *)mask->data, n,
+            mask->dtype == ENG_DT_FLOAT16 ? eng_float_to_half(1.0f) : eng_float_to_bf16(1.0f));
         break;
     default:
         fill_kernel<double><<<blocks, ENG_CUDA_THREADS, 0, s>>>((double *)mask->data, n, 1.0);

@@ -9,23 +9,35 @@
 #include "engine/op.h"
 #include "engine/ops/binary_impl.h"
 
+/* float16 and bfloat16 are computed through each op's float kernel on both
+ * devices (rounded once per element), so they are in the lists that have
+ * float -- all but Pow's exponent, which takes them only with a base of the
+ * same dtype (infer_pow). */
 static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_INT8,
                                          ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
                                          ENG_DT_UINT8,  ENG_DT_UINT16, ENG_DT_UINT32,
                                          ENG_DT_UINT64, ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_numeric_bool[] = {
-    ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT8,   ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
-    ENG_DT_UINT8, ENG_DT_UINT16, ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_BOOL,   ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_arith[] = {
+    ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,   ENG_DT_INT16,
+    ENG_DT_INT32, ENG_DT_INT64,  ENG_DT_UINT8,   ENG_DT_UINT16,   ENG_DT_UINT32, ENG_DT_UINT64,
+    ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_arith_bool[] = {
+    ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,   ENG_DT_INT16,
+    ENG_DT_INT32, ENG_DT_INT64,  ENG_DT_UINT8,   ENG_DT_UINT16,   ENG_DT_UINT32, ENG_DT_UINT64,
+    ENG_DT_BOOL,  ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                       ENG_DT_BFLOAT16, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_bool[] = {ENG_DT_BOOL, ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_pow_base[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32,
-                                          ENG_DT_INT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_pow_base[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                          ENG_DT_BFLOAT16, ENG_DT_INT32, ENG_DT_INT64,
+                                          ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_int[] = {ENG_DT_INT8,   ENG_DT_INT16,  ENG_DT_INT32,
                                      ENG_DT_INT64,  ENG_DT_UINT8,  ENG_DT_UINT16,
                                      ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_uint[] = {ENG_DT_UINT8, ENG_DT_UINT16, ENG_DT_UINT32, ENG_DT_UINT64,
                                       ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_prelu[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
+static const eng_dtype_t dt_prelu[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                       ENG_DT_BFLOAT16, ENG_DT_INT32, ENG_DT_INT64,
                                        ENG_DT_UNDEFINED};
 
 /* The broadcast of inputs [first, n_inputs), all present. 0, or FS_EINVAL
@@ -245,7 +257,7 @@ static int infer_variadic(eng_op_ctx_t *c, const eng_dtype_t *allowed)
 
 static int infer_arith(eng_op_ctx_t *c)
 {
-    return infer_pair(c, dt_numeric, ENG_DT_UNDEFINED);
+    return infer_pair(c, dt_arith, ENG_DT_UNDEFINED);
 }
 
 static int infer_logic(eng_op_ctx_t *c)
@@ -255,26 +267,34 @@ static int infer_logic(eng_op_ctx_t *c)
 
 static int infer_equal(eng_op_ctx_t *c)
 {
-    return infer_pair(c, dt_numeric_bool, ENG_DT_BOOL);
+    return infer_pair(c, dt_arith_bool, ENG_DT_BOOL);
 }
 
 static int infer_compare(eng_op_ctx_t *c)
 {
-    return infer_pair(c, dt_numeric, ENG_DT_BOOL);
+    return infer_pair(c, dt_arith, ENG_DT_BOOL);
 }
 
 static int infer_minmax(eng_op_ctx_t *c)
 {
-    return infer_variadic(c, dt_numeric);
+    return infer_variadic(c, dt_arith);
 }
 
+/* float16 and bfloat16 only as far as eng_binary_sum_native: more inputs
+ * are refused (FS_ENOTSUP) and so widened. */
 static int infer_sum(eng_op_ctx_t *c)
 {
-    return infer_variadic(c, dt_float);
+    int rc = infer_variadic(c, dt_float);
+    if (rc == 0 && !eng_binary_sum_native(c->inputs[0]->dtype, c->n_inputs))
+        return eng_op_err(c, FS_ENOTSUP, "%d %s inputs are summed through float", c->n_inputs,
+                          eng_dtype_name(c->inputs[0]->dtype));
+    return rc;
 }
 
 /* Pow's base and exponent may differ in type (T1, T2 from opset 12); the
- * output has the base's. */
+ * output has the base's. A float16 or bfloat16 base takes an exponent of
+ * its own dtype only, and a half exponent only such a base: other pairings
+ * are refused (FS_ENOTSUP) and so widened to float. */
 static int infer_pow(eng_op_ctx_t *oc)
 {
     eng_binary_legacy_t lg;
@@ -282,8 +302,12 @@ static int infer_pow(eng_op_ctx_t *oc)
     int rc = eng_binary_pair_ctx(oc, &lg);
     if (rc == 0)
         rc = eng_op_require_dtype(c, 0, dt_pow_base);
-    if (rc == 0)
-        rc = eng_op_require_dtype(c, 1, dt_numeric);
+    if (rc == 0) {
+        const eng_dtype_t base = c->inputs[0]->dtype;
+        const eng_dtype_t same[] = {base, ENG_DT_UNDEFINED};
+        rc = eng_op_require_dtype(c, 1, base == ENG_DT_FLOAT16 || base == ENG_DT_BFLOAT16
+                                            ? same : dt_numeric);
+    }
     eng_shape_t shape;
     if (rc == 0)
         rc = broadcast_inputs(c, 0, &shape);
@@ -312,7 +336,8 @@ static int infer_mod(eng_op_ctx_t *c)
     if (rc)
         return rc;
     eng_dtype_t dt = c->inputs[0]->dtype;
-    if ((dt == ENG_DT_FLOAT || dt == ENG_DT_DOUBLE) && eng_attr_i(c->node, "fmod", 0) != 1)
+    if ((dt == ENG_DT_FLOAT || dt == ENG_DT_DOUBLE || dt == ENG_DT_FLOAT16 ||
+         dt == ENG_DT_BFLOAT16) && eng_attr_i(c->node, "fmod", 0) != 1)
         return eng_op_err(c, FS_EINVAL, "fmod must be 1 for dtype %s", eng_dtype_name(dt));
     return 0;
 }

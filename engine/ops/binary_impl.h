@@ -51,6 +51,16 @@ int eng_binary_shift_left(const eng_node_t *n, bool *left);
  * the output of one dtype. 0 or FS_EINVAL naming the dtypes. */
 int eng_binary_where_check(const eng_op_ctx_t *c);
 
+/* Whether a Sum or Mean of n_inputs inputs of dtype dt runs as it is on
+ * every device: float16 and bfloat16 only up to two inputs -- one pass,
+ * whose float sum (over the count, for Mean) is rounded once, as the float
+ * kernel's result is. More would round every partial sum, so infer leaves
+ * them to the widening fallback (engine/ops.c), which sums in float. */
+static inline bool eng_binary_sum_native(eng_dtype_t dt, int n_inputs)
+{
+    return (dt != ENG_DT_FLOAT16 && dt != ENG_DT_BFLOAT16) || n_inputs <= 2;
+}
+
 /* The output and up to three inputs (Where). */
 #define ENG_BINARY_MAX_OPERANDS 4
 

@@ -8,15 +8,22 @@
 #include "engine/op.h"
 #include "engine/ops/unary_impl.h"
 
-static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+/* float16 and bfloat16 are computed through each op's float kernel on both
+ * devices (rounded once per element), so they are in every list that has
+ * float. */
+static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                       ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                              ENG_DT_BFLOAT16, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_bool[] = {ENG_DT_BOOL, ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_signed[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT8, ENG_DT_INT16,
+static const eng_dtype_t dt_signed[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                        ENG_DT_BFLOAT16, ENG_DT_INT8, ENG_DT_INT16,
                                         ENG_DT_INT32, ENG_DT_INT64, ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_INT8,
-                                         ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
-                                         ENG_DT_UINT8,  ENG_DT_UINT16, ENG_DT_UINT32,
-                                         ENG_DT_UINT64, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_numeric[] = {ENG_DT_FLOAT,  ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                         ENG_DT_BFLOAT16, ENG_DT_INT8, ENG_DT_INT16,
+                                         ENG_DT_INT32,  ENG_DT_INT64,  ENG_DT_UINT8,
+                                         ENG_DT_UINT16, ENG_DT_UINT32, ENG_DT_UINT64,
+                                         ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_int[] = {ENG_DT_INT8,  ENG_DT_INT16,  ENG_DT_INT32,  ENG_DT_INT64,
                                      ENG_DT_UINT8, ENG_DT_UINT16, ENG_DT_UINT32, ENG_DT_UINT64,
                                      ENG_DT_UNDEFINED};
@@ -161,9 +168,8 @@ static int infer_clip(eng_op_ctx_t *c)
 
 /* --- IsNaN, IsInf ----------------------------------------------------------------- */
 
-/* A bool of x's shape per element of a float x. (float16 and bfloat16 and,
- * from opset 20, the float8 types are in ONNX's list too; the engine has no
- * such graph values yet, and this says so naming the dtype.) */
+/* A bool of x's shape per element of a float x. (From opset 20 the float8
+ * types are in ONNX's list too; this refuses them naming the dtype.) */
 static int infer_isclass(eng_op_ctx_t *c)
 {
     int rc = eng_op_require_dtype(c, 0, dt_float_double);
@@ -264,7 +270,8 @@ int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const 
     if (!x)
         return eng_op_err(c, FS_EINVAL, "input 0 is missing");
     if (c->opset < 11) {
-        if (x->dtype != ENG_DT_FLOAT)
+        if (x->dtype != ENG_DT_FLOAT && x->dtype != ENG_DT_FLOAT16 &&
+            x->dtype != ENG_DT_BFLOAT16)
             return eng_unary_dtype_err(c, x->dtype);
         attr[0] = eng_attr_f(c->node, "min", -INFINITY);
         attr[1] = eng_attr_f(c->node, "max", INFINITY);

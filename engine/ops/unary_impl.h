@@ -39,7 +39,8 @@ int eng_unary_flat_io(const eng_op_ctx_t *c, eng_unary_io_t *io);
  * c in *lo and *hi, each NULL when absent. Before 11: *lo and *hi NULL, and
  * attr[0], attr[1] the float attributes min and max (default -inf, inf).
  * 0, or FS_EINVAL (input 0 missing; a present bound not a one-element
- * tensor of input 0's dtype), FS_ENOTSUP (before 11, input 0 not float). */
+ * tensor of input 0's dtype), FS_ENOTSUP (before 11, input 0 not float,
+ * float16 or bfloat16). */
 int eng_unary_clip_bounds(const eng_op_ctx_t *c, const eng_tensor_t **lo, const eng_tensor_t **hi,
                           float attr[2]);
 
@@ -108,21 +109,23 @@ ENG_OPS_HD static inline double eng_sigmoid_f64(double x)
     return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
 
-/* The float32-only ops of ENG_OPS_UNARY (engine/ops/list.h), with their
- * formulas: X(OpType, ALPHA, BETA, GAMMA, EXPR), EXPR a
+/* The ops of ENG_OPS_UNARY (engine/ops/list.h) over float but not double,
+ * with their formulas: X(OpType, ALPHA, BETA, GAMMA, EXPR), EXPR a
  * float expression of x and the attributes alpha, beta and gamma, whose
  * ONNX defaults are ALPHA, BETA and GAMMA (0: the op has no such
- * attribute). Each device expands it into its own loop or functor. They
- * are float-only for the float approximations they use (Erf, Tanh), the
- * sigmoid's float form, or (HardSwish) a constant that is inexact in
- * float. */
+ * attribute). Each device expands it into its own loop or functor, and runs
+ * float16 and bfloat16 through the float one (each element converted to
+ * float, the result rounded once). They have no double form for the float
+ * approximations they use (Erf, Tanh), the sigmoid's float form, or
+ * (HardSwish) a constant that is inexact in float. */
 #define ENG_UNARY_FLOAT_OPS(X)                                                            \
     X(Erf, 0, 0, 0, eng_erf_f32(x))                                                       \
     X(HardSwish, 0, 0, 0, x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))         \
     X(Sigmoid, 0, 0, 0, eng_sigmoid_f32(x))                                               \
     X(Tanh, 0, 0, 0, eng_tanh_f32(x))
 
-/* The ops over float and double, in the same form, EXPR written once for
+/* The ops over float and double (and, through float, float16 and
+ * bfloat16), in the same form, EXPR written once for
  * both: UE is the element type, UF(fn) names libm's fn for it (fnf in
  * float, fn in double) and UO(fn) the engine's (fn_f32, fn_f64); the
  * expanding device defines the three around the expansion. Every constant in them is exact in
@@ -178,20 +181,6 @@ static inline int eng_unary_copy_io(const eng_op_ctx_t *c, eng_unary_io_t *io)
     io->bytes = (size_t)io->n * es;
     if (es == 0 || io->y->dtype != io->x->dtype)
         return eng_unary_dtype_err(c, io->x->dtype);
-    return 0;
-}
-
-/* eng_unary_flat_io for the float32-only ops: also FS_ENOTSUP naming the
- * first of input 0 and output 0 that is not float32; nothing is written or
- * queued. */
-static inline int eng_unary_float_io(const eng_op_ctx_t *c, eng_unary_io_t *io)
-{
-    int rc = eng_unary_flat_io(c, io);
-    if (rc)
-        return rc;
-    eng_dtype_t xt = io->x->dtype, yt = io->y->dtype;
-    if (xt != ENG_DT_FLOAT || yt != ENG_DT_FLOAT)
-        return eng_unary_dtype_err(c, xt != ENG_DT_FLOAT ? xt : yt);
     return 0;
 }
 

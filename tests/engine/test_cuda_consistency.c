@@ -1080,10 +1080,57 @@ static const op_case_t unary_cases[] = {
     /* float16/bfloat16 through float-only kernels (engine/ops.c widens
      * them): the device's float result may round to the other neighbour,
      * so one unit in the half type's last place. */
-    {OC("Exp", 13, "", "f16[257]"), .rtol = 1e-3},
     {OC("Softmax", 13, "axis=1", "f16[3,67]"), .rtol = 1e-3},
     {OC("MatMul", 13, "", "f16[4,19]", "=f16[19,5]"), .rtol = 2e-3, .atol = 1e-3},
+    /* float16/bfloat16 through the element-wise ops' float kernels, rounded
+     * once per element (no widening): ops whose float result is exact on
+     * both devices (selection, sign, IEEE sqrt) compare at the default
+     * tolerance, which is bit for bit at half precision; the others may
+     * round to the other neighbour (the device's expf, tanhf, ... and its
+     * FMA contraction), so one unit in the half type's last place: rtol
+     * 1e-3 for f16, 8e-3 for bf16. 100003 elements take the 8-wide vector
+     * path and its tail. */
+    {OC("Relu", 14, "", "f16[257]:special")},
+    {OC("Relu", 14, "", "bf16[100003]")},
+    {OC("Relu", 14, "", "f16[2,3,4,5,6]")},
+    {OC("Abs", 13, "", "f16[257]:special")},
+    {OC("Neg", 13, "", "bf16[257]:special")},
+    {OC("Sign", 13, "", "f16[257]:int")},
+    {OC("Floor", 13, "", "f16[257]:frac")},
+    {OC("Ceil", 13, "", "bf16[257]:frac")},
+    {OC("Round", 13, "", "f16[8]{0.5,1.5,2.5,-0.5,-1.5,-2.5,3.5,-0}")},
+    {OC("Sqrt", 13, "", "f16[8]{0,-0,1,4,inf,nan,-1,2}")},
     {OC("Sqrt", 13, "", "bf16[257]:pos"), .rtol = 8e-3},
+    {OC("Reciprocal", 13, "", "f16[257]:nz")},
+    {OC("IsNaN", 13, "", "f16[8]{0,-0,1,-inf,inf,nan,-1,2}")},
+    {OC("IsInf", 10, "", "bf16[8]{0,-0,1,-inf,inf,nan,-1,2}")},
+    {OC("IsInf", 10, "detect_positive=0", "f16[257]:special")},
+    {OC("Exp", 13, "", "f16[257]"), .rtol = 1e-3},
+    {OC("Exp", 13, "", "bf16[100003]"), .rtol = 8e-3},
+    {OC("Log", 13, "", "f16[257]:pos"), .rtol = 1e-3},
+    {OC("Tanh", 13, "", "f16[257]:r(-5,5)"), .rtol = 1e-3},
+    {OC("Tanh", 13, "", "bf16[257]:special"), .rtol = 8e-3},
+    {OC("Sigmoid", 13, "", "f16[100003]:r(-10,10)"), .rtol = 1e-3},
+    {OC("Sigmoid", 13, "", "bf16[257]:r(-20,20)"), .rtol = 8e-3},
+    {OC("Erf", 13, "", "f16[257]:r(-3,3)"), .rtol = 1e-3},
+    {OC("Gelu", 20, "", "f16[3,257]:r(-4,4)"), .rtol = 1e-3, .atol = 1e-4},
+    {OC("Gelu", 20, "approximate='tanh'", "bf16[3,257]:r(-4,4)"), .rtol = 8e-3, .atol = 1e-3},
+    {OC("Softplus", 13, "", "f16[257]:r(-10,10)"), .rtol = 1e-3},
+    {OC("HardSigmoid", 13, "", "bf16[257]:r(-4,4)"), .rtol = 8e-3},
+    {OC("HardSwish", 14, "", "f16[257]:r(-4,4)"), .rtol = 1e-3, .atol = 1e-4},
+    {OC("LeakyRelu", 16, "alpha=0.1", "f16[257]"), .rtol = 1e-3},
+    {OC("Elu", 13, "", "bf16[257]"), .rtol = 8e-3},
+    {OC("Selu", 13, "", "f16[257]"), .rtol = 1e-3},
+    {OC("Mish", 18, "", "f16[257]:r(-10,10)"), .rtol = 1e-3, .atol = 1e-4},
+    {OC("Sin", 13, "", "bf16[257]:r(-6,6)"), .rtol = 8e-3, .atol = 1e-3},
+    {OC("Cos", 13, "", "f16[257]:r(-6,6)"), .rtol = 1e-3, .atol = 1e-4},
+    {OC("Shrink", 9, "lambd=1.0 bias=0.5", "f16[257]")},
+    {OC("Clip", 6, "min=-0.5 max=0.5", "f16[257]")},
+    {OC("Clip", 13, "", "bf16[257]", "=bf16[]{-0.5}", "=bf16[]{0.75}")},
+    {OC("Clip", 13, "", "f16[257]", "f16[]{-0.5}", "f16[]{0.75}")},
+    {OC("Clip", 13, "", "f16[3,4]", "-", "=f16[]{0.25}")},
+    {OC("Dropout", 13, "", "f16[257]"), .n_out = 2},
+    {OC("Dropout", 7, "ratio=0.3", "bf16[3,4]"), .n_out = 2},
     {OC("Cast", 13, "to=f16", "f64[257]")},
     {OC("Cast", 13, "to=f32", "u64[33]:r(0,1e18)")},
     {OC("Cast", 13, "to=i64", "u32[33]:r(0,4e9)")},
@@ -1231,6 +1278,37 @@ static const op_case_t binary_cases[] = {
     {OC("BitShift", 11, "direction='LEFT'", "u32[64]", "u32[64]:r(0,40)")},
     {OC("BitShift", 11, "direction='RIGHT'", "u16[4,8]", "u16[8]:r(0,20)")},
     {OC("BitShift", 11, "direction='LEFT'", "u64[9]", "u64[]{3}")},
+    /* float16/bfloat16 through the float kernels, rounded once per element
+     * (tolerances as for the unary half rows): same shapes (the 8-wide
+     * vector path), a bias along the last dim, a per-channel operand, a
+     * scalar on either side, true broadcasting. */
+    {OC("Add", 14, "", "f16[3,4]", "f16[3,4]")},
+    {OC("Add", 14, "", "f16[100003]", "f16[100003]")},
+    {OC("Add", 14, "", "bf16[4,256]", "=bf16[256]")},
+    {OC("Add", 14, "", "f16[3,257]", "=f16[257]")},
+    {OC("Add", 14, "", "f16[]", "f16[2,3]")},
+    {OC("Add", 14, "", "bf16[2,1,4]", "bf16[3,1]")},
+    {OC("Sub", 14, "", "bf16[257]:special", "bf16[257]")},
+    {OC("Mul", 14, "", "f16[2,3,4,8]", "f16[3,1,1]")},
+    {OC("Mul", 14, "", "bf16[100003]", "bf16[]")},
+    {OC("Div", 14, "", "f16[257]", "f16[257]:nz")},
+    {OC("Div", 14, "", "bf16[2,3,4]", "bf16[]:nz")},
+    {OC("Pow", 15, "", "f16[257]:pos", "f16[257]"), .rtol = 1e-3},
+    {OC("Pow", 15, "", "bf16[2,3]", "=bf16[]{2}")},
+    {OC("Mod", 13, "fmod=1", "f16[257]:r(-10,10)", "f16[257]:nz")},
+    {OC("Equal", 13, "", "f16[3,4]:int", "f16[4]:int")},
+    {OC("Greater", 13, "", "bf16[257]:int", "bf16[257]:int")},
+    {OC("LessOrEqual", 16, "", "f16[3,4]:int", "f16[]:int")},
+    {OC("Less", 13, "", "f16[257]:special", "f16[]{0}")},
+    {OC("PRelu", 16, "", "f16[2,3,4,5]", "=f16[3,1,1]"), .rtol = 1e-3},
+    {OC("PRelu", 16, "", "bf16[257]", "=bf16[1]{0.25}"), .rtol = 8e-3},
+    {OC("Where", 16, "", "bool[3,4]", "f16[4]", "f16[3,1]")},
+    {OC("Max", 13, "", "f16[2,1,4]", "f16[3,1]", "f16[]")},
+    {OC("Min", 13, "", "bf16[257]:special", "bf16[257]")},
+    {OC("Mean", 13, "", "f16[3,4]", "f16[4]")},
+    {OC("Sum", 13, "", "bf16[100003]", "bf16[100003]")},
+    /* Three half inputs are summed through float (widened) on both. */
+    {OC("Sum", 13, "", "f16[3,4]", "f16[4]", "f16[3,1]")},
 };
 
 static const op_case_t reduce_cases[] = {

@@ -726,11 +726,14 @@ Test(engine_ops_binary, mixed_and_unsupported_dtypes_are_refused)
     static const float f[] = {1};
     static const int32_t i[] = {1};
     eng_tensor_t tf = vec(ENG_DT_FLOAT, f, 1), ti = vec(ENG_DT_INT32, i, 1),
-                 th = vec(ENG_DT_FLOAT16, i, 1), tb = vec(ENG_DT_BOOL, i, 1);
-    const eng_tensor_t *mixed[] = {&tf, &ti}, *half[] = {&th, &th}, *bools[] = {&tb, &tb},
-                       *floats[] = {&tf, &tf};
+                 t8 = vec(ENG_DT_FLOAT8E4M3FN, i, 1), th = vec(ENG_DT_FLOAT16, i, 1),
+                 tb = vec(ENG_DT_BOOL, i, 1);
+    const eng_tensor_t *mixed[] = {&tf, &ti}, *f8[] = {&t8, &t8}, *bools[] = {&tb, &tb},
+                       *floats[] = {&tf, &tf}, *halves[] = {&th, &th, &th};
     infer_fails("Mul", 14, NULL, 0, mixed, 2, FS_EINVAL, "int32");
-    infer_fails("Add", 14, NULL, 0, half, 2, FS_ENOTSUP, "float16");
+    infer_fails("Add", 14, NULL, 0, f8, 2, FS_ENOTSUP, "float8e4m3fn");
+    /* Three half inputs would round each partial sum: left to widening. */
+    infer_fails("Sum", 13, NULL, 0, halves, 3, FS_ENOTSUP, "summed through float");
     infer_fails("Greater", 13, NULL, 0, bools, 2, FS_ENOTSUP, "bool");
     infer_fails("And", 7, NULL, 0, floats, 2, FS_ENOTSUP, "float");
     infer_fails("Sum", 13, NULL, 0, (const eng_tensor_t *[]){&ti, &ti}, 2, FS_ENOTSUP, "int32");

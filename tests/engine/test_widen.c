@@ -72,7 +72,8 @@ static void expect_close(eng_dtype_t dt, double got, double want, int64_t i)
               eng_dtype_name(dt), (long long)i, got, want);
 }
 
-/* X [2, 5] -> Exp -> Softmax (axis 1) -> Y, in dt: two float-only ops. */
+/* X [2, 5] -> Exp -> Softmax (axis 1) -> Y, in dt: Exp computes the half
+ * dtype itself (test_ops_half.c), Softmax through float; each rounds. */
 static void exp_softmax(eng_dtype_t dt)
 {
     mb_t b;
@@ -103,12 +104,12 @@ static void exp_softmax(eng_dtype_t dt)
     mb_free(&b);
 }
 
-Test(engine_widen, float16_through_float_only_ops_rounds_each_result)
+Test(engine_widen, float16_rounds_each_result_native_or_widened)
 {
     exp_softmax(ENG_DT_FLOAT16);
 }
 
-Test(engine_widen, bfloat16_through_float_only_ops_rounds_each_result)
+Test(engine_widen, bfloat16_rounds_each_result_native_or_widened)
 {
     exp_softmax(ENG_DT_BFLOAT16);
 }
@@ -156,33 +157,39 @@ Test(engine_widen, half_constant_weights_feed_a_float_gemm)
     mb_free(&b);
 }
 
-/* X fp16 [6] -> Reshape by S (a graph input: the plan is dynamic) -> Exp. */
+/* X fp16 [8] -> Reshape by S (a graph input: the plan is dynamic) to two
+ * 2x2 matrices -> Det, which computes float only. */
 Test(engine_widen, the_dynamic_path_widens_the_same_way)
 {
     const eng_dtype_t dt = ENG_DT_FLOAT16;
     mb_t b;
     mb_init(&b, 8, 13);
-    mb_input(&b, "X", F16, 1, (int64_t[]){6}, NULL);
-    mb_input(&b, "S", I64, 1, (int64_t[]){2}, NULL);
+    mb_input(&b, "X", F16, 1, (int64_t[]){8}, NULL);
+    mb_input(&b, "S", I64, 1, (int64_t[]){3}, NULL);
     mb_node(&b, "Reshape", "r", "X,S", "R");
-    mb_node(&b, "Exp", "e", "R", "Y");
-    mb_output(&b, "Y", F16, 2, (int64_t[]){-1, -1});
+    mb_node(&b, "Det", "d", "R", "Y");
+    mb_output(&b, "Y", F16, 1, (int64_t[]){-1});
     model_fixture_t f;
     load(&f, &b);
 
-    eng_shape_t xs = {.rank = 1, .dims = {6}}, ss = {.rank = 1, .dims = {2}};
+    eng_shape_t xs = {.rank = 1, .dims = {8}}, ss = {.rank = 1, .dims = {3}};
     eng_tensor_t *x = half_input(dt, &xs), *s, *out[1] = {NULL};
     cr_assert_eq(eng_tensor_alloc_host(ENG_DT_INT64, &ss, &s), 0);
-    ((int64_t *)s->data)[0] = 3;
+    ((int64_t *)s->data)[0] = 2;
     ((int64_t *)s->data)[1] = 2;
+    ((int64_t *)s->data)[2] = 2;
     eng_tensor_t ins[2] = {*x, *s};
     cr_assert_eq(eng_model_run(f.model, ins, 2, out), 0, "run: %s", fs_errmsg());
     cr_assert_eq(out[0]->dtype, dt);
-    cr_assert_eq(out[0]->shape.rank, 2);
-    cr_expect_eq(out[0]->shape.dims[0], 3);
+    cr_assert_eq(out[0]->shape.rank, 1);
+    cr_expect_eq(out[0]->shape.dims[0], 2);
     const uint16_t *xh = x->data, *yh = out[0]->data;
-    for (int64_t i = 0; i < 6; i++)
-        expect_close(dt, from_half(dt, yh[i]), round_half(dt, exp(from_half(dt, xh[i]))), i);
+    for (int64_t m = 0; m < 2; m++) {
+        const uint16_t *a = xh + 4 * m;
+        double det = from_half(dt, a[0]) * from_half(dt, a[3]) -
+                     from_half(dt, a[1]) * from_half(dt, a[2]);
+        expect_close(dt, from_half(dt, yh[m]), round_half(dt, det), m);
+    }
     eng_tensor_free(out[0]);
     eng_tensor_free(s);
     eng_tensor_free(x);
