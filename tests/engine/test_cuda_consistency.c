@@ -2051,11 +2051,40 @@ static const op_case_t signal_cases[] = {
         "f32[]{4096}"), .dyn = true},
 };
 
+/* float16/bfloat16 through the nn ops that take half as it is (MatMul,
+ * Gemm, the normalisations, Softmax, Conv, the pools, the reductions): the
+ * CPU computes them through float and rounds once, the GPU on half with
+ * float accumulation and rounds once, so an output may round to the other
+ * neighbour: two units in the last place (float16 2^-10, bfloat16 2^-7
+ * relative), and an absolute allowance where sums cancel near zero. */
+#define HALF_TOL .rtol = 2e-3, .atol = 2e-3
+#define BF16_TOL .rtol = 1.6e-2, .atol = 1.6e-2
+static const op_case_t half_nn_cases[] = {
+    {OC("MatMul", 13, "", "f16[3,4]", "f16[4,5]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[3,4]", "bf16[4,5]"), BF16_TOL},
+    {OC("MatMul", 13, "", "f16[4]", "f16[2,4,3]"), HALF_TOL},
+    {OC("MatMul", 13, "", "f16[2,3,4,5]", "f16[5]"), HALF_TOL},
+    /* attention's products: Q x K^T and P x V per head, batched */
+    {OC("MatMul", 13, "", "f16[2,4,7,16]", "f16[2,4,16,7]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[2,4,7,7]", "bf16[2,4,7,16]"), BF16_TOL},
+    {OC("MatMul", 13, "", "f16[2,1,3,4]", "f16[5,4,6]"), HALF_TOL},
+    {OC("MatMul", 13, "", "f16[2,5,64]", "=f16[64,48]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[2,5,64]", "=bf16[64,48]"), BF16_TOL},
+    {OC("MatMul", 13, "", "f16[2,0]", "f16[0,3]")},
+    {OC("Gemm", 13, "", "f16[3,5]", "f16[5,4]", "f16[3,4]"), HALF_TOL},
+    {OC("Gemm", 13, "transB=1", "f16[6,64]", "=f16[48,64]", "=f16[48]"), HALF_TOL},
+    {OC("Gemm", 13, "transB=1", "bf16[6,64]", "=bf16[48,64]", "=bf16[48]"), BF16_TOL},
+    {OC("Gemm", 13, "transA=1 transB=1 alpha=0.25 beta=0.5", "f16[4,3]", "f16[5,4]", "f16[1,5]"),
+     HALF_TOL},
+    {OC("Gemm", 13, "alpha=0.5", "bf16[3,5]", "bf16[5,4]"), BF16_TOL},
+};
+
 static const struct {
     const char *family;
     const op_case_t *cases;
     size_t n;
 } case_tables[] = {
+    {"half_nn", half_nn_cases, N_OF(half_nn_cases)},
     {"unary", unary_cases, N_OF(unary_cases)},
     {"binary", binary_cases, N_OF(binary_cases)},
     {"reduce", reduce_cases, N_OF(reduce_cases)},
@@ -2136,6 +2165,11 @@ Test(cuda_consistency, signal_ops_match_the_cpu)
 Test(cuda_consistency, index_ops_match_the_cpu)
 {
     cases_run(index_cases, N_OF(index_cases));
+}
+
+Test(cuda_consistency, half_nn_ops_match_the_cpu)
+{
+    cases_run(half_nn_cases, N_OF(half_nn_cases));
 }
 
 static bool op_has_case(const char *op)
