@@ -2127,6 +2127,14 @@ static const op_case_t half_nn_cases[] = {
     {OC("ReduceSumSquare", 18, "", "f16[3,70]", "=i64[1]{1}"), HALF_TOL},
     {OC("ReduceL2", 18, "", "bf16[3,70]", "=i64[1]{1}"), BF16_TOL},
     {OC("ReduceLogSumExp", 18, "", "f16[3,70]", "=i64[1]{1}"), HALF_TOL},
+    /* The data-movement ops between them move half elements as they are. */
+    {OC("Transpose", 13, "perm=[0,2,1,3]", "f16[2,3,4,5]")},
+    {OC("Concat", 13, "axis=1", "bf16[2,3]", "bf16[2,5]")},
+    {OC("Gather", 13, "axis=0", "f16[10,4]", "=i64[3]{7,0,9}")},
+    {OC("Slice", 13, "", "f16[6,5]", "=i64[1]{1}", "=i64[1]{4}")},
+    {OC("Expand", 13, "", "bf16[3,1]", "=i64[2]{3,4}")},
+    {OC("Pad", 13, "", "f16[3,4]", "=i64[4]{1,2,0,1}", "=f16[]{1.5}")},
+    {OC("Pad", 10, "pads=[1,2,0,1] value=1.5", "f16[3,4]")},
 };
 
 static const struct {

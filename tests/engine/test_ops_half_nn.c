@@ -242,3 +242,72 @@ Test(engine_ops_half_nn, mixed_dtypes_are_refused)
     cr_expect(strstr(fs_errmsg(), "input 1 has dtype float") != NULL, "%s", fs_errmsg());
     call_free(&c);
 }
+
+/* The data-movement ops around the nn ops in a transformer or a CNN move
+ * half elements as they are: infer keeps the dtype (none is widened). */
+Test(engine_ops_half_nn, data_movement_ops_keep_half)
+{
+    static uint16_t x[24];
+    static const int64_t perm[] = {1, 0, 2}, shape[] = {4, 6}, idx[] = {1, 0};
+    static const int64_t starts[] = {1}, ends[] = {3}, pads[] = {0, 1, 0, 0, 1, 0};
+    static const int64_t expand_to[] = {2, 2, 3, 4}, split[] = {1, 1};
+    static const eng_attr_t perm_attr[] = {
+        {.name = "perm", .type = ENG_ATTR_INTS, .ints = perm, .n = 3}};
+    static const eng_attr_t axis0[] = {{.name = "axis", .type = ENG_ATTR_INT, .i = 0}};
+    for (int d = 0; d < 2; d++) {
+        eng_dtype_t dt = d ? ENG_DT_BFLOAT16 : ENG_DT_FLOAT16;
+        eng_tensor_t h = tensor(dt, x, 3, (const int64_t[]){2, 3, 4});
+        eng_tensor_t s = tensor(ENG_DT_INT64, shape, 1, (const int64_t[]){2});
+        eng_tensor_t i2 = tensor(ENG_DT_INT64, idx, 1, (const int64_t[]){2});
+        eng_tensor_t st = tensor(ENG_DT_INT64, starts, 1, (const int64_t[]){1});
+        eng_tensor_t en = tensor(ENG_DT_INT64, ends, 1, (const int64_t[]){1});
+        eng_tensor_t pd = tensor(ENG_DT_INT64, pads, 1, (const int64_t[]){6});
+        eng_tensor_t ex = tensor(ENG_DT_INT64, expand_to, 1, (const int64_t[]){4});
+        eng_tensor_t sp = tensor(ENG_DT_INT64, split, 1, (const int64_t[]){2});
+        const struct {
+            const char *op;
+            const eng_attr_t *attrs;
+            int n_attrs;
+            const eng_tensor_t *in[3];
+            int n_in, n_out;
+        } ops[] = {
+            {"Transpose", perm_attr, 1, {&h}, 1, 1},
+            {"Concat", axis0, 1, {&h, &h}, 2, 1},
+            {"Reshape", NULL, 0, {&h, &s}, 2, 1},
+            {"Gather", axis0, 1, {&h, &i2}, 2, 1},
+            {"Slice", NULL, 0, {&h, &st, &en}, 3, 1},
+            {"Pad", NULL, 0, {&h, &pd}, 2, 1},
+            {"Expand", NULL, 0, {&h, &ex}, 2, 1},
+            {"Split", axis0, 1, {&h, &sp}, 2, 2},
+        };
+        for (size_t k = 0; k < N_OF(ops); k++) {
+            call_t c;
+            int rc = call_infer_at(&c, ops[k].op, 18, ops[k].attrs, ops[k].n_attrs, ops[k].in,
+                                   ops[k].n_in, ops[k].n_out);
+            cr_expect_eq(rc, 0, "%s on %s: %s", ops[k].op, eng_dtype_name(dt), fs_errmsg());
+            cr_expect_eq(c.outs[0].dtype, dt, "%s on %s", ops[k].op, eng_dtype_name(dt));
+            call_free(&c);
+        }
+    }
+}
+
+/* Pad before opset 11 takes its constant from a float attribute: it is
+ * rounded to the half dtype. */
+Test(engine_ops_half_nn, pad_attribute_value_is_rounded_to_half)
+{
+    static const uint16_t x[2] = {0x3c00, 0x4000}; /* 1, 2 in float16 */
+    static const int64_t pads[] = {1, 1};
+    const eng_attr_t attrs[] = {{.name = "pads", .type = ENG_ATTR_INTS, .ints = pads, .n = 2},
+                                {.name = "value", .type = ENG_ATTR_FLOAT, .f = 1.5f}};
+    eng_tensor_t h = tensor(ENG_DT_FLOAT16, x, 1, (const int64_t[]){2});
+    const eng_tensor_t *in[] = {&h};
+    call_t c;
+    cr_assert_eq(call_infer_at(&c, "Pad", 10, attrs, 2, in, 1, 1), 0, "%s", fs_errmsg());
+    cr_assert_eq(call_run(&c), 0, "%s", fs_errmsg());
+    const uint16_t *y = c.outs[0].data;
+    cr_expect_eq(y[0], 0x3e00);
+    cr_expect_eq(y[1], 0x3c00);
+    cr_expect_eq(y[2], 0x4000);
+    cr_expect_eq(y[3], 0x3e00);
+    call_free(&c);
+}
