@@ -192,7 +192,9 @@ int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
  * MatMul, Gemm, Conv, ConvTranspose) as IEEE half or bfloat16; everything
  * else stays float32. A kernel that meets such a weight converts its float32
  * operand into its scratch with eng_cuda_to_lowp (or writes it in that dtype
- * directly, as im2col does) and multiplies with eng_cuda_gemm_lowp. */
+ * directly, as im2col does) and multiplies with eng_cuda_gemm_lowp. A model
+ * whose activations are half themselves (all operands in one half dtype)
+ * multiplies them as they are with eng_cuda_gemm_half. */
 static inline bool eng_cuda_is_lowp(eng_dtype_t dt)
 {
     return dt == ENG_DT_FLOAT16 || dt == ENG_DT_BFLOAT16;
