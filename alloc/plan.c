@@ -275,11 +275,19 @@ static void plan_keep(const plan_item_t *items, const size_t *order, size_t n, s
     }
 }
 
+/* A hinted placement this close to the lower bound is taken without the
+ * fixed orders and the search. On BERT-base (200 new shapes, seq 16) the
+ * hint's order alone takes 0.1-0.2 ms and comes within 5% of the bound
+ * for 88% of shapes; the full path, run to shave the last few percent,
+ * takes 2-5 ms. The kept ratio is the plan's own, so accepted plans do
+ * not drift upward from one shape to the next. */
+#define PLAN_GOOD_ENOUGH 1.05
+
 /* Tries of the local search in a row without a smaller block, after
  * which it stops: on graphs whose best order sits well above the bound
  * (BERT-base at some batch and sequence sizes: 1.2x), the full budget
  * found nothing and cost 15 ms of every new shape's plan. */
-#define PLAN_SEARCH_PATIENCE 32
+#define PLAN_SEARCH_PATIENCE 12
 
 /* Local search, while the block is above the lower bound: the size order
  * with a few random swaps of nearby items, placed again, the best kept.
@@ -410,11 +418,13 @@ int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align
     size_t bound = plan_items_peak(items, n);
 
     size_t total = SIZE_MAX, alt = 0;
-    /* The hint's order first: as tight as last time, and it is the plan. */
+    /* The hint's order first: as tight as last time, or within
+     * PLAN_GOOD_ENOUGH of the bound, and it is the plan. */
     if (plan_hint_order(items, n, hint, order, placed) && plan_place(items, order, n, placed, &alt)) {
         total = alt;
         plan_keep(items, order, n, best, win);
-        if ((double)total <= hint->ratio * (double)bound * (1.0 + 1e-12))
+        double ratio = hint->ratio > PLAN_GOOD_ENOUGH ? hint->ratio : PLAN_GOOD_ENOUGH;
+        if ((double)total <= ratio * (double)bound * (1.0 + 1e-12))
             goto done;
     }
     /* Strategy 1, greedy by size: the sorted order itself. */

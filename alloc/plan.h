@@ -60,8 +60,9 @@ typedef struct alloc_plan_hint {
 
 /* alloc_plan_build, first trying `hint`'s order when it orders n tensors:
  * when that placement comes as close to this problem's lower bound as the
- * hint's own plan came to its (block <= ratio x bound), it is the plan, and
- * the fixed orders and the search are skipped; else it competes with them.
+ * hint's own plan came to its (block <= ratio x bound), or within 5% of
+ * the bound, it is the plan, and the fixed orders and the search are
+ * skipped; else it competes with them.
  * Either way the winning order and its ratio are written back into the hint
  * (left empty if no memory was had for it: never an error). A hint that is
  * not a permutation of 0..n-1, or whose ratio is below 1, counts as empty.

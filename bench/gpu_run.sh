@@ -27,6 +27,21 @@
 #           run them at fp32 and fp16 (--quick), alternating
 #   torch   bench/torch_ref.py: the CUDA engine against PyTorch eager
 #           (TORCH_ARGS: more flags, e.g. --quick)
+#   compare-resnet, compare-bert, compare-vit, compare-gpt2  (named only, not
+#           part of `all`) bench/torch_compare.py run on that model: flatserve
+#           beside PyTorch eager and torch.compile(mode="reduce-overhead") at
+#           batch 1, 8, 64 x fp32, tf32, fp16, bf16, with peak memory and the
+#           error against PyTorch's fp32 output. The export, the cases and every
+#           measured row stay in /tmp/fscmp (not .gpu, not $OUT), and the script
+#           starts no step that would end past this call's budget (CALL_BUDGET_S,
+#           default 560 s from this script's start, the build included), so the
+#           same part run again on the warm machine goes on where it stopped;
+#           COMPARE_ARGS: more flags (e.g. --precisions fp16,bf16 --retry-failed)
+#   compare-all  (named only) the four at once, each on its own GPU and its own
+#           share of the CPUs (taskset), when nvidia-smi lists at least four
+#           GPUs; one after another otherwise. The report says when rows were
+#           measured beside other models
+#   compare-report  (no build) the report of every row in /tmp/fscmp, merged
 #   ort     model_bench on the CPU against ONNX Runtime at 1 and 8 threads
 #   server  the server suites on the GPU (device auto: cuda:0), then the
 #           server itself on cuda:0 answering curl
@@ -60,10 +75,13 @@
 #           `git archive REV | gzip > .gpu/before.tar.gz`; built once per
 #           machine into .gpu/before
 set -eu
+call_start=$(date +%s)
 parts=${*:-all}
 : "${OUT:=/tmp/flatserve-gpu-out}"
 mkdir -p "$OUT"
 has() { case " $parts " in *" $1 "* | *" all "*) return 0 ;; esac; return 1; }
+# The parts that `all` leaves out: only when named.
+named() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 eval "$(sh .deps/unpack-debs.sh .deps)"
 # The bundle's libcurl is older than this machine's curl program: run that
 # with the machine's own libraries.
@@ -122,15 +140,16 @@ wait_before() {
     [ -x .gpu/before/build/cuda/bin/model_bench ] || { tail -20 "$OUT/build_before.txt"; exit 1; }
 }
 
-case " $parts " in
-*" wait "* | *" collect "*) ;;
-*)
+needs_build=false
+for p in $parts; do
+    case $p in wait | collect | compare-report) ;; *) needs_build=true ;; esac
+done
+if $needs_build; then
     echo "=== build (CUDA=1)"
     start=$(date +%s)
     make CUDA=1 WERROR=1 -j"$(nproc)" all > "$OUT/build.txt" 2>&1 || { grep -E 'error|Error' "$OUT/build.txt" | head -40; exit 1; }
     echo "built in $(( $(date +%s) - start )) s"
-    ;;
-esac
+fi
 
 # The BERT-base-sized encoder of issue 6, exported once per machine.
 bert_export() {
@@ -227,6 +246,75 @@ if has torch; then
         > "$OUT/torch_ref.md" 2> "$OUT/torch_ref.err" || echo "torch_ref.py: exit $?"
     tail -60 "$OUT/torch_ref.md"
     tail -5 "$OUT/torch_ref.err"
+fi
+
+# bench/torch_compare.py on one model: compare_one MODEL [extra flags...]; its
+# report in $OUT/compare_MODEL.md, its rows (all saved so far) in .json.
+compare_dir=/tmp/fscmp
+compare_one() {
+    m=$1
+    shift
+    left=$(( ${CALL_BUDGET_S:-560} - ($(date +%s) - call_start) ))
+    if [ "$left" -lt 90 ]; then
+        echo "torch_compare $m: not started, $left s left of this call"
+        return 0
+    fi
+    # shellcheck disable=SC2086 # launch (a taskset prefix) and COMPARE_ARGS are lists of words
+    ${launch:-} python3 bench/torch_compare.py run --models "$m" --work "$compare_dir" --end-by-s "$left" \
+        --bench build/cuda/bin/model_bench --conformance build/cuda/bin/conformance \
+        --out-json "$OUT/compare_$m.json" "$@" ${COMPARE_ARGS:-} \
+        > "$OUT/compare_$m.md" 2> "$OUT/compare_$m.err" || echo "torch_compare $m: exit $?"
+}
+compare_show() {
+    grep -E '^\| |^- (FAILED|Missed|Left|Rows)' "$OUT/compare_$1.md" | cut -c1-400
+    tail -3 "$OUT/compare_$1.err" 2> /dev/null || true
+}
+
+for pm in resnet:resnet50 bert:bert vit:vit gpt2:gpt2; do
+    named "compare-${pm%%:*}" || continue
+    m=${pm#*:}
+    echo "=== flatserve vs PyTorch eager and torch.compile: $m"
+    compare_one "$m"
+    compare_show "$m"
+done
+
+if named compare-all; then
+    models="resnet50 bert vit gpt2"
+    ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "$ngpu" -ge 4 ]; then
+        echo "=== flatserve vs PyTorch eager and torch.compile: the four models at once on GPUs 0-3"
+        per=$(( $(nproc) / 4 ))
+        [ "$per" -ge 1 ] || per=1
+        i=0
+        for m in $models; do
+            others=$(echo "$models" | tr ' ' '\n' | grep -vx "$m" | tr '\n' ' ')
+            (
+                export CUDA_VISIBLE_DEVICES=$i TORCHINDUCTOR_COMPILE_THREADS=$per
+                export TORCH_COMPARE_CONCURRENT="beside ${others% } on other GPUs of the host, $per CPUs each"
+                if [ "$(nproc)" -ge 4 ] && command -v taskset > /dev/null; then
+                    launch="taskset -c $((i * per))-$((i * per + per - 1))"
+                fi
+                compare_one "$m"
+            ) &
+            i=$((i + 1))
+        done
+        wait
+    else
+        echo "=== flatserve vs PyTorch eager and torch.compile: the four models one after another ($ngpu GPU)"
+        for m in $models; do
+            compare_one "$m"
+        done
+    fi
+    for m in $models; do
+        echo "--- $m"
+        compare_show "$m"
+    done
+fi
+
+if named compare-report; then
+    echo "=== torch_compare.py: the report of every row in $compare_dir"
+    python3 bench/torch_compare.py report "$compare_dir" > "$OUT/compare_report.md" || echo "report: exit $?"
+    cat "$OUT/compare_report.md"
 fi
 
 if has ort; then

@@ -221,11 +221,13 @@ static void json_row(FILE *f, bool *first, const char *path, const bench_row_t *
 /* ---- inputs ---------------------------------------------------------------------------- */
 
 /* Fills element k of a float tensor with k / numel (np.arange(N) / N, then
- * float32); other dtypes keep the zeros eng_tensor_alloc_host gave them. */
+ * float32); other dtypes with zeros. */
 static void bench_input_fill(eng_tensor_t *t)
 {
-    if (t->dtype != ENG_DT_FLOAT)
+    if (t->dtype != ENG_DT_FLOAT) {
+        memset(t->data, 0, eng_tensor_bytes(t));
         return;
+    }
     int64_t n = eng_shape_numel(&t->shape);
     float *x = t->data;
     for (int64_t k = 0; k < n; k++)
@@ -270,11 +272,14 @@ static int64_t bench_dim_size(const bench_opts_t *o, const char *param)
 }
 
 /* Makes every input for `batch`: a symbolic first dim becomes `batch`
- * (when >= 0), any other symbolic dim its --dim size, else 1. 0 and gen[i]
- * (caller frees each with eng_tensor_free; the slots are NULL on error), or
- * the error naming the input. */
-static int bench_inputs_make(const eng_model_t *m, const bench_opts_t *o, int64_t batch,
-                             eng_tensor_t **gen, size_t n)
+ * (when >= 0), any other symbolic dim its --dim size, else 1. On a device
+ * with a pinned cache (`pinned`, may be NULL) the inputs are pinned, as a
+ * server receiving into pinned memory would hand them over, and the run
+ * copies them to the device without staging. 0 and gen[i] (caller frees
+ * each with eng_tensor_free; the slots are NULL on error), or the error
+ * naming the input. */
+static int bench_inputs_make(const eng_model_t *m, const bench_opts_t *o, alloc_cache_t *pinned,
+                             int64_t batch, eng_tensor_t **gen, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         eng_io_info_t info;
@@ -287,7 +292,10 @@ static int bench_inputs_make(const eng_model_t *m, const bench_opts_t *o, int64_
             shape.dims[d] = info.dims[d] >= 0            ? info.dims[d]
                             : d == 0 && batch >= 0 ? batch
                                                    : bench_dim_size(o, info.dim_params[d]);
-        if (rc == 0 && (rc = eng_tensor_alloc_host(info.dtype, &shape, &gen[i])) != 0)
+        if (rc == 0 && !(pinned && eng_tensor_bytes(&(eng_tensor_t){info.dtype, shape, NULL}) &&
+                         eng_tensor_alloc_cached(pinned, ALLOC_OWNER_SERVER, info.dtype, &shape,
+                                                 &gen[i]) == 0) &&
+            (rc = eng_tensor_alloc_host(info.dtype, &shape, &gen[i])) != 0)
             rc = fs_err(rc, "input '%s' (%s): %s", info.name, eng_dtype_name(info.dtype),
                         fs_errmsg());
         if (rc != 0) {
@@ -485,7 +493,7 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
             exit(1);
         }
         r->weights_bytes = weights;
-        rc = bench_inputs_make(m, o, batches[b], gen, n_inputs);
+        rc = bench_inputs_make(m, o, mem->staging, batches[b], gen, n_inputs);
         if (rc == 0) {
             for (size_t i = 0; i < n_inputs; i++)
                 inputs[i] = *gen[i];

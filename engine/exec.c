@@ -279,6 +279,15 @@ static int run_steps_replay(const eng_plan_t *p, eng_plan_replay_t *r, run_state
     return eng_backend_graph_launch(p->be, p->inst, r->graph);
 }
 
+/* Whether a caller's input is a block of the staging cache itself (pinned
+ * already: eng_tensor_alloc_cached), so it is copied to the device from
+ * where it is. */
+static bool pinned_input(const eng_plan_t *p, const void *data)
+{
+    size_t size;
+    return alloc_cache_block_size(p->staging, data, &size) == 0;
+}
+
 static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_tensor_t *inputs,
                       eng_tensor_t **outputs)
 {
@@ -328,7 +337,7 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
             continue;
         size_t bytes = eng_tensor_bytes(&inputs[i]);
         const void *src = inputs[i].data;
-        if (staging && bytes) {
+        if (staging && bytes && !pinned_input(p, src)) {
             memcpy((char *)staging + off, src, bytes);
             src = (char *)staging + off;
         }

@@ -132,6 +132,15 @@ int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
  * eng_fold_constants on the same `done`. Cannot fail (returns 0). */
 int eng_fuse_gelu(eng_graph_t *g, bool *done);
 
+/* fp16/bf16 precision: retypes g's float32 values and constants to `low`
+ * (ENG_DT_FLOAT16 or ENG_DT_BFLOAT16), with Casts at the graph's float32
+ * inputs and outputs so that its interface stays float32 (engine/lowp.c
+ * says exactly what changes). Runs after folding and fusing; *done (of
+ * g->n_nodes + 1 entries) is replaced by one for the new node list. 0, or
+ * FS_ENOMEM: the graph is then only fit to be destroyed. */
+int eng_lower_precision(eng_graph_t *g, eng_dtype_t low, const eng_weight_alloc_t *wa,
+                        bool **done);
+
 #ifdef __cplusplus
 }
 #endif

@@ -191,6 +191,17 @@ Test(cuda_engine, outputs_land_in_pinned_memory_until_freed)
     cr_expect_eq(staging_allocated(&tight), 0, "a full staging cache still lent the output");
     cr_expect(memcmp(a->data, b->data, eng_tensor_bytes(a)) == 0,
               "pinned and malloc'd outputs differ");
+    /* An input that is a pinned block itself goes to the device from
+     * where it is, with the same result. */
+    eng_tensor_t *pin = NULL;
+    cr_assert_eq(eng_tensor_alloc_cached(g.staging, ALLOC_OWNER_SERVER, in->dtype, &in->shape,
+                                         &pin), 0, "%s", fs_errmsg());
+    memcpy(pin->data, in->data, eng_tensor_bytes(in));
+    eng_tensor_t *c = run1(m, pin);
+    cr_expect(memcmp(a->data, c->data, eng_tensor_bytes(a)) == 0,
+              "a pinned input gives another result");
+    eng_tensor_free(c);
+    eng_tensor_free(pin);
     eng_model_destroy(m);
     eng_model_destroy(t);
     eng_tensor_free(a);
