@@ -21,13 +21,15 @@
  * pay goes parallel over (image, group) pairs instead, each task
  * single-threaded with its own slice of the scratch (one per thread, sized
  * at plan time from ctx->n_threads); each product is the same GEMM call
- * either way, so the bits are the same too. */
+ * either way, so the bits are the same too. Float16/bfloat16 Conv and
+ * ConvTranspose run through this float code (engine/cpu/through_float.h). */
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/parallel.h"
+#include "engine/cpu/through_float.h"
 #include "engine/kernels.h"
 #include "engine/ops/nn_impl.h"
 
@@ -343,6 +345,8 @@ static conv_plan_t conv_plan(const eng_nn_geom_t *g, int n_threads)
 
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_scratch_through_float(c);
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || eng_nn_conv_is_depthwise(&g))
         return 0;
@@ -408,6 +412,8 @@ static void conv_slices(void *arg, int64_t begin, int64_t end)
 /* Conv. On error (geometry, scratch too small) Y is untouched. */
 static int conv_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     eng_nn_geom_t g;
     int rc = eng_nn_geom(c, ENG_NN_CONV, &g);
     if (rc)
@@ -459,6 +465,8 @@ static int conv_run(eng_op_ctx_t *c)
 
 static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_scratch_through_float(c);
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g) != 0)
         return 0;
@@ -469,6 +477,8 @@ static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
 /* ConvTranspose. On error Y is untouched. */
 static int conv_transpose_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     eng_nn_geom_t g;
     int rc = eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g);
     if (rc)

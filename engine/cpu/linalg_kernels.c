@@ -27,11 +27,16 @@
  * is float-only): MatMul as a plain i-k-j loop per product over the
  * broadcast batch, accumulating in double, on the calling thread; Einsum
  * always through the direct loop (never the float GEMM path), which reads
- * and writes double elements. Neither asks for scratch. */
+ * and writes double elements. Neither asks for scratch.
+ *
+ * Half and bfloat16 MatMul and Gemm run through the float code
+ * (engine/cpu/through_float.h): operands converted to float, the float
+ * GEMM, Y rounded once. */
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/through_float.h"
 #include "engine/kernels.h"
 #include "engine/ops/linalg_impl.h"
 
@@ -74,6 +79,8 @@ static int matmul_plan(const eng_op_ctx_t *c, matmul_plan_t *p)
 static size_t matmul_scratch_bytes(const eng_op_ctx_t *c)
 {
     matmul_plan_t p;
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_scratch_through_float(c);
     if (c->inputs[0]->dtype == ENG_DT_DOUBLE || matmul_plan(c, &p) != 0 || !p.one_gemm)
         return 0;
     return eng_gemm_scratch_bytes(p.m, p.d.n, p.d.k);
@@ -135,6 +142,8 @@ static void matmul_double(const eng_matmul_dims_t *d, const double *a, const dou
 /* MatMul. On error (shapes) Y is untouched. */
 static int matmul_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     matmul_plan_t p;
     int rc = matmul_plan(c, &p);
     if (rc)
@@ -172,15 +181,20 @@ static void gemm_dims(const eng_op_ctx_t *c, int64_t *m, int64_t *n, int64_t *k)
 static size_t gemm_scratch_bytes(const eng_op_ctx_t *c)
 {
     int64_t m, n, k;
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_scratch_through_float(c);
     gemm_dims(c, &m, &n, &k);
     return eng_gemm_scratch_bytes(m, n, k);
 }
 
 /* Gemm: Y = alpha * A' x B' + beta * C, C broadcast to [M, N]: with C, Y
  * is set to beta * C and the product (alpha folded into B's elements, see
- * gemm.h) accumulates onto it. Cannot fail. */
+ * gemm.h) accumulates onto it. Cannot fail but in half, through float
+ * (engine/cpu/through_float.h: scratch, host memory). */
 static int gemm_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
     bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
     float alpha = eng_attr_f(c->node, "alpha", 1.0f), beta = eng_attr_f(c->node, "beta", 1.0f);

@@ -3,13 +3,16 @@
  * plain loops split over independent planes (Layer- and RMSNormalization:
  * rows); every statistic is
  * taken within one chunk, in double, so results do not depend on the thread
- * count. */
+ * count. The four normalisations take float16/bfloat16 through this float
+ * code (engine/cpu/through_float.h), which may then also fail for want of
+ * scratch or host memory; "cannot fail" below is the float code's. */
 #include <math.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/parallel.h"
+#include "engine/cpu/through_float.h"
 #include "engine/kernels.h"
 #include "engine/ops/nn_impl.h"
 
@@ -43,6 +46,8 @@ static void batchnorm_planes(void *arg, int64_t begin, int64_t end)
  * each element is read before it is written. Cannot fail. */
 static int batchnorm_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     const eng_tensor_t *xt = c->inputs[0];
     plane_job_t j = {.x = xt->data, .y = c->outputs[0]->data, .channels = xt->shape.dims[1],
                      .plane = eng_nn_dims_from(&xt->shape, 2), .scale = c->inputs[1]->data,
@@ -108,6 +113,8 @@ EW_CLONES static void instancenorm_planes(void *arg, int64_t begin, int64_t end)
  * before it is written, within one chunk). Cannot fail. */
 static int instancenorm_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     const eng_tensor_t *xt = c->inputs[0];
     plane_job_t j = {.x = xt->data, .y = c->outputs[0]->data, .channels = xt->shape.dims[1],
                      .plane = eng_nn_dims_from(&xt->shape, 2), .scale = c->inputs[1]->data,
@@ -131,6 +138,8 @@ static void expand_tail(const eng_tensor_t *p, const eng_shape_t *x, int axis, f
 
 static size_t layernorm_scratch_bytes(const eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_scratch_through_float(c);
     return 2 * (size_t)eng_nn_dims_from(&c->inputs[0]->shape, eng_nn_layernorm_axis(c)) *
            sizeof(float);
 }
@@ -167,6 +176,8 @@ EW_CLONES static void layernorm_rows(void *arg, int64_t begin, int64_t end)
  * one chunk. On error (scratch too small) no output is written. */
 static int layernorm_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     const eng_tensor_t *xt = c->inputs[0];
     int axis = eng_nn_layernorm_axis(c);
     size_t need = layernorm_scratch_bytes(c);
@@ -222,6 +233,8 @@ EW_CLONES static void rmsnorm_rows(void *arg, int64_t begin, int64_t end)
 
 static size_t rmsnorm_scratch_bytes(const eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_scratch_through_float(c);
     return (size_t)eng_nn_dims_from(&c->inputs[0]->shape, eng_nn_layernorm_axis(c)) *
            sizeof(float);
 }
@@ -231,6 +244,8 @@ static size_t rmsnorm_scratch_bytes(const eng_op_ctx_t *c)
  * is written). On error (scratch too small) Y is not written. */
 static int rmsnorm_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     const eng_tensor_t *xt = c->inputs[0];
     int axis = eng_nn_layernorm_axis(c);
     size_t need = rmsnorm_scratch_bytes(c);
@@ -287,8 +302,10 @@ static int lrn_run(eng_op_ctx_t *c)
     return 0;
 }
 
-const eng_kernel_t eng_cpu_BatchNormalization = {.run = batchnorm_run};
-const eng_kernel_t eng_cpu_InstanceNormalization = {.run = instancenorm_run};
+const eng_kernel_t eng_cpu_BatchNormalization = {.run = batchnorm_run,
+                                                 .scratch_bytes = eng_cpu_scratch_through_float};
+const eng_kernel_t eng_cpu_InstanceNormalization = {
+    .run = instancenorm_run, .scratch_bytes = eng_cpu_scratch_through_float};
 const eng_kernel_t eng_cpu_LayerNormalization = {.run = layernorm_run,
                                                  .scratch_bytes = layernorm_scratch_bytes};
 const eng_kernel_t eng_cpu_RMSNormalization = {.run = rmsnorm_run,

@@ -2,13 +2,17 @@
  * and the global pools): plain loops over the normalised 3-D geometry of
  * engine/ops/nn_impl.h, split over independent output planes (each chunk
  * writes only its own outputs, so results do not depend on the thread
- * count). Averages are accumulated in double. */
+ * count). Averages are accumulated in double. MaxPool, AveragePool and the
+ * global pools take float16/bfloat16 through their float code
+ * (engine/cpu/through_float.h), which may then also fail for want of
+ * scratch or host memory. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/parallel.h"
+#include "engine/cpu/through_float.h"
 #include "engine/kernels.h"
 #include "engine/ops/nn_impl.h"
 
@@ -144,6 +148,8 @@ EW_CLONES static void maxpool_rows_f32(void *arg, int64_t begin, int64_t end)
 
 static int maxpool_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     eng_nn_geom_t g;
     int rc = eng_nn_geom(c, ENG_NN_POOL, &g);
     if (rc)
@@ -268,6 +274,8 @@ static void avgpool_rows(void *arg, int64_t begin, int64_t end)
 /* AveragePool. On error (geometry) Y is untouched. */
 static int avgpool_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     eng_nn_geom_t g;
     int rc = eng_nn_geom(c, ENG_NN_POOL, &g);
     if (rc)
@@ -305,6 +313,8 @@ static void global_pool_planes(void *arg, int64_t begin, int64_t end)
  * within one chunk). Cannot fail. */
 static int global_pool_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     const eng_tensor_t *xt = c->inputs[0];
     global_pool_job_t j = {.x = xt->data,
                            .y = c->outputs[0]->data,
@@ -365,7 +375,11 @@ static int global_lp_pool_run(eng_op_ctx_t *c)
 
 const eng_kernel_t eng_cpu_LpPool = {.run = lp_pool_run};
 const eng_kernel_t eng_cpu_GlobalLpPool = {.run = global_lp_pool_run};
-const eng_kernel_t eng_cpu_AveragePool = {.run = avgpool_run};
-const eng_kernel_t eng_cpu_MaxPool = {.run = maxpool_run};
-const eng_kernel_t eng_cpu_GlobalAveragePool = {.run = global_pool_run};
-const eng_kernel_t eng_cpu_GlobalMaxPool = {.run = global_pool_run};
+const eng_kernel_t eng_cpu_AveragePool = {.run = avgpool_run,
+                                          .scratch_bytes = eng_cpu_scratch_through_float};
+const eng_kernel_t eng_cpu_MaxPool = {.run = maxpool_run,
+                                      .scratch_bytes = eng_cpu_scratch_through_float};
+const eng_kernel_t eng_cpu_GlobalAveragePool = {.run = global_pool_run,
+                                                .scratch_bytes = eng_cpu_scratch_through_float};
+const eng_kernel_t eng_cpu_GlobalMaxPool = {.run = global_pool_run,
+                                            .scratch_bytes = eng_cpu_scratch_through_float};

@@ -30,6 +30,7 @@
 #include "common/error.h"
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/parallel.h"
+#include "engine/cpu/through_float.h"
 #include "engine/kernels.h"
 #include "engine/ops/reduce_impl.h"
 
@@ -222,6 +223,8 @@ LSE_TYPED(f64, double, exp, log)
 /* LogSumExp's scratch: one sum per output element. */
 static size_t reduce_scratch(const eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_scratch_through_float(c);
     if (strcmp(c->node->op_type, "ReduceLogSumExp") != 0 || !c->outputs[0])
         return 0;
     return (size_t)eng_shape_numel(&c->outputs[0]->shape) * eng_dtype_size(c->outputs[0]->dtype);
@@ -231,6 +234,8 @@ static size_t reduce_scratch(const eng_op_ctx_t *c)
  * is untouched and the message names the node. */
 static int reduce_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     const char *op = c->node->op_type;
     red_kind_t k = RED_K_SUM;
     red_finish_t f = RED_F_NONE;
@@ -472,6 +477,8 @@ EW_CLONES static void softmax_lines(void *arg, int64_t begin, int64_t end)
 
 static int softmax_run(eng_op_ctx_t *c)
 {
+    if (eng_cpu_half_dtype(c))
+        return eng_cpu_run_through_float(c);
     int64_t outer, n, inner;
     int rc = eng_softmax_extent(c, &outer, &n, &inner);
     if (rc)
@@ -580,20 +587,24 @@ static int cumscan_run(eng_op_ctx_t *c)
 }
 
 #define KERNEL(op, fn) const eng_kernel_t eng_cpu_##op = {.run = fn}
-KERNEL(ReduceL1, reduce_run);
-KERNEL(ReduceL2, reduce_run);
-KERNEL(ReduceLogSum, reduce_run);
-const eng_kernel_t eng_cpu_ReduceLogSumExp = {.run = reduce_run, .scratch_bytes = reduce_scratch};
-KERNEL(ReduceMax, reduce_run);
-KERNEL(ReduceMean, reduce_run);
-KERNEL(ReduceMin, reduce_run);
-KERNEL(ReduceProd, reduce_run);
-KERNEL(ReduceSum, reduce_run);
-KERNEL(ReduceSumSquare, reduce_run);
+/* Reduce*, Softmax and LogSoftmax take float16/bfloat16 through their
+ * float code (engine/cpu/through_float.h): they ask for its scratch. */
+#define KERNEL_HALF(op, fn, scratch)                                                               \
+    const eng_kernel_t eng_cpu_##op = {.run = fn, .scratch_bytes = scratch}
+KERNEL_HALF(ReduceL1, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceL2, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceLogSum, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceLogSumExp, reduce_run, reduce_scratch);
+KERNEL_HALF(ReduceMax, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceMean, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceMin, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceProd, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceSum, reduce_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(ReduceSumSquare, reduce_run, eng_cpu_scratch_through_float);
 KERNEL(ArgMax, arg_run);
 KERNEL(ArgMin, arg_run);
-KERNEL(Softmax, softmax_run);
-KERNEL(LogSoftmax, softmax_run);
+KERNEL_HALF(Softmax, softmax_run, eng_cpu_scratch_through_float);
+KERNEL_HALF(LogSoftmax, softmax_run, eng_cpu_scratch_through_float);
 KERNEL(Hardmax, hardmax_run);
 KERNEL(CumSum, cumscan_run);
 KERNEL(CumProd, cumscan_run);

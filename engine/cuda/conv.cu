@@ -28,7 +28,15 @@
  * converts its chunk of X into the scratch after the float columns. Both
  * multiply through eng_cuda_gemm_lowp (tensor cores, fp32 accumulation,
  * float32 results). A depthwise Conv reads the half / bfloat16 taps as
- * float and computes as before. With a float32 W nothing changes. */
+ * float and computes as before. With a float32 W nothing changes.
+ *
+ * Half activations: X, W, B and Y all float16 or all bfloat16. Conv's
+ * columns are X's dtype (im2col copies elements, a pointwise Conv reads X
+ * in place), Y starts as the bias and the GEMMs (eng_cuda_gemm_half: fp32
+ * accumulation) add the product onto it, rounding once; a depthwise Conv
+ * reads the taps as float and rounds its float sum once. ConvTranspose
+ * multiplies X and W as they are into float columns (eng_cuda_gemm_lowp),
+ * and col2im rounds each output's float sum (plus the bias) once. */
 #include <string.h>
 
 #include <type_traits>
@@ -36,6 +44,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "engine/cuda/lowp_impl.h"
 #include "engine/cuda/nn_impl.h"
 
 /* Most scratch a convolution's column buffer takes for a chunk of images
@@ -50,40 +59,31 @@ static bool weight_is_lowp(const eng_op_ctx_t *c)
     return c->n_inputs > 1 && c->inputs[1] && eng_cuda_is_lowp(c->inputs[1]->dtype);
 }
 
-/* A weight element as float. */
-static __device__ __forceinline__ float weight_float(float v)
+/* Whether X (input 0, and so W, B and Y) is half or bfloat16. */
+static bool x_is_lowp(const eng_op_ctx_t *c)
 {
-    return v;
-}
-static __device__ __forceinline__ float weight_float(__half v)
-{
-    return __half2float(v);
-}
-static __device__ __forceinline__ float weight_float(__nv_bfloat16 v)
-{
-    return __bfloat162float(v);
+    return eng_cuda_is_lowp(c->inputs[0]->dtype);
 }
 
-/* A column element from float: itself, or rounded to nearest even (as
- * eng_cuda_to_lowp rounds). */
-template <typename T> static __device__ __forceinline__ T col_elem(float v);
-template <> __device__ __forceinline__ float col_elem<float>(float v)
+/* FS_ENOTSUP naming the input unless X is float (W float or the fp16/bf16
+ * precision's half weight, B float: eng_cuda_require_float_inputs) or X,
+ * W and B all share a half dtype. 0 otherwise. */
+static int conv_require_inputs(const eng_op_ctx_t *c)
 {
-    return v;
-}
-template <> __device__ __forceinline__ __half col_elem<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 col_elem<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
+    if (!x_is_lowp(c))
+        return eng_cuda_require_float_inputs(c, 3, 1);
+    const eng_dtype_t same[] = {c->inputs[0]->dtype, ENG_DT_UNDEFINED};
+    int rc = 0;
+    for (int i = 1; rc == 0 && i < 3 && i < c->n_inputs; i++)
+        if (c->inputs[i])
+            rc = eng_op_require_dtype(c, i, same);
+    return rc;
 }
 
-/* y[i] = bias[channel of i] over [N, M, plane]. */
-template <bool Small>
-static __global__ void conv_fill_bias(float *y, const float *bias, udiv_t plane,
-                                      udiv_t channels, int64_t n)
+/* y[i] = bias[channel of i] over [N, M, plane], in T (Y's and B's type). */
+template <bool Small, typename T>
+static __global__ void conv_fill_bias(T *y, const T *bias, udiv_t plane, udiv_t channels,
+                                      int64_t n)
 {
     ENG_CUDA_FOR(i, n)
     {
@@ -94,18 +94,20 @@ static __global__ void conv_fill_bias(float *y, const float *bias, udiv_t plane,
 
 /* im2col of `n` column entries for a chunk of images: entry i is column
  * (output position) i % OUT of row i / OUT = (image * C + c) * K + tap,
- * written as T (float, or W's half / bfloat16). */
+ * read from X of type Tx and written as T (float, or W's half / bfloat16:
+ * rounded from a float X, copied from a half one). */
 typedef struct im2col_args {
-    const float *x;
+    const void *x;
     void *col;
     int64_t n, in_sz;
     out_index_t out;
     udiv_t taps, kh, kw;
 } im2col_args_t;
 
-template <bool Small, typename T>
+template <bool Small, typename Tx, typename T>
 static __global__ void conv_im2col(im2col_args_t a, eng_nn_geom_t g)
 {
+    const Tx *x = (const Tx *)a.x;
     T *col = (T *)a.col;
     ENG_CUDA_FOR(i, a.n)
     {
@@ -122,32 +124,38 @@ static __global__ void conv_im2col(im2col_args_t a, eng_nn_geom_t g)
             at[d] = o[d] * g.stride[d] - g.pad_begin[d] + k[d] * g.dilation[d];
             inside = inside && (uint64_t)at[d] < (uint64_t)g.in[d];
         }
-        col[i] = col_elem<T>(
-            inside ? a.x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]] : 0.0f);
+        if constexpr (std::is_same<Tx, T>::value)
+            col[i] = inside ? x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]]
+                            : from_f32<T>(0.0f);
+        else
+            col[i] = from_f32<T>(
+                inside ? x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]] : 0.0f);
     }
 }
 
-/* Launches im2col writing columns of dtype dt (float, half, bfloat16). */
-static int conv_im2col_run(const eng_op_ctx_t *c, eng_dtype_t dt, bool small,
+/* Launches im2col from X of dtype xdt (float, or a half dtype equal to dt)
+ * writing columns of dtype dt (float, half, bfloat16). */
+static int conv_im2col_run(const eng_op_ctx_t *c, eng_dtype_t xdt, eng_dtype_t dt, bool small,
                            const im2col_args_t &a, const eng_nn_geom_t &g)
 {
-    if (dt == ENG_DT_FLOAT16)
-        return eng_cuda_launch(c, small ? conv_im2col<true, __half> : conv_im2col<false, __half>,
-                               a.n, a, g);
-    if (dt == ENG_DT_BFLOAT16)
+    return lowp_dispatch(c, dt, [&](auto t) {
+        using T = decltype(t);
+        if (xdt != ENG_DT_FLOAT)
+            return eng_cuda_launch(c, small ? conv_im2col<true, T, T> : conv_im2col<false, T, T>,
+                                   a.n, a, g);
         return eng_cuda_launch(c,
-                      small ? conv_im2col<true, __nv_bfloat16> : conv_im2col<false, __nv_bfloat16>,
-                      a.n, a, g);
-    return eng_cuda_launch(c, small ? conv_im2col<true, float> : conv_im2col<false, float>, a.n, a,
-                           g);
+                               small ? conv_im2col<true, float, T> : conv_im2col<false, float, T>,
+                               a.n, a, g);
+    });
 }
 
 /* Depthwise Conv, one thread per output: the bias, then weight x input
- * for each tap inside X in (kd, kh, kw) order, as the CPU sums them (W of
- * type Wt: float, or half / bfloat16 read as float). */
-template <bool Small, typename Wt>
-static __global__ void conv_depthwise(const float *x, const Wt *w, const float *bias,
-                                      float *y, eng_nn_geom_t g, out_index_t out, udiv_t channels,
+ * for each tap inside X in (kd, kh, kw) order, as the CPU sums them, in
+ * float (X, B and Y of type T, W of type Wt: float, or half / bfloat16 read
+ * as float); the sum rounded to T once. */
+template <bool Small, typename T, typename Wt>
+static __global__ void conv_depthwise(const T *x, const Wt *w, const T *bias, T *y,
+                                      eng_nn_geom_t g, out_index_t out, udiv_t channels,
                                       int64_t n)
 {
     int64_t in_sz = eng_nn_prod(g.in), taps = eng_nn_prod(g.kernel);
@@ -158,9 +166,9 @@ static __global__ void conv_depthwise(const float *x, const Wt *w, const float *
         int64_t pl = out_taps<Small>(g, out, i, o, win);
         int64_t ch = pl - udiv_q<Small>(channels, pl) * channels.d;
         const eng_nn_window_t &wd = win[0], &wh = win[1], &ww = win[2];
-        const float *xp = x + pl * in_sz;
+        const T *xp = x + pl * in_sz;
         const Wt *wk = w + ch * taps;
-        float acc = bias ? bias[ch] : 0.0f;
+        float acc = bias ? to_f32(bias[ch]) : 0.0f;
         for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
             for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
                 /* Row start at tap kw = 0 (outside X when ww.k_begin > 0). */
@@ -168,9 +176,9 @@ static __global__ void conv_depthwise(const float *x, const Wt *w, const float *
                                kh * g.dilation[1]) * g.in[2] + ww.start;
                 const Wt *wr = wk + (kd * g.kernel[1] + kh) * g.kernel[2];
                 for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++)
-                    acc += weight_float(wr[kw]) * xp[row + kw * g.dilation[2]];
+                    acc += to_f32(wr[kw]) * to_f32(xp[row + kw * g.dilation[2]]);
             }
-        y[i] = acc;
+        y[i] = from_f32<T>(acc);
     }
 }
 
@@ -178,7 +186,7 @@ static __global__ void conv_depthwise(const float *x, const Wt *w, const float *
  * B(i, gi) + beta * Y(i, gi), each operand at its base plus i * its image
  * stride plus gi * its group stride (A is shared by the images). A and B
  * are both of dtype dt: float, or both half / bfloat16 (strides in
- * elements either way); Y is float. */
+ * elements either way); Y is float, or dt with y_lowp. */
 typedef struct grouped_gemm {
     eng_dtype_t dt;
     bool trans_a;
@@ -187,7 +195,8 @@ typedef struct grouped_gemm {
     int64_t lda, a_grp;
     const void *b;
     int64_t ldb, b_img, b_grp;
-    float *y;
+    void *y;
+    bool y_lowp;
     int64_t ldc, y_img, y_grp;
     float beta;
     int64_t n_img, group;
@@ -203,11 +212,17 @@ static int grouped_gemm_call(const eng_op_ctx_t *c, const grouped_gemm_t *p, int
         return eng_cuda_sgemm(c, p->trans_a, false, p->m, p->n, p->k, 1.0f,
                               (const float *)p->a + a_off, p->lda, stride_a,
                               (const float *)p->b + b_off, p->ldb, stride_b, p->beta,
-                              p->y + y_off, p->ldc, stride_y, batch);
-    return eng_cuda_gemm_lowp(c, p->dt, p->trans_a, false, p->m, p->n, p->k, 1.0f,
-                              (const char *)p->a + a_off * ENG_CUDA_LOWP_BYTES, p->lda, stride_a,
-                              (const char *)p->b + b_off * ENG_CUDA_LOWP_BYTES, p->ldb, stride_b,
-                              p->beta, p->y + y_off, p->ldc, stride_y, batch);
+                              (float *)p->y + y_off, p->ldc, stride_y, batch);
+    const char *a = (const char *)p->a + a_off * ENG_CUDA_LOWP_BYTES;
+    const char *b = (const char *)p->b + b_off * ENG_CUDA_LOWP_BYTES;
+    if (p->y_lowp)
+        return eng_cuda_gemm_half(c, p->dt, p->trans_a, false, p->m, p->n, p->k, 1.0f, a, p->lda,
+                                  stride_a, b, p->ldb, stride_b, p->beta,
+                                  (char *)p->y + y_off * ENG_CUDA_LOWP_BYTES, p->ldc, stride_y,
+                                  batch);
+    return eng_cuda_gemm_lowp(c, p->dt, p->trans_a, false, p->m, p->n, p->k, 1.0f, a, p->lda,
+                              stride_a, b, p->ldb, stride_b, p->beta, (float *)p->y + y_off,
+                              p->ldc, stride_y, batch);
 }
 
 /* One strided-batched GEMM per group over the images, or per image over
@@ -254,54 +269,57 @@ static int col_chunk_from_scratch(const eng_op_ctx_t *c, int64_t batch, int64_t 
 
 /* A Conv's scratch: the columns of a chunk of images, float or (with a
  * half / bfloat16 W) in W's dtype. A pointwise Conv's columns are X's
- * image itself (the same count: one tap, OUT == IN): none with a float W,
- * converted with a half / bfloat16 one. A depthwise Conv needs none. */
+ * image itself (the same count: one tap, OUT == IN): none when X is W's
+ * dtype, converted for a float X and a half / bfloat16 W. A depthwise Conv
+ * needs none. */
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || eng_nn_conv_is_depthwise(&g))
         return 0;
     bool lowp = weight_is_lowp(c);
-    if (!lowp && eng_nn_conv_is_pointwise(&g))
+    if ((!lowp || x_is_lowp(c)) && eng_nn_conv_is_pointwise(&g))
         return 0;
     size_t elem = lowp ? ENG_CUDA_LOWP_BYTES : sizeof(float);
     int64_t per = g.in_channels * eng_nn_prod(g.kernel) * eng_nn_prod(g.out);
     return (size_t)(col_chunk_images(g.batch, (size_t)per * elem) * per) * elem;
 }
 
-/* Depthwise Conv launch, W of dtype wdt. */
-static int conv_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, const float *x,
-                              const void *w, eng_dtype_t wdt, const float *bias, float *y)
+/* Depthwise Conv launch: X, B and Y of dtype xdt, W of dtype wdt (xdt, or
+ * a half weight of a float X). */
+static int conv_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, eng_dtype_t xdt,
+                              const void *x, const void *w, eng_dtype_t wdt, const void *bias,
+                              void *y)
 {
     int64_t n = g->batch * g->out_channels * eng_nn_prod(g->out);
     int64_t in_n = g->batch * g->in_channels * eng_nn_prod(g->in);
     bool small = fits32(n > in_n ? n : in_n);
     out_index_t out = out_index_make(g->out);
     udiv_t ch = udiv_make(g->out_channels);
-    if (wdt == ENG_DT_FLOAT16)
-        return eng_cuda_launch(c,
-                               small ? conv_depthwise<true, __half> : conv_depthwise<false, __half>,
-                               n, x, (const __half *)w, bias, y, *g, out, ch, n);
-    if (wdt == ENG_DT_BFLOAT16)
-        return eng_cuda_launch(c,
-                      small ? conv_depthwise<true, __nv_bfloat16>
-                            : conv_depthwise<false, __nv_bfloat16>,
-                      n, x, (const __nv_bfloat16 *)w, bias, y, *g, out, ch, n);
-    return eng_cuda_launch(c, small ? conv_depthwise<true, float> : conv_depthwise<false, float>, n,
-                           x, (const float *)w, bias, y, *g, out, ch, n);
+    return lowp_dispatch(c, wdt, [&](auto wt) {
+        using Wt = decltype(wt);
+        if (xdt == ENG_DT_FLOAT)
+            return eng_cuda_launch(
+                c, small ? conv_depthwise<true, float, Wt> : conv_depthwise<false, float, Wt>, n,
+                (const float *)x, (const Wt *)w, (const float *)bias, (float *)y, *g, out, ch, n);
+        return eng_cuda_launch(c, small ? conv_depthwise<true, Wt, Wt> : conv_depthwise<false, Wt, Wt>,
+                               n, (const Wt *)x, (const Wt *)w, (const Wt *)bias, (Wt *)y, *g, out,
+                               ch, n);
+    });
 }
 
 /* Conv's GEMMs with a half / bfloat16 W (p filled but for B and Y): a
  * chunk of images at a time, their columns written in W's dtype into the
- * scratch -- X's images converted for a pointwise Conv, else im2col -- then
- * multiplied. On error (scratch) nothing more is written. */
+ * scratch -- a float X's images converted for a pointwise Conv, else
+ * im2col from X of dtype xdt (float, or W's) -- then multiplied into Y
+ * (xdt's). On error (scratch) nothing more is written. */
 static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, grouped_gemm_t *p,
-                           const float *x, float *y)
+                           eng_dtype_t xdt, const void *x, void *y)
 {
     int64_t taps = eng_nn_prod(g->kernel), in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
     int64_t per = g->in_channels * taps * out_sz;
     int64_t nb = col_chunk_images(g->batch, (size_t)per * ENG_CUDA_LOWP_BYTES);
-    size_t need = (size_t)(nb * per) * ENG_CUDA_LOWP_BYTES;
+    size_t need = (size_t)(nb * per) * ENG_CUDA_LOWP_BYTES, es = eng_dtype_size(xdt);
     if (c->scratch_bytes < need)
         return eng_op_scratch_err(c, need);
     bool pointwise = eng_nn_conv_is_pointwise(g);
@@ -317,19 +335,19 @@ static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, groupe
     p->b_grp = g->in_channels / g->group * taps * out_sz;
     for (int64_t n0 = 0; n0 < g->batch; n0 += nb) {
         int64_t cnt = g->batch - n0 < nb ? g->batch - n0 : nb;
-        const float *xc = x + n0 * g->in_channels * in_sz;
+        const char *xc = (const char *)x + (size_t)(n0 * g->in_channels * in_sz) * es;
         int rc;
         if (pointwise) {
-            rc = eng_cuda_to_lowp(c, p->dt, c->scratch, xc, cnt * per);
+            rc = eng_cuda_to_lowp(c, p->dt, c->scratch, (const float *)xc, cnt * per);
         } else {
             a.x = xc;
             a.n = cnt * per;
             int64_t in_n = cnt * g->in_channels * in_sz;
-            rc = conv_im2col_run(c, p->dt, fits32(a.n > in_n ? a.n : in_n), a, *g);
+            rc = conv_im2col_run(c, xdt, p->dt, fits32(a.n > in_n ? a.n : in_n), a, *g);
         }
         if (rc)
             return rc;
-        p->y = y + n0 * g->out_channels * out_sz;
+        p->y = (char *)y + (size_t)(n0 * g->out_channels * out_sz) * es;
         p->n_img = cnt;
         if ((rc = grouped_gemm_run(c, p)))
             return rc;
@@ -342,37 +360,43 @@ static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, groupe
 static int conv_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = eng_cuda_require_float_inputs(c, 3, 1);
+    int rc = conv_require_inputs(c);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_CONV, &g)))
         return rc;
-    const float *x = (const float *)c->inputs[0]->data;
+    eng_dtype_t xdt = c->inputs[0]->dtype;
+    const void *x = c->inputs[0]->data;
     const void *w = c->inputs[1]->data;
     eng_dtype_t wdt = c->inputs[1]->dtype;
     const eng_tensor_t *bt = eng_ctx_in(c, 2);
-    const float *bias = bt ? (const float *)bt->data : NULL;
-    float *y = (float *)c->outputs[0]->data;
+    const void *bias = bt ? bt->data : NULL;
+    void *y = c->outputs[0]->data;
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
     int64_t y_n = g.batch * g.out_channels * out_sz;
     if (y_n == 0)
         return 0;
     if (eng_nn_conv_is_depthwise(&g))
-        return conv_depthwise_run(c, &g, x, w, wdt, bias, y);
+        return conv_depthwise_run(c, &g, xdt, x, w, wdt, bias, y);
     /* Y starts as the bias and the GEMMs accumulate onto it. */
-    if (bias &&
-        (rc = eng_cuda_launch(c, fits32(y_n) ? conv_fill_bias<true> : conv_fill_bias<false>, y_n, y,
-                              bias, udiv_make(out_sz), udiv_make(g.out_channels), y_n)))
+    auto fill_bias = [&](auto t) {
+        using T = decltype(t);
+        return eng_cuda_launch(c, fits32(y_n) ? conv_fill_bias<true, T> : conv_fill_bias<false, T>,
+                               y_n, (T *)y, (const T *)bias, udiv_make(out_sz),
+                               udiv_make(g.out_channels), y_n);
+    };
+    if (bias && (rc = lowp_dispatch(c, xdt, fill_bias)))
         return rc;
     if (cg * taps == 0) {
         if (!bias)
-            ENG_CUDA_TRY(c,
-                         cudaMemsetAsync(y, 0, (size_t)y_n * sizeof *y, eng_cuda_ctx(c)->stream));
+            ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)y_n * eng_dtype_size(xdt),
+                                            eng_cuda_ctx(c)->stream));
         return 0;
     }
     /* Y_g [M/group, OUT] = W_g [M/group, C/group * K] x columns [C/group * K, OUT]. */
     grouped_gemm_t p;
     memset(&p, 0, sizeof p);
     p.dt = wdt;
+    p.y_lowp = eng_cuda_is_lowp(xdt);
     p.m = mg;
     p.n = out_sz;
     p.k = cg * taps;
@@ -386,15 +410,16 @@ static int conv_run(eng_op_ctx_t *c)
     p.beta = bias ? 1.0f : 0.0f;
     p.n_img = g.batch;
     p.group = g.group;
-    if (eng_cuda_is_lowp(wdt))
-        return conv_lowp_gemms(c, &g, &p, x, y);
-    if (eng_nn_conv_is_pointwise(&g)) {
+    /* A pointwise Conv multiplies X in place when X is W's dtype. */
+    if (eng_nn_conv_is_pointwise(&g) && xdt == wdt) {
         p.b = x;
         p.b_img = g.in_channels * in_sz;
         p.b_grp = cg * in_sz;
         p.y = y;
         return grouped_gemm_run(c, &p);
     }
+    if (eng_cuda_is_lowp(wdt))
+        return conv_lowp_gemms(c, &g, &p, xdt, x, y);
     int64_t per = g.in_channels * taps * out_sz, nb;
     if ((rc = col_chunk_from_scratch(c, g.batch, per, &nb)))
         return rc;
@@ -411,12 +436,12 @@ static int conv_run(eng_op_ctx_t *c)
     p.b_grp = cg * taps * out_sz;
     for (int64_t n0 = 0; n0 < g.batch; n0 += nb) {
         int64_t cnt = g.batch - n0 < nb ? g.batch - n0 : nb;
-        a.x = x + n0 * g.in_channels * in_sz;
+        a.x = (const float *)x + n0 * g.in_channels * in_sz;
         a.n = cnt * per;
         bool small = fits32(a.n > cnt * g.in_channels * in_sz ? a.n : cnt * g.in_channels * in_sz);
-        if ((rc = conv_im2col_run(c, ENG_DT_FLOAT, small, a, g)))
+        if ((rc = conv_im2col_run(c, ENG_DT_FLOAT, ENG_DT_FLOAT, small, a, g)))
             return rc;
-        p.y = y + n0 * g.out_channels * out_sz;
+        p.y = (float *)y + n0 * g.out_channels * out_sz;
         p.n_img = cnt;
         if ((rc = grouped_gemm_run(c, &p)))
             return rc;
@@ -429,18 +454,21 @@ static int conv_run(eng_op_ctx_t *c)
 /* Gather col2im for a chunk of images: output pixel i of plane
  * (image * M + m) sums, over the taps in (kd, kh, kw) order, the column
  * entry of the input position whose window puts that tap on it; then the
- * bias. */
+ * bias. The columns are float; Y and the bias are T (X's type), the sum
+ * rounded to T once. */
 typedef struct col2im_args {
-    const float *col, *bias;
-    float *y;
+    const float *col;
+    const void *bias;
+    void *y;
     int64_t n;
     out_index_t out;
     udiv_t channels, stride[ENG_NN_DIMS];
 } col2im_args_t;
 
-template <bool Small>
+template <bool Small, typename T>
 static __global__ void conv_col2im(col2im_args_t a, eng_nn_geom_t g)
 {
+    const T *bias = (const T *)a.bias;
     int64_t in_sz = eng_nn_prod(g.in), taps = eng_nn_prod(g.kernel);
     ENG_CUDA_FOR(i, a.n)
     {
@@ -475,7 +503,7 @@ static __global__ void conv_col2im(col2im_args_t a, eng_nn_geom_t g)
                 }
             }
         }
-        a.y[i] = a.bias ? acc + a.bias[m] : acc;
+        ((T *)a.y)[i] = from_f32<T>(bias ? acc + to_f32(bias[m]) : acc);
     }
 }
 
@@ -506,7 +534,7 @@ static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g) != 0)
         return 0;
-    if (weight_is_lowp(c))
+    if (weight_is_lowp(c) && !x_is_lowp(c))
         return convt_lowp_layout(&g).bytes;
     int64_t per = g.out_channels * eng_nn_prod(g.kernel) * eng_nn_prod(g.in);
     return (size_t)(col_chunk_images(g.batch, (size_t)per * sizeof(float)) * per) * sizeof(float);
@@ -517,15 +545,19 @@ static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
 static int conv_transpose_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = eng_cuda_require_float_inputs(c, 3, 1);
+    int rc = conv_require_inputs(c);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g)))
         return rc;
-    const float *x = (const float *)c->inputs[0]->data;
+    eng_dtype_t xdt = c->inputs[0]->dtype;
+    const char *x = (const char *)c->inputs[0]->data;
+    const size_t es = eng_dtype_size(xdt);
     const void *w = c->inputs[1]->data;
     eng_dtype_t wdt = c->inputs[1]->dtype;
-    bool lowp = eng_cuda_is_lowp(wdt);
+    /* A float X with a half / bfloat16 W is converted; a half X is W's dtype. */
+    bool lowp = eng_cuda_is_lowp(wdt) && !eng_cuda_is_lowp(xdt);
     const eng_tensor_t *bt = eng_ctx_in(c, 2);
-    float *y = (float *)c->outputs[0]->data, *col = (float *)c->scratch;
+    char *y = (char *)c->outputs[0]->data;
+    float *col = (float *)c->scratch;
     int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     int64_t taps = eng_nn_prod(g.kernel), in_sz = eng_nn_prod(g.in), out_sz = eng_nn_prod(g.out);
     if (g.batch * g.out_channels * out_sz == 0)
@@ -563,7 +595,7 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     p.group = g.group;
     col2im_args_t a;
     a.col = col;
-    a.bias = bt ? (const float *)bt->data : NULL;
+    a.bias = bt ? bt->data : NULL;
     a.out = out_index_make(g.out);
     a.channels = udiv_make(g.out_channels);
     for (int i = 0; i < ENG_NN_DIMS; i++)
@@ -582,10 +614,11 @@ static int conv_transpose_run(eng_op_ctx_t *c)
                 ENG_CUDA_TRY(c, cudaMemsetAsync(col, 0, (size_t)(cnt * per) * sizeof *col,
                                                 eng_cuda_ctx(c)->stream));
         } else {
-            const float *xc = x + n0 * g.in_channels * in_sz;
+            const char *xc = x + (size_t)(n0 * g.in_channels * in_sz) * es;
             p.b = xc;
             if (lowp) {
-                if ((rc = eng_cuda_to_lowp(c, wdt, x_lowp, xc, cnt * g.in_channels * in_sz)))
+                if ((rc = eng_cuda_to_lowp(c, wdt, x_lowp, (const float *)xc,
+                                           cnt * g.in_channels * in_sz)))
                     return rc;
                 p.b = x_lowp;
             }
@@ -593,11 +626,16 @@ static int conv_transpose_run(eng_op_ctx_t *c)
             if ((rc = grouped_gemm_run(c, &p)))
                 return rc;
         }
-        a.y = y + n0 * g.out_channels * out_sz;
+        a.y = y + (size_t)(n0 * g.out_channels * out_sz) * es;
         a.n = cnt * g.out_channels * out_sz;
         int64_t most = a.n > cnt * per ? a.n : cnt * per;
         bool small = fits32(most > reach ? most : reach);
-        if ((rc = eng_cuda_launch(c, small ? conv_col2im<true> : conv_col2im<false>, a.n, a, g)))
+        rc = lowp_dispatch(c, xdt, [&](auto t) {
+            using T = decltype(t);
+            return eng_cuda_launch(c, small ? conv_col2im<true, T> : conv_col2im<false, T>, a.n,
+                                   a, g);
+        });
+        if (rc)
             return rc;
     }
     return 0;

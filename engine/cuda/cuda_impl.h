@@ -192,7 +192,9 @@ int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
  * MatMul, Gemm, Conv, ConvTranspose) as IEEE half or bfloat16; everything
  * else stays float32. A kernel that meets such a weight converts its float32
  * operand into its scratch with eng_cuda_to_lowp (or writes it in that dtype
- * directly, as im2col does) and multiplies with eng_cuda_gemm_lowp. */
+ * directly, as im2col does) and multiplies with eng_cuda_gemm_lowp. A model
+ * whose activations are half themselves (all operands in one half dtype)
+ * multiplies them as they are with eng_cuda_gemm_half. */
 static inline bool eng_cuda_is_lowp(eng_dtype_t dt)
 {
     return dt == ENG_DT_FLOAT16 || dt == ENG_DT_BFLOAT16;
@@ -219,5 +221,15 @@ int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a,
                        int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                        int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
                        float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* eng_cuda_gemm_lowp with C in `dtype` too: half activations end to end.
+ * The product accumulates in fp32 (CUBLAS_COMPUTE_32F, beta * C read from
+ * C's half values) and is rounded into C once. The same shapes, strides (in
+ * elements), no-op and error rules; FS_EINVAL for a dtype other than
+ * ENG_DT_FLOAT16 / ENG_DT_BFLOAT16. (engine/cuda/gemm.cu) */
+int eng_cuda_gemm_half(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
+                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+                       void *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
 #endif

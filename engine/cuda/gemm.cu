@@ -127,6 +127,36 @@ int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a,
                     stride_b, beta, c, ldc, stride_c, batch);
 }
 
+int eng_cuda_gemm_half(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
+                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+                       void *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    if (!eng_cuda_is_lowp(dtype))
+        return eng_op_err(ctx, FS_EINVAL, "a half GEMM of dtype %s (expected float16 or "
+                          "bfloat16)", eng_dtype_name(dtype));
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    gemm_args_t g = {};
+    int rc = gemm_prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, &g);
+    if (rc)
+        return rc;
+    cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
+    cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
+    /* The scalars are float: CUBLAS_COMPUTE_32F's scale type. */
+    if (batch == 1)
+        ENG_CUBLAS_TRY(ctx, cublasGemmEx(h, g.op_b, g.op_a, (int)n, (int)m, (int)k, &alpha, b, t,
+                                         g.ib, a, t, g.ia, &beta, c, t, g.ic, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT));
+    else
+        ENG_CUBLAS_TRY(ctx, cublasGemmStridedBatchedEx(
+                                h, g.op_b, g.op_a, (int)n, (int)m, (int)k, &alpha, b, t, g.ib,
+                                (long long)stride_b, a, t, g.ia, (long long)stride_a, &beta, c, t,
+                                g.ic, (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
 /* ---- float32 -> half / bfloat16 ---------------------------------------- */
 
 template <typename T> static __device__ __forceinline__ T lowp_round(float v);

@@ -13,6 +13,13 @@
  * accumulation, Y float32), reading that copy at A's own offsets. With a
  * float32 B nothing changes. Einsum's operands are never converted.
  *
+ * Half activations (the model's float values retyped to float16 or
+ * bfloat16): MatMul and Gemm with A and B both in that dtype write Y in it
+ * too, through eng_cuda_gemm_half (fp32 accumulation, Y rounded once), by
+ * the float path's split and fold; no scratch. Gemm's C is written into Y
+ * as beta * C rounded to Y's dtype (exact for beta 1, the bias case) and
+ * the product accumulates onto it.
+ *
  * MatMul splits the broadcast batch dims into an outer part and the longest
  * inner run over which A's and B's matrix offsets are each a constant stride
  * times the flat batch index (stride 0 for a broadcast operand): one
@@ -46,13 +53,15 @@
 #include <type_traits>
 
 #include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/lowp_impl.h"
 #include "engine/ops/linalg_impl.h"
 
-/* MatMul's and Gemm's scratch: with a half / bfloat16 B, A converted to
- * B's dtype; else none. */
+/* MatMul's and Gemm's scratch: with a float A and a half / bfloat16 B, A
+ * converted to B's dtype; else none. */
 static size_t lowp_a_scratch_bytes(const eng_op_ctx_t *c)
 {
-    if (c->n_inputs < 2 || !c->inputs[1] || !eng_cuda_is_lowp(c->inputs[1]->dtype))
+    if (c->n_inputs < 2 || !c->inputs[1] || !eng_cuda_is_lowp(c->inputs[1]->dtype) ||
+        eng_cuda_is_lowp(c->inputs[0]->dtype))
         return 0;
     return (size_t)eng_shape_numel(&c->inputs[0]->shape) * ENG_CUDA_LOWP_BYTES;
 }
@@ -67,15 +76,19 @@ static int lowp_a_scratch_check(const eng_op_ctx_t *c)
 }
 
 /* FS_ENOTSUP naming the input unless inputs [0, n) are all float64 (when
- * input 0 is) or pass eng_cuda_require_float_inputs(c, n, weight). 0
+ * input 0 is), all of input 0's half dtype (when it is float16 or
+ * bfloat16), or pass eng_cuda_require_float_inputs(c, n, weight). 0
  * otherwise; nothing is queued. */
 static int linalg_require_inputs(const eng_op_ctx_t *c, int n, int weight)
 {
-    static const eng_dtype_t dt_double[] = {ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
-    if (c->n_inputs < 1 || !c->inputs[0] || c->inputs[0]->dtype != ENG_DT_DOUBLE)
+    eng_dtype_t dt = c->n_inputs > 0 && c->inputs[0] ? c->inputs[0]->dtype : ENG_DT_UNDEFINED;
+    if (dt != ENG_DT_DOUBLE && !eng_cuda_is_lowp(dt))
         return eng_cuda_require_float_inputs(c, n, weight);
+    const eng_dtype_t same[] = {dt, ENG_DT_UNDEFINED};
     for (int i = 0; i < n && i < c->n_inputs; i++) {
-        int rc = eng_op_require_dtype(c, i, dt_double);
+        if (!c->inputs[i])
+            continue;
+        int rc = eng_op_require_dtype(c, i, same);
         if (rc)
             return rc;
     }
@@ -203,8 +216,53 @@ static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     return 0;
 }
 
-/* MatMul (float or double). On error (scratch) nothing is written; on
- * another (cuBLAS range, launch) some of Y may be. */
+/* MatMul of shape d with A, B and Y all half or bfloat16: matmul_typed's
+ * split and fold through eng_cuda_gemm_half. Errors as matmul_run's. */
+static int matmul_half(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
+{
+    const eng_dtype_t dt = c->inputs[0]->dtype;
+    const int64_t es = ENG_CUDA_LOWP_BYTES;
+    const char *a = (const char *)c->inputs[0]->data, *b = (const char *)c->inputs[1]->data;
+    char *y = (char *)c->outputs[0]->data;
+    int64_t batches = 1;
+    for (int i = 0; i < d.batch_rank; i++)
+        batches *= d.batch[i];
+    if (batches == 0 || d.m == 0 || d.n == 0)
+        return 0;
+    if (d.k == 0) {
+        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(batches * d.m * d.n * es),
+                                        eng_cuda_ctx(c)->stream));
+        return 0;
+    }
+    matmul_run_split_t r = matmul_split(&d);
+    int64_t outer = batches / r.run;
+    bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t rem = o, a_off = 0, b_off = 0;
+        for (int i = r.split - 1; i >= 0; i--) {
+            int64_t at = rem % d.batch[i];
+            rem /= d.batch[i];
+            a_off += at * d.a_stride[i];
+            b_off += at * d.b_stride[i];
+        }
+        const char *ao = a + a_off * es, *bo = b + b_off * es;
+        char *yo = y + o * r.run * d.m * d.n * es;
+        int rc;
+        if (fold)
+            rc = eng_cuda_gemm_half(c, dt, false, false, r.run * d.m, d.n, d.k, 1.0f, ao, d.k, 0,
+                                    bo, d.n, 0, 0.0f, yo, d.n, 0, 1);
+        else
+            rc = eng_cuda_gemm_half(c, dt, false, false, d.m, d.n, d.k, 1.0f, ao, d.k, r.sa, bo,
+                                    d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* MatMul (float, double, or half / bfloat16 throughout). On error
+ * (scratch) nothing is written; on another (cuBLAS range, launch) some of
+ * Y may be. */
 static int matmul_run(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
@@ -213,20 +271,23 @@ static int matmul_run(eng_op_ctx_t *c)
         return rc;
     if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
         return matmul_typed<double>(c, d);
+    if (eng_cuda_is_lowp(c->inputs[0]->dtype))
+        return matmul_half(c, d);
     return matmul_typed<float>(c, d);
 }
 
 /* ---- Gemm -------------------------------------------------------------- */
 
 /* y [m, n] = scale * C broadcast from [rows, cols] (rows 1 or m, cols 1 or
- * n). */
-static __global__ void gemm_fill_c(float *y, const float *cv, int64_t m, int64_t n,
-                                   int64_t rows, int64_t cols, float scale)
+ * n), in float, rounded to T (float, __half, __nv_bfloat16). */
+template <typename T>
+static __global__ void gemm_fill_c(T *y, const T *cv, int64_t m, int64_t n, int64_t rows,
+                                   int64_t cols, float scale)
 {
     ENG_CUDA_FOR(i, m * n)
     {
         int64_t r = i / n, col = i - r * n;
-        y[i] = scale * cv[(rows == 1 ? 0 : r) * cols + (cols == 1 ? 0 : col)];
+        y[i] = from_f32<T>(scale * to_f32(cv[(rows == 1 ? 0 : r) * cols + (cols == 1 ? 0 : col)]));
     }
 }
 
@@ -234,40 +295,51 @@ static __global__ void gemm_fill_c(float *y, const float *cv, int64_t m, int64_t
  * written; on another Y may be partly written. */
 static int gemm_run(eng_op_ctx_t *c)
 {
-    int rc = eng_cuda_require_float_inputs(c, 3, 1);
+    int rc = linalg_require_inputs(c, 3, 1);
     if (rc || (rc = lowp_a_scratch_check(c)))
         return rc;
     const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
+    if (at->dtype == ENG_DT_DOUBLE)
+        return eng_op_err(c, FS_ENOTSUP, "dtype double is not supported");
     bool ta = eng_attr_i(c->node, "transA", 0) != 0, tb = eng_attr_i(c->node, "transB", 0) != 0;
     float alpha = eng_attr_f(c->node, "alpha", 1.0f), beta = eng_attr_f(c->node, "beta", 1.0f);
     int64_t m = at->shape.dims[ta ? 1 : 0], k = at->shape.dims[ta ? 0 : 1];
     int64_t n = bt->shape.dims[tb ? 0 : 1];
-    float *y = (float *)c->outputs[0]->data;
+    void *y = c->outputs[0]->data;
+    eng_dtype_t ydt = c->outputs[0]->dtype;
     if (m == 0 || n == 0)
         return 0;
     if (ct) {
         const eng_shape_t *cs = &ct->shape;
         int64_t rows = cs->rank == 2 ? cs->dims[0] : 1;
         int64_t cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
-        gemm_fill_c<<<eng_cuda_blocks(c, m * n), ENG_CUDA_THREADS, 0, eng_cuda_ctx(c)->stream>>>(
-            y, (const float *)ct->data, m, n, rows, cols, beta);
-        ENG_CUDA_LAUNCHED(c);
+        rc = lowp_dispatch(c, ydt, [&](auto t) {
+            using T = decltype(t);
+            return eng_cuda_launch(c, gemm_fill_c<T>, m * n, (T *)y, (const T *)ct->data, m, n,
+                                   rows, cols, beta);
+        });
+        if (rc)
+            return rc;
     }
     if (k == 0) {
         if (!ct)
-            ENG_CUDA_TRY(
-                c, cudaMemsetAsync(y, 0, (size_t)(m * n) * sizeof *y, eng_cuda_ctx(c)->stream));
+            ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(m * n) * eng_dtype_size(ydt),
+                                            eng_cuda_ctx(c)->stream));
         return 0;
     }
+    if (eng_cuda_is_lowp(at->dtype))
+        return eng_cuda_gemm_half(c, at->dtype, ta, tb, m, n, k, alpha, at->data, ta ? m : k, 0,
+                                  bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
     if (eng_cuda_is_lowp(bt->dtype)) {
         /* fp16/bf16 B: A [m, k] (or [k, m]) in B's dtype. */
         if ((rc = eng_cuda_to_lowp(c, bt->dtype, c->scratch, (const float *)at->data, m * k)))
             return rc;
         return eng_cuda_gemm_lowp(c, bt->dtype, ta, tb, m, n, k, alpha, c->scratch, ta ? m : k, 0,
-                                  bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
+                                  bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, (float *)y, n, 0, 1);
     }
     return eng_cuda_sgemm(c, ta, tb, m, n, k, alpha, (const float *)at->data, ta ? m : k, 0,
-                          (const float *)bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
+                          (const float *)bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, (float *)y, n,
+                          0, 1);
 }
 
 /* ---- Einsum ------------------------------------------------------------ */

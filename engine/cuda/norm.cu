@@ -9,22 +9,47 @@
  * block reducing through warp shuffles and shared memory; the block reads
  * its whole row before writing any of it, so Y may alias X.
  * RMSNormalization does the same with one pass (the sum of squares). LRN is one
- * thread per element, in double as the CPU. */
+ * thread per element, in double as the CPU.
+ *
+ * Half activations: the four normalisations take X, its parameters and Y
+ * all float16 or all bfloat16 as well as float (T below), reading each
+ * element as float and rounding each output once; the statistics and the
+ * arithmetic are the float kernels' (double moments, BatchNormalization's
+ * float multiply-add). LayerNormalization's Mean and InvStdDev stay float
+ * (ONNX's stash_type 1). LRN is float only (engine/ops.c widens it). */
+#include "engine/cuda/lowp_impl.h"
 #include "engine/cuda/nn_impl.h"
 
-/* Two-pass moments of a row of n floats in double, as the CPU's moments:
+/* FS_ENOTSUP naming the input unless inputs [0, n) that are present all
+ * have input 0's dtype, float, float16 or bfloat16. 0 otherwise. */
+static int norm_require_inputs(const eng_op_ctx_t *c, int n)
+{
+    static const eng_dtype_t dt_x[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                       ENG_DT_UNDEFINED};
+    int rc = eng_op_require_dtype(c, 0, dt_x);
+    const eng_dtype_t same[] = {c->inputs[0]->dtype, ENG_DT_UNDEFINED};
+    for (int i = 1; rc == 0 && i < n && i < c->n_inputs; i++)
+        if (c->inputs[i])
+            rc = eng_op_require_dtype(c, i, same);
+    return rc;
+}
+
+/* Two-pass moments of a row of n elements in double, as the CPU's moments:
  * the mean, then 1 / sqrt(mean squared deviation + eps). */
-static __device__ void row_moments(const float *x, int64_t n, double eps, double *smem,
+template <typename T>
+static __device__ void row_moments(const T *x, int64_t n, double eps, double *smem,
                                    double *mean, double *inv_std)
 {
     double s = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        s += x[i];
+        s += to_f32(x[i]);
     s = block_reduce(s, smem, sum_op());
     double m = n ? s / (double)n : 0;
     double q = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        q += (x[i] - m) * (x[i] - m);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        double d = to_f32(x[i]) - m;
+        q += d * d;
+    }
     q = block_reduce(q, smem, sum_op());
     *mean = m;
     *inv_std = 1.0 / sqrt((n ? q / (double)n : 0) + eps);
@@ -34,26 +59,27 @@ static __device__ void row_moments(const float *x, int64_t n, double eps, double
 
 /* BatchNormalization's per-channel multiply and add, in float as the CPU:
  * mul = scale / sqrtf(var + eps), add = bias - mean * mul. */
-static __global__ void batchnorm_fold(const float *scale, const float *bias, const float *mean,
-                                      const float *var, float eps, float *mul, float *add,
-                                      int64_t n)
+template <typename T>
+static __global__ void batchnorm_fold(const T *scale, const T *bias, const T *mean, const T *var,
+                                      float eps, float *mul, float *add, int64_t n)
 {
     ENG_CUDA_FOR(k, n)
     {
-        float m = scale[k] / sqrtf(var[k] + eps);
+        float m = to_f32(scale[k]) / sqrtf(to_f32(var[k]) + eps);
         mul[k] = m;
-        add[k] = bias[k] - mean[k] * m;
+        add[k] = to_f32(bias[k]) - to_f32(mean[k]) * m;
     }
 }
 
-/* y = x * mul[c] + add[c], Vec floats at a time (a vector never straddles
- * two planes: plane % Vec == 0). Y may alias X. */
-template <bool Small, int Vec>
-static __global__ void batchnorm_apply(const float *x, float *y, const float *mul,
-                                       const float *add, udiv_t plane_vecs, udiv_t channels,
-                                       int64_t n_vecs)
+/* y = x * mul[c] + add[c], Vec elements of T at a time (a vector never
+ * straddles two planes: plane % Vec == 0; Vec 4 only for float). Y may
+ * alias X. */
+template <bool Small, int Vec, typename T>
+static __global__ void batchnorm_apply(const T *x, T *y, const float *mul, const float *add,
+                                       udiv_t plane_vecs, udiv_t channels, int64_t n_vecs)
 {
-    typedef typename std::conditional<Vec == 4, float4, float>::type vec_t;
+    static_assert(Vec == 1 || std::is_same<T, float>::value, "float4 vectors of float");
+    typedef typename std::conditional<Vec == 4, float4, T>::type vec_t;
     ENG_CUDA_FOR(v, n_vecs)
     {
         int64_t p = udiv_q<Small>(plane_vecs, v);
@@ -66,7 +92,7 @@ static __global__ void batchnorm_apply(const float *x, float *y, const float *mu
             xv.z = xv.z * mk + ak;
             xv.w = xv.w * mk + ak;
         } else {
-            xv = xv * mk + ak;
+            xv = from_f32<T>(to_f32(xv) * mk + ak);
         }
         ((vec_t *)y)[v] = xv;
     }
@@ -81,7 +107,7 @@ static size_t batchnorm_scratch_bytes(const eng_op_ctx_t *c)
  * nothing is written. */
 static int batchnorm_run(eng_op_ctx_t *c)
 {
-    int rc = eng_cuda_require_float_inputs(c, 5, -1);
+    int rc = norm_require_inputs(c, 5);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0];
@@ -94,46 +120,56 @@ static int batchnorm_run(eng_op_ctx_t *c)
         return 0;
     float *mul = (float *)c->scratch, *add = mul + channels;
     float eps = eng_attr_f(c->node, "epsilon", 1e-5f);
-    if ((rc = eng_cuda_launch(c, batchnorm_fold, channels, (const float *)c->inputs[1]->data,
-                     (const float *)c->inputs[2]->data, (const float *)c->inputs[3]->data,
-                     (const float *)c->inputs[4]->data, eps, mul, add, channels)))
-        return rc;
-    const float *x = (const float *)xt->data;
-    float *y = (float *)c->outputs[0]->data;
-    bool vec = plane % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0;
-    int64_t width = vec ? 4 : 1, n_vecs = n / width;
-    udiv_t pv = udiv_make(plane / width), ch = udiv_make(channels);
-    if (vec)
-        return eng_cuda_launch(
-            c, fits32(n_vecs) ? batchnorm_apply<true, 4> : batchnorm_apply<false, 4>, n_vecs, x, y,
-            (const float *)mul, (const float *)add, pv, ch, n_vecs);
-    return eng_cuda_launch(c, fits32(n_vecs) ? batchnorm_apply<true, 1> : batchnorm_apply<false, 1>,
-                           n_vecs, x, y, (const float *)mul, (const float *)add, pv, ch, n_vecs);
+    return lowp_dispatch(c, xt->dtype, [&](auto t) {
+        using T = decltype(t);
+        int rc = eng_cuda_launch(c, batchnorm_fold<T>, channels, (const T *)c->inputs[1]->data,
+                                 (const T *)c->inputs[2]->data, (const T *)c->inputs[3]->data,
+                                 (const T *)c->inputs[4]->data, eps, mul, add, channels);
+        if (rc)
+            return rc;
+        const T *x = (const T *)xt->data;
+        T *y = (T *)c->outputs[0]->data;
+        bool vec = std::is_same<T, float>::value && plane % 4 == 0 && (uintptr_t)x % 16 == 0 &&
+                   (uintptr_t)y % 16 == 0;
+        int64_t width = vec ? 4 : 1, n_vecs = n / width;
+        udiv_t pv = udiv_make(plane / width), ch = udiv_make(channels);
+        if constexpr (std::is_same<T, float>::value)
+            if (vec)
+                return eng_cuda_launch(c, fits32(n_vecs) ? batchnorm_apply<true, 4, T>
+                                                         : batchnorm_apply<false, 4, T>,
+                                       n_vecs, x, y, (const float *)mul, (const float *)add, pv,
+                                       ch, n_vecs);
+        return eng_cuda_launch(c, fits32(n_vecs) ? batchnorm_apply<true, 1, T>
+                                                 : batchnorm_apply<false, 1, T>,
+                               n_vecs, x, y, (const float *)mul, (const float *)add, pv, ch,
+                               n_vecs);
+    });
 }
 
 /* InstanceNormalization, one block per (image, channel) plane:
  * y = (x - mean) * (scale * inv_std) + bias, in double as the CPU. */
-static __global__ void instancenorm_kernel(const float *x, float *y, const float *scale,
-                                           const float *bias, int64_t planes, int64_t channels,
-                                           int64_t plane, double eps)
+template <typename T>
+static __global__ void instancenorm_kernel(const T *x, T *y, const T *scale, const T *bias,
+                                           int64_t planes, int64_t channels, int64_t plane,
+                                           double eps)
 {
     __shared__ double smem[32];
     for (int64_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
-        const float *xp = x + pl * plane;
-        float *yp = y + pl * plane;
+        const T *xp = x + pl * plane;
+        T *yp = y + pl * plane;
         int64_t k = pl % channels;
         double mean, inv_std;
         row_moments(xp, plane, eps, smem, &mean, &inv_std);
-        double mul = scale[k] * inv_std;
+        double mul = to_f32(scale[k]) * inv_std, b = to_f32(bias[k]);
         for (int64_t i = threadIdx.x; i < plane; i += blockDim.x)
-            yp[i] = (float)((xp[i] - mean) * mul + bias[k]);
+            yp[i] = from_f32<T>((float)((to_f32(xp[i]) - mean) * mul + b));
     }
 }
 
 /* InstanceNormalization. Y may alias X. Cannot fail but for the launch. */
 static int instancenorm_run(eng_op_ctx_t *c)
 {
-    int rc = eng_cuda_require_float_inputs(c, 3, -1);
+    int rc = norm_require_inputs(c, 3);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0];
@@ -141,12 +177,16 @@ static int instancenorm_run(eng_op_ctx_t *c)
     int64_t plane = eng_nn_dims_from(&xt->shape, 2);
     if (planes == 0 || plane == 0)
         return 0;
-    instancenorm_kernel<<<row_blocks(planes), row_threads(plane), 0, eng_cuda_ctx(c)->stream>>>(
-        (const float *)xt->data, (float *)c->outputs[0]->data, (const float *)c->inputs[1]->data,
-        (const float *)c->inputs[2]->data, planes, channels, plane,
-        (double)eng_attr_f(c->node, "epsilon", 1e-5f));
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
+    return lowp_dispatch(c, xt->dtype, [&](auto t) {
+        using T = decltype(t);
+        instancenorm_kernel<T>
+            <<<row_blocks(planes), row_threads(plane), 0, eng_cuda_ctx(c)->stream>>>(
+                (const T *)xt->data, (T *)c->outputs[0]->data, (const T *)c->inputs[1]->data,
+                (const T *)c->inputs[2]->data, planes, channels, plane,
+                (double)eng_attr_f(c->node, "epsilon", 1e-5f));
+        ENG_CUDA_LAUNCHED(c);
+        return 0;
+    });
 }
 
 /* Whether LayerNormalization's parameter p must be expanded to X's tail
@@ -162,12 +202,12 @@ static size_t layernorm_scratch_bytes(const eng_op_ctx_t *c)
     int64_t cols = eng_nn_dims_from(&c->inputs[0]->shape, eng_nn_layernorm_axis(c));
     int n = layernorm_needs_expand(c->inputs[1], cols) +
             layernorm_needs_expand(eng_ctx_in(c, 2), cols);
-    return (size_t)n * (size_t)cols * sizeof(float);
+    return (size_t)n * (size_t)cols * eng_dtype_size(c->inputs[0]->dtype);
 }
 
 /* Expands a parameter over X's tail dims (engine/ops/nn_impl.h's map). */
-static __global__ void layernorm_expand(const float *src, float *dst, eng_nn_tail_map_t m,
-                                        int64_t n)
+template <typename T>
+static __global__ void layernorm_expand(const T *src, T *dst, eng_nn_tail_map_t m, int64_t n)
 {
     ENG_CUDA_FOR(j, n)
     {
@@ -175,29 +215,32 @@ static __global__ void layernorm_expand(const float *src, float *dst, eng_nn_tai
     }
 }
 
-/* Expands parameter p to X's dims from `axis` on into dst (as the CPU's
- * expand_tail). */
+/* Expands parameter p (of X's dtype T) to X's dims from `axis` on into dst
+ * (as the CPU's expand_tail). */
+template <typename T>
 static int layernorm_expand_run(const eng_op_ctx_t *c, const eng_tensor_t *p,
-                                const eng_shape_t *x, int axis, float *dst, int64_t cols)
+                                const eng_shape_t *x, int axis, T *dst, int64_t cols)
 {
-    return eng_cuda_launch(c, layernorm_expand, cols, (const float *)p->data, dst,
-                  eng_nn_tail_map(p, x, axis), cols);
+    return eng_cuda_launch(c, layernorm_expand<T>, cols, (const T *)p->data, dst,
+                           eng_nn_tail_map(p, x, axis), cols);
 }
 
 /* LayerNormalization, one block per row: y = (x - mean) * inv_std *
  * scale + bias in double, and the row's statistics when asked. */
-static __global__ void layernorm_kernel(const float *x, float *y, const float *scale,
-                                        const float *bias, float *mean_out, float *inv_out,
-                                        int64_t rows, int64_t cols, double eps)
+template <typename T>
+static __global__ void layernorm_kernel(const T *x, T *y, const T *scale, const T *bias,
+                                        float *mean_out, float *inv_out, int64_t rows,
+                                        int64_t cols, double eps)
 {
     __shared__ double smem[32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
+        const T *xr = x + r * cols;
+        T *yr = y + r * cols;
         double mean, inv_std;
         row_moments(xr, cols, eps, smem, &mean, &inv_std);
         for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
-            yr[k] = (float)((xr[k] - mean) * inv_std * scale[k] + (bias ? bias[k] : 0.0f));
+            yr[k] = from_f32<T>((float)((to_f32(xr[k]) - mean) * inv_std * to_f32(scale[k]) +
+                                        (bias ? to_f32(bias[k]) : 0.0f)));
         if (threadIdx.x == 0) {
             if (mean_out)
                 mean_out[r] = (float)mean;
@@ -211,7 +254,7 @@ static __global__ void layernorm_kernel(const float *x, float *y, const float *s
  * alias X. On error (scratch) nothing is written. */
 static int layernorm_run(eng_op_ctx_t *c)
 {
-    int rc = eng_cuda_require_float_inputs(c, 3, -1);
+    int rc = norm_require_inputs(c, 3);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0], *st = c->inputs[1], *bt = eng_ctx_in(c, 2);
@@ -223,58 +266,67 @@ static int layernorm_run(eng_op_ctx_t *c)
         return eng_op_scratch_err(c, need);
     if (rows == 0)
         return 0;
-    const float *scale = (const float *)st->data, *bias = bt ? (const float *)bt->data : NULL;
-    float *next = (float *)c->scratch;
-    if (layernorm_needs_expand(st, cols)) {
-        if ((rc = layernorm_expand_run(c, st, &xt->shape, axis, next, cols)))
-            return rc;
-        scale = next;
-        next += cols;
-    }
-    if (layernorm_needs_expand(bt, cols)) {
-        if ((rc = layernorm_expand_run(c, bt, &xt->shape, axis, next, cols)))
-            return rc;
-        bias = next;
-    }
     float *mean_out = c->n_outputs > 1 && c->outputs[1] ? (float *)c->outputs[1]->data : NULL;
     float *inv_out = c->n_outputs > 2 && c->outputs[2] ? (float *)c->outputs[2]->data : NULL;
-    layernorm_kernel<<<row_blocks(rows), row_threads(cols), 0, eng_cuda_ctx(c)->stream>>>(
-        (const float *)xt->data, (float *)c->outputs[0]->data, scale, bias, mean_out, inv_out,
-        rows, cols, (double)eng_attr_f(c->node, "epsilon", 1e-5f));
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
+    return lowp_dispatch(c, xt->dtype, [&](auto t) {
+        using T = decltype(t);
+        const T *scale = (const T *)st->data, *bias = bt ? (const T *)bt->data : NULL;
+        T *next = (T *)c->scratch;
+        int rc;
+        if (layernorm_needs_expand(st, cols)) {
+            if ((rc = layernorm_expand_run(c, st, &xt->shape, axis, next, cols)))
+                return rc;
+            scale = next;
+            next += cols;
+        }
+        if (layernorm_needs_expand(bt, cols)) {
+            if ((rc = layernorm_expand_run(c, bt, &xt->shape, axis, next, cols)))
+                return rc;
+            bias = next;
+        }
+        layernorm_kernel<T><<<row_blocks(rows), row_threads(cols), 0, eng_cuda_ctx(c)->stream>>>(
+            (const T *)xt->data, (T *)c->outputs[0]->data, scale, bias, mean_out, inv_out, rows,
+            cols, (double)eng_attr_f(c->node, "epsilon", 1e-5f));
+        ENG_CUDA_LAUNCHED(c);
+        return 0;
+    });
 }
 
 /* RMSNormalization, one block per row: y = x / sqrt(mean(x^2) + eps) *
  * scale in double, as the CPU. */
-static __global__ void rmsnorm_kernel(const float *x, float *y, const float *scale, int64_t rows,
+template <typename T>
+static __global__ void rmsnorm_kernel(const T *x, T *y, const T *scale, int64_t rows,
                                       int64_t cols, double eps)
 {
     __shared__ double smem[32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + r * cols;
-        float *yr = y + r * cols;
+        const T *xr = x + r * cols;
+        T *yr = y + r * cols;
         double q = 0;
-        for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
-            q += (double)xr[i] * xr[i];
+        for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+            double v = to_f32(xr[i]);
+            q += v * v;
+        }
         q = block_reduce(q, smem, sum_op());
         double inv = 1.0 / sqrt((cols ? q / (double)cols : 0) + eps);
         for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
-            yr[k] = (float)(xr[k] * inv * scale[k]);
+            yr[k] = from_f32<T>((float)(to_f32(xr[k]) * inv * to_f32(scale[k])));
     }
 }
 
 static size_t rmsnorm_scratch_bytes(const eng_op_ctx_t *c)
 {
     int64_t cols = eng_nn_dims_from(&c->inputs[0]->shape, eng_nn_layernorm_axis(c));
-    return layernorm_needs_expand(c->inputs[1], cols) ? (size_t)cols * sizeof(float) : 0;
+    return layernorm_needs_expand(c->inputs[1], cols)
+               ? (size_t)cols * eng_dtype_size(c->inputs[0]->dtype)
+               : 0;
 }
 
 /* RMSNormalization. Y may alias X. On error (scratch) nothing is
  * written. */
 static int rmsnorm_run(eng_op_ctx_t *c)
 {
-    int rc = eng_cuda_require_float_inputs(c, 2, -1);
+    int rc = norm_require_inputs(c, 2);
     if (rc)
         return rc;
     const eng_tensor_t *xt = c->inputs[0], *st = c->inputs[1];
@@ -286,17 +338,21 @@ static int rmsnorm_run(eng_op_ctx_t *c)
         return eng_op_scratch_err(c, need);
     if (rows == 0)
         return 0;
-    const float *scale = (const float *)st->data;
-    if (layernorm_needs_expand(st, cols)) {
-        if ((rc = layernorm_expand_run(c, st, &xt->shape, axis, (float *)c->scratch, cols)))
-            return rc;
-        scale = (const float *)c->scratch;
-    }
-    rmsnorm_kernel<<<row_blocks(rows), row_threads(cols), 0, eng_cuda_ctx(c)->stream>>>(
-        (const float *)xt->data, (float *)c->outputs[0]->data, scale, rows, cols,
-        (double)eng_attr_f(c->node, "epsilon", 1e-5f));
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
+    return lowp_dispatch(c, xt->dtype, [&](auto t) {
+        using T = decltype(t);
+        const T *scale = (const T *)st->data;
+        if (layernorm_needs_expand(st, cols)) {
+            int rc = layernorm_expand_run(c, st, &xt->shape, axis, (T *)c->scratch, cols);
+            if (rc)
+                return rc;
+            scale = (const T *)c->scratch;
+        }
+        rmsnorm_kernel<T><<<row_blocks(rows), row_threads(cols), 0, eng_cuda_ctx(c)->stream>>>(
+            (const T *)xt->data, (T *)c->outputs[0]->data, scale, rows, cols,
+            (double)eng_attr_f(c->node, "epsilon", 1e-5f));
+        ENG_CUDA_LAUNCHED(c);
+        return 0;
+    });
 }
 
 /* LRN across channels, one thread per element: x / (bias + alpha / size *

@@ -3,10 +3,16 @@
  * element, summing (AveragePool, in double) or taking the maximum (MaxPool,
  * NaN wins, optional Indices in storage_order) over the taps that fall
  * inside X, in the CPU's tap order. The global pools take one block per
- * (image, channel) plane. */
+ * (image, channel) plane.
+ *
+ * MaxPool, AveragePool and the global pools take float16 / bfloat16 X and Y
+ * too: each tap read as float, the same float (max) or double (sums)
+ * arithmetic, each output rounded once. */
+#include "engine/cuda/lowp_impl.h"
 #include "engine/cuda/nn_impl.h"
 
-static const eng_dtype_t dt_float_u8[] = {ENG_DT_FLOAT, ENG_DT_UINT8, ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_float_u8[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                          ENG_DT_UINT8, ENG_DT_UNDEFINED};
 
 /* ---- pools -------------------------------------------------------------- */
 
@@ -34,7 +40,7 @@ static __global__ void maxpool_kernel(const T *x, T *y, int64_t *idx, eng_nn_geo
                 int64_t row = (id * g.in[1] + ih) * g.in[2];
                 for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++) {
                     int64_t iw = ww.start + kw * g.dilation[2];
-                    float v = (float)xp[row + iw];
+                    float v = (float)xp[row + iw]; /* __half2float, ... */
                     if (v > best || best_at < 0 || (v != v && best == best)) {
                         best = v;
                         best_at = col_major ? id + ih * g.in[0] + iw * g.in[0] * g.in[1]
@@ -43,17 +49,17 @@ static __global__ void maxpool_kernel(const T *x, T *y, int64_t *idx, eng_nn_geo
                 }
             }
         }
-        if (std::is_same<T, uint8_t>::value)
+        if constexpr (std::is_same<T, uint8_t>::value)
             y[i] = best_at < 0 ? (T)0 : (T)best;
         else
-            y[i] = (T)best;
+            y[i] = from_f32<T>(best);
         if (idx)
             idx[i] = best_at < 0 ? -1 : pl * in_sz + best_at;
     }
 }
 
-/* MaxPool (float or uint8) with the optional Indices output. On error
- * nothing is written. */
+/* MaxPool (float, half, bfloat16 or uint8) with the optional Indices
+ * output. On error nothing is written. */
 static int maxpool_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
@@ -72,16 +78,20 @@ static int maxpool_run(eng_op_ctx_t *c)
         return eng_cuda_launch(
             c, small ? maxpool_kernel<true, uint8_t> : maxpool_kernel<false, uint8_t>, n,
             (const uint8_t *)xt->data, (uint8_t *)c->outputs[0]->data, idx, g, out, n, col_major);
-    return eng_cuda_launch(c, small ? maxpool_kernel<true, float> : maxpool_kernel<false, float>, n,
-                  (const float *)xt->data, (float *)c->outputs[0]->data, idx, g, out, n, col_major);
+    return lowp_dispatch(c, xt->dtype, [&](auto t) {
+        using T = decltype(t);
+        return eng_cuda_launch(c, small ? maxpool_kernel<true, T> : maxpool_kernel<false, T>, n,
+                               (const T *)xt->data, (T *)c->outputs[0]->data, idx, g, out, n,
+                               col_major);
+    });
 }
 
 /* AveragePool, one thread per output: the taps inside X summed in double
  * in (kd, kh, kw) order, divided by their count or, with
  * count_include_pad, by the taps inside the padded input. */
-template <bool Small>
-static __global__ void avgpool_kernel(const float *x, float *y, eng_nn_geom_t g,
-                                      out_index_t out, int64_t n, bool include_pad)
+template <bool Small, typename T>
+static __global__ void avgpool_kernel(const T *x, T *y, eng_nn_geom_t g, out_index_t out,
+                                      int64_t n, bool include_pad)
 {
     int64_t in_sz = eng_nn_prod(g.in);
     ENG_CUDA_FOR(i, n)
@@ -90,14 +100,14 @@ static __global__ void avgpool_kernel(const float *x, float *y, eng_nn_geom_t g,
         eng_nn_window_t win[3];
         int64_t pl = out_taps<Small>(g, out, i, o, win);
         const eng_nn_window_t &wd = win[0], &wh = win[1], &ww = win[2];
-        const float *xp = x + pl * in_sz;
+        const T *xp = x + pl * in_sz;
         double sum = 0;
         for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
             for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
                 int64_t row = ((wd.start + kd * g.dilation[0]) * g.in[1] + wh.start +
                                kh * g.dilation[1]) * g.in[2] + ww.start;
                 for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++)
-                    sum += xp[row + kw * g.dilation[2]];
+                    sum += to_f32(xp[row + kw * g.dilation[2]]);
             }
         int64_t count = (wd.k_end - wd.k_begin) * (wh.k_end - wh.k_begin) * (ww.k_end - ww.k_begin);
         if (include_pad) {
@@ -106,7 +116,7 @@ static __global__ void avgpool_kernel(const float *x, float *y, eng_nn_geom_t g,
                 count *= eng_nn_taps_between(&g, d, o[d], -g.pad_begin[d],
                                              g.in[d] + g.pad_end[d]);
         }
-        y[i] = count > 0 ? (float)(sum / (double)count) : 0.0f;
+        y[i] = from_f32<T>(count > 0 ? (float)(sum / (double)count) : 0.0f);
     }
 }
 
@@ -114,60 +124,62 @@ static __global__ void avgpool_kernel(const float *x, float *y, eng_nn_geom_t g,
 static int avgpool_run(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    int rc = eng_cuda_require_float_inputs(c, 1, -1);
-    if (rc || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
+    int rc = eng_nn_geom(c, ENG_NN_POOL, &g);
+    if (rc)
         return rc;
     int64_t n = g.batch * g.in_channels * eng_nn_prod(g.out);
     int64_t in_n = g.batch * g.in_channels * eng_nn_prod(g.in);
     bool small = fits32(n > in_n ? n : in_n);
     bool include_pad = eng_attr_i(c->node, "count_include_pad", 0) != 0;
-    return eng_cuda_launch(c, small ? avgpool_kernel<true> : avgpool_kernel<false>, n,
-                  (const float *)c->inputs[0]->data, (float *)c->outputs[0]->data, g,
-                  out_index_make(g.out), n, include_pad);
+    return lowp_dispatch(c, c->inputs[0]->dtype, [&](auto t) {
+        using T = decltype(t);
+        return eng_cuda_launch(c, small ? avgpool_kernel<true, T> : avgpool_kernel<false, T>, n,
+                               (const T *)c->inputs[0]->data, (T *)c->outputs[0]->data, g,
+                               out_index_make(g.out), n, include_pad);
+    });
 }
 
 /* GlobalAveragePool / GlobalMaxPool, one block per plane, in double as the
  * CPU (the maximum skips NaNs as the CPU's comparison does). */
-template <bool Max>
-static __global__ void global_pool_kernel(const float *x, float *y, int64_t planes,
-                                          int64_t plane)
+template <bool Max, typename T>
+static __global__ void global_pool_kernel(const T *x, T *y, int64_t planes, int64_t plane)
 {
     __shared__ double smem[32];
     for (int64_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
-        const float *xp = x + pl * plane;
+        const T *xp = x + pl * plane;
         double acc = Max ? -INFINITY : 0.0;
         for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) {
-            double v = xp[i];
+            double v = to_f32(xp[i]);
             acc = Max ? (v > acc ? v : acc) : acc + v;
         }
         acc = Max ? block_reduce(acc, smem, max_op()) : block_reduce(acc, smem, sum_op());
         if (threadIdx.x == 0)
-            y[pl] = (float)(Max ? acc : acc / (double)plane);
+            y[pl] = from_f32<T>((float)(Max ? acc : acc / (double)plane));
     }
 }
 
 /* GlobalAveragePool / GlobalMaxPool. Cannot fail but for the launch. */
 static int global_pool_run(eng_op_ctx_t *c)
 {
-    int rc = eng_cuda_require_float_inputs(c, 1, -1);
-    if (rc)
-        return rc;
     const eng_tensor_t *xt = c->inputs[0];
     int64_t planes = xt->shape.dims[0] * xt->shape.dims[1], plane = eng_nn_dims_from(&xt->shape, 2);
     if (planes == 0)
         return 0;
     bool max = strcmp(c->node->op_type, "GlobalMaxPool") == 0;
-    const float *x = (const float *)xt->data;
-    float *y = (float *)c->outputs[0]->data;
     unsigned threads = row_threads(plane), blocks = row_blocks(planes);
-    if (max)
-        global_pool_kernel<true>
-            <<<blocks, threads, 0, eng_cuda_ctx(c)->stream>>>(x, y, planes, plane);
-    else
-        global_pool_kernel<false>
-            <<<blocks, threads, 0, eng_cuda_ctx(c)->stream>>>(x, y, planes, plane);
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
+    return lowp_dispatch(c, xt->dtype, [&](auto t) {
+        using T = decltype(t);
+        const T *x = (const T *)xt->data;
+        T *y = (T *)c->outputs[0]->data;
+        if (max)
+            global_pool_kernel<true, T>
+                <<<blocks, threads, 0, eng_cuda_ctx(c)->stream>>>(x, y, planes, plane);
+        else
+            global_pool_kernel<false, T>
+                <<<blocks, threads, 0, eng_cuda_ctx(c)->stream>>>(x, y, planes, plane);
+        ENG_CUDA_LAUNCHED(c);
+        return 0;
+    });
 }
 
 /* LpPool (g set) or GlobalLpPool (plane elements a plane), one thread per

@@ -24,13 +24,17 @@
  * tree instead of a left-to-right walk), which is at least as accurate.
  * ArgMax/ArgMin reproduce the CPU's left-to-right walk exactly: ties go to
  * the first (or, with select_last_index, the last) index, a NaN is never
- * picked unless it sits at index 0, in which case the walk never leaves it. */
+ * picked unless it sits at index 0, in which case the walk never leaves it.
+ * Reduce* on float16 / bfloat16 runs the float operation with each element
+ * read as float (a float accumulator, float partials) and the result
+ * rounded once (half_in_op). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <type_traits>
 
+#include "engine/cuda/lowp_impl.h"
 #include "engine/cuda/reduce_impl.h"
 
 /* ---- Reduce* and ArgMax/ArgMin: the operations ------------------------------ */
@@ -212,6 +216,29 @@ template <typename T> struct lse_op {
         return isnan(a.m) ? a.m : shift(a.m) + log(a.s);
     }
 };
+
+/* Op (a float operation) on elements of the half type H: each read as
+ * float, the accumulator and partials Op's, the result rounded to H. */
+template <class Op, typename H> struct half_in_op {
+    using In = H;
+    using Acc = typename Op::Acc;
+    using Out = H;
+    static __device__ __forceinline__ Acc init() { return Op::init(); }
+    static __device__ __forceinline__ Acc join(Acc a, Acc b) { return Op::join(a, b); }
+    static __device__ __forceinline__ Acc step(Acc a, H v, int64_t r)
+    {
+        return Op::step(a, to_f32(v), r);
+    }
+    static __device__ __forceinline__ Out finish(Acc a, int64_t n)
+    {
+        return from_f32<H>(Op::finish(a, n));
+    }
+};
+
+/* Op itself when its elements are E, else Op read from E (half). */
+template <class Op, typename E>
+using read_as = typename std::conditional<std::is_same<E, typename Op::In>::value, Op,
+                                          half_in_op<Op, E>>::type;
 
 /* ---- Reduce* and ArgMax/ArgMin: geometry and plan --------------------------- */
 
@@ -541,12 +568,16 @@ static size_t reduce_scratch(const eng_op_ctx_t *c)
     red_geom_t g;
     if (reduce_geom(c, &g))
         return 0; /* run reports the same error */
-    size_t es = eng_dtype_size(c->inputs[0]->dtype);
+    /* A half input accumulates in float. */
+    size_t es = eng_cuda_is_lowp(c->inputs[0]->dtype) ? sizeof(float)
+                                                      : eng_dtype_size(c->inputs[0]->dtype);
     bool lse = reduce_which(c->node->op_type) == REDUCE_LOGSUMEXP;
     return red_part_bytes(&g, lse ? 2 * es : es); /* lse_acc: two elements */
 }
 
-template <typename T>
+/* The reduction w of elements of type E (default T) computed on T: E is T,
+ * or a half type read as float T. */
+template <typename T, typename E = T>
 static int reduce_typed(eng_op_ctx_t *c, reduce_which_t w, const red_geom_t &g)
 {
     const void *x = c->inputs[0]->data;
@@ -554,22 +585,22 @@ static int reduce_typed(eng_op_ctx_t *c, reduce_which_t w, const red_geom_t &g)
     if constexpr (std::is_floating_point<T>::value) {
         static_assert(sizeof(lse_acc<T>) == 2 * sizeof(T), "reduce_scratch's lse_acc size");
         if (w == REDUCE_LOGSUM)
-            return red_launch<red_op<T, RED_K_SUM, RED_F_LOG>>(c, g, x, y);
+            return red_launch<read_as<red_op<T, RED_K_SUM, RED_F_LOG>, E>>(c, g, x, y);
         if (w == REDUCE_LOGSUMEXP)
-            return red_launch<lse_op<T>>(c, g, x, y);
+            return red_launch<read_as<lse_op<T>, E>>(c, g, x, y);
     } else if (w == REDUCE_LOGSUM || w == REDUCE_LOGSUMEXP) {
         return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported",
                           eng_dtype_name(c->inputs[0]->dtype));
     }
     switch (w) {
-    case REDUCE_L1: return red_launch<red_op<T, RED_K_ABSSUM, RED_F_NONE>>(c, g, x, y);
-    case REDUCE_L2: return red_launch<red_op<T, RED_K_SUMSQ, RED_F_SQRT>>(c, g, x, y);
-    case REDUCE_MAX: return red_launch<red_op<T, RED_K_MAX, RED_F_NONE>>(c, g, x, y);
-    case REDUCE_MEAN: return red_launch<red_op<T, RED_K_SUM, RED_F_MEAN>>(c, g, x, y);
-    case REDUCE_MIN: return red_launch<red_op<T, RED_K_MIN, RED_F_NONE>>(c, g, x, y);
-    case REDUCE_PROD: return red_launch<red_op<T, RED_K_PROD, RED_F_NONE>>(c, g, x, y);
-    case REDUCE_SUMSQ: return red_launch<red_op<T, RED_K_SUMSQ, RED_F_NONE>>(c, g, x, y);
-    default: return red_launch<red_op<T, RED_K_SUM, RED_F_NONE>>(c, g, x, y);
+    case REDUCE_L1: return red_launch<read_as<red_op<T, RED_K_ABSSUM, RED_F_NONE>, E>>(c, g, x, y);
+    case REDUCE_L2: return red_launch<read_as<red_op<T, RED_K_SUMSQ, RED_F_SQRT>, E>>(c, g, x, y);
+    case REDUCE_MAX: return red_launch<read_as<red_op<T, RED_K_MAX, RED_F_NONE>, E>>(c, g, x, y);
+    case REDUCE_MEAN: return red_launch<read_as<red_op<T, RED_K_SUM, RED_F_MEAN>, E>>(c, g, x, y);
+    case REDUCE_MIN: return red_launch<read_as<red_op<T, RED_K_MIN, RED_F_NONE>, E>>(c, g, x, y);
+    case REDUCE_PROD: return red_launch<read_as<red_op<T, RED_K_PROD, RED_F_NONE>, E>>(c, g, x, y);
+    case REDUCE_SUMSQ: return red_launch<read_as<red_op<T, RED_K_SUMSQ, RED_F_NONE>, E>>(c, g, x, y);
+    default: return red_launch<read_as<red_op<T, RED_K_SUM, RED_F_NONE>, E>>(c, g, x, y);
     }
 }
 
@@ -588,6 +619,8 @@ static int reduce_run(eng_op_ctx_t *c)
     case ENG_DT_INT32: return reduce_typed<int32_t>(c, w, g);
     case ENG_DT_INT64: return reduce_typed<int64_t>(c, w, g);
     case ENG_DT_BOOL: return reduce_typed<uint8_t>(c, w, g);
+    case ENG_DT_FLOAT16: return reduce_typed<float, __half>(c, w, g);
+    case ENG_DT_BFLOAT16: return reduce_typed<float, __nv_bfloat16>(c, w, g);
     default:
         return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported",
                           eng_dtype_name(c->inputs[0]->dtype));

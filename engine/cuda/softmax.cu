@@ -8,10 +8,16 @@
  * eng_softmax_line_f64, all in double. Contiguous float rows (inner == 1) of up to 1024
  * elements take one warp each with the row in registers; longer rows one
  * block each (three passes over the row); inner > 1 one thread per line
- * (coalesced along inner), in the CPU's order. */
+ * (coalesced along inner), in the CPU's order.
+ *
+ * Softmax and LogSoftmax on float16 / bfloat16 (T below) run the float
+ * kernels with other loads and stores: each element read as float, max,
+ * sum and outputs computed in float exactly as for float input, each
+ * output rounded once. */
 #include <math.h>
 #include <string.h>
 
+#include "engine/cuda/lowp_impl.h"
 #include "engine/cuda/reduce_impl.h"
 
 /* ---- Softmax / LogSoftmax --------------------------------------------------- */
@@ -56,22 +62,22 @@ template <bool MAX> __device__ __forceinline__ float block_all(float v, float *s
 /* Contiguous rows of n <= 32 * E elements, one warp each, the row in
  * registers. The max is a compare, as on the CPU: a NaN never becomes the
  * max but makes the sum, and so the whole row, NaN. */
-template <int E>
-__global__ void softmax_rows_warp(const float *__restrict__ x, float *__restrict__ y, int64_t rows,
-                                  int n, bool log_out)
+template <int E, typename T>
+__global__ void softmax_rows_warp(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int n,
+                                  bool log_out)
 {
     int lane = threadIdx.x & 31;
     int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int64_t n_warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t row = warp; row < rows; row += n_warps) {
-        const float *xr = x + row * n;
-        float *yr = y + row * n;
+        const T *xr = x + row * n;
+        T *yr = y + row * n;
         float v[E];
         float m = -INFINITY;
 #pragma unroll
         for (int e = 0; e < E; e++) {
             int j = lane + 32 * e;
-            v[e] = j < n ? xr[j] : -INFINITY;
+            v[e] = j < n ? to_f32(xr[j]) : -INFINITY;
             m = fmax_cmp(m, v[e]);
         }
         m = warp_all_max(m);
@@ -86,76 +92,116 @@ __global__ void softmax_rows_warp(const float *__restrict__ x, float *__restrict
 #pragma unroll
             for (int e = 0; e < E; e++)
                 if (lane + 32 * e < n)
-                    yr[lane + 32 * e] = (v[e] - m) - log_sum;
+                    yr[lane + 32 * e] = from_f32<T>((v[e] - m) - log_sum);
         } else {
             float inv = 1.0f / sum;
 #pragma unroll
             for (int e = 0; e < E; e++)
                 if (lane + 32 * e < n)
-                    yr[lane + 32 * e] = expf(v[e] - m) * inv;
+                    yr[lane + 32 * e] = from_f32<T>(expf(v[e] - m) * inv);
         }
     }
 }
 
 /* Contiguous rows, one block each: max, sum and output passes. */
-__global__ void softmax_rows_block(const float *__restrict__ x, float *__restrict__ y, int64_t rows,
+template <typename T>
+__global__ void softmax_rows_block(const T *__restrict__ x, T *__restrict__ y, int64_t rows,
                                    int64_t n, bool log_out)
 {
     __shared__ float sh[32];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const float *xr = x + row * n;
-        float *yr = y + row * n;
+        const T *xr = x + row * n;
+        T *yr = y + row * n;
         float m = -INFINITY;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-            m = fmax_cmp(m, xr[j]);
+            m = fmax_cmp(m, to_f32(xr[j]));
         m = block_all<true>(m, sh);
         float sum = 0.0f;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-            sum += expf(xr[j] - m);
+            sum += expf(to_f32(xr[j]) - m);
         sum = block_all<false>(sum, sh);
         if (log_out) {
             float log_sum = logf(sum);
             for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-                yr[j] = (xr[j] - m) - log_sum;
+                yr[j] = from_f32<T>((to_f32(xr[j]) - m) - log_sum);
         } else {
             float inv = 1.0f / sum;
             for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-                yr[j] = expf(xr[j] - m) * inv;
+                yr[j] = from_f32<T>(expf(to_f32(xr[j]) - m) * inv);
         }
     }
 }
 
-/* Lines x[o, :, i] with inner > 1, one thread each, in the CPU's order. */
-__global__ void softmax_lines(const float *__restrict__ x, float *__restrict__ y, int64_t outer,
-                              int64_t n, int64_t inner, bool log_out)
+/* Lines x[o, :, i] with inner > 1, one thread each, in the CPU's order
+ * (float: the CPU's own eng_log_softmax_line; half: its arithmetic). */
+template <typename T>
+__global__ void softmax_lines(const T *__restrict__ x, T *__restrict__ y, int64_t outer, int64_t n,
+                              int64_t inner, bool log_out)
 {
     ENG_CUDA_FOR(line, outer * inner)
     {
         int64_t o = line / inner, i = line - o * inner;
-        const float *xs = x + o * n * inner + i;
-        float *ys = y + o * n * inner + i;
+        const T *xs = x + o * n * inner + i;
+        T *ys = y + o * n * inner + i;
         float m = -INFINITY;
         for (int64_t j = 0; j < n; j++)
-            m = fmax_cmp(m, xs[j * inner]);
+            m = fmax_cmp(m, to_f32(xs[j * inner]));
         float sum = 0.0f;
         for (int64_t j = 0; j < n; j++)
-            sum += expf(xs[j * inner] - m);
+            sum += expf(to_f32(xs[j * inner]) - m);
         if (log_out) {
-            eng_log_softmax_line(xs, ys, n, inner, m, sum);
+            if constexpr (std::is_same<T, float>::value) {
+                eng_log_softmax_line(xs, ys, n, inner, m, sum);
+            } else {
+                float log_sum = logf(sum);
+                for (int64_t j = 0; j < n; j++)
+                    ys[j * inner] = from_f32<T>((to_f32(xs[j * inner]) - m) - log_sum);
+            }
         } else {
             float inv = 1.0f / sum;
             for (int64_t j = 0; j < n; j++)
-                ys[j * inner] = expf(xs[j * inner] - m) * inv;
+                ys[j * inner] = from_f32<T>(expf(to_f32(xs[j * inner]) - m) * inv);
         }
     }
 }
 
-template <int E>
-static void softmax_warp_launch(eng_op_ctx_t *c, const float *x, float *y, int64_t rows, int n,
+template <int E, typename T>
+static void softmax_warp_launch(eng_op_ctx_t *c, const T *x, T *y, int64_t rows, int n,
                                 bool log_out)
 {
-    softmax_rows_warp<E><<<eng_cuda_grid_cap(c, ceil_div(rows, RED_WARPS)), RED_THREADS, 0,
-                           eng_cuda_ctx(c)->stream>>>(x, y, rows, n, log_out);
+    softmax_rows_warp<E, T><<<eng_cuda_grid_cap(c, ceil_div(rows, RED_WARPS)), RED_THREADS, 0,
+                              eng_cuda_ctx(c)->stream>>>(x, y, rows, n, log_out);
+}
+
+/* Softmax / LogSoftmax of [outer, n, inner] in T (float, __half,
+ * __nv_bfloat16). 0, or FS_EDEVICE for a launch error. */
+template <typename T>
+static int softmax_typed(eng_op_ctx_t *c, const T *x, T *y, int64_t outer, int64_t n,
+                         int64_t inner, bool log_out)
+{
+    if (inner > 1) {
+        softmax_lines<T><<<eng_cuda_blocks(c, outer * inner), ENG_CUDA_THREADS, 0,
+                           eng_cuda_ctx(c)->stream>>>(x, y, outer, n, inner, log_out);
+    } else if (n <= SOFTMAX_WARP_MAX) {
+        int ni = (int)n;
+        if (ni <= 32)
+            softmax_warp_launch<1>(c, x, y, outer, ni, log_out);
+        else if (ni <= 64)
+            softmax_warp_launch<2>(c, x, y, outer, ni, log_out);
+        else if (ni <= 128)
+            softmax_warp_launch<4>(c, x, y, outer, ni, log_out);
+        else if (ni <= 256)
+            softmax_warp_launch<8>(c, x, y, outer, ni, log_out);
+        else if (ni <= 512)
+            softmax_warp_launch<16>(c, x, y, outer, ni, log_out);
+        else
+            softmax_warp_launch<32>(c, x, y, outer, ni, log_out);
+    } else {
+        softmax_rows_block<T><<<eng_cuda_grid_cap(c, outer), SOFTMAX_THREADS, 0,
+                                eng_cuda_ctx(c)->stream>>>(x, y, outer, n, log_out);
+    }
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
 }
 
 /* float64: one thread per [outer, n, inner] line, through the CPU's
@@ -173,7 +219,8 @@ static __global__ void softmax_lines_f64(const double *x, double *y, int64_t out
 static int softmax_run(eng_op_ctx_t *c)
 {
     const eng_tensor_t *xt = c->inputs[0];
-    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_DOUBLE)
+    if (xt->dtype != ENG_DT_FLOAT && xt->dtype != ENG_DT_DOUBLE &&
+        !eng_cuda_is_lowp(xt->dtype))
         return eng_op_err(c, FS_ENOTSUP, "dtype %s is not supported", eng_dtype_name(xt->dtype));
     int64_t outer, n, inner;
     int rc = eng_softmax_extent(c, &outer, &n, &inner);
@@ -185,32 +232,12 @@ static int softmax_run(eng_op_ctx_t *c)
         return eng_cuda_launch(c, softmax_lines_f64, outer * inner, (const double *)xt->data,
                                (double *)c->outputs[0]->data, outer, n, inner,
                                strcmp(c->node->op_type, "LogSoftmax") == 0);
-    const float *x = (const float *)xt->data;
-    float *y = (float *)c->outputs[0]->data;
     bool log_out = strcmp(c->node->op_type, "LogSoftmax") == 0;
-    if (inner > 1) {
-        softmax_lines<<<eng_cuda_blocks(c, outer * inner), ENG_CUDA_THREADS, 0,
-                        eng_cuda_ctx(c)->stream>>>(x, y, outer, n, inner, log_out);
-    } else if (n <= SOFTMAX_WARP_MAX) {
-        int ni = (int)n;
-        if (ni <= 32)
-            softmax_warp_launch<1>(c, x, y, outer, ni, log_out);
-        else if (ni <= 64)
-            softmax_warp_launch<2>(c, x, y, outer, ni, log_out);
-        else if (ni <= 128)
-            softmax_warp_launch<4>(c, x, y, outer, ni, log_out);
-        else if (ni <= 256)
-            softmax_warp_launch<8>(c, x, y, outer, ni, log_out);
-        else if (ni <= 512)
-            softmax_warp_launch<16>(c, x, y, outer, ni, log_out);
-        else
-            softmax_warp_launch<32>(c, x, y, outer, ni, log_out);
-    } else {
-        softmax_rows_block<<<eng_cuda_grid_cap(c, outer), SOFTMAX_THREADS, 0,
-                             eng_cuda_ctx(c)->stream>>>(x, y, outer, n, log_out);
-    }
-    ENG_CUDA_LAUNCHED(c);
-    return 0;
+    return lowp_dispatch(c, xt->dtype, [&](auto t) {
+        using T = decltype(t);
+        return softmax_typed<T>(c, (const T *)xt->data, (T *)c->outputs[0]->data, outer, n, inner,
+                                log_out);
+    });
 }
 
 /* ---- Hardmax ---------------------------------------------------------------- */

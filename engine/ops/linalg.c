@@ -7,20 +7,26 @@
 #include "common/error.h"
 #include "engine/ops/linalg_impl.h"
 
-static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
+/* MatMul and Gemm take half and bfloat16 as they are: a GPU multiplies them
+ * on tensor cores with float accumulation, the CPU through float. */
+static const eng_dtype_t dt_gemm[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                      ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_matmul[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                        ENG_DT_BFLOAT16, ENG_DT_UNDEFINED};
 
-/* MatMul's and Einsum's operand dtypes: inputs [0, n) each float or double
- * (FS_ENOTSUP naming the first other, which lets half inputs widen), and
- * all the same (FS_EINVAL naming the two that differ). */
-static int linalg_same_dtype(const eng_op_ctx_t *c, int n)
+/* MatMul's, Gemm's and Einsum's operand dtypes: inputs [0, n) each in
+ * `allowed` (FS_ENOTSUP naming the first other, which lets a half input of
+ * Einsum widen), and all the same, absent optional inputs aside (FS_EINVAL
+ * naming the two that differ). */
+static int linalg_same_dtype(const eng_op_ctx_t *c, int n, const eng_dtype_t *allowed)
 {
     int rc;
     for (int i = 0; i < n; i++)
-        if ((rc = eng_op_require_dtype(c, i, dt_float_double)))
+        if (eng_ctx_in(c, i) && (rc = eng_op_require_dtype(c, i, allowed)))
             return rc;
     for (int i = 1; i < n; i++)
-        if (c->inputs[i]->dtype != c->inputs[0]->dtype)
+        if (eng_ctx_in(c, i) && c->inputs[i]->dtype != c->inputs[0]->dtype)
             return eng_op_err(c, FS_EINVAL, "input 0 has dtype %s and input %d dtype %s; the "
                               "operands must share one dtype",
                               eng_dtype_name(c->inputs[0]->dtype), i,
@@ -80,7 +86,7 @@ static int matmul_infer(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
     int rc;
-    if ((rc = linalg_same_dtype(c, 2)) || (rc = eng_matmul_dims(c, &d)))
+    if ((rc = linalg_same_dtype(c, 2, dt_matmul)) || (rc = eng_matmul_dims(c, &d)))
         return rc;
     c->outputs[0]->dtype = c->inputs[0]->dtype;
     c->outputs[0]->shape = d.out;
@@ -90,7 +96,7 @@ static int matmul_infer(eng_op_ctx_t *c)
 static int gemm_infer(eng_op_ctx_t *c)
 {
     int rc;
-    if ((rc = eng_op_require_dtype(c, 0, dt_float)) || (rc = eng_op_require_dtype(c, 1, dt_float)))
+    if ((rc = linalg_same_dtype(c, 3, dt_gemm)))
         return rc;
     const eng_shape_t *as = &c->inputs[0]->shape, *bs = &c->inputs[1]->shape;
     const eng_tensor_t *ct = eng_ctx_in(c, 2);
@@ -108,8 +114,6 @@ static int gemm_infer(eng_op_ctx_t *c)
     if (!ct && c->opset < 11)
         return eng_op_err(c, FS_EINVAL, "input C is required before opset 11");
     if (ct) {
-        if ((rc = eng_op_require_dtype(c, 2, dt_float)))
-            return rc;
         const eng_shape_t *cs = &ct->shape;
         bool ok = cs->rank <= 2;
         for (int i = 0; ok && i < cs->rank; i++) {
@@ -121,7 +125,7 @@ static int gemm_infer(eng_op_ctx_t *c)
                               eng_shape_format(cs, sc, sizeof sc), (long long)m, (long long)n);
     }
     eng_tensor_t *y = c->outputs[0];
-    y->dtype = ENG_DT_FLOAT;
+    y->dtype = c->inputs[0]->dtype;
     y->shape.rank = 2;
     y->shape.dims[0] = m;
     y->shape.dims[1] = n;
@@ -285,7 +289,7 @@ static int einsum_infer(eng_op_ctx_t *c)
 {
     eng_einsum_t e;
     int rc;
-    if ((rc = linalg_same_dtype(c, c->n_inputs)) || (rc = eng_einsum_parse(c, &e)))
+    if ((rc = linalg_same_dtype(c, c->n_inputs, dt_float_double)) || (rc = eng_einsum_parse(c, &e)))
         return rc;
     eng_tensor_t *y = c->outputs[0];
     y->dtype = c->inputs[0]->dtype;

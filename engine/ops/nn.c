@@ -6,7 +6,13 @@
 #include "engine/ops/nn_impl.h"
 
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_float_u8[] = {ENG_DT_FLOAT, ENG_DT_UINT8, ENG_DT_UNDEFINED};
+/* The ops that take float16 and bfloat16 as they are (a GPU computes on them
+ * with float arithmetic, the CPU through float): X, its parameters and Y in
+ * one of these. */
+static const eng_dtype_t dt_half[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                      ENG_DT_UNDEFINED};
+static const eng_dtype_t dt_half_u8[] = {ENG_DT_FLOAT, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                         ENG_DT_UINT8, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_real[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
                                       ENG_DT_UNDEFINED};
 
@@ -257,14 +263,16 @@ static void set_window_output(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_
         y->shape.dims[2 + d] = g->out[ENG_NN_DIMS - g->n_spatial + d];
 }
 
-/* Checks that optional input i, when present, is a float vector of `len`.
- * 0, FS_ENOTSUP (dtype) or FS_EINVAL naming the input and its shape. */
+/* Checks that optional input i, when present, is a vector of `len` in X's
+ * dtype (input 0's, which the caller checked). 0, FS_ENOTSUP (dtype) or
+ * FS_EINVAL naming the input and its shape. */
 static int check_vector(const eng_op_ctx_t *c, int i, const char *what, int64_t len)
 {
     const eng_tensor_t *t = eng_ctx_in(c, i);
     if (!t)
         return 0;
-    int rc = eng_op_require_dtype(c, i, dt_float);
+    const eng_dtype_t x_dtype[] = {c->inputs[0]->dtype, ENG_DT_UNDEFINED};
+    int rc = eng_op_require_dtype(c, i, x_dtype);
     if (rc)
         return rc;
     char ts[96];
@@ -279,11 +287,12 @@ static int conv_infer(eng_op_ctx_t *c)
     eng_nn_geom_t g;
     int rc;
     bool transpose = strcmp(c->node->op_type, "ConvTranspose") == 0;
-    if ((rc = eng_op_require_dtype(c, 0, dt_float)) || (rc = eng_op_require_dtype(c, 1, dt_float)) ||
+    const eng_dtype_t x_dtype[] = {c->inputs[0]->dtype, ENG_DT_UNDEFINED};
+    if ((rc = eng_op_require_dtype(c, 0, dt_half)) || (rc = eng_op_require_dtype(c, 1, x_dtype)) ||
         (rc = eng_nn_geom(c, transpose ? ENG_NN_CONV_TRANSPOSE : ENG_NN_CONV, &g)) ||
         (rc = check_vector(c, 2, "B", g.out_channels)))
         return rc;
-    set_window_output(c, 0, ENG_DT_FLOAT, &g);
+    set_window_output(c, 0, c->inputs[0]->dtype, &g);
     return 0;
 }
 
@@ -291,7 +300,7 @@ static int pool_infer(eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
     bool max = strcmp(c->node->op_type, "MaxPool") == 0;
-    int rc = eng_op_require_dtype(c, 0, max ? dt_float_u8 : dt_float);
+    int rc = eng_op_require_dtype(c, 0, max ? dt_half_u8 : dt_half);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
         return rc;
     set_window_output(c, 0, c->inputs[0]->dtype, &g);
@@ -358,10 +367,11 @@ static int window_check(const eng_node_t *n, int opset)
     return 0;
 }
 
-/* X [N, C, ...] in float, rank >= min_rank; the output takes its type. */
-static int channel_input(eng_op_ctx_t *c, int min_rank)
+/* X [N, C, ...] of a dtype in `allowed`, rank >= min_rank; the output
+ * takes its type. */
+static int channel_input(eng_op_ctx_t *c, int min_rank, const eng_dtype_t *allowed)
 {
-    int rc = eng_op_require_dtype(c, 0, dt_float);
+    int rc = eng_op_require_dtype(c, 0, allowed);
     if (rc)
         return rc;
     const eng_tensor_t *x = c->inputs[0];
@@ -369,7 +379,7 @@ static int channel_input(eng_op_ctx_t *c, int min_rank)
     if (x->shape.rank < min_rank)
         return eng_op_err(c, FS_EINVAL, "X %s must have rank >= %d ([N, C, ...])",
                           eng_shape_format(&x->shape, xs, sizeof xs), min_rank);
-    eng_ctx_out_set(c, 0, ENG_DT_FLOAT, &x->shape);
+    eng_ctx_out_set(c, 0, x->dtype, &x->shape);
     return 0;
 }
 
@@ -377,13 +387,13 @@ static int channel_input(eng_op_ctx_t *c, int min_rank)
  * (overwriting the X-shaped output channel_input set). */
 static int global_pool_infer(eng_op_ctx_t *c)
 {
-    int rc = channel_input(c, 3);
+    int rc = channel_input(c, 3, dt_half);
     if (rc)
         return rc;
     eng_shape_t ys = c->inputs[0]->shape;
     for (int d = 2; d < ys.rank; d++)
         ys.dims[d] = 1;
-    eng_ctx_out_set(c, 0, ENG_DT_FLOAT, &ys);
+    eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &ys);
     return 0;
 }
 
@@ -408,7 +418,7 @@ static int batchnorm_check(const eng_node_t *n, int opset)
 static int batchnorm_infer(eng_op_ctx_t *c)
 {
     static const char *const names[] = {"scale", "B", "mean", "var"};
-    int rc = channel_input(c, 2);
+    int rc = channel_input(c, 2, dt_half);
     if (rc)
         return rc;
     for (int i = 1; i <= 4; i++) {
@@ -422,7 +432,7 @@ static int batchnorm_infer(eng_op_ctx_t *c)
 
 static int instancenorm_infer(eng_op_ctx_t *c)
 {
-    int rc = channel_input(c, 3);
+    int rc = channel_input(c, 3, dt_half);
     if (rc)
         return rc;
     for (int i = 1; i <= 2; i++) {
@@ -447,9 +457,11 @@ static bool broadcasts_to_tail(const eng_shape_t *p, const eng_shape_t *x, int a
     return true;
 }
 
+/* Y takes X's dtype; Mean and InvStdDev are float (stash_type 1, the
+ * statistics' type) whatever X's. */
 static int layernorm_infer(eng_op_ctx_t *c)
 {
-    int rc = eng_op_require_dtype(c, 0, dt_float), axis;
+    int rc = eng_op_require_dtype(c, 0, dt_half), axis;
     if (rc || (rc = eng_op_axis(c, eng_attr_i(c->node, "axis", -1), c->inputs[0]->shape.rank,
                                 &axis)))
         return rc;
@@ -461,14 +473,15 @@ static int layernorm_infer(eng_op_ctx_t *c)
         char ps[96], xs[96];
         if (!p)
             continue;
-        if ((rc = eng_op_require_dtype(c, i, dt_float)))
+        const eng_dtype_t x_dtype[] = {x->dtype, ENG_DT_UNDEFINED};
+        if ((rc = eng_op_require_dtype(c, i, x_dtype)))
             return rc;
         if (!broadcasts_to_tail(&p->shape, &x->shape, axis))
             return eng_op_err(c, FS_EINVAL, "%s %s does not broadcast to X %s from axis %d",
                               i == 1 ? "Scale" : "B", eng_shape_format(&p->shape, ps, sizeof ps),
                               eng_shape_format(&x->shape, xs, sizeof xs), axis);
     }
-    c->outputs[0]->dtype = ENG_DT_FLOAT;
+    c->outputs[0]->dtype = x->dtype;
     c->outputs[0]->shape = x->shape;
     for (int i = 1; i <= 2 && i < c->n_outputs; i++) {
         eng_tensor_t *s = c->outputs[i];
@@ -496,8 +509,9 @@ static int rmsnorm_check(const eng_node_t *n, int opset)
 
 static int rmsnorm_infer(eng_op_ctx_t *c)
 {
-    int rc = eng_op_require_dtype(c, 0, dt_float), axis;
-    if (rc || (rc = eng_op_require_dtype(c, 1, dt_float)) ||
+    int rc = eng_op_require_dtype(c, 0, dt_half), axis;
+    const eng_dtype_t x_dtype[] = {c->inputs[0]->dtype, ENG_DT_UNDEFINED};
+    if (rc || (rc = eng_op_require_dtype(c, 1, x_dtype)) ||
         (rc = eng_op_axis(c, eng_attr_i(c->node, "axis", -1), c->inputs[0]->shape.rank, &axis)))
         return rc;
     const eng_tensor_t *x = c->inputs[0], *p = c->inputs[1];
@@ -506,7 +520,7 @@ static int rmsnorm_infer(eng_op_ctx_t *c)
         return eng_op_err(c, FS_EINVAL, "scale %s does not broadcast to X %s from axis %d",
                           eng_shape_format(&p->shape, ps, sizeof ps),
                           eng_shape_format(&x->shape, xs, sizeof xs), axis);
-    eng_ctx_out_set(c, 0, ENG_DT_FLOAT, &x->shape);
+    eng_ctx_out_set(c, 0, x->dtype, &x->shape);
     return 0;
 }
 
@@ -516,7 +530,7 @@ static int lrn_infer(eng_op_ctx_t *c)
     if (size < 1)
         return eng_op_err(c, FS_EINVAL, "attribute size is %lld (missing or < 1)",
                           (long long)size);
-    return channel_input(c, 2);
+    return channel_input(c, 2, dt_float);
 }
 
 ENG_OP_DEF(Conv, window_check, conv_infer, -1);

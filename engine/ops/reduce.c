@@ -7,12 +7,21 @@
 
 static const eng_dtype_t numeric[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
                                       ENG_DT_UNDEFINED};
-/* ReduceMax/ReduceMin take bool from opset 20 (any and all). */
-static const eng_dtype_t numeric_bool[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32, ENG_DT_INT64,
-                                           ENG_DT_BOOL, ENG_DT_UNDEFINED};
 /* The logs (ReduceLogSum, ReduceLogSumExp) are computed in float types only. */
 static const eng_dtype_t float_double[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_UNDEFINED};
 static const eng_dtype_t index_types[] = {ENG_DT_INT64, ENG_DT_INT32, ENG_DT_UNDEFINED};
+/* Reduce*, Softmax and LogSoftmax also take float16 and bfloat16 as they
+ * are (a GPU reads them into float accumulators, the CPU computes through
+ * float): the lists above with the two half dtypes added. ReduceMax and
+ * ReduceMin take bool from opset 20 (any and all). */
+static const eng_dtype_t numeric_half[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32,
+                                           ENG_DT_INT64, ENG_DT_FLOAT16, ENG_DT_BFLOAT16,
+                                           ENG_DT_UNDEFINED};
+static const eng_dtype_t numeric_bool_half[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_INT32,
+                                                ENG_DT_INT64, ENG_DT_BOOL, ENG_DT_FLOAT16,
+                                                ENG_DT_BFLOAT16, ENG_DT_UNDEFINED};
+static const eng_dtype_t float_double_half[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
+                                                ENG_DT_BFLOAT16, ENG_DT_UNDEFINED};
 
 /* The opset from which a Reduce* op takes `axes` as an input, not an
  * attribute. */
@@ -142,7 +151,9 @@ static int reduce_infer(eng_op_ctx_t *c)
     bool minmax = strcmp(c->node->op_type, "ReduceMax") == 0 ||
                   strcmp(c->node->op_type, "ReduceMin") == 0;
     bool logs = strncmp(c->node->op_type, "ReduceLog", 9) == 0;
-    int rc = eng_op_require_dtype(c, 0, minmax ? numeric_bool : logs ? float_double : numeric);
+    int rc = eng_op_require_dtype(c, 0, minmax ? numeric_bool_half
+                                        : logs ? float_double_half
+                                               : numeric_half);
     eng_reduce_axes_t ax;
     if (rc || (rc = eng_reduce_axes(c, &ax)))
         return rc;
@@ -169,10 +180,12 @@ static int arg_infer(eng_op_ctx_t *c)
     return 0;
 }
 
-/* Softmax, LogSoftmax and Hardmax: float or double, softmax's axis rule. */
+/* Softmax, LogSoftmax and Hardmax: float or double (and half but for
+ * Hardmax), softmax's axis rule. */
 static int softmax_infer(eng_op_ctx_t *c)
 {
-    int rc = eng_op_require_dtype(c, 0, float_double);
+    bool hard = strcmp(c->node->op_type, "Hardmax") == 0;
+    int rc = eng_op_require_dtype(c, 0, hard ? float_double : float_double_half);
     int axis;
     bool flatten_tail;
     if (rc || (rc = eng_softmax_axis(c, &axis, &flatten_tail)))

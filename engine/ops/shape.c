@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/half.h"
 #include "engine/op.h"
 #include "engine/ops/shape_impl.h"
 
@@ -911,6 +912,12 @@ static int scalar_from_double(const eng_op_ctx_t *c, eng_dtype_t dt, double v, v
     case ENG_DT_BOOL: {
         uint8_t t = v != 0;
         memcpy(out, &t, 1);
+        return 0;
+    }
+    case ENG_DT_FLOAT16:
+    case ENG_DT_BFLOAT16: {
+        uint16_t t = dt == ENG_DT_FLOAT16 ? eng_float_to_half((float)v) : eng_float_to_bf16((float)v);
+        memcpy(out, &t, sizeof t);
         return 0;
     }
     default:

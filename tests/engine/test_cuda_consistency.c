@@ -2129,11 +2129,98 @@ static const op_case_t signal_cases[] = {
         "f32[]{4096}"), .dyn = true},
 };
 
+/* float16/bfloat16 through the nn ops that take half as it is (MatMul,
+ * Gemm, the normalisations, Softmax, Conv, the pools, the reductions): the
+ * CPU computes them through float and rounds once, the GPU on half with
+ * float accumulation and rounds once, so an output may round to the other
+ * neighbour: two units in the last place (float16 2^-10, bfloat16 2^-7
+ * relative), and an absolute allowance where sums cancel near zero. */
+#define HALF_TOL .rtol = 2e-3, .atol = 2e-3
+#define BF16_TOL .rtol = 1.6e-2, .atol = 1.6e-2
+static const op_case_t half_nn_cases[] = {
+    {OC("MatMul", 13, "", "f16[3,4]", "f16[4,5]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[3,4]", "bf16[4,5]"), BF16_TOL},
+    {OC("MatMul", 13, "", "f16[4]", "f16[2,4,3]"), HALF_TOL},
+    {OC("MatMul", 13, "", "f16[2,3,4,5]", "f16[5]"), HALF_TOL},
+    /* attention's products: Q x K^T and P x V per head, batched */
+    {OC("MatMul", 13, "", "f16[2,4,7,16]", "f16[2,4,16,7]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[2,4,7,7]", "bf16[2,4,7,16]"), BF16_TOL},
+    {OC("MatMul", 13, "", "f16[2,1,3,4]", "f16[5,4,6]"), HALF_TOL},
+    {OC("MatMul", 13, "", "f16[2,5,64]", "=f16[64,48]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[2,5,64]", "=bf16[64,48]"), BF16_TOL},
+    {OC("MatMul", 13, "", "f16[2,0]", "f16[0,3]")},
+    {OC("Gemm", 13, "", "f16[3,5]", "f16[5,4]", "f16[3,4]"), HALF_TOL},
+    {OC("Gemm", 13, "transB=1", "f16[6,64]", "=f16[48,64]", "=f16[48]"), HALF_TOL},
+    {OC("Gemm", 13, "transB=1", "bf16[6,64]", "=bf16[48,64]", "=bf16[48]"), BF16_TOL},
+    {OC("Gemm", 13, "transA=1 transB=1 alpha=0.25 beta=0.5", "f16[4,3]", "f16[5,4]", "f16[1,5]"),
+     HALF_TOL},
+    {OC("Gemm", 13, "alpha=0.5", "bf16[3,5]", "bf16[5,4]"), BF16_TOL},
+    {OC("LayerNormalization", 17, "", "f16[2,3,64]", "=f16[64]", "=f16[64]"), .n_out = 3,
+     HALF_TOL},
+    {OC("LayerNormalization", 17, "", "bf16[2,3,64]", "=bf16[64]", "=bf16[64]"), BF16_TOL},
+    {OC("LayerNormalization", 17, "axis=-2", "f16[2,3,5]", "=f16[1,5]", "=f16[3,5]"), HALF_TOL},
+    {OC("LayerNormalization", 17, "", "f16[3,1031]", "=f16[1031]"), HALF_TOL},
+    {OC("RMSNormalization", 23, "", "f16[2,3,64]", "=f16[64]"), HALF_TOL},
+    {OC("RMSNormalization", 23, "axis=1 epsilon=0.1", "bf16[2,3,4,5]", "=bf16[4,1]"), BF16_TOL},
+    {OC("BatchNormalization", 15, "",
+        "f16[2,3,4,5]", "=f16[3]", "=f16[3]", "=f16[3]", "=f16[3]:pos"), HALF_TOL},
+    {OC("BatchNormalization", 15, "",
+        "bf16[2,3,4,5]", "=bf16[3]", "=bf16[3]", "=bf16[3]", "=bf16[3]:pos"), BF16_TOL},
+    {OC("InstanceNormalization", 13, "", "f16[2,3,4,5]", "=f16[3]", "=f16[3]"), HALF_TOL},
+    {OC("InstanceNormalization", 13, "", "bf16[1,2,257]", "=bf16[2]", "=bf16[2]"), BF16_TOL},
+    {OC("Softmax", 13, "", "f16[4,7,50]"), HALF_TOL},
+    {OC("Softmax", 13, "", "bf16[4,7,50]"), BF16_TOL},
+    {OC("Softmax", 13, "", "f16[3,1500]"), HALF_TOL},
+    {OC("Softmax", 13, "axis=1", "f16[2,5,3]"), HALF_TOL},
+    {OC("Softmax", 11, "axis=1", "f16[2,5,3]"), HALF_TOL},
+    {OC("LogSoftmax", 13, "", "f16[4,300]"), HALF_TOL},
+    {OC("LogSoftmax", 13, "axis=0", "bf16[6,5]"), BF16_TOL},
+    {OC("Conv", 11, "", "f16[2,3,7,7]", "=f16[4,3,3,3]", "=f16[4]"), HALF_TOL},
+    {OC("Conv", 11, "", "bf16[2,3,7,7]", "=bf16[4,3,3,3]", "=bf16[4]"), BF16_TOL},
+    {OC("Conv", 11, "strides=[2,2] pads=[1,1,1,1]", "f16[1,3,8,9]", "=f16[2,3,3,3]"), HALF_TOL},
+    {OC("Conv", 11, "group=2", "f16[1,4,6,6]", "=f16[6,2,3,3]"), HALF_TOL},
+    {OC("Conv", 11, "group=4 pads=[1,1,1,1]", "f16[2,4,6,6]", "=f16[4,1,3,3]", "=f16[4]"),
+     HALF_TOL},
+    {OC("Conv", 11, "", "f16[2,8,5,5]", "=f16[16,8,1,1]", "=f16[16]"), HALF_TOL},
+    {OC("Conv", 11, "", "bf16[2,8,5,5]", "=bf16[16,8,1,1]"), BF16_TOL},
+    {OC("Conv", 11, "", "f16[1,2,257]", "=f16[3,2,5]", "=f16[3]"), HALF_TOL},
+    {OC("ConvTranspose", 11, "strides=[2,2] pads=[1,1,1,1]", "f16[1,2,3,3]", "=f16[2,3,3,3]",
+        "=f16[3]"), HALF_TOL},
+    {OC("ConvTranspose", 11, "group=2", "bf16[1,4,3,3]", "=bf16[4,2,3,3]"), BF16_TOL},
+    {OC("MaxPool", 12, "kernel_shape=[3,3] pads=[1,1,1,1] strides=[2,2]", "f16[1,3,7,7]")},
+    {OC("MaxPool", 12, "kernel_shape=[2,2] strides=[2,2]", "bf16[2,2,5,5]:distinct"),
+     .n_out = 2},
+    {OC("AveragePool", 11, "kernel_shape=[3,3] pads=[1,1,1,1]", "f16[1,3,7,7]"), HALF_TOL},
+    {OC("AveragePool", 11, "kernel_shape=[3,3] pads=[1,1,1,1] count_include_pad=1",
+        "bf16[1,3,7,7]"), BF16_TOL},
+    {OC("GlobalAveragePool", 13, "", "f16[2,3,5,5]"), HALF_TOL},
+    {OC("GlobalAveragePool", 13, "", "bf16[1,4,257]"), BF16_TOL},
+    {OC("GlobalMaxPool", 13, "", "f16[2,3,5,5]")},
+    {OC("ReduceMean", 18, "", "f16[3,4,64]", "=i64[1]{-1}"), HALF_TOL},
+    {OC("ReduceMean", 18, "", "bf16[3,4,64]", "=i64[1]{-1}"), BF16_TOL},
+    {OC("ReduceSum", 13, "keepdims=0", "f16[3,4,5]", "=i64[2]{0,-1}"), HALF_TOL},
+    {OC("ReduceSum", 13, "", "f16[5000,3]", "=i64[1]{0}"), HALF_TOL},
+    {OC("ReduceMax", 18, "", "f16[3,4,5]", "=i64[1]{1}")},
+    {OC("ReduceMin", 18, "keepdims=0", "bf16[3,4,5]")},
+    {OC("ReduceSumSquare", 18, "", "f16[3,70]", "=i64[1]{1}"), HALF_TOL},
+    {OC("ReduceL2", 18, "", "bf16[3,70]", "=i64[1]{1}"), BF16_TOL},
+    {OC("ReduceLogSumExp", 18, "", "f16[3,70]", "=i64[1]{1}"), HALF_TOL},
+    /* The data-movement ops between them move half elements as they are. */
+    {OC("Transpose", 13, "perm=[0,2,1,3]", "f16[2,3,4,5]")},
+    {OC("Concat", 13, "axis=1", "bf16[2,3]", "bf16[2,5]")},
+    {OC("Gather", 13, "axis=0", "f16[10,4]", "=i64[3]{7,0,9}")},
+    {OC("Slice", 13, "", "f16[6,5]", "=i64[1]{1}", "=i64[1]{4}")},
+    {OC("Expand", 13, "", "bf16[3,1]", "=i64[2]{3,4}")},
+    {OC("Pad", 13, "", "f16[3,4]", "=i64[4]{1,2,0,1}", "=f16[]{1.5}")},
+    {OC("Pad", 10, "pads=[1,2,0,1] value=1.5", "f16[3,4]")},
+};
+
 static const struct {
     const char *family;
     const op_case_t *cases;
     size_t n;
 } case_tables[] = {
+    {"half_nn", half_nn_cases, N_OF(half_nn_cases)},
     {"unary", unary_cases, N_OF(unary_cases)},
     {"binary", binary_cases, N_OF(binary_cases)},
     {"reduce", reduce_cases, N_OF(reduce_cases)},
@@ -2214,6 +2301,11 @@ Test(cuda_consistency, signal_ops_match_the_cpu)
 Test(cuda_consistency, index_ops_match_the_cpu)
 {
     cases_run(index_cases, N_OF(index_cases));
+}
+
+Test(cuda_consistency, half_nn_ops_match_the_cpu)
+{
+    cases_run(half_nn_cases, N_OF(half_nn_cases));
 }
 
 static bool op_has_case(const char *op)

@@ -72,16 +72,17 @@ static void expect_close(eng_dtype_t dt, double got, double want, int64_t i)
               eng_dtype_name(dt), (long long)i, got, want);
 }
 
-/* X [2, 5] -> Exp -> Softmax (axis 1) -> Y, in dt: Exp computes the half
- * dtype itself (test_ops_half.c), Softmax through float; each rounds. */
+/* X [2, 5] -> Exp -> LpNormalization (p 2, axis 1) -> Y, in dt: Exp
+ * computes the half dtype itself (test_ops_half.c), LpNormalization
+ * through float; each rounds. */
 static void exp_softmax(eng_dtype_t dt)
 {
     mb_t b;
     mb_init(&b, 8, 13);
     mb_input(&b, "X", onnx_dt(dt), 2, (int64_t[]){2, 5}, NULL);
     mb_node(&b, "Exp", "e", "X", "E");
-    Onnx__NodeProto *sm = mb_node(&b, "Softmax", "s", "E", "Y");
-    mb_attr_i(&b, sm, "axis", 1);
+    Onnx__NodeProto *ln = mb_node(&b, "LpNormalization", "l", "E", "Y");
+    mb_attr_i(&b, ln, "axis", 1);
     mb_output(&b, "Y", onnx_dt(dt), 2, (int64_t[]){2, 5});
     model_fixture_t f;
     load(&f, &b);
@@ -92,11 +93,14 @@ static void exp_softmax(eng_dtype_t dt)
     cr_assert_eq(out[0]->dtype, dt, "Y is %s", eng_dtype_name(out[0]->dtype));
     const uint16_t *xh = x->data, *yh = out[0]->data;
     for (int r = 0; r < 2; r++) {
-        double s[5], sum = 0;
+        double s[5], sq = 0;
+        for (int c = 0; c < 5; c++) {
+            s[c] = round_half(dt, exp(from_half(dt, xh[r * 5 + c])));
+            sq += s[c] * s[c];
+        }
         for (int c = 0; c < 5; c++)
-            sum += s[c] = exp(round_half(dt, exp(from_half(dt, xh[r * 5 + c]))));
-        for (int c = 0; c < 5; c++)
-            expect_close(dt, from_half(dt, yh[r * 5 + c]), round_half(dt, s[c] / sum), r * 5 + c);
+            expect_close(dt, from_half(dt, yh[r * 5 + c]), round_half(dt, s[c] / sqrt(sq)),
+                         r * 5 + c);
     }
     eng_tensor_free(out[0]);
     eng_tensor_free(x);
@@ -114,7 +118,8 @@ Test(engine_widen, bfloat16_rounds_each_result_native_or_widened)
     exp_softmax(ENG_DT_BFLOAT16);
 }
 
-/* X [2, 3] fp16 MatMul W [3, 4] fp16 (a constant) + B [4] fp16 -> Y. */
+/* X [2, 3] fp16 Einsum ('ij,jk->ik', float-only) W [3, 4] fp16 (a
+ * constant) + B [4] fp16 -> Y. */
 Test(engine_widen, half_constant_weights_feed_a_float_gemm)
 {
     const eng_dtype_t dt = ENG_DT_FLOAT16;
@@ -132,7 +137,8 @@ Test(engine_widen, half_constant_weights_feed_a_float_gemm)
     Onnx__TensorProto *bt = mb_tensor(&b, "B", F16, 1, (int64_t[]){4});
     mb_raw(&b, bt, bias, sizeof bias);
     mb_initializer(&b, bt);
-    mb_node(&b, "MatMul", "mm", "X,W", "P");
+    Onnx__NodeProto *es = mb_node(&b, "Einsum", "es", "X,W", "P");
+    mb_attr_s(&b, es, "equation", "ij,jk->ik");
     mb_node(&b, "Add", "add", "P,B", "Y");
     mb_output(&b, "Y", F16, 2, (int64_t[]){2, 4});
     model_fixture_t f;
