@@ -144,41 +144,28 @@ static matmul_run_split_t matmul_split(const eng_matmul_dims_t *d)
     return r;
 }
 
-/* MatMul of shape d in element type T (float: A float32, B float32 or an
- * fp16/bf16 weight; double: both float64). Errors as matmul_run's. */
-template <typename T>
-static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
+/* The products of MatMul of shape d, es-byte elements, after the empty
+ * cases: product(a_off, b_off, y_off, fold) runs one [run * M, K] x
+ * [K, N] GEMM when fold (its rows within cuBLAS's int), else a strided
+ * batch of r.run, at those element offsets of A, B and Y, with B of
+ * leading dimension ldb (read transposed under d.trans_b). Errors as
+ * matmul_run's. */
+template <typename F>
+static int matmul_each(eng_op_ctx_t *c, const eng_matmul_dims_t &d, size_t es,
+                       const matmul_run_split_t &r, F &&product)
 {
-    int rc;
     int64_t batches = 1;
     for (int i = 0; i < d.batch_rank; i++)
         batches *= d.batch[i];
-    const T *a = (const T *)c->inputs[0]->data, *b = (const T *)c->inputs[1]->data;
-    T *y = (T *)c->outputs[0]->data;
     if (batches == 0 || d.m == 0 || d.n == 0)
         return 0;
     if (d.k == 0) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(batches * d.m * d.n) * sizeof *y,
+        ENG_CUDA_TRY(c, cudaMemsetAsync(c->outputs[0]->data, 0,
+                                        (size_t)(batches * d.m * d.n) * es,
                                         eng_cuda_ctx(c)->stream));
         return 0;
     }
-    /* fp16/bf16 B (float only): all of A in B's dtype, read at the same
-     * offsets. */
-    eng_dtype_t wdt = c->inputs[1]->dtype;
-    const char *al = NULL, *bl = (const char *)c->inputs[1]->data;
-    if constexpr (std::is_same<T, float>::value) {
-        if (eng_cuda_is_lowp(wdt)) {
-            if ((rc = eng_cuda_to_lowp(c, wdt, c->scratch, a,
-                                       eng_shape_numel(&c->inputs[0]->shape))))
-                return rc;
-            al = (const char *)c->scratch;
-        }
-    }
-    matmul_run_split_t r = matmul_split(&d);
     int64_t outer = batches / r.run;
-    const bool tb = d.trans_b;
-    const int64_t ldb = tb ? d.k : d.n;
-    /* One [run * M, K] x [K, N] product, unless its rows outgrow cuBLAS's int. */
     bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
     for (int64_t o = 0; o < outer; o++) {
         int64_t rem = o, a_off = 0, b_off = 0;
@@ -188,76 +175,76 @@ static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
             a_off += at * d.a_stride[i];
             b_off += at * d.b_stride[i];
         }
-        T *yo = y + o * r.run * d.m * d.n;
-        if constexpr (std::is_same<T, float>::value) {
-            if (al) {
-                const char *ao = al + a_off * ENG_CUDA_LOWP_BYTES;
-                const char *bo = bl + b_off * ENG_CUDA_LOWP_BYTES;
-                if (fold)
-                    rc = eng_cuda_gemm_lowp(c, wdt, false, tb, r.run * d.m, d.n, d.k, 1.0f,
-                                            ao, d.k, 0, bo, ldb, 0, 0.0f, yo, d.n, 0, 1);
-                else
-                    rc = eng_cuda_gemm_lowp(c, wdt, false, tb, d.m, d.n, d.k, 1.0f, ao, d.k,
-                                            r.sa, bo, ldb, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
-                if (rc)
-                    return rc;
-                continue;
-            }
-        }
-        if (fold)
-            rc = gemm_t(c, false, tb, r.run * d.m, d.n, d.k, a + a_off, d.k, 0, b + b_off, ldb,
-                        0, yo, d.n, 0, 1);
-        else
-            rc = gemm_t(c, false, tb, d.m, d.n, d.k, a + a_off, d.k, r.sa, b + b_off, ldb,
-                        r.sb, yo, d.n, d.m * d.n, r.run);
+        int rc = product(a_off, b_off, o * r.run * d.m * d.n, fold);
         if (rc)
             return rc;
     }
     return 0;
 }
 
-/* MatMul of shape d with A, B and Y all half or bfloat16: matmul_typed's
- * split and fold through eng_cuda_gemm_half. Errors as matmul_run's. */
+/* MatMul of shape d in element type T (float: A float32, B float32 or an
+ * fp16/bf16 weight; double: both float64). Errors as matmul_run's. */
+template <typename T>
+static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
+{
+    const T *a = (const T *)c->inputs[0]->data, *b = (const T *)c->inputs[1]->data;
+    T *y = (T *)c->outputs[0]->data;
+    matmul_run_split_t r = matmul_split(&d);
+    const bool tb = d.trans_b;
+    const int64_t ldb = tb ? d.k : d.n;
+    /* fp16/bf16 B (float only): all of A in B's dtype, read at the same
+     * offsets. */
+    eng_dtype_t wdt = c->inputs[1]->dtype;
+    const char *al = NULL, *bl = (const char *)c->inputs[1]->data;
+    if constexpr (std::is_same<T, float>::value) {
+        int64_t n_a = eng_shape_numel(&c->inputs[0]->shape);
+        if (eng_cuda_is_lowp(wdt) && d.m && d.n && d.k && n_a) {
+            int rc = eng_cuda_to_lowp(c, wdt, c->scratch, a, n_a);
+            if (rc)
+                return rc;
+            al = (const char *)c->scratch;
+        }
+    }
+    return matmul_each(c, d, sizeof(T), r, [&](int64_t a_off, int64_t b_off, int64_t y_off,
+                                               bool fold) {
+        T *yo = y + y_off;
+        if constexpr (std::is_same<T, float>::value) {
+            if (al) {
+                const char *ao = al + a_off * ENG_CUDA_LOWP_BYTES;
+                const char *bo = bl + b_off * ENG_CUDA_LOWP_BYTES;
+                return fold ? eng_cuda_gemm_lowp(c, wdt, false, tb, r.run * d.m, d.n, d.k, 1.0f,
+                                                 ao, d.k, 0, bo, ldb, 0, 0.0f, yo, d.n, 0, 1)
+                            : eng_cuda_gemm_lowp(c, wdt, false, tb, d.m, d.n, d.k, 1.0f, ao,
+                                                 d.k, r.sa, bo, ldb, r.sb, 0.0f, yo, d.n,
+                                                 d.m * d.n, r.run);
+            }
+        }
+        return fold ? gemm_t(c, false, tb, r.run * d.m, d.n, d.k, a + a_off, d.k, 0, b + b_off,
+                             ldb, 0, yo, d.n, 0, 1)
+                    : gemm_t(c, false, tb, d.m, d.n, d.k, a + a_off, d.k, r.sa, b + b_off, ldb,
+                             r.sb, yo, d.n, d.m * d.n, r.run);
+    });
+}
+
+/* MatMul of shape d with A, B and Y all half or bfloat16, through
+ * eng_cuda_gemm_half. Errors as matmul_run's. */
 static int matmul_half(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 {
     const eng_dtype_t dt = c->inputs[0]->dtype;
     const int64_t es = ENG_CUDA_LOWP_BYTES;
     const char *a = (const char *)c->inputs[0]->data, *b = (const char *)c->inputs[1]->data;
     char *y = (char *)c->outputs[0]->data;
-    int64_t batches = 1;
-    for (int i = 0; i < d.batch_rank; i++)
-        batches *= d.batch[i];
-    if (batches == 0 || d.m == 0 || d.n == 0)
-        return 0;
-    if (d.k == 0) {
-        ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(batches * d.m * d.n * es),
-                                        eng_cuda_ctx(c)->stream));
-        return 0;
-    }
     matmul_run_split_t r = matmul_split(&d);
-    int64_t outer = batches / r.run;
-    bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t rem = o, a_off = 0, b_off = 0;
-        for (int i = r.split - 1; i >= 0; i--) {
-            int64_t at = rem % d.batch[i];
-            rem /= d.batch[i];
-            a_off += at * d.a_stride[i];
-            b_off += at * d.b_stride[i];
-        }
+    const bool tb = d.trans_b;
+    const int64_t ldb = tb ? d.k : d.n;
+    return matmul_each(c, d, es, r, [&](int64_t a_off, int64_t b_off, int64_t y_off, bool fold) {
         const char *ao = a + a_off * es, *bo = b + b_off * es;
-        char *yo = y + o * r.run * d.m * d.n * es;
-        int rc;
-        if (fold)
-            rc = eng_cuda_gemm_half(c, dt, false, false, r.run * d.m, d.n, d.k, 1.0f, ao, d.k, 0,
-                                    bo, d.n, 0, 0.0f, yo, d.n, 0, 1);
-        else
-            rc = eng_cuda_gemm_half(c, dt, false, false, d.m, d.n, d.k, 1.0f, ao, d.k, r.sa, bo,
-                                    d.n, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
-        if (rc)
-            return rc;
-    }
-    return 0;
+        char *yo = y + y_off * es;
+        return fold ? eng_cuda_gemm_half(c, dt, false, tb, r.run * d.m, d.n, d.k, 1.0f, ao, d.k,
+                                         0, bo, ldb, 0, 0.0f, yo, d.n, 0, 1)
+                    : eng_cuda_gemm_half(c, dt, false, tb, d.m, d.n, d.k, 1.0f, ao, d.k, r.sa,
+                                         bo, ldb, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+    });
 }
 
 /* MatMul (float, double, or half / bfloat16 throughout). On error
