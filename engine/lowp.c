@@ -14,8 +14,10 @@
  *    "minus infinity" mask of -3.4e38 stays finite, as PyTorch's
  *    finfo(float16).min is), except one read where an op takes only
  *    float32 (Resize's roi and scales, Upsample's scales);
- *  - Cast(to=FLOAT) casts to the low dtype, and the declared dtype of every
- *    float32 value in between follows.
+ *  - Cast(to=FLOAT) casts to the low dtype, and so do the ops whose float32
+ *    result an attribute decides (ConstantOfShape's value, absent or
+ *    float32; EyeLike's and the Random* ops' dtype); the declared dtype of
+ *    every float32 value in between follows.
  * Ops with half kernels then run natively; any other op runs its float
  * kernel on widened copies (engine/ops.c), so every graph that ran in
  * float32 runs, and gets faster as ops gain half kernels. Accumulation
@@ -23,10 +25,8 @@
  * normalisations' statistics).
  *
  * Not rewritten: subgraphs (If, Loop, Scan bodies compute in their own
- * declared dtypes and meet low values through widening), and ops whose
- * float32 output comes from an attribute (ConstantOfShape, EyeLike, the
- * Random* and window ops): their float32 results meet low values the same
- * way. A graph value computed in float32 on purpose (rotary angles from
+ * declared dtypes and meet low values through widening), and the window
+ * and Bernoulli/Multinomial ops' output dtypes. A graph value computed in float32 on purpose (rotary angles from
  * integer positions) is computed in the low dtype like every other:
  * precision loss there is the cost fp16 precision asks of the model. */
 #include <math.h>
@@ -112,6 +112,72 @@ static bool is_float_cast(const eng_node_t *n)
 {
     return !n->domain[0] && strcmp(n->op_type, "Cast") == 0 &&
            eng_attr_i(n, "to", 0) == ENG_DT_FLOAT;
+}
+
+/* The ops whose float32 result an attribute decides, with that attribute
+ * and the dtype it means when absent (ENG_DT_UNDEFINED: the op's own rule,
+ * left alone). */
+static const struct {
+    const char *op, *attr;
+    eng_dtype_t absent;
+} dtype_attr_ops[] = {
+    {"EyeLike", "dtype", ENG_DT_UNDEFINED},
+    {"RandomNormal", "dtype", ENG_DT_FLOAT},
+    {"RandomUniform", "dtype", ENG_DT_FLOAT},
+    {"RandomNormalLike", "dtype", ENG_DT_UNDEFINED},
+    {"RandomUniformLike", "dtype", ENG_DT_UNDEFINED},
+};
+
+/* Moves node n's float32 result to `low` where an attribute decides it:
+ * ConstantOfShape's value (absent: a float32 zero) and the dtype
+ * attributes of dtype_attr_ops; n's attributes are then a copy in the
+ * pool. 0, or FS_ENOMEM (n as it was). */
+static int float_attrs_low(eng_graph_t *g, eng_node_t *n, eng_dtype_t low)
+{
+    if (n->domain[0])
+        return 0;
+    bool cos = strcmp(n->op_type, "ConstantOfShape") == 0;
+    const char *attr = NULL;
+    eng_dtype_t absent = ENG_DT_UNDEFINED;
+    for (size_t i = 0; i < sizeof dtype_attr_ops / sizeof dtype_attr_ops[0]; i++)
+        if (strcmp(n->op_type, dtype_attr_ops[i].op) == 0) {
+            attr = dtype_attr_ops[i].attr;
+            absent = dtype_attr_ops[i].absent;
+        }
+    const eng_attr_t *have = cos ? eng_node_attr(n, "value") : attr ? eng_node_attr(n, attr) : NULL;
+    bool moves = cos ? !have || have->t.dtype == ENG_DT_FLOAT
+                 : attr ? (have ? have->i == ENG_DT_FLOAT : absent == ENG_DT_FLOAT)
+                        : false;
+    if (!moves)
+        return 0;
+    int n_attrs = n->n_attrs + (have ? 0 : 1);
+    eng_attr_t *a = onnx_pool_alloc(g->pool, (size_t)n_attrs * sizeof *a);
+    uint16_t *v = cos ? onnx_pool_alloc(g->pool, sizeof *v) : NULL;
+    if (!a || (cos && !v))
+        return fs_err(FS_ENOMEM, "out of memory lowering node '%s' to %s", n->name,
+                      eng_dtype_name(low));
+    if (n->n_attrs)
+        memcpy(a, n->attrs, (size_t)n->n_attrs * sizeof *a);
+    eng_attr_t *at = NULL;
+    for (int i = 0; i < n->n_attrs && !at; i++)
+        if (strcmp(a[i].name, cos ? "value" : attr) == 0)
+            at = &a[i];
+    if (!at) {
+        at = &a[n_attrs - 1];
+        *at = cos ? (eng_attr_t){.name = "value", .type = ENG_ATTR_TENSOR,
+                                 .t = {.dtype = ENG_DT_FLOAT, .shape = {1, {1}}}}
+                  : (eng_attr_t){.name = attr, .type = ENG_ATTR_INT};
+    }
+    if (cos) {
+        *v = to_low(at->t.data ? *(const float *)at->t.data : 0.0f, low);
+        at->t.dtype = low;
+        at->t.data = v;
+    } else {
+        at->i = low;
+    }
+    n->attrs = a;
+    n->n_attrs = n_attrs;
+    return 0;
 }
 
 /* The graph's edges: float32 inputs something reads, and float32 outputs
@@ -237,6 +303,8 @@ int eng_lower_precision(eng_graph_t *g, eng_dtype_t low, const eng_weight_alloc_
         if (is_float_cast(n) && !(n->attrs = cast_attrs_low(g, n, low)))
             rc = fs_err(FS_ENOMEM, "out of memory lowering the graph to %s",
                         eng_dtype_name(low));
+        else
+            rc = float_attrs_low(g, n, low);
     }
     for (size_t v = 0; v < g->n_values; v++) {
         eng_value_t *val = &g->values[v];

@@ -217,3 +217,66 @@ Test(lowp, bfloat16_graph_runs_with_a_float32_interface)
 {
     lowered_run(ENG_DT_BFLOAT16);
 }
+
+/* X [2,3] float -> C0 = ConstantOfShape(Shape(X)) (no value: a float32
+ * zero), C1 = ConstantOfShape(Shape(X), value 2.5f); Y = (X + C0) * C1.
+ * Lowered, both constants of shape come out in the low dtype and the graph
+ * runs; unlowered, they would meet X's low value as float32. */
+static void constant_of_shape(eng_dtype_t low)
+{
+    mb_t b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F32, 2, (int64_t[]){2, 3}, NULL);
+    mb_node(&b, "Shape", "shape", "X", "S");
+    mb_node(&b, "ConstantOfShape", "c0", "S", "C0");
+    Onnx__NodeProto *c1 = mb_node(&b, "ConstantOfShape", "c1", "S", "C1");
+    Onnx__TensorProto *v = mb_tensor(&b, "v", F32, 1, (int64_t[]){1});
+    mb_floats(&b, v, (float[]){2.5f}, 1);
+    mb_attr_t(&b, c1, "value", v);
+    mb_node(&b, "Add", "add", "X,C0", "A");
+    mb_node(&b, "Mul", "mul", "A,C1", "Y");
+    mb_output(&b, "Y", F32, 2, (int64_t[]){2, 3});
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    eng_graph_t *g = NULL;
+    cr_assert_eq(eng_graph_load(bytes, len, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
+    free(bytes);
+    bool *done = calloc(g->n_nodes + 1, sizeof *done);
+    cr_assert_eq(eng_lower_precision(g, low, NULL, &done), 0, "lower: %s", fs_errmsg());
+    for (int k = 0; k < 2; k++) {
+        const eng_node_t *n = producer(g, k ? "C1" : "C0");
+        const eng_tensor_t *t = eng_attr_tensor(n, "value");
+        cr_assert_not_null(t, "C%d has no value", k);
+        cr_expect_eq(t->dtype, low, "C%d's value is %s", k, eng_dtype_name(t->dtype));
+    }
+    model_fixture_t f;
+    model_fixture_cache(&f);
+    eng_plan_env_t env = {.graph = g, .node_done = done,
+                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f.cache,
+                          .n_threads = 1, .host_cache = f.cache,
+                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
+    float x[6] = {1.0f, -2.0f, 0.5f, 0.3333f, 4.0f, -1.5f};
+    eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = {2, {2, 3}}, .data = x};
+    eng_plan_t *p = NULL;
+    cr_assert_eq(eng_plan_build(&env, &in, 1, &p), 0, "plan: %s", fs_errmsg());
+    eng_tensor_t *out[1] = {NULL};
+    cr_assert_eq(eng_plan_run(p, NULL, &in, 1, out), 0, "run: %s", fs_errmsg());
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(((const float *)out[0]->data)[i], round_low(low, round_low(low, x[i]) * 2.5f),
+                     "Y[%d]", i);
+    eng_tensor_free(out[0]);
+    eng_plan_destroy(p);
+    eng_graph_destroy(g);
+    free(done);
+    model_fixture_close(&f);
+}
+
+Test(lowp, constant_of_shape_follows_to_float16)
+{
+    constant_of_shape(ENG_DT_FLOAT16);
+}
+
+Test(lowp, constant_of_shape_follows_to_bfloat16)
+{
+    constant_of_shape(ENG_DT_BFLOAT16);
+}

@@ -114,11 +114,14 @@ Test(srv_http, model_metadata_ready_config_and_stats)
     cr_expect_not_null(cJSON_GetObjectItem(doc, "dynamic_batching"), "%s", r.body);
     cJSON *dims = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "input"), 0), "dims");
     cr_expect_eq(cJSON_GetArraySize(dims), 1, "the batch dim is not in dims: %s", r.body);
-    /* instances auto, on the CPU: one per HTTP thread. */
+    /* instances auto: on the CPU one per HTTP thread, on a GPU (the
+     * server's default device where there is one) 1. */
     cJSON *group = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "instance_group"), 0);
-    cr_expect_eq(cJSON_GetObjectItem(group, "count")->valueint, (int)fx.cfg.server.threads, "%s",
-                 r.body);
-    cr_expect_str_eq(cJSON_GetObjectItem(group, "kind")->valuestring, "KIND_CPU");
+    const cJSON *dev = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "parameters"), "device");
+    bool gpu = cJSON_IsString(dev) && strncmp(dev->valuestring, "cuda", 4) == 0;
+    cr_expect_eq(cJSON_GetObjectItem(group, "count")->valueint,
+                 gpu ? 1 : (int)fx.cfg.server.threads, "%s", r.body);
+    cr_expect_str_eq(cJSON_GetObjectItem(group, "kind")->valuestring, gpu ? "KIND_GPU" : "KIND_CPU");
     cJSON_Delete(doc);
     free(r.body);
 
