@@ -9,7 +9,10 @@
 #include "alloc/cache.h"
 #include "alloc/provider.h"
 #include "common/error.h"
+#include "engine/backend.h"
 #include "engine/engine.h"
+#include "engine/graph.h"
+#include "engine/plan.h"
 
 typedef struct model_fixture {
     alloc_provider_t *host;
@@ -40,6 +43,25 @@ static inline void model_fixture_close(model_fixture_t *f)
                  (long long)st.reserved.current);
     alloc_cache_destroy(f->cache);
     alloc_provider_destroy(f->host);
+}
+
+/* Plans graph g (its load-time passes run, `done` their result) for
+ * `ins` on the CPU over a fresh cache in f, and runs it: the outputs in
+ * out[] (caller frees each, then closes f with model_fixture_close). For
+ * tests of a pass that rewrites a graph outside eng_model_load. */
+static inline void model_fixture_plan_run(model_fixture_t *f, const eng_graph_t *g,
+                                          const bool *done, const eng_tensor_t *ins, size_t n_in,
+                                          eng_tensor_t **out)
+{
+    model_fixture_cache(f);
+    eng_plan_env_t env = {.graph = g, .node_done = done,
+                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f->cache,
+                          .n_threads = 1, .host_cache = f->cache,
+                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
+    eng_plan_t *p = NULL;
+    cr_assert_eq(eng_plan_build(&env, ins, n_in, &p), 0, "plan: %s", fs_errmsg());
+    cr_assert_eq(eng_plan_run(p, NULL, ins, n_in, out), 0, "run: %s", fs_errmsg());
+    eng_plan_destroy(p);
 }
 
 #endif

@@ -488,22 +488,15 @@ Test(fuse_transpose, at_fp16_the_tied_weight_is_lowered_once_and_read_transposed
                  g->nodes[i].inputs[1] == w && g->nodes[i].trans_b;
     cr_expect_eq(heads, 1);
 
-    model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_plan_env_t env = {.graph = g, .node_done = done,
-                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f.cache,
-                          .n_threads = 1, .host_cache = f.cache,
-                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
     int64_t ids[TS] = {0, TV - 1, 7, 7, 123};
     float h[2 * TS * TH];
     for (int64_t i = 0; i < 2 * TS * TH; i++)
         h[i] = h_at(i);
     eng_tensor_t ins[2] = {{.dtype = ENG_DT_INT64, .shape = {1, {TS}}, .data = ids},
                            {.dtype = ENG_DT_FLOAT, .shape = {3, {2, TS, TH}}, .data = h}};
-    eng_plan_t *p = NULL;
-    cr_assert_eq(eng_plan_build(&env, ins, 2, &p), 0, "plan: %s", fs_errmsg());
+    model_fixture_t f;
     eng_tensor_t *out[2] = {NULL};
-    cr_assert_eq(eng_plan_run(p, NULL, ins, 2, out), 0, "run: %s", fs_errmsg());
+    model_fixture_plan_run(&f, g, done, ins, 2, out);
     cr_assert_eq(out[0]->dtype, ENG_DT_FLOAT);
     const float *y = out[0]->data, *e = out[1]->data;
     for (int64_t i = 0; i < 2 * TS; i++)
@@ -521,10 +514,8 @@ Test(fuse_transpose, at_fp16_the_tied_weight_is_lowered_once_and_read_transposed
                      "E[%lld]", (long long)i);
     for (int j = 0; j < 2; j++)
         eng_tensor_free(out[j]);
-    eng_plan_destroy(p);
     eng_graph_destroy(g);
     free(done);
-    f.model = NULL;
     model_fixture_close(&f);
     mb_free(&b);
 }

@@ -162,20 +162,13 @@ static void lowered_run(eng_dtype_t low)
 {
     bool *done;
     eng_graph_t *g = lowered(low, &done);
-    model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_plan_env_t env = {.graph = g, .node_done = done,
-                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f.cache,
-                          .n_threads = 1, .host_cache = f.cache,
-                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
     float x[6] = {1.0f, -2.0f, 0.5f, 0.3333f, 4.0f, -1.5f};
     int64_t idx[8] = {1, 2, 3, 4, -1, 0, 2, 1};
     eng_tensor_t ins[2] = {{.dtype = ENG_DT_FLOAT, .shape = {2, {2, 3}}, .data = x},
                            {.dtype = ENG_DT_INT64, .shape = {2, {2, 4}}, .data = idx}};
-    eng_plan_t *p = NULL;
-    cr_assert_eq(eng_plan_build(&env, ins, 2, &p), 0, "plan: %s", fs_errmsg());
+    model_fixture_t f;
     eng_tensor_t *out[3] = {NULL};
-    cr_assert_eq(eng_plan_run(p, NULL, ins, 2, out), 0, "run: %s", fs_errmsg());
+    model_fixture_plan_run(&f, g, done, ins, 2, out);
     double ulp = low == ENG_DT_FLOAT16 ? 0x1p-10 : 0x1p-7;
     for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++) {
@@ -201,10 +194,8 @@ static void lowered_run(eng_dtype_t low)
                          "U[%d,%d]", r, c);
     for (int j = 0; j < 3; j++)
         eng_tensor_free(out[j]);
-    eng_plan_destroy(p);
     eng_graph_destroy(g);
     free(done);
-    f.model = NULL;
     model_fixture_close(&f);
 }
 
@@ -249,23 +240,15 @@ static void constant_of_shape(eng_dtype_t low)
         cr_assert_not_null(t, "C%d has no value", k);
         cr_expect_eq(t->dtype, low, "C%d's value is %s", k, eng_dtype_name(t->dtype));
     }
-    model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_plan_env_t env = {.graph = g, .node_done = done,
-                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f.cache,
-                          .n_threads = 1, .host_cache = f.cache,
-                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
     float x[6] = {1.0f, -2.0f, 0.5f, 0.3333f, 4.0f, -1.5f};
     eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = {2, {2, 3}}, .data = x};
-    eng_plan_t *p = NULL;
-    cr_assert_eq(eng_plan_build(&env, &in, 1, &p), 0, "plan: %s", fs_errmsg());
+    model_fixture_t f;
     eng_tensor_t *out[1] = {NULL};
-    cr_assert_eq(eng_plan_run(p, NULL, &in, 1, out), 0, "run: %s", fs_errmsg());
+    model_fixture_plan_run(&f, g, done, &in, 1, out);
     for (int i = 0; i < 6; i++)
         cr_expect_eq(((const float *)out[0]->data)[i], round_low(low, round_low(low, x[i]) * 2.5f),
                      "Y[%d]", i);
     eng_tensor_free(out[0]);
-    eng_plan_destroy(p);
     eng_graph_destroy(g);
     free(done);
     model_fixture_close(&f);
