@@ -1,6 +1,6 @@
-/* fuse.c -- load-time fusions: Conv + BatchNormalization, the erf GELU
- * chain into one Gelu node, and transposed weights read in place by the
- * GEMM ops.
+/* fuse.c -- load-time fusions: Conv + BatchNormalization, the erf and
+ * tanh GELU chains into one Gelu node, and transposed weights read in place
+ * by the GEMM ops.
  *
  * CONV + BATCHNORMALIZATION.
  *
@@ -53,6 +53,13 @@
  * 1.4142135f may differ from x * 0.70710677f by an ulp, which moves y by
  * about 1e-7 relative (more only where 1 + erf cancels, x < -3, where y is
  * below 4e-3 |x| and the chain's own rounding is as large).
+ * The tanh form, GPT-2's gelu_new (gelu_pytorch_tanh), exported as eight
+ * nodes, 0.5 * x * (1 + tanh(0.7978846f * (x + 0.044715f * pow(x, 3)))) --
+ * Pow 3, Mul, Add x, Mul, Tanh, then the same tail as the erf form --
+ * becomes one Gelu node with approximate 'tanh' under the same conditions
+ * (constants exactly 3, 0.044715f, sqrt(2/pi) as float32, 1 and 0.5);
+ * the kernel computes the same formula in float in one pass, so y moves
+ * by a few ulps (more where 1 + tanh cancels, x < -3).
  * Opset: the op definitions and kernels are opset-agnostic (Gelu's check
  * reads only `approximate`), so the Gelu node runs in a model of any opset;
  * ONNX added Gelu at opset 20, and the model's opset is left as it was.
@@ -350,8 +357,8 @@ int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done)
 #define GELU_RSQRT2 0.70710678118654752f
 
 /* Whether v's rank is known to be at least 1: declared so, a constant of
- * rank >= 1, or the output of a broadcasting Add/Sub/Mul/Div with such an
- * input (followed `depth` producers up). */
+ * rank >= 1, or the output of a broadcasting Add/Sub/Mul/Div/Pow with such
+ * an input (followed `depth` producers up). */
 static bool rank_at_least_one(const eng_graph_t *g, int v, int depth)
 {
     if (v < 0)
@@ -362,7 +369,7 @@ static bool rank_at_least_one(const eng_graph_t *g, int v, int depth)
     if (val->kind != ENG_VALUE_NODE || val->producer < 0 || depth <= 0)
         return false;
     const eng_node_t *n = &g->nodes[val->producer];
-    static const char *const ops[] = {"Add", "Sub", "Mul", "Div"};
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Pow"};
     bool broadcasting = false;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         broadcasting = broadcasting || strcmp(n->op_type, ops[i]) == 0;
@@ -414,11 +421,117 @@ static int sole_reader(const eng_graph_t *g, int v)
     return -1;
 }
 
-/* One GELU chain: its five nodes (any order), its input x and output y. */
+/* One GELU chain: its nodes (any order), its input x and output y, and
+ * whether it is the tanh form. */
+#define GELU_CHAIN_MAX 8
 typedef struct gelu_chain {
-    int nodes[5];
+    int nodes[GELU_CHAIN_MAX];
+    int n_nodes;
     int x, y;
+    bool tanh;
 } gelu_chain_t;
+
+/* The tail both forms share, from the node `t` whose output is erf(..) or
+ * tanh(..): 1 + t, then x * (1 + t) * 0.5 or (x * 0.5) * (1 + t). Appends
+ * its nodes to c and sets c->y. */
+static bool gelu_tail(const eng_graph_t *g, const bool *done, int t, int x, gelu_chain_t *c)
+{
+    const int add = sole_reader(g, g->nodes[t].outputs[0]);
+    const int one = binary_other(g, done, add, "Add", g->nodes[t].outputs[0]);
+    if (one < 0 || !is_scalar_const(g, one, 1.0f, x))
+        return false;
+    const int av = g->nodes[add].outputs[0];
+    const int mul = sole_reader(g, av);
+    const int other = binary_other(g, done, mul, "Mul", av);
+    if (other < 0)
+        return false;
+    const int mv = g->nodes[mul].outputs[0];
+    c->nodes[c->n_nodes++] = add;
+    c->nodes[c->n_nodes++] = mul;
+    if (other == x) {
+        /* (x * (1 + t)) * 0.5: PyTorch's order */
+        const int last = sole_reader(g, mv);
+        const int half = binary_other(g, done, last, "Mul", mv);
+        if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
+            return false;
+        c->nodes[c->n_nodes++] = last;
+        c->y = g->nodes[last].outputs[0];
+        return true;
+    }
+    /* (x * 0.5) * (1 + t) */
+    const int halving = g->values[other].producer;
+    if (sole_reader(g, other) != mul || halving < 0)
+        return false;
+    const int half = binary_other(g, done, halving, "Mul", x);
+    if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
+        return false;
+    c->nodes[c->n_nodes++] = halving;
+    c->y = mv;
+    return true;
+}
+
+/* The node that alone reads `v` and multiplies it by the scalar `want`
+ * (either operand order), with the other operand; -1 when not so. */
+static int scaled_by(const eng_graph_t *g, const bool *done, int node, float want, int *v)
+{
+    if (node < 0 || !is_live_op(g, done, node, "Mul"))
+        return -1;
+    const eng_node_t *n = &g->nodes[node];
+    if (n->n_inputs != 2 || n->n_outputs != 1)
+        return -1;
+    for (int k = 0; k < 2; k++)
+        if (n->inputs[k] >= 0 && is_scalar_const(g, n->inputs[1 - k], want, n->inputs[k])) {
+            *v = n->inputs[k];
+            return node;
+        }
+    return -1;
+}
+
+/* Float constants of the tanh form: sqrt(2 / pi) and 0.044715 as float32. */
+#define GELU_SQRT_2_PI 0.79788456080286536f
+#define GELU_CUBIC 0.044715f
+
+/* Whether the chain through Tanh node `th` is the tanh GELU PyTorch
+ * exports for GPT-2's gelu_new (gelu_pytorch_tanh):
+ *   0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))),
+ * in the tail orders gelu_tail takes; fills *c when so. */
+static bool gelu_tanh_match(const eng_graph_t *g, const bool *done, int th, gelu_chain_t *c)
+{
+    if (!is_live_op(g, done, th, "Tanh"))
+        return false;
+    const eng_node_t *t = &g->nodes[th];
+    if (t->n_inputs != 1 || t->n_outputs != 1 || t->inputs[0] < 0 ||
+        sole_reader(g, t->inputs[0]) != th)
+        return false;
+    int inner = -1, cube_scaled = -1, cube = -1, x = -1;
+    const int scale = scaled_by(g, done, g->values[t->inputs[0]].producer, GELU_SQRT_2_PI, &inner);
+    if (scale < 0 || sole_reader(g, inner) != scale || g->values[inner].producer < 0)
+        return false;
+    /* x + 0.044715 * x^3, either order */
+    const int add = g->values[inner].producer;
+    if (!is_live_op(g, done, add, "Add") || g->nodes[add].n_inputs != 2)
+        return false;
+    int cm = -1;
+    for (int k = 0; k < 2 && cm < 0; k++) {
+        int a = g->nodes[add].inputs[k], b = g->nodes[add].inputs[1 - k];
+        if (a < 0 || b < 0 || sole_reader(g, b) != add || g->values[b].producer < 0)
+            continue;
+        int m = scaled_by(g, done, g->values[b].producer, GELU_CUBIC, &cube_scaled);
+        if (m >= 0 && sole_reader(g, cube_scaled) == m && g->values[cube_scaled].producer >= 0) {
+            cm = m;
+            x = a;
+        }
+    }
+    if (cm < 0)
+        return false;
+    cube = g->values[cube_scaled].producer;
+    const eng_node_t *pw = &g->nodes[cube];
+    if (!is_live_op(g, done, cube, "Pow") || pw->n_inputs != 2 || pw->inputs[0] != x ||
+        !is_scalar_const(g, pw->inputs[1], 3.0f, x))
+        return false;
+    *c = (gelu_chain_t){.nodes = {cube, cm, add, scale, th}, .n_nodes = 5, .x = x, .tanh = true};
+    return gelu_tail(g, done, th, x, c);
+}
 
 /* Whether the chain through Erf node `erf` is a GELU (see the file
  * header); fills *c when so. Cannot fail. */
@@ -445,37 +558,13 @@ static bool gelu_match(const eng_graph_t *g, const bool *done, int erf, gelu_cha
             x = sn->inputs[k];
     if (x < 0)
         return false;
-    /* 1 + erf */
-    const int add = sole_reader(g, e->outputs[0]);
-    const int one = binary_other(g, done, add, "Add", e->outputs[0]);
-    if (one < 0 || !is_scalar_const(g, one, 1.0f, x))
-        return false;
-    const int av = g->nodes[add].outputs[0];
-    const int mul = sole_reader(g, av);
-    const int other = binary_other(g, done, mul, "Mul", av);
-    if (other < 0)
-        return false;
-    const int mv = g->nodes[mul].outputs[0];
-    if (other == x) {
-        /* (x * (1 + erf)) * 0.5: PyTorch's order */
-        const int last = sole_reader(g, mv);
-        const int half = binary_other(g, done, last, "Mul", mv);
-        if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
-            return false;
-        *c = (gelu_chain_t){.nodes = {scale, erf, add, mul, last}, .x = x,
-                            .y = g->nodes[last].outputs[0]};
-        return true;
-    }
-    /* (x * 0.5) * (1 + erf) */
-    const int halving = g->values[other].producer;
-    if (sole_reader(g, other) != mul || halving < 0)
-        return false;
-    const int half = binary_other(g, done, halving, "Mul", x);
-    if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
-        return false;
-    *c = (gelu_chain_t){.nodes = {halving, scale, erf, add, mul}, .x = x, .y = mv};
-    return true;
+    *c = (gelu_chain_t){.nodes = {scale, erf}, .n_nodes = 2, .x = x};
+    return gelu_tail(g, done, erf, x, c);
 }
+
+/* Gelu's attribute for the tanh form. */
+static const eng_attr_t gelu_tanh_attr[] = {
+    {.name = "approximate", .type = ENG_ATTR_STRING, .s = "tanh", .s_len = 4}};
 
 /* Rewrites chain c into one Gelu node. Cannot fail: the Gelu node reuses
  * the chain's own input and output arrays (the graph's pool). */
@@ -483,14 +572,14 @@ static void gelu_apply(eng_graph_t *g, bool *done, const gelu_chain_t *c, const 
 {
     /* The earliest node becomes the Gelu; its dropped operand loses a reader. */
     int first = c->nodes[0];
-    for (int i = 1; i < 5; i++)
+    for (int i = 1; i < c->n_nodes; i++)
         if (c->nodes[i] < first)
             first = c->nodes[i];
     eng_node_t *n = &g->nodes[first];
     const int x_at = n->inputs[0] == c->x ? 0 : 1;
     g->values[n->inputs[1 - x_at]].n_consumers--;
     const int *y_slot = NULL;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < c->n_nodes; i++) {
         const eng_node_t *m = &g->nodes[c->nodes[i]];
         if (m->outputs[0] == c->y)
             y_slot = m->outputs;
@@ -500,8 +589,8 @@ static void gelu_apply(eng_graph_t *g, bool *done, const gelu_chain_t *c, const 
     }
     n->op_type = eng_op_type(gelu->id);
     n->op = gelu;
-    n->n_attrs = 0;
-    n->attrs = NULL;
+    n->n_attrs = c->tanh ? 1 : 0;
+    n->attrs = c->tanh ? gelu_tanh_attr : NULL;
     n->inputs += x_at;
     n->n_inputs = 1;
     n->outputs = y_slot;
@@ -516,7 +605,7 @@ int eng_fuse_gelu(eng_graph_t *g, bool *done)
         return 0;
     gelu_chain_t c;
     for (size_t i = 0; i < g->n_nodes; i++)
-        if (gelu_match(g, done, (int)i, &c))
+        if (gelu_match(g, done, (int)i, &c) || gelu_tanh_match(g, done, (int)i, &c))
             gelu_apply(g, done, &c, gelu);
     return 0;
 }

@@ -468,6 +468,122 @@ Test(fuse, gelu_chain_with_the_multiply_by_rsqrt2_gives_the_chains_bits)
     cr_expect(memcmp(fused, chain, sizeof fused) == 0);
 }
 
+/* The tanh GELU (GPT-2's gelu_new) as PyTorch exports it: X [2, 3, 40]
+ * -> 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Y, halved
+ * first (Python's 0.5 * x * ..) or last; `reader`: a Relu also reads
+ * Tanh's output (output R), which keeps the chain unfused. */
+static void gelu_tanh_build(mb_t *b, bool halve_first, bool swap, bool reader)
+{
+    mb_init(b, 8, 17);
+    const int64_t xd[3] = {2, 3, 40}, sd[1] = {1};
+    mb_input(b, "X", F, 3, xd, NULL);
+    add_const(b, "three", 1, sd, (const float[]){3.0f}, 1);
+    add_const(b, "cubic", 1, sd, (const float[]){0.044715f}, 1);
+    add_const(b, "s", 1, sd, (const float[]){0.7978845608028654f}, 1);
+    add_const(b, "one", 1, sd, (const float[]){1.0f}, 1);
+    add_const(b, "half", 1, sd, (const float[]){0.5f}, 1);
+    if (halve_first)
+        mb_node(b, "Mul", "halve", swap ? "half,X" : "X,half", "H");
+    mb_node(b, "Pow", "pow", "X,three", "P");
+    mb_node(b, "Mul", "cube", swap ? "cubic,P" : "P,cubic", "C");
+    mb_node(b, "Add", "inner", swap ? "C,X" : "X,C", "I");
+    mb_node(b, "Mul", "scale", swap ? "s,I" : "I,s", "S");
+    mb_node(b, "Tanh", "tanh", "S", "T");
+    mb_node(b, "Add", "add", swap ? "one,T" : "T,one", "A");
+    if (halve_first) {
+        mb_node(b, "Mul", "mul", swap ? "A,H" : "H,A", "Y");
+    } else {
+        mb_node(b, "Mul", "mul", swap ? "A,X" : "X,A", "M");
+        mb_node(b, "Mul", "out", swap ? "half,M" : "M,half", "Y");
+    }
+    mb_output(b, "Y", F, 3, xd);
+    if (reader) {
+        mb_node(b, "Relu", "relu", "T", "R");
+        mb_output(b, "R", F, 3, xd);
+    }
+}
+
+/* The Gelu nodes (approximate tanh) that run after fusing, checking the
+ * chain's other seven nodes are done exactly when one does. */
+static int gelu_tanh_fused_count(bool halve_first, bool swap, bool reader)
+{
+    mb_t b;
+    gelu_tanh_build(&b, halve_first, swap, reader);
+    eng_graph_t *g = NULL;
+    cr_assert_eq(mb_load(&b, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
+    bool *done = calloc(g->n_nodes + 1, sizeof *done);
+    cr_assert(done);
+    cr_assert_eq(eng_fold_constants(g, NULL, done), 0, "fold: %s", fs_errmsg());
+    cr_assert_eq(eng_fuse_gelu(g, done), 0);
+    int n = 0, n_done = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const eng_node_t *node = &g->nodes[i];
+        n_done += done[i];
+        if (done[i] || strcmp(node->op_type, "Gelu") != 0)
+            continue;
+        n++;
+        cr_expect_str_eq(eng_attr_s(node, "approximate", "none"), "tanh");
+        cr_expect_eq(node->n_inputs, 1);
+        cr_expect_str_eq(g->values[node->inputs[0]].name, "X");
+        cr_expect_str_eq(g->values[node->outputs[0]].name, "Y");
+        cr_expect_eq(g->values[node->outputs[0]].producer, (int)i);
+    }
+    cr_expect_eq(n_done, 7 * n);
+    free(done);
+    eng_graph_destroy(g);
+    mb_free(&b);
+    return n;
+}
+
+/* Runs the tanh case as a model; Y into y (GELU_N floats). */
+static void gelu_tanh_run(bool halve_first, bool swap, bool reader, const float *x, float *y)
+{
+    mb_t b;
+    gelu_tanh_build(&b, halve_first, swap, reader);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    model_fixture_t f;
+    model_fixture_cache(&f);
+    eng_model_config_t cfg = {.cache = f.cache};
+    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
+                 fs_errmsg());
+    eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = {3, {2, 3, 40}}, .data = (void *)x};
+    eng_tensor_t *out[2] = {NULL};
+    cr_assert_eq(eng_model_run(f.model, &in, 1, out), 0, "run: %s", fs_errmsg());
+    memcpy(y, out[0]->data, GELU_N * sizeof *y);
+    for (int o = 0; o < 2; o++)
+        eng_tensor_free(out[o]);
+    model_fixture_close(&f);
+    mb_free(&b);
+}
+
+/* Each order fuses into one Gelu(approximate tanh) whose values are the
+ * chain's run op by op (within 1e-6 relative plus 2e-6 absolute, where
+ * 1 + tanh cancels for x < -3) and the formula's in double. */
+Test(fuse, gelu_tanh_chain_as_pytorch_exports_it_becomes_one_gelu)
+{
+    float x[GELU_N], fused[GELU_N], chain[GELU_N];
+    for (int i = 0; i < GELU_N; i++)
+        x[i] = -6.0f + 12.0f * (float)i / (GELU_N - 1) + 1e-3f * (float)(i % 7);
+    for (int v = 0; v < 4; v++) {
+        bool halve_first = v & 1, swap = v & 2;
+        cr_expect_eq(gelu_tanh_fused_count(halve_first, swap, false), 1, "variant %d", v);
+        cr_expect_eq(gelu_tanh_fused_count(halve_first, swap, true), 0,
+                     "variant %d fused with a second reader of tanh", v);
+        gelu_tanh_run(halve_first, swap, false, x, fused);
+        gelu_tanh_run(halve_first, swap, true, x, chain);
+        for (int i = 0; i < GELU_N; i++) {
+            double want = chain[i], got = fused[i], xi = x[i];
+            cr_expect(fabs(got - want) <= 1e-6 * fabs(want) + 2e-6,
+                      "variant %d x %.9g: %.9g, chain %.9g", v, xi, got, want);
+            double exact =
+                0.5 * xi * (1.0 + tanh(sqrt(2.0 / M_PI) * (xi + 0.044715 * xi * xi * xi)));
+            cr_expect(fabs(got - exact) <= 1e-5 * fabs(exact) + 2e-6,
+                      "variant %d x %.9g: %.9g, exact %.9g", v, xi, got, exact);
+        }
+    }
+}
+
 Test(fuse, gelu_skipped_when_an_intermediate_has_another_reader)
 {
     gelu_case_t gc = {.one = 1.0f, .extra_reader = true};
