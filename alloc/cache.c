@@ -683,6 +683,14 @@ int alloc_cache_block_size(alloc_cache_t *c, const void *ptr, size_t *out)
     return 0;
 }
 
+bool alloc_cache_holds(alloc_cache_t *c, const void *ptr)
+{
+    cache_lock(c);
+    bool held = cache_block_lookup_locked(c, ptr) != NULL;
+    cache_unlock(c);
+    return held;
+}
+
 /* ---- releasing ----------------------------------------------------------------- */
 
 size_t alloc_cache_empty(alloc_cache_t *c, alloc_release_reason_t reason)

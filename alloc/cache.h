@@ -182,6 +182,9 @@ int alloc_cache_stream_capture(alloc_cache_t *c, alloc_stream_t stream, bool cap
 
 /* Size of the block at `ptr` (rounded) into *out. FS_EINVAL if unknown. */
 int alloc_cache_block_size(alloc_cache_t *c, const void *ptr, size_t *out);
+/* Whether `ptr` is the start of a block the cache has handed out and not
+ * taken back (a question, not an error: nothing is logged or set). */
+bool alloc_cache_holds(alloc_cache_t *c, const void *ptr);
 
 /* Releases every fully free segment to the provider, counted under
  * `reason`. Returns the bytes released. */

@@ -284,8 +284,7 @@ static int run_steps_replay(const eng_plan_t *p, eng_plan_replay_t *r, run_state
  * where it is. */
 static bool pinned_input(const eng_plan_t *p, const void *data)
 {
-    size_t size;
-    return alloc_cache_block_size(p->staging, data, &size) == 0;
+    return alloc_cache_holds(p->staging, data);
 }
 
 static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_tensor_t *inputs,

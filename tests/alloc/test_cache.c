@@ -102,6 +102,24 @@ Test(alloc_cache_rounding, serves_size_zero_as_a_distinct_minimum_block)
     alloc_fixture_fini(&f);
 }
 
+/* holds answers for block starts handed out, and not for an inner
+ * pointer, a foreign one or a freed block; it sets no error. */
+Test(alloc_cache_rounding, holds_only_blocks_it_handed_out)
+{
+    alloc_fixture_t f;
+    alloc_fixture_init(&f, NULL, NULL);
+    void *p = alloc_test_alloc(f.cache, 4096, STREAM_A);
+    int local = 0;
+    fs_err(FS_OK, "before");
+    cr_expect(alloc_cache_holds(f.cache, p));
+    cr_expect_not(alloc_cache_holds(f.cache, (char *)p + 512));
+    cr_expect_not(alloc_cache_holds(f.cache, &local));
+    cr_expect_str_eq(fs_errmsg(), "before", "holds set an error: %s", fs_errmsg());
+    alloc_test_free(f.cache, p);
+    cr_expect_not(alloc_cache_holds(f.cache, p));
+    alloc_fixture_fini(&f);
+}
+
 /* ---- split ---------------------------------------------------------------- */
 
 Test(alloc_cache_split, small_blocks_split_down_to_the_last_512_bytes)
