@@ -44,8 +44,8 @@ typedef enum eng_device_kind {
 typedef enum eng_precision {
     ENG_PREC_FP32 = 0, /* IEEE fp32, TF32 off (PyTorch's matmul default) */
     ENG_PREC_TF32,     /* fp32 storage, TF32 tensor-core products */
-    ENG_PREC_FP16,     /* GEMM weights stored as fp16, fp32 accumulation */
-    ENG_PREC_BF16,     /* GEMM weights stored as bf16, fp32 accumulation */
+    ENG_PREC_FP16,     /* the graph in fp16 end to end (engine/lowp.c), fp32 accumulation */
+    ENG_PREC_BF16,     /* the same in bf16 */
 } eng_precision_t;
 
 /* "fp32", "tf32", "fp16", "bf16" ("unknown" for another value). */

@@ -461,8 +461,6 @@ int exec_frame_init(exec_frame_t *f, const eng_plan_t *p, const eng_graph_t *g,
             continue;
         f->hv[v] = gv->constant;
         f->t[v].data = p->dev_const[at];
-        if (p->dev_dtype && p->dev_dtype[at] != ENG_DT_UNDEFINED)
-            f->t[v].dtype = p->dev_dtype[at];
     }
     for (size_t i = 0; i < g->n_nodes; i++)
         if (!node_done || !node_done[i])

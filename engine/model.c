@@ -26,7 +26,6 @@
 
 #include "engine/backend.h"
 #include "engine/engine.h"
-#include "engine/half.h"
 #include "engine/plan.h"
 
 #define MODEL_DEFAULT_MAX_PLANS 16
@@ -78,8 +77,7 @@ struct eng_model {
     alloc_owner_t staging_owner;
     void *workspace;              /* the device libraries', from the cache: working
                                    * memory, counted to the activations owner */
-    eng_dtype_t lowp;             /* fp16/bf16 precision: the weights' dtype */
-    eng_dtype_t *dev_dtype;       /* per value: a constant's device dtype, if not its own */
+    eng_dtype_t lowp;             /* fp16/bf16 precision: the graph's dtype (engine/lowp.c) */
     bool graphs;                  /* capture and replay static plans where the device can */
     int64_t max_loop_iterations;  /* engine.h; > 0 */
 };
@@ -164,7 +162,6 @@ void eng_model_destroy(eng_model_t *m)
             alloc_cache_free(m->cache, m->dev_const[i]);
         free(m->dev_const);
     }
-    free(m->dev_dtype);
     alloc_cache_free(m->cache, m->workspace);
     eng_graph_destroy(m->graph);
     free(m->node_done);
@@ -212,58 +209,6 @@ static void release_dead_constants(eng_model_t *m, const eng_weight_alloc_t *wa)
     free(live);
 }
 
-/* Whether constant v is read only as a GEMM weight (MatMul's, Gemm's,
- * Conv's or ConvTranspose's input 1) by nodes that run, and is float32 and
- * no graph output: the values fp16/bf16 precision stores in that dtype. */
-static bool gemm_weight_only(const eng_model_t *m, int v)
-{
-    static const char *const gemm_ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
-    const eng_graph_t *g = m->graph;
-    if (g->values[v].constant.dtype != ENG_DT_FLOAT || g->values[v].is_output)
-        return false;
-    int readers = 0;
-    for (size_t n = 0; n < g->n_nodes; n++) {
-        if (m->node_done[n])
-            continue;
-        const eng_node_t *node = &g->nodes[n];
-        for (int k = 0; k < node->n_inputs; k++) {
-            if (node->inputs[k] != v)
-                continue;
-            bool ok = false;
-            for (size_t o = 0; o < sizeof gemm_ops / sizeof gemm_ops[0] && !ok; o++)
-                ok = k == 1 && strcmp(node->op_type, gemm_ops[o]) == 0;
-            if (!ok)
-                return false;
-            readers++;
-        }
-    }
-    return readers > 0;
-}
-
-/* Uploads constant v in the model's low precision, converted on the host
- * (round to nearest even, as the Cast kernel does), so the device never
- * holds its float32 copy. */
-static int upload_lowp(eng_model_t *m, int v)
-{
-    const eng_tensor_t *t = &m->graph->values[v].constant;
-    size_t n = (size_t)eng_shape_numel(&t->shape);
-    uint16_t *h = weight_alloc(m, n ? 2 * n : 1);
-    if (!h)
-        return fs_err(FS_ENOMEM, "model '%s': out of host memory converting a weight to %s",
-                      m->name, eng_dtype_name(m->lowp));
-    const float *x = t->data;
-    for (size_t i = 0; i < n; i++)
-        h[i] = m->lowp == ENG_DT_FLOAT16 ? eng_float_to_half(x[i]) : eng_float_to_bf16(x[i]);
-    int rc = eng_backend_upload(m->be, m->inst, m->cache, m->owner, h, 2 * n, &m->dev_const[v]);
-    /* The host buffer is freed at once: let the copy finish reading it. */
-    if (rc == 0)
-        rc = eng_backend_sync(m->be, m->inst);
-    if (rc == 0)
-        m->dev_dtype[v] = m->lowp;
-    weight_free(m, h);
-    return rc;
-}
-
 /* Whether the host keeps constant v's copy beside its device copy: shape
  * inference may read it (small integer tensors, anything tiny). */
 static bool host_copy_kept(const eng_value_t *v)
@@ -274,8 +219,7 @@ static bool host_copy_kept(const eng_value_t *v)
 }
 
 /* Uploads every constant of g and of its subgraphs (recursively) at its
- * number in the tree (graph.h: value_base); with fp16/bf16 precision a GEMM
- * weight of the model graph is stored only in that dtype. */
+ * number in the tree (graph.h: value_base). */
 static int upload_graph(eng_model_t *m, const eng_graph_t *g)
 {
     int rc = 0;
@@ -283,12 +227,8 @@ static int upload_graph(eng_model_t *m, const eng_graph_t *g)
         const eng_value_t *v = &g->values[i];
         if (v->kind != ENG_VALUE_CONST || !v->constant.data)
             continue; /* released: nothing reads it */
-        if (m->dev_dtype && g == m->graph && gemm_weight_only(m, (int)i))
-            rc = upload_lowp(m, (int)i);
-        else
-            rc = eng_backend_upload(m->be, m->inst, m->cache, m->owner, v->constant.data,
-                                    eng_tensor_bytes(&v->constant),
-                                    &m->dev_const[g->value_base + i]);
+        rc = eng_backend_upload(m->be, m->inst, m->cache, m->owner, v->constant.data,
+                                eng_tensor_bytes(&v->constant), &m->dev_const[g->value_base + i]);
     }
     for (size_t n = 0; n < g->n_nodes && rc == 0; n++)
         for (int a = 0; a < g->nodes[n].n_attrs && rc == 0; a++)
@@ -330,9 +270,6 @@ static int upload_constants(eng_model_t *m)
                                      m->act_owner, ALLOC_F_OWN_SEGMENT, &m->workspace);
     if (rc == 0 && ws)
         rc = eng_backend_set_workspace(m->be, m->inst, m->workspace, ws);
-    if (rc == 0 && m->lowp != ENG_DT_UNDEFINED &&
-        !(m->dev_dtype = calloc(n_tree, sizeof *m->dev_dtype)))
-        rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
     if (rc == 0)
         rc = upload_graph(m, g);
     /* The copies read host memory that is about to be freed. */
@@ -507,7 +444,7 @@ static int plan_acquire(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inp
                               .act_owner = m->act_owner, .n_threads = m->n_threads,
                               .host_cache = m->load_cache, .host_owner = m->load_owner,
                               .dev_const = apart ? m->dev_const : NULL,
-                              .dev_dtype = m->dev_dtype, .staging = m->staging,
+                              .staging = m->staging,
                               .staging_owner = m->staging_owner,
                               .max_loop_iterations = m->max_loop_iterations,
                               .place_hint = &m->place_hint};

@@ -55,12 +55,10 @@ typedef struct eng_plan_env {
     alloc_owner_t host_owner;
     /* Devices without host memory (backend.h): the graph's constants live
      * on the host (data NULL where only the device copy was kept) and on
-     * the device (dev_const, per value; dev_dtype, when not NULL, the
-     * device copy's dtype where it is not the value's own: fp16/bf16
-     * weights); inputs and outputs are copied through `staging` (pinned;
-     * NULL: pageable copies). All NULL on a host-memory device. */
+     * the device (dev_const, per value); inputs are copied in through
+     * `staging` (pinned; NULL: pageable copies), which also lends the
+     * outputs' pinned host tensors. All NULL on a host-memory device. */
     void *const *dev_const;
-    const eng_dtype_t *dev_dtype;
     alloc_cache_t *staging;
     alloc_owner_t staging_owner;
     int64_t max_loop_iterations; /* a Loop's bound (> 0; engine.h) */

@@ -167,7 +167,6 @@ int eng_plan_build(const eng_plan_env_t *env, const eng_tensor_t *inputs, size_t
     p->be = env->backend;
     p->inst = env->instance;
     p->dev_const = env->dev_const;
-    p->dev_dtype = env->dev_dtype;
     p->host_cache = env->host_cache;
     p->host_owner = env->host_owner;
     p->staging = env->staging;

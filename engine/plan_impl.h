@@ -53,7 +53,6 @@ struct eng_plan {
     alloc_owner_t const_owner, act_owner;
     int n_threads;
     void *const *dev_const;
-    const eng_dtype_t *dev_dtype;
     alloc_cache_t *host_cache;   /* FOLDED host copies (NULL: the heap) */
     alloc_owner_t host_owner;
     alloc_cache_t *staging;

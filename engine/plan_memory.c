@@ -62,45 +62,6 @@ int plan_fold_node(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *cpu_k
     return rc;
 }
 
-/* A step's workspace, asked with the inputs as the kernel will see them:
- * a constant stored in another dtype on the device (fp16/bf16 weights)
- * shows that dtype. */
-static int step_scratch_bytes(const eng_plan_t *p, const eng_node_t *n,
-                              const eng_kernel_t *kernel, const eng_op_ctx_t *ctx, size_t *out)
-{
-    bool other = false;
-    for (int i = 0; p->dev_dtype && i < n->n_inputs && !other; i++)
-        other = n->inputs[i] >= 0 && p->values[n->inputs[i]].storage == PV_CONST &&
-                p->dev_dtype[n->inputs[i]] != ENG_DT_UNDEFINED;
-    if (!other) {
-        *out = eng_op_scratch_bytes(kernel, ctx);
-        return 0;
-    }
-    eng_tensor_t *tv = calloc((size_t)n->n_inputs, sizeof *tv);
-    const eng_tensor_t **ins = calloc((size_t)n->n_inputs, sizeof *ins);
-    if (!tv || !ins) {
-        free(tv);
-        free(ins);
-        return fs_err(FS_ENOMEM, "out of host memory planning");
-    }
-    for (int i = 0; i < n->n_inputs; i++) {
-        ins[i] = ctx->inputs[i];
-        int v = n->inputs[i];
-        if (v < 0 || !ins[i] || p->values[v].storage != PV_CONST ||
-            p->dev_dtype[v] == ENG_DT_UNDEFINED)
-            continue;
-        tv[i] = *ins[i];
-        tv[i].dtype = p->dev_dtype[v];
-        ins[i] = &tv[i];
-    }
-    eng_op_ctx_t c = *ctx;
-    c.inputs = ins;
-    *out = eng_op_scratch_bytes(kernel, &c);
-    free(tv);
-    free(ins);
-    return 0;
-}
-
 int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel,
                   const eng_op_ctx_t *ctx)
 {
@@ -110,11 +71,8 @@ int plan_add_step(eng_plan_t *p, const eng_node_t *n, const eng_kernel_t *kernel
     st->kernel = kernel;
     st->widen = ctx->widen;
     st->scratch_bytes = 0;
-    if (kernel->scratch_bytes || ctx->widen != ENG_DT_UNDEFINED) {
-        int rc = step_scratch_bytes(p, n, kernel, ctx, &st->scratch_bytes);
-        if (rc != 0)
-            return rc;
-    }
+    if (kernel->scratch_bytes || ctx->widen != ENG_DT_UNDEFINED)
+        st->scratch_bytes = eng_op_scratch_bytes(kernel, ctx);
     for (int o = 0; o < n->n_outputs; o++) {
         if (n->outputs[o] < 0)
             continue;
@@ -294,8 +252,6 @@ int plan_device_place(eng_plan_t *p)
         if (v->storage == PV_CONST) {
             v->host = v->t.data;
             v->t.data = p->dev_const[i];
-            if (p->dev_dtype && p->dev_dtype[i] != ENG_DT_UNDEFINED)
-                v->t.dtype = p->dev_dtype[i];
         } else if (v->storage == PV_FOLDED) {
             v->host = v->t.data;
             v->t.data = NULL;

@@ -20,8 +20,9 @@
  * atomics and the result is deterministic; the bias is added at the end as
  * on the CPU.
  *
- * fp16/bf16 precision: W (input 1 of Conv and ConvTranspose) may be a
- * weight the engine stored as half or bfloat16 at load; X, B and Y stay
+ * A float32 X with a half or bfloat16 W (the fp16/bf16 precision's
+ * weights-only mode before engine/lowp.c; no model the engine loads now
+ * reaches it, and it goes with the next GPU run): X, B and Y stay
  * float32. Conv's GEMMs then take their columns in W's dtype: im2col
  * writes them so directly, and a pointwise Conv converts its chunk of X
  * into the scratch (the same chunking, in 2-byte elements); ConvTranspose
