@@ -6,15 +6,9 @@
  * as float (split/fold, in-place operands, gathers, direct kernels) with
  * float64 elements throughout, never narrowed to float.
  *
- * fp16/bf16 precision: MatMul's and Gemm's input 1 (B) may be a weight the
- * engine stored as half or bfloat16 at load. A (always float32) is then
- * converted whole into the scratch in B's dtype (half A's float32 size),
- * and the same products run through eng_cuda_gemm_lowp (tensor cores, fp32
- * accumulation, Y float32), reading that copy at A's own offsets. With a
- * float32 B nothing changes. Einsum's operands are never converted.
- *
- * Half activations (the model's float values retyped to float16 or
- * bfloat16): MatMul and Gemm with A and B both in that dtype write Y in it
+ * Half activations (fp16/bf16 precision: engine/lowp.c retypes the model's
+ * float values to float16 or bfloat16; a graph of half values the same):
+ * MatMul and Gemm with A and B both in that dtype write Y in it
  * too, through eng_cuda_gemm_half (fp32 accumulation, Y rounded once), by
  * the float path's split and fold; no scratch. Gemm's C is written into Y
  * as beta * C rounded to Y's dtype (exact for beta 1, the bias case) and
@@ -55,25 +49,6 @@
 #include "engine/cuda/cuda_impl.h"
 #include "engine/cuda/lowp_impl.h"
 #include "engine/ops/linalg_impl.h"
-
-/* MatMul's and Gemm's scratch: with a float A and a half / bfloat16 B, A
- * converted to B's dtype; else none. */
-static size_t lowp_a_scratch_bytes(const eng_op_ctx_t *c)
-{
-    if (c->n_inputs < 2 || !c->inputs[1] || !eng_cuda_is_lowp(c->inputs[1]->dtype) ||
-        eng_cuda_is_lowp(c->inputs[0]->dtype))
-        return 0;
-    return (size_t)eng_shape_numel(&c->inputs[0]->shape) * ENG_CUDA_LOWP_BYTES;
-}
-
-/* FS_EINVAL unless the scratch holds lowp_a_scratch_bytes. */
-static int lowp_a_scratch_check(const eng_op_ctx_t *c)
-{
-    size_t need = lowp_a_scratch_bytes(c);
-    if (c->scratch_bytes < need)
-        return eng_op_scratch_err(c, need);
-    return 0;
-}
 
 /* FS_ENOTSUP naming the input unless inputs [0, n) are all float64 (when
  * input 0 is), all of input 0's half dtype (when it is float16 or
@@ -182,8 +157,8 @@ static int matmul_each(eng_op_ctx_t *c, const eng_matmul_dims_t &d, size_t es,
     return 0;
 }
 
-/* MatMul of shape d in element type T (float: A float32, B float32 or an
- * fp16/bf16 weight; double: both float64). Errors as matmul_run's. */
+/* MatMul of shape d in element type T (float or double, A and B both).
+ * Errors as matmul_run's. */
 template <typename T>
 static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 {
@@ -192,33 +167,9 @@ static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     matmul_run_split_t r = matmul_split(&d);
     const bool tb = d.trans_b;
     const int64_t ldb = tb ? d.k : d.n;
-    /* fp16/bf16 B (float only): all of A in B's dtype, read at the same
-     * offsets. */
-    eng_dtype_t wdt = c->inputs[1]->dtype;
-    const char *al = NULL, *bl = (const char *)c->inputs[1]->data;
-    if constexpr (std::is_same<T, float>::value) {
-        int64_t n_a = eng_shape_numel(&c->inputs[0]->shape);
-        if (eng_cuda_is_lowp(wdt) && d.m && d.n && d.k && n_a) {
-            int rc = eng_cuda_to_lowp(c, wdt, c->scratch, a, n_a);
-            if (rc)
-                return rc;
-            al = (const char *)c->scratch;
-        }
-    }
     return matmul_each(c, d, sizeof(T), r, [&](int64_t a_off, int64_t b_off, int64_t y_off,
                                                bool fold) {
         T *yo = y + y_off;
-        if constexpr (std::is_same<T, float>::value) {
-            if (al) {
-                const char *ao = al + a_off * ENG_CUDA_LOWP_BYTES;
-                const char *bo = bl + b_off * ENG_CUDA_LOWP_BYTES;
-                return fold ? eng_cuda_gemm_lowp(c, wdt, false, tb, r.run * d.m, d.n, d.k, 1.0f,
-                                                 ao, d.k, 0, bo, ldb, 0, 0.0f, yo, d.n, 0, 1)
-                            : eng_cuda_gemm_lowp(c, wdt, false, tb, d.m, d.n, d.k, 1.0f, ao,
-                                                 d.k, r.sa, bo, ldb, r.sb, 0.0f, yo, d.n,
-                                                 d.m * d.n, r.run);
-            }
-        }
         return fold ? gemm_t(c, false, tb, r.run * d.m, d.n, d.k, a + a_off, d.k, 0, b + b_off,
                              ldb, 0, yo, d.n, 0, 1)
                     : gemm_t(c, false, tb, d.m, d.n, d.k, a + a_off, d.k, r.sa, b + b_off, ldb,
@@ -247,14 +198,13 @@ static int matmul_half(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     });
 }
 
-/* MatMul (float, double, or half / bfloat16 throughout). On error
- * (scratch) nothing is written; on another (cuBLAS range, launch) some of
- * Y may be. */
+/* MatMul (float, double, or half / bfloat16 throughout). On an error
+ * (cuBLAS range, launch) some of Y may be written. */
 static int matmul_run(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
-    int rc = linalg_require_inputs(c, 2, 1);
-    if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = lowp_a_scratch_check(c)))
+    int rc = linalg_require_inputs(c, 2, -1);
+    if (rc || (rc = eng_matmul_dims(c, &d)))
         return rc;
     if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
         return matmul_typed<double>(c, d);
@@ -278,12 +228,12 @@ static __global__ void gemm_fill_c(T *y, const T *cv, int64_t m, int64_t n, int6
     }
 }
 
-/* Gemm: Y = alpha * A' x B' + beta * C. On error (scratch) nothing is
- * written; on another Y may be partly written. */
+/* Gemm: Y = alpha * A' x B' + beta * C. On an error Y may be partly
+ * written. */
 static int gemm_run(eng_op_ctx_t *c)
 {
-    int rc = linalg_require_inputs(c, 3, 1);
-    if (rc || (rc = lowp_a_scratch_check(c)))
+    int rc = linalg_require_inputs(c, 3, -1);
+    if (rc)
         return rc;
     const eng_tensor_t *at = c->inputs[0], *bt = c->inputs[1], *ct = eng_ctx_in(c, 2);
     if (at->dtype == ENG_DT_DOUBLE)
@@ -317,13 +267,6 @@ static int gemm_run(eng_op_ctx_t *c)
     if (eng_cuda_is_lowp(at->dtype))
         return eng_cuda_gemm_half(c, at->dtype, ta, tb, m, n, k, alpha, at->data, ta ? m : k, 0,
                                   bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
-    if (eng_cuda_is_lowp(bt->dtype)) {
-        /* fp16/bf16 B: A [m, k] (or [k, m]) in B's dtype. */
-        if ((rc = eng_cuda_to_lowp(c, bt->dtype, c->scratch, (const float *)at->data, m * k)))
-            return rc;
-        return eng_cuda_gemm_lowp(c, bt->dtype, ta, tb, m, n, k, alpha, c->scratch, ta ? m : k, 0,
-                                  bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, (float *)y, n, 0, 1);
-    }
     return eng_cuda_sgemm(c, ta, tb, m, n, k, alpha, (const float *)at->data, ta ? m : k, 0,
                           (const float *)bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, (float *)y, n,
                           0, 1);
@@ -755,7 +698,7 @@ int det_run(eng_op_ctx_t *c)
 
 } /* namespace */
 
-const eng_kernel_t eng_cuda_MatMul = {.run = matmul_run, .scratch_bytes = lowp_a_scratch_bytes};
-const eng_kernel_t eng_cuda_Gemm = {.run = gemm_run, .scratch_bytes = lowp_a_scratch_bytes};
+const eng_kernel_t eng_cuda_MatMul = {.run = matmul_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Gemm = {.run = gemm_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};
 const eng_kernel_t eng_cuda_Det = {.run = det_run, .scratch_bytes = det_scratch_bytes};
