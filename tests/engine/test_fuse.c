@@ -356,14 +356,14 @@ static void gelu_build(mb_t *b, const gelu_case_t *gc)
         mb_output(b, "A", F, 3, xd);
 }
 
-/* Loads, folds and fuses the case; returns how many Gelu nodes run (and
- * checks the chain's other nodes are done exactly when one does). */
-static int gelu_fused_count(const gelu_case_t *gc)
+/* Loads, folds and fuses the built model; returns how many Gelu nodes run
+ * (each with `approximate`, reading X and writing Y) and checks the
+ * chains' other nodes, `per` a chain, are done exactly when one fuses.
+ * Frees b. */
+static int gelu_count_built(mb_t *b, int per, const char *approximate)
 {
-    mb_t b;
-    gelu_build(&b, gc);
     eng_graph_t *g = NULL;
-    cr_assert_eq(mb_load(&b, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
+    cr_assert_eq(mb_load(b, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
     bool *done = calloc(g->n_nodes + 1, sizeof *done);
     cr_assert(done);
     cr_assert_eq(eng_fold_constants(g, NULL, done), 0, "fold: %s", fs_errmsg());
@@ -375,33 +375,40 @@ static int gelu_fused_count(const gelu_case_t *gc)
         if (done[i] || strcmp(node->op_type, "Gelu") != 0)
             continue;
         n++;
+        cr_expect_str_eq(eng_attr_s(node, "approximate", "none"), approximate);
         cr_expect_eq(node->n_inputs, 1);
         cr_expect_eq(node->n_outputs, 1);
         cr_expect_str_eq(g->values[node->inputs[0]].name, "X");
         cr_expect_str_eq(g->values[node->outputs[0]].name, "Y");
         cr_expect_eq(g->values[node->outputs[0]].producer, (int)i);
     }
-    cr_expect_eq(n_done, 4 * n);
+    cr_expect_eq(n_done, per * n);
     free(done);
     eng_graph_destroy(g);
-    mb_free(&b);
+    mb_free(b);
     return n;
 }
 
-/* Runs the case as a model; Y into y (GELU_N floats). */
-static void gelu_run(const gelu_case_t *gc, const float *x, float *y)
+/* The erf case's Gelu nodes after fusing (four other nodes a chain). */
+static int gelu_fused_count(const gelu_case_t *gc)
 {
     mb_t b;
     gelu_build(&b, gc);
+    return gelu_count_built(&b, 4, "none");
+}
+
+/* Runs the built model (X [2, 3, 40] in, Y first out) on x; Y into y
+ * (GELU_N floats). Frees b. */
+static void gelu_run_built(mb_t *b, const float *x, float *y)
+{
     size_t len;
-    uint8_t *bytes = mb_pack(&b, &len);
+    uint8_t *bytes = mb_pack(b, &len);
     model_fixture_t f;
     model_fixture_cache(&f);
     eng_model_config_t cfg = {.cache = f.cache};
     cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
                  fs_errmsg());
-    eng_shape_t xs = {.rank = 3, .dims = {2, 3, 40}};
-    eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = xs, .data = (void *)x};
+    eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = {3, {2, 3, 40}}, .data = (void *)x};
     eng_tensor_t *out[3] = {NULL};
     cr_assert_eq(eng_model_run(f.model, &in, 1, out), 0, "run: %s", fs_errmsg());
     cr_assert_eq(eng_shape_numel(&out[0]->shape), GELU_N);
@@ -410,7 +417,15 @@ static void gelu_run(const gelu_case_t *gc, const float *x, float *y)
     for (int o = 0; o < 3; o++)
         eng_tensor_free(out[o]);
     model_fixture_close(&f);
-    mb_free(&b);
+    mb_free(b);
+}
+
+/* Runs the erf case as a model; Y into y (GELU_N floats). */
+static void gelu_run(const gelu_case_t *gc, const float *x, float *y)
+{
+    mb_t b;
+    gelu_build(&b, gc);
+    gelu_run_built(&b, x, y);
 }
 
 /* The chain with its five nodes run one by one: the Relu reader keeps it
@@ -503,36 +518,12 @@ static void gelu_tanh_build(mb_t *b, bool halve_first, bool swap, bool reader)
     }
 }
 
-/* The Gelu nodes (approximate tanh) that run after fusing, checking the
- * chain's other seven nodes are done exactly when one does. */
+/* The tanh case's Gelu nodes after fusing (seven other nodes a chain). */
 static int gelu_tanh_fused_count(bool halve_first, bool swap, bool reader)
 {
     mb_t b;
     gelu_tanh_build(&b, halve_first, swap, reader);
-    eng_graph_t *g = NULL;
-    cr_assert_eq(mb_load(&b, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
-    bool *done = calloc(g->n_nodes + 1, sizeof *done);
-    cr_assert(done);
-    cr_assert_eq(eng_fold_constants(g, NULL, done), 0, "fold: %s", fs_errmsg());
-    cr_assert_eq(eng_fuse_gelu(g, done), 0);
-    int n = 0, n_done = 0;
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        const eng_node_t *node = &g->nodes[i];
-        n_done += done[i];
-        if (done[i] || strcmp(node->op_type, "Gelu") != 0)
-            continue;
-        n++;
-        cr_expect_str_eq(eng_attr_s(node, "approximate", "none"), "tanh");
-        cr_expect_eq(node->n_inputs, 1);
-        cr_expect_str_eq(g->values[node->inputs[0]].name, "X");
-        cr_expect_str_eq(g->values[node->outputs[0]].name, "Y");
-        cr_expect_eq(g->values[node->outputs[0]].producer, (int)i);
-    }
-    cr_expect_eq(n_done, 7 * n);
-    free(done);
-    eng_graph_destroy(g);
-    mb_free(&b);
-    return n;
+    return gelu_count_built(&b, 7, "tanh");
 }
 
 /* Runs the tanh case as a model; Y into y (GELU_N floats). */
@@ -540,21 +531,7 @@ static void gelu_tanh_run(bool halve_first, bool swap, bool reader, const float 
 {
     mb_t b;
     gelu_tanh_build(&b, halve_first, swap, reader);
-    size_t len;
-    uint8_t *bytes = mb_pack(&b, &len);
-    model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_model_config_t cfg = {.cache = f.cache};
-    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
-                 fs_errmsg());
-    eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = {3, {2, 3, 40}}, .data = (void *)x};
-    eng_tensor_t *out[2] = {NULL};
-    cr_assert_eq(eng_model_run(f.model, &in, 1, out), 0, "run: %s", fs_errmsg());
-    memcpy(y, out[0]->data, GELU_N * sizeof *y);
-    for (int o = 0; o < 2; o++)
-        eng_tensor_free(out[o]);
-    model_fixture_close(&f);
-    mb_free(&b);
+    gelu_run_built(&b, x, y);
 }
 
 /* Each order fuses into one Gelu(approximate tanh) whose values are the
