@@ -188,13 +188,12 @@ int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
                    const double *b, int64_t ldb, int64_t stride_b, double beta, double *c,
                    int64_t ldc, int64_t stride_c, int64_t batch);
 
-/* fp16/bf16 precision: the engine stores every GEMM weight (input 1 of
- * MatMul, Gemm, Conv, ConvTranspose) as IEEE half or bfloat16; everything
- * else stays float32. A kernel that meets such a weight converts its float32
- * operand into its scratch with eng_cuda_to_lowp (or writes it in that dtype
- * directly, as im2col does) and multiplies with eng_cuda_gemm_lowp. A model
- * whose activations are half themselves (all operands in one half dtype)
- * multiplies them as they are with eng_cuda_gemm_half. */
+/* Half operands (fp16/bf16 precision retypes the whole graph at load:
+ * engine/lowp.c): GEMMs whose operands and result share one half dtype go
+ * through eng_cuda_gemm_half; eng_cuda_gemm_lowp keeps a float32 result
+ * (ConvTranspose's float columns, rounded once in col2im). Conv's float-X /
+ * half-W path with eng_cuda_to_lowp is the weights-only mode's remnant:
+ * no graph the engine loads reaches it now. */
 static inline bool eng_cuda_is_lowp(eng_dtype_t dt)
 {
     return dt == ENG_DT_FLOAT16 || dt == ENG_DT_BFLOAT16;
