@@ -44,15 +44,14 @@ static int gemm_prepare(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int
     return 0;
 }
 
-/* The body of every entry. T float: A and B float32 (cublasSgemm*, at the
- * handle's math mode). T double: all float64 (cublasDgemm*). T void: A and
- * B in dtype, ENG_DT_FLOAT16 or ENG_DT_BFLOAT16 (cublasGemm*Ex), C float.
- * S is the scalars' and C's type. */
-template <typename T, typename S>
-static int gemm_run(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
-                    int64_t m, int64_t n, int64_t k, S alpha, const T *a, int64_t lda,
-                    int64_t stride_a, const T *b, int64_t ldb, int64_t stride_b, S beta, S *c,
-                    int64_t ldc, int64_t stride_c, int64_t batch)
+/* The body of the float and double entries. T float: A, B and C float32
+ * (cublasSgemm*, at the handle's math mode). T double: all float64
+ * (cublasDgemm*). */
+template <typename T>
+static int gemm_run(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                    int64_t k, T alpha, const T *a, int64_t lda, int64_t stride_a, const T *b,
+                    int64_t ldb, int64_t stride_b, T beta, T *c, int64_t ldc, int64_t stride_c,
+                    int64_t batch)
 {
     if (m == 0 || n == 0 || batch == 0)
         return 0;
@@ -71,7 +70,8 @@ static int gemm_run(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bo
             ENG_CUBLAS_TRY(ctx, cublasSgemmStridedBatched(h, op_b, op_a, (int)n, (int)m, (int)k,
                                                           &alpha, b, ib, stride_b, a, ia, stride_a,
                                                           &beta, c, ic, stride_c, (int)batch));
-    } else if constexpr (std::is_same<T, double>::value) {
+    } else {
+        static_assert(std::is_same<T, double>::value, "gemm_run: float or double");
         if (batch == 1)
             ENG_CUBLAS_TRY(ctx, cublasDgemm(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, ib, a,
                                             ia, &beta, c, ic));
@@ -79,62 +79,23 @@ static int gemm_run(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bo
             ENG_CUBLAS_TRY(ctx, cublasDgemmStridedBatched(h, op_b, op_a, (int)n, (int)m, (int)k,
                                                           &alpha, b, ib, stride_b, a, ia, stride_a,
                                                           &beta, c, ic, stride_c, (int)batch));
-    } else {
-        cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-        /* An explicit cublasComputeType_t: CUBLAS_PEDANTIC_MATH on the handle
-         * would demote only a cudaDataType compute type. */
-        if (batch == 1)
-            ENG_CUBLAS_TRY(ctx, cublasGemmEx(h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t,
-                                             ib, a, t, ia, &beta, c, CUDA_R_32F, ic,
-                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        else
-            ENG_CUBLAS_TRY(ctx, cublasGemmStridedBatchedEx(
-                                    h, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b, t, ib,
-                                    (long long)stride_b, a, t, ia, (long long)stride_a, &beta, c,
-                                    CUDA_R_32F, ic, (long long)stride_c, (int)batch,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
     return 0;
 }
 
-int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
-                   const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
-                   int64_t ldc, int64_t stride_c, int64_t batch)
-{
-    return gemm_run(ctx, ENG_DT_FLOAT, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                    stride_b, beta, c, ldc, stride_c, batch);
-}
-
-int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, double alpha, const double *a, int64_t lda, int64_t stride_a,
-                   const double *b, int64_t ldb, int64_t stride_b, double beta, double *c,
-                   int64_t ldc, int64_t stride_c, int64_t batch)
-{
-    return gemm_run(ctx, ENG_DT_DOUBLE, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                    stride_b, beta, c, ldc, stride_c, batch);
-}
-
-int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
-                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
-                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
-                       float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+/* The body of the two half entries: A and B in dtype (ENG_DT_FLOAT16 or
+ * ENG_DT_BFLOAT16), C of cuBLAS type c_type (float32, or A's own), through
+ * cublasGemm*Ex with CUBLAS_COMPUTE_32F; the scalars are float, that
+ * compute type's scale type. `what` names the entry in the dtype error. */
+static int gemm_ex(const eng_op_ctx_t *ctx, const char *what, eng_dtype_t dtype, bool c_half,
+                   bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb,
+                   int64_t stride_b, float beta, void *c, int64_t ldc, int64_t stride_c,
+                   int64_t batch)
 {
     if (!eng_cuda_is_lowp(dtype))
-        return eng_op_err(ctx, FS_EINVAL, "a low-precision GEMM of dtype %s (expected float16 "
-                          "or bfloat16)", eng_dtype_name(dtype));
-    return gemm_run(ctx, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                    stride_b, beta, c, ldc, stride_c, batch);
-}
-
-int eng_cuda_gemm_half(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
-                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
-                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
-                       void *c, int64_t ldc, int64_t stride_c, int64_t batch)
-{
-    if (!eng_cuda_is_lowp(dtype))
-        return eng_op_err(ctx, FS_EINVAL, "a half GEMM of dtype %s (expected float16 or "
-                          "bfloat16)", eng_dtype_name(dtype));
+        return eng_op_err(ctx, FS_EINVAL, "a %s GEMM of dtype %s (expected float16 or "
+                          "bfloat16)", what, eng_dtype_name(dtype));
     if (m == 0 || n == 0 || batch == 0)
         return 0;
     gemm_args_t g = {};
@@ -143,18 +104,56 @@ int eng_cuda_gemm_half(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a,
         return rc;
     cublasHandle_t h = eng_cuda_ctx(ctx)->blas;
     cudaDataType_t t = dtype == ENG_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-    /* The scalars are float: CUBLAS_COMPUTE_32F's scale type. */
+    cudaDataType_t ct = c_half ? t : CUDA_R_32F;
+    /* An explicit cublasComputeType_t: CUBLAS_PEDANTIC_MATH on the handle
+     * would demote only a cudaDataType compute type. */
     if (batch == 1)
         ENG_CUBLAS_TRY(ctx, cublasGemmEx(h, g.op_b, g.op_a, (int)n, (int)m, (int)k, &alpha, b, t,
-                                         g.ib, a, t, g.ia, &beta, c, t, g.ic, CUBLAS_COMPUTE_32F,
+                                         g.ib, a, t, g.ia, &beta, c, ct, g.ic, CUBLAS_COMPUTE_32F,
                                          CUBLAS_GEMM_DEFAULT));
     else
         ENG_CUBLAS_TRY(ctx, cublasGemmStridedBatchedEx(
                                 h, g.op_b, g.op_a, (int)n, (int)m, (int)k, &alpha, b, t, g.ib,
-                                (long long)stride_b, a, t, g.ia, (long long)stride_a, &beta, c, t,
+                                (long long)stride_b, a, t, g.ia, (long long)stride_a, &beta, c, ct,
                                 g.ic, (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F,
                                 CUBLAS_GEMM_DEFAULT));
     return 0;
+}
+
+int eng_cuda_sgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                   const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                   int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    return gemm_run(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                    beta, c, ldc, stride_c, batch);
+}
+
+int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                   int64_t k, double alpha, const double *a, int64_t lda, int64_t stride_a,
+                   const double *b, int64_t ldb, int64_t stride_b, double beta, double *c,
+                   int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    return gemm_run(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                    beta, c, ldc, stride_c, batch);
+}
+
+int eng_cuda_gemm_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
+                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+                       float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    return gemm_ex(ctx, "low-precision", dtype, false, trans_a, trans_b, m, n, k, alpha, a, lda,
+                   stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+}
+
+int eng_cuda_gemm_half(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a, bool trans_b,
+                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+                       void *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    return gemm_ex(ctx, "half", dtype, true, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                   b, ldb, stride_b, beta, c, ldc, stride_c, batch);
 }
 
 /* ---- float32 -> half / bfloat16 ---------------------------------------- */
