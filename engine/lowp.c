@@ -51,16 +51,16 @@ static bool float_only_input(const eng_node_t *n, int k)
     return strcmp(n->op_type, "Upsample") == 0 && k == 1;
 }
 
-/* Whether constant v is read anywhere as float32 only. */
-static bool read_as_float_only(const eng_graph_t *g, const bool *done, int v)
+/* Marks in keep[v] every value some live node reads as float32 only;
+ * keep has g->n_values entries, zeroed. */
+static void mark_float_only(const eng_graph_t *g, const bool *done, bool *keep)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
         const eng_node_t *n = &g->nodes[i];
         for (int k = 0; !done[i] && k < n->n_inputs; k++)
-            if (n->inputs[k] == v && float_only_input(n, k))
-                return true;
+            if (n->inputs[k] >= 0 && float_only_input(n, k))
+                keep[n->inputs[k]] = true;
     }
-    return false;
 }
 
 static uint16_t to_low(float x, eng_dtype_t low)
@@ -93,27 +93,6 @@ static int lower_constant(eng_graph_t *g, const eng_weight_alloc_t *wa, int v, e
     return 0;
 }
 
-/* Node n's attributes with Cast's `to` (FLOAT) set to `low`, in the pool;
- * NULL when out of memory. */
-static const eng_attr_t *cast_attrs_low(eng_graph_t *g, const eng_node_t *n, eng_dtype_t low)
-{
-    eng_attr_t *a = onnx_pool_alloc(g->pool, (size_t)n->n_attrs * sizeof *a);
-    if (!a)
-        return NULL;
-    memcpy(a, n->attrs, (size_t)n->n_attrs * sizeof *a);
-    for (int i = 0; i < n->n_attrs; i++)
-        if (strcmp(a[i].name, "to") == 0 && a[i].type == ENG_ATTR_INT &&
-            a[i].i == ENG_DT_FLOAT)
-            a[i].i = low;
-    return a;
-}
-
-static bool is_float_cast(const eng_node_t *n)
-{
-    return !n->domain[0] && strcmp(n->op_type, "Cast") == 0 &&
-           eng_attr_i(n, "to", 0) == ENG_DT_FLOAT;
-}
-
 /* The ops whose float32 result an attribute decides, with that attribute
  * and the dtype it means when absent (ENG_DT_UNDEFINED: the op's own rule,
  * left alone). */
@@ -121,6 +100,7 @@ static const struct {
     const char *op, *attr;
     eng_dtype_t absent;
 } dtype_attr_ops[] = {
+    {"Cast", "to", ENG_DT_UNDEFINED},
     {"EyeLike", "dtype", ENG_DT_UNDEFINED},
     {"RandomNormal", "dtype", ENG_DT_FLOAT},
     {"RandomUniform", "dtype", ENG_DT_FLOAT},
@@ -130,8 +110,8 @@ static const struct {
 
 /* Moves node n's float32 result to `low` where an attribute decides it:
  * ConstantOfShape's value (absent: a float32 zero) and the dtype
- * attributes of dtype_attr_ops; n's attributes are then a copy in the
- * pool. 0, or FS_ENOMEM (n as it was). */
+ * attributes of dtype_attr_ops (Cast's `to` among them); n's attributes
+ * are then a copy in the pool. 0, or FS_ENOMEM (n as it was). */
 static int float_attrs_low(eng_graph_t *g, eng_node_t *n, eng_dtype_t low)
 {
     if (n->domain[0])
@@ -270,13 +250,18 @@ int eng_lower_precision(eng_graph_t *g, eng_dtype_t low, const eng_weight_alloc_
 
     /* Constants first: each converts on its own, and a failure leaves the
      * graph consistent. */
+    bool *keep = calloc(g->n_values + 1, sizeof *keep);
+    if (!keep)
+        return fs_err(FS_ENOMEM, "out of memory lowering the graph to %s", eng_dtype_name(low));
+    mark_float_only(g, *done, keep);
     int rc = 0;
     for (size_t v = 0; v < g->n_values && rc == 0; v++) {
         eng_value_t *val = &g->values[v];
         if (val->kind == ENG_VALUE_CONST && val->constant.dtype == ENG_DT_FLOAT &&
-            val->constant.data && !val->is_output && !read_as_float_only(g, *done, (int)v))
+            val->constant.data && !val->is_output && !keep[v])
             rc = lower_constant(g, wa, (int)v, low);
     }
+    free(keep);
     if (rc != 0)
         return rc;
 
@@ -293,19 +278,14 @@ int eng_lower_precision(eng_graph_t *g, eng_dtype_t low, const eng_weight_alloc_
     memcpy(values, g->values, g->n_values * sizeof *values);
     g->values = values;
 
-    /* The body: every node's declared float32 results and Casts to float32
-     * move to the low dtype; its producers shift past the input Casts. */
+    /* The body: every node's declared float32 results and float32 results
+     * by attribute move to the low dtype; its producers shift past the
+     * input Casts. */
     memset(nodes, 0, n_in * sizeof *nodes); /* filled below; read as empty until then */
     memcpy(nodes + n_in, g->nodes, g->n_nodes * sizeof *nodes);
     memcpy(d + n_in, *done, g->n_nodes * sizeof *d);
-    for (size_t i = 0; i < g->n_nodes && rc == 0; i++) {
-        eng_node_t *n = &nodes[n_in + i];
-        if (is_float_cast(n) && !(n->attrs = cast_attrs_low(g, n, low)))
-            rc = fs_err(FS_ENOMEM, "out of memory lowering the graph to %s",
-                        eng_dtype_name(low));
-        else
-            rc = float_attrs_low(g, n, low);
-    }
+    for (size_t i = 0; i < g->n_nodes && rc == 0; i++)
+        rc = float_attrs_low(g, &nodes[n_in + i], low);
     for (size_t v = 0; v < g->n_values; v++) {
         eng_value_t *val = &g->values[v];
         if (val->producer >= 0)
