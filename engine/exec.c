@@ -316,27 +316,33 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
             goto done;
         block = alloc_batch_ptr(batch);
     }
-    /* Pinned staging only speeds the copies: without room for it under its
-     * limit, they go from pageable memory. */
-    if (p->staging && p->staging_bytes &&
-        alloc_cache_alloc(p->staging, p->staging_bytes, 0, p->staging_owner, &staging) != 0)
-        staging = NULL;
     for (size_t i = 0; i < g->n_inputs; i++)
         rs.t[g->inputs[i]].data = inputs[i].data;
     for (size_t v = 0; v < p->n_values; v++)
         if (p->values[v].storage == PV_ACT)
             rs.t[v].data = block ? (char *)block + p->values[v].offset : NULL;
 
-    /* Inputs copied into their place in the block (through staging): the
-     * plan marks them (never on a host-memory device). */
+    /* Inputs copied into their place in the block: the plan marks them
+     * (never on a host-memory device). One already pinned goes as it is;
+     * the others through the staging block, taken at the first of them.
+     * Pinned staging only speeds the copies: without room for it under
+     * its limit, they go from pageable memory. */
     size_t off = 0;
+    bool staging_tried = false;
     for (size_t v = 0; v < p->n_values && rc == 0; v++) {
         int i = p->values[v].input;
         if (i < 0)
             continue;
         size_t bytes = eng_tensor_bytes(&inputs[i]);
         const void *src = inputs[i].data;
-        if (staging && bytes && !pinned_input(p, src)) {
+        bool stage = p->staging && bytes && !pinned_input(p, src);
+        if (stage && !staging_tried) {
+            staging_tried = true;
+            if (alloc_cache_alloc(p->staging, p->staging_bytes, 0, p->staging_owner,
+                                  &staging) != 0)
+                staging = NULL;
+        }
+        if (stage && staging) {
             memcpy((char *)staging + off, src, bytes);
             src = (char *)staging + off;
         }
