@@ -292,10 +292,8 @@ static int bench_inputs_make(const eng_model_t *m, const bench_opts_t *o, alloc_
             shape.dims[d] = info.dims[d] >= 0            ? info.dims[d]
                             : d == 0 && batch >= 0 ? batch
                                                    : bench_dim_size(o, info.dim_params[d]);
-        if (rc == 0 && !(pinned && eng_tensor_bytes(&(eng_tensor_t){info.dtype, shape, NULL}) &&
-                         eng_tensor_alloc_cached(pinned, ALLOC_OWNER_SERVER, info.dtype, &shape,
-                                                 &gen[i]) == 0) &&
-            (rc = eng_tensor_alloc_host(info.dtype, &shape, &gen[i])) != 0)
+        if (rc == 0 && (rc = eng_tensor_alloc_from(pinned, ALLOC_OWNER_SERVER, info.dtype, &shape,
+                                                   &gen[i])) != 0)
             rc = fs_err(rc, "input '%s' (%s): %s", info.name, eng_dtype_name(info.dtype),
                         fs_errmsg());
         if (rc != 0) {

@@ -142,11 +142,8 @@ static const void *host_copy(const eng_plan_t *p, const run_state_t *rs,
 static int output_alloc(const eng_plan_t *p, const eng_tensor_t *src, bool from_device,
                         eng_tensor_t **out)
 {
-    if (from_device && p->staging && eng_tensor_bytes(src) &&
-        eng_tensor_alloc_cached(p->staging, ALLOC_OWNER_SERVER, src->dtype, &src->shape,
-                                out) == 0)
-        return 0;
-    return eng_tensor_alloc_host(src->dtype, &src->shape, out);
+    return eng_tensor_alloc_from(from_device ? p->staging : NULL, ALLOC_OWNER_SERVER, src->dtype,
+                                 &src->shape, out);
 }
 
 /* Copies the graph outputs (their values in t[]) into new host tensors.

@@ -259,6 +259,16 @@ int eng_tensor_alloc_cached(alloc_cache_t *cache, uint32_t owner, eng_dtype_t dt
     return 0;
 }
 
+int eng_tensor_alloc_from(alloc_cache_t *cache, uint32_t owner, eng_dtype_t dt,
+                          const eng_shape_t *shape, eng_tensor_t **out)
+{
+    eng_tensor_t probe = {.dtype = dt, .shape = *shape};
+    if (cache && eng_tensor_bytes(&probe) && eng_tensor_alloc_cached(cache, owner, dt, shape,
+                                                                     out) == 0)
+        return 0;
+    return eng_tensor_alloc_host(dt, shape, out);
+}
+
 void eng_tensor_free(eng_tensor_t *t)
 {
     if (!t)

@@ -133,6 +133,11 @@ int eng_tensor_alloc_host(eng_dtype_t dt, const eng_shape_t *shape, eng_tensor_t
  * above. */
 int eng_tensor_alloc_cached(struct alloc_cache *cache, uint32_t owner, eng_dtype_t dt,
                             const eng_shape_t *shape, eng_tensor_t **out);
+/* eng_tensor_alloc_cached when `cache` is not NULL, the tensor has bytes
+ * and the cache has room for them; else eng_tensor_alloc_host (zeroed).
+ * Errors as eng_tensor_alloc_host. */
+int eng_tensor_alloc_from(struct alloc_cache *cache, uint32_t owner, eng_dtype_t dt,
+                          const eng_shape_t *shape, eng_tensor_t **out);
 /* Frees a tensor from eng_tensor_alloc_host or eng_tensor_alloc_cached
  * (struct and data); no other tensor may be passed. NULL: no-op. */
 void eng_tensor_free(eng_tensor_t *t);

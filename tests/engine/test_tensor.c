@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "alloc/cache.h"
+#include "alloc/provider.h"
 #include "common/error.h"
 #include "engine/tensor.h"
 
@@ -245,4 +247,46 @@ Test(engine_tensor, alloc_host_rejects_what_it_cannot_size)
     s = SHAPE(INT64_MAX / 2, 4);
     cr_expect_eq(eng_tensor_alloc_host(ENG_DT_FLOAT, &s, &t), FS_ENOMEM);
     cr_expect_eq(t, (eng_tensor_t *)0x1, "*out untouched on error");
+}
+
+static int64_t cache_allocated(alloc_cache_t *c)
+{
+    alloc_cache_stats_t st;
+    alloc_cache_stats(c, &st);
+    return st.allocated.current;
+}
+
+/* eng_tensor_alloc_from takes its data from the cache when it has room and
+ * gives it back on eng_tensor_free; from malloc (zeroed) without a cache,
+ * for an empty tensor, or when the cache is at its limit. */
+Test(engine_tensor, alloc_from_a_cache_falls_back_to_the_heap)
+{
+    alloc_provider_t *host;
+    alloc_cache_t *roomy, *full;
+    alloc_cache_config_t one = {.name = "full", .max_reserved_bytes = 1};
+    cr_assert_eq(alloc_provider_host_create(&host), 0);
+    cr_assert_eq(alloc_cache_create(host, NULL, &roomy), 0);
+    cr_assert_eq(alloc_cache_create(host, &one, &full), 0);
+    eng_shape_t s = SHAPE(3, 5);
+    eng_tensor_t *a, *b, *c, *e;
+    cr_assert_eq(eng_tensor_alloc_from(roomy, 0, ENG_DT_FLOAT, &s, &a), 0, "%s", fs_errmsg());
+    cr_expect(alloc_cache_holds(roomy, a->data));
+    cr_expect_geq(cache_allocated(roomy), 60);
+    cr_assert_eq(eng_tensor_alloc_from(full, 0, ENG_DT_FLOAT, &s, &b), 0, "%s", fs_errmsg());
+    cr_expect_eq(cache_allocated(full), 0, "a full cache lent the data");
+    cr_assert_eq(eng_tensor_alloc_from(NULL, 0, ENG_DT_INT64, &s, &c), 0, "%s", fs_errmsg());
+    eng_shape_t empty = SHAPE(0, 5);
+    int64_t before = cache_allocated(roomy);
+    cr_assert_eq(eng_tensor_alloc_from(roomy, 0, ENG_DT_FLOAT, &empty, &e), 0, "%s", fs_errmsg());
+    cr_expect_eq(cache_allocated(roomy), before, "an empty tensor took a block");
+    for (int i = 0; i < 15; i++)
+        cr_expect_eq(((const float *)b->data)[i], 0.0f, "heap data is zeroed");
+    eng_tensor_free(a);
+    eng_tensor_free(b);
+    eng_tensor_free(c);
+    eng_tensor_free(e);
+    cr_expect_eq(cache_allocated(roomy), 0, "freeing gave nothing back");
+    alloc_cache_destroy(full);
+    alloc_cache_destroy(roomy);
+    alloc_provider_destroy(host);
 }
