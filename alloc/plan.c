@@ -22,8 +22,9 @@
  *      local search tries the size order with a few nearby swaps.
  *   0. With a hint (alloc_plan_build_hinted: the order the previous plan of
  *      the same graph won with), that order is placed first; if it comes
- *      as close to the bound as it did then, it is the plan and 1-6 are
- *      skipped, else it competes with them. The tensors of one graph keep
+ *      as close to the bound as it did then, or within 5% of it
+ *      (PLAN_GOOD_ENOUGH), it is the plan and 1-6 are skipped, else it
+ *      competes with them. The tensors of one graph keep
  *      their relative sizes across input shapes, so an order good for one
  *      shape is good for the next: on BERT-base it both cuts planning per
  *      new shape and carries orders that reach the bound to shapes where
@@ -36,8 +37,8 @@
  * optimal in general (the problem is NP-hard); that function gives the
  * lower bound to compare against.
  * Cost: O(n^2) per placement (O(n) scan and insertion per tensor), four
- * fixed orders, then at most about 2e7 steps of search (stopping after 32
- * tries in a row without a smaller block); O(n) scratch. */
+ * fixed orders, then at most about 2e7 steps of search (stopping after
+ * PLAN_SEARCH_PATIENCE tries in a row without a smaller block); O(n) scratch. */
 #include "alloc/plan.h"
 
 #include <stdbool.h>
