@@ -28,6 +28,16 @@ static inline void model_fixture_cache(model_fixture_t *f)
     f->model = NULL;
 }
 
+/* The cache, and f->model loaded from the ONNX bytes over it (the test
+ * fails when it does not load). */
+static inline void model_fixture_load_bytes(model_fixture_t *f, const void *bytes, size_t len)
+{
+    model_fixture_cache(f);
+    eng_model_config_t cfg = {.cache = f->cache};
+    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f->model), 0, "load: %s",
+                 fs_errmsg());
+}
+
 /* Destroys the model and checks every byte came back: nothing allocated,
  * nothing reserved once the cache is emptied. */
 static inline void model_fixture_close(model_fixture_t *f)

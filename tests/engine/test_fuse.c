@@ -191,10 +191,7 @@ static void run_and_compare(const fuse_case_t *fc)
     size_t len;
     uint8_t *bytes = mb_pack(&b, &len);
     model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_model_config_t cfg = {.cache = f.cache};
-    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
-                 fs_errmsg());
+    model_fixture_load_bytes(&f, bytes, len);
     size_t n_in = fc->bn_params_inputs ? 5 : 1;
     eng_tensor_t *in[5] = {NULL};
     eng_shape_t xs = {.rank = 4, .dims = {1, fc->c, HW, HW}}, ps = {.rank = 1, .dims = {fc->m}};
@@ -404,10 +401,7 @@ static void gelu_run_built(mb_t *b, const float *x, float *y)
     size_t len;
     uint8_t *bytes = mb_pack(b, &len);
     model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_model_config_t cfg = {.cache = f.cache};
-    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
-                 fs_errmsg());
+    model_fixture_load_bytes(&f, bytes, len);
     eng_tensor_t in = {.dtype = ENG_DT_FLOAT, .shape = {3, {2, 3, 40}}, .data = (void *)x};
     eng_tensor_t *out[3] = {NULL};
     cr_assert_eq(eng_model_run(f.model, &in, 1, out), 0, "run: %s", fs_errmsg());

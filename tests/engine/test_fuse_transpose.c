@@ -175,10 +175,7 @@ static void tied_run_peak(const tied_case_t *tc, float *y, int64_t *owner_bytes,
     size_t len;
     uint8_t *bytes = mb_pack(&b, &len);
     model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_model_config_t cfg = {.cache = f.cache};
-    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
-                 fs_errmsg());
+    model_fixture_load_bytes(&f, bytes, len);
     alloc_owner_stats_t os;
     cr_assert_eq(alloc_cache_owner_stats(f.cache, eng_model_owner(f.model), &os), 0);
     *owner_bytes = os.allocated.current;
@@ -425,10 +422,7 @@ static void batched_run(bool swap, bool *dropped, float *y)
     size_t len;
     uint8_t *bytes = mb_pack(&b, &len);
     model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_model_config_t cfg = {.cache = f.cache};
-    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
-                 fs_errmsg());
+    model_fixture_load_bytes(&f, bytes, len);
     float h[40];
     for (int i = 0; i < 40; i++)
         h[i] = h_at(i);

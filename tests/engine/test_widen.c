@@ -57,10 +57,7 @@ static void load(model_fixture_t *f, mb_t *b)
 {
     size_t len;
     uint8_t *bytes = mb_pack(b, &len);
-    model_fixture_cache(f);
-    eng_model_config_t cfg = {.cache = f->cache};
-    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f->model), 0, "load: %s",
-                 fs_errmsg());
+    model_fixture_load_bytes(f, bytes, len);
 }
 
 /* |got - want| within one unit in the last place of the half dtype (the
