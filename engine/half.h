@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/ops/ops_hd.h"
+#include "engine/tensor.h"
 
 /* A float's bits and back. Cannot fail. */
 ENG_OPS_HD static inline uint32_t eng_f32_bits(float f)
@@ -71,6 +72,18 @@ ENG_OPS_HD static inline uint16_t eng_float_to_bf16(float f)
     const uint32_t u = eng_f32_bits(f), r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     /* NaN stays a quiet NaN */
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+}
+
+/* The same by dtype: ENG_DT_FLOAT16, else bfloat16 (callers have checked
+ * dt is one of the two). */
+ENG_OPS_HD static inline uint16_t eng_float_to_half_dt(eng_dtype_t dt, float f)
+{
+    return dt == ENG_DT_FLOAT16 ? eng_float_to_half(f) : eng_float_to_bf16(f);
+}
+
+ENG_OPS_HD static inline float eng_half_dt_to_float(eng_dtype_t dt, uint16_t h)
+{
+    return dt == ENG_DT_FLOAT16 ? eng_half_to_float(h) : eng_bf16_to_float(h);
 }
 
 #endif

@@ -69,7 +69,7 @@ static uint16_t to_low(float x, eng_dtype_t low)
     const float max = low == ENG_DT_FLOAT16 ? 65504.0f : 3.38953139e38f;
     if (isfinite(x))
         x = x > max ? max : x < -max ? -max : x;
-    return low == ENG_DT_FLOAT16 ? eng_float_to_half(x) : eng_float_to_bf16(x);
+    return eng_float_to_half_dt(low, x);
 }
 
 /* Constant v's data in the low dtype, in `wa` memory, its float32 data

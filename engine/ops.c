@@ -102,7 +102,7 @@ static float *host_widen(const eng_tensor_t *t)
     float *f = malloc(n > 0 ? (size_t)n * sizeof *f : sizeof *f);
     const uint16_t *h = t->data;
     for (int64_t i = 0; f && i < n; i++)
-        f[i] = t->dtype == ENG_DT_FLOAT16 ? eng_half_to_float(h[i]) : eng_bf16_to_float(h[i]);
+        f[i] = eng_half_dt_to_float(t->dtype, h[i]);
     return f;
 }
 

@@ -475,8 +475,7 @@ static int dropout_run(eng_op_ctx_t *c)
         return 0;
     case ENG_DT_FLOAT16:
     case ENG_DT_BFLOAT16: {
-        const uint16_t one = mask->dtype == ENG_DT_FLOAT16 ? eng_float_to_half(1.0f)
-                                                           : eng_float_to_bf16(1.0f);
+        const uint16_t one = eng_float_to_half_dt(mask->dtype, 1.0f);
         for (int64_t i = 0; i < n; i++)
             ((uint16_t *)mask->data)[i] = one;
         return 0;

@@ -537,7 +537,7 @@ int dropout_run(eng_op_ctx_t *c)
     case ENG_DT_BFLOAT16:
         fill_kernel<uint16_t><<<blocks, ENG_CUDA_THREADS, 0, s>>>(
             (uint16_t *)mask->data, n,
-            mask->dtype == ENG_DT_FLOAT16 ? eng_float_to_half(1.0f) : eng_float_to_bf16(1.0f));
+            eng_float_to_half_dt(mask->dtype, 1.0f));
         break;
     default:
         fill_kernel<double><<<blocks, ENG_CUDA_THREADS, 0, s>>>((double *)mask->data, n, 1.0);

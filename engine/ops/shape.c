@@ -916,7 +916,7 @@ static int scalar_from_double(const eng_op_ctx_t *c, eng_dtype_t dt, double v, v
     }
     case ENG_DT_FLOAT16:
     case ENG_DT_BFLOAT16: {
-        uint16_t t = dt == ENG_DT_FLOAT16 ? eng_float_to_half((float)v) : eng_float_to_bf16((float)v);
+        uint16_t t = eng_float_to_half_dt(dt, (float)v);
         memcpy(out, &t, sizeof t);
         return 0;
     }

@@ -87,19 +87,9 @@ static eng_graph_t *lowered(eng_dtype_t low, bool **done)
     return g;
 }
 
-static uint16_t to_low(eng_dtype_t dt, float v)
-{
-    return dt == ENG_DT_FLOAT16 ? eng_float_to_half(v) : eng_float_to_bf16(v);
-}
-
-static float from_low(eng_dtype_t dt, uint16_t h)
-{
-    return dt == ENG_DT_FLOAT16 ? eng_half_to_float(h) : eng_bf16_to_float(h);
-}
-
 static float round_low(eng_dtype_t dt, float v)
 {
-    return from_low(dt, to_low(dt, v));
+    return eng_half_dt_to_float(dt, eng_float_to_half_dt(dt, v));
 }
 
 static void rewrite_shape(eng_dtype_t low)
@@ -139,8 +129,8 @@ static void rewrite_shape(eng_dtype_t low)
     cr_expect_eq(b->dtype, low);
     cr_expect_eq(s->dtype, ENG_DT_FLOAT, "Upsample's scales lowered");
     for (int i = 0; i < 12; i++)
-        cr_expect_eq(((const uint16_t *)w->data)[i], to_low(low, W[i]), "W[%d]", i);
-    float b1 = from_low(low, ((const uint16_t *)b->data)[1]);
+        cr_expect_eq(((const uint16_t *)w->data)[i], eng_float_to_half_dt(low, W[i]), "W[%d]", i);
+    float b1 = eng_half_dt_to_float(low, ((const uint16_t *)b->data)[1]);
     cr_expect(isfinite(b1) && b1 < -6e4f, "B[1] is %g, want the dtype's lowest finite", b1);
     eng_graph_destroy(g);
     free(done);
@@ -175,9 +165,8 @@ static void lowered_run(eng_dtype_t low)
             float h = 0;
             for (int k = 0; k < 3; k++)
                 h += round_low(low, x[r * 3 + k]) * round_low(low, W[k * 4 + c]);
-            float bias = c == 1 ? from_low(low, to_low(low, low == ENG_DT_FLOAT16 ? -65504.0f
-                                                                              : -3.38953139e38f))
-                                : round_low(low, B[c]);
+            float lowest = low == ENG_DT_FLOAT16 ? -65504.0f : -3.38953139e38f;
+            float bias = round_low(low, c == 1 ? lowest : B[c]);
             float y = round_low(low, round_low(low, h) + bias);
             float z = round_low(low, y * (float)idx[r * 4 + c]);
             float gy = ((const float *)out[0]->data)[r * 4 + c];

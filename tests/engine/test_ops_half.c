@@ -21,16 +21,6 @@
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_IN 3
 
-static uint16_t to_half(eng_dtype_t dt, float f)
-{
-    return dt == ENG_DT_FLOAT16 ? eng_float_to_half(f) : eng_float_to_bf16(f);
-}
-
-static float from_half(eng_dtype_t dt, uint16_t h)
-{
-    return dt == ENG_DT_FLOAT16 ? eng_half_to_float(h) : eng_bf16_to_float(h);
-}
-
 /* Element i of input k: the special values first, then a spread over
  * [-6, 6) in steps the half types hold, shifted per input so that pairs
  * differ, tie and cross. */
@@ -69,8 +59,8 @@ static void expect_rounded_float(eng_dtype_t dt, const char *op, int opset,
         fdata[k] = malloc((size_t)(n ? n : 1) * sizeof(float));
         hdata[k] = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
         for (int64_t i = 0; i < n; i++) {
-            hdata[k][i] = to_half(dt, in[k].given ? in[k].given[i] : value_at(k, i));
-            fdata[k][i] = from_half(dt, hdata[k][i]);
+            hdata[k][i] = eng_float_to_half_dt(dt, in[k].given ? in[k].given[i] : value_at(k, i));
+            fdata[k][i] = eng_half_dt_to_float(dt, hdata[k][i]);
         }
         ft[k] = (eng_tensor_t){.dtype = ENG_DT_FLOAT, .shape = in[k].shape, .data = fdata[k]};
         ht[k] = (eng_tensor_t){.dtype = dt, .shape = in[k].shape, .data = hdata[k]};
@@ -102,10 +92,11 @@ static void expect_rounded_float(eng_dtype_t dt, const char *op, int opset,
             continue;
         }
         const float yf = ((const float *)cf.outs[0].data)[i];
-        const uint16_t got = ((const uint16_t *)ch.outs[0].data)[i], want = to_half(dt, yf);
+        const uint16_t got = ((const uint16_t *)ch.outs[0].data)[i];
+        const uint16_t want = eng_float_to_half_dt(dt, yf);
         bad += got != want;
         cr_expect_eq(got, want, "%s %s [%lld]: %#06x (%g), float %g rounds to %#06x", op,
-                     eng_dtype_name(dt), (long long)i, got, (double)from_half(dt, got),
+                     eng_dtype_name(dt), (long long)i, got, (double)eng_half_dt_to_float(dt, got),
                      (double)yf, want);
     }
     call_free(&cf);
@@ -198,7 +189,8 @@ Test(engine_ops_half, dropout_passes_half_through_with_a_mask_of_ones)
     static const float v[] = {1.5f, -2.0f, NAN};
     for (size_t d = 0; d < N_OF(halves); d++) {
         const eng_dtype_t dt = halves[d];
-        const uint16_t x[] = {to_half(dt, v[0]), to_half(dt, v[1]), to_half(dt, v[2])};
+        const uint16_t x[] = {eng_float_to_half_dt(dt, v[0]), eng_float_to_half_dt(dt, v[1]),
+                              eng_float_to_half_dt(dt, v[2])};
         eng_tensor_t t = tensor(dt, x, 1, (int64_t[]){3});
         const eng_tensor_t *ins[] = {&t};
         call_t c;
@@ -207,7 +199,7 @@ Test(engine_ops_half, dropout_passes_half_through_with_a_mask_of_ones)
         cr_assert_eq(call_run(&c), 0, "%s", fs_errmsg());
         cr_expect_eq(memcmp(c.outs[0].data, x, sizeof x), 0);
         for (int i = 0; i < 3; i++)
-            cr_expect_eq(((const uint16_t *)c.outs[1].data)[i], to_half(dt, 1.0f));
+            cr_expect_eq(((const uint16_t *)c.outs[1].data)[i], eng_float_to_half_dt(dt, 1.0f));
         call_free(&c);
     }
 }

@@ -19,16 +19,6 @@
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_IN 5
 
-static uint16_t to_half(eng_dtype_t dt, float v)
-{
-    return dt == ENG_DT_FLOAT16 ? eng_float_to_half(v) : eng_float_to_bf16(v);
-}
-
-static float from_half(eng_dtype_t dt, uint16_t h)
-{
-    return dt == ENG_DT_FLOAT16 ? eng_half_to_float(h) : eng_bf16_to_float(h);
-}
-
 /* One case: an op over inputs of the given shapes (rank 0 with dims[0]
  * == -1: absent), the ones flagged `pos` positive (variances). */
 typedef struct half_case {
@@ -62,8 +52,8 @@ static void check_case(const half_case_t *hc, eng_dtype_t dt)
             seed = seed * 1103515245u + 12345u;
             float u = (float)((seed >> 8) & 0xffff) / 65536.0f; /* [0, 1) */
             float v = hc->pos[i] ? 0.1f + 3.0f * u : 4.0f * u - 2.0f;
-            hv[i][k] = to_half(dt, v);
-            fv[i][k] = from_half(dt, hv[i][k]);
+            hv[i][k] = eng_float_to_half_dt(dt, v);
+            fv[i][k] = eng_half_dt_to_float(dt, hv[i][k]);
         }
         ft[i] = (eng_tensor_t){.dtype = ENG_DT_FLOAT, .shape = *s, .data = fv[i]};
         ht[i] = (eng_tensor_t){.dtype = dt, .shape = *s, .data = hv[i]};
@@ -98,7 +88,7 @@ static void check_case(const half_case_t *hc, eng_dtype_t dt)
         for (int64_t k = 0; k < n; k++) {
             uint32_t want, got;
             if (half_out) {
-                want = to_half(dt, fy[k]);
+                want = eng_float_to_half_dt(dt, fy[k]);
                 got = ((const uint16_t *)h->data)[k];
             } else {
                 memcpy(&want, &fy[k], sizeof want);

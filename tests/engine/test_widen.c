@@ -22,12 +22,12 @@
 
 static uint16_t to_half(eng_dtype_t dt, double v)
 {
-    return dt == ENG_DT_FLOAT16 ? eng_float_to_half((float)v) : eng_float_to_bf16((float)v);
+    return eng_float_to_half_dt(dt, (float)v);
 }
 
 static double from_half(eng_dtype_t dt, uint16_t h)
 {
-    return dt == ENG_DT_FLOAT16 ? eng_half_to_float(h) : eng_bf16_to_float(h);
+    return eng_half_dt_to_float(dt, h);
 }
 
 /* Rounds v to the half dtype, as each widened op rounds its results. */
