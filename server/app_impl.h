@@ -33,6 +33,10 @@ extern const unsigned srv_counted_codes[SRV_N_CODES];
 typedef struct srv_http_thread {
     _Alignas(64) _Atomic(struct srv_req *) done; /* a stack through srv_req.done_next */
     const srv_app_t *app;         /* the app whose daemon runs the thread */
+    /* Written by the owning thread alone (relaxed), read by /metrics; on a
+     * line of their own, away from the pushes. */
+    _Alignas(64) atomic_uint_fast64_t n_resumed; /* requests taken off the list */
+    atomic_uint_fast64_t n_wakeups;              /* of them, resumed by their completer */
 } srv_http_thread_t;
 
 struct srv_app {

@@ -268,10 +268,19 @@ static void thread_resume_done(srv_http_thread_t *t)
 {
     if (!t)
         return;
-    for (srv_req_t *r = srv_http_thread_take(t), *next; r; r = next) {
+    uint64_t n = 0, wakeups = 0;
+    for (srv_req_t *r = srv_http_thread_take(t), *next; r; r = next, n++) {
         next = r->done_next; /* r may be answered once resumed, by this thread only */
-        if (!r->wakes_self)
+        if (r->wakes_self)
+            wakeups++;
+        else
             MHD_resume_connection(r->conn);
+    }
+    if (n) {
+        atomic_store_explicit(&t->n_resumed, atomic_load_explicit(&t->n_resumed,
+                              memory_order_relaxed) + n, memory_order_relaxed);
+        atomic_store_explicit(&t->n_wakeups, atomic_load_explicit(&t->n_wakeups,
+                              memory_order_relaxed) + wakeups, memory_order_relaxed);
     }
 }
 
@@ -513,6 +522,8 @@ int srv_http_start(srv_app_t *app)
     for (unsigned i = 0; i < app->n_http_threads; i++) {
         atomic_init(&app->http_threads[i].done, NULL);
         app->http_threads[i].app = app;
+        atomic_init(&app->http_threads[i].n_resumed, 0);
+        atomic_init(&app->http_threads[i].n_wakeups, 0);
     }
     atomic_init(&app->http_threads_claimed, 0);
     app->daemon = MHD_start_daemon(
