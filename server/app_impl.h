@@ -26,6 +26,19 @@
 #define SRV_N_CODES 12
 extern const unsigned srv_counted_codes[SRV_N_CODES];
 
+/* One HTTP thread's completed requests whose connections wait to be
+ * resumed (http.c has the scheme). Completing threads push; the thread that
+ * owns the connections takes the whole list at once. Alone on its cache
+ * line: every completion for the thread writes it. */
+typedef struct srv_http_thread {
+    _Alignas(64) _Atomic(struct srv_req *) done; /* a stack through srv_req.done_next */
+    const srv_app_t *app;         /* the app whose daemon runs the thread */
+    /* Written by the owning thread alone (relaxed), read by /metrics; on a
+     * line of their own, away from the pushes. */
+    _Alignas(64) atomic_uint_fast64_t n_resumed; /* requests taken off the list */
+    atomic_uint_fast64_t n_wakeups;              /* of them, resumed by their completer */
+} srv_http_thread_t;
+
 struct srv_app {
     /* The effective configuration. cfg_lock guards it against SIGHUP while
      * the registry's options callback and the handlers read it. */
@@ -43,6 +56,9 @@ struct srv_app {
 
     struct MHD_Daemon *daemon;
     uint16_t port;
+    srv_http_thread_t *http_threads; /* one per MHD polling thread (http.c), claimed in turn */
+    unsigned n_http_threads;
+    atomic_uint http_threads_claimed;
     atomic_bool ready;            /* /v2/health/ready */
     atomic_bool draining;         /* SIGTERM: answer with Connection: close */
     pthread_mutex_t flight_lock;
@@ -126,6 +142,11 @@ typedef struct srv_req {
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
     uint64_t start_ns;
     atomic_int state;             /* srv_req_state_t (infer.c) */
+    /* The HTTP thread serving the connection (NULL: resumed one by one),
+     * and the request's place on its list of completions (http.c). */
+    srv_http_thread_t *thread;
+    struct srv_req *done_next;
+    bool wakes_self;              /* its completer resumes it: it was pushed on an empty list */
     void (*finish)(struct srv_req *r); /* answers once complete (set at SRV_EV_SUBMIT) */
     srv_infer_job_t infer;
     /* A load's or unload's (admin.c), NULL for any other request: kept
@@ -158,6 +179,19 @@ void srv_http_quiesce(srv_app_t *app);
 int srv_http_wait_idle(srv_app_t *app, uint64_t deadline_ns);
 /* Stops the daemon; only when no request is suspended. */
 void srv_http_stop(srv_app_t *app);
+/* The completing thread, for a request whose connection is suspended and
+ * whose state has just become RESUMED: has the connection resumed, in a
+ * batch with the HTTP thread's other completions (one wake-up of that
+ * thread for all). r may be gone after. Cannot fail. */
+void srv_http_resume(srv_req_t *r);
+/* The list's two moves, apart from MHD so that tests can drive them.
+ * Push: r (borrowed; its state RESUMED, its connection suspended) goes on
+ * t's list; returns true when the list was empty (r->wakes_self: the
+ * caller resumes r itself). Take: the whole list, newest first through
+ * done_next, leaving it empty (NULL: it was). Any thread may push while
+ * another takes. Neither can fail. */
+bool srv_http_thread_push(srv_http_thread_t *t, srv_req_t *r);
+srv_req_t *srv_http_thread_take(srv_http_thread_t *t);
 
 /* Responses, from the request's HTTP thread. Each queues the response on
  * the request's connection and counts its status; the body is copied or,

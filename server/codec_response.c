@@ -12,7 +12,6 @@
  * through srv_buf_json_string (buf.c), the server's one JSON escaper. */
 #include "server/codec.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,8 +120,11 @@ static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, b
     if (numel > 0 && !t->data)
         return fs_err(FS_EINVAL, "output '%s' has no data", name);
     int rc;
+    /* Appends rather than srv_buf_printf, here and for the version: a
+     * printf costs as much as the rest of a small answer. */
     if ((rc = srv_buf_puts(b, "{\"name\":")) || (rc = srv_buf_json_string(b, name)) ||
-        (rc = srv_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[", dt)) ||
+        (rc = srv_buf_puts(b, ",\"datatype\":\"")) || (rc = srv_buf_puts(b, dt)) ||
+        (rc = srv_buf_puts(b, "\",\"shape\":[")) ||
         (rc = srv_buf_reserve(b, (size_t)ENG_MAX_RANK * ELEMENT_MAX + 64)))
         return rc;
     for (int d = 0; d < t->shape.rank; d++) {
@@ -175,8 +177,13 @@ static int response_json(const eng_model_t *m, const char *model_name, int64_t v
         return rc;
     if ((rc = srv_buf_puts(out, "\"model_name\":")) || (rc = srv_buf_json_string(out, model_name)))
         return rc;
-    if (version >= 0 && (rc = srv_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", version)))
-        return rc;
+    if (version >= 0) {
+        if ((rc = srv_buf_puts(out, ",\"model_version\":\"")) ||
+            (rc = srv_buf_reserve(out, ELEMENT_MAX + 1)))
+            return rc;
+        out->len += fmt_i64(out->data + out->len, version);
+        BUF_PUT_LIT(out, "\"");
+    }
     if ((rc = srv_buf_puts(out, ",\"outputs\":[")))
         return rc;
     size_t count = r->n_outputs ? r->n_outputs : eng_model_n_outputs(m);

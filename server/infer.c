@@ -29,9 +29,11 @@
  * so the move publishes the result. Exactly one thread resumes, and only a
  * connection that is suspended: the HTTP thread suspends *before* it
  * publishes SUSPENDED, and whoever sees the other's move first (COMPLETE
- * finding SUSPENDED, or SUSPEND finding DONE_EARLY) resumes. After
- * COMPLETE the completing thread must not touch r (the HTTP thread may
- * answer and free it), so it reads r->conn first.
+ * finding SUSPENDED, or SUSPEND finding DONE_EARLY) resumes. COMPLETE
+ * finding SUSPENDED hands r to srv_http_resume (http.c), which resumes
+ * the thread's completions in batches, one wake-up for many. After
+ * COMPLETE finding SUBMITTING the completing thread must not touch r (the
+ * HTTP thread may answer and free it).
  *
  * When a batch can start at once, eng_served_submit_run runs it on this
  * HTTP thread (its own request, and whatever queued with it): COMPLETE
@@ -111,9 +113,12 @@ void srv_req_refused(srv_req_t *r)
 
 void srv_req_complete(srv_req_t *r)
 {
-    struct MHD_Connection *conn = r->conn; /* r may be freed once we move */
+    /* From SUSPENDED, r lives on until its connection is resumed, which
+     * srv_http_resume arranges (batched with the HTTP thread's other
+     * completions); from SUBMITTING the HTTP thread may answer and free r
+     * at once, so it is not touched again. */
     if (req_move(r, SRV_EV_COMPLETE) == SRV_REQ_SUSPENDED)
-        MHD_resume_connection(conn);
+        srv_http_resume(r);
 }
 
 static void req_finish(srv_req_t *r)
