@@ -135,7 +135,8 @@ typedef struct srv_req {
     struct MHD_Connection *conn;
     const char *url;              /* MHD's, valid for the request */
     const char *method;
-    srv_buf_t body;
+    srv_buf_t body;               /* the body from body.data + body_skip (srv_req_body) */
+    size_t body_skip;             /* bytes before the body: a binary section starts 64-aligned */
     bool too_large;               /* the body is past server.max_body: dropped, 413 */
     size_t unheld_bytes;          /* the body's length when it could not be held: dropped, 507 */
     bool dispatched;
@@ -155,6 +156,16 @@ typedef struct srv_req {
      * each time). Freed with the request. */
     srv_admin_job_t *admin;
 } srv_req_t;
+
+/* The request's body as the client sent it (after body_skip). */
+static inline const char *srv_req_body(const srv_req_t *r)
+{
+    return r->body.data ? r->body.data + r->body_skip : "";
+}
+static inline size_t srv_req_body_len(const srv_req_t *r)
+{
+    return r->body.len - r->body_skip;
+}
 
 /* The path's arguments for a route's handler. */
 typedef struct srv_route_args {
@@ -201,6 +212,13 @@ void srv_respond(srv_req_t *r, unsigned status, const char *content_type, char *
 /* The same with one more header (`header` NULL: none). */
 void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
                         size_t len, bool take, const char *header, const char *value);
+/* A 200 whose body is the n buffers of iov in order, sent from where they
+ * lie (no copy); release(cls) runs once the response is done with them
+ * (sent, the client gone, or the response not made). One header more as
+ * srv_respond_header. */
+void srv_respond_parts(srv_req_t *r, const char *content_type, const struct MHD_IoVec *iov,
+                       unsigned n, void (*release)(void *cls), void *cls, const char *header,
+                       const char *value);
 /* {"error": "..."} with the status. Adds Retry-After: 1 to 503. */
 void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

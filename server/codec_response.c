@@ -206,9 +206,9 @@ static int response_json(const eng_model_t *m, const char *model_name, int64_t v
  * kept, so one buffer serves request after request; on error it is left
  * empty. model_name NULL: the model's own name; version < 0: no
  * "model_version". */
-int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int64_t version,
-                              const srv_infer_request_t *r, eng_tensor_t *const *outputs,
-                              size_t n, srv_buf_t *out, size_t *json_len)
+static int response_encode(const eng_model_t *m, const char *model_name, int64_t version,
+                           const srv_infer_request_t *r, eng_tensor_t *const *outputs, size_t n,
+                           bool binary_too, srv_buf_t *out, size_t *json_len)
 {
     out->len = 0;
     if (n != eng_model_n_outputs(m))
@@ -219,7 +219,7 @@ int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int6
     if (rc)
         goto fail;
     *json_len = out->len;
-    size_t count = r->n_outputs ? r->n_outputs : n;
+    size_t count = binary_too ? (r->n_outputs ? r->n_outputs : n) : 0;
     for (size_t p = 0; p < count; p++) {
         size_t k = 0;
         bool binary = false;
@@ -232,4 +232,32 @@ int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int6
 fail:
     out->len = 0;
     return rc;
+}
+
+int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int64_t version,
+                              const srv_infer_request_t *r, eng_tensor_t *const *outputs,
+                              size_t n, srv_buf_t *out, size_t *json_len)
+{
+    return response_encode(m, model_name, version, r, outputs, n, true, out, json_len);
+}
+
+int srv_infer_response_encode_json(const eng_model_t *m, const char *model_name, int64_t version,
+                                   const srv_infer_request_t *r, eng_tensor_t *const *outputs,
+                                   size_t n, srv_buf_t *out)
+{
+    size_t json_len = 0;
+    return response_encode(m, model_name, version, r, outputs, n, false, out, &json_len);
+}
+
+size_t srv_infer_response_binary(const eng_model_t *m, const srv_infer_request_t *r, size_t n,
+                                 size_t *idx)
+{
+    size_t count = r->n_outputs ? r->n_outputs : n, found = 0;
+    for (size_t p = 0; p < count; p++) {
+        size_t k = 0;
+        bool binary = false;
+        if (response_pick(m, r, p, &k, &binary) == 0 && binary)
+            idx[found++] = k;
+    }
+    return found;
 }

@@ -110,18 +110,11 @@ void srv_respond(srv_req_t *r, unsigned status, const char *content_type, char *
     srv_respond_header(r, status, content_type, body, len, take, NULL, NULL);
 }
 
-void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
-                        size_t len, bool take, const char *header, const char *value)
+/* Queues `resp` (headers added) on the request's connection and counts
+ * its status; the request's reference to it is dropped. */
+static void respond_with(srv_req_t *r, unsigned status, struct MHD_Response *resp,
+                         const char *content_type, const char *header, const char *value)
 {
-    struct MHD_Response *resp =
-        take ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
-             : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
-    if (!resp) {
-        if (take)
-            free(body);
-        FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
-        return;
-    }
     if (content_type)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 503)
@@ -136,6 +129,34 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
         FS_LOG_W("http", "%s %s: the response could not be queued", r->method, r->url);
     MHD_destroy_response(resp);
     count_status(r->app, status);
+}
+
+void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
+                        size_t len, bool take, const char *header, const char *value)
+{
+    struct MHD_Response *resp =
+        take ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) {
+        if (take)
+            free(body);
+        FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
+        return;
+    }
+    respond_with(r, status, resp, content_type, header, value);
+}
+
+void srv_respond_parts(srv_req_t *r, const char *content_type, const struct MHD_IoVec *iov,
+                       unsigned n, void (*release)(void *cls), void *cls, const char *header,
+                       const char *value)
+{
+    struct MHD_Response *resp = MHD_create_response_from_iovec(iov, n, release, cls);
+    if (!resp) {
+        release(cls);
+        FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
+        return;
+    }
+    respond_with(r, 200, resp, content_type, header, value);
 }
 
 /* {"error": msg}; a body that cannot be built for want of memory becomes
@@ -333,6 +354,42 @@ static void respond_too_large(srv_req_t *r, const char *content_length)
                           max);
 }
 
+/* Room for the whole body at its first bytes, when its Content-Length is
+ * known (already checked against server.max_body): one allocation rather
+ * than a doubling chain, and when the body carries Triton's binary
+ * section (Inference-Header-Content-Length), body_skip bytes in front so
+ * that the section starts 64-byte aligned. The codec then lends an
+ * input's bytes to the engine where they lie, with no copy
+ * (srv_infer_request_parse). A length that does not parse reserves
+ * nothing: the body grows as it comes. 0, or FS_ENOMEM. */
+static int body_reserve(srv_req_t *r)
+{
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *hl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Inference-Header-Content-Length");
+    char *end = NULL;
+    errno = 0;
+    unsigned long long len = cl && *cl >= '0' && *cl <= '9' ? strtoull(cl, &end, 10) : 0;
+    if (!len || errno || *end || len > r->app->cfg.server.max_body_bytes)
+        return 0;
+    unsigned long long at = 0;
+    if (hl && *hl >= '0' && *hl <= '9') {
+        errno = 0;
+        at = strtoull(hl, &end, 10);
+        if (errno || *end || at >= len)
+            at = 0;
+    }
+    enum { ALIGN = 64 };
+    int rc = srv_buf_reserve(&r->body, (size_t)len + (at ? ALIGN : 0));
+    if (rc || !at)
+        return rc;
+    size_t skip = (ALIGN - ((uintptr_t)r->body.data + at) % ALIGN) % ALIGN;
+    memset(r->body.data, 0, skip);
+    r->body.len = r->body_skip = skip;
+    return 0;
+}
+
 static enum MHD_Result on_request(srv_app_t *app, srv_http_thread_t *self,
                                   struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *upload_data,
@@ -381,11 +438,12 @@ static enum MHD_Result on_request(srv_app_t *app, srv_http_thread_t *self,
         *upload_data_size = 0;
         if (r->dispatched || r->too_large || r->unheld_bytes)
             return MHD_YES; /* a refused body is read and dropped */
-        if (r->body.len + n > app->cfg.server.max_body_bytes) {
+        if (srv_req_body_len(r) + n > app->cfg.server.max_body_bytes) {
             r->too_large = true;
             srv_buf_free(&r->body);
-        } else if (srv_buf_append(&r->body, upload_data, n) != 0) {
-            r->unheld_bytes = r->body.len + n;
+        } else if ((!r->body.cap && body_reserve(r) != 0) ||
+                   srv_buf_append(&r->body, upload_data, n) != 0) {
+            r->unheld_bytes = srv_req_body_len(r) + n;
             srv_buf_free(&r->body);
         }
         return MHD_YES;
