@@ -10,8 +10,9 @@
  * Regions. Walking the nodes in order, a live default-domain node joins
  * the region when it is
  *  - a Conv with a constant rank-4 W of host data, 2 or 3 inputs, one
- *    output, and not depthwise-like (C/group == 1 with group > 1: those
- *    stay NCHW, where a direct kernel computes them);
+ *    output, and not a channel multiplier (C/group == 1 with M != group >
+ *    1: the GEMM per group would have one column; a depthwise Conv, M ==
+ *    group, has a direct channels-last kernel);
  *  - an element-wise unary op (Relu, Clip, Sigmoid, ...) whose input 0 is
  *    a region value and whose other inputs (Clip's bounds) are not;
  *  - Add, Sub, Mul or Div of two region values (both rank 4: a broadcast
@@ -111,7 +112,7 @@ static bool conv_joins(const layout_t *L, const eng_node_t *n)
     if (w->kind != ENG_VALUE_CONST || !w->constant.data || w->constant.shape.rank != 4)
         return false;
     int64_t group = eng_attr_i(n, "group", 1);
-    return !(w->constant.shape.dims[1] == 1 && group > 1);
+    return !(w->constant.shape.dims[1] == 1 && group > 1 && w->constant.shape.dims[0] != group);
 }
 
 /* Whether node n (not a Conv) may join: its layout-bearing inputs region

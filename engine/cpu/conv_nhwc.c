@@ -15,6 +15,11 @@
  * start value, then one fma per k in order), then the ReLU. Chunks of
  * rows keep the column matrix near NHWC_COL_CHUNK_BYTES.
  *
+ * A depthwise Conv (one input and one output channel per group) sums
+ * directly instead, position by position with the channels innermost: the
+ * bias, each tap inside X in (kd, kh, kw) order (as the NCHW kernel sums
+ * them), then the residual and the ReLU.
+ *
  * Threads: im2col and the start/ReLU passes split over rows, the GEMMs
  * over their output; each element's arithmetic is the same whatever the
  * thread count or chunk, so the results are too. Float16/bfloat16 run
@@ -32,7 +37,7 @@
 /* One chunk's operands for the row passes. */
 typedef struct nhwc_job {
     const eng_nn_geom_t *g;
-    const float *x, *bias, *res;
+    const float *x, *w, *bias, *res;  /* w: a depthwise Conv's [C, taps] */
     float *y, *col;
     int64_t row0;        /* the chunk's first output row */
     bool relu;
@@ -113,8 +118,49 @@ static int64_t nhwc_chunk_rows(const eng_nn_geom_t *g, int64_t rows)
     return n < 1 ? 1 : n > rows ? rows : n;
 }
 
+/* Depthwise rows [begin, end) of the whole output (see the file header).
+ * W is [C, taps]. Cannot fail. */
+static void nhwc_depthwise_rows(void *arg, int64_t begin, int64_t end)
+{
+    const nhwc_job_t *j = arg;
+    const eng_nn_geom_t *g = j->g;
+    const float *w = j->w;
+    int64_t ch = g->in_channels, in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
+    int64_t taps = eng_nn_prod(g->kernel);
+    const int64_t *d = g->dilation;
+    for (int64_t row = begin; row < end; row++) {
+        int64_t n = row / out_sz, q = row % out_sz;
+        int64_t o[ENG_NN_DIMS] = {q / (g->out[1] * g->out[2]), q / g->out[2] % g->out[1],
+                                  q % g->out[2]};
+        eng_nn_window_t win[ENG_NN_DIMS];
+        for (int i = 0; i < ENG_NN_DIMS; i++)
+            win[i] = eng_nn_window_at(g, i, o[i], 0, g->in[i]);
+        float *y = j->y + row * ch;
+        for (int64_t c = 0; c < ch; c++)
+            y[c] = j->bias ? j->bias[c] : 0.0f;
+        for (int64_t kd = win[0].k_begin; kd < win[0].k_end; kd++)
+            for (int64_t kh = win[1].k_begin; kh < win[1].k_end; kh++)
+                for (int64_t kw = win[2].k_begin; kw < win[2].k_end; kw++) {
+                    int64_t t = (kd * g->kernel[1] + kh) * g->kernel[2] + kw;
+                    const float *x =
+                        j->x + (n * in_sz + ((win[0].start + kd * d[0]) * g->in[1] +
+                                             win[1].start + kh * d[1]) * g->in[2] +
+                                win[2].start + kw * d[2]) * ch;
+                    for (int64_t c = 0; c < ch; c++)
+                        y[c] += w[c * taps + t] * x[c];
+                }
+        const float *res = j->res ? j->res + row * ch : NULL;
+        for (int64_t c = 0; res && c < ch; c++)
+            y[c] += res[c];
+        for (int64_t c = 0; j->relu && c < ch; c++)
+            y[c] = y[c] < 0.0f ? 0.0f : y[c];
+    }
+}
+
 size_t eng_cpu_conv_nhwc_scratch_bytes(const eng_nn_geom_t *g)
 {
+    if (eng_nn_conv_is_depthwise(g))
+        return 0;
     int64_t rows = g->batch * eng_nn_prod(g->out), chunk = nhwc_chunk_rows(g, rows);
     int64_t taps = eng_nn_prod(g->kernel), cg = g->in_channels / g->group;
     size_t col = eng_nn_conv_is_pointwise(g)
@@ -137,6 +183,13 @@ int eng_cpu_conv_nhwc_run(eng_op_ctx_t *c, const eng_nn_geom_t *g)
     size_t col_bytes = pointwise ? 0 : (size_t)(chunk * taps * g->in_channels) * sizeof(float);
     if (rows == 0 || m == 0)
         return 0;
+    if (eng_nn_conv_is_depthwise(g)) {
+        nhwc_job_t dj = {.g = g, .x = x, .w = w, .bias = bias, .res = res, .y = y,
+                         .relu = node->conv_relu};
+        eng_parallel_for(c->n_threads, rows, eng_parallel_grain(m * taps), nhwc_depthwise_rows,
+                         &dj);
+        return 0;
+    }
     if (c->scratch_bytes < col_bytes)
         return eng_op_scratch_err(c, col_bytes);
     bool empty_x = eng_shape_numel(&c->inputs[0]->shape) == 0;

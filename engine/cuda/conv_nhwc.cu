@@ -18,7 +18,11 @@
  * element-wise pass y = relu?(y + B[m] + R) in float, rounded once more;
  * a GEMM with those epilogues (cuBLASLt) can replace its body alone.
  * Chunks keep the column matrix within NHWC_COL_CHUNK_BYTES (at least one
- * row). X, W, B, R and Y share one dtype: float, float16 or bfloat16. */
+ * row). A depthwise Conv (one input and one output channel per group) is a
+ * direct kernel instead, one thread per output with the channels
+ * innermost (neighbouring threads read neighbouring channels): the bias,
+ * the taps inside X in (kd, kh, kw) order, the residual, the ReLU, in
+ * float, rounded once. X, W, B, R and Y share one dtype: float, float16 or bfloat16. */
 #include <string.h>
 
 #include <cuda_bf16.h>
@@ -190,6 +194,57 @@ static int conv_gemm_epilogue(const eng_op_ctx_t *c, const conv_gemm_t *p)
     });
 }
 
+/* Depthwise, one thread per output i of Y [rows, C]: channel i % C of
+ * output position i / C (W [C, taps]). */
+template <bool Small, typename T>
+static __global__ void nhwc_depthwise_kernel(const T *x, const T *w, const T *bias, const T *res,
+                                             T *y, eng_nn_geom_t g, out_index_t out, udiv_t ch,
+                                             int64_t n, bool relu)
+{
+    int64_t in_sz = eng_nn_prod(g.in), taps = eng_nn_prod(g.kernel);
+    ENG_CUDA_FOR(i, n)
+    {
+        int64_t q = udiv_q<Small>(ch, i), c = i - q * ch.d, o[3];
+        eng_nn_window_t win[3];
+        int64_t img = out_taps<Small>(g, out, q, o, win);
+        const eng_nn_window_t &wd = win[0], &wh = win[1], &ww = win[2];
+        const T *xp = x + img * in_sz * ch.d + c;
+        const T *wk = w + c * taps;
+        float acc = bias ? to_f32(bias[c]) : 0.0f;
+        for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
+            for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
+                int64_t row = ((wd.start + kd * g.dilation[0]) * g.in[1] + wh.start +
+                               kh * g.dilation[1]) * g.in[2] + ww.start;
+                const T *wr = wk + (kd * g.kernel[1] + kh) * g.kernel[2];
+                for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++)
+                    acc += to_f32(wr[kw]) * to_f32(xp[(row + kw * g.dilation[2]) * ch.d]);
+            }
+        if (res)
+            acc += to_f32(res[i]);
+        if (relu)
+            acc = acc < 0.0f ? 0.0f : acc;
+        y[i] = from_f32<T>(acc);
+    }
+}
+
+/* The depthwise launch: X, W, B, R and Y of c's dtype. */
+static int nhwc_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, const void *res)
+{
+    int64_t n = g->batch * eng_nn_prod(g->out) * g->out_channels;
+    int64_t in_n = g->batch * eng_nn_prod(g->in) * g->in_channels;
+    bool small = fits32(n > in_n ? n : in_n);
+    out_index_t out = out_index_make(g->out);
+    udiv_t ch = udiv_make(g->out_channels);
+    return lowp_dispatch(c, c->inputs[0]->dtype, [&](auto t) {
+        using T = decltype(t);
+        return eng_cuda_launch(c, small ? nhwc_depthwise_kernel<true, T>
+                                        : nhwc_depthwise_kernel<false, T>,
+                               n, (const T *)c->inputs[0]->data, (const T *)c->inputs[1]->data,
+                               (const T *)eng_ctx_in_data(c, 2), (const T *)res,
+                               (T *)c->outputs[0]->data, *g, out, ch, n, c->node->conv_relu);
+    });
+}
+
 /* Rows per chunk: all for a pointwise Conv, else as many as
  * NHWC_COL_CHUNK_BYTES holds, at least one. */
 static int64_t nhwc_chunk_rows(const eng_nn_geom_t *g, int64_t rows, size_t es)
@@ -203,7 +258,7 @@ static int64_t nhwc_chunk_rows(const eng_nn_geom_t *g, int64_t rows, size_t es)
 
 size_t eng_cuda_conv_nhwc_scratch_bytes(const eng_op_ctx_t *c, const eng_nn_geom_t *g)
 {
-    if (eng_nn_conv_is_pointwise(g))
+    if (eng_nn_conv_is_pointwise(g) || eng_nn_conv_is_depthwise(g))
         return 0;
     size_t es = eng_dtype_size(c->inputs[0]->dtype);
     int64_t rows = g->batch * eng_nn_prod(g->out);
@@ -226,6 +281,8 @@ int eng_cuda_conv_nhwc_run(eng_op_ctx_t *c, const eng_nn_geom_t *g)
     size_t need = pointwise || empty_x ? 0 : (size_t)(chunk * taps * g->in_channels) * es;
     if (rows == 0 || m == 0)
         return 0;
+    if (eng_nn_conv_is_depthwise(g))
+        return nhwc_depthwise_run(c, g, res);
     if (c->scratch_bytes < need)
         return eng_op_scratch_err(c, need);
     conv_gemm_t p;

@@ -3329,6 +3329,10 @@ Test(cuda_consistency, channels_last_conv_blocks_match_the_cpu)
         {"f16", 2, 16, 9, 16, 3, 1, 2, true, true, true, NHWC_F16},  /* grouped */
         {"f16", 2, 6, 7, 10, 3, 2, 1, false, true, true, NHWC_F16},  /* 12-byte rows */
         {"f16", 2, 16, 8, 16, 1, 1, 1, false, false, false, NHWC_F16}, /* no epilogue */
+        /* depthwise: a direct kernel with the epilogue inside */
+        {"f32", 2, 16, 9, 16, 3, 2, 16, true, true, true, OC_RTOL, OC_ATOL},
+        {"f16", 2, 24, 9, 24, 3, 1, 24, true, true, true, NHWC_F16},
+        {"bf16", 2, 8, 7, 8, 5, 1, 8, false, false, true, NHWC_BF16},
         {"bf16", 2, 16, 8, 32, 1, 1, 1, true, false, true, NHWC_BF16},
         {"bf16", 2, 16, 9, 16, 3, 1, 1, true, true, true, NHWC_BF16},
         {"bf16", 2, 3, 15, 16, 7, 2, 1, true, false, true, NHWC_BF16},

@@ -304,19 +304,24 @@ Test(layout, graph_output_inside_the_region_keeps_its_value_and_stops_a_fusion)
     mb_free(&b);
 }
 
-Test(layout, grouped_conv_joins_and_depthwise_stays_nchw)
+Test(layout, grouped_and_depthwise_convs_join_and_a_channel_multiplier_stays_nchw)
 {
-    /* X [1, 4, 5, 5] -> grouped (2) 3x3 -> depthwise 3x3 -> Y. */
+    /* X [1, 4, 5, 5] -> grouped (2) 3x3 -> depthwise 3x3 stride 2 -> Relu
+     * -> channel multiplier (6 groups, 2 outputs each) 3x3 -> Y. */
     mb_t b;
     mb_init(&b, 8, 13);
     mb_input(&b, "X", F, 4, (int64_t[]){1, 4, 5, 5}, NULL);
     add_conv(&b, F, "grouped", "X", "G", 4, 6, 3, 1, 2, 1);
-    add_conv(&b, F, "depthwise", "G", "Y", 6, 6, 3, 2, 6, 2);
+    add_conv(&b, F, "depthwise", "G", "D", 6, 6, 3, 2, 6, 2);
+    mb_node(&b, "Relu", "relu", "D", "R");
+    add_conv(&b, F, "multiplier", "R", "Y", 6, 12, 3, 1, 6, 3);
     mb_output(&b, "Y", F, -1, NULL);
     laid_t l = lay_out(&b);
     check_order(&l);
     cr_expect(node_named(&l, "grouped")->channels_last);
-    cr_expect(!node_named(&l, "depthwise")->channels_last);
+    const eng_node_t *dw = node_named(&l, "depthwise");
+    cr_expect(dw->channels_last && dw->conv_relu);
+    cr_expect(!node_named(&l, "multiplier")->channels_last);
     cr_expect_eq(count_live(&l, "Transpose"), 2);
     laid_free(&l);
     expect_same_outputs(&b, (int64_t[]){1, 4, 5, 5}, 1, 1e-5);
