@@ -19,6 +19,9 @@
  *    between two rank-4 operands commutes with permuting both alike);
  *  - MaxPool (without Indices) or AveragePool with a 2-D kernel, or
  *    GlobalAveragePool / GlobalMaxPool, of a region value;
+ *  - ReduceMean of a region value over its spatial axes (2 and 3, as an
+ *    attribute or a constant input) keeping dims: a squeeze-and-excite
+ *    block's pooling, rewritten to reduce axes 1 and 2;
  * where a region value is an output of a region node. So every region
  * grows forward from its Convs, and every region value has rank 4.
  *
@@ -45,7 +48,11 @@
  * included), or that is a graph output, is produced under a new name in
  * NHWC and a Transpose(0, 3, 1, 2) right after its producer writes the
  * original value, which keeps its name, NCHW shape and outside readers.
- * The other region values have their declared dims permuted. Consumer
+ * The other region values have their declared dims permuted. Last, a
+ * Transpose that undoes the Transpose it reads (a region's leaving
+ * Transpose met by the model's own, as ConvNeXt's channels-last blocks
+ * are exported) is skipped: its readers read the first one's input, and
+ * both are marked done when nothing else reads them. Consumer
  * counts are counted again; the values and nodes arrays are regrown once
  * in the graph's pool and `done` replaced by one for the new node list.
  *
@@ -115,6 +122,34 @@ static bool conv_joins(const layout_t *L, const eng_node_t *n)
     return !(w->constant.shape.dims[1] == 1 && group > 1 && w->constant.shape.dims[0] != group);
 }
 
+/* The axes a ReduceMean node reduces, as the model gives them: its `axes`
+ * attribute (opset < 18) or its constant int64 input 1; NULL when neither
+ * (or not known at load). */
+static const int64_t *reduce_axes(const layout_t *L, const eng_node_t *n, size_t *count)
+{
+    const int64_t *a = eng_attr_ints(n, "axes", count);
+    if (a || n->n_inputs < 2 || n->inputs[1] < 0)
+        return a;
+    const eng_value_t *v = &L->g->values[n->inputs[1]];
+    if (v->kind != ENG_VALUE_CONST || !v->constant.data || v->constant.dtype != ENG_DT_INT64 ||
+        v->constant.shape.rank != 1)
+        return NULL;
+    *count = (size_t)v->constant.shape.dims[0];
+    return v->constant.data;
+}
+
+/* Whether ReduceMean node n reduces exactly the spatial axes of a rank-4
+ * value and keeps its dims. */
+static bool reduces_spatial(const layout_t *L, const eng_node_t *n)
+{
+    size_t count;
+    const int64_t *a = reduce_axes(L, n, &count);
+    if (!a || count != 2 || eng_attr_i(n, "keepdims", 1) == 0)
+        return false;
+    int64_t a0 = a[0] < 0 ? a[0] + 4 : a[0], a1 = a[1] < 0 ? a[1] + 4 : a[1];
+    return (a0 == 2 && a1 == 3) || (a0 == 3 && a1 == 2);
+}
+
 /* Whether node n (not a Conv) may join: its layout-bearing inputs region
  * values, the others not. */
 static bool other_joins(const layout_t *L, const eng_node_t *n)
@@ -132,6 +167,8 @@ static bool other_joins(const layout_t *L, const eng_node_t *n)
         return n->n_inputs == 2 && n->inputs[1] >= 0 && L->region_value[n->inputs[1]];
     if (is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool"))
         return n->n_inputs == 1;
+    if (is_op(n, "ReduceMean"))
+        return n->n_inputs <= 2 && reduces_spatial(L, n);
     if (is_op(n, "MaxPool") || is_op(n, "AveragePool")) {
         size_t nk;
         return n->n_inputs == 1 && eng_attr_ints(n, "kernel_shape", &nk) && nk == 2;
@@ -485,6 +522,102 @@ static int own_arrays(layout_t *L)
     return 0;
 }
 
+/* The NHWC spatial axes a region ReduceMean reduces. */
+static const int64_t nhwc_spatial_axes[2] = {1, 2};
+
+/* Makes each region ReduceMean reduce axes 1 and 2: a copy of its
+ * attributes with `axes` replaced, or a new int64 constant [1, 2] from
+ * `wa` as its input 1 (the values array has room). 0 or FS_ENOMEM. */
+static int layout_reduce_axes(layout_t *L, const eng_weight_alloc_t *wa)
+{
+    eng_graph_t *g = L->g;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        eng_node_t *n = &g->nodes[i];
+        if (!L->in_region[i] || L->done[i] || !is_op(n, "ReduceMean"))
+            continue;
+        if (eng_node_attr(n, "axes")) {
+            eng_attr_t *a = onnx_pool_alloc(g->pool, (size_t)n->n_attrs * sizeof *a);
+            if (!a)
+                return fs_err(FS_ENOMEM, "out of memory laying out node '%s'", n->name);
+            memcpy(a, n->attrs, (size_t)n->n_attrs * sizeof *a);
+            for (int k = 0; k < n->n_attrs; k++)
+                if (strcmp(a[k].name, "axes") == 0)
+                    a[k].ints = nhwc_spatial_axes;
+            n->attrs = a;
+            continue;
+        }
+        int64_t *data = eng_weights_alloc(wa, sizeof nhwc_spatial_axes);
+        int v = data ? value_clone(g, n->inputs[1], "/nhwc") : -1;
+        if (v < 0) {
+            if (data)
+                eng_weights_free(wa, data);
+            return fs_err(FS_ENOMEM, "out of memory laying out node '%s'", n->name);
+        }
+        memcpy(data, nhwc_spatial_axes, sizeof nhwc_spatial_axes);
+        g->values[v].constant.data = data;
+        g->weight_bytes += sizeof nhwc_spatial_axes;
+        ((int *)n->inputs)[1] = v; /* its own array (own_arrays) */
+    }
+    return 0;
+}
+
+/* Whether perm b applied after perm a (rank 4) gives the identity. */
+static bool perms_cancel(const int64_t *a, const int64_t *b)
+{
+    for (int j = 0; j < 4; j++)
+        if (a[b[j]] != j)
+            return false;
+    return true;
+}
+
+/* A live Transpose node's rank-4 perm, or NULL. */
+static const int64_t *perm4(const eng_node_t *n)
+{
+    size_t np;
+    const int64_t *p = is_op(n, "Transpose") && n->n_inputs == 1 && one_output(n)
+                           ? eng_attr_ints(n, "perm", &np)
+                           : NULL;
+    return p && np == 4 ? p : NULL;
+}
+
+/* Skips every Transpose that undoes the Transpose it reads (see the file
+ * header); `done` is the new node list's. Cannot fail. */
+static void cancel_transposes(eng_graph_t *g, bool *done)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const eng_node_t *t2 = &g->nodes[i];
+        const int64_t *p2 = done[i] ? NULL : perm4(t2);
+        int v = p2 ? t2->inputs[0] : -1, y = p2 ? t2->outputs[0] : -1;
+        int j = v >= 0 ? g->values[v].producer : -1;
+        const int64_t *p1 = j >= 0 && !done[j] ? perm4(&g->nodes[j]) : NULL;
+        if (!p1 || !perms_cancel(p1, p2) || g->values[y].is_output)
+            continue;
+        int x = g->nodes[j].inputs[0];
+        for (size_t r = i + 1; r < g->n_nodes; r++) {
+            eng_node_t *n = &g->nodes[r];
+            for (int k = 0; k < n->n_inputs; k++)
+                if (n->inputs[k] == y)
+                    ((int *)n->inputs)[k] = x; /* the pool's, writable */
+            for (int a = 0; a < n->n_attrs; a++) {
+                const eng_graph_t *sub = n->attrs[a].type == ENG_ATTR_GRAPH ? n->attrs[a].g : NULL;
+                for (size_t k = 0; sub && k < sub->n_outer; k++)
+                    if (sub->outer_from[k] == y)
+                        ((int *)sub->outer_from)[k] = x;
+            }
+        }
+        done[i] = true;
+        g->values[y].producer = -1;
+        bool read = g->values[v].is_output;
+        for (size_t r = 0; r < g->n_nodes && !read; r++)
+            for (int k = 0; k < g->nodes[r].n_inputs && !done[r]; k++)
+                read = read || g->nodes[r].inputs[k] == v;
+        if (!read) {
+            done[j] = true;
+            g->values[v].producer = -1;
+        }
+    }
+}
+
 /* Finds the edges (see layout_edge_t) into e (room for n_values), `seen`
  * (n_values, zeroed) marking the entering values; their count. */
 static size_t layout_edges(layout_t *L, layout_edge_t *e, bool *seen)
@@ -542,11 +675,13 @@ int eng_layout_channels_last(eng_graph_t *g, const eng_weight_alloc_t *wa, bool 
     }
     size_t n_e = layout_edges(&L, edges, seen);
 
-    /* Room for the edge values and the weights' copies (at most one per
-     * region Conv), and the Transposes; the old arrays stay in the pool. */
+    /* Room for the edge values, the weights' copies (at most one per region
+     * Conv) and the ReduceMeans' axes, and the Transposes; the old arrays
+     * stay in the pool. */
     size_t n_conv = 0;
     for (size_t i = 0; i < g->n_nodes; i++)
-        n_conv += L.in_region[i] && !L.done[i] && is_op(&g->nodes[i], "Conv");
+        n_conv += L.in_region[i] && !L.done[i] &&
+                  (is_op(&g->nodes[i], "Conv") || is_op(&g->nodes[i], "ReduceMean"));
     eng_value_t *values = onnx_pool_alloc(g->pool, (g->n_values + n_e + n_conv) * sizeof *values);
     nodes = onnx_pool_alloc(g->pool, (g->n_nodes + n_e) * sizeof *nodes);
     d = calloc(g->n_nodes + n_e + 1, sizeof *d);
@@ -557,7 +692,7 @@ int eng_layout_channels_last(eng_graph_t *g, const eng_weight_alloc_t *wa, bool 
     }
     memcpy(values, g->values, g->n_values * sizeof *values);
     g->values = values;
-    if ((rc = layout_weights(&L, wa)))
+    if ((rc = layout_weights(&L, wa)) || (rc = layout_reduce_axes(&L, wa)))
         goto out;
 
     /* Region values that stay inside take NHWC dims; each edge gets its
@@ -613,6 +748,7 @@ int eng_layout_channels_last(eng_graph_t *g, const eng_weight_alloc_t *wa, bool 
     }
     g->nodes = nodes;
     g->n_nodes = at;
+    cancel_transposes(g, d);
     count_consumers(g);
     free(*done);
     *done = d;

@@ -370,3 +370,64 @@ Test(layout, graph_without_a_conv_is_left_alone)
     laid_free(&l);
     mb_free(&b);
 }
+
+Test(layout, squeeze_excite_reduce_mean_joins_with_its_axes_rewritten)
+{
+    /* X -> conv -> Relu = R; ReduceMean(R, axes [2, 3]) -> 1x1 conv ->
+     * Sigmoid = S; Mul(R, S) -> Y. Opset 18: axes is an input. */
+    mb_t b;
+    mb_init(&b, 8, 18);
+    mb_input(&b, "X", F, 4, (int64_t[]){2, 4, 5, 5}, NULL);
+    add_conv(&b, F, "conv", "X", "C", 4, 8, 3, 1, 1, 1);
+    mb_node(&b, "Relu", "relu", "C", "R");
+    Onnx__TensorProto *ax = mb_tensor(&b, "axes", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1,
+                                      (int64_t[]){2});
+    mb_int64s(&b, ax, (int64_t[]){2, 3}, 2);
+    mb_initializer(&b, ax);
+    mb_node(&b, "ReduceMean", "mean", "R,axes", "M");
+    add_conv(&b, F, "squeeze", "M", "Q", 8, 8, 1, 1, 1, 2);
+    mb_node(&b, "Sigmoid", "sig", "Q", "S");
+    mb_node(&b, "Mul", "mul", "R,S", "Y");
+    mb_output(&b, "Y", F, -1, NULL);
+    laid_t l = lay_out(&b);
+    check_order(&l);
+    cr_expect_eq(count_live(&l, "Transpose"), 2);
+    const eng_node_t *m = node_named(&l, "mean");
+    const eng_tensor_t *axes = &l.g->values[m->inputs[1]].constant;
+    cr_expect(axes->shape.dims[0] == 2 && ((const int64_t *)axes->data)[0] == 1 &&
+              ((const int64_t *)axes->data)[1] == 2);
+    laid_free(&l);
+    expect_same_outputs(&b, (int64_t[]){2, 4, 5, 5}, 1, 1e-5);
+    mb_free(&b);
+}
+
+Test(layout, model_transpose_that_undoes_the_leaving_one_is_skipped)
+{
+    /* ConvNeXt's export: conv -> Transpose(0, 2, 3, 1) -> LayerNorm ->
+     * Transpose(0, 3, 1, 2) -> conv2 -> Y. The region's leaving Transpose
+     * and the model's first cancel, and so do the model's second and
+     * conv2's entering one. */
+    mb_t b;
+    mb_init(&b, 8, 17);
+    mb_input(&b, "X", F, 4, (int64_t[]){1, 3, 6, 6}, NULL);
+    add_conv(&b, F, "conv", "X", "C", 3, 8, 3, 2, 1, 1);
+    mb_attr_ints(&b, mb_node(&b, "Transpose", "to_nhwc", "C", "T"), "perm",
+                 (int64_t[]){0, 2, 3, 1}, 4);
+    add_weight(&b, "ln/s", F, 1, (int64_t[]){8}, 3);
+    mb_node(&b, "LayerNormalization", "ln", "T,ln/s", "L");
+    mb_attr_ints(&b, mb_node(&b, "Transpose", "to_nchw", "L", "U"), "perm",
+                 (int64_t[]){0, 3, 1, 2}, 4);
+    add_conv(&b, F, "conv2", "U", "Y", 8, 4, 1, 1, 1, 2);
+    mb_output(&b, "Y", F, -1, NULL);
+    laid_t l = lay_out(&b);
+    check_order(&l);
+    /* Left: X's entering Transpose and Y's leaving one. */
+    cr_expect_eq(count_live(&l, "Transpose"), 2);
+    const eng_node_t *ln = node_named(&l, "ln"), *c = node_named(&l, "conv"),
+                     *c2 = node_named(&l, "conv2");
+    cr_expect_eq(ln->inputs[0], c->outputs[0]);
+    cr_expect_eq(c2->inputs[0], ln->outputs[0]);
+    laid_free(&l);
+    expect_same_outputs(&b, (int64_t[]){1, 3, 6, 6}, 1, 1e-5);
+    mb_free(&b);
+}
