@@ -444,14 +444,14 @@ static int global_pool_run(eng_op_ctx_t *c)
     const eng_tensor_t *xt = c->inputs[0];
     const eng_shape_t *xs = &xt->shape;
     bool cl = c->node->channels_last;
+    int64_t ch = cl ? xs->dims[xs->rank - 1] : 1;
+    if (ch == 0)
+        return 0; /* an empty X and Y */
     global_pool_job_t j = {.x = xt->data,
                            .y = c->outputs[0]->data,
-                           .plane = cl ? eng_nn_dims_from(xs, 1) / xs->dims[xs->rank - 1]
-                                       : eng_nn_dims_from(xs, 2),
-                           .channels = cl ? xs->dims[xs->rank - 1] : 1,
+                           .plane = cl ? eng_nn_dims_from(xs, 1) / ch : eng_nn_dims_from(xs, 2),
+                           .channels = ch,
                            .max = strcmp(c->node->op_type, "GlobalMaxPool") == 0};
-    if (cl && j.channels == 0)
-        return 0;
     eng_parallel_for(c->n_threads, xs->dims[0] * xs->dims[cl ? xs->rank - 1 : 1],
                      eng_parallel_grain(j.plane), global_pool_planes, &j);
     return 0;

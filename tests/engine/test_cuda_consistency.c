@@ -3247,6 +3247,9 @@ typedef struct nhwc_case {
     int64_t n, c, hw, m, k, stride, group;
     bool bias, residual, relu;
     double rtol, atol;
+    /* then a pool: 1 MaxPool 3x3 stride 2 pads 1 ceil_mode, 2 AveragePool
+     * the same with count_include_pad, 3 GlobalMaxPool, 4 GlobalAveragePool */
+    int pool;
 } nhwc_case_t;
 
 static uint8_t *nhwc_block(mb_t *b, const nhwc_case_t *nc, size_t *len)
@@ -3298,6 +3301,20 @@ static uint8_t *nhwc_block(mb_t *b, const nhwc_case_t *nc, size_t *len)
         mb_node(b, "Relu", "relu", y, "T");
         y = "T";
     }
+    static const char *const pools[] = {NULL, "MaxPool", "AveragePool", "GlobalMaxPool",
+                                        "GlobalAveragePool"};
+    if (nc->pool) {
+        Onnx__NodeProto *pn = mb_node(b, pools[nc->pool], "pool", y, "P");
+        if (nc->pool <= 2) {
+            mb_attr_ints(b, pn, "kernel_shape", (int64_t[]){3, 3}, 2);
+            mb_attr_ints(b, pn, "strides", (int64_t[]){2, 2}, 2);
+            mb_attr_ints(b, pn, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+            mb_attr_i(b, pn, "ceil_mode", 1);
+        }
+        if (nc->pool == 2)
+            mb_attr_i(b, pn, "count_include_pad", 1);
+        y = "P";
+    }
     if (!f32) {
         mb_attr_i(b, mb_node(b, "Cast", "out", y, "Y"), "to", (int64_t)ENG_DT_FLOAT);
         y = "Y";
@@ -3311,6 +3328,7 @@ static uint8_t *nhwc_block(mb_t *b, const nhwc_case_t *nc, size_t *len)
  * again after the bias, residual and ReLU (the CPU rounds once, after all
  * of it): two units in the last place, 2^-10 (f16) and 2^-7 (bf16)
  * relative, and as much absolute where the terms cancel. */
+#define NHWC_F32 .rtol = OC_RTOL, .atol = OC_ATOL
 #define NHWC_F16 .rtol = 4e-3, .atol = 4e-3
 #define NHWC_BF16 .rtol = 3e-2, .atol = 3e-2
 
@@ -3319,10 +3337,10 @@ Test(cuda_consistency, channels_last_conv_blocks_match_the_cpu)
     static const nhwc_case_t cases[] = {
         /* 1x1 stride 1 (a plain GEMM on X), 3x3 with a residual, the 7x7
          * stride-2 stem, in each dtype. */
-        {"f32", 2, 16, 8, 32, 1, 1, 1, true, false, true, OC_RTOL, OC_ATOL},
-        {"f32", 2, 16, 9, 16, 3, 1, 1, true, true, true, OC_RTOL, OC_ATOL},
-        {"f32", 2, 3, 15, 16, 7, 2, 1, true, false, true, OC_RTOL, OC_ATOL},
-        {"f32", 3, 8, 9, 8, 3, 2, 1, false, true, false, OC_RTOL, OC_ATOL},
+        {"f32", 2, 16, 8, 32, 1, 1, 1, true, false, true, NHWC_F32},
+        {"f32", 2, 16, 9, 16, 3, 1, 1, true, true, true, NHWC_F32},
+        {"f32", 2, 3, 15, 16, 7, 2, 1, true, false, true, NHWC_F32},
+        {"f32", 3, 8, 9, 8, 3, 2, 1, false, true, false, NHWC_F32},
         {"f16", 2, 16, 8, 32, 1, 1, 1, true, false, true, NHWC_F16},
         {"f16", 2, 16, 9, 16, 3, 1, 1, true, true, true, NHWC_F16},
         {"f16", 2, 3, 15, 16, 7, 2, 1, true, false, true, NHWC_F16},
@@ -3330,9 +3348,14 @@ Test(cuda_consistency, channels_last_conv_blocks_match_the_cpu)
         {"f16", 2, 6, 7, 10, 3, 2, 1, false, true, true, NHWC_F16},  /* 12-byte rows */
         {"f16", 2, 16, 8, 16, 1, 1, 1, false, false, false, NHWC_F16}, /* no epilogue */
         /* depthwise: a direct kernel with the epilogue inside */
-        {"f32", 2, 16, 9, 16, 3, 2, 16, true, true, true, OC_RTOL, OC_ATOL},
+        {"f32", 2, 16, 9, 16, 3, 2, 16, true, true, true, NHWC_F32},
         {"f16", 2, 24, 9, 24, 3, 1, 24, true, true, true, NHWC_F16},
         {"bf16", 2, 8, 7, 8, 5, 1, 8, false, false, true, NHWC_BF16},
+        /* the pools that follow a Conv run channels-last too */
+        {"f32", 2, 8, 8, 16, 3, 1, 1, true, false, true, NHWC_F32, .pool = 1},
+        {"f16", 2, 8, 8, 16, 3, 1, 1, true, false, true, NHWC_F16, .pool = 2},
+        {"f32", 2, 8, 7, 16, 3, 1, 1, true, true, false, NHWC_F32, .pool = 3},
+        {"bf16", 2, 8, 7, 16, 1, 1, 1, true, false, true, NHWC_BF16, .pool = 4},
         {"bf16", 2, 16, 8, 32, 1, 1, 1, true, false, true, NHWC_BF16},
         {"bf16", 2, 16, 9, 16, 3, 1, 1, true, true, true, NHWC_BF16},
         {"bf16", 2, 3, 15, 16, 7, 2, 1, true, false, true, NHWC_BF16},
@@ -3343,11 +3366,11 @@ Test(cuda_consistency, channels_last_conv_blocks_match_the_cpu)
         const nhwc_case_t *nc = &cases[i];
         char desc[160];
         snprintf(desc, sizeof desc, "%s conv %lldx%lld stride %lld group %lld [%lld,%lld,%lld,%lld]"
-                 "->%lld%s%s%s", nc->dt, (long long)nc->k, (long long)nc->k,
+                 "->%lld%s%s%s pool %d", nc->dt, (long long)nc->k, (long long)nc->k,
                  (long long)nc->stride, (long long)nc->group, (long long)nc->n,
                  (long long)nc->c, (long long)nc->hw, (long long)nc->hw, (long long)nc->m,
                  nc->bias ? " +bias" : "", nc->residual ? " +residual" : "",
-                 nc->relu ? " +relu" : "");
+                 nc->relu ? " +relu" : "", nc->pool);
         mb_t b;
         size_t len;
         uint8_t *bytes = nhwc_block(&b, nc, &len);

@@ -431,3 +431,35 @@ Test(layout, model_transpose_that_undoes_the_leaving_one_is_skipped)
     expect_same_outputs(&b, (int64_t[]){1, 3, 6, 6}, 1, 1e-5);
     mb_free(&b);
 }
+
+Test(layout, pools_after_a_conv_run_channels_last_and_match_nchw)
+{
+    /* conv -> MaxPool (ceil_mode, dilations) and conv -> AveragePool
+     * (ceil_mode, count_include_pad, strides) -> GlobalMaxPool. */
+    mb_t b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F, 4, (int64_t[]){2, 3, 9, 9}, NULL);
+    add_conv(&b, F, "conv", "X", "C", 3, 5, 3, 1, 1, 1);
+    Onnx__NodeProto *mp = mb_node(&b, "MaxPool", "max", "C", "Y1");
+    mb_attr_ints(&b, mp, "kernel_shape", (int64_t[]){2, 3}, 2);
+    mb_attr_ints(&b, mp, "dilations", (int64_t[]){2, 1}, 2);
+    mb_attr_ints(&b, mp, "strides", (int64_t[]){2, 2}, 2);
+    mb_attr_i(&b, mp, "ceil_mode", 1);
+    Onnx__NodeProto *ap = mb_node(&b, "AveragePool", "avg", "C", "A");
+    mb_attr_ints(&b, ap, "kernel_shape", (int64_t[]){3, 3}, 2);
+    mb_attr_ints(&b, ap, "strides", (int64_t[]){2, 2}, 2);
+    mb_attr_ints(&b, ap, "pads", (int64_t[]){1, 0, 1, 1}, 4);
+    mb_attr_i(&b, ap, "ceil_mode", 1);
+    mb_attr_i(&b, ap, "count_include_pad", 1);
+    mb_node(&b, "GlobalMaxPool", "gmax", "A", "Y2");
+    mb_output(&b, "Y1", F, -1, NULL);
+    mb_output(&b, "Y2", F, -1, NULL);
+    laid_t l = lay_out(&b);
+    check_order(&l);
+    cr_expect(node_named(&l, "max")->channels_last && node_named(&l, "avg")->channels_last &&
+              node_named(&l, "gmax")->channels_last);
+    cr_expect_eq(count_live(&l, "Transpose"), 3);
+    laid_free(&l);
+    expect_same_outputs(&b, (int64_t[]){2, 3, 9, 9}, 2, 1e-6);
+    mb_free(&b);
+}
