@@ -126,21 +126,36 @@ static int nhwc_im2col_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, const 
 }
 
 /* y[i] = relu?(y[i] + bias[i % m] + res[i]) over n elements, in float,
- * rounded to T once (bias and res may be NULL). */
-template <bool Small, typename T>
+ * rounded to T once (bias and res may be NULL), V elements a thread: with
+ * V > 1 (16 bytes) m is a multiple of V and the pointers 16-byte aligned,
+ * so each thread's elements share one row and move as one load each. */
+template <bool Small, typename T, int V>
 static __global__ void nhwc_epilogue_kernel(T *y, const T *bias, const T *res, udiv_t m,
-                                            int64_t n, bool relu)
+                                            int64_t n_vec, bool relu)
 {
-    ENG_CUDA_FOR(i, n)
+    struct alignas(sizeof(T) * V) vec {
+        T e[V];
+    };
+    ENG_CUDA_FOR(u, n_vec)
     {
-        float v = to_f32(y[i]);
-        if (bias)
-            v += to_f32(bias[i - udiv_q<Small>(m, i) * m.d]);
+        int64_t i = u * V;
+        vec yv = reinterpret_cast<vec *>(y)[u], rv, bv;
         if (res)
-            v += to_f32(res[i]);
-        if (relu)
-            v = v < 0.0f ? 0.0f : v; /* a NaN stays NaN */
-        y[i] = from_f32<T>(v);
+            rv = reinterpret_cast<const vec *>(res)[u];
+        if (bias)
+            bv = reinterpret_cast<const vec *>(bias)[(i - udiv_q<Small>(m, i) * m.d) / V];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float v = to_f32(yv.e[k]);
+            if (bias)
+                v += to_f32(bv.e[k]);
+            if (res)
+                v += to_f32(rv.e[k]);
+            if (relu)
+                v = v < 0.0f ? 0.0f : v; /* a NaN stays NaN */
+            yv.e[k] = from_f32<T>(v);
+        }
+        reinterpret_cast<vec *>(y)[u] = yv;
     }
 }
 
@@ -185,10 +200,18 @@ static int conv_gemm_epilogue(const eng_op_ctx_t *c, const conv_gemm_t *p)
         return rc;
     udiv_t um = udiv_make(p->m);
     bool small = fits32(n);
+    bool aligned = (uintptr_t)p->y % 16 == 0 && (uintptr_t)p->bias % 16 == 0 &&
+                   (uintptr_t)p->res % 16 == 0;
     return lowp_dispatch(c, p->dt, [&](auto t) {
         using T = decltype(t);
-        return eng_cuda_launch(c, small ? nhwc_epilogue_kernel<true, T>
-                                        : nhwc_epilogue_kernel<false, T>,
+        constexpr int V = 16 / sizeof(T);
+        if (aligned && p->m % V == 0)
+            return eng_cuda_launch(c, small ? nhwc_epilogue_kernel<true, T, V>
+                                            : nhwc_epilogue_kernel<false, T, V>,
+                                   n / V, (T *)p->y, (const T *)p->bias, (const T *)p->res, um,
+                                   n / V, p->relu);
+        return eng_cuda_launch(c, small ? nhwc_epilogue_kernel<true, T, 1>
+                                        : nhwc_epilogue_kernel<false, T, 1>,
                                n, (T *)p->y, (const T *)p->bias, (const T *)p->res, um, n,
                                p->relu);
     });
