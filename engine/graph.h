@@ -131,6 +131,16 @@ typedef struct eng_node {
      * of a constant, so that the constant is stored once (a tied
      * embedding: a Gather and the LM head read one table). */
     bool trans_b;
+    /* Set at load by engine/layout.c, never from a model file. Conv, the
+     * pools (MaxPool, AveragePool) and GlobalAveragePool / GlobalMaxPool
+     * of rank 4: X and Y are NHWC ([N, H, W, C]) rather than NCHW, and a
+     * Conv's W is [M, kH, kW, C/group]. */
+    bool channels_last;
+    /* Conv with channels_last only, set with it: Y = relu?(conv(X, W) + B
+     * + R?) -- conv_residual: input 3 is R, of Y's dtype and shape, added
+     * before the ReLU; conv_relu: max(0, .) last. */
+    bool conv_residual;
+    bool conv_relu;
 } eng_node_t;
 
 typedef struct eng_graph {

@@ -78,6 +78,9 @@ bool eng_op_ctx_complete(const eng_op_ctx_t *ctx)
     int n_in = ctx->n_inputs, explicit_n = ctx->node->n_inputs - ctx->node->n_implicit;
     if (ctx->node->n_implicit > 0 && n_in > explicit_n)
         n_in = explicit_n;
+    /* So is a channels-last Conv's fused residual (graph.h: input 3). */
+    if (ctx->node->conv_residual && n_in > 3)
+        n_in = 3;
     bool required;
     for (int i = 0; i < n_in; i++)
         if (eng_op_schema_input(s, i, &required) && required && !ctx->inputs[i])

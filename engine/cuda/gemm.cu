@@ -5,11 +5,10 @@
  *
  * eng_cuda_sgemm is the float32 product (at the handle's math mode: IEEE
  * fp32, or TF32 when asked for); eng_cuda_dgemm the float64 one (double
- * MatMul and Einsum; no math mode demotes it). eng_cuda_gemm_lowp is fp16/bf16
- * precision's: both operands in half or bfloat16 (the weight as the engine
- * stored it at load, the activation converted by eng_cuda_to_lowp into the
- * calling kernel's scratch), products on tensor cores accumulated in fp32
- * (CUBLAS_COMPUTE_32F), C in float32. */
+ * MatMul and Einsum; no math mode demotes it). eng_cuda_gemm_lowp takes both
+ * operands in half or bfloat16, products on tensor cores accumulated in
+ * fp32 (CUBLAS_COMPUTE_32F), C in float32; eng_cuda_gemm_half the same
+ * with C in the operands' dtype. */
 #include <limits.h>
 #include <string.h>
 
@@ -154,60 +153,4 @@ int eng_cuda_gemm_half(const eng_op_ctx_t *ctx, eng_dtype_t dtype, bool trans_a,
 {
     return gemm_ex(ctx, "half", dtype, true, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
                    b, ldb, stride_b, beta, c, ldc, stride_c, batch);
-}
-
-/* ---- float32 -> half / bfloat16 ---------------------------------------- */
-
-template <typename T> static __device__ __forceinline__ T lowp_round(float v);
-template <> __device__ __forceinline__ __half lowp_round<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 lowp_round<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-/* dst[i] = round(src[i]) for i < n: the first n_vec * 4 elements as float4
- * loads and 8-byte stores (src 16-byte and dst 8-byte aligned), the rest
- * one at a time. */
-template <typename T>
-static __global__ void to_lowp_kernel(T *dst, const float *src, int64_t n, int64_t n_vec)
-{
-    static_assert(sizeof(T) == 2, "a low-precision element is 2 bytes");
-    ENG_CUDA_FOR(v, n_vec)
-    {
-        float4 x = reinterpret_cast<const float4 *>(src)[v];
-        T r[4] = {lowp_round<T>(x.x), lowp_round<T>(x.y), lowp_round<T>(x.z),
-                  lowp_round<T>(x.w)};
-        uint2 u;
-        memcpy(&u, r, sizeof u);
-        reinterpret_cast<uint2 *>(dst)[v] = u;
-    }
-    int64_t done = n_vec * 4;
-    ENG_CUDA_FOR(i, n - done)
-    {
-        dst[done + i] = lowp_round<T>(src[done + i]);
-    }
-}
-
-int eng_cuda_to_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, void *dst, const float *src,
-                     int64_t n)
-{
-    if (!eng_cuda_is_lowp(dtype))
-        return eng_op_err(ctx, FS_EINVAL, "a conversion of float32 to dtype %s (expected "
-                          "float16 or bfloat16)", eng_dtype_name(dtype));
-    if (n <= 0)
-        return 0;
-    bool vec = (uintptr_t)src % 16 == 0 && (uintptr_t)dst % 8 == 0;
-    int64_t n_vec = vec ? n / 4 : 0;
-    unsigned blocks = eng_cuda_blocks(ctx, n_vec > 0 ? n_vec : n);
-    if (dtype == ENG_DT_FLOAT16)
-        to_lowp_kernel<__half><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(
-            (__half *)dst, src, n, n_vec);
-    else
-        to_lowp_kernel<__nv_bfloat16><<<blocks, ENG_CUDA_THREADS, 0, eng_cuda_ctx(ctx)->stream>>>(
-            (__nv_bfloat16 *)dst, src, n, n_vec);
-    ENG_CUDA_LAUNCHED(ctx);
-    return 0;
 }
