@@ -111,7 +111,7 @@ __device__ attn_score_t attn_score(const eng_attention_t &a, const attn_data<T> 
     const T *k = kv_row(a, p, false, b, g, key);
     double s = 0;
     for (int64_t d = threadIdx.x & 31; d < a.head; d += 32)
-        s += q[d] * ld(k[d]);
+        s += q[d] * ld(k[d * a.k_dstride]);
     for (int o = 16; o > 0; o >>= 1)
         s += __shfl_xor_sync(0xffffffffu, s, o);
     attn_score_t r;
@@ -205,7 +205,7 @@ template <typename U>
 __global__ void present_kernel(eng_attention_t a, bool value, const U *cur, const U *past,
                                U *dst, int64_t n)
 {
-    int64_t size = value ? a.v_head : a.head;
+    int64_t size = value ? a.v_head : a.head, stride = value ? 1 : a.k_dstride;
     ENG_CUDA_FOR(e, n)
     {
         int64_t d = e % size, row = e / size, key = row % a.total_len, bg = row / a.total_len;
@@ -213,7 +213,7 @@ __global__ void present_kernel(eng_attention_t a, bool value, const U *cur, cons
         dst[e] = key < a.past_len
                      ? past[(bg * a.past_len + key) * size + d]
                      : cur[eng_attention_row(value ? a.v_stride : a.k_stride, b, g,
-                                             key - a.past_len) + d];
+                                             key - a.past_len) + d * stride];
     }
 }
 
