@@ -6,7 +6,12 @@
  * dtype (float, double, float16, bfloat16), so the softmax runs at least at
  * any softmax_precision's precision.
  *
- * Attention takes one block per query row (batch, q head, query) and walks
+ * Attention's common case (no past, no qk_matmul_output, no softcap, head
+ * sizes up to 128, float/float16/bfloat16) runs the flash kernels of
+ * engine/cuda/attention_flash.cu, in float and on tensor cores; the rest
+ * runs the exact kernel here.
+ *
+ * The exact kernel takes one block per query row (batch, q head, query) and walks
  * the keys of the present cache in tiles of ATTN_TILE with an online
  * softmax: each warp scores keys of the tile (its lanes share the dot
  * product), the block takes the tile's max, rescales its running sum and
@@ -28,6 +33,7 @@
  * elements zero (never a read out of bounds), where the CPU fails with
  * FS_EINVAL. */
 #include "engine/cuda/dtype_impl.h"
+#include "engine/cuda/flash_impl.h"
 #include "engine/cuda/nn_impl.h"
 #include "engine/ops/attention_impl.h"
 
@@ -259,6 +265,8 @@ static int attention_run(eng_op_ctx_t *c)
     int64_t rows = a.batch * a.q_heads * a.q_len;
     if (rows == 0)
         return 0;
+    if (eng_cuda_attention_fast_ok(c, &a))
+        return eng_cuda_attention_fast(c, &a);
     unsigned blocks = eng_cuda_grid_cap(c, rows);
     return dispatch(c->inputs[ENG_ATTN_Q]->dtype, attn_types{}, [&](auto t) {
         using T = decltype(t);
