@@ -27,8 +27,9 @@
  * Guarantee: rewritten only when the Attention op computes the same
  * function: every node live, default domain, one output; every
  * intermediate read by the next node alone (a done node still counting)
- * and no graph output; the scale factors float scalar constants (one
- * element, rank <= 4), finite with a finite nonzero product; Softmax on
+ * and no graph output; the scale factors scalar constants (float32,
+ * float16 or bfloat16; one element, rank <= 4), finite with a finite
+ * nonzero product as float; Softmax on
  * the last axis (axis -1 or 3 of the rank-4 scores; before opset 13 the
  * 2-D coercion at axis 3 is the same function); IsNaN's and Where's
  * operands exactly (P), (IsNaN(P), 0 scalar, P). Shapes are proven from
@@ -60,7 +61,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "engine/graph.h"
+#include "engine/half.h"
 #include "engine/onnx_impl.h"
 #include "engine/op.h"
 #include "engine/plan.h"
@@ -135,18 +138,23 @@ static bool dim_one(const eng_dim_t *a)
     return a->value == 1;
 }
 
-/* Whether c is a float32 constant of one element and rank <= 4 (so that
- * it broadcasts against a rank-4 value without changing its shape) with a
+/* Whether c is a float32, float16 or bfloat16 constant (a model exported
+ * in half has half scales) of one element and rank <= 4 (so that it
+ * broadcasts against a rank-4 value without changing its shape) with a
  * finite value; the value into *f. */
 static bool scalar_const(const eng_graph_t *g, int c, double *f)
 {
-    if (c < 0 || g->values[c].kind != ENG_VALUE_CONST || !g->values[c].constant.data ||
-        g->values[c].constant.dtype != ENG_DT_FLOAT)
+    if (c < 0 || g->values[c].kind != ENG_VALUE_CONST || !g->values[c].constant.data)
         return false;
     const eng_tensor_t *t = &g->values[c].constant;
     if (eng_shape_numel(&t->shape) != 1 || t->shape.rank > 4)
         return false;
-    *f = *(const float *)t->data;
+    if (t->dtype == ENG_DT_FLOAT)
+        *f = *(const float *)t->data;
+    else if (t->dtype == ENG_DT_FLOAT16 || t->dtype == ENG_DT_BFLOAT16)
+        *f = eng_half_dt_to_float(t->dtype, *(const uint16_t *)t->data);
+    else
+        return false;
     return isfinite(*f);
 }
 
@@ -393,9 +401,17 @@ int eng_fuse_attention(eng_graph_t *g, bool *done)
     if (!attention)
         return 0;
     attn_chain_t c;
-    int rc = 0;
-    for (size_t i = 0; i < g->n_nodes && rc == 0; i++)
-        if (attn_match(g, done, (int)i, &c))
+    int rc = 0, fused = 0, left = 0;
+    for (size_t i = 0; i < g->n_nodes && rc == 0; i++) {
+        if (attn_match(g, done, (int)i, &c)) {
             rc = attn_apply(g, done, &c, attention);
+            fused += rc == 0;
+        } else {
+            left += live_op(g, done, (int)i, "Softmax");
+        }
+    }
+    if (fused || left)
+        FS_LOG_I("engine", "attention: %d chains fused into Attention nodes, %d Softmax left as "
+                 "they were", fused, left);
     return rc;
 }

@@ -146,9 +146,10 @@ static void attn_build(mb_t *b, const attn_case_t *ac)
         mb_output(b, "S", F, 4, (const int64_t[]){AB, AH, AS, AS});
 }
 
-/* Loads the case's graph, folds it and, when `fuse`, fuses attention;
- * returns the graph and its done flags (caller frees both). */
-static eng_graph_t *attn_load(mb_t *b, bool fuse, bool **done)
+/* Loads the case's graph, folds it, when `fuse` fuses attention, and
+ * lowers it to `low` (ENG_DT_UNDEFINED: float32 as it is); returns the
+ * graph and its done flags (caller frees both). */
+static eng_graph_t *attn_load_low(mb_t *b, bool fuse, eng_dtype_t low, bool **done)
 {
     eng_graph_t *g = NULL;
     cr_assert_eq(mb_load(b, NULL, NULL, &g), 0, "load: %s", fs_errmsg());
@@ -157,7 +158,14 @@ static eng_graph_t *attn_load(mb_t *b, bool fuse, bool **done)
     cr_assert_eq(eng_fold_constants(g, NULL, *done), 0, "fold: %s", fs_errmsg());
     if (fuse)
         cr_assert_eq(eng_fuse_attention(g, *done), 0, "fuse: %s", fs_errmsg());
+    if (low != ENG_DT_UNDEFINED)
+        cr_assert_eq(eng_lower_precision(g, low, NULL, done), 0, "lower: %s", fs_errmsg());
     return g;
+}
+
+static eng_graph_t *attn_load(mb_t *b, bool fuse, bool **done)
+{
+    return attn_load_low(b, fuse, ENG_DT_UNDEFINED, done);
 }
 
 /* The live Attention nodes of g; checks each writes Y and that every other
@@ -204,12 +212,13 @@ static float input_at(int which, int64_t i)
 /* Runs the case's graph, fused or not, on the CPU; Y into y. The mask
  * holds 0 except key AS - 1 of batch 0 (-3.4e38) and, when `masked_row`,
  * every key of batch 1 (-inf: fully masked rows). */
-static void attn_run(const attn_case_t *ac, bool fuse, bool masked_row, float *y)
+static void attn_run_low(const attn_case_t *ac, bool fuse, bool masked_row, eng_dtype_t low,
+                         float *y)
 {
     mb_t b;
     attn_build(&b, ac);
     bool *done;
-    eng_graph_t *g = attn_load(&b, fuse, &done);
+    eng_graph_t *g = attn_load_low(&b, fuse, low, &done);
     eng_shape_t qs = {.rank = 4, .dims = {AB, AH, AS, AD}};
     eng_shape_t ks = ac->k == K_GIVEN ? (eng_shape_t){.rank = 4, .dims = {AB, AH, AD, AS}} : qs;
     eng_shape_t ms = {.rank = 4, .dims = {AB, 1, 1, AS}};
@@ -242,6 +251,11 @@ static void attn_run(const attn_case_t *ac, bool fuse, bool masked_row, float *y
     free(done);
     eng_graph_destroy(g);
     mb_free(&b);
+}
+
+static void attn_run(const attn_case_t *ac, bool fuse, bool masked_row, float *y)
+{
+    attn_run_low(ac, fuse, masked_row, ENG_DT_UNDEFINED, y);
 }
 
 /* The case fused and unfused agree within float rounding. */
@@ -349,5 +363,30 @@ Test(fuse_attention, zoo_dynamo_exports_fuse_every_layer)
         int left = -1;
         cr_expect_eq(zoo_fused(models[i], &left), 2, "%s", models[i]);
         cr_expect_eq(left, 0, "%s: %d Softmax left", models[i], left);
+    }
+}
+
+/* Lowered to fp16 or bf16 (engine/lowp.c: the mask's -3.4e38 becomes the
+ * edge Cast's -inf or saturates), the fused graph computes what the
+ * lowered chain computes, fully masked rows included (0 on both sides):
+ * within two roundings of the low dtype (the chain rounds the scores and
+ * P, the op only Y). */
+Test(fuse_attention, lowered_to_half_the_fused_graph_matches_the_lowered_chain)
+{
+    static const eng_dtype_t lows[2] = {ENG_DT_FLOAT16, ENG_DT_BFLOAT16};
+    attn_case_t ac = {.k = K_DYNAMO, .scale = SCALE_SQRT, .mask = true, .guard = true,
+                      .axis = -1, .mask_last = AS};
+    for (int k = 0; k < 2; k++) {
+        float fused[AB * AH * AS * AD], chain[AB * AH * AS * AD];
+        attn_run_low(&ac, true, true, lows[k], fused);
+        attn_run_low(&ac, false, true, lows[k], chain);
+        const float tol = lows[k] == ENG_DT_FLOAT16 ? 4e-3f : 3e-2f;
+        for (int i = 0; i < AB * AH * AS * AD; i++) {
+            cr_expect(fabsf(fused[i] - chain[i]) <= tol, "%s Y[%d]: fused %.9g, chain %.9g",
+                      eng_dtype_name(lows[k]), i, (double)fused[i], (double)chain[i]);
+            if (i >= AH * AS * AD)
+                cr_expect_eq(fused[i], 0.0f, "%s Y[%d] of a fully masked row",
+                             eng_dtype_name(lows[k]), i);
+        }
     }
 }
