@@ -91,13 +91,10 @@ static void attn_build(mb_t *b, const attn_case_t *ac)
     } else if (ac->k == K_DYNAMO) {
         add_shape(b, "s1", 3, (const int64_t[]){-1, AS, AD});
         add_shape(b, "s2", 4, (const int64_t[]){AB, AH, AD, AS});
-        mb_node(b, "Reshape", "r1", "K", "K3");
+        mb_node(b, "Reshape", "r1", "K,s1", "K3");
         Onnx__NodeProto *t = mb_node(b, "Transpose", "t3", "K3", "K3t");
         mb_attr_ints(b, t, "perm", (const int64_t[]){0, 2, 1}, 3);
         mb_node(b, "Reshape", "r2", "K3t,s2", "Kt");
-        /* r1 reads s1 */
-        b->graph.node[b->graph.n_node - 3]->n_input = 2;
-        b->graph.node[b->graph.n_node - 3]->input[1] = mb_str(b, "s1");
         const int64_t d3[3] = {AB * AH, AS, AD}, d3t[3] = {AB * AH, AD, AS};
         b->infos[b->graph.n_value_info++] = mb_vi(b, "K3", F, 3, d3, NULL);
         b->infos[b->graph.n_value_info++] = mb_vi(b, "K3t", F, 3, d3t, NULL);
