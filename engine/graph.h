@@ -125,11 +125,14 @@ typedef struct eng_node {
     int n_attrs;
     const eng_attr_t *attrs;
     const struct eng_op_def *op; /* resolved at load */
-    /* MatMul only, and never from a model file: input 1 holds B with its
-     * last two dims swapped ([..., N, K]), and the kernels read it
-     * transposed. Set at load by engine/fuse.c when it drops a Transpose
-     * of a constant, so that the constant is stored once (a tied
-     * embedding: a Gather and the LM head read one table). */
+    /* MatMul and Attention only, and never from a model file: input 1
+     * holds B (Attention: K) with its last two dims swapped ([..., N, K];
+     * Attention: [B, kv_heads, head, kv_len], 4-D only), and the kernels
+     * read it transposed. Set at load by engine/fuse.c when it drops a
+     * Transpose of a constant, so that the constant is stored once (a tied
+     * embedding: a Gather and the LM head read one table), and by
+     * engine/fuse_attention.c on an Attention node that reads an
+     * exporter's K^T. */
     bool trans_b;
     /* Set at load by engine/layout.c, never from a model file. Conv, the
      * pools (MaxPool, AveragePool) and GlobalAveragePool / GlobalMaxPool

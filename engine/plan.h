@@ -148,6 +148,16 @@ int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
  * eng_fold_constants on the same `done`. Cannot fail (returns 0). */
 int eng_fuse_gelu(eng_graph_t *g, bool *done);
 
+/* Rewrites each exported attention, MatMul(Q, K^T) -> [scale] -> [Add
+ * mask] -> Softmax(last axis) -> [Where(IsNaN(P), 0, P)] -> MatMul(P, V),
+ * into one Attention node (scale set; K read transposed through the
+ * node's trans_b where it is not found untransposed) on the last MatMul
+ * (engine/fuse_attention.c says exactly when); `done[i]` is set for the
+ * chain's other nodes. Runs after eng_fold_constants on the same `done`.
+ * 0, or FS_ENOMEM; on error the chains already rewritten stay and the
+ * graph stays consistent (freed with it). */
+int eng_fuse_attention(eng_graph_t *g, bool *done);
+
 /* fp16/bf16 precision: retypes g's float32 values and constants to `low`
  * (ENG_DT_FLOAT16 or ENG_DT_BFLOAT16), with Casts at the graph's float32
  * inputs and outputs so that its interface stays float32 (engine/lowp.c

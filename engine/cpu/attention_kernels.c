@@ -26,8 +26,8 @@
 /* --- loads and stores per dtype ------------------------------------------------------------ */
 
 typedef struct attn_io {
-    /* q . k over n elements, q already loaded. */
-    double (*dot)(const double *q, const void *k, int64_t n);
+    /* q . k over n elements, q already loaded, k's `stride` elements apart. */
+    double (*dot)(const double *q, const void *k, int64_t n, int64_t stride);
     /* acc[d] += p * v[d]. */
     void (*axpy)(double *acc, double p, const void *v, int64_t n);
     void (*load)(double *dst, const void *src, int64_t n);
@@ -44,12 +44,12 @@ typedef struct attn_io {
 #define IO_BF16_OUT(v) eng_float_to_bf16((float)(v))
 
 #define ATTN_IO(T, sfx, IN, OUT)                                                        \
-    static double dot_##sfx(const double *q, const void *k_, int64_t n)                 \
+    static double dot_##sfx(const double *q, const void *k_, int64_t n, int64_t stride) \
     {                                                                                   \
         const T *k = k_;                                                                \
         double s = 0;                                                                   \
         for (int64_t d = 0; d < n; d++)                                                 \
-            s += q[d] * IN(k[d]);                                                       \
+            s += q[d] * IN(k[d * stride]);                                              \
         return s;                                                                       \
     }                                                                                   \
     static void axpy_##sfx(double *acc, double p, const void *v_, int64_t n)            \
@@ -157,7 +157,7 @@ static void attn_row(const attn_job_t *j, int64_t r, double *s)
     bool open = false;
     double m = -INFINITY;
     for (int64_t key = 0; key < n; key++) {
-        double sc = a->head > 0 ? io->dot(q, kv_row(j, false, b, g, key), a->head) * a->scale : 0;
+        double sc = a->head > 0 ? io->dot(q, kv_row(j, false, b, g, key), a->head, a->k_dstride) * a->scale : 0;
         double cap = eng_attention_softcap(a, sc), mv = 0;
         if (a->mask == ENG_ATTN_MASK_BOOL && key < a->mask_len)
             mv = ((const uint8_t *)j->mask)[mask_at + key] != 0;
@@ -203,11 +203,17 @@ static void attn_slices_run(void *arg, int64_t begin, int64_t end)
 static void write_present(const attn_job_t *j, bool value, char *dst)
 {
     const eng_attention_t *a = j->a;
-    size_t row = (size_t)(value ? a->v_head : a->head) * j->es;
+    const int64_t size = value ? a->v_head : a->head, stride = value ? 1 : a->k_dstride;
+    size_t row = (size_t)size * j->es;
     for (int64_t b = 0; b < a->batch; b++)
         for (int64_t g = 0; g < a->kv_heads; g++)
-            for (int64_t key = 0; key < a->total_len; key++, dst += row)
-                memcpy(dst, kv_row(j, value, b, g, key), row);
+            for (int64_t key = 0; key < a->total_len; key++, dst += row) {
+                const char *src = kv_row(j, value, b, g, key);
+                if (stride == 1)
+                    memcpy(dst, src, row);
+                for (int64_t d = 0; stride != 1 && d < size; d++)
+                    memcpy(dst + (size_t)d * j->es, src + (size_t)(d * stride) * j->es, j->es);
+            }
 }
 
 static size_t attention_scratch_bytes(const eng_op_ctx_t *c)

@@ -6,7 +6,12 @@
  * dtype (float, double, float16, bfloat16), so the softmax runs at least at
  * any softmax_precision's precision.
  *
- * Attention takes one block per query row (batch, q head, query) and walks
+ * Attention's common case (no past, no qk_matmul_output, no softcap, head
+ * sizes up to 128, float/float16/bfloat16) runs the flash kernels of
+ * engine/cuda/attention_flash.cu, in float and on tensor cores; the rest
+ * runs the exact kernel here.
+ *
+ * The exact kernel takes one block per query row (batch, q head, query) and walks
  * the keys of the present cache in tiles of ATTN_TILE with an online
  * softmax: each warp scores keys of the tile (its lanes share the dot
  * product), the block takes the tile's max, rescales its running sum and
@@ -28,6 +33,7 @@
  * elements zero (never a read out of bounds), where the CPU fails with
  * FS_EINVAL. */
 #include "engine/cuda/dtype_impl.h"
+#include "engine/cuda/flash_impl.h"
 #include "engine/cuda/nn_impl.h"
 #include "engine/ops/attention_impl.h"
 
@@ -111,7 +117,7 @@ __device__ attn_score_t attn_score(const eng_attention_t &a, const attn_data<T> 
     const T *k = kv_row(a, p, false, b, g, key);
     double s = 0;
     for (int64_t d = threadIdx.x & 31; d < a.head; d += 32)
-        s += q[d] * ld(k[d]);
+        s += q[d] * ld(k[d * a.k_dstride]);
     for (int o = 16; o > 0; o >>= 1)
         s += __shfl_xor_sync(0xffffffffu, s, o);
     attn_score_t r;
@@ -205,7 +211,7 @@ template <typename U>
 __global__ void present_kernel(eng_attention_t a, bool value, const U *cur, const U *past,
                                U *dst, int64_t n)
 {
-    int64_t size = value ? a.v_head : a.head;
+    int64_t size = value ? a.v_head : a.head, stride = value ? 1 : a.k_dstride;
     ENG_CUDA_FOR(e, n)
     {
         int64_t d = e % size, row = e / size, key = row % a.total_len, bg = row / a.total_len;
@@ -213,7 +219,7 @@ __global__ void present_kernel(eng_attention_t a, bool value, const U *cur, cons
         dst[e] = key < a.past_len
                      ? past[(bg * a.past_len + key) * size + d]
                      : cur[eng_attention_row(value ? a.v_stride : a.k_stride, b, g,
-                                             key - a.past_len) + d];
+                                             key - a.past_len) + d * stride];
     }
 }
 
@@ -259,6 +265,8 @@ static int attention_run(eng_op_ctx_t *c)
     int64_t rows = a.batch * a.q_heads * a.q_len;
     if (rows == 0)
         return 0;
+    if (eng_cuda_attention_fast_ok(c, &a))
+        return eng_cuda_attention_fast(c, &a);
     unsigned blocks = eng_cuda_grid_cap(c, rows);
     return dispatch(c->inputs[ENG_ATTN_Q]->dtype, attn_types{}, [&](auto t) {
         using T = decltype(t);

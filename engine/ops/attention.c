@@ -74,6 +74,10 @@ static int attention_qkv(const eng_op_ctx_t *c, eng_attention_t *a)
         return eng_op_err(c, FS_EINVAL, "Q %s, K %s and V %s must all be 3-D or all 4-D", qs,
                           ks, vs);
     a->in3d = r == 3;
+    a->k_t = c->node && c->node->trans_b;
+    a->k_dstride = 1;
+    if (a->k_t && a->in3d)
+        return eng_op_err(c, FS_EINVAL, "K %s is stored transposed, which needs 4-D inputs", ks);
     a->batch = q->shape.dims[0];
     if (k->shape.dims[0] != a->batch || v->shape.dims[0] != a->batch)
         return eng_op_err(c, FS_EINVAL, "Q %s, K %s and V %s differ in batch size", qs, ks, vs);
@@ -111,10 +115,12 @@ static int attention_qkv(const eng_op_ctx_t *c, eng_attention_t *a)
     if (named && c->opset >= 25)
         return eng_op_err(c, FS_EINVAL, "q_num_heads and kv_num_heads must not be given for "
                           "4-D inputs (Q %s)", qs);
+    /* K transposed (trans_b): [B, kv_heads, head, kv_len]. */
+    const int k_len = a->k_t ? 3 : 2, k_size = a->k_t ? 2 : 3;
     a->q_heads = q->shape.dims[1];
     a->kv_heads = k->shape.dims[1];
     a->q_len = q->shape.dims[2];
-    a->kv_len = k->shape.dims[2];
+    a->kv_len = k->shape.dims[k_len];
     a->head = q->shape.dims[3];
     a->v_head = v->shape.dims[3];
     if (eng_attr_i(n, "q_num_heads", a->q_heads) != a->q_heads ||
@@ -122,16 +128,20 @@ static int attention_qkv(const eng_op_ctx_t *c, eng_attention_t *a)
         return eng_op_err(c, FS_EINVAL, "q_num_heads %lld and kv_num_heads %lld disagree with "
                           "Q %s and K %s", (long long)eng_attr_i(n, "q_num_heads", a->q_heads),
                           (long long)eng_attr_i(n, "kv_num_heads", a->kv_heads), qs, ks);
-    if (k->shape.dims[3] != a->head)
-        return eng_op_err(c, FS_EINVAL, "Q %s and K %s differ in head size", qs, ks);
+    if (k->shape.dims[k_size] != a->head)
+        return eng_op_err(c, FS_EINVAL, "Q %s and K %s%s differ in head size", qs, ks,
+                          a->k_t ? " (stored transposed)" : "");
     if (v->shape.dims[1] != a->kv_heads || v->shape.dims[2] != a->kv_len)
         return eng_op_err(c, FS_EINVAL, "K %s and V %s differ in heads or sequence length", ks,
                           vs);
     memcpy(a->q_stride, (int64_t[3]){a->q_heads * a->q_len * a->head, a->q_len * a->head, a->head},
            sizeof a->q_stride);
     memcpy(a->k_stride,
-           (int64_t[3]){a->kv_heads * a->kv_len * a->head, a->kv_len * a->head, a->head},
+           (int64_t[3]){a->kv_heads * a->kv_len * a->head, a->kv_len * a->head,
+                        a->k_t ? 1 : a->head},
            sizeof a->k_stride);
+    if (a->k_t)
+        a->k_dstride = a->kv_len;
     memcpy(a->v_stride,
            (int64_t[3]){a->kv_heads * a->kv_len * a->v_head, a->kv_len * a->v_head, a->v_head},
            sizeof a->v_stride);
@@ -150,6 +160,8 @@ static int attention_past(const eng_op_ctx_t *c, eng_attention_t *a)
                        *pv = eng_ctx_in(c, ENG_ATTN_PAST_VALUE);
     a->has_past = pk != NULL;
     a->past_len = 0;
+    if (pk && a->k_t)
+        return eng_op_err(c, FS_EINVAL, "K is stored transposed, which takes no past_key");
     if (pk && pv) {
         char ks[SHAPE_BUF], vs[SHAPE_BUF];
         eng_shape_format(&pk->shape, ks, sizeof ks);

@@ -60,6 +60,12 @@ typedef struct eng_attention {
      * present_key/present_value and qk_matmul_output are always 4-D. */
     bool in3d;
     int64_t q_stride[3], k_stride[3], v_stride[3], y_stride[3];
+    /* Element stride between consecutive head elements of a K row: 1, or
+     * kv_len when the node reads K transposed (k_t: graph.h's trans_b, K
+     * [B, kv_heads, head, kv_len], 4-D and no past only). Q, V, Y and the
+     * caches are contiguous along the head. */
+    bool k_t;
+    int64_t k_dstride;
     double scale;   /* the scale attribute, else 1 / sqrt(head) */
     double softcap; /* 0: none */
     bool causal;
