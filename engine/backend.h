@@ -51,6 +51,11 @@ typedef struct eng_backend_i {
     /* Whether convolutional regions run channels-last here
      * (engine/layout.c): where its Conv kernels are faster on NHWC. */
     bool channels_last;
+    /* Whether the exporters' MatMul-Softmax-MatMul attention chains become
+     * one Attention node here (engine/fuse_attention.c): where its
+     * Attention kernel beats the chain. The CPU's is the exact double
+     * reference, slower than its GEMMs at batch, so the CPU keeps chains. */
+    bool fused_attention;
     /* The state of one model instance on device `index`, computing at
      * `precision`. Optional: a device without one (the CPU) leaves these
      * NULL and its instance is NULL. */

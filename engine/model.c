@@ -369,7 +369,7 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_fuse_conv_bn(m->graph, &wa, m->node_done);
     if (rc == 0)
         rc = eng_fuse_gelu(m->graph, m->node_done);
-    if (rc == 0)
+    if (rc == 0 && m->be && m->be->fused_attention)
         rc = eng_fuse_attention(m->graph, m->node_done);
     if (rc == 0)
         release_dead_constants(m, &wa);
