@@ -110,6 +110,15 @@ void eng_value_io_info(const eng_value_t *v, struct eng_io_info *out);
 
 struct eng_op_def;
 
+/* The activation a GEMM node applies last when the loader fused one into it
+ * (engine/fuse_epilogue.c); each is the formula of the op it replaced. */
+typedef enum eng_act {
+    ENG_ACT_NONE = 0,
+    ENG_ACT_RELU = 1,         /* Relu: x < 0 ? 0 : x (NaN passes) */
+    ENG_ACT_GELU = 2,         /* Gelu, approximate 'none' (erf) */
+    ENG_ACT_GELU_TANH = 3,    /* Gelu, approximate 'tanh' */
+} eng_act_t;
+
 typedef struct eng_node {
     const char *name;         /* "" when the model gave none */
     const char *op_type;
@@ -131,6 +140,15 @@ typedef struct eng_node {
      * of a constant, so that the constant is stored once (a tied
      * embedding: a Gather and the LM head read one table). */
     bool trans_b;
+    /* MatMul and Gemm only, and never from a model file: an epilogue the
+     * loader fused into the node (engine/fuse_epilogue.c). A MatMul with
+     * `bias` set has a third input, outside MatMul's ONNX schema the way
+     * implicit inputs are outside theirs: a vector of N elements (shape
+     * [N] or [1, ..., 1, N]) in Y's dtype, added to every row of the
+     * product. (A Gemm's bias is its own input C.) `act` is applied to the
+     * result last. */
+    bool bias;
+    eng_act_t act;
 } eng_node_t;
 
 typedef struct eng_graph {

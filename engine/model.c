@@ -370,6 +370,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
     if (rc == 0)
         rc = eng_fuse_gelu(m->graph, m->node_done);
     if (rc == 0)
+        rc = eng_fuse_gemm_epilogue(m->graph, m->node_done);
+    if (rc == 0)
         release_dead_constants(m, &wa);
     if (rc == 0 && m->lowp != ENG_DT_UNDEFINED)
         rc = eng_lower_precision(m->graph, m->lowp, &wa, &m->node_done);
