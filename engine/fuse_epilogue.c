@@ -18,7 +18,8 @@
  * The rewrite. A MatMul gets the bias as a third input with the node's
  * `bias` set (graph.h: outside MatMul's ONNX schema, as implicit inputs
  * are); a Gemm gets it as its C with beta 1 (alpha * A'B' + b is what Gemm
- * then Add computed). The activation goes in the node's `act`. The GEMM
+ * then Add computed) and `bias` set, which tells its kernels to add C to
+ * the finished product as the Add did rather than accumulate onto it. The activation goes in the node's `act`. The GEMM
  * node writes the last node's output; the Add and the activation are
  * marked done like folded nodes, and the intermediates are left with no
  * producer. New input, output and attribute arrays come from the graph's
@@ -228,7 +229,7 @@ static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
         g->values[m->bias].n_consumers++;
         n->inputs = ins;
         n->n_inputs = 3;
-        n->bias = mm;
+        n->bias = true;
         n->attrs = attrs;
         n->n_attrs = n_attrs;
         done[m->add] = true;

@@ -141,12 +141,12 @@ typedef struct eng_node {
      * embedding: a Gather and the LM head read one table). */
     bool trans_b;
     /* MatMul and Gemm only, and never from a model file: an epilogue the
-     * loader fused into the node (engine/fuse_epilogue.c). A MatMul with
-     * `bias` set has a third input, outside MatMul's ONNX schema the way
-     * implicit inputs are outside theirs: a vector of N elements (shape
-     * [N] or [1, ..., 1, N]) in Y's dtype, added to every row of the
-     * product. (A Gemm's bias is its own input C.) `act` is applied to the
-     * result last. */
+     * loader fused into the node (engine/fuse_epilogue.c). With `bias`
+     * set, input 2 is a vector of N elements (shape [N] or [1, ..., 1, N])
+     * in Y's dtype, added to every row of the finished product, as the Add
+     * it replaced added it: for a MatMul a third input, outside MatMul's
+     * ONNX schema the way implicit inputs are outside theirs; for a Gemm
+     * its C, with beta 1. `act` is applied to the result last. */
     bool bias;
     eng_act_t act;
 } eng_node_t;

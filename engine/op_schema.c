@@ -79,7 +79,7 @@ bool eng_op_ctx_complete(const eng_op_ctx_t *ctx)
     if (ctx->node->n_implicit > 0 && n_in > explicit_n)
         n_in = explicit_n;
     /* A fused MatMul's bias (graph.h) is outside the schema too. */
-    if (ctx->node->bias) {
+    if (ctx->node->bias && op == ENG_OP_MatMul) {
         if (n_in < 3 || !ctx->inputs[2])
             return false;
         n_in--;

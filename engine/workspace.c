@@ -19,6 +19,7 @@
 /* One block of a pool. */
 typedef struct ws_block {
     void *ptr;
+    size_t held;              /* its bytes as the cache rounded them */
     bool leased;
     const void *last_user;    /* the model that leased it last */
 } ws_block_t;
@@ -64,7 +65,9 @@ static int block_add_locked(eng_workspace_t *p, size_t *at)
     int rc = alloc_cache_alloc_flags(p->cache, p->bytes, 0, p->owner, ALLOC_F_OWN_SEGMENT, &ptr);
     if (rc)
         return rc;
-    p->blocks[p->n_blocks] = (ws_block_t){.ptr = ptr};
+    size_t held = p->bytes;
+    (void)alloc_cache_block_size(p->cache, ptr, &held); /* its own block: cannot fail */
+    p->blocks[p->n_blocks] = (ws_block_t){.ptr = ptr, .held = held};
     *at = p->n_blocks++;
     return 0;
 }
@@ -168,7 +171,9 @@ size_t eng_workspace_bytes(alloc_cache_t *cache)
 {
     pthread_mutex_lock(&W.lock);
     const eng_workspace_t *p = pool_find_locked(cache);
-    size_t bytes = p ? p->bytes * p->n_blocks : 0;
+    size_t bytes = 0;
+    for (size_t i = 0; p && i < p->n_blocks; i++)
+        bytes += p->blocks[i].held;
     pthread_mutex_unlock(&W.lock);
     return bytes;
 }

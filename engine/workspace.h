@@ -59,8 +59,8 @@ int eng_workspace_acquire(eng_workspace_t *ws, const void *user, void **ptr);
  * is done. Cannot fail. */
 void eng_workspace_release(eng_workspace_t *ws, void *ptr);
 
-/* The bytes of the workspace blocks over `cache`: 0 without a pool.
- * Cannot fail. */
+/* The bytes the workspace blocks over `cache` hold (as the cache rounded
+ * them: what their owner is counted); 0 without a pool. Cannot fail. */
 size_t eng_workspace_bytes(alloc_cache_t *cache);
 
 /* The size of the pool's blocks. Cannot fail. */

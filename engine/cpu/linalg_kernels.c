@@ -252,7 +252,8 @@ static size_t gemm_scratch_bytes(const eng_op_ctx_t *c)
 /* Gemm: Y = act(alpha * A' x B' + beta * C), C broadcast to [M, N], act
  * the node's fused activation (graph.h; none from a model file): with C, Y
  * is set to beta * C and the product (alpha folded into B's elements, see
- * gemm.h) accumulates onto it. Cannot fail but in half, through float
+ * gemm.h) accumulates onto it -- but a fused bias C (graph.h's `bias`) is
+ * added to the finished product, as the Add it replaced did. Cannot fail but in half, through float
  * (engine/cpu/through_float.h: scratch, host memory). */
 static int gemm_run(eng_op_ctx_t *c)
 {
@@ -264,6 +265,9 @@ static int gemm_run(eng_op_ctx_t *c)
     int64_t m, n, k;
     gemm_dims(c, &m, &n, &k);
     float *y = c->outputs[0]->data;
+    /* A fused bias (graph.h) is added after the product, by the epilogue. */
+    if (c->node->bias)
+        ct = NULL;
     if (ct) {
         const float *cv = ct->data;
         const eng_shape_t *cs = &ct->shape;

@@ -14,7 +14,12 @@
  * operands on tensor cores with fp32 accumulation, C in the operands'
  * dtype or float32. eng_cuda_sgemm, eng_cuda_gemm_lowp and
  * eng_cuda_gemm_half are that entry without an epilogue; eng_cuda_dgemm
- * stays on cublasDgemm*.
+ * stays on cublasDgemm*. A convolution lowered to a GEMM (NHWC: rows are
+ * output pixels, columns output channels) with its bias, a residual and a
+ * Relu fused is one call: C = act(A x op(W) + bias + R) is eng_cuda_gemm
+ * with alpha 1, beta 1, r the residual (laid out as C), bias the [N]
+ * channel bias and act ENG_ACT_RELU -- cuBLASLt's RELU_BIAS epilogue with
+ * C = R, D = the output.
  *
  * PLANS. A cuBLASLt call needs a matmul descriptor, matrix layouts and an
  * algorithm; building them and asking the heuristic costs more than a
@@ -280,6 +285,12 @@ static cublasLtEpilogue_t lt_epilogue(const eng_cuda_gemm_t *g)
     }
 }
 
+/* The C cuBLASLt reads: the residual when one is given and read, else C. */
+static const void *gemm_c_in(const eng_cuda_gemm_t *g)
+{
+    return g->beta != 0.0f && g->r ? g->r : g->c;
+}
+
 static void lt_key_fill(const eng_cuda_t *c, const eng_cuda_gemm_t *g, lt_key_t *key)
 {
     memset(key, 0, sizeof *key);
@@ -295,7 +306,7 @@ static void lt_key_fill(const eng_cuda_t *c, const eng_cuda_gemm_t *g, lt_key_t 
     key->tf32 = g->dtype == ENG_DT_FLOAT && c->precision == ENG_PREC_TF32;
     key->align_a = align_class(g->a, key->stride_a * es);
     key->align_b = align_class(g->b, key->stride_b * es);
-    key->align_c = align_class(g->r ? g->r : g->c, key->stride_c * ces);
+    key->align_c = align_class(gemm_c_in(g), key->stride_c * ces);
     key->align_d = align_class(g->c, key->stride_c * ces);
     key->align_bias = g->bias ? align_class(g->bias, 0) : 0;
 }
@@ -454,9 +465,8 @@ int eng_cuda_gemm(const eng_op_ctx_t *ctx, const eng_cuda_gemm_t *g)
         ENG_CUBLAS_TRY(ctx, cublasLtMatmulDescSetAttribute(
                                 p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
-    const void *cin = g->beta != 0.0f && g->r ? g->r : g->c;
     ENG_CUBLAS_TRY(ctx, cublasLtMatmul(c->lt, p->desc, &g->alpha, g->b, p->la, g->a, p->lb,
-                                       &g->beta, cin, p->lc, g->c, p->lc, &p->algo, c->workspace,
+                                       &g->beta, gemm_c_in(g), p->lc, g->c, p->lc, &p->algo, c->workspace,
                                        c->workspace_bytes, c->stream));
     if (g->act == ENG_ACT_GELU)
         return epilogue_launch(ctx, g, g->c, 1.0f, NULL, ENG_ACT_GELU);
