@@ -391,6 +391,15 @@ if has bert; then
             --duration 600s --concurrency 1 --encoding binary --sample-interval 0.2s \
             --csv "$d/$policy/samples.csv" --summary "$d/$policy/summary.json" \
             --plot "$d/$policy/flatserve" > "$d/$policy.txt" 2>&1 || echo "loadgen ($policy): exit $?"
+        # Where a request's time went, server side: the statistics
+        # extension's totals (queue, input copy, compute, output copy).
+        curl -s "http://127.0.0.1:$port/v2/models/encoder_bert/stats" > "$d/$policy/stats.json" &&
+            python3 -c 'import json,sys
+s = json.load(open(sys.argv[1]))["model_stats"][0]["inference_stats"]
+print("server-side means over %d requests:" % s["success"]["count"], ", ".join(
+    "%s %.2f ms" % (k, s[k]["ns"] / max(1, s[k]["count"]) / 1e6)
+    for k in ("success", "queue", "compute_input", "compute_infer", "compute_output")))' "$d/$policy/stats.json" ||
+            echo "stats: none"
         kill -TERM "$spid"
         rc=0; wait "$spid" || rc=$?
         echo "flatserve ($policy) exit: $rc"

@@ -17,7 +17,12 @@
 # The ratio flatserve/hello is the share of MHD's own ceiling that flatserve
 # keeps once routing, the codec, batching and the model run. On a small
 # machine wrk shares the cores with the server: compare ratios, not
-# absolute figures, across machines.
+# absolute figures, across machines. The "CPU us/req" columns are each
+# server's user + system CPU time over the measured run (/proc/PID/stat)
+# divided by the requests wrk counted: the cost a request, whatever the
+# cores. Below the table, flatserve's requests resumed after a wait for
+# another thread's batch, and the wake-ups of HTTP threads that resumed
+# them (one serves every completion since the thread's last).
 #
 # Binaries: build/<variant>/bin, the variant matching --device first (cuda
 # for cuda:N; cpu, then cuda, for cpu); FLATSERVE_BIN and HELLO_BIN override.
@@ -196,6 +201,16 @@ run_wrk() {
     wrk_pid=""
     grep -q '^wrk_result ' "$4" || { cat "$4" >&2; die "wrk printed no result line (bench/infer.lua not run?)"; }
 }
+# cpu_ticks PID: the process's user + system CPU time in clock ticks (the
+# fields after the parenthesised command name, which may hold spaces).
+cpu_ticks() {
+    sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+tck=$(getconf CLK_TCK)
+# metric PORT NAME: the value of a sample without labels in /metrics.
+metric() {
+    curl -s "http://127.0.0.1:$1/metrics" | sed -n "s/^$2 //p"
+}
 # field FILE KEY: KEY's value on FILE's wrk_result line.
 field() {
     sed -n "/^wrk_result /s/.* $2=\([^ ]*\).*/\1/p" "$1"
@@ -204,12 +219,16 @@ field() {
 rows=""
 for c in $concurrency; do
     for side in flatserve hello; do
-        port=$hello_port
-        [ "$side" = flatserve ] && port=$flatserve_port
+        port=$hello_port pid=$hello_pid
+        [ "$side" = flatserve ] && port=$flatserve_port pid=$flatserve_pid
         echo "http_bench: $side, $c connection(s): warm-up $warmup, then $duration" >&2
         run_wrk "$port" "$c" "$warmup" "$tmp/warmup.txt"
+        t0=$(cpu_ticks "$pid")
         run_wrk "$port" "$c" "$duration" "$tmp/$side-$c.txt"
+        t1=$(cpu_ticks "$pid")
         out=$tmp/$side-$c.txt
+        awk -v a="$t0" -v b="$t1" -v t="$tck" -v n="$(field "$out" requests)" \
+            'BEGIN { printf "%.1f", (n > 0 ? (b - a) * 1e6 / t / n : 0) }' >"$tmp/$side-$c.cpu"
         if [ "$side" = flatserve ]; then
             bad=$(($(field "$out" non2xx) + $(field "$out" socket_errors)))
             if [ "$bad" -ne 0 ]; then
@@ -221,9 +240,9 @@ for c in $concurrency; do
     done
     f=$tmp/flatserve-$c.txt h=$tmp/hello-$c.txt
     ratio=$(awk -v a="$(field "$f" rps)" -v b="$(field "$h" rps)" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
-    rows="$rows$(printf '| %s | %.0f | %s | %s | %.0f | %s | %s | %s |' "$c" \
-        "$(field "$f" rps)" "$(field "$f" p50_ms)" "$(field "$f" p99_ms)" \
-        "$(field "$h" rps)" "$(field "$h" p50_ms)" "$(field "$h" p99_ms)" "$ratio")
+    rows="$rows$(printf '| %s | %.0f | %s | %s | %s | %.0f | %s | %s | %s | %s |' "$c" \
+        "$(field "$f" rps)" "$(field "$f" p50_ms)" "$(field "$f" p99_ms)" "$(cat "$tmp/flatserve-$c.cpu")" \
+        "$(field "$h" rps)" "$(field "$h" p50_ms)" "$(field "$h" p99_ms)" "$(cat "$tmp/hello-$c.cpu")" "$ratio")
 "
 done
 
@@ -239,6 +258,10 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), CPU $cpu, nproc $ncpu, device $device$gpu, $threads HTTP threads, commit $commit$stand_in"
 echo "\`$command_line\` (wrk $duration a row after a $warmup warm-up; flatserve answered 0 non-2xx)"
 echo
-echo "| concurrency | flatserve req/s | p50 ms | p99 ms | hello req/s | p50 ms | p99 ms | ratio |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| concurrency | flatserve req/s | p50 ms | p99 ms | CPU us/req | hello req/s | p50 ms | p99 ms | CPU us/req | ratio |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s' "$rows"
+if [ -z "$stand_in" ]; then
+    echo
+    echo "flatserve over the whole run: $(metric "$flatserve_port" flatserve_http_resumed_total) requests resumed after a wait, by $(metric "$flatserve_port" flatserve_http_resume_wakeups_total) wake-ups"
+fi

@@ -59,6 +59,7 @@ typedef struct bench_opts {
     eng_device_t dev;       /* the two above, parsed */
     eng_precision_t prec;
     bool no_graphs;         /* CUDA: launch by launch, no graph replay */
+    eng_conv_layout_t layout; /* --layout: convolutional regions' layout */
     bench_dim_t dims[BENCH_MAX_DIMS]; /* symbolic dims set by name (not the batch dim) */
     size_t n_dims;
     size_t n_plans;         /* --plans N: time N plan builds for new shapes; 0: none */
@@ -458,7 +459,7 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
     eng_model_config_t cfg = {.name = name, .cache = cache, .n_threads = o->n_threads,
                               .device = o->dev, .precision = o->prec,
                               .host_cache = mem->host_cache, .staging = mem->staging,
-                              .no_cuda_graphs = o->no_graphs};
+                              .no_cuda_graphs = o->no_graphs, .conv_layout = o->layout};
     eng_model_t *m = NULL;
     int64_t batches[BENCH_MAX_BATCHES];
     size_t n_batches = 0;
@@ -610,6 +611,8 @@ static void bench_usage(FILE *f)
                "  --device D   cpu (default), cuda or cuda:N\n"
                "  --precision P  on CUDA: fp32 (default), tf32, fp16, bf16\n"
                "  --no-graphs  on CUDA: launch every kernel, never replay a CUDA graph\n"
+               "  --layout L   convolutions: auto (default: the device's choice), nchw or\n"
+               "               nhwc (channels-last regions, engine/layout.c)\n"
                "  --quick      0.3 s or 20 runs a measurement instead of 2 s or 200\n"
                "  --markdown   tables as Markdown, for bench/RESULTS.md\n"
                "  --json FILE  one object per (model, batch), for bench/ort_compare.py\n"
@@ -699,6 +702,15 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
             o->n_threads = (int)v;
         } else if (strcmp(a, "--no-graphs") == 0) {
             o->no_graphs = true;
+        } else if (strcmp(a, "--layout") == 0 && i + 1 < argc) {
+            const char *l = argv[++i];
+            if (strcmp(l, "auto") && strcmp(l, "nchw") && strcmp(l, "nhwc")) {
+                fprintf(stderr, "model_bench: --layout needs auto, nchw or nhwc\n");
+                exit(2);
+            }
+            o->layout = strcmp(l, "nchw") == 0   ? ENG_CONV_LAYOUT_NCHW
+                        : strcmp(l, "nhwc") == 0 ? ENG_CONV_LAYOUT_NHWC
+                                                 : ENG_CONV_LAYOUT_AUTO;
         } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
             o->device = argv[++i];
             if (eng_device_parse(o->device, &o->dev) != 0) {

@@ -5,7 +5,9 @@
  *
  * Both are libstdc++'s, behind this C interface (numtext.cc): glibc's
  * printf("%.9g") and strtod give the same values but cost about 10x more a
- * number, most of a JSON tensor's encoding and decoding.
+ * number, most of a JSON tensor's encoding and decoding. Reading takes
+ * Clinger's exact fast path first (at most 19 digits, |exponent| <= 22:
+ * one correctly rounded multiplication), from_chars for the rest.
  *
  * Threading: pure functions, safe from any thread; no locale is read (the
  * decimal point is always '.'). */

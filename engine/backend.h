@@ -48,6 +48,9 @@ typedef struct eng_backend_i {
     bool host_memory;                     /* see the header */
     /* The precisions it computes at: bit (1u << p) for each eng_precision_t p. */
     unsigned precisions;
+    /* Whether convolutional regions run channels-last here
+     * (engine/layout.c): where its Conv kernels are faster on NHWC. */
+    bool channels_last;
     /* The state of one model instance on device `index`, computing at
      * `precision`. Optional: a device without one (the CPU) leaves these
      * NULL and its instance is NULL. */

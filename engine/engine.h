@@ -53,6 +53,13 @@ const char *eng_precision_name(eng_precision_t p);
 /* 0 and *out for one of those names, else FS_EINVAL naming the value. */
 int eng_precision_parse(const char *s, eng_precision_t *out);
 
+/* The layout convolutional regions compute in (engine/layout.c). */
+typedef enum eng_conv_layout {
+    ENG_CONV_LAYOUT_AUTO = 0, /* the device's choice: channels-last on CUDA, NCHW on the CPU */
+    ENG_CONV_LAYOUT_NCHW,     /* as the model has it */
+    ENG_CONV_LAYOUT_NHWC,     /* channels-last on any device (tests, benchmarks) */
+} eng_conv_layout_t;
+
 /* A device: its kind and, for a GPU, its index (0 on the CPU). */
 typedef struct eng_device {
     eng_device_kind_t kind;
@@ -94,6 +101,8 @@ typedef struct eng_model_config {
      * with FS_ERANGE (a model's loop that never ends must not hang a
      * server). 0 means ENG_LOOP_ITERATIONS_DEFAULT. */
     int64_t max_loop_iterations;
+    /* Zeroed: the device's choice. */
+    eng_conv_layout_t conv_layout;
 } eng_model_config_t;
 
 /* eng_model_config_t.max_loop_iterations when it is 0. */

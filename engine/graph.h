@@ -149,6 +149,16 @@ typedef struct eng_node {
      * its C, with beta 1. `act` is applied to the result last. */
     bool bias;
     eng_act_t act;
+    /* Set at load by engine/layout.c, never from a model file. Conv, the
+     * pools (MaxPool, AveragePool) and GlobalAveragePool / GlobalMaxPool
+     * of rank 4: X and Y are NHWC ([N, H, W, C]) rather than NCHW, and a
+     * Conv's W is [M, kH, kW, C/group]. */
+    bool channels_last;
+    /* Conv with channels_last only, set with it: Y = relu?(conv(X, W) + B
+     * + R?) -- conv_residual: input 3 is R, of Y's dtype and shape, added
+     * before the ReLU; conv_relu: max(0, .) last. */
+    bool conv_residual;
+    bool conv_relu;
 } eng_node_t;
 
 typedef struct eng_graph {

@@ -379,6 +379,11 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         release_dead_constants(m, &wa);
     if (rc == 0 && m->lowp != ENG_DT_UNDEFINED)
         rc = eng_lower_precision(m->graph, m->lowp, &wa, &m->node_done);
+    /* After the lowering: its Transposes then move half-size values. */
+    bool nhwc = cfg->conv_layout == ENG_CONV_LAYOUT_NHWC ||
+                (cfg->conv_layout == ENG_CONV_LAYOUT_AUTO && m->be && m->be->channels_last);
+    if (rc == 0 && nhwc)
+        rc = eng_layout_channels_last(m->graph, &wa, &m->node_done);
     if (rc == 0 && !m->be->host_memory)
         rc = upload_constants(m);
     if (rc != 0) {

@@ -84,6 +84,9 @@ bool eng_op_ctx_complete(const eng_op_ctx_t *ctx)
             return false;
         n_in--;
     }
+    /* So is a channels-last Conv's fused residual (graph.h: input 3). */
+    if (ctx->node->conv_residual && n_in > 3)
+        n_in = 3;
     bool required;
     for (int i = 0; i < n_in; i++)
         if (eng_op_schema_input(s, i, &required) && required && !ctx->inputs[i])

@@ -167,6 +167,17 @@ int eng_fuse_gemm_epilogue(eng_graph_t *g, bool *done);
 int eng_lower_precision(eng_graph_t *g, eng_dtype_t low, const eng_weight_alloc_t *wa,
                         bool **done);
 
+/* Runs g's convolutional regions channels-last (NHWC), with a following
+ * ReLU and residual Add fused into each Conv where they fit: Transposes at
+ * the regions' edges, the nodes' channels_last and fusion fields set
+ * (graph.h), each Conv's W laid out [M, kH, kW, C/group] in `wa` memory
+ * (engine/layout.c says exactly what changes). Runs after folding, fusing
+ * and lowering, on devices whose backend asks for it; *done (of
+ * g->n_nodes + 1 entries) is replaced by one for the new node list. 0
+ * (also when g has no region), or FS_ENOMEM: the graph is then only fit
+ * to be destroyed. */
+int eng_layout_channels_last(eng_graph_t *g, const eng_weight_alloc_t *wa, bool **done);
+
 #ifdef __cplusplus
 }
 #endif

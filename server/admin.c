@@ -30,8 +30,8 @@
 void srv_admin_index(srv_req_t *r, const srv_route_args_t *a)
 {
     bool ready_only = false;
-    if (r->body.len > 0) {
-        cJSON *body = cJSON_ParseWithLength(r->body.data, r->body.len);
+    if (srv_req_body_len(r) > 0) {
+        cJSON *body = cJSON_ParseWithLength(srv_req_body(r), srv_req_body_len(r));
         if (!body || !cJSON_IsObject(body)) {
             cJSON_Delete(body);
             srv_respond_error(r, 400, "the index request body must be a JSON object such as "

@@ -26,6 +26,19 @@
 #define SRV_N_CODES 12
 extern const unsigned srv_counted_codes[SRV_N_CODES];
 
+/* One HTTP thread's completed requests whose connections wait to be
+ * resumed (http.c has the scheme). Completing threads push; the thread that
+ * owns the connections takes the whole list at once. Alone on its cache
+ * line: every completion for the thread writes it. */
+typedef struct srv_http_thread {
+    _Alignas(64) _Atomic(struct srv_req *) done; /* a stack through srv_req.done_next */
+    const srv_app_t *app;         /* the app whose daemon runs the thread */
+    /* Written by the owning thread alone (relaxed), read by /metrics; on a
+     * line of their own, away from the pushes. */
+    _Alignas(64) atomic_uint_fast64_t n_resumed; /* requests taken off the list */
+    atomic_uint_fast64_t n_wakeups;              /* of them, resumed by their completer */
+} srv_http_thread_t;
+
 struct srv_app {
     /* The effective configuration. cfg_lock guards it against SIGHUP while
      * the registry's options callback and the handlers read it. */
@@ -43,6 +56,9 @@ struct srv_app {
 
     struct MHD_Daemon *daemon;
     uint16_t port;
+    srv_http_thread_t *http_threads; /* one per MHD polling thread (http.c), claimed in turn */
+    unsigned n_http_threads;
+    atomic_uint http_threads_claimed;
     atomic_bool ready;            /* /v2/health/ready */
     atomic_bool draining;         /* SIGTERM: answer with Connection: close */
     pthread_mutex_t flight_lock;
@@ -119,13 +135,19 @@ typedef struct srv_req {
     struct MHD_Connection *conn;
     const char *url;              /* MHD's, valid for the request */
     const char *method;
-    srv_buf_t body;
+    srv_buf_t body;               /* the body from body.data + body_skip (srv_req_body) */
+    size_t body_skip;             /* bytes before the body: a binary section starts 64-aligned */
     bool too_large;               /* the body is past server.max_body: dropped, 413 */
     size_t unheld_bytes;          /* the body's length when it could not be held: dropped, 507 */
     bool dispatched;
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
     uint64_t start_ns;
     atomic_int state;             /* srv_req_state_t (infer.c) */
+    /* The HTTP thread serving the connection (NULL: resumed one by one),
+     * and the request's place on its list of completions (http.c). */
+    srv_http_thread_t *thread;
+    struct srv_req *done_next;
+    bool wakes_self;              /* its completer resumes it: it was pushed on an empty list */
     void (*finish)(struct srv_req *r); /* answers once complete (set at SRV_EV_SUBMIT) */
     srv_infer_job_t infer;
     /* A load's or unload's (admin.c), NULL for any other request: kept
@@ -134,6 +156,16 @@ typedef struct srv_req {
      * each time). Freed with the request. */
     srv_admin_job_t *admin;
 } srv_req_t;
+
+/* The request's body as the client sent it (after body_skip). */
+static inline const char *srv_req_body(const srv_req_t *r)
+{
+    return r->body.data ? r->body.data + r->body_skip : "";
+}
+static inline size_t srv_req_body_len(const srv_req_t *r)
+{
+    return r->body.len - r->body_skip;
+}
 
 /* The path's arguments for a route's handler. */
 typedef struct srv_route_args {
@@ -158,6 +190,19 @@ void srv_http_quiesce(srv_app_t *app);
 int srv_http_wait_idle(srv_app_t *app, uint64_t deadline_ns);
 /* Stops the daemon; only when no request is suspended. */
 void srv_http_stop(srv_app_t *app);
+/* The completing thread, for a request whose connection is suspended and
+ * whose state has just become RESUMED: has the connection resumed, in a
+ * batch with the HTTP thread's other completions (one wake-up of that
+ * thread for all). r may be gone after. Cannot fail. */
+void srv_http_resume(srv_req_t *r);
+/* The list's two moves, apart from MHD so that tests can drive them.
+ * Push: r (borrowed; its state RESUMED, its connection suspended) goes on
+ * t's list; returns true when the list was empty (r->wakes_self: the
+ * caller resumes r itself). Take: the whole list, newest first through
+ * done_next, leaving it empty (NULL: it was). Any thread may push while
+ * another takes. Neither can fail. */
+bool srv_http_thread_push(srv_http_thread_t *t, srv_req_t *r);
+srv_req_t *srv_http_thread_take(srv_http_thread_t *t);
 
 /* Responses, from the request's HTTP thread. Each queues the response on
  * the request's connection and counts its status; the body is copied or,
@@ -167,6 +212,13 @@ void srv_respond(srv_req_t *r, unsigned status, const char *content_type, char *
 /* The same with one more header (`header` NULL: none). */
 void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
                         size_t len, bool take, const char *header, const char *value);
+/* A 200 whose body is the n buffers of iov in order, sent from where they
+ * lie (no copy); release(cls) runs once the response is done with them
+ * (sent, the client gone, or the response not made). One header more as
+ * srv_respond_header. */
+void srv_respond_parts(srv_req_t *r, const char *content_type, const struct MHD_IoVec *iov,
+                       unsigned n, void (*release)(void *cls), void *cls, const char *header,
+                       const char *value);
 /* {"error": "..."} with the status. Adds Retry-After: 1 to 503. */
 void srv_respond_error(srv_req_t *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -369,9 +369,10 @@ static int shape_parse(const cJSON *js, const char *label, eng_shape_t *shape)
     return 0;
 }
 
-/* in->tensor's data from the next `bytes` of the binary section. */
+/* in->tensor's data from the next `bytes` of the binary section: a view of
+ * them (*borrowed set) where they start SRV_BINARY_VIEW_ALIGN-aligned. */
 static int input_binary(const char *label, const cJSON *size, size_t bytes,
-                        binary_section_t *bin, eng_tensor_t *t)
+                        binary_section_t *bin, eng_tensor_t *t, bool *borrowed)
 {
     double n = json_count(size);
     char val[64], shape[96];
@@ -399,12 +400,19 @@ static int input_binary(const char *label, const cJSON *size, size_t bytes,
                 return fs_err(FS_EINVAL, "%s: BOOL byte %u at index %zu is neither 0 nor 1", label,
                               src[i], i);
     }
+    bin->used += bytes;
+    /* Bytes that start aligned are lent as they lie (the body outlives the
+     * request); others are copied to an aligned block of their own. */
+    if (bytes && (uintptr_t)src % SRV_BINARY_VIEW_ALIGN == 0) {
+        t->data = (void *)src;
+        *borrowed = true;
+        return 0;
+    }
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data)
         return fs_err(FS_ENOMEM, "%s: cannot allocate %zu bytes", label, bytes);
     if (bytes)
         memcpy(t->data, src, bytes);
-    bin->used += bytes;
     return 0;
 }
 
@@ -501,12 +509,13 @@ static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
         return fs_err(FS_EINVAL,
                       "%s: needs \"data\" or \"parameters\": {\"binary_data_size\": N}", label);
     rc = data ? input_json(label, data, lifted, (size_t)numel, &t)
-              : input_binary(label, size, (size_t)numel * esize, bin, &t);
+              : input_binary(label, size, (size_t)numel * esize, bin, &t, &in->borrowed);
     if (rc)
         return rc;
     in->name = strdup(name->valuestring);
     if (!in->name) {
-        free(t.data);
+        if (!in->borrowed)
+            free(t.data);
         return fs_err(FS_ENOMEM, "%s: cannot copy the name", label);
     }
     in->tensor = t;
@@ -789,7 +798,8 @@ void srv_infer_request_free(srv_infer_request_t *r)
         return;
     for (size_t i = 0; i < r->n_inputs; i++) {
         free(r->inputs[i].name);
-        free(r->inputs[i].tensor.data);
+        if (!r->inputs[i].borrowed)
+            free(r->inputs[i].tensor.data);
     }
     for (size_t i = 0; i < r->n_outputs; i++)
         free(r->outputs[i].name);

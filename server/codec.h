@@ -47,9 +47,15 @@ const char *srv_datatype_name(eng_dtype_t dt);
  * which, and that BYTES tensors are not supported). */
 int srv_datatype_parse(const char *name, eng_dtype_t *out);
 
+/* A binary input whose bytes start at this alignment in the body is not
+ * copied: its tensor views the body (http.c's body_reserve places the
+ * binary section so). */
+#define SRV_BINARY_VIEW_ALIGN 64
+
 typedef struct srv_infer_input {
     char *name;
-    eng_tensor_t tensor;          /* data: malloc'ed, owned by the request */
+    eng_tensor_t tensor;          /* data: malloc'ed and owned, or (borrowed) in the body */
+    bool borrowed;                /* data points into the parsed body, which must outlive it */
 } srv_infer_input_t;
 
 typedef struct srv_infer_output {
@@ -75,7 +81,8 @@ typedef struct srv_infer_request {
  * FS_EINVAL (a missing or wrong field, a shape whose element count does not
  * match the data, a value out of range for its datatype, binary sizes that
  * do not add up: the message names the input and what was wrong); nothing
- * is allocated on error. */
+ * is allocated on error. A binary input may view `body` (its `borrowed`):
+ * the body must outlive the request. */
 int srv_infer_request_parse(const void *body, size_t len, size_t header_len,
                             srv_infer_request_t **out);
 void srv_infer_request_free(srv_infer_request_t *r);
@@ -100,6 +107,16 @@ int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tenso
 int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int64_t version,
                               const srv_infer_request_t *r, eng_tensor_t *const *outputs,
                               size_t n, srv_buf_t *out, size_t *json_len);
+/* The same response in two parts, so that the binary bytes go out from
+ * the output tensors themselves: the JSON alone into *out (no binary bytes
+ * appended; 0 or as above), and the model output indices whose bytes
+ * follow it, in order, into idx (room for max(n, r->n_outputs)); returns
+ * how many. Call srv_infer_response_binary after a successful encode. */
+int srv_infer_response_encode_json(const eng_model_t *m, const char *model_name, int64_t version,
+                                   const srv_infer_request_t *r, eng_tensor_t *const *outputs,
+                                   size_t n, srv_buf_t *out);
+size_t srv_infer_response_binary(const eng_model_t *m, const srv_infer_request_t *r, size_t n,
+                                 size_t *idx);
 
 #ifdef __cplusplus
 }

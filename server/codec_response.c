@@ -12,7 +12,6 @@
  * through srv_buf_json_string (buf.c), the server's one JSON escaper. */
 #include "server/codec.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,8 +120,11 @@ static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, b
     if (numel > 0 && !t->data)
         return fs_err(FS_EINVAL, "output '%s' has no data", name);
     int rc;
+    /* Appends rather than srv_buf_printf, here and for the version: a
+     * printf costs as much as the rest of a small answer. */
     if ((rc = srv_buf_puts(b, "{\"name\":")) || (rc = srv_buf_json_string(b, name)) ||
-        (rc = srv_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[", dt)) ||
+        (rc = srv_buf_puts(b, ",\"datatype\":\"")) || (rc = srv_buf_puts(b, dt)) ||
+        (rc = srv_buf_puts(b, "\",\"shape\":[")) ||
         (rc = srv_buf_reserve(b, (size_t)ENG_MAX_RANK * ELEMENT_MAX + 64)))
         return rc;
     for (int d = 0; d < t->shape.rank; d++) {
@@ -175,8 +177,13 @@ static int response_json(const eng_model_t *m, const char *model_name, int64_t v
         return rc;
     if ((rc = srv_buf_puts(out, "\"model_name\":")) || (rc = srv_buf_json_string(out, model_name)))
         return rc;
-    if (version >= 0 && (rc = srv_buf_printf(out, ",\"model_version\":\"%" PRId64 "\"", version)))
-        return rc;
+    if (version >= 0) {
+        if ((rc = srv_buf_puts(out, ",\"model_version\":\"")) ||
+            (rc = srv_buf_reserve(out, ELEMENT_MAX + 1)))
+            return rc;
+        out->len += fmt_i64(out->data + out->len, version);
+        BUF_PUT_LIT(out, "\"");
+    }
     if ((rc = srv_buf_puts(out, ",\"outputs\":[")))
         return rc;
     size_t count = r->n_outputs ? r->n_outputs : eng_model_n_outputs(m);
@@ -199,9 +206,9 @@ static int response_json(const eng_model_t *m, const char *model_name, int64_t v
  * kept, so one buffer serves request after request; on error it is left
  * empty. model_name NULL: the model's own name; version < 0: no
  * "model_version". */
-int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int64_t version,
-                              const srv_infer_request_t *r, eng_tensor_t *const *outputs,
-                              size_t n, srv_buf_t *out, size_t *json_len)
+static int response_encode(const eng_model_t *m, const char *model_name, int64_t version,
+                           const srv_infer_request_t *r, eng_tensor_t *const *outputs, size_t n,
+                           bool binary_too, srv_buf_t *out, size_t *json_len)
 {
     out->len = 0;
     if (n != eng_model_n_outputs(m))
@@ -212,7 +219,7 @@ int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int6
     if (rc)
         goto fail;
     *json_len = out->len;
-    size_t count = r->n_outputs ? r->n_outputs : n;
+    size_t count = binary_too ? (r->n_outputs ? r->n_outputs : n) : 0;
     for (size_t p = 0; p < count; p++) {
         size_t k = 0;
         bool binary = false;
@@ -225,4 +232,32 @@ int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int6
 fail:
     out->len = 0;
     return rc;
+}
+
+int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int64_t version,
+                              const srv_infer_request_t *r, eng_tensor_t *const *outputs,
+                              size_t n, srv_buf_t *out, size_t *json_len)
+{
+    return response_encode(m, model_name, version, r, outputs, n, true, out, json_len);
+}
+
+int srv_infer_response_encode_json(const eng_model_t *m, const char *model_name, int64_t version,
+                                   const srv_infer_request_t *r, eng_tensor_t *const *outputs,
+                                   size_t n, srv_buf_t *out)
+{
+    size_t json_len = 0;
+    return response_encode(m, model_name, version, r, outputs, n, false, out, &json_len);
+}
+
+size_t srv_infer_response_binary(const eng_model_t *m, const srv_infer_request_t *r, size_t n,
+                                 size_t *idx)
+{
+    size_t count = r->n_outputs ? r->n_outputs : n, found = 0;
+    for (size_t p = 0; p < count; p++) {
+        size_t k = 0;
+        bool binary = false;
+        if (response_pick(m, r, p, &k, &binary) == 0 && binary)
+            idx[found++] = k;
+    }
+    return found;
 }

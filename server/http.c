@@ -18,14 +18,41 @@
  * A request handed to another thread (an inference to its batcher, a load
  * to its own thread) that cannot be answered at once suspends the
  * connection; the completion resumes it, MHD calls on_access
- * again, and srv_req_wake answers (infer.c has the whole machine). The
- * responses -- plain, JSON, errors -- are written here too. on_completed
+ * again, and srv_req_wake answers (infer.c has the whole machine).
+ *
+ * Completions are resumed in batches, one wake-up per HTTP thread for all
+ * that finished since its last. MHD runs a pool of polling threads
+ * (MHD_USE_INTERNAL_POLLING_THREAD with THREAD_POOL_SIZE, epoll), and a
+ * connection stays on the thread that accepted it. Each thread claims a
+ * srv_http_thread_t at its first callback (thread-local), and every
+ * request records its thread's. MHD_resume_connection wakes the owning
+ * thread through its inter-thread channel, one write and one wake-up a
+ * call; so a completing thread instead pushes the request on its thread's
+ * list (a lock-free stack: pushes by compare-and-swap, taken whole by one
+ * exchange, so no ABA). Only a push onto an empty list resumes its own
+ * connection, which wakes the thread (wakes_self: that request's
+ * completer resumes it, no one else); later pushes only join the list.
+ * The thread takes the list at every callback it runs -- on entry to and
+ * on exit from on_access, on entry to on_completed -- and resumes every
+ * request on it but the wakes_self ones, from inside its own loop, where
+ * MHD picks them up on its next turn without sleeping. Every push is
+ * taken: the list is not empty until taken, and its first request's
+ * resume brings a callback on the thread (on_access to answer it, or
+ * on_completed when its client went away), which takes the list if no
+ * callback did before. A request on a list is RESUMED with its connection
+ * still suspended, so MHD does not touch it, and it is freed only by its
+ * own thread after its resume (on_completed); graceful stop waits for it
+ * like any request in flight. A thread past the count claimed (none is
+ * expected) resumes its completions one by one.
+ *
+ * The responses -- plain, JSON, errors -- are written here too. on_completed
  * frees the context (also when the client went away) and, for a request in
  * flight, lowers the count; graceful stop waits for it to reach zero before
  * stopping MHD, which must never see a suspended connection at stop. A
  * body still arriving is not in flight: a client that sends half a body
  * and leaves is reaped by the connection timeout, not awaited. */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -83,18 +110,11 @@ void srv_respond(srv_req_t *r, unsigned status, const char *content_type, char *
     srv_respond_header(r, status, content_type, body, len, take, NULL, NULL);
 }
 
-void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
-                        size_t len, bool take, const char *header, const char *value)
+/* Queues `resp` (headers added) on the request's connection and counts
+ * its status; the request's reference to it is dropped. */
+static void respond_with(srv_req_t *r, unsigned status, struct MHD_Response *resp,
+                         const char *content_type, const char *header, const char *value)
 {
-    struct MHD_Response *resp =
-        take ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
-             : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
-    if (!resp) {
-        if (take)
-            free(body);
-        FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
-        return;
-    }
     if (content_type)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 503)
@@ -109,6 +129,34 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
         FS_LOG_W("http", "%s %s: the response could not be queued", r->method, r->url);
     MHD_destroy_response(resp);
     count_status(r->app, status);
+}
+
+void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
+                        size_t len, bool take, const char *header, const char *value)
+{
+    struct MHD_Response *resp =
+        take ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) {
+        if (take)
+            free(body);
+        FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
+        return;
+    }
+    respond_with(r, status, resp, content_type, header, value);
+}
+
+void srv_respond_parts(srv_req_t *r, const char *content_type, const struct MHD_IoVec *iov,
+                       unsigned n, void (*release)(void *cls), void *cls, const char *header,
+                       const char *value)
+{
+    struct MHD_Response *resp = MHD_create_response_from_iovec(iov, n, release, cls);
+    if (!resp) {
+        release(cls);
+        FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
+        return;
+    }
+    respond_with(r, 200, resp, content_type, header, value);
 }
 
 /* {"error": msg}; a body that cannot be built for want of memory becomes
@@ -189,6 +237,74 @@ void srv_respond_fs_error(srv_req_t *r, int code)
 
 /* ---- MHD callbacks --------------------------------------------------------------- */
 
+/* ---- completions, resumed in batches (the header has the scheme) ------------------------ */
+
+static _Thread_local const srv_app_t *this_app;     /* the app this_thread was claimed in */
+static _Thread_local srv_http_thread_t *this_thread;
+
+/* The calling MHD thread's record, claimed at its first callback; NULL when
+ * more threads call than the pool has (its requests resume one by one). */
+static srv_http_thread_t *thread_self(srv_app_t *app)
+{
+    if (this_app != app) {
+        unsigned i = atomic_fetch_add_explicit(&app->http_threads_claimed, 1,
+                                               memory_order_relaxed);
+        assert(i < app->n_http_threads && "more MHD threads than the pool's size");
+        this_thread = i < app->n_http_threads ? &app->http_threads[i] : NULL;
+        this_app = app;
+    }
+    return this_thread;
+}
+
+bool srv_http_thread_push(srv_http_thread_t *t, srv_req_t *r)
+{
+    srv_req_t *head = atomic_load_explicit(&t->done, memory_order_relaxed);
+    do {
+        r->done_next = head;
+        r->wakes_self = head == NULL;
+    } while (!atomic_compare_exchange_weak_explicit(&t->done, &head, r, memory_order_release,
+                                                    memory_order_relaxed));
+    return head == NULL;
+}
+
+srv_req_t *srv_http_thread_take(srv_http_thread_t *t)
+{
+    if (!atomic_load_explicit(&t->done, memory_order_relaxed))
+        return NULL;
+    return atomic_exchange_explicit(&t->done, NULL, memory_order_acquire);
+}
+
+void srv_http_resume(srv_req_t *r)
+{
+    struct MHD_Connection *conn = r->conn;
+    /* Pushed onto an empty list: no one else resumes r, so it stays until
+     * this call; otherwise its thread may resume and free it at once. */
+    if (!r->thread || srv_http_thread_push(r->thread, r))
+        MHD_resume_connection(conn);
+}
+
+/* Resumes every completion pushed on the calling thread's list (but those
+ * whose completers resume them). Cannot fail. */
+static void thread_resume_done(srv_http_thread_t *t)
+{
+    if (!t)
+        return;
+    uint64_t n = 0, wakeups = 0;
+    for (srv_req_t *r = srv_http_thread_take(t), *next; r; r = next, n++) {
+        next = r->done_next; /* r may be answered once resumed, by this thread only */
+        if (r->wakes_self)
+            wakeups++;
+        else
+            MHD_resume_connection(r->conn);
+    }
+    if (n) {
+        atomic_store_explicit(&t->n_resumed, atomic_load_explicit(&t->n_resumed,
+                              memory_order_relaxed) + n, memory_order_relaxed);
+        atomic_store_explicit(&t->n_wakeups, atomic_load_explicit(&t->n_wakeups,
+                              memory_order_relaxed) + wakeups, memory_order_relaxed);
+    }
+}
+
 static void flight_add(srv_app_t *app, int delta)
 {
     pthread_mutex_lock(&app->flight_lock);
@@ -238,12 +354,47 @@ static void respond_too_large(srv_req_t *r, const char *content_length)
                           max);
 }
 
-static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version,
-                                 const char *upload_data, size_t *upload_data_size,
-                                 void **con_cls)
+/* Room for the whole body at its first bytes, when its Content-Length is
+ * known (already checked against server.max_body): one allocation rather
+ * than a doubling chain, and when the body carries Triton's binary
+ * section (Inference-Header-Content-Length), body_skip bytes in front so
+ * that the section starts 64-byte aligned. The codec then lends an
+ * input's bytes to the engine where they lie, with no copy
+ * (srv_infer_request_parse). A length that does not parse reserves
+ * nothing: the body grows as it comes. 0, or FS_ENOMEM. */
+static int body_reserve(srv_req_t *r)
 {
-    srv_app_t *app = cls;
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *hl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Inference-Header-Content-Length");
+    char *end = NULL;
+    errno = 0;
+    unsigned long long len = cl && *cl >= '0' && *cl <= '9' ? strtoull(cl, &end, 10) : 0;
+    if (!len || errno || *end || len > r->app->cfg.server.max_body_bytes)
+        return 0;
+    unsigned long long at = 0;
+    if (hl && *hl >= '0' && *hl <= '9') {
+        errno = 0;
+        at = strtoull(hl, &end, 10);
+        if (errno || *end || at >= len)
+            at = 0;
+    }
+    enum { ALIGN = 64 };
+    int rc = srv_buf_reserve(&r->body, (size_t)len + (at ? ALIGN : 0));
+    if (rc || !at)
+        return rc;
+    size_t skip = (ALIGN - ((uintptr_t)r->body.data + at) % ALIGN) % ALIGN;
+    memset(r->body.data, 0, skip);
+    r->body.len = r->body_skip = skip;
+    return 0;
+}
+
+static enum MHD_Result on_request(srv_app_t *app, srv_http_thread_t *self,
+                                  struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
     srv_req_t *r = *con_cls;
     if (!r) {
         r = calloc(1, sizeof *r);
@@ -251,6 +402,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             return MHD_NO; /* MHD closes the connection */
         r->app = app;
         r->conn = conn;
+        r->thread = self;
         r->url = url;
         r->method = method;
         r->start_ns = fs_clock_now_ns();
@@ -286,11 +438,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         *upload_data_size = 0;
         if (r->dispatched || r->too_large || r->unheld_bytes)
             return MHD_YES; /* a refused body is read and dropped */
-        if (r->body.len + n > app->cfg.server.max_body_bytes) {
+        if (srv_req_body_len(r) + n > app->cfg.server.max_body_bytes) {
             r->too_large = true;
             srv_buf_free(&r->body);
-        } else if (srv_buf_append(&r->body, upload_data, n) != 0) {
-            r->unheld_bytes = r->body.len + n;
+        } else if ((!r->body.cap && body_reserve(r) != 0) ||
+                   srv_buf_append(&r->body, upload_data, n) != 0) {
+            r->unheld_bytes = srv_req_body_len(r) + n;
             srv_buf_free(&r->body);
         }
         return MHD_YES;
@@ -318,10 +471,28 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     return MHD_YES;
 }
 
+/* MHD's access handler: a request's calls (on_request), with the thread's
+ * completions resumed before and after. */
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    (void)version;
+    srv_app_t *app = cls;
+    srv_http_thread_t *self = thread_self(app);
+    thread_resume_done(self);
+    enum MHD_Result rc = on_request(app, self, conn, url, method, upload_data, upload_data_size,
+                                    con_cls);
+    thread_resume_done(self); /* what the request's own batch completed */
+    return rc;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     srv_app_t *app = cls;
+    thread_resume_done(thread_self(app));
     srv_req_t *r = *con_cls;
     if (!r)
         return;
@@ -401,6 +572,18 @@ int srv_http_start(srv_app_t *app)
                       cfg->server.host);
     }
     uint64_t timeout_s = cfg->server.connection_timeout_ns / 1000000000ull;
+    app->n_http_threads = cfg->server.threads ? (unsigned)cfg->server.threads : 1;
+    app->http_threads = aligned_alloc(_Alignof(srv_http_thread_t),
+                                      app->n_http_threads * sizeof *app->http_threads);
+    if (!app->http_threads)
+        return fs_err(FS_ENOMEM, "out of host memory for %u HTTP threads", app->n_http_threads);
+    for (unsigned i = 0; i < app->n_http_threads; i++) {
+        atomic_init(&app->http_threads[i].done, NULL);
+        app->http_threads[i].app = app;
+        atomic_init(&app->http_threads[i].n_resumed, 0);
+        atomic_init(&app->http_threads[i].n_wakeups, 0);
+    }
+    atomic_init(&app->http_threads_claimed, 0);
     app->daemon = MHD_start_daemon(
         flags, cfg->server.port, NULL, NULL, on_access, app,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app,
@@ -412,9 +595,12 @@ int srv_http_start(srv_app_t *app)
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, app,
         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
         MHD_OPTION_END);
-    if (!app->daemon)
+    if (!app->daemon) {
+        free(app->http_threads);
+        app->http_threads = NULL;
         return fs_err(FS_EIO, "cannot listen on %s:%u (in use, or not an address of this "
                       "machine?)", cfg->server.host, (unsigned)cfg->server.port);
+    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(app->daemon, MHD_DAEMON_INFO_BIND_PORT);
     app->port = info ? info->port : cfg->server.port;
     return 0;
@@ -454,4 +640,11 @@ void srv_http_stop(srv_app_t *app)
     if (app->daemon)
         MHD_stop_daemon(app->daemon);
     app->daemon = NULL;
+    /* Every list is empty: a request on one is in flight, and stop comes
+     * only once none is. */
+    for (unsigned i = 0; i < app->n_http_threads; i++)
+        assert(!atomic_load(&app->http_threads[i].done));
+    free(app->http_threads);
+    app->http_threads = NULL;
+    app->n_http_threads = 0;
 }

@@ -29,9 +29,11 @@
  * so the move publishes the result. Exactly one thread resumes, and only a
  * connection that is suspended: the HTTP thread suspends *before* it
  * publishes SUSPENDED, and whoever sees the other's move first (COMPLETE
- * finding SUSPENDED, or SUSPEND finding DONE_EARLY) resumes. After
- * COMPLETE the completing thread must not touch r (the HTTP thread may
- * answer and free it), so it reads r->conn first.
+ * finding SUSPENDED, or SUSPEND finding DONE_EARLY) resumes. COMPLETE
+ * finding SUSPENDED hands r to srv_http_resume (http.c), which resumes
+ * the thread's completions in batches, one wake-up for many. After
+ * COMPLETE finding SUBMITTING the completing thread must not touch r (the
+ * HTTP thread may answer and free it).
  *
  * When a batch can start at once, eng_served_submit_run runs it on this
  * HTTP thread (its own request, and whatever queued with it): COMPLETE
@@ -111,9 +113,12 @@ void srv_req_refused(srv_req_t *r)
 
 void srv_req_complete(srv_req_t *r)
 {
-    struct MHD_Connection *conn = r->conn; /* r may be freed once we move */
+    /* From SUSPENDED, r lives on until its connection is resumed, which
+     * srv_http_resume arranges (batched with the HTTP thread's other
+     * completions); from SUBMITTING the HTTP thread may answer and free r
+     * at once, so it is not touched again. */
     if (req_move(r, SRV_EV_COMPLETE) == SRV_REQ_SUSPENDED)
-        MHD_resume_connection(conn);
+        srv_http_resume(r);
 }
 
 static void req_finish(srv_req_t *r)
@@ -225,9 +230,9 @@ static int header_length(srv_req_t *r, size_t *out)
     }
     char *end = NULL;
     unsigned long long v = hl[0] >= '0' && hl[0] <= '9' ? strtoull(hl, &end, 10) : 0;
-    if (v == 0 || *end || v > r->body.len) {
+    if (v == 0 || *end || v > srv_req_body_len(r)) {
         srv_respond_error(r, 400, HEADER_LENGTH_NAME " '%s' must be a number "
-                          "from 1 to the body's %zu bytes", hl, r->body.len);
+                          "from 1 to the body's %zu bytes", hl, srv_req_body_len(r));
         return -1;
     }
     *out = (size_t)v;
@@ -256,7 +261,60 @@ static int body_model(srv_req_t *r, srv_route_args_t *args)
     return (r->infer.served = srv_info_acquire(r, args)) ? 0 : -1;
 }
 
-/* Answers a completed inference: its outputs encoded, or its error. */
+/* A binary response's bytes: its JSON and the outputs whose bytes go out
+ * as they lie, freed when libmicrohttpd is done with them. The outputs
+ * are the server's memory (pinned ones return to the staging cache), so
+ * they may outlive the model. */
+typedef struct response_parts {
+    srv_buf_t json;
+    eng_tensor_t **outputs;
+    size_t n_outputs;
+} response_parts_t;
+
+static void response_parts_free(void *cls)
+{
+    response_parts_t *p = cls;
+    for (size_t j = 0; j < p->n_outputs; j++)
+        eng_tensor_free(p->outputs[j]);
+    free(p->outputs);
+    srv_buf_free(&p->json);
+    free(p);
+}
+
+/* Answers with the JSON in `json` (taken) followed by the bytes of the
+ * outputs idx[0..nb) of e, which the response takes from e. */
+static void respond_binary(srv_req_t *r, eng_request_t *e, srv_buf_t *json, const size_t *idx,
+                           size_t nb)
+{
+    struct MHD_IoVec *iov = malloc((nb + 1) * sizeof *iov);
+    response_parts_t *p = calloc(1, sizeof *p);
+    if (!iov || !p) {
+        free(iov);
+        free(p);
+        srv_buf_free(json);
+        eng_request_free_outputs(e);
+        srv_respond_error(r, 507, "out of host memory answering");
+        return;
+    }
+    p->json = *json;
+    p->outputs = e->outputs;
+    p->n_outputs = e->n_outputs;
+    e->outputs = NULL;
+    e->n_outputs = 0;
+    iov[0] = (struct MHD_IoVec){p->json.data, p->json.len};
+    for (size_t i = 0; i < nb; i++)
+        iov[i + 1] = (struct MHD_IoVec){p->outputs[idx[i]]->data,
+                                        eng_tensor_bytes(p->outputs[idx[i]])};
+    char hdr[32];
+    snprintf(hdr, sizeof hdr, "%zu", p->json.len);
+    srv_respond_parts(r, "application/octet-stream", iov, (unsigned)(nb + 1), response_parts_free,
+                      p, "Inference-Header-Content-Length", hdr);
+    free(iov);
+}
+
+/* Answers a completed inference: its outputs encoded, or its error. The
+ * bytes of binary outputs are sent from the output tensors (no copy into
+ * the response). */
 static void infer_finish(srv_req_t *r)
 {
     srv_infer_job_t *job = &r->infer;
@@ -265,25 +323,31 @@ static void infer_finish(srv_req_t *r)
         srv_respond_error(r, srv_status_of(e->status), "%s", e->error);
         return;
     }
+    const eng_model_t *m = eng_served_model(job->served);
     srv_buf_t out = {0};
-    size_t json_len = 0;
-    int rc = srv_infer_response_encode(eng_served_model(job->served), eng_served_name(job->served),
-                                       eng_served_version(job->served), job->request, e->outputs,
-                                       e->n_outputs, &out, &json_len);
-    eng_request_free_outputs(e);
-    if (rc != 0) {
-        srv_buf_free(&out);
-        srv_respond_fs_error(r, rc);
+    int rc = srv_infer_response_encode_json(m, eng_served_name(job->served),
+                                            eng_served_version(job->served), job->request,
+                                            e->outputs, e->n_outputs, &out);
+    size_t nb = 0, n_idx = job->request->n_outputs > e->n_outputs ? job->request->n_outputs
+                                                                  : e->n_outputs;
+    size_t *idx = rc == 0 ? malloc((n_idx ? n_idx : 1) * sizeof *idx) : NULL;
+    if (rc == 0 && !idx)
+        rc = fs_err(FS_ENOMEM, "out of host memory answering");
+    if (rc == 0)
+        nb = srv_infer_response_binary(m, job->request, e->n_outputs, idx);
+    if (rc != 0 || nb == 0) {
+        eng_request_free_outputs(e);
+        free(idx);
+        if (rc != 0) {
+            srv_buf_free(&out);
+            srv_respond_fs_error(r, rc);
+        } else {
+            srv_respond(r, 200, "application/json", out.data, out.len, true);
+        }
         return;
     }
-    if (json_len == out.len) {
-        srv_respond(r, 200, "application/json", out.data, out.len, true);
-        return;
-    }
-    char hdr[32];
-    snprintf(hdr, sizeof hdr, "%zu", json_len);
-    srv_respond_header(r, 200, "application/octet-stream", out.data, out.len, true,
-                       "Inference-Header-Content-Length", hdr);
+    respond_binary(r, e, &out, idx, nb);
+    free(idx);
 }
 
 void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
@@ -296,7 +360,7 @@ void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
      * whatever the body holds. */
     if (a->model[0] && !(job->served = srv_info_acquire(r, a)))
         return;
-    int rc = srv_infer_request_parse(r->body.data ? r->body.data : "", r->body.len, header_len,
+    int rc = srv_infer_request_parse(srv_req_body(r), srv_req_body_len(r), header_len,
                                      &job->request);
     if (rc != 0) {
         srv_respond_fs_error(r, rc);

@@ -6,7 +6,8 @@
  * every cache's allocated, reserved, active and requested bytes with their
  * peaks (by device, cache kind and pool), bytes released by each reason,
  * device alloc/free/OOM counts, each model's weight and activation bytes,
- * request-latency and batch-size histograms, HTTP answers by status; and
+ * request-latency and batch-size histograms, HTTP answers by status, the
+ * requests resumed after a wait and the wake-ups that resumed them; and
  * the standard process_* metrics. Every family is written with its HELP and
  * TYPE lines once, then all its samples, as the format requires. */
 #include <inttypes.h>
@@ -335,6 +336,17 @@ static void render_process(srv_buf_t *b, srv_app_t *app)
     pthread_mutex_unlock(&app->flight_lock);
     family(b, "flatserve_http_requests_in_flight", "gauge", "HTTP requests read whole and not yet answered");
     srv_buf_printf(b, "flatserve_http_requests_in_flight %" PRIu64 "\n", in_flight);
+    uint64_t resumed = 0, wakeups = 0;
+    for (unsigned i = 0; i < app->n_http_threads; i++) {
+        resumed += atomic_load_explicit(&app->http_threads[i].n_resumed, memory_order_relaxed);
+        wakeups += atomic_load_explicit(&app->http_threads[i].n_wakeups, memory_order_relaxed);
+    }
+    family(b, "flatserve_http_resumed_total", "counter",
+           "Requests answered after their connection waited suspended for another thread's completion");
+    srv_buf_printf(b, "flatserve_http_resumed_total %" PRIu64 "\n", resumed);
+    family(b, "flatserve_http_resume_wakeups_total", "counter",
+           "Wake-ups of an HTTP thread that resumed those requests (one serves every completion since the thread's last)");
+    srv_buf_printf(b, "flatserve_http_resume_wakeups_total %" PRIu64 "\n", wakeups);
 }
 
 int srv_metrics_render(srv_app_t *app, srv_buf_t *out)

@@ -81,11 +81,17 @@ static int split_path(char *buf, char *segs[MAX_SEGS])
     return n;
 }
 
-/* Whether a route's pattern matches the segments; fills `args`. "stats" is
- * a model name only where no earlier row takes it. */
+/* Whether a route's pattern matches the segments; fills `args`, also when
+ * it does not match (then with nothing of use). "stats" is a model name
+ * only where no earlier row takes it. */
 static bool route_match(const route_t *rt, char *const *segs, int n, srv_route_args_t *args)
 {
-    srv_route_args_t a = {.version = -1};
+    /* Field by field: an initialiser would clear all of `model` for every
+     * row tried, most of routing's cost. */
+    srv_route_args_t *a = args;
+    a->model[0] = '\0';
+    a->version = -1;
+    a->bad_version = a->bad_model = NULL;
     const char *p = rt->pattern; /* walked in place, segment by segment */
     for (int i = 0; i < n; i++) {
         if (!*p)
@@ -93,10 +99,10 @@ static bool route_match(const route_t *rt, char *const *segs, int n, srv_route_a
         const char *slash = strchr(p, '/');
         size_t len = slash ? (size_t)(slash - p) : strlen(p);
         if (len == 3 && memcmp(p, "{m}", 3) == 0) {
-            if (strlen(segs[i]) >= sizeof a.model)
-                a.bad_model = segs[i]; /* dispatch says why */
+            if (strlen(segs[i]) >= sizeof a->model)
+                a->bad_model = segs[i]; /* dispatch says why */
             else
-                strcpy(a.model, segs[i]);
+                strcpy(a->model, segs[i]);
         } else if (len == 3 && memcmp(p, "{v}", 3) == 0) {
             /* Digits only: strtoll alone would take "+1", " 1" and "-0". */
             const char *s = segs[i];
@@ -104,17 +110,14 @@ static bool route_match(const route_t *rt, char *const *segs, int n, srv_route_a
             errno = 0;
             long long v = s[0] >= '0' && s[0] <= '9' ? strtoll(s, &end, 10) : -1;
             if (v < 0 || *end || errno == ERANGE)
-                a.bad_version = s;
-            a.version = v;
+                a->bad_version = s;
+            a->version = v;
         } else if (strlen(segs[i]) != len || memcmp(p, segs[i], len) != 0) {
             return false;
         }
         p += len + (slash != NULL);
     }
-    if (*p)
-        return false;
-    *args = a;
-    return true;
+    return *p == '\0';
 }
 
 /* Constant-time over the token's length. */
@@ -148,12 +151,10 @@ void srv_route(srv_req_t *r)
     srv_route_args_t args = {.version = -1};
     char allow[64] = "";
     for (size_t i = 0; n >= 0 && i < N_ROUTES; i++) {
-        srv_route_args_t a;
-        if (!route_match(&routes[i], segs, n, &a))
+        if (!route_match(&routes[i], segs, n, &args))
             continue;
         if (strcmp(routes[i].method, r->method) == 0) {
             hit = &routes[i];
-            args = a;
             break;
         }
         if (!strstr(allow, routes[i].method))

@@ -22,10 +22,12 @@
  * single-threaded with its own slice of the scratch (one per thread, sized
  * at plan time from ctx->n_threads); each product is the same GEMM call
  * either way, so the bits are the same too. Float16/bfloat16 Conv and
- * ConvTranspose run through this float code (engine/cpu/through_float.h). */
+ * ConvTranspose run through this float code (engine/cpu/through_float.h).
+ * A channels-last Conv (graph.h) is engine/cpu/conv_nhwc.c's. */
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/cpu/conv_impl.h"
 #include "engine/cpu/elementwise_impl.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/parallel.h"
@@ -348,7 +350,11 @@ static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
     if (eng_cpu_half_dtype(c))
         return eng_cpu_scratch_through_float(c);
     eng_nn_geom_t g;
-    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || eng_nn_conv_is_depthwise(&g))
+    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0)
+        return 0;
+    if (c->node->channels_last)
+        return eng_cpu_conv_nhwc_scratch_bytes(&g);
+    if (eng_nn_conv_is_depthwise(&g))
         return 0;
     conv_plan_t cp = conv_plan(&g, c->n_threads);
     /* The slices start at the first aligned byte of the scratch. */
@@ -418,6 +424,8 @@ static int conv_run(eng_op_ctx_t *c)
     int rc = eng_nn_geom(c, ENG_NN_CONV, &g);
     if (rc)
         return rc;
+    if (c->node->channels_last)
+        return eng_cpu_conv_nhwc_run(c, &g);
     const float *x = c->inputs[0]->data, *w = c->inputs[1]->data;
     const eng_tensor_t *b = eng_ctx_in(c, 2);
     float *y = c->outputs[0]->data, *col = c->scratch;

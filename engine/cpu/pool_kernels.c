@@ -5,7 +5,12 @@
  * count). Averages are accumulated in double. MaxPool, AveragePool and the
  * global pools take float16/bfloat16 through their float code
  * (engine/cpu/through_float.h), which may then also fail for want of
- * scratch or host memory. */
+ * scratch or host memory.
+ *
+ * Channels-last nodes (graph.h: X [N, spatial..., C]) split over output
+ * positions instead, each position's channels innermost; every output
+ * takes the same taps in the same order as its NCHW counterpart, so the
+ * results are identical. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +151,54 @@ EW_CLONES static void maxpool_rows_f32(void *arg, int64_t begin, int64_t end)
     }
 }
 
+/* Channels-last MaxPool over the output positions [begin, end) of all
+ * images (float or uint8, no Indices): maxpool_planes's rule per channel.
+ * Cannot fail. */
+static void maxpool_nhwc_positions(void *arg, int64_t begin, int64_t end)
+{
+    const pool_job_t *j = arg;
+    const eng_nn_geom_t *g = j->g;
+    int64_t ch = g->in_channels, in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
+    const int64_t *d = g->dilation;
+    for (int64_t pos = begin; pos < end; pos++) {
+        int64_t n = pos / out_sz, q = pos % out_sz;
+        int64_t o[ENG_NN_DIMS] = {q / (g->out[1] * g->out[2]), q / g->out[2] % g->out[1],
+                                  q % g->out[2]};
+        eng_nn_window_t w[ENG_NN_DIMS];
+        for (int i = 0; i < ENG_NN_DIMS; i++)
+            w[i] = eng_nn_window_at(g, i, o[i], 0, g->in[i]);
+        bool first = true;
+        for (int64_t kd = w[0].k_begin; kd < w[0].k_end; kd++)
+            for (int64_t kh = w[1].k_begin; kh < w[1].k_end; kh++)
+                for (int64_t kw = w[2].k_begin; kw < w[2].k_end; kw++) {
+                    int64_t at = n * in_sz + ((w[0].start + kd * d[0]) * g->in[1] + w[1].start +
+                                              kh * d[1]) * g->in[2] + w[2].start + kw * d[2];
+                    if (j->u8) {
+                        const uint8_t *x = (const uint8_t *)j->x + at * ch;
+                        uint8_t *y = (uint8_t *)j->y + pos * ch;
+                        for (int64_t c = 0; c < ch; c++)
+                            y[c] = first || x[c] > y[c] ? x[c] : y[c];
+                    } else {
+                        const float *x = (const float *)j->x + at * ch;
+                        float *y = (float *)j->y + pos * ch;
+                        for (int64_t c = 0; c < ch; c++) {
+                            float v = x[c], b = y[c];
+                            /* A NaN wins and stays, as in numpy and PyTorch. */
+                            y[c] = first || v > b || (v != v && b == b) ? v : b;
+                        }
+                    }
+                    first = false;
+                }
+        if (first) {
+            if (j->u8)
+                memset((uint8_t *)j->y + pos * ch, 0, (size_t)ch);
+            else
+                for (int64_t c = 0; c < ch; c++)
+                    ((float *)j->y)[pos * ch + c] = -INFINITY;
+        }
+    }
+}
+
 static int maxpool_run(eng_op_ctx_t *c)
 {
     if (eng_cpu_half_dtype(c))
@@ -159,6 +212,13 @@ static int maxpool_run(eng_op_ctx_t *c)
     pool_job_t j = {.g = &g, .x = xt->data, .y = c->outputs[0]->data,
                     .idx = it ? it->data : NULL, .u8 = xt->dtype == ENG_DT_UINT8,
                     .col_major = eng_attr_i(c->node, "storage_order", 0) == 1};
+    if (c->node->channels_last) {
+        /* infer refused Indices here */
+        eng_parallel_for(c->n_threads, g.batch * eng_nn_prod(g.out),
+                         eng_parallel_grain(g.in_channels * eng_nn_prod(g.kernel)),
+                         maxpool_nhwc_positions, &j);
+        return 0;
+    }
     eng_parallel_for(c->n_threads, g.batch * g.in_channels,
                      eng_parallel_grain(eng_nn_prod(g.out) * eng_nn_prod(g.kernel)),
                      j.u8 || j.idx || g.kernel[2] > MAXPOOL_KW_MAX ? maxpool_planes
@@ -271,6 +331,62 @@ static void avgpool_rows(void *arg, int64_t begin, int64_t end)
     free(acc);
 }
 
+/* Channels-last AveragePool over the output positions [begin, end): each
+ * channel's taps summed in double in avgpool_planes's order, with its
+ * divisor. `acc` holds a position's C channel sums; without it (the
+ * chunk's buffer could not be had) each channel is summed on its own, in
+ * the same order: the same results. Cannot fail. */
+static void avgpool_nhwc_range(const pool_job_t *j, int64_t begin, int64_t end, double *acc)
+{
+    const eng_nn_geom_t *g = j->g;
+    int64_t ch = g->in_channels, in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
+    const int64_t *d = g->dilation;
+    const float *x = j->x;
+    for (int64_t pos = begin; pos < end; pos++) {
+        int64_t n = pos / out_sz, q = pos % out_sz;
+        int64_t o[ENG_NN_DIMS] = {q / (g->out[1] * g->out[2]), q / g->out[2] % g->out[1],
+                                  q % g->out[2]};
+        eng_nn_window_t w[ENG_NN_DIMS];
+        int64_t count = 1;
+        for (int i = 0; i < ENG_NN_DIMS; i++) {
+            w[i] = eng_nn_window_at(g, i, o[i], 0, g->in[i]);
+            /* With count_include_pad, taps in the padding count but taps
+             * beyond it (ceil_mode's overhang) do not. */
+            count *= j->include_pad ? eng_nn_taps_between(g, i, o[i], -g->pad_begin[i],
+                                                          g->in[i] + g->pad_end[i])
+                                    : w[i].k_end - w[i].k_begin;
+        }
+        float *y = (float *)j->y + pos * ch;
+        /* With acc: every channel at once; without: one channel a pass. */
+        for (int64_t c0 = 0; c0 < ch; c0 += acc ? ch : 1) {
+            int64_t c1 = acc ? ch : c0 + 1;
+            double one = 0.0, *sum = acc ? acc : &one; /* sum[c - c0] */
+            for (int64_t c = c0; c < c1; c++)
+                sum[c - c0] = 0.0;
+            for (int64_t kd = w[0].k_begin; kd < w[0].k_end; kd++)
+                for (int64_t kh = w[1].k_begin; kh < w[1].k_end; kh++)
+                    for (int64_t kw = w[2].k_begin; kw < w[2].k_end; kw++) {
+                        const float *xr =
+                            x + (n * in_sz + ((w[0].start + kd * d[0]) * g->in[1] + w[1].start +
+                                              kh * d[1]) * g->in[2] + w[2].start + kw * d[2]) *
+                                    ch;
+                        for (int64_t c = c0; c < c1; c++)
+                            sum[c - c0] += (double)xr[c];
+                    }
+            for (int64_t c = c0; c < c1; c++)
+                y[c] = count > 0 ? (float)(sum[c - c0] / (double)count) : 0.0f;
+        }
+    }
+}
+
+static void avgpool_nhwc_positions(void *arg, int64_t begin, int64_t end)
+{
+    const pool_job_t *j = arg;
+    double *acc = malloc((size_t)j->g->in_channels * sizeof *acc + 1);
+    avgpool_nhwc_range(j, begin, end, acc);
+    free(acc);
+}
+
 /* AveragePool. On error (geometry) Y is untouched. */
 static int avgpool_run(eng_op_ctx_t *c)
 {
@@ -282,6 +398,12 @@ static int avgpool_run(eng_op_ctx_t *c)
         return rc;
     pool_job_t j = {.g = &g, .x = c->inputs[0]->data, .y = c->outputs[0]->data,
                     .include_pad = eng_attr_i(c->node, "count_include_pad", 0) != 0};
+    if (c->node->channels_last) {
+        eng_parallel_for(c->n_threads, g.batch * eng_nn_prod(g.out),
+                         eng_parallel_grain(g.in_channels * eng_nn_prod(g.kernel)),
+                         avgpool_nhwc_positions, &j);
+        return 0;
+    }
     eng_parallel_for(c->n_threads, g.batch * g.in_channels,
                      eng_parallel_grain(eng_nn_prod(g.out) * eng_nn_prod(g.kernel)),
                      avgpool_rows, &j);
@@ -293,18 +415,22 @@ typedef struct global_pool_job {
     const float *x;
     float *y;
     int64_t plane;
+    int64_t channels;   /* channels-last X [N, plane..., C]: C; else 1 */
     bool max;           /* GlobalMaxPool (else GlobalAveragePool) */
 } global_pool_job_t;
 
+/* Planes p in [begin, end) (image p / C, channel p % C when channels-last),
+ * each summed in order along the plane. */
 static void global_pool_planes(void *arg, int64_t begin, int64_t end)
 {
     const global_pool_job_t *j = arg;
     const bool max = j->max;
+    const int64_t ch = j->channels;
     for (int64_t p = begin; p < end; p++) {
-        const float *x = j->x + p * j->plane;
+        const float *x = j->x + (p / ch * j->plane) * ch + p % ch;
         double acc = max ? -INFINITY : 0.0;
         for (int64_t i = 0; i < j->plane; i++)
-            acc = max ? (x[i] > acc ? x[i] : acc) : acc + x[i];
+            acc = max ? (x[i * ch] > acc ? x[i * ch] : acc) : acc + x[i * ch];
         j->y[p] = (float)(max ? acc : acc / (double)j->plane);
     }
 }
@@ -316,11 +442,17 @@ static int global_pool_run(eng_op_ctx_t *c)
     if (eng_cpu_half_dtype(c))
         return eng_cpu_run_through_float(c);
     const eng_tensor_t *xt = c->inputs[0];
+    const eng_shape_t *xs = &xt->shape;
+    bool cl = c->node->channels_last;
+    int64_t ch = cl ? xs->dims[xs->rank - 1] : 1;
+    if (ch == 0)
+        return 0; /* an empty X and Y */
     global_pool_job_t j = {.x = xt->data,
                            .y = c->outputs[0]->data,
-                           .plane = eng_nn_dims_from(&xt->shape, 2),
+                           .plane = cl ? eng_nn_dims_from(xs, 1) / ch : eng_nn_dims_from(xs, 2),
+                           .channels = ch,
                            .max = strcmp(c->node->op_type, "GlobalMaxPool") == 0};
-    eng_parallel_for(c->n_threads, xt->shape.dims[0] * xt->shape.dims[1],
+    eng_parallel_for(c->n_threads, xs->dims[0] * xs->dims[cl ? xs->rank - 1 : 1],
                      eng_parallel_grain(j.plane), global_pool_planes, &j);
     return 0;
 }

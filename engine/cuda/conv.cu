@@ -20,18 +20,10 @@
  * atomics and the result is deterministic; the bias is added at the end as
  * on the CPU.
  *
- * A float32 X with a half or bfloat16 W (the fp16/bf16 precision's
- * weights-only mode before engine/lowp.c; no model the engine loads now
- * reaches it, and it goes with the next GPU run): X, B and Y stay
- * float32. Conv's GEMMs then take their columns in W's dtype: im2col
- * writes them so directly, and a pointwise Conv converts its chunk of X
- * into the scratch (the same chunking, in 2-byte elements); ConvTranspose
- * converts its chunk of X into the scratch after the float columns. Both
- * multiply through eng_cuda_gemm_lowp (tensor cores, fp32 accumulation,
- * float32 results). A depthwise Conv reads the half / bfloat16 taps as
- * float and computes as before. With a float32 W nothing changes.
+ * A channels-last Conv (graph.h) is engine/cuda/conv_nhwc.cu's.
  *
- * Half activations: X, W, B and Y all float16 or all bfloat16. Conv's
+ * Dtypes: X, W, B and Y all float32, all float16 or all bfloat16 (the op's
+ * infer requires W and B in X's dtype). Half activations: Conv's
  * columns are X's dtype (im2col copies elements, a pointwise Conv reads X
  * in place), Y starts as the bias and the GEMMs (eng_cuda_gemm_half: fp32
  * accumulation) add the product onto it, rounding once; a depthwise Conv
@@ -54,25 +46,11 @@
 
 /* ---- Conv --------------------------------------------------------------- */
 
-/* Whether W (input 1) is half or bfloat16. */
-static bool weight_is_lowp(const eng_op_ctx_t *c)
-{
-    return c->n_inputs > 1 && c->inputs[1] && eng_cuda_is_lowp(c->inputs[1]->dtype);
-}
-
-/* Whether X (input 0, and so W, B and Y) is half or bfloat16. */
-static bool x_is_lowp(const eng_op_ctx_t *c)
-{
-    return eng_cuda_is_lowp(c->inputs[0]->dtype);
-}
-
-/* FS_ENOTSUP naming the input unless X is float (W float or the fp16/bf16
- * precision's half weight, B float: eng_cuda_require_float_inputs) or X,
- * W and B all share a half dtype. 0 otherwise. */
+/* FS_ENOTSUP naming the input unless X, W and B share one dtype (infer
+ * made sure of it; a context built elsewhere gets the error, not a
+ * misread). 0 otherwise. */
 static int conv_require_inputs(const eng_op_ctx_t *c)
 {
-    if (!x_is_lowp(c))
-        return eng_cuda_require_float_inputs(c, 3, 1);
     const eng_dtype_t same[] = {c->inputs[0]->dtype, ENG_DT_UNDEFINED};
     int rc = 0;
     for (int i = 1; rc == 0 && i < 3 && i < c->n_inputs; i++)
@@ -95,8 +73,7 @@ static __global__ void conv_fill_bias(T *y, const T *bias, udiv_t plane, udiv_t 
 
 /* im2col of `n` column entries for a chunk of images: entry i is column
  * (output position) i % OUT of row i / OUT = (image * C + c) * K + tap,
- * read from X of type Tx and written as T (float, or W's half / bfloat16:
- * rounded from a float X, copied from a half one). */
+ * copied from X (T: float, half or bfloat16). */
 typedef struct im2col_args {
     const void *x;
     void *col;
@@ -105,10 +82,10 @@ typedef struct im2col_args {
     udiv_t taps, kh, kw;
 } im2col_args_t;
 
-template <bool Small, typename Tx, typename T>
+template <bool Small, typename T>
 static __global__ void conv_im2col(im2col_args_t a, eng_nn_geom_t g)
 {
-    const Tx *x = (const Tx *)a.x;
+    const T *x = (const T *)a.x;
     T *col = (T *)a.col;
     ENG_CUDA_FOR(i, a.n)
     {
@@ -125,37 +102,28 @@ static __global__ void conv_im2col(im2col_args_t a, eng_nn_geom_t g)
             at[d] = o[d] * g.stride[d] - g.pad_begin[d] + k[d] * g.dilation[d];
             inside = inside && (uint64_t)at[d] < (uint64_t)g.in[d];
         }
-        if constexpr (std::is_same<Tx, T>::value)
-            col[i] = inside ? x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]]
-                            : from_f32<T>(0.0f);
-        else
-            col[i] = from_f32<T>(
-                inside ? x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]] : 0.0f);
+        col[i] = inside ? x[ch * a.in_sz + (at[0] * g.in[1] + at[1]) * g.in[2] + at[2]]
+                        : from_f32<T>(0.0f);
     }
 }
 
-/* Launches im2col from X of dtype xdt (float, or a half dtype equal to dt)
- * writing columns of dtype dt (float, half, bfloat16). */
-static int conv_im2col_run(const eng_op_ctx_t *c, eng_dtype_t xdt, eng_dtype_t dt, bool small,
+/* Launches im2col of columns of dtype dt (X's: float, half, bfloat16). */
+static int conv_im2col_run(const eng_op_ctx_t *c, eng_dtype_t dt, bool small,
                            const im2col_args_t &a, const eng_nn_geom_t &g)
 {
     return lowp_dispatch(c, dt, [&](auto t) {
         using T = decltype(t);
-        if (xdt != ENG_DT_FLOAT)
-            return eng_cuda_launch(c, small ? conv_im2col<true, T, T> : conv_im2col<false, T, T>,
-                                   a.n, a, g);
-        return eng_cuda_launch(c,
-                               small ? conv_im2col<true, float, T> : conv_im2col<false, float, T>,
-                               a.n, a, g);
+        return eng_cuda_launch(c, small ? conv_im2col<true, T> : conv_im2col<false, T>, a.n, a,
+                               g);
     });
 }
 
 /* Depthwise Conv, one thread per output: the bias, then weight x input
  * for each tap inside X in (kd, kh, kw) order, as the CPU sums them, in
- * float (X, B and Y of type T, W of type Wt: float, or half / bfloat16 read
- * as float); the sum rounded to T once. */
-template <bool Small, typename T, typename Wt>
-static __global__ void conv_depthwise(const T *x, const Wt *w, const T *bias, T *y,
+ * float (X, W, B and Y of type T: float, or half / bfloat16 read as
+ * float); the sum rounded to T once. */
+template <bool Small, typename T>
+static __global__ void conv_depthwise(const T *x, const T *w, const T *bias, T *y,
                                       eng_nn_geom_t g, out_index_t out, udiv_t channels,
                                       int64_t n)
 {
@@ -168,14 +136,14 @@ static __global__ void conv_depthwise(const T *x, const Wt *w, const T *bias, T 
         int64_t ch = pl - udiv_q<Small>(channels, pl) * channels.d;
         const eng_nn_window_t &wd = win[0], &wh = win[1], &ww = win[2];
         const T *xp = x + pl * in_sz;
-        const Wt *wk = w + ch * taps;
+        const T *wk = w + ch * taps;
         float acc = bias ? to_f32(bias[ch]) : 0.0f;
         for (int64_t kd = wd.k_begin; kd < wd.k_end; kd++)
             for (int64_t kh = wh.k_begin; kh < wh.k_end; kh++) {
                 /* Row start at tap kw = 0 (outside X when ww.k_begin > 0). */
                 int64_t row = ((wd.start + kd * g.dilation[0]) * g.in[1] + wh.start +
                                kh * g.dilation[1]) * g.in[2] + ww.start;
-                const Wt *wr = wk + (kd * g.kernel[1] + kh) * g.kernel[2];
+                const T *wr = wk + (kd * g.kernel[1] + kh) * g.kernel[2];
                 for (int64_t kw = ww.k_begin; kw < ww.k_end; kw++)
                     acc += to_f32(wr[kw]) * to_f32(xp[row + kw * g.dilation[2]]);
             }
@@ -254,12 +222,12 @@ static int64_t col_chunk_images(int64_t batch, size_t per_image_bytes)
     return nb < 1 ? 1 : nb > batch ? batch : nb;
 }
 
-/* Images per chunk that the given scratch holds; FS_EINVAL when not even
- * one. */
+/* Images per chunk that the given scratch holds, per_image elements of es
+ * bytes each; FS_EINVAL when not even one. */
 static int col_chunk_from_scratch(const eng_op_ctx_t *c, int64_t batch, int64_t per_image,
-                                  int64_t *nb)
+                                  size_t es, int64_t *nb)
 {
-    size_t per_bytes = (size_t)per_image * sizeof(float);
+    size_t per_bytes = (size_t)per_image * es;
     *nb = per_bytes ? (int64_t)(c->scratch_bytes / per_bytes) : batch;
     if (*nb > batch)
         *nb = batch;
@@ -268,92 +236,38 @@ static int col_chunk_from_scratch(const eng_op_ctx_t *c, int64_t batch, int64_t 
     return 0;
 }
 
-/* A Conv's scratch: the columns of a chunk of images, float or (with a
- * half / bfloat16 W) in W's dtype. A pointwise Conv's columns are X's
- * image itself (the same count: one tap, OUT == IN): none when X is W's
- * dtype, converted for a float X and a half / bfloat16 W. A depthwise Conv
- * needs none. */
+/* A Conv's scratch: the columns of a chunk of images in X's dtype (a
+ * channels-last Conv: conv_nhwc.cu's). A pointwise Conv's columns are X's
+ * image itself, and a depthwise Conv needs none. */
 static size_t conv_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
-    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0 || eng_nn_conv_is_depthwise(&g))
+    if (eng_nn_geom(c, ENG_NN_CONV, &g) != 0)
         return 0;
-    bool lowp = weight_is_lowp(c);
-    if ((!lowp || x_is_lowp(c)) && eng_nn_conv_is_pointwise(&g))
+    if (c->node->channels_last)
+        return eng_cuda_conv_nhwc_scratch_bytes(c, &g);
+    if (eng_nn_conv_is_depthwise(&g) || eng_nn_conv_is_pointwise(&g))
         return 0;
-    size_t elem = lowp ? ENG_CUDA_LOWP_BYTES : sizeof(float);
+    size_t elem = eng_dtype_size(c->inputs[0]->dtype);
     int64_t per = g.in_channels * eng_nn_prod(g.kernel) * eng_nn_prod(g.out);
     return (size_t)(col_chunk_images(g.batch, (size_t)per * elem) * per) * elem;
 }
 
-/* Depthwise Conv launch: X, B and Y of dtype xdt, W of dtype wdt (xdt, or
- * a half weight of a float X). */
-static int conv_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, eng_dtype_t xdt,
-                              const void *x, const void *w, eng_dtype_t wdt, const void *bias,
-                              void *y)
+/* Depthwise Conv launch: X, W, B and Y of dtype dt. */
+static int conv_depthwise_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, eng_dtype_t dt,
+                              const void *x, const void *w, const void *bias, void *y)
 {
     int64_t n = g->batch * g->out_channels * eng_nn_prod(g->out);
     int64_t in_n = g->batch * g->in_channels * eng_nn_prod(g->in);
     bool small = fits32(n > in_n ? n : in_n);
     out_index_t out = out_index_make(g->out);
     udiv_t ch = udiv_make(g->out_channels);
-    return lowp_dispatch(c, wdt, [&](auto wt) {
-        using Wt = decltype(wt);
-        if (xdt == ENG_DT_FLOAT)
-            return eng_cuda_launch(
-                c, small ? conv_depthwise<true, float, Wt> : conv_depthwise<false, float, Wt>, n,
-                (const float *)x, (const Wt *)w, (const float *)bias, (float *)y, *g, out, ch, n);
-        return eng_cuda_launch(c, small ? conv_depthwise<true, Wt, Wt> : conv_depthwise<false, Wt, Wt>,
-                               n, (const Wt *)x, (const Wt *)w, (const Wt *)bias, (Wt *)y, *g, out,
-                               ch, n);
+    return lowp_dispatch(c, dt, [&](auto t) {
+        using T = decltype(t);
+        return eng_cuda_launch(c, small ? conv_depthwise<true, T> : conv_depthwise<false, T>, n,
+                               (const T *)x, (const T *)w, (const T *)bias, (T *)y, *g, out, ch,
+                               n);
     });
-}
-
-/* Conv's GEMMs with a half / bfloat16 W (p filled but for B and Y): a
- * chunk of images at a time, their columns written in W's dtype into the
- * scratch -- a float X's images converted for a pointwise Conv, else
- * im2col from X of dtype xdt (float, or W's) -- then multiplied into Y
- * (xdt's). On error (scratch) nothing more is written. */
-static int conv_lowp_gemms(const eng_op_ctx_t *c, const eng_nn_geom_t *g, grouped_gemm_t *p,
-                           eng_dtype_t xdt, const void *x, void *y)
-{
-    int64_t taps = eng_nn_prod(g->kernel), in_sz = eng_nn_prod(g->in), out_sz = eng_nn_prod(g->out);
-    int64_t per = g->in_channels * taps * out_sz;
-    int64_t nb = col_chunk_images(g->batch, (size_t)per * ENG_CUDA_LOWP_BYTES);
-    size_t need = (size_t)(nb * per) * ENG_CUDA_LOWP_BYTES, es = eng_dtype_size(xdt);
-    if (c->scratch_bytes < need)
-        return eng_op_scratch_err(c, need);
-    bool pointwise = eng_nn_conv_is_pointwise(g);
-    im2col_args_t a;
-    a.col = c->scratch;
-    a.in_sz = in_sz;
-    a.out = out_index_make(g->out);
-    a.taps = udiv_make(taps);
-    a.kh = udiv_make(g->kernel[1]);
-    a.kw = udiv_make(g->kernel[2]);
-    p->b = c->scratch;
-    p->b_img = per;
-    p->b_grp = g->in_channels / g->group * taps * out_sz;
-    for (int64_t n0 = 0; n0 < g->batch; n0 += nb) {
-        int64_t cnt = g->batch - n0 < nb ? g->batch - n0 : nb;
-        const char *xc = (const char *)x + (size_t)(n0 * g->in_channels * in_sz) * es;
-        int rc;
-        if (pointwise) {
-            rc = eng_cuda_to_lowp(c, p->dt, c->scratch, (const float *)xc, cnt * per);
-        } else {
-            a.x = xc;
-            a.n = cnt * per;
-            int64_t in_n = cnt * g->in_channels * in_sz;
-            rc = conv_im2col_run(c, xdt, p->dt, fits32(a.n > in_n ? a.n : in_n), a, *g);
-        }
-        if (rc)
-            return rc;
-        p->y = (char *)y + (size_t)(n0 * g->out_channels * out_sz) * es;
-        p->n_img = cnt;
-        if ((rc = grouped_gemm_run(c, p)))
-            return rc;
-    }
-    return 0;
 }
 
 /* Conv. On error (geometry, scratch, cuBLAS range, launch) Y may be partly
@@ -364,10 +278,11 @@ static int conv_run(eng_op_ctx_t *c)
     int rc = conv_require_inputs(c);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_CONV, &g)))
         return rc;
+    if (c->node->channels_last)
+        return eng_cuda_conv_nhwc_run(c, &g);
     eng_dtype_t xdt = c->inputs[0]->dtype;
     const void *x = c->inputs[0]->data;
     const void *w = c->inputs[1]->data;
-    eng_dtype_t wdt = c->inputs[1]->dtype;
     const eng_tensor_t *bt = eng_ctx_in(c, 2);
     const void *bias = bt ? bt->data : NULL;
     void *y = c->outputs[0]->data;
@@ -377,7 +292,7 @@ static int conv_run(eng_op_ctx_t *c)
     if (y_n == 0)
         return 0;
     if (eng_nn_conv_is_depthwise(&g))
-        return conv_depthwise_run(c, &g, xdt, x, w, wdt, bias, y);
+        return conv_depthwise_run(c, &g, xdt, x, w, bias, y);
     /* Y starts as the bias and the GEMMs accumulate onto it. */
     auto fill_bias = [&](auto t) {
         using T = decltype(t);
@@ -396,7 +311,7 @@ static int conv_run(eng_op_ctx_t *c)
     /* Y_g [M/group, OUT] = W_g [M/group, C/group * K] x columns [C/group * K, OUT]. */
     grouped_gemm_t p;
     memset(&p, 0, sizeof p);
-    p.dt = wdt;
+    p.dt = xdt;
     p.y_lowp = eng_cuda_is_lowp(xdt);
     p.m = mg;
     p.n = out_sz;
@@ -411,20 +326,19 @@ static int conv_run(eng_op_ctx_t *c)
     p.beta = bias ? 1.0f : 0.0f;
     p.n_img = g.batch;
     p.group = g.group;
-    /* A pointwise Conv multiplies X in place when X is W's dtype. */
-    if (eng_nn_conv_is_pointwise(&g) && xdt == wdt) {
+    /* A pointwise Conv multiplies X in place. */
+    if (eng_nn_conv_is_pointwise(&g)) {
         p.b = x;
         p.b_img = g.in_channels * in_sz;
         p.b_grp = cg * in_sz;
         p.y = y;
         return grouped_gemm_run(c, &p);
     }
-    if (eng_cuda_is_lowp(wdt))
-        return conv_lowp_gemms(c, &g, &p, xdt, x, y);
+    size_t es = eng_dtype_size(xdt);
     int64_t per = g.in_channels * taps * out_sz, nb;
-    if ((rc = col_chunk_from_scratch(c, g.batch, per, &nb)))
+    if ((rc = col_chunk_from_scratch(c, g.batch, per, es, &nb)))
         return rc;
-    float *col = (float *)c->scratch;
+    void *col = c->scratch;
     im2col_args_t a;
     a.col = col;
     a.in_sz = in_sz;
@@ -437,12 +351,12 @@ static int conv_run(eng_op_ctx_t *c)
     p.b_grp = cg * taps * out_sz;
     for (int64_t n0 = 0; n0 < g.batch; n0 += nb) {
         int64_t cnt = g.batch - n0 < nb ? g.batch - n0 : nb;
-        a.x = (const float *)x + n0 * g.in_channels * in_sz;
+        a.x = (const char *)x + (size_t)(n0 * g.in_channels * in_sz) * es;
         a.n = cnt * per;
         bool small = fits32(a.n > cnt * g.in_channels * in_sz ? a.n : cnt * g.in_channels * in_sz);
-        if ((rc = conv_im2col_run(c, ENG_DT_FLOAT, ENG_DT_FLOAT, small, a, g)))
+        if ((rc = conv_im2col_run(c, xdt, small, a, g)))
             return rc;
-        p.y = (float *)y + n0 * g.out_channels * out_sz;
+        p.y = (char *)y + (size_t)(n0 * g.out_channels * out_sz) * es;
         p.n_img = cnt;
         if ((rc = grouped_gemm_run(c, &p)))
             return rc;
@@ -508,35 +422,11 @@ static __global__ void conv_col2im(col2im_args_t a, eng_nn_geom_t g)
     }
 }
 
-/* ConvTranspose's scratch with a half / bfloat16 W: for a chunk of nb
- * images, the float columns (per image: M * K * IN), then at the next
- * 256-byte boundary, x_off, those images of X in W's dtype. */
-typedef struct convt_lowp_layout {
-    int64_t nb;
-    size_t x_off, bytes;
-} convt_lowp_layout_t;
-
-static convt_lowp_layout_t convt_lowp_layout(const eng_nn_geom_t *g)
-{
-    int64_t per = g->out_channels * eng_nn_prod(g->kernel) * eng_nn_prod(g->in);
-    int64_t x_per = g->in_channels * eng_nn_prod(g->in);
-    convt_lowp_layout_t l;
-    l.nb = col_chunk_images(g->batch, (size_t)per * sizeof(float) +
-                                          (size_t)x_per * ENG_CUDA_LOWP_BYTES);
-    if (l.nb < 1)
-        l.nb = g->batch > 0 ? g->batch : 0; /* nothing per image: one chunk */
-    l.x_off = ((size_t)(l.nb * per) * sizeof(float) + 255) / 256 * 256;
-    l.bytes = l.x_off + (size_t)(l.nb * x_per) * ENG_CUDA_LOWP_BYTES;
-    return l;
-}
-
 static size_t conv_transpose_scratch_bytes(const eng_op_ctx_t *c)
 {
     eng_nn_geom_t g;
     if (eng_nn_geom(c, ENG_NN_CONV_TRANSPOSE, &g) != 0)
         return 0;
-    if (weight_is_lowp(c) && !x_is_lowp(c))
-        return convt_lowp_layout(&g).bytes;
     int64_t per = g.out_channels * eng_nn_prod(g.kernel) * eng_nn_prod(g.in);
     return (size_t)(col_chunk_images(g.batch, (size_t)per * sizeof(float)) * per) * sizeof(float);
 }
@@ -553,9 +443,6 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     const char *x = (const char *)c->inputs[0]->data;
     const size_t es = eng_dtype_size(xdt);
     const void *w = c->inputs[1]->data;
-    eng_dtype_t wdt = c->inputs[1]->dtype;
-    /* A float X with a half / bfloat16 W is converted; a half X is W's dtype. */
-    bool lowp = eng_cuda_is_lowp(wdt) && !eng_cuda_is_lowp(xdt);
     const eng_tensor_t *bt = eng_ctx_in(c, 2);
     char *y = (char *)c->outputs[0]->data;
     float *col = (float *)c->scratch;
@@ -564,21 +451,12 @@ static int conv_transpose_run(eng_op_ctx_t *c)
     if (g.batch * g.out_channels * out_sz == 0)
         return 0;
     int64_t per = g.out_channels * taps * in_sz, nb;
-    /* With a half / bfloat16 W: X's chunk in W's dtype, after the columns. */
-    void *x_lowp = NULL;
-    if (lowp) {
-        convt_lowp_layout_t l = convt_lowp_layout(&g);
-        if (c->scratch_bytes < l.bytes)
-            return eng_op_scratch_err(c, l.bytes);
-        nb = l.nb;
-        x_lowp = (char *)c->scratch + l.x_off;
-    } else if ((rc = col_chunk_from_scratch(c, g.batch, per, &nb))) {
+    if ((rc = col_chunk_from_scratch(c, g.batch, per, sizeof(float), &nb)))
         return rc;
-    }
     /* col_g [M/group * K, IN] = W_g^T (W_g: [C/group, M/group * K]) x X_g [C/group, IN]. */
     grouped_gemm_t p;
     memset(&p, 0, sizeof p);
-    p.dt = wdt;
+    p.dt = xdt;
     p.trans_a = true;
     p.m = mg * taps;
     p.n = in_sz;
@@ -617,12 +495,6 @@ static int conv_transpose_run(eng_op_ctx_t *c)
         } else {
             const char *xc = x + (size_t)(n0 * g.in_channels * in_sz) * es;
             p.b = xc;
-            if (lowp) {
-                if ((rc = eng_cuda_to_lowp(c, wdt, x_lowp, (const float *)xc,
-                                           cnt * g.in_channels * in_sz)))
-                    return rc;
-                p.b = x_lowp;
-            }
             p.n_img = cnt;
             if ((rc = grouped_gemm_run(c, &p)))
                 return rc;

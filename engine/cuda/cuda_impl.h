@@ -253,9 +253,7 @@ int eng_cuda_dgemm(const eng_op_ctx_t *ctx, bool trans_a, bool trans_b, int64_t 
 /* Half operands (fp16/bf16 precision retypes the whole graph at load:
  * engine/lowp.c): GEMMs whose operands and result share one half dtype go
  * through eng_cuda_gemm_half; eng_cuda_gemm_lowp keeps a float32 result
- * (ConvTranspose's float columns, rounded once in col2im). Conv's float-X /
- * half-W path with eng_cuda_to_lowp is the weights-only mode's remnant:
- * no graph the engine loads reaches it now. */
+ * (ConvTranspose's float columns, rounded once in col2im). */
 static inline bool eng_cuda_is_lowp(eng_dtype_t dt)
 {
     return dt == ENG_DT_FLOAT16 || dt == ENG_DT_BFLOAT16;
@@ -263,14 +261,6 @@ static inline bool eng_cuda_is_lowp(eng_dtype_t dt)
 
 /* Bytes per element of a low-precision operand. */
 #define ENG_CUDA_LOWP_BYTES 2
-
-/* dst[i] = src[i] rounded to nearest even in `dtype` (ENG_DT_FLOAT16 or
- * ENG_DT_BFLOAT16; the rounding of __float2half_rn / __float2bfloat16_rn)
- * for i < n, on ctx's stream, four elements per thread access when both
- * pointers allow. n == 0 is a no-op. FS_EINVAL for another dtype;
- * FS_EDEVICE for a launch error. (engine/cuda/gemm.cu) */
-int eng_cuda_to_lowp(const eng_op_ctx_t *ctx, eng_dtype_t dtype, void *dst, const float *src,
-                     int64_t n);
 
 /* eng_cuda_sgemm with A and B both in `dtype` (ENG_DT_FLOAT16 or
  * ENG_DT_BFLOAT16) and C float32: cublasGemmEx / cublasGemmStridedBatchedEx

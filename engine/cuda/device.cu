@@ -247,6 +247,7 @@ extern "C" const eng_backend_i eng_backend_cuda = {
     .host_memory = false,
     .precisions = (1u << ENG_PREC_FP32) | (1u << ENG_PREC_TF32) | (1u << ENG_PREC_FP16) |
                   (1u << ENG_PREC_BF16),
+    .channels_last = true,
     .instance_create = be_instance_create,
     .instance_destroy = be_instance_destroy,
     .stream = be_stream,

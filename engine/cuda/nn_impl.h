@@ -91,6 +91,17 @@ static __device__ __forceinline__ int64_t out_taps(const eng_nn_geom_t &g, const
     return pl;
 }
 
+/* ---- the channels-last Conv (conv_nhwc.cu) ------------------------------ */
+
+/* Scratch of the channels-last Conv of c with geometry g: a chunk of rows'
+ * column matrix in X's dtype (none for a pointwise Conv). Cannot fail. */
+size_t eng_cuda_conv_nhwc_scratch_bytes(const eng_op_ctx_t *c, const eng_nn_geom_t *g);
+
+/* The channels-last Conv of c (graph.h; geometry g from eng_nn_geom), with
+ * the node's fused residual and ReLU. On error (scratch short, cuBLAS's
+ * range or status, a launch) Y may be partly written. */
+int eng_cuda_conv_nhwc_run(eng_op_ctx_t *c, const eng_nn_geom_t *g);
+
 /* ---- block reductions --------------------------------------------------- */
 
 struct sum_op {

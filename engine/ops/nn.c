@@ -71,9 +71,11 @@ static int conv_channels(const eng_op_ctx_t *c, eng_nn_kind_t kind, const eng_te
                           eng_shape_format(&w->shape, ws, sizeof ws),
                           eng_shape_format(&x->shape, xs, sizeof xs));
     const int64_t *wd = w->shape.dims;
+    /* Channels-last W is [M, k..., C/group]. */
+    int64_t w_in = c->node->channels_last ? wd[w->shape.rank - 1] : wd[1];
     bool ok;
     if (kind == ENG_NN_CONV) {
-        ok = eng_dim_mul(wd[1], g->group) == g->in_channels && wd[0] % g->group == 0;
+        ok = eng_dim_mul(w_in, g->group) == g->in_channels && wd[0] % g->group == 0;
         g->out_channels = wd[0];
     } else {
         ok = wd[0] == g->in_channels && g->in_channels % g->group == 0;
@@ -189,6 +191,12 @@ int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g)
     if (!x || (kind != ENG_NN_POOL && !w))
         return eng_op_err(c, FS_EINVAL, "input %s is missing", x ? "W" : "X");
     int rank = x->shape.rank, ns = rank - 2, base = ENG_NN_DIMS - ns;
+    /* NCHW: [N, C, spatial...]; channels-last (graph.h): [N, spatial..., C],
+     * and W's kernel dims start at 1 too. */
+    bool cl = c->node->channels_last;
+    int ch_at = cl ? rank - 1 : 1, sp_at = cl ? 1 : 2;
+    if (cl && kind == ENG_NN_CONV_TRANSPOSE)
+        return eng_op_err(c, FS_ENOTSUP, "ConvTranspose has no channels-last form");
     if (rank < 3)
         return eng_op_err(c, FS_EINVAL, "X %s must have rank >= 3 ([N, C, spatial...])",
                           eng_shape_format(&x->shape, xs, sizeof xs));
@@ -198,10 +206,10 @@ int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g)
     memset(g, 0, sizeof *g);
     g->n_spatial = ns;
     g->batch = x->shape.dims[0];
-    g->in_channels = g->out_channels = x->shape.dims[1];
+    g->in_channels = g->out_channels = x->shape.dims[ch_at];
     g->group = 1;
     for (int i = 0; i < ENG_NN_DIMS; i++) {
-        g->in[i] = i < base ? 1 : x->shape.dims[2 + i - base];
+        g->in[i] = i < base ? 1 : x->shape.dims[sp_at + i - base];
         g->out[i] = g->kernel[i] = g->stride[i] = g->dilation[i] = 1;
     }
     int rc = w ? conv_channels(c, kind, x, w, g) : 0;
@@ -215,10 +223,11 @@ int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g)
         return eng_op_err(c, FS_EINVAL, "attribute kernel_shape has %zu values, expected %d",
                           nk, ns);
     for (int i = 0; i < ns; i++) {
-        int64_t k = ks ? ks[i] : w->shape.dims[2 + i];
-        if (k < 1 || k > ENG_NUMEL_MAX || (ks && w && ks[i] != w->shape.dims[2 + i]))
+        int64_t wk = w ? w->shape.dims[(cl ? 1 : 2) + i] : -1;
+        int64_t k = ks ? ks[i] : wk;
+        if (k < 1 || k > ENG_NUMEL_MAX || (ks && w && ks[i] != wk))
             return eng_op_err(c, FS_EINVAL, "kernel dim %d is %lld (W dim %lld)", i,
-                              (long long)k, w ? (long long)w->shape.dims[2 + i] : -1LL);
+                              (long long)k, (long long)wk);
         g->kernel[base + i] = k;
     }
     auto_pad_t ap = PAD_NOTSET;
@@ -249,18 +258,45 @@ int eng_nn_geom(const eng_op_ctx_t *c, eng_nn_kind_t kind, eng_nn_geom_t *g)
     return 0;
 }
 
-/* Sets output `i` (when requested) to dtype dt and shape [N, M, out...]. */
+/* Sets output `i` (when requested) to dtype dt and shape [N, M, out...],
+ * or [N, out..., M] for a channels-last node. */
 static void set_window_output(eng_op_ctx_t *c, int i, eng_dtype_t dt, const eng_nn_geom_t *g)
 {
     if (i >= c->n_outputs || !c->outputs[i])
         return;
+    bool cl = c->node->channels_last;
     eng_tensor_t *y = c->outputs[i];
     y->dtype = dt;
     y->shape.rank = g->n_spatial + 2;
     y->shape.dims[0] = g->batch;
-    y->shape.dims[1] = g->out_channels;
+    y->shape.dims[cl ? g->n_spatial + 1 : 1] = g->out_channels;
     for (int d = 0; d < g->n_spatial; d++)
-        y->shape.dims[2 + d] = g->out[ENG_NN_DIMS - g->n_spatial + d];
+        y->shape.dims[(cl ? 1 : 2) + d] = g->out[ENG_NN_DIMS - g->n_spatial + d];
+}
+
+/* A channels-last Conv's fused residual (graph.h: input 3, of Y's dtype and
+ * shape). 0, or FS_EINVAL naming what does not fit: the fields without
+ * channels_last, a missing R, or R's shape. */
+static int check_conv_fused(eng_op_ctx_t *c)
+{
+    const eng_node_t *n = c->node;
+    if ((n->conv_relu || n->conv_residual) && !n->channels_last)
+        return eng_op_err(c, FS_EINVAL, "a fused ReLU or residual needs the channels-last form");
+    if (!n->conv_residual)
+        return c->n_inputs > 3 && c->inputs[3]
+                   ? eng_op_err(c, FS_EINVAL, "input 3 without a fused residual")
+                   : 0;
+    const eng_tensor_t *r = eng_ctx_in(c, 3), *y = c->outputs[0];
+    if (!r)
+        return eng_op_err(c, FS_EINVAL, "the fused residual (input 3) is missing");
+    const eng_dtype_t x_dtype[] = {c->inputs[0]->dtype, ENG_DT_UNDEFINED};
+    int rc = eng_op_require_dtype(c, 3, x_dtype);
+    char rs[96], ys[96];
+    if (rc == 0 && y && !eng_shape_equal(&r->shape, &y->shape))
+        rc = eng_op_err(c, FS_EINVAL, "the fused residual %s differs from Y %s",
+                        eng_shape_format(&r->shape, rs, sizeof rs),
+                        eng_shape_format(&y->shape, ys, sizeof ys));
+    return rc;
 }
 
 /* Checks that optional input i, when present, is a vector of `len` in X's
@@ -293,7 +329,7 @@ static int conv_infer(eng_op_ctx_t *c)
         (rc = check_vector(c, 2, "B", g.out_channels)))
         return rc;
     set_window_output(c, 0, c->inputs[0]->dtype, &g);
-    return 0;
+    return c->n_outputs > 0 && c->outputs[0] ? check_conv_fused(c) : 0;
 }
 
 static int pool_infer(eng_op_ctx_t *c)
@@ -303,6 +339,8 @@ static int pool_infer(eng_op_ctx_t *c)
     int rc = eng_op_require_dtype(c, 0, max ? dt_half_u8 : dt_half);
     if (rc || (rc = eng_nn_geom(c, ENG_NN_POOL, &g)))
         return rc;
+    if (c->node->channels_last && c->n_outputs > 1 && c->outputs[1])
+        return eng_op_err(c, FS_ENOTSUP, "MaxPool's Indices have no channels-last form");
     set_window_output(c, 0, c->inputs[0]->dtype, &g);
     set_window_output(c, 1, ENG_DT_INT64, &g);
     return 0;
@@ -390,8 +428,10 @@ static int global_pool_infer(eng_op_ctx_t *c)
     int rc = channel_input(c, 3, dt_half);
     if (rc)
         return rc;
+    /* Channels-last X is [N, spatial..., C]. */
+    bool cl = c->node->channels_last;
     eng_shape_t ys = c->inputs[0]->shape;
-    for (int d = 2; d < ys.rank; d++)
+    for (int d = cl ? 1 : 2; d < (cl ? ys.rank - 1 : ys.rank); d++)
         ys.dims[d] = 1;
     eng_ctx_out_set(c, 0, c->inputs[0]->dtype, &ys);
     return 0;

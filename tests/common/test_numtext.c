@@ -4,6 +4,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,10 +126,56 @@ Test(common_numtext, parse_rounds_as_strtod_does)
     }
 }
 
+/* Texts on both sides of the fast path's bounds (19 digits, 2^53,
+ * exponents of +-22, leading and trailing zeros, "1.", ".5") read as
+ * strtod reads them, bit for bit, and are accepted where it takes the
+ * whole text. */
+Test(common_numtext, parse_matches_strtod_on_and_off_the_fast_path)
+{
+    static const char *edges[] = {"9007199254740992", "9007199254740993", "-9007199254740991",
+                                  "1234567890123456789", "12345678901234567890", "1e22", "1e23",
+                                  "1e-22", "1e-23", "4.5e22", "0.0000000000000000000001234",
+                                  "0.5000000000000000000000000", "000012.5", ".5", "1.", "-.5e1",
+                                  "1E+5", "1e+0", "-0.0", "0e999", "5e-324", "0.1e-21",
+                                  "123.456e-20", "8.5e21", "0.000001"};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        const char *t = edges[i];
+        double d = 0;
+        char *e = NULL;
+        double want = strtod(t, &e);
+        cr_expect_eq(fs_double_parse(t, t + strlen(t), &d), 0, "%s", t);
+        cr_expect_eq(memcmp(&d, &want, sizeof d), 0, "%s: %a, strtod %a", t, d, want);
+    }
+    uint64_t x = 88172645463325252ull; /* xorshift64: the same texts every run */
+    char t[64];
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int digits = 1 + (int)(x % 21), point = (int)((x >> 8) % (unsigned)(digits + 1));
+        int exp = (int)((x >> 16) % 61) - 30;
+        size_t n = 0;
+        if (x >> 63)
+            t[n++] = '-';
+        uint64_t y = x * 0x9e3779b97f4a7c15ull;
+        for (int k = 0; k < digits; k++, y = y * 6364136223846793005ull + 1) {
+            if (k == point && k > 0)
+                t[n++] = '.';
+            t[n++] = (char)('0' + (y >> 60) % 10);
+        }
+        if ((x >> 40) & 1)
+            n += (size_t)snprintf(t + n, sizeof t - n, "e%d", exp);
+        t[n] = '\0';
+        double d = 0;
+        cr_assert_eq(fs_double_parse(t, t + n, &d), 0, "%s", t);
+        double want = strtod(t, NULL);
+        cr_assert_eq(memcmp(&d, &want, sizeof d), 0, "%s: %a, strtod %a", t, d, want);
+    }
+}
+
 Test(common_numtext, parse_refuses_what_is_not_one_whole_number)
 {
-    static const char *bad[] = {"", "+1", "1x", "0x10", " 1", "1 ", "-", "e5",
-                                "1e400", "-1e400", "1e-400", "2e-324"};
+    static const char *bad[] = {"", "+1", "1x", "0x10", " 1", "1 ", "-", "e5", "1e", "1e+",
+                                "--1", "1.5.", "1e5e", "1.e", ".", "-.", "1e400", "-1e400",
+                                "1e-400", "2e-324"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         double d = 42;
         const char *t = bad[i];

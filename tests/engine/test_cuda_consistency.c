@@ -3424,3 +3424,171 @@ Test(cuda_consistency, models_on_a_device_share_one_workspace)
     rig_expect_idle(&r, "two models");
     rig_close(&r);
 }
+
+/* ---- channels-last convolution blocks ------------------------------------ */
+
+/* A Conv block built in memory, run on the CPU (NCHW) and on the device
+ * (on CUDA, channels-last: engine/layout.c): X f32 [n, c, hw, hw], cast to
+ * `dt` unless f32; with `residual`, R = a 1x1 Conv of X at the same stride
+ * first; Y = relu?(Conv_k(X) + B? + R?), cast back to f32. On CUDA the
+ * Relu and the Add fold into the k x k Conv (its GEMM's epilogue), and R's
+ * 1x1 Conv at stride 1 is a plain GEMM on X. */
+typedef struct nhwc_case {
+    const char *dt;          /* "f32", "f16", "bf16" */
+    int64_t n, c, hw, m, k, stride, group;
+    bool bias, residual, relu;
+    double rtol, atol;
+    /* then a pool: 1 MaxPool 3x3 stride 2 pads 1 ceil_mode, 2 AveragePool
+     * the same with count_include_pad, 3 GlobalMaxPool, 4 GlobalAveragePool */
+    int pool;
+} nhwc_case_t;
+
+static uint8_t *nhwc_block(mb_t *b, const nhwc_case_t *nc, size_t *len)
+{
+    char spec[64];
+    spec_t s;
+    bool f32 = strcmp(nc->dt, "f32") == 0;
+    mb_init(b, OC_IR_VERSION, 13);
+    mb_input(b, "X", ENG_DT_FLOAT, 4, (int64_t[]){nc->n, nc->c, nc->hw, nc->hw}, NULL);
+    const char *x = "X";
+    if (!f32) {
+        mb_attr_i(b, mb_node(b, "Cast", "in", "X", "Xd"), "to", (int64_t)dtype_parse(nc->dt));
+        x = "Xd";
+    }
+    snprintf(spec, sizeof spec, "=%s[%lld,%lld,%lld,%lld]:r(-0.3,0.3)", nc->dt,
+             (long long)nc->m, (long long)(nc->c / nc->group), (long long)nc->k,
+             (long long)nc->k);
+    spec_parse(spec, &s);
+    mb_initializer(b, spec_proto(b, "W", &s, 11));
+    char ins[64];
+    snprintf(ins, sizeof ins, "%s,W%s", x, nc->bias ? ",B" : "");
+    if (nc->bias) {
+        snprintf(spec, sizeof spec, "=%s[%lld]:unit", nc->dt, (long long)nc->m);
+        spec_parse(spec, &s);
+        mb_initializer(b, spec_proto(b, "B", &s, 12));
+    }
+    if (nc->residual) {
+        snprintf(spec, sizeof spec, "=%s[%lld,%lld,1,1]:r(-0.3,0.3)", nc->dt, (long long)nc->m,
+                 (long long)nc->c);
+        spec_parse(spec, &s);
+        mb_initializer(b, spec_proto(b, "Wr", &s, 13));
+        char rin[32];
+        snprintf(rin, sizeof rin, "%s,Wr", x);
+        mb_attr_ints(b, mb_node(b, "Conv", "conv_r", rin, "R"), "strides",
+                     (int64_t[]){nc->stride, nc->stride}, 2);
+    }
+    Onnx__NodeProto *conv = mb_node(b, "Conv", "conv", ins, "C");
+    int64_t p = nc->k / 2;
+    mb_attr_ints(b, conv, "pads", (int64_t[]){p, p, p, p}, 4);
+    mb_attr_ints(b, conv, "strides", (int64_t[]){nc->stride, nc->stride}, 2);
+    if (nc->group != 1)
+        mb_attr_i(b, conv, "group", nc->group);
+    const char *y = "C";
+    if (nc->residual) {
+        mb_node(b, "Add", "add", "C,R", "S");
+        y = "S";
+    }
+    if (nc->relu) {
+        mb_node(b, "Relu", "relu", y, "T");
+        y = "T";
+    }
+    static const char *const pools[] = {NULL, "MaxPool", "AveragePool", "GlobalMaxPool",
+                                        "GlobalAveragePool"};
+    if (nc->pool) {
+        Onnx__NodeProto *pn = mb_node(b, pools[nc->pool], "pool", y, "P");
+        if (nc->pool <= 2) {
+            mb_attr_ints(b, pn, "kernel_shape", (int64_t[]){3, 3}, 2);
+            mb_attr_ints(b, pn, "strides", (int64_t[]){2, 2}, 2);
+            mb_attr_ints(b, pn, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+            mb_attr_i(b, pn, "ceil_mode", 1);
+        }
+        if (nc->pool == 2)
+            mb_attr_i(b, pn, "count_include_pad", 1);
+        y = "P";
+    }
+    if (!f32) {
+        mb_attr_i(b, mb_node(b, "Cast", "out", y, "Y"), "to", (int64_t)ENG_DT_FLOAT);
+        y = "Y";
+    }
+    mb_output(b, y, ENG_DT_FLOAT, -1, NULL);
+    return mb_pack(b, len);
+}
+
+/* Tolerances: f32 sums K <= 147 products in another order (TF32 off);
+ * f16 and bf16 round the GEMM's fp32 result once and, on CUDA, round
+ * again after the bias, residual and ReLU (the CPU rounds once, after all
+ * of it): two units in the last place, 2^-10 (f16) and 2^-7 (bf16)
+ * relative, and as much absolute where the terms cancel. */
+#define NHWC_F32 .rtol = OC_RTOL, .atol = OC_ATOL
+#define NHWC_F16 .rtol = 4e-3, .atol = 4e-3
+#define NHWC_BF16 .rtol = 3e-2, .atol = 3e-2
+
+Test(cuda_consistency, channels_last_conv_blocks_match_the_cpu)
+{
+    static const nhwc_case_t cases[] = {
+        /* 1x1 stride 1 (a plain GEMM on X), 3x3 with a residual, the 7x7
+         * stride-2 stem, in each dtype. */
+        {"f32", 2, 16, 8, 32, 1, 1, 1, true, false, true, NHWC_F32},
+        {"f32", 2, 16, 9, 16, 3, 1, 1, true, true, true, NHWC_F32},
+        {"f32", 2, 3, 15, 16, 7, 2, 1, true, false, true, NHWC_F32},
+        {"f32", 3, 8, 9, 8, 3, 2, 1, false, true, false, NHWC_F32},
+        {"f16", 2, 16, 8, 32, 1, 1, 1, true, false, true, NHWC_F16},
+        {"f16", 2, 16, 9, 16, 3, 1, 1, true, true, true, NHWC_F16},
+        {"f16", 2, 3, 15, 16, 7, 2, 1, true, false, true, NHWC_F16},
+        {"f16", 2, 16, 9, 16, 3, 1, 2, true, true, true, NHWC_F16},  /* grouped */
+        {"f16", 2, 6, 7, 10, 3, 2, 1, false, true, true, NHWC_F16},  /* 12-byte rows */
+        {"f16", 2, 16, 8, 16, 1, 1, 1, false, false, false, NHWC_F16}, /* no epilogue */
+        /* depthwise: a direct kernel with the epilogue inside */
+        {"f32", 2, 16, 9, 16, 3, 2, 16, true, true, true, NHWC_F32},
+        {"f16", 2, 24, 9, 24, 3, 1, 24, true, true, true, NHWC_F16},
+        {"bf16", 2, 8, 7, 8, 5, 1, 8, false, false, true, NHWC_BF16},
+        /* the pools that follow a Conv run channels-last too */
+        {"f32", 2, 8, 8, 16, 3, 1, 1, true, false, true, NHWC_F32, .pool = 1},
+        {"f16", 2, 8, 8, 16, 3, 1, 1, true, false, true, NHWC_F16, .pool = 2},
+        {"f32", 2, 8, 7, 16, 3, 1, 1, true, true, false, NHWC_F32, .pool = 3},
+        {"bf16", 2, 8, 7, 16, 1, 1, 1, true, false, true, NHWC_BF16, .pool = 4},
+        {"bf16", 2, 16, 8, 32, 1, 1, 1, true, false, true, NHWC_BF16},
+        {"bf16", 2, 16, 9, 16, 3, 1, 1, true, true, true, NHWC_BF16},
+        {"bf16", 2, 3, 15, 16, 7, 2, 1, true, false, true, NHWC_BF16},
+    };
+    rig_t r;
+    rig_open(&r, 1);
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        const nhwc_case_t *nc = &cases[i];
+        char desc[160];
+        snprintf(desc, sizeof desc, "%s conv %lldx%lld stride %lld group %lld [%lld,%lld,%lld,%lld]"
+                 "->%lld%s%s%s pool %d", nc->dt, (long long)nc->k, (long long)nc->k,
+                 (long long)nc->stride, (long long)nc->group, (long long)nc->n,
+                 (long long)nc->c, (long long)nc->hw, (long long)nc->hw, (long long)nc->m,
+                 nc->bias ? " +bias" : "", nc->residual ? " +residual" : "",
+                 nc->relu ? " +relu" : "", nc->pool);
+        mb_t b;
+        size_t len;
+        uint8_t *bytes = nhwc_block(&b, nc, &len);
+        spec_t xs = {.dt = ENG_DT_FLOAT, .dist = DIST_UNIT, .n_vals = -1,
+                     .shape = {4, {nc->n, nc->c, nc->hw, nc->hw}}};
+        eng_tensor_t *x = spec_tensor(&xs, fnv1a(desc));
+        eng_tensor_t *want[1] = {NULL}, *got[1] = {NULL};
+        eng_model_t *ref = NULL, *dev = NULL;
+        eng_model_config_t rcfg = rig_config(&r, false), dcfg = rig_config(&r, true);
+        int rc = eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref);
+        cr_expect_eq(rc, 0, "%s: loading on the CPU: %s", desc, fs_errmsg());
+        if (rc == 0 && (rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev)) != 0)
+            cr_expect(false, "%s: loading on %s: %s", desc, r.dut.name, fs_errmsg());
+        if (rc == 0 && (rc = eng_model_run(ref, x, 1, want)) != 0)
+            cr_expect(false, "%s: running on the CPU: %s", desc, fs_errmsg());
+        if (rc == 0 && (rc = eng_model_run(dev, x, 1, got)) != 0)
+            cr_expect(false, "%s: running on %s: %s", desc, r.dut.name, fs_errmsg());
+        tol_t tol = {.rtol = nc->rtol, .atol = nc->atol, .exact = !r.dut.cuda};
+        if (rc == 0)
+            expect_tensor_match(desc, want[0], got[0], &tol);
+        outputs_free(want, 1);
+        outputs_free(got, 1);
+        eng_model_destroy(dev);
+        eng_model_destroy(ref);
+        eng_tensor_free(x);
+        mb_free(&b);
+        rig_expect_idle(&r, desc);
+    }
+    rig_close(&r);
+}

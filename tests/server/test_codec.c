@@ -747,6 +747,85 @@ Test(srv_codec, requested_outputs_come_in_request_order_and_binary_ones_after_th
     fixture_close(&f);
 }
 
+Test(srv_codec, the_two_part_response_is_the_json_and_the_binary_outputs_in_order)
+{
+    codec_fixture_t f;
+    fixture_open_pair(&f);
+    srv_infer_request_t *r = pair_request("\"parameters\":{\"binary_data_output\":true},");
+    eng_tensor_t *sum = tensor_new(ENG_DT_FLOAT, (eng_shape_t){2, {1, 3}}, (float[]){2, 4, 6});
+    eng_tensor_t *ids = tensor_new(ENG_DT_INT64, (eng_shape_t){1, {2}}, (int64_t[]){8, -10});
+    eng_tensor_t *outs[2] = {sum, ids};
+    srv_buf_t whole = {0}, json = {0};
+    size_t json_len = 0;
+    cr_assert_eq(srv_infer_response_encode(f.model, "pair", 1, r, outs, 2, &whole, &json_len), 0,
+                 "%s", fs_errmsg());
+    cr_assert_eq(srv_infer_response_encode_json(f.model, "pair", 1, r, outs, 2, &json), 0, "%s",
+                 fs_errmsg());
+    cr_expect_eq(json.len, json_len, "the JSON alone, no binary bytes after it");
+    cr_expect_eq(memcmp(json.data, whole.data, json_len), 0);
+    size_t idx[3] = {99, 99, 99};
+    cr_assert_eq(srv_infer_response_binary(f.model, r, 2, idx), 2);
+    cr_expect_eq(idx[0], 0, "model order: sum");
+    cr_expect_eq(idx[1], 1, "then ids");
+    /* The parts laid end to end are the one-buffer response. */
+    size_t at = json_len;
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = eng_tensor_bytes(outs[idx[i]]);
+        cr_expect_eq(memcmp(whole.data + at, outs[idx[i]]->data, n), 0, "part %zu", i);
+        at += n;
+    }
+    cr_expect_eq(at, whole.len);
+    srv_buf_free(&whole);
+    srv_buf_free(&json);
+    eng_tensor_free(sum);
+    eng_tensor_free(ids);
+    srv_infer_request_free(r);
+
+    /* A JSON output adds no part. */
+    r = pair_request("\"outputs\":[{\"name\":\"sum\"},{\"name\":\"ids\","
+                     "\"parameters\":{\"binary_data\":true}}],");
+    cr_expect_eq(srv_infer_response_binary(f.model, r, 2, idx), 1);
+    cr_expect_eq(idx[0], 1);
+    srv_infer_request_free(r);
+    fixture_close(&f);
+}
+
+Test(srv_codec, aligned_binary_input_views_the_body_and_an_unaligned_one_is_copied)
+{
+    const char *json = "{\"inputs\":[{\"name\":\"a\",\"shape\":[16],\"datatype\":\"FP32\","
+                       "\"parameters\":{\"binary_data_size\":64}},"
+                       "{\"name\":\"b\",\"shape\":[3],\"datatype\":\"INT8\","
+                       "\"parameters\":{\"binary_data_size\":3}},"
+                       "{\"name\":\"c\",\"shape\":[2],\"datatype\":\"FP32\","
+                       "\"parameters\":{\"binary_data_size\":8}}]}";
+    size_t hl = strlen(json);
+    float a[16], c[2] = {1.5f, -2.0f};
+    for (int i = 0; i < 16; i++)
+        a[i] = (float)i * 0.25f;
+    const int8_t b[3] = {1, -2, 3};
+    /* The body placed so that its binary section starts 64-aligned, as
+     * http.c's body_reserve places it. */
+    char *raw = aligned_alloc(64, 64 + hl + 64 + 3 + 8 + 64);
+    cr_assert_not_null(raw);
+    char *body = raw + (64 - hl % 64) % 64;
+    memcpy(body, json, hl);
+    memcpy(body + hl, a, 64);
+    memcpy(body + hl + 64, b, 3);
+    memcpy(body + hl + 67, c, 8);
+    srv_infer_request_t *r = NULL;
+    cr_assert_eq(srv_infer_request_parse(body, hl + 75, hl, &r), 0, "%s", fs_errmsg());
+    cr_expect(r->inputs[0].borrowed);
+    cr_expect_eq(r->inputs[0].tensor.data, body + hl, "a views the body");
+    cr_expect_eq(memcmp(r->inputs[0].tensor.data, a, 64), 0);
+    cr_expect(r->inputs[1].borrowed, "b starts 64 bytes on: aligned too");
+    cr_expect_eq(memcmp(r->inputs[1].tensor.data, b, 3), 0);
+    cr_expect(!r->inputs[2].borrowed, "c starts unaligned: copied");
+    cr_expect_neq(r->inputs[2].tensor.data, body + hl + 67);
+    cr_expect_eq(memcmp(r->inputs[2].tensor.data, c, 8), 0);
+    srv_infer_request_free(r);
+    free(raw);
+}
+
 Test(srv_codec, binary_data_output_sends_every_output_binary_in_model_order)
 {
     codec_fixture_t f;
