@@ -194,12 +194,12 @@ static inline int eng_cuda_host_view(const eng_op_ctx_t *c, eng_cuda_host_view_t
  *    cores only at tf32 precision), C is rounded once.
  *  - r: the residual, laid out as C (ldc, stride_c), may be C itself; NULL
  *    reads C (with beta 0 nothing is read, C may hold garbage).
- *  - bias: N elements of c_dtype added to every row, or NULL.
+ *  - bias: N elements of c_dtype added to every row, or NULL; problem p
+ *    reads the N from bias + p * bias_stride (0: one bias for all).
  *  - act: an eng_act_t (graph.h): none, Relu, erf GELU or tanh GELU, each
  *    in float before the one rounding.
- * stride_* are elements between problems (ignored when batch == 1); the
- * bias is the same for every problem. m, n or batch 0 is a no-op; k 0
- * gives act(beta * R + bias).
+ * stride_* are elements between problems (ignored when batch == 1). m, n
+ * or batch 0 is a no-op; k 0 gives act(beta * R + bias).
  * How: one cuBLASLt matmul with the epilogue BIAS, RELU(_BIAS) or
  * GELU(_BIAS) (cuBLASLt's GELU is the tanh form: an erf GELU takes the
  * bias epilogue, then one in-place pass of the exact GELU), its algorithm
@@ -223,6 +223,7 @@ typedef struct eng_cuda_gemm {
     int64_t ldc, stride_c;
     const void *r;
     const void *bias;
+    int64_t bias_stride;
     int act;                  /* eng_act_t */
 } eng_cuda_gemm_t;
 

@@ -19,7 +19,8 @@
  * Relu fused is one call: C = act(A x op(W) + bias + R) is eng_cuda_gemm
  * with alpha 1, beta 1, r the residual (laid out as C), bias the [N]
  * channel bias and act ENG_ACT_RELU -- cuBLASLt's RELU_BIAS epilogue with
- * C = R, D = the output.
+ * C = R, D = the output; a grouped one is the strided batch of its groups
+ * with bias_stride the group's channel count.
  *
  * PLANS. A cuBLASLt call needs a matmul descriptor, matrix layouts and an
  * algorithm; building them and asking the heuristic costs more than a
@@ -164,12 +165,12 @@ static int blas_product(const eng_op_ctx_t *ctx, const eng_cuda_gemm_t *g)
 
 /* d = act(beta * src + bias) over `batch` [m, n] matrices of leading
  * dimension ld, `stride` elements apart (src laid out as d, may be d;
- * beta 0 reads nothing; bias NULL: none), each element in float and
- * rounded once. */
+ * beta 0 reads nothing; bias NULL: none, else matrix p's is bias + p *
+ * bias_stride), each element in float and rounded once. */
 template <typename T>
-static __global__ void epilogue_kernel(T *d, const T *src, float beta, const T *bias, int act,
-                                       int64_t m, int64_t n, int64_t ld, int64_t stride,
-                                       int64_t batch)
+static __global__ void epilogue_kernel(T *d, const T *src, float beta, const T *bias,
+                                       int64_t bias_stride, int act, int64_t m, int64_t n,
+                                       int64_t ld, int64_t stride, int64_t batch)
 {
     ENG_CUDA_FOR(i, batch * m * n)
     {
@@ -178,7 +179,7 @@ static __global__ void epilogue_kernel(T *d, const T *src, float beta, const T *
         int64_t off = p * stride + row * ld + j;
         float v = beta == 0.0f ? 0.0f : beta * to_f32(src[off]);
         if (bias)
-            v += to_f32(bias[j]);
+            v += to_f32(bias[p * bias_stride + j]);
         d[off] = from_f32<T>(eng_act_f32(act, v));
     }
 }
@@ -191,8 +192,8 @@ static int epilogue_launch(const eng_op_ctx_t *ctx, const eng_cuda_gemm_t *g, co
     return lowp_dispatch(ctx, g->c_dtype, [&](auto t) {
         using T = decltype(t);
         return eng_cuda_launch(ctx, epilogue_kernel<T>, g->batch * g->m * g->n, (T *)g->c,
-                               (const T *)src, beta, (const T *)bias, act, g->m, g->n, g->ldc,
-                               g->stride_c, g->batch);
+                               (const T *)src, beta, (const T *)bias, g->bias_stride, act, g->m,
+                               g->n, g->ldc, g->stride_c, g->batch);
     });
 }
 
@@ -226,7 +227,7 @@ static int gemm_fallback(const eng_op_ctx_t *ctx, const eng_cuda_gemm_t *g)
  * the padding hashes the same every time. */
 typedef struct lt_key {
     int64_t m, n, k, batch;
-    int64_t lda, ldb, ldc, stride_a, stride_b, stride_c;
+    int64_t lda, ldb, ldc, stride_a, stride_b, stride_c, bias_stride;
     int32_t dtype, c_dtype, epilogue;
     uint8_t trans_a, trans_b, tf32;
     uint8_t align_a, align_b, align_c, align_d, align_bias;
@@ -301,6 +302,7 @@ static void lt_key_fill(const eng_cuda_t *c, const eng_cuda_gemm_t *g, lt_key_t 
     key->stride_a = batched ? g->stride_a : 0;
     key->stride_b = batched ? g->stride_b : 0;
     key->stride_c = batched ? g->stride_c : 0;
+    key->bias_stride = batched && g->bias ? g->bias_stride : 0;
     key->dtype = g->dtype, key->c_dtype = g->c_dtype, key->epilogue = lt_epilogue(g);
     key->trans_a = g->trans_a, key->trans_b = g->trans_b;
     key->tf32 = g->dtype == ENG_DT_FLOAT && c->precision == ENG_PREC_TF32;
@@ -308,7 +310,7 @@ static void lt_key_fill(const eng_cuda_t *c, const eng_cuda_gemm_t *g, lt_key_t 
     key->align_b = align_class(g->b, key->stride_b * es);
     key->align_c = align_class(gemm_c_in(g), key->stride_c * ces);
     key->align_d = align_class(g->c, key->stride_c * ces);
-    key->align_bias = g->bias ? align_class(g->bias, 0) : 0;
+    key->align_bias = g->bias ? align_class(g->bias, key->bias_stride * ces) : 0;
 }
 
 /* Sets attribute `attr` of plan object `obj` to v through `set` (the
@@ -361,6 +363,9 @@ static int lt_plan_build(const eng_op_ctx_t *ctx, eng_cuda_t *c, const lt_key_t 
     if (has_bias)
         LT_SET(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                (int32_t)ct);
+    if (has_bias && key->bias_stride)
+        LT_SET(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+               key->bias_stride);
     LT_CALL(cublasLtMatrixLayoutCreate(&p->la, t, key->trans_b ? key->k : key->n,
                                        key->trans_b ? key->n : key->k, key->ldb));
     LT_CALL(cublasLtMatrixLayoutCreate(&p->lb, t, key->trans_a ? key->m : key->k,
