@@ -6,8 +6,8 @@
 #   docker run --gpus all -p 8000:8000 flatserve
 #
 # Two stages: the devel image (nvcc, cuBLAS headers) builds the server and
-# writes the demo models; the runtime image, which already carries cuBLAS
-# and NVIDIA's other math libraries, gets the binary, the models and only the
+# writes the demo models; the runtime image, which already carries cuBLAS,
+# cuBLASLt and NVIDIA's other math libraries, gets the binary, the models and only the
 # shared libraries it links besides (libmicrohttpd, cJSON, protobuf-c).
 # cudart is linked statically and libcuda comes from the host's driver
 # through the NVIDIA container toolkit (--gpus). OpenBLAS is in neither

@@ -97,9 +97,9 @@ ifeq ($(CUDA),1)
   CPPFLAGS += -I$(CUDA_HOME)/include
   # Static cudart: the binary needs no libcudart.so, and with no driver or no
   # GPU it still starts (the provider then reports FS_ENODEV).
-  # The .cu objects are C++ (libstdc++). cuBLAS is linked as a shared library (the toolkit ships no static one
-  # everywhere), found through the rpath; it loads without a driver too.
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -lstdc++ -ldl -lrt
+  # The .cu objects are C++ (libstdc++). cuBLAS and cuBLASLt are linked as shared libraries (the
+  # toolkit ships no static ones everywhere), found through the rpath; they load without a driver too.
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart_static -lstdc++ -ldl -lrt
   # Machine code for each CUDA_ARCH (A100, H100/H200) plus PTX of the newest
   # for GPUs after it.
   CUDA_ARCH ?= 80 90

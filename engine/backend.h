@@ -72,9 +72,11 @@ typedef struct eng_backend_i {
     /* Waits for everything queued on the instance; reports an error a
      * kernel hit while running. Optional (nothing is ever queued). */
     int (*sync)(void *inst);
-    /* Working memory the device's libraries need per instance (cuBLAS's),
-     * taken from the model's cache so that it is accounted: its size, and
-     * the call that hands it over. Optional (0 / NULL: none). */
+    /* Working memory the device's libraries need while an instance runs
+     * (cuBLAS's and cuBLASLt's), taken from the device's workspace pool
+     * (engine/workspace.h) so that it is accounted: its size, and the call
+     * that hands a block to the instance for its next runs. Optional (0 /
+     * NULL: none). */
     size_t workspace_bytes;
     int (*set_workspace)(void *inst, void *ptr, size_t bytes);
     /* Graph capture and replay. Optional (all NULL: every run launches its

@@ -203,11 +203,16 @@ int eng_model_output(const eng_model_t *m, size_t i, eng_io_info_t *out);
 long eng_io_input_find(const eng_model_t *m, const char *name);
 long eng_io_output_find(const eng_model_t *m, const char *name);
 /* The owner of the model's weights (and folded constants), and the owner
- * of its activations (blocks of runs in flight, the cuBLAS workspace), both
- * in eng_model_cache(m) (borrowed: the cache given at load). */
+ * of its activations (blocks of runs in flight), both in
+ * eng_model_cache(m) (borrowed: the cache given at load). */
 alloc_owner_t eng_model_owner(const eng_model_t *m);
 alloc_owner_t eng_model_activation_owner(const eng_model_t *m);
 alloc_cache_t *eng_model_cache(const eng_model_t *m);
+/* The bytes of the device libraries' workspace over `cache`, which the
+ * models on that device share under the owner "<device>/workspace"
+ * (engine/workspace.h); 0 when no model on it has one (the CPU). Cannot
+ * fail. */
+size_t eng_device_workspace_bytes(alloc_cache_t *cache);
 /* "cpu" or "cuda:N". */
 const char *eng_model_device(const eng_model_t *m);
 const char *eng_model_name(const eng_model_t *m);

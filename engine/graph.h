@@ -110,6 +110,15 @@ void eng_value_io_info(const eng_value_t *v, struct eng_io_info *out);
 
 struct eng_op_def;
 
+/* The activation a GEMM node applies last when the loader fused one into it
+ * (engine/fuse_epilogue.c); each is the formula of the op it replaced. */
+typedef enum eng_act {
+    ENG_ACT_NONE = 0,
+    ENG_ACT_RELU = 1,         /* Relu: x < 0 ? 0 : x (NaN passes) */
+    ENG_ACT_GELU = 2,         /* Gelu, approximate 'none' (erf) */
+    ENG_ACT_GELU_TANH = 3,    /* Gelu, approximate 'tanh' */
+} eng_act_t;
+
 typedef struct eng_node {
     const char *name;         /* "" when the model gave none */
     const char *op_type;
@@ -134,6 +143,15 @@ typedef struct eng_node {
      * engine/fuse_attention.c on an Attention node that reads an
      * exporter's K^T. */
     bool trans_b;
+    /* MatMul and Gemm only, and never from a model file: an epilogue the
+     * loader fused into the node (engine/fuse_epilogue.c). With `bias`
+     * set, input 2 is a vector of N elements (shape [N] or [1, ..., 1, N])
+     * in Y's dtype, added to every row of the finished product, as the Add
+     * it replaced added it: for a MatMul a third input, outside MatMul's
+     * ONNX schema the way implicit inputs are outside theirs; for a Gemm
+     * its C, with beta 1. `act` is applied to the result last. */
+    bool bias;
+    eng_act_t act;
     /* Set at load by engine/layout.c, never from a model file. Conv, the
      * pools (MaxPool, AveragePool) and GlobalAveragePool / GlobalMaxPool
      * of rank 4: X and Y are NHWC ([N, H, W, C]) rather than NCHW, and a

@@ -13,7 +13,9 @@
  * float weight lives on the device only. Runs of one instance are
  * serialised (one stream, one library handle); the server gets concurrency
  * from batching and from instances. A device without instance state (the
- * CPU) runs any number at once. */
+ * CPU) runs any number at once. The libraries' workspace is the device's,
+ * shared with the other models on it: a run leases a block of it
+ * (engine/workspace.h says the rule). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 #include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/plan.h"
+#include "engine/workspace.h"
 
 #define MODEL_DEFAULT_MAX_PLANS 16
 #define MODEL_HOST_INT_MAX ((size_t)64 << 10)
@@ -75,8 +78,11 @@ struct eng_model {
     alloc_owner_t host_owner;
     alloc_cache_t *staging;       /* borrowed; may be NULL */
     alloc_owner_t staging_owner;
-    void *workspace;              /* the device libraries', from the cache: working
-                                   * memory, counted to the activations owner */
+    /* The device libraries' workspace: the pool of the cache's device
+     * (engine/workspace.h), a block leased for each run; ws_bound is the
+     * block the instance holds (the one its captured graphs recorded). */
+    eng_workspace_t *ws;
+    void *ws_bound;
     eng_dtype_t lowp;             /* fp16/bf16 precision: the graph's dtype (engine/lowp.c) */
     bool graphs;                  /* capture and replay static plans where the device can */
     int64_t max_loop_iterations;  /* engine.h; > 0 */
@@ -162,7 +168,6 @@ void eng_model_destroy(eng_model_t *m)
             alloc_cache_free(m->cache, m->dev_const[i]);
         free(m->dev_const);
     }
-    alloc_cache_free(m->cache, m->workspace);
     eng_graph_destroy(m->graph);
     free(m->node_done);
     owner_close(m, m->cache, m->owner, "memory");
@@ -179,6 +184,8 @@ void eng_model_destroy(eng_model_t *m)
             alloc_cache_stream_retire(m->staging, stream);
     }
     eng_backend_instance_destroy(m->be, m->inst);
+    /* After the sync: the last model's detach frees the blocks at once. */
+    eng_workspace_detach(m->ws);
     pthread_mutex_destroy(&m->run_lock);
     pthread_mutex_destroy(&m->lock);
     free(m);
@@ -254,7 +261,7 @@ static void drop_host_copies(eng_model_t *m, eng_graph_t *g)
                 drop_host_copies(m, (eng_graph_t *)g->nodes[n].attrs[a].g);
 }
 
-/* Devices without host memory: the libraries' workspace, every constant
+/* Devices without host memory: the device's workspace pool joined, every constant
  * uploaded once under the model's owner (a subgraph's too), and host
  * copies kept only where shape inference may read them. */
 static int upload_constants(eng_model_t *m)
@@ -266,10 +273,7 @@ static int upload_constants(eng_model_t *m)
     int rc = eng_backend_bind(m->be, m->inst);
     size_t ws = eng_backend_workspace_bytes(m->be);
     if (rc == 0 && ws)
-        rc = alloc_cache_alloc_flags(m->cache, ws, eng_backend_stream(m->be, m->inst),
-                                     m->act_owner, ALLOC_F_OWN_SEGMENT, &m->workspace);
-    if (rc == 0 && ws)
-        rc = eng_backend_set_workspace(m->be, m->inst, m->workspace, ws);
+        rc = eng_workspace_attach(m->cache, m->device_name, ws, &m->ws);
     if (rc == 0)
         rc = upload_graph(m, g);
     /* The copies read host memory that is about to be freed. */
@@ -371,6 +375,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_fuse_gelu(m->graph, m->node_done);
     if (rc == 0 && m->be && m->be->fused_attention)
         rc = eng_fuse_attention(m->graph, m->node_done);
+    if (rc == 0)
+        rc = eng_fuse_gemm_epilogue(m->graph, m->node_done);
     if (rc == 0)
         release_dead_constants(m, &wa);
     if (rc == 0 && m->lowp != ENG_DT_UNDEFINED)
@@ -496,6 +502,37 @@ static void plan_release(eng_model_t *m, plan_entry_t *e)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* Leases a workspace block for one run and hands it to the instance
+ * (run_lock held). Another block than the instance held means the graphs
+ * captured on this instance recorded another address: they are dropped,
+ * to be captured again. 0 and *out (give it back with
+ * eng_workspace_release), or the lease's or the device's error with
+ * nothing held. */
+static int workspace_bind_locked(eng_model_t *m, void **out)
+{
+    void *ptr = NULL;
+    int rc = eng_workspace_acquire(m->ws, m, &ptr);
+    if (rc != 0 || ptr == m->ws_bound) {
+        *out = ptr;
+        return rc;
+    }
+    rc = eng_backend_set_workspace(m->be, m->inst, ptr, eng_workspace_block_bytes(m->ws));
+    if (rc != 0) {
+        eng_workspace_release(m->ws, ptr);
+        return rc;
+    }
+    if (m->ws_bound) {
+        pthread_mutex_lock(&m->lock);
+        plan_entry_t *e;
+        TAILQ_FOREACH(e, &m->plans, lru)
+            eng_plan_replay_clear(e->plan, &e->replay);
+        pthread_mutex_unlock(&m->lock);
+    }
+    m->ws_bound = ptr;
+    *out = ptr;
+    return 0;
+}
+
 int eng_model_run(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inputs,
                   eng_tensor_t **outputs)
 {
@@ -504,11 +541,19 @@ int eng_model_run(eng_model_t *m, const eng_tensor_t *inputs, size_t n_inputs,
     if (rc != 0)
         return rc;
     /* An instance runs one plan at a time, and the replay state is only
-     * touched under its lock. Without one (the CPU) runs go side by side. */
+     * touched under its lock. Without one (the CPU) runs go side by side.
+     * The workspace block is held for the whole run, which ends
+     * synchronised with the instance's stream. */
+    void *ws = NULL;
     if (m->inst)
         pthread_mutex_lock(&m->run_lock);
-    rc = eng_plan_run(e->plan, m->inst && m->graphs ? &e->replay : NULL, inputs, n_inputs,
-                      outputs);
+    if (m->ws)
+        rc = workspace_bind_locked(m, &ws);
+    if (rc == 0)
+        rc = eng_plan_run(e->plan, m->inst && m->graphs ? &e->replay : NULL, inputs, n_inputs,
+                          outputs);
+    if (ws)
+        eng_workspace_release(m->ws, ws);
     if (m->inst)
         pthread_mutex_unlock(&m->run_lock);
     plan_release(m, e);
@@ -602,6 +647,11 @@ alloc_owner_t eng_model_activation_owner(const eng_model_t *m)
 alloc_cache_t *eng_model_cache(const eng_model_t *m)
 {
     return m->cache;
+}
+
+size_t eng_device_workspace_bytes(alloc_cache_t *cache)
+{
+    return eng_workspace_bytes(cache);
 }
 
 const char *eng_model_name(const eng_model_t *m)

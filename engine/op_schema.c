@@ -78,6 +78,12 @@ bool eng_op_ctx_complete(const eng_op_ctx_t *ctx)
     int n_in = ctx->n_inputs, explicit_n = ctx->node->n_inputs - ctx->node->n_implicit;
     if (ctx->node->n_implicit > 0 && n_in > explicit_n)
         n_in = explicit_n;
+    /* A fused MatMul's bias (graph.h) is outside the schema too. */
+    if (ctx->node->bias && op == ENG_OP_MatMul) {
+        if (n_in < 3 || !ctx->inputs[2])
+            return false;
+        n_in--;
+    }
     /* So is a channels-last Conv's fused residual (graph.h: input 3). */
     if (ctx->node->conv_residual && n_in > 3)
         n_in = 3;

@@ -102,7 +102,8 @@ struct eng_op_ctx;
 /* Whether ctx's input and output counts are within its node's schema's
  * bounds and every slot the schema requires is present (non-NULL); a
  * control-flow node's implicit inputs (graph.h) are outside the schema and
- * not counted. For assert() before an op's infer or kernel
+ * not counted, and so is a fused MatMul's bias (graph.h; it must be
+ * present). For assert() before an op's infer or kernel
  * runs: the loader refused every node where that could fail. A node the
  * engine wrote itself at an opset before its op existed (engine/fuse.c's
  * Gelu) is held to the op's oldest version. */

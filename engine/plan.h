@@ -158,6 +158,16 @@ int eng_fuse_gelu(eng_graph_t *g, bool *done);
  * graph stays consistent (freed with it). */
 int eng_fuse_attention(eng_graph_t *g, bool *done);
 
+/* Fuses into each MatMul of a constant rank-2 W, and each Gemm, the Add of
+ * a constant bias along the last axis and/or the Relu or Gelu that follow
+ * it (engine/fuse_epilogue.c says exactly when): the GEMM node takes the
+ * bias (a MatMul's `bias` input, graph.h; a Gemm's C) and the activation
+ * (`act`) and writes the last node's output; `done[i]` is set for the
+ * nodes taken in. Runs after eng_fuse_gelu and before eng_lower_precision,
+ * on the same `done`. 0, or FS_ENOMEM; on error the fusions made stay and
+ * the graph stays consistent (freed with it). */
+int eng_fuse_gemm_epilogue(eng_graph_t *g, bool *done);
+
 /* fp16/bf16 precision: retypes g's float32 values and constants to `low`
  * (ENG_DT_FLOAT16 or ENG_DT_BFLOAT16), with Casts at the graph's float32
  * inputs and outputs so that its interface stays float32 (engine/lowp.c

@@ -20,6 +20,7 @@
 
 #include "alloc/cache.h"
 #include "common/error.h"
+#include "engine/engine.h"
 #include "server/app_impl.h"
 
 /* Label values are model names and device names ([A-Za-z0-9_.:-]), which
@@ -259,6 +260,14 @@ static void render_memory(srv_buf_t *b, const srv_cache_ref_t *refs, const alloc
         srv_buf_append(b, "flatserve_memory_limit_bytes", 28);
         cache_labels(b, &refs[i]);
         srv_buf_printf(b, "} %" PRIu64 "\n", st[i].limit_bytes);
+    }
+    family(b, "flatserve_memory_workspace_bytes", "gauge",
+           "Bytes of the device libraries' workspace, shared by the models on the device "
+           "(owner <device>/workspace)");
+    for (size_t i = 0; i < n; i++) {
+        srv_buf_append(b, "flatserve_memory_workspace_bytes", 32);
+        cache_labels(b, &refs[i]);
+        srv_buf_printf(b, "} %zu\n", eng_device_workspace_bytes(refs[i].cache));
     }
     family(b, "flatserve_memory_released_bytes_total", "counter",
            "Bytes given back to the device, by the policy or call that released them");

@@ -9,7 +9,11 @@
  * products: one parallel pass over every head's tiles, no scratch; each
  * product's bits are the ones eng_gemm_run would give it). A MatMul whose
  * B the loader left transposed (graph.h's trans_b) passes it as the GEMM's
- * op(B) = B', the way Gemm's transB does.
+ * op(B) = B', the way Gemm's transB does. A fused epilogue (graph.h: a
+ * MatMul's bias, either op's activation, set at load by
+ * engine/fuse_epilogue.c) is one pass over Y after the product, in the
+ * Add, Relu and Gelu kernels' float arithmetic (eng_act_f32), so a fused
+ * graph gives the unfused graph's bits.
  *
  * Einsum of two operands whose labels each appear once per operand, with
  * no broadcasting and no label summed inside one operand alone, is a
@@ -36,6 +40,7 @@
 
 #include "common/error.h"
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/parallel.h"
 #include "engine/cpu/through_float.h"
 #include "engine/kernels.h"
 #include "engine/ops/linalg_impl.h"
@@ -139,7 +144,60 @@ static void matmul_double(const eng_matmul_dims_t *d, const double *a, const dou
     }
 }
 
-/* MatMul. On error (shapes) Y is untouched. */
+/* A fused epilogue (graph.h) over rows of Y [rows, n]. */
+typedef struct epilogue_job {
+    float *y;
+    const float *bias;        /* [n] or NULL */
+    int64_t n;
+    eng_act_t act;
+} epilogue_job_t;
+
+/* Y = act(Y + bias) on rows [begin, end): the loop specialised per
+ * activation so that each vectorises. */
+static void epilogue_rows(void *arg, int64_t begin, int64_t end)
+{
+    const epilogue_job_t *j = arg;
+    const int64_t n = j->n;
+    for (int64_t r = begin; r < end; r++) {
+        float *y = j->y + r * n;
+        if (j->bias)
+            for (int64_t i = 0; i < n; i++)
+                y[i] += j->bias[i];
+        switch (j->act) {
+        case ENG_ACT_RELU:
+            for (int64_t i = 0; i < n; i++)
+                y[i] = eng_act_f32(ENG_ACT_RELU, y[i]);
+            break;
+        case ENG_ACT_GELU:
+            for (int64_t i = 0; i < n; i++)
+                y[i] = eng_act_f32(ENG_ACT_GELU, y[i]);
+            break;
+        case ENG_ACT_GELU_TANH:
+            for (int64_t i = 0; i < n; i++)
+                y[i] = eng_act_f32(ENG_ACT_GELU_TANH, y[i]);
+            break;
+        case ENG_ACT_NONE:
+            break;
+        }
+    }
+}
+
+/* The node's fused epilogue on Y [rows, n] (nothing when it has none): the
+ * bias (MatMul's input 2) added and the activation applied in float, as
+ * the Add, Relu and Gelu kernels it replaced compute them, over up to
+ * n_threads threads. Cannot fail. */
+static void gemm_epilogue(const eng_op_ctx_t *c, float *y, int64_t rows, int64_t n)
+{
+    const eng_tensor_t *bt = c->node->bias ? eng_ctx_in(c, 2) : NULL;
+    if (!bt && c->node->act == ENG_ACT_NONE)
+        return;
+    epilogue_job_t j = {.y = y, .bias = bt ? bt->data : NULL, .n = n, .act = c->node->act};
+    eng_parallel_for(c->n_threads, rows, eng_parallel_grain(n > 0 ? 4 * n : 1), epilogue_rows,
+                     &j);
+}
+
+/* MatMul, with the node's fused epilogue. On error (shapes) Y is
+ * untouched. */
 static int matmul_run(eng_op_ctx_t *c)
 {
     if (eng_cpu_half_dtype(c))
@@ -150,6 +208,8 @@ static int matmul_run(eng_op_ctx_t *c)
         return rc;
     const eng_matmul_dims_t *d = &p.d;
     if (c->inputs[0]->dtype == ENG_DT_DOUBLE) {
+        if (c->node->bias || c->node->act != ENG_ACT_NONE)
+            return eng_op_err(c, FS_ENOTSUP, "a fused bias or activation in double");
         matmul_double(d, c->inputs[0]->data, c->inputs[1]->data, c->outputs[0]->data);
         return 0;
     }
@@ -160,11 +220,13 @@ static int matmul_run(eng_op_ctx_t *c)
                     .alpha = 1.0f};
     if (p.one_gemm) {
         eng_gemm_run(&g, c->n_threads, c->scratch, c->scratch_bytes);
-        return 0;
+    } else {
+        eng_gemm_batch_t bt;
+        matmul_batch(&p, &bt);
+        eng_gemm_run_batch(&g, &bt, c->n_threads);
     }
-    eng_gemm_batch_t bt;
-    matmul_batch(&p, &bt);
-    eng_gemm_run_batch(&g, &bt, c->n_threads);
+    gemm_epilogue(c, c->outputs[0]->data, eng_shape_numel(&c->outputs[0]->shape) / (d->n ? d->n : 1),
+                  d->n);
     return 0;
 }
 
@@ -187,9 +249,11 @@ static size_t gemm_scratch_bytes(const eng_op_ctx_t *c)
     return eng_gemm_scratch_bytes(m, n, k);
 }
 
-/* Gemm: Y = alpha * A' x B' + beta * C, C broadcast to [M, N]: with C, Y
+/* Gemm: Y = act(alpha * A' x B' + beta * C), C broadcast to [M, N], act
+ * the node's fused activation (graph.h; none from a model file): with C, Y
  * is set to beta * C and the product (alpha folded into B's elements, see
- * gemm.h) accumulates onto it. Cannot fail but in half, through float
+ * gemm.h) accumulates onto it -- but a fused bias C (graph.h's `bias`) is
+ * added to the finished product, as the Add it replaced did. Cannot fail but in half, through float
  * (engine/cpu/through_float.h: scratch, host memory). */
 static int gemm_run(eng_op_ctx_t *c)
 {
@@ -201,6 +265,9 @@ static int gemm_run(eng_op_ctx_t *c)
     int64_t m, n, k;
     gemm_dims(c, &m, &n, &k);
     float *y = c->outputs[0]->data;
+    /* A fused bias (graph.h) is added after the product, by the epilogue. */
+    if (c->node->bias)
+        ct = NULL;
     if (ct) {
         const float *cv = ct->data;
         const eng_shape_t *cs = &ct->shape;
@@ -213,6 +280,7 @@ static int gemm_run(eng_op_ctx_t *c)
                     .b = bt->data, .ldb = tb ? k : n, .trans_b = tb, .c = y, .ldc = n,
                     .alpha = alpha, .accumulate = ct != NULL};
     eng_gemm_run(&g, c->n_threads, c->scratch, c->scratch_bytes);
+    gemm_epilogue(c, y, m, n);
     return 0;
 }
 

@@ -13,10 +13,11 @@
  * strided-batched GEMM (their Y columns interleave, never overlap).
  *
  * conv_gemm_epilogue is the one place the products and the epilogue
- * (bias, residual, ReLU) meet: today the GEMM (eng_cuda_sgemm /
- * eng_cuda_gemm_half, beta 0, fp32 accumulation, Y rounded once) then one
- * element-wise pass y = relu?(y + B[m] + R) in float, rounded once more;
- * a GEMM with those epilogues (cuBLASLt) can replace its body alone.
+ * (bias, residual, ReLU) meet: one eng_cuda_gemm (cuBLASLt,
+ * engine/cuda/gemm.cu; the groups a strided batch, each with its slice of
+ * the bias) with the bias, the residual (its C, beta 1) and the ReLU in
+ * the GEMM's epilogue, in fp32, Y rounded once; an empty product (no
+ * input channels) is one element-wise pass y = relu?(B[m] + R).
  * Chunks keep the column matrix within NHWC_COL_CHUNK_BYTES (at least one
  * row). A depthwise Conv (one input and one output channel per group) is a
  * direct kernel instead, one thread per output with the channels
@@ -176,28 +177,35 @@ typedef struct conv_gemm {
     bool relu;
 } conv_gemm_t;
 
-/* The GEMM with its epilogue: the one function a fused-epilogue GEMM
- * replaces. On error (cuBLAS's range or status, a launch) Y may be partly
- * written. */
+/* The GEMM with its epilogue (eng_cuda_gemm's, or for an empty product
+ * one element-wise pass). On error (cuBLAS's range or status, a launch) Y
+ * may be partly written. */
 static int conv_gemm_epilogue(const eng_op_ctx_t *c, const conv_gemm_t *p)
 {
     int64_t mg = p->m / p->group, n = p->rows * p->m;
     size_t es = eng_dtype_size(p->dt);
     if (n == 0)
         return 0;
-    int rc = 0;
-    if (!p->a || p->kdim == 0)
-        ENG_CUDA_TRY(c, cudaMemsetAsync(p->y, 0, (size_t)n * es, eng_cuda_ctx(c)->stream));
-    else if (p->dt == ENG_DT_FLOAT)
-        rc = eng_cuda_sgemm(c, false, true, p->rows, mg, p->kdim, 1.0f, (const float *)p->a,
-                            p->lda, p->a_grp, (const float *)p->w, p->kdim, mg * p->kdim, 0.0f,
-                            (float *)p->y, p->m, mg, p->group);
-    else
-        rc = eng_cuda_gemm_half(c, p->dt, false, true, p->rows, mg, p->kdim, 1.0f, p->a, p->lda,
-                                p->a_grp, p->w, p->kdim, mg * p->kdim, 0.0f, p->y, p->m, mg,
-                                p->group);
-    if (rc || (!p->bias && !p->res && !p->relu))
-        return rc;
+    if (p->a && p->kdim > 0) {
+        /* One cuBLASLt call, the epilogue its own (engine/cuda/gemm.cu):
+         * Y_g = relu?(X_g W_g^T + B_g + R_g) for each group g (a strided
+         * batch), R read as cuBLASLt's C with beta 1. */
+        eng_cuda_gemm_t g = {};
+        g.dtype = g.c_dtype = p->dt;
+        g.trans_b = true;
+        g.m = p->rows, g.n = mg, g.k = p->kdim, g.batch = p->group;
+        g.alpha = 1.0f, g.beta = p->res ? 1.0f : 0.0f;
+        g.a = p->a, g.lda = p->lda, g.stride_a = p->a_grp;
+        g.b = p->w, g.ldb = p->kdim, g.stride_b = mg * p->kdim;
+        g.c = p->y, g.ldc = p->m, g.stride_c = mg;
+        g.r = p->res, g.bias = p->bias, g.bias_stride = mg;
+        g.act = p->relu ? ENG_ACT_RELU : ENG_ACT_NONE;
+        return eng_cuda_gemm(c, &g);
+    }
+    /* An empty product: Y = relu?(0 + B + R), one element-wise pass. */
+    ENG_CUDA_TRY(c, cudaMemsetAsync(p->y, 0, (size_t)n * es, eng_cuda_ctx(c)->stream));
+    if (!p->bias && !p->res && !p->relu)
+        return 0;
     udiv_t um = udiv_make(p->m);
     bool small = fits32(n);
     bool aligned = (uintptr_t)p->y % 16 == 0 && (uintptr_t)p->bias % 16 == 0 &&

@@ -49,9 +49,11 @@ int eng_cuda_copy_d2d(eng_cuda_t *c, void *dst, const void *src, size_t bytes);
  * while running (FS_EDEVICE). */
 int eng_cuda_sync(eng_cuda_t *c);
 
-/* cuBLAS's workspace, from memory the caller accounts for (the model's
- * cache, under its activations owner): without one cuBLAS would cudaMalloc its own,
- * outside the allocator, and could not be captured into a graph safely.
+/* The workspace of cuBLAS and cuBLASLt, from memory the caller accounts for
+ * (the device's workspace pool, engine/workspace.h, leased for each run):
+ * without one cuBLAS would cudaMalloc its own, outside the allocator, and
+ * could not be captured into a graph safely. The instance keeps using it
+ * until the next call; a new size drops the cached cuBLASLt algorithms.
  * ENG_CUDA_WORKSPACE_BYTES is the size the engine gives it. */
 #define ENG_CUDA_WORKSPACE_BYTES ((size_t)8 << 20)
 int eng_cuda_set_workspace(eng_cuda_t *c, void *ptr, size_t bytes);

@@ -14,6 +14,7 @@
 #ifndef FS_ENGINE_CUDA_CUDA_IMPL_H
 #define FS_ENGINE_CUDA_CUDA_IMPL_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -23,13 +24,28 @@
 #include "engine/kernels.h"
 #include "engine/op.h"
 
+struct lt_plan;
+
 struct eng_cuda {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
+    cublasLtHandle_t lt;       /* cuBLASLt, for every float/half GEMM (gemm.cu) */
     eng_precision_t precision;
     int sm_count;              /* multiprocessors, for grid sizing */
+    /* The libraries' workspace the run holds (eng_cuda_set_workspace): set
+     * on the cuBLAS handle and passed to each cuBLASLt call. */
+    void *workspace;
+    size_t workspace_bytes;
+    /* cuBLASLt's descriptors and chosen algorithm per GEMM shape (gemm.cu:
+     * a uthash table, at most LT_PLANS_MAX, oldest evicted first), used
+     * only by the thread running the instance, like the handles. */
+    struct lt_plan *lt_plans;
+    unsigned n_lt_plans;
 };
+
+/* Frees the instance's cuBLASLt plans (gemm.cu). Cannot fail. */
+void eng_cuda_lt_plans_clear(eng_cuda_t *c);
 
 /* The model instance's CUDA state a device run's context carries. Cannot
  * fail; NULL only for a CPU context, which no CUDA kernel sees. */
@@ -165,6 +181,53 @@ static inline int eng_cuda_host_view(const eng_op_ctx_t *c, eng_cuda_host_view_t
     v->c.host_inputs = NULL;
     return 0;
 }
+
+/* One row-major GEMM with a fused epilogue, the entry every other GEMM
+ * entry below but eng_cuda_dgemm goes through (engine/cuda/gemm.cu):
+ * for each of `batch` problems,
+ *   C[M, N] = act(alpha * op(A)[M, K] x op(B)[K, N] + beta * R[M, N] + bias[N])
+ * with op(A) = A [M, K] (lda >= K) or, with trans_a, A^T of A [K, M]
+ * (lda >= M); likewise B; C [M, N] of leading dimension ldc >= N.
+ *  - dtype: A's and B's, ENG_DT_FLOAT, ENG_DT_FLOAT16 or ENG_DT_BFLOAT16;
+ *    c_dtype: C's, R's and the bias's, dtype itself or ENG_DT_FLOAT with
+ *    half A and B. Products accumulate in fp32 (float32 A/B on TF32 tensor
+ *    cores only at tf32 precision), C is rounded once.
+ *  - r: the residual, laid out as C (ldc, stride_c), may be C itself; NULL
+ *    reads C (with beta 0 nothing is read, C may hold garbage).
+ *  - bias: N elements of c_dtype added to every row, or NULL; problem p
+ *    reads the N from bias + p * bias_stride (0: one bias for all).
+ *  - act: an eng_act_t (graph.h): none, Relu, erf GELU or tanh GELU, each
+ *    in float before the one rounding.
+ * stride_* are elements between problems (ignored when batch == 1). m, n
+ * or batch 0 is a no-op; k 0 gives act(beta * R + bias).
+ * How: one cuBLASLt matmul with the epilogue BIAS, RELU(_BIAS) or
+ * GELU(_BIAS) (cuBLASLt's GELU is the tanh form: an erf GELU takes the
+ * bias epilogue, then one in-place pass of the exact GELU), its algorithm
+ * chosen by cuBLASLt's heuristic once per shape, strides, dtypes,
+ * transposes, epilogue and pointer alignment and cached on the instance.
+ * Where cuBLASLt offers no algorithm (or k is 0) cuBLAS computes the
+ * product and one kernel applies beta * R, the bias and act.
+ * Errors: FS_EINVAL for dtypes outside these; FS_ENOTSUP when a size
+ * exceeds cuBLAS's int range; FS_EDEVICE naming the failed call. Nothing
+ * is allocated: the workspace is the instance's (eng_cuda_set_workspace). */
+typedef struct eng_cuda_gemm {
+    eng_dtype_t dtype, c_dtype;
+    bool trans_a, trans_b;
+    int64_t m, n, k, batch;
+    float alpha, beta;
+    const void *a;
+    int64_t lda, stride_a;
+    const void *b;
+    int64_t ldb, stride_b;
+    void *c;
+    int64_t ldc, stride_c;
+    const void *r;
+    const void *bias;
+    int64_t bias_stride;
+    int act;                  /* eng_act_t */
+} eng_cuda_gemm_t;
+
+int eng_cuda_gemm(const eng_op_ctx_t *ctx, const eng_cuda_gemm_t *g);
 
 /* Row-major, strided-batched single-precision GEMM on ctx's stream at the
  * instance's precision: for each of `batch` problems,

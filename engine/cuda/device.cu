@@ -1,5 +1,5 @@
-/* device.cu -- a model instance's CUDA state: device, stream, cuBLAS handle
- * (engine/cuda/cuda.h), and the CUDA device's table (engine/backend.h) that
+/* device.cu -- a model instance's CUDA state: device, stream, cuBLAS and
+ * cuBLASLt handles (engine/cuda/cuda.h), and the CUDA device's table (engine/backend.h) that
  * hands it to the engine. */
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +50,7 @@ int eng_cuda_create(int device, eng_precision_t precision, eng_cuda_t **out)
     TRY_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     TRY_CUBLAS(cublasCreate(&c->blas));
     TRY_CUBLAS(cublasSetStream(c->blas, c->stream));
+    TRY_CUBLAS(cublasLtCreate(&c->lt));
     /* fp32 means IEEE fp32: no TF32 unless asked for. fp16/bf16 products
      * (weights converted at load) run on tensor cores with fp32
      * accumulation; their float32 products stay IEEE fp32. */
@@ -68,6 +69,9 @@ void eng_cuda_destroy(eng_cuda_t *c)
     if (!c)
         return;
     cudaSetDevice(c->device);
+    eng_cuda_lt_plans_clear(c);
+    if (c->lt)
+        cublasLtDestroy(c->lt);
     if (c->blas)
         cublasDestroy(c->blas);
     if (c->stream) {
@@ -124,9 +128,16 @@ int eng_cuda_sync(eng_cuda_t *c)
 
 int eng_cuda_set_workspace(eng_cuda_t *c, void *ptr, size_t bytes)
 {
+    if (ptr == c->workspace && bytes == c->workspace_bytes)
+        return 0;
     cublasStatus_t s = cublasSetWorkspace(c->blas, ptr, bytes);
     if (s != CUBLAS_STATUS_SUCCESS)
         return fs_err(FS_EDEVICE, "cublasSetWorkspace failed: %s", cublasGetStatusString(s));
+    /* The cached cuBLASLt algorithms were chosen for the old size. */
+    if (bytes != c->workspace_bytes)
+        eng_cuda_lt_plans_clear(c);
+    c->workspace = ptr;
+    c->workspace_bytes = bytes;
     return 0;
 }
 

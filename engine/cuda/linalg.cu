@@ -1,7 +1,7 @@
 /* linalg.cu -- CUDA kernels of the linalg ops (engine/ops/linalg.c defines
  * them; engine/cpu/linalg_kernels.c is the CPU reference).
  *
- * Every product goes through eng_cuda_sgemm (cuBLAS, strided-batched), or
+ * Every product goes through eng_cuda_gemm (cuBLASLt, strided-batched), or
  * for double MatMul and Einsum eng_cuda_dgemm: double runs the same paths
  * as float (split/fold, in-place operands, gathers, direct kernels) with
  * float64 elements throughout, never narrowed to float.
@@ -9,10 +9,13 @@
  * Half activations (fp16/bf16 precision: engine/lowp.c retypes the model's
  * float values to float16 or bfloat16; a graph of half values the same):
  * MatMul and Gemm with A and B both in that dtype write Y in it
- * too, through eng_cuda_gemm_half (fp32 accumulation, Y rounded once), by
- * the float path's split and fold; no scratch. Gemm's C is written into Y
- * as beta * C rounded to Y's dtype (exact for beta 1, the bias case) and
- * the product accumulates onto it.
+ * too, through eng_cuda_gemm (cuBLASLt, fp32 accumulation, Y rounded
+ * once), by the float path's split and fold; no scratch.
+ *
+ * Fused epilogues (graph.h: a MatMul's bias input, either op's activation,
+ * fused at load by engine/fuse_epilogue.c) go to eng_cuda_gemm with each
+ * product, which applies them in cuBLASLt's epilogue. A Gemm whose C is a
+ * bias row ([N] or [1, N]) with beta 1 passes C as that bias too.
  *
  * MatMul splits the broadcast batch dims into an outer part and the longest
  * inner run over which A's and B's matrix offsets are each a constant stride
@@ -28,7 +31,8 @@
  * Gemm writes beta * C broadcast into Y with a kernel and the GEMM
  * accumulates alpha * A' x B' onto it (GEMM beta 1), the CPU's order of
  * operations, so 0 * inf in C gives NaN there as on the CPU and in ONNX's
- * reference.
+ * reference -- unless C is a bias row with beta 1, which the GEMM's bias
+ * epilogue adds (the same sum, one pass fewer).
  *
  * Einsum takes the CPU's route: an equation that is a batched GEMM (two
  * operands, each label once per operand, no broadcasting, no label summed
@@ -134,7 +138,9 @@ static int matmul_each(eng_op_ctx_t *c, const eng_matmul_dims_t &d, size_t es,
         batches *= d.batch[i];
     if (batches == 0 || d.m == 0 || d.n == 0)
         return 0;
-    if (d.k == 0) {
+    /* With a fused epilogue an empty product is act(bias): the products
+     * (eng_cuda_gemm) compute it. */
+    if (d.k == 0 && !c->node->bias && c->node->act == ENG_ACT_NONE) {
         ENG_CUDA_TRY(c, cudaMemsetAsync(c->outputs[0]->data, 0,
                                         (size_t)(batches * d.m * d.n) * es,
                                         eng_cuda_ctx(c)->stream));
@@ -157,19 +163,20 @@ static int matmul_each(eng_op_ctx_t *c, const eng_matmul_dims_t &d, size_t es,
     return 0;
 }
 
-/* MatMul of shape d in element type T (float or double, A and B both).
- * Errors as matmul_run's. */
-template <typename T>
-static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
+/* MatMul of shape d in float64 (A and B both): cublasDgemm*. Errors as
+ * matmul_run's. */
+static int matmul_double(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 {
-    const T *a = (const T *)c->inputs[0]->data, *b = (const T *)c->inputs[1]->data;
-    T *y = (T *)c->outputs[0]->data;
+    if (c->node->bias || c->node->act != ENG_ACT_NONE)
+        return eng_op_err(c, FS_ENOTSUP, "a fused bias or activation in double");
+    const double *a = (const double *)c->inputs[0]->data, *b = (const double *)c->inputs[1]->data;
+    double *y = (double *)c->outputs[0]->data;
     matmul_run_split_t r = matmul_split(&d);
     const bool tb = d.trans_b;
     const int64_t ldb = tb ? d.k : d.n;
-    return matmul_each(c, d, sizeof(T), r, [&](int64_t a_off, int64_t b_off, int64_t y_off,
-                                               bool fold) {
-        T *yo = y + y_off;
+    return matmul_each(c, d, sizeof(double), r, [&](int64_t a_off, int64_t b_off, int64_t y_off,
+                                                    bool fold) {
+        double *yo = y + y_off;
         return fold ? gemm_t(c, false, tb, r.run * d.m, d.n, d.k, a + a_off, d.k, 0, b + b_off,
                              ldb, 0, yo, d.n, 0, 1)
                     : gemm_t(c, false, tb, d.m, d.n, d.k, a + a_off, d.k, r.sa, b + b_off, ldb,
@@ -177,40 +184,51 @@ static int matmul_typed(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     });
 }
 
-/* MatMul of shape d with A, B and Y all half or bfloat16, through
- * eng_cuda_gemm_half. Errors as matmul_run's. */
-static int matmul_half(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
+/* MatMul of shape d with A, B and Y all float32, or all half or bfloat16,
+ * through eng_cuda_gemm with the node's fused epilogue (graph.h: the bias
+ * of input 2, the activation), which cuBLASLt applies to each product.
+ * Errors as matmul_run's. */
+static int matmul_gemm(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 {
     const eng_dtype_t dt = c->inputs[0]->dtype;
-    const int64_t es = ENG_CUDA_LOWP_BYTES;
+    const int64_t es = (int64_t)eng_dtype_size(dt);
     const char *a = (const char *)c->inputs[0]->data, *b = (const char *)c->inputs[1]->data;
     char *y = (char *)c->outputs[0]->data;
+    const eng_tensor_t *bias = c->node->bias ? eng_ctx_in(c, 2) : NULL;
     matmul_run_split_t r = matmul_split(&d);
-    const bool tb = d.trans_b;
-    const int64_t ldb = tb ? d.k : d.n;
-    return matmul_each(c, d, es, r, [&](int64_t a_off, int64_t b_off, int64_t y_off, bool fold) {
-        const char *ao = a + a_off * es, *bo = b + b_off * es;
-        char *yo = y + y_off * es;
-        return fold ? eng_cuda_gemm_half(c, dt, false, tb, r.run * d.m, d.n, d.k, 1.0f, ao, d.k,
-                                         0, bo, ldb, 0, 0.0f, yo, d.n, 0, 1)
-                    : eng_cuda_gemm_half(c, dt, false, tb, d.m, d.n, d.k, 1.0f, ao, d.k, r.sa,
-                                         bo, ldb, r.sb, 0.0f, yo, d.n, d.m * d.n, r.run);
+    return matmul_each(c, d, (size_t)es, r, [&](int64_t a_off, int64_t b_off, int64_t y_off,
+                                                bool fold) {
+        eng_cuda_gemm_t g = {};
+        g.dtype = g.c_dtype = dt;
+        g.trans_b = d.trans_b;
+        g.n = d.n, g.k = d.k, g.alpha = 1.0f, g.beta = 0.0f;
+        g.a = a + a_off * es, g.lda = d.k;
+        g.b = b + b_off * es, g.ldb = d.trans_b ? d.k : d.n;
+        g.c = y + y_off * es, g.ldc = d.n;
+        g.bias = bias ? bias->data : NULL;
+        g.act = c->node->act;
+        if (fold) {
+            g.m = r.run * d.m, g.batch = 1;
+        } else {
+            g.m = d.m, g.batch = r.run;
+            g.stride_a = r.sa, g.stride_b = r.sb, g.stride_c = d.m * d.n;
+        }
+        return eng_cuda_gemm(c, &g);
     });
 }
 
-/* MatMul (float, double, or half / bfloat16 throughout). On an error
- * (cuBLAS range, launch) some of Y may be written. */
+/* MatMul (float, double, or half / bfloat16 throughout), with the node's
+ * fused epilogue. On an error (cuBLAS range, launch) some of Y may be
+ * written. */
 static int matmul_run(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
-    int rc = linalg_require_inputs(c, 2, -1);
-    if (rc || (rc = eng_matmul_dims(c, &d)))
+    int rc = linalg_require_inputs(c, c->node->bias ? 3 : 2, -1);
+    if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = eng_matmul_bias_check(c, &d)))
         return rc;
     if (c->inputs[0]->dtype == ENG_DT_DOUBLE)
-        return matmul_typed<double>(c, d);
-    if (eng_cuda_is_lowp(c->inputs[0]->dtype))
-        return matmul_half(c, d);
-    return matmul_typed<float>(c, d);
+        return matmul_double(c, d);
+    return matmul_gemm(c, d);
 }
 
 /* ---- Gemm -------------------------------------------------------------- */
@@ -228,8 +246,17 @@ static __global__ void gemm_fill_c(T *y, const T *cv, int64_t m, int64_t n, int6
     }
 }
 
-/* Gemm: Y = alpha * A' x B' + beta * C. On an error Y may be partly
- * written. */
+/* Whether Gemm's C is a bias: beta 1 and C one row of N ([N] or [1, N]),
+ * which cuBLASLt's bias epilogue adds instead of a fill pass. */
+static bool gemm_c_is_bias(const eng_tensor_t *ct, float beta, int64_t n)
+{
+    const eng_shape_t *cs = &ct->shape;
+    return beta == 1.0f && ((cs->rank == 1 && cs->dims[0] == n) ||
+                            (cs->rank == 2 && cs->dims[0] == 1 && cs->dims[1] == n));
+}
+
+/* Gemm: Y = act(alpha * A' x B' + beta * C), act the node's fused
+ * activation (graph.h). On an error Y may be partly written. */
 static int gemm_run(eng_op_ctx_t *c)
 {
     int rc = linalg_require_inputs(c, 3, -1);
@@ -246,7 +273,17 @@ static int gemm_run(eng_op_ctx_t *c)
     eng_dtype_t ydt = c->outputs[0]->dtype;
     if (m == 0 || n == 0)
         return 0;
-    if (ct) {
+    eng_cuda_gemm_t g = {};
+    g.dtype = g.c_dtype = at->dtype;
+    g.trans_a = ta, g.trans_b = tb;
+    g.m = m, g.n = n, g.k = k, g.batch = 1, g.alpha = alpha;
+    g.a = at->data, g.lda = ta ? m : k;
+    g.b = bt->data, g.ldb = tb ? k : n;
+    g.c = y, g.ldc = n;
+    g.act = c->node->act;
+    if (ct && gemm_c_is_bias(ct, beta, n)) {
+        g.bias = ct->data;
+    } else if (ct) {
         const eng_shape_t *cs = &ct->shape;
         int64_t rows = cs->rank == 2 ? cs->dims[0] : 1;
         int64_t cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
@@ -257,19 +294,9 @@ static int gemm_run(eng_op_ctx_t *c)
         });
         if (rc)
             return rc;
+        g.beta = 1.0f;
     }
-    if (k == 0) {
-        if (!ct)
-            ENG_CUDA_TRY(c, cudaMemsetAsync(y, 0, (size_t)(m * n) * eng_dtype_size(ydt),
-                                            eng_cuda_ctx(c)->stream));
-        return 0;
-    }
-    if (eng_cuda_is_lowp(at->dtype))
-        return eng_cuda_gemm_half(c, at->dtype, ta, tb, m, n, k, alpha, at->data, ta ? m : k, 0,
-                                  bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, y, n, 0, 1);
-    return eng_cuda_sgemm(c, ta, tb, m, n, k, alpha, (const float *)at->data, ta ? m : k, 0,
-                          (const float *)bt->data, tb ? k : n, 0, ct ? 1.0f : 0.0f, (float *)y, n,
-                          0, 1);
+    return eng_cuda_gemm(c, &g);
 }
 
 /* ---- Einsum ------------------------------------------------------------ */

@@ -82,11 +82,35 @@ int eng_matmul_dims(const eng_op_ctx_t *c, eng_matmul_dims_t *d)
     return 0;
 }
 
+int eng_matmul_bias_check(const eng_op_ctx_t *c, const eng_matmul_dims_t *d)
+{
+    if (!c->node || !c->node->bias)
+        return 0;
+    const eng_tensor_t *bt = eng_ctx_in(c, 2);
+    if (!bt)
+        return eng_op_err(c, FS_EINVAL, "the fused bias (input 2) is missing");
+    char sb[96];
+    const eng_shape_t *bs = &bt->shape;
+    bool ok = bs->rank >= 1 && bs->rank <= (d->out.rank > 1 ? d->out.rank : 1) &&
+              bs->dims[bs->rank - 1] == d->n;
+    for (int i = 0; ok && i < bs->rank - 1; i++)
+        ok = bs->dims[i] == 1;
+    if (!ok)
+        return eng_op_err(c, FS_EINVAL, "the fused bias %s is not a vector of N = %lld elements "
+                          "along Y's last axis", eng_shape_format(bs, sb, sizeof sb),
+                          (long long)d->n);
+    if (bt->dtype != c->inputs[0]->dtype)
+        return eng_op_err(c, FS_EINVAL, "the fused bias has dtype %s, the operands %s",
+                          eng_dtype_name(bt->dtype), eng_dtype_name(c->inputs[0]->dtype));
+    return 0;
+}
+
 static int matmul_infer(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
     int rc;
-    if ((rc = linalg_same_dtype(c, 2, dt_matmul)) || (rc = eng_matmul_dims(c, &d)))
+    if ((rc = linalg_same_dtype(c, 2, dt_matmul)) || (rc = eng_matmul_dims(c, &d)) ||
+        (rc = eng_matmul_bias_check(c, &d)))
         return rc;
     c->outputs[0]->dtype = c->inputs[0]->dtype;
     c->outputs[0]->shape = d.out;

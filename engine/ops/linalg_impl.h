@@ -12,6 +12,7 @@
 
 #include "engine/op.h"
 #include "engine/ops/ops_hd.h"
+#include "engine/ops/unary_impl.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,31 @@ typedef struct eng_matmul_dims {
  * transposed B of rank 1, K differs, batch dims do not broadcast); *d is
  * undefined on error. */
 int eng_matmul_dims(const eng_op_ctx_t *c, eng_matmul_dims_t *d);
+
+/* A MatMul with a fused bias (graph.h's `bias`): FS_EINVAL naming the
+ * shape unless input 2 is present, of input 0's dtype, and N elements
+ * along Y's last axis ([N] or [1, ..., 1, N], no more dims than Y). 0
+ * too for any other node. */
+int eng_matmul_bias_check(const eng_op_ctx_t *c, const eng_matmul_dims_t *d);
+
+/* act(x) in float for a GEMM's fused activation (graph.h's eng_act_t):
+ * the very expressions of the Relu and Gelu kernels (engine/cpu/
+ * unary_kernels.c, engine/cuda/unary.cu), so a fused node computes what
+ * the nodes it replaced computed. Cannot fail. */
+ENG_OPS_HD static inline float eng_act_f32(int act, float x)
+{
+    switch (act) {
+    case ENG_ACT_RELU:
+        return x < 0 ? 0 : x;
+    case ENG_ACT_GELU:
+        return 0.5f * x * (1.0f + eng_erf_f32(x * 0.70710678118654752f));
+    case ENG_ACT_GELU_TANH:
+        return 0.5f * x *
+               (1.0f + eng_tanh_f32(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    default:
+        return x;
+    }
+}
 
 #define ENG_EINSUM_MAX_OPERANDS 8
 /* 'A'..'Z', 'a'..'z', then one label per broadcast ellipsis dim. */

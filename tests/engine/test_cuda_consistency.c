@@ -1730,6 +1730,14 @@ static const op_case_t linalg_cases[] = {
      * error from the order of the sum alone. */
     {OC("MatMul", 13, "", "f32[8,1024]", "=f32[1024,16]"), .atol = 1e-3},
     {OC("MatMul", 13, "", "f32[2,0]", "f32[0,3]")},
+    /* cuBLASLt (engine/cuda/gemm.cu) at odd sizes, n = 197, k = 77: one
+     * product, a strided batch, a batch broadcast over B, and a Gemm whose
+     * [N] C is its bias epilogue. */
+    {OC("MatMul", 13, "", "f32[13,77]", "=f32[77,197]"), .atol = 1e-4},
+    {OC("MatMul", 13, "", "f32[3,13,77]", "f32[3,77,197]"), .atol = 1e-4},
+    {OC("MatMul", 13, "", "f32[2,3,13,77]", "f32[3,77,197]"), .atol = 1e-4},
+    {OC("Gemm", 13, "transB=1 alpha=0.5", "f32[13,77]", "=f32[197,77]", "=f32[197]"),
+     .atol = 1e-4},
     {OC("MatMul", 13, "", "f32[0,4]", "f32[4,3]")},
     {OC("Gemm", 13, "", "f32[3,5]", "f32[5,4]", "f32[3,4]")},
     {OC("Gemm", 13, "transA=1", "f32[5,3]", "f32[5,4]", "f32[4]")},
@@ -2178,6 +2186,12 @@ static const op_case_t half_nn_cases[] = {
     {OC("MatMul", 13, "", "f16[2,5,64]", "=f16[64,48]"), HALF_TOL},
     {OC("MatMul", 13, "", "bf16[2,5,64]", "=bf16[64,48]"), BF16_TOL},
     {OC("MatMul", 13, "", "f16[2,0]", "f16[0,3]")},
+    /* cuBLASLt at odd sizes (n = 197, k = 77), one product and batched */
+    {OC("MatMul", 13, "", "f16[13,77]", "=f16[77,197]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[13,77]", "=bf16[77,197]"), BF16_TOL},
+    {OC("MatMul", 13, "", "f16[3,13,77]", "f16[3,77,197]"), HALF_TOL},
+    {OC("MatMul", 13, "", "bf16[3,13,77]", "bf16[3,77,197]"), BF16_TOL},
+    {OC("Gemm", 13, "transB=1", "bf16[13,77]", "=bf16[197,77]", "=bf16[197]"), BF16_TOL},
     {OC("Gemm", 13, "", "f16[3,5]", "f16[5,4]", "f16[3,4]"), HALF_TOL},
     {OC("Gemm", 13, "transB=1", "f16[6,64]", "=f16[48,64]", "=f16[48]"), HALF_TOL},
     {OC("Gemm", 13, "transB=1", "bf16[6,64]", "=bf16[48,64]", "=bf16[48]"), BF16_TOL},
@@ -3260,6 +3274,183 @@ Test(cuda_consistency, tied_embedding_is_held_once_and_read_transposed)
     const flow_case_t batched = {"MatMul on a batch of transposed weights", tied_build_batched,
                                  {"f32[2,5,48]"}, 1, 1, 0};
     flow_compare(&r, &batched);
+    rig_close(&r);
+}
+
+/* ---- fused GEMM epilogues --------------------------------------------------- */
+
+/* X [2, 7, 77] -> MatMul with W [77, 197] (or Transpose of W [197, 77], read
+ * transposed; or a Gemm on X [14, 77]) -> Add of a [197] bias -> an
+ * activation -> Y: the loader fuses the chain into one GEMM node
+ * (engine/fuse_epilogue.c), which the GPU runs as one cuBLASLt call with a
+ * bias/Relu/GELU epilogue (engine/cuda/gemm.cu). */
+typedef struct ep_model {
+    const char *desc;
+    const char *act;          /* NULL, "Relu", "Gelu", "GeluTanh" */
+    bool bias, gemm, trans_w;
+} ep_model_t;
+
+#define EP_K 77
+#define EP_N 197
+
+static uint8_t *ep_model(mb_t *b, const ep_model_t *e, size_t *len)
+{
+    mb_init(b, OC_IR_VERSION, 20);
+    const int64_t xd[3] = {2, 7, EP_K}, yd[3] = {2, 7, EP_N}, xg[2] = {14, EP_K}, yg[2] = {14, EP_N};
+    mb_input(b, "x", FLOW_F, e->gemm ? 2 : 3, e->gemm ? xg : xd, NULL);
+    float *w = mb_alloc(b, EP_K * EP_N * sizeof *w), bias[EP_N];
+    for (int i = 0; i < EP_K * EP_N; i++)
+        w[i] = (float)(0.15 * sin(0.37 * i + 0.1));
+    for (int i = 0; i < EP_N; i++)
+        bias[i] = 0.02f * (float)(i % 29) - 0.3f;
+    const int64_t wd[2] = {e->trans_w ? EP_N : EP_K, e->trans_w ? EP_K : EP_N}, bd[1] = {EP_N};
+    Onnx__TensorProto *t = mb_tensor(b, "w", FLOW_F, 2, wd);
+    mb_floats(b, t, w, EP_K * EP_N);
+    mb_initializer(b, t);
+    t = mb_tensor(b, "bias", FLOW_F, 1, bd);
+    mb_floats(b, t, bias, EP_N);
+    mb_initializer(b, t);
+    if (e->gemm) {
+        Onnx__NodeProto *g = mb_node(b, "Gemm", "gemm", "x,w", "p");
+        if (e->trans_w)
+            mb_attr_i(b, g, "transB", 1);
+    } else if (e->trans_w) {
+        mb_node(b, "Transpose", "t", "w", "wt");
+        mb_node(b, "MatMul", "mm", "x,wt", "p");
+    } else {
+        mb_node(b, "MatMul", "mm", "x,w", "p");
+    }
+    const char *last = "p";
+    if (e->bias) {
+        mb_node(b, "Add", "add", "bias,p", "q");
+        last = "q";
+    }
+    if (e->act) {
+        bool gelu = strncmp(e->act, "Gelu", 4) == 0;
+        Onnx__NodeProto *a = mb_node(b, gelu ? "Gelu" : e->act, "act", last, "y");
+        if (strcmp(e->act, "GeluTanh") == 0)
+            mb_attr_s(b, a, "approximate", "tanh");
+    } else {
+        mb_node(b, "Identity", "out", last, "y");
+    }
+    mb_output(b, "y", FLOW_F, e->gemm ? 2 : 3, e->gemm ? yg : yd);
+    return mb_pack(b, len);
+}
+
+Test(cuda_consistency, fused_gemm_epilogues_match_the_cpu)
+{
+    static const ep_model_t cases[] = {
+        {"MatMul + bias", NULL, true, false, false},
+        {"MatMul + bias + Relu", "Relu", true, false, false},
+        {"MatMul + bias + Gelu", "Gelu", true, false, false},
+        {"MatMul + bias + Gelu tanh", "GeluTanh", true, false, false},
+        {"MatMul + Relu", "Relu", false, false, false},
+        {"MatMul (W read transposed) + bias + Gelu", "Gelu", true, false, true},
+        {"MatMul (W read transposed) + bias + Gelu tanh", "GeluTanh", true, false, true},
+        {"Gemm + bias + Relu", "Relu", true, true, false},
+        {"Gemm transB + bias + Gelu", "Gelu", true, true, true},
+        {"Gemm + Gelu tanh", "GeluTanh", false, true, false},
+    };
+    /* The GPU's products of 77 terms in another order, through fp16/bf16
+     * weights and activations at those precisions. */
+    static const struct {
+        const char *name;
+        double bound;
+    } prec[] = {{"fp32", 0}, {"tf32", 2e-3}, {"fp16", 3e-3}, {"bf16", 2e-2}};
+    rig_t r;
+    rig_open(&r, 1);
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        const ep_model_t *e = &cases[i];
+        mb_t b;
+        size_t len;
+        uint8_t *bytes = ep_model(&b, e, &len);
+        spec_t s;
+        spec_parse(e->gemm ? "f32[14,77]" : "f32[2,7,77]", &s);
+        eng_tensor_t *x = spec_tensor(&s, fnv1a(e->desc));
+        eng_model_t *ref = NULL;
+        eng_model_config_t rcfg = rig_config(&r, false);
+        cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref), 0, "%s: %s", e->desc,
+                     fs_errmsg());
+        eng_tensor_t *want[1] = {NULL};
+        cr_assert_eq(eng_model_run(ref, x, 1, want), 0, "%s: %s", e->desc, fs_errmsg());
+        for (size_t p = 0; p < N_OF(prec) && (p == 0 || r.dut.cuda); p++) {
+            eng_model_config_t dcfg = rig_config(&r, true);
+            cr_assert_eq(eng_precision_parse(prec[p].name, &dcfg.precision), 0);
+            eng_model_t *dev = NULL;
+            int rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
+            cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
+            eng_tensor_t *got[1] = {NULL};
+            /* Twice: the second run is replayed from a captured CUDA graph. */
+            for (int run = 0; run < 2 && rc == 0; run++) {
+                rc = eng_model_run(dev, x, 1, got);
+                cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
+                if (rc == 0 && p == 0) {
+                    tol_t tol = {.rtol = OC_RTOL, .atol = 1e-4, .exact = !r.dut.cuda};
+                    expect_tensor_match(e->desc, want[0], got[0], &tol);
+                } else if (rc == 0) {
+                    double err = rel_l2_error(want[0], got[0]);
+                    fprintf(stderr, "epilogue: %s at %s: relative L2 error vs the CPU %.3e\n",
+                            e->desc, prec[p].name, err);
+                    cr_expect(err < prec[p].bound, "%s at %s: relative L2 error %.3e, bound %.0e",
+                              e->desc, prec[p].name, err, prec[p].bound);
+                }
+                outputs_free(got, 1);
+            }
+            eng_model_destroy(dev);
+        }
+        outputs_free(want, 1);
+        eng_tensor_free(x);
+        eng_model_destroy(ref);
+        mb_free(&b);
+        rig_expect_idle(&r, e->desc);
+    }
+    rig_close(&r);
+}
+
+/* Two models on one device share one workspace block (engine/workspace.h):
+ * loading the second adds its weights only, and the block goes with the
+ * last of them. */
+Test(cuda_consistency, models_on_a_device_share_one_workspace)
+{
+    rig_t r;
+    rig_open(&r, 1);
+    if (!r.dut.cuda) {
+        rig_close(&r);
+        cr_skip_test("the workspace is a GPU's");
+    }
+    const ep_model_t e = {"MatMul + bias + Relu", "Relu", true, false, false};
+    mb_t b;
+    size_t len;
+    uint8_t *bytes = ep_model(&b, &e, &len);
+    eng_model_t *m[2] = {NULL};
+    size_t held = 0;
+    for (int i = 0; i < 2; i++) {
+        eng_model_config_t cfg = rig_config(&r, true);
+        cfg.name = i ? "second" : "first";
+        cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &m[i]), 0, "%s", fs_errmsg());
+        if (i == 0)
+            held = eng_device_workspace_bytes(r.dev_cache);
+        cr_expect(held >= ENG_CUDA_WORKSPACE_BYTES &&
+                      eng_device_workspace_bytes(r.dev_cache) == held,
+                  "after %d model(s): %zu workspace bytes", i + 1,
+                  eng_device_workspace_bytes(r.dev_cache));
+    }
+    spec_t s;
+    spec_parse("f32[2,7,77]", &s);
+    eng_tensor_t *x = spec_tensor(&s, 7), *y[1] = {NULL};
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(eng_model_run(m[i], x, 1, y), 0, "%s", fs_errmsg());
+        outputs_free(y, 1);
+    }
+    cr_expect_eq(eng_device_workspace_bytes(r.dev_cache), held,
+                 "runs one after another lease the one block");
+    eng_model_destroy(m[0]);
+    cr_expect_eq(eng_device_workspace_bytes(r.dev_cache), held);
+    eng_model_destroy(m[1]);
+    cr_expect_eq(eng_device_workspace_bytes(r.dev_cache), 0);
+    eng_tensor_free(x);
+    mb_free(&b);
+    rig_expect_idle(&r, "two models");
     rig_close(&r);
 }
 

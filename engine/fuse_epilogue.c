@@ -1,0 +1,261 @@
+/* fuse_epilogue.c -- load-time fusion of a GEMM's bias and activation into
+ * the GEMM node: MatMul(X, W) + b, then Relu or Gelu, becomes one MatMul
+ * that a GPU runs as one cuBLASLt call with a bias/activation epilogue
+ * (engine/cuda/gemm.cu) instead of three passes over the product.
+ *
+ * The pattern. A live default-domain MatMul whose B is a rank-2 constant
+ * (a linear layer's weight, [K, N], or [N, K] under the node's trans_b), or
+ * a Gemm; then, optionally, an Add of its output and a constant bias of
+ * the same dtype holding N values along the last axis ([N], or
+ * [1, ..., 1, N] with no more dims than the product is known to have, so
+ * the broadcast leaves the product's shape); then, optionally, a Relu or a
+ * Gelu (either approximation: eng_fuse_gelu has already turned exported
+ * GELU chains into Gelu nodes). At least one of the two follows. Each
+ * intermediate must be read by the next node alone (a done node still
+ * counting as a reader) and be no graph output; a Gemm takes the bias only
+ * when it has no C of its own. Either order of the Add's operands.
+ *
+ * The rewrite. A MatMul gets the bias as a third input with the node's
+ * `bias` set (graph.h: outside MatMul's ONNX schema, as implicit inputs
+ * are); a Gemm gets it as its C with beta 1 (alpha * A'B' + b is what Gemm
+ * then Add computed) and `bias` set, which tells its kernels to add C to
+ * the finished product as the Add did rather than accumulate onto it. The activation goes in the node's `act`. The GEMM
+ * node writes the last node's output; the Add and the activation are
+ * marked done like folded nodes, and the intermediates are left with no
+ * producer. New input, output and attribute arrays come from the graph's
+ * pool.
+ *
+ * Guarantee: the fused node computes what the nodes it replaced computed.
+ * The CPU kernels (engine/cpu/linalg_kernels.c) add the bias and apply the
+ * activation in float with the Add, Relu and Gelu kernels' own
+ * expressions (eng_act_f32), so on the CPU the fused graph gives the
+ * unfused graph's bits (a half graph aside: it rounds once instead of
+ * after each node). The planner sees one node fewer per fused op, so the
+ * intermediates take no memory.
+ *
+ * Subgraphs are left as they are, as engine/fuse.c leaves them. */
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/graph.h"
+#include "engine/onnx_impl.h"
+#include "engine/op.h"
+#include "engine/plan.h"
+
+/* Whether node i is a live default-domain `op`. */
+static bool live_op(const eng_graph_t *g, const bool *done, int i, const char *op)
+{
+    const eng_node_t *n = &g->nodes[i];
+    return !done[i] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
+}
+
+/* The one node that reads v, when v is a node output, no graph output,
+ * read by exactly one node input; else -1. */
+static int only_reader(const eng_graph_t *g, int v)
+{
+    if (v < 0 || g->values[v].kind != ENG_VALUE_NODE || g->values[v].is_output ||
+        g->values[v].n_consumers != 1)
+        return -1;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] == v)
+                return (int)i;
+    return -1;
+}
+
+/* Whether dt is a dtype a fused GEMM epilogue computes in. */
+static bool epilogue_dtype(eng_dtype_t dt)
+{
+    return dt == ENG_DT_FLOAT || dt == ENG_DT_FLOAT16 || dt == ENG_DT_BFLOAT16;
+}
+
+/* One GEMM with what may fuse into it. */
+typedef struct epilogue_match {
+    int gemm;                 /* node index */
+    int add, bias;            /* the Add node and its bias constant; -1: none */
+    int act_node;             /* the Relu / Gelu node; -1: none */
+    eng_act_t act;
+    int out;                  /* the value the fused node writes */
+} epilogue_match_t;
+
+/* N of GEMM node `i` and the rank its product is known to have at least
+ * (*rank), or -1 when N is not known at load. */
+static int64_t gemm_n(const eng_graph_t *g, int i, int *rank)
+{
+    const eng_node_t *n = &g->nodes[i];
+    const eng_value_t *b = &g->values[n->inputs[1]];
+    bool mm = strcmp(n->op_type, "MatMul") == 0;
+    bool tb = mm ? n->trans_b : eng_attr_i(n, "transB", 0) != 0;
+    int64_t dims[2];
+    if (b->kind == ENG_VALUE_CONST && b->constant.shape.rank == 2) {
+        dims[0] = b->constant.shape.dims[0];
+        dims[1] = b->constant.shape.dims[1];
+    } else if (!mm && b->rank == 2) {
+        dims[0] = b->dims[0].value;
+        dims[1] = b->dims[1].value;
+    } else {
+        return -1;
+    }
+    /* Gemm's Y has rank 2; MatMul's with a rank-2 B has A's rank (rank 1
+     * for a vector A). */
+    const eng_value_t *a = &g->values[n->inputs[0]];
+    *rank = !mm ? 2 : a->rank > 1 ? a->rank : 1;
+    return dims[tb ? 0 : 1];
+}
+
+/* Whether constant v may be the bias of a product with N columns and at
+ * least `rank` dims, in dtype `dt` (ENG_DT_UNDEFINED: any the epilogue
+ * computes in). */
+static bool is_bias(const eng_graph_t *g, int v, int64_t n, int rank, eng_dtype_t dt)
+{
+    if (v < 0 || g->values[v].kind != ENG_VALUE_CONST || !g->values[v].constant.data)
+        return false;
+    const eng_tensor_t *t = &g->values[v].constant;
+    if (!epilogue_dtype(t->dtype) || (dt != ENG_DT_UNDEFINED && t->dtype != dt) ||
+        t->shape.rank < 1 || t->shape.rank > rank ||
+        t->shape.dims[t->shape.rank - 1] != n)
+        return false;
+    for (int d = 0; d < t->shape.rank - 1; d++)
+        if (t->shape.dims[d] != 1)
+            return false;
+    return true;
+}
+
+/* The activation node `i` is (a live Relu or Gelu of one input and one
+ * output), or ENG_ACT_NONE. */
+static eng_act_t act_of(const eng_graph_t *g, const bool *done, int i)
+{
+    if (i < 0)
+        return ENG_ACT_NONE;
+    const eng_node_t *n = &g->nodes[i];
+    if (n->n_inputs != 1 || n->n_outputs != 1 || n->outputs[0] < 0)
+        return ENG_ACT_NONE;
+    if (live_op(g, done, i, "Relu"))
+        return ENG_ACT_RELU;
+    if (!live_op(g, done, i, "Gelu"))
+        return ENG_ACT_NONE;
+    const char *approx = eng_attr_s(n, "approximate", "none");
+    return strcmp(approx, "none") == 0   ? ENG_ACT_GELU
+           : strcmp(approx, "tanh") == 0 ? ENG_ACT_GELU_TANH
+                                         : ENG_ACT_NONE;
+}
+
+/* Whether node i is a GEMM with a bias and/or an activation to take in
+ * (see the file header); fills *m when so. Cannot fail. */
+static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogue_match_t *m)
+{
+    const eng_node_t *n = &g->nodes[i];
+    bool mm = live_op(g, done, i, "MatMul");
+    if ((!mm && !live_op(g, done, i, "Gemm")) || n->bias || n->act != ENG_ACT_NONE ||
+        n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 2 || n->inputs[0] < 0 ||
+        n->inputs[1] < 0)
+        return false;
+    const eng_value_t *b = &g->values[n->inputs[1]];
+    if (mm && (n->n_inputs != 2 || b->kind != ENG_VALUE_CONST || !b->constant.data ||
+               b->constant.shape.rank != 2 || !epilogue_dtype(b->constant.dtype)))
+        return false;
+    bool has_c = !mm && n->n_inputs > 2 && n->inputs[2] >= 0;
+    *m = (epilogue_match_t){.gemm = i, .add = -1, .bias = -1, .act_node = -1,
+                            .out = n->outputs[0]};
+    int rank = 0;
+    int64_t cols = gemm_n(g, i, &rank);
+    int next = only_reader(g, m->out);
+    if (!has_c && cols >= 0 && next >= 0 && live_op(g, done, next, "Add")) {
+        const eng_node_t *add = &g->nodes[next];
+        /* The operands' dtype where the load knows it (a Gemm's B may be
+         * a graph input); a Gemm's infer checks C against it later. */
+        eng_dtype_t dt = b->kind == ENG_VALUE_CONST ? b->constant.dtype
+                                                    : g->values[n->inputs[0]].dtype;
+        for (int k = 0; k < 2 && m->add < 0 && add->n_inputs == 2 && add->n_outputs == 1 &&
+                        add->outputs[0] >= 0;
+             k++)
+            if (add->inputs[k] == m->out && add->inputs[1 - k] != m->out &&
+                is_bias(g, add->inputs[1 - k], cols, rank, dt)) {
+                m->add = next;
+                m->bias = add->inputs[1 - k];
+                m->out = add->outputs[0];
+            }
+    }
+    int a = m->add >= 0 ? only_reader(g, m->out) : next;
+    if ((m->act = act_of(g, done, a)) != ENG_ACT_NONE) {
+        m->act_node = a;
+        m->out = g->nodes[a].outputs[0];
+    }
+    return m->add >= 0 || m->act_node >= 0;
+}
+
+/* Gemm's attributes with beta set to 1, in the pool; NULL when out of
+ * memory. *n_out: their count. */
+static const eng_attr_t *beta_one(eng_graph_t *g, const eng_node_t *n, int *n_out)
+{
+    bool has = eng_node_attr(n, "beta") != NULL;
+    int count = n->n_attrs + !has;
+    eng_attr_t *attrs = onnx_pool_alloc(g->pool, (size_t)count * sizeof *attrs);
+    if (!attrs)
+        return NULL;
+    if (n->n_attrs)
+        memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
+    eng_attr_t *beta = &attrs[count - 1];
+    for (int a = 0; a < n->n_attrs && has; a++)
+        if (strcmp(attrs[a].name, "beta") == 0)
+            beta = &attrs[a];
+    *beta = (eng_attr_t){.name = "beta", .type = ENG_ATTR_FLOAT, .f = 1.0f};
+    *n_out = count;
+    return attrs;
+}
+
+/* Rewrites match m into its GEMM node. 0, or FS_ENOMEM with the graph as
+ * it was. */
+static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
+{
+    eng_node_t *n = &g->nodes[m->gemm];
+    bool mm = strcmp(n->op_type, "MatMul") == 0;
+    int *ins = NULL, *outs = onnx_pool_alloc(g->pool, sizeof *outs);
+    const eng_attr_t *attrs = n->attrs;
+    int n_attrs = n->n_attrs;
+    if (m->bias >= 0) {
+        ins = onnx_pool_alloc(g->pool, 3 * sizeof *ins);
+        if (!mm && ins)
+            attrs = beta_one(g, n, &n_attrs);
+    }
+    if (!outs || (m->bias >= 0 && (!ins || !attrs)))
+        return fs_err(FS_ENOMEM, "out of memory fusing the epilogue of %s '%s'", n->op_type,
+                      n->name);
+    if (m->bias >= 0) {
+        ins[0] = n->inputs[0];
+        ins[1] = n->inputs[1];
+        ins[2] = m->bias;
+        /* The done Add still counts as a reader (graph.h's convention). */
+        g->values[m->bias].n_consumers++;
+        n->inputs = ins;
+        n->n_inputs = 3;
+        n->bias = true;
+        n->attrs = attrs;
+        n->n_attrs = n_attrs;
+        done[m->add] = true;
+        g->values[g->nodes[m->add].outputs[0]].producer = -1;
+    }
+    if (m->act_node >= 0) {
+        n->act = m->act;
+        done[m->act_node] = true;
+        g->values[g->nodes[m->act_node].outputs[0]].producer = -1;
+    }
+    g->values[n->outputs[0]].producer = -1;
+    outs[0] = m->out;
+    n->outputs = outs;
+    g->values[m->out].producer = m->gemm;
+    return 0;
+}
+
+int eng_fuse_gemm_epilogue(eng_graph_t *g, bool *done)
+{
+    epilogue_match_t m;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (!epilogue_find(g, done, (int)i, &m))
+            continue;
+        int rc = epilogue_apply(g, done, &m);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
