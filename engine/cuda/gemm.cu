@@ -53,6 +53,10 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+/* uthash's default (Jenkins) hash is a switch whose case fall-throughs are
+ * marked by comments, which nvcc's preprocessing strips, so a newer host
+ * compiler warns; FNV-1a has no switch. Only this file hashes the table. */
+#define HASH_FUNCTION HASH_FNV
 #include <uthash.h>
 
 #include "engine/cuda/cuda_impl.h"
