@@ -106,10 +106,11 @@ static bool is_digit(const char *p, const char *end)
     return p < end && static_cast<unsigned>(*p - '0') < 10;
 }
 
-// The grammar and Clinger's fast path in one scan: m gathers the
-// significant digits (exact while there are at most 19) and exp10 the
-// power of ten they are scaled by; a number outside the fast path's reach
-// is read again, whole, by fs_double_parse.
+// The grammar and Clinger's fast path in one scan: m gathers every digit
+// of the integer and fraction parts, exact while there are at most 19 of
+// them (leading zeros included, which add nothing to m), and the fraction's
+// length scales it. A number with more digits, or outside the fast path's
+// reach, is read again, whole, by fs_double_parse.
 extern "C" const char *fs_json_number_read(const char *s, const char *end, double *out)
 {
     const char *p = s;
@@ -117,29 +118,22 @@ extern "C" const char *fs_json_number_read(const char *s, const char *end, doubl
     p += neg;
     if (!is_digit(p, end))
         return nullptr;
+    const char *digits = p;
     uint64_t m = 0;
-    int n_digits = 0, exp10 = 0;
-    bool exact = true;
-    if (*p == '0') {
+    if (*p == '0')
         p++;
-    } else {
-        for (; is_digit(p, end); p++) {
-            if (++n_digits > 19)
-                exact = false;
+    else
+        for (; is_digit(p, end); p++)
             m = m * 10 + static_cast<unsigned>(*p - '0');
-        }
-    }
+    long n_digits = p - digits, exp10 = 0;
     if (p < end && *p == '.') {
-        if (!is_digit(++p, end))
-            return nullptr;
-        for (; is_digit(p, end); p++) {
-            exp10--;
-            if (m == 0 && *p == '0')
-                continue; // a leading zero is no significant digit
-            if (++n_digits > 19)
-                exact = false;
+        const char *frac = ++p;
+        for (; is_digit(p, end); p++)
             m = m * 10 + static_cast<unsigned>(*p - '0');
-        }
+        if (p == frac)
+            return nullptr;
+        exp10 = frac - p;
+        n_digits += p - frac;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
@@ -147,13 +141,13 @@ extern "C" const char *fs_json_number_read(const char *s, const char *end, doubl
         p += p < end && (*p == '-' || *p == '+');
         if (!is_digit(p, end))
             return nullptr;
-        int e = 0;
+        long e = 0;
         for (; is_digit(p, end); p++)
             if (e < 10000)
                 e = e * 10 + (*p - '0');
         exp10 += eneg ? -e : e;
     }
-    if (exact && m <= (uint64_t{1} << 53) && exp10 >= -22 && exp10 <= 22) {
+    if (n_digits <= 19 && m <= (uint64_t{1} << 53) && exp10 >= -22 && exp10 <= 22) {
         double v = static_cast<double>(m);
         v = exp10 < 0 ? v / pow10[-exp10] : v * pow10[exp10];
         *out = neg ? -v : v;

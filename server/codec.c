@@ -37,9 +37,6 @@
 /* 2^53 - 1: the largest integer below which a double holds every integer. */
 #define JSON_INT_MAX 9007199254740991.0
 
-/* FLT_MAX plus half an ulp: a double at or beyond it rounds to infinity. */
-#define FLOAT_OVERFLOW 0x1.ffffffp127
-
 /* ---- datatypes ------------------------------------------------------------ */
 
 static const struct {
@@ -224,7 +221,7 @@ static int leaf_real_put(const data_walk_t *w, double d, size_t i)
         ((double *)w->dst)[i] = d;
         return 0;
     }
-    if (finite && fabs(d) >= FLOAT_OVERFLOW)
+    if (finite && fabs(d) >= SRV_FLOAT_OVERFLOW)
         return leaf_err_number(w, d, i, "is out of range for ", "");
     float f = (float)d;
     if (w->dtype == ENG_DT_FLOAT) {
@@ -280,7 +277,7 @@ static int leaf_number(const data_walk_t *w, double d, size_t i)
 
 #undef LEAF_INTEGER
 
-int srv_codec_number_put(const char *label, eng_dtype_t dt, void *dst, size_t i, double d)
+int srv_codec_number_put_any(const char *label, eng_dtype_t dt, void *dst, size_t i, double d)
 {
     data_walk_t w = {.label = label, .dtype = dt, .dst = dst};
     return leaf_number(&w, d, i);
@@ -460,7 +457,7 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
     int rc = 0;
     if (lifted) {
         for (size_t i = 0; i < lifted->n && rc == 0; i++)
-            rc = leaf_number(&w, lifted->values[i], i);
+            rc = srv_codec_number_put(label, t->dtype, t->data, i, lifted->values[i]);
     } else {
         rc = json_leaves_store(&w, data);
     }

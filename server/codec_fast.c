@@ -246,7 +246,9 @@ static bool data_read(cursor_t *c, eng_dtype_t dt, void *dst, size_t cap, size_t
         if (dst && (n >= cap || srv_codec_number_put(LABEL, dt, dst, n, d) != 0))
             return false;
         n++;
-        if (!member_next(c, ']', &more))
+        if (c->p < c->end && *c->p == ',') /* the common case, first */
+            c->p++;
+        else if (!member_next(c, ']', &more))
             return false;
     }
     *count = n;

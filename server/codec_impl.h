@@ -8,6 +8,7 @@
 #ifndef FS_SERVER_CODEC_IMPL_H
 #define FS_SERVER_CODEC_IMPL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,11 +26,27 @@ typedef struct srv_binary_section {
     size_t len, used;
 } srv_binary_section_t;
 
+/* FLT_MAX plus half an ulp: a double at or beyond it rounds to infinity. */
+#define SRV_FLOAT_OVERFLOW 0x1.ffffffp127
+
 /* Stores JSON number d at index i of dst, a tensor of dtype dt, with the
  * codec's checks for the dtype (range, integrality; BOOL takes no number).
  * 0, or FS_EINVAL with a message naming `label` ("input 'x'"), the value
  * and the index; dst[i] is then unspecified. */
-int srv_codec_number_put(const char *label, eng_dtype_t dt, void *dst, size_t i, double d);
+int srv_codec_number_put_any(const char *label, eng_dtype_t dt, void *dst, size_t i, double d);
+
+/* The same, with FP32's common case inline: a finite value inside FP32's
+ * range is stored as it rounds; the rest (NaN, infinity, out of range,
+ * other dtypes) takes srv_codec_number_put_any. */
+static inline int srv_codec_number_put(const char *label, eng_dtype_t dt, void *dst, size_t i,
+                                       double d)
+{
+    if (dt == ENG_DT_FLOAT && fabs(d) < SRV_FLOAT_OVERFLOW) {
+        ((float *)dst)[i] = (float)d;
+        return 0;
+    }
+    return srv_codec_number_put_any(label, dt, dst, i, d);
+}
 
 /* t's data from the next `bytes` of the binary section, whose
  * "binary_data_size" said `size` (a non-negative integer): a view of them
