@@ -15,6 +15,7 @@
  * is 400, a {m} that is not a valid model name (too long included) is 400,
  * before any handler runs. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,31 @@ static const route_t routes[] = {
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 #define MAX_SEGS 8
 
+/* The patterns split into segments once, so that a row whose segment
+ * count differs from the path's is passed over at once, and the others
+ * are compared by length first. Immutable after route_table_init. */
+typedef struct route_segs {
+    int n;
+    const char *s[MAX_SEGS];      /* into the pattern; not NUL-terminated */
+    size_t len[MAX_SEGS];
+} route_segs_t;
+
+static route_segs_t route_table[N_ROUTES];
+static pthread_once_t route_table_once = PTHREAD_ONCE_INIT;
+
+static void route_table_init(void)
+{
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        route_segs_t *rs = &route_table[i];
+        for (const char *p = routes[i].pattern; *p && rs->n < MAX_SEGS;) {
+            const char *slash = strchrnul(p, '/');
+            rs->s[rs->n] = p;
+            rs->len[rs->n++] = (size_t)(slash - p);
+            p = *slash ? slash + 1 : slash;
+        }
+    }
+}
+
 /* A path's segments: each NUL-terminated in place, with its length. */
 typedef struct path_segs {
     int n;
@@ -92,30 +118,28 @@ static void split_path(char *buf, path_segs_t *ps)
     }
 }
 
-/* Whether a route's pattern matches the segments; fills `args`, also when
+/* Whether route i's pattern matches the segments; fills `args`, also when
  * it does not match (then with nothing of use). "stats" is a model name
  * only where no earlier row takes it. */
-static bool route_match(const route_t *rt, const path_segs_t *ps, srv_route_args_t *args)
+static bool route_match(size_t i, const path_segs_t *ps, srv_route_args_t *args)
 {
+    const route_segs_t *rt = &route_table[i];
     /* Field by field: an initialiser would clear all of `model` for every
      * row tried, most of routing's cost. */
     srv_route_args_t *a = args;
     a->model[0] = '\0';
     a->version = -1;
     a->bad_version = a->bad_model = NULL;
-    const char *p = rt->pattern; /* walked in place, segment by segment */
-    for (int i = 0; i < ps->n; i++) {
-        if (!*p)
-            return false;
-        const char *seg = ps->s[i];
-        size_t len = 0;
-        while (p[len] && p[len] != '/')
-            len++;
+    if (rt->n != ps->n)
+        return false;
+    for (int k = 0; k < ps->n; k++) {
+        const char *p = rt->s[k], *seg = ps->s[k];
+        size_t len = rt->len[k];
         if (len == 3 && memcmp(p, "{m}", 3) == 0) {
-            if (ps->len[i] >= sizeof a->model)
+            if (ps->len[k] >= sizeof a->model)
                 a->bad_model = seg; /* dispatch says why */
             else
-                memcpy(a->model, seg, ps->len[i] + 1);
+                memcpy(a->model, seg, ps->len[k] + 1);
         } else if (len == 3 && memcmp(p, "{v}", 3) == 0) {
             /* Digits only: strtoll alone would take "+1", " 1" and "-0". */
             char *end = NULL;
@@ -124,12 +148,11 @@ static bool route_match(const route_t *rt, const path_segs_t *ps, srv_route_args
             if (v < 0 || *end || errno == ERANGE)
                 a->bad_version = seg;
             a->version = v;
-        } else if (ps->len[i] != len || memcmp(p, seg, len) != 0) {
+        } else if (ps->len[k] != len || memcmp(p, seg, len) != 0) {
             return false;
         }
-        p += len + (p[len] == '/');
     }
-    return *p == '\0';
+    return true;
 }
 
 /* Constant-time over the token's length. */
@@ -159,11 +182,12 @@ void srv_route(srv_req_t *r)
     }
     path_segs_t segs;
     split_path(path, &segs);
+    pthread_once(&route_table_once, route_table_init);
     const route_t *hit = NULL;
     srv_route_args_t args = {.version = -1};
     char allow[64] = "";
     for (size_t i = 0; segs.n >= 0 && i < N_ROUTES; i++) {
-        if (!route_match(&routes[i], &segs, &args))
+        if (!route_match(i, &segs, &args))
             continue;
         if (strcmp(routes[i].method, r->method) == 0) {
             hit = &routes[i];
