@@ -76,6 +76,9 @@ Test(srv_codec_fast, takes_the_common_requests)
     cr_expect(fast_takes("{\"id\":null,\"model\":null,\"version\":12,\"inputs\":[{\"name\":\"s\","
                          "\"shape\":[],\"datatype\":\"FP64\",\"data\":[0.30000000000000004]}],"
                          "\"outputs\":[]}"));
+    /* String bytes as written: UTF-8, and bytes cJSON copies unchecked. */
+    cr_expect(fast_takes("{\"id\":\"\xc3\xa9\xff\x7f\",\"inputs\":[{\"name\":\"caf\xc3\xa9\","
+                         "\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]}"));
     char buf[512];
     cr_expect(fast_takes(one_input(buf, sizeof buf, "FP32", "[0]", "[]")));
     cr_expect(fast_takes(one_input(buf, sizeof buf, "FP32", "[2,2]", "[1,2,3,4]")));
