@@ -308,11 +308,15 @@ static bool input_numel(const eng_tensor_t *t, size_t *numel)
 }
 
 /* it->t's data (malloc'ed) from the "data" array at c: as many numbers as
- * the shape holds, through the cJSON path's checks. */
+ * the shape holds, through the cJSON path's checks. A shape of more
+ * elements than the rest of the text could hold ("[1,1,..]": two bytes a
+ * number) is refused before anything is allocated: the cJSON path counts
+ * the numbers first, and a small body claiming a huge shape must not cost
+ * its memory here either. */
 static bool input_data(cursor_t *c, input_text_t *it)
 {
     size_t numel, n = 0;
-    if (!input_numel(&it->t, &numel))
+    if (!input_numel(&it->t, &numel) || numel > (size_t)(c->end - c->p) / 2)
         return false;
     size_t bytes = numel * eng_dtype_size(it->t.dtype);
     it->t.data = malloc(bytes ? bytes : 1);
