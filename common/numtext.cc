@@ -33,11 +33,12 @@ extern "C" size_t fs_double_format(char *p, double d)
 // more digits, a larger exponent, "1.", "inf", a sign from_chars refuses --
 // returns false, and from_chars decides, so what is accepted and the value
 // read are from_chars' either way.
+static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
 static bool parse_fast(const char *s, const char *end, double *out)
 {
-    static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
     const char *p = s;
     bool neg = p < end && *p == '-';
     p += neg;
@@ -98,4 +99,59 @@ extern "C" int fs_double_parse(const char *s, const char *end, double *out)
         return -1;
     *out = v;
     return 0;
+}
+
+static bool is_digit(const char *p, const char *end)
+{
+    return p < end && static_cast<unsigned>(*p - '0') < 10;
+}
+
+// The grammar and Clinger's fast path in one scan: m gathers every digit
+// of the integer and fraction parts, exact while there are at most 19 of
+// them (leading zeros included, which add nothing to m), and the fraction's
+// length scales it. A number with more digits, or outside the fast path's
+// reach, is read again, whole, by fs_double_parse.
+extern "C" const char *fs_json_number_read(const char *s, const char *end, double *out)
+{
+    const char *p = s;
+    bool neg = p < end && *p == '-';
+    p += neg;
+    if (!is_digit(p, end))
+        return nullptr;
+    const char *digits = p;
+    uint64_t m = 0;
+    if (*p == '0')
+        p++;
+    else
+        for (; is_digit(p, end); p++)
+            m = m * 10 + static_cast<unsigned>(*p - '0');
+    long n_digits = p - digits, exp10 = 0;
+    if (p < end && *p == '.') {
+        const char *frac = ++p;
+        for (; is_digit(p, end); p++)
+            m = m * 10 + static_cast<unsigned>(*p - '0');
+        if (p == frac)
+            return nullptr;
+        exp10 = frac - p;
+        n_digits += p - frac;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        bool eneg = p < end && *p == '-';
+        p += p < end && (*p == '-' || *p == '+');
+        if (!is_digit(p, end))
+            return nullptr;
+        long e = 0;
+        for (; is_digit(p, end); p++)
+            if (e < 10000)
+                e = e * 10 + (*p - '0');
+        exp10 += eneg ? -e : e;
+    }
+    if (n_digits <= 19 && m <= (uint64_t{1} << 53) && exp10 >= -22 && exp10 <= 22) {
+        double v = static_cast<double>(m);
+        v = exp10 < 0 ? v / pow10[-exp10] : v * pow10[exp10];
+        *out = neg ? -v : v;
+        return p;
+    }
+    return fs_double_parse(s, p, out) == 0 ? p : nullptr;
 }

@@ -43,6 +43,16 @@ size_t fs_double_format(char *p, double d);
  * first. */
 int fs_double_parse(const char *s, const char *end, double *out);
 
+/* Reads the JSON number (RFC 8259: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?)
+ * that starts at s and ends before `end`, taking as many bytes as the
+ * grammar allows, and rounds it as fs_double_parse does: the byte after it
+ * and *out, or NULL when no JSON number starts at s or its value overflows
+ * or underflows as fs_double_parse refuses (*out is then unchanged). What
+ * follows the number is the caller's to check ("1.5x" reads as 1.5 and
+ * leaves "x"). One pass: a number that Clinger's fast path covers is
+ * converted as it is scanned, any other is handed to fs_double_parse. */
+const char *fs_json_number_read(const char *s, const char *end, double *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -43,6 +43,12 @@
  * scores) gets all its inputs copied. */
 #define EXEC_HOST_MIRROR_MAX 64
 
+/* Room in a run state for a small plan (the demo MLP has 18 values): its
+ * arrays then live in the state itself, on the running thread's stack,
+ * and a run allocates none of them. */
+#define RUN_LOCAL_VALUES 32
+#define RUN_LOCAL_IO 16
+
 /* A static plan's per-run state: the data pointers of every value, and the ctx
  * arrays. */
 typedef struct run_state {
@@ -51,16 +57,30 @@ typedef struct run_state {
     eng_tensor_t **outs;          /* max_io */
     const eng_tensor_t **hins;    /* max_io: host views of ins (device runs) */
     alloc_stream_t stream;        /* device runs: the instance's stream */
+    bool heap;                    /* the arrays were malloc'ed (a plan too big for local_*) */
+    eng_tensor_t local_t[RUN_LOCAL_VALUES];
+    const eng_tensor_t *local_ins[RUN_LOCAL_IO], *local_hins[RUN_LOCAL_IO];
+    eng_tensor_t *local_outs[RUN_LOCAL_IO];
 } run_state_t;
 
 static void run_state_fini(run_state_t *rs);
 
+/* Every entry of the arrays is written before it is read (run_views,
+ * host_views, the values' copy below), so they start uncleared. */
 static int run_state_init(const eng_plan_t *p, run_state_t *rs)
 {
-    rs->t = calloc(p->n_values, sizeof *rs->t);
-    rs->ins = calloc((size_t)p->max_io, sizeof *rs->ins);
-    rs->outs = calloc((size_t)p->max_io, sizeof *rs->outs);
-    rs->hins = calloc((size_t)p->max_io, sizeof *rs->hins);
+    rs->heap = p->n_values > RUN_LOCAL_VALUES || p->max_io > RUN_LOCAL_IO;
+    if (rs->heap) {
+        rs->t = malloc(p->n_values * sizeof *rs->t);
+        rs->ins = malloc((size_t)p->max_io * sizeof *rs->ins);
+        rs->outs = malloc((size_t)p->max_io * sizeof *rs->outs);
+        rs->hins = malloc((size_t)p->max_io * sizeof *rs->hins);
+    } else {
+        rs->t = rs->local_t;
+        rs->ins = rs->local_ins;
+        rs->outs = rs->local_outs;
+        rs->hins = rs->local_hins;
+    }
     rs->stream = eng_backend_stream(p->be, p->inst);
     if (!rs->t || !rs->ins || !rs->outs || !rs->hins) {
         run_state_fini(rs);
@@ -78,6 +98,8 @@ static int run_state_init(const eng_plan_t *p, run_state_t *rs)
 
 static void run_state_fini(run_state_t *rs)
 {
+    if (!rs->heap)
+        return;
     free(rs->t);
     free(rs->ins);
     free(rs->outs);
@@ -350,12 +372,15 @@ static int run_static(const eng_plan_t *p, eng_plan_replay_t *replay, const eng_
     if (rc == 0)
         rc = run_steps_replay(p, replay, &rs, block);
     if (rc == 0) {
-        const void **host = calloc(g->n_outputs + 1, sizeof *host);
+        const void *local_host[RUN_LOCAL_IO] = {0};
+        const void **host = g->n_outputs <= RUN_LOCAL_IO ? local_host
+                                                         : malloc((g->n_outputs + 1) * sizeof *host);
         for (size_t j = 0; host && j < g->n_outputs; j++)
             host[j] = host_copy(p, &rs, inputs, g->outputs[j]);
         rc = host ? copy_outputs(p, rs.t, host, outputs)
                   : fs_err(FS_ENOMEM, "out of host memory running a model");
-        free(host);
+        if (host != local_host)
+            free(host);
     }
 done:
     /* Work may still be queued (after an error, or with every output known

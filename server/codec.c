@@ -1,6 +1,8 @@
 /* codec.c -- the KServe v2 infer request: parsed with cJSON, with Triton's
- * binary tensor extension, and bound to a model's inputs. The numbers of
- * flat "data" arrays are read off the text before cJSON reads the rest
+ * binary tensor extension, and bound to a model's inputs. The common
+ * request is first read by codec_fast.c without a tree; what it does not
+ * recognise comes here, where every error is worded. The numbers of flat
+ * "data" arrays are read off the text before cJSON reads the rest
  * (codec_lift.c: the same values and errors, at a tenth of the cost). The
  * response encoder is in codec_response.c, srv_buf in buf.c.
  *
@@ -29,13 +31,11 @@
 #include "common/error.h"
 #include "common/numtext.h"
 #include "engine/half.h"
+#include "server/codec_impl.h"
 #include "server/codec_lift.h"
 
 /* 2^53 - 1: the largest integer below which a double holds every integer. */
 #define JSON_INT_MAX 9007199254740991.0
-
-/* FLT_MAX plus half an ulp: a double at or beyond it rounds to infinity. */
-#define FLOAT_OVERFLOW 0x1.ffffffp127
 
 /* ---- datatypes ------------------------------------------------------------ */
 
@@ -221,7 +221,7 @@ static int leaf_real_put(const data_walk_t *w, double d, size_t i)
         ((double *)w->dst)[i] = d;
         return 0;
     }
-    if (finite && fabs(d) >= FLOAT_OVERFLOW)
+    if (finite && fabs(d) >= SRV_FLOAT_OVERFLOW)
         return leaf_err_number(w, d, i, "is out of range for ", "");
     float f = (float)d;
     if (w->dtype == ENG_DT_FLOAT) {
@@ -276,6 +276,12 @@ static int leaf_number(const data_walk_t *w, double d, size_t i)
 }
 
 #undef LEAF_INTEGER
+
+int srv_codec_number_put_any(const char *label, eng_dtype_t dt, void *dst, size_t i, double d)
+{
+    data_walk_t w = {.label = label, .dtype = dt, .dst = dst};
+    return leaf_number(&w, d, i);
+}
 
 /* A leaf that is not a number: true or false for BOOL; "NaN", "Infinity"
  * or "-Infinity" for a floating-point dtype; anything else is refused. */
@@ -338,12 +344,6 @@ static int json_leaves_store(data_walk_t *w, const cJSON *v)
 
 /* ---- request: one input --------------------------------------------------- */
 
-/* The binary section and how much of it the inputs so far took. */
-typedef struct binary_section {
-    const uint8_t *data;
-    size_t len, used;
-} binary_section_t;
-
 static int shape_parse(const cJSON *js, const char *label, eng_shape_t *shape)
 {
     if (!cJSON_IsArray(js))
@@ -372,13 +372,20 @@ static int shape_parse(const cJSON *js, const char *label, eng_shape_t *shape)
 /* in->tensor's data from the next `bytes` of the binary section: a view of
  * them (*borrowed set) where they start SRV_BINARY_VIEW_ALIGN-aligned. */
 static int input_binary(const char *label, const cJSON *size, size_t bytes,
-                        binary_section_t *bin, eng_tensor_t *t, bool *borrowed)
+                        srv_binary_section_t *bin, eng_tensor_t *t, bool *borrowed)
 {
     double n = json_count(size);
-    char val[64], shape[96];
+    char val[64];
     if (n < 0)
         return fs_err(FS_EINVAL, "%s: \"binary_data_size\" is %s, not a non-negative integer",
                       label, json_describe(size, val, sizeof val));
+    return srv_codec_binary_take(label, n, bytes, bin, t, borrowed);
+}
+
+int srv_codec_binary_take(const char *label, double n, size_t bytes, srv_binary_section_t *bin,
+                          eng_tensor_t *t, bool *borrowed)
+{
+    char shape[96];
     if (n != (double)bytes)
         return fs_err(FS_EINVAL, "%s: binary_data_size is %.0f but shape %s of %s takes %zu bytes",
                       label, n, eng_shape_format(&t->shape, shape, sizeof shape),
@@ -450,7 +457,7 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
     int rc = 0;
     if (lifted) {
         for (size_t i = 0; i < lifted->n && rc == 0; i++)
-            rc = leaf_number(&w, lifted->values[i], i);
+            rc = srv_codec_number_put(label, t->dtype, t->data, i, lifted->values[i]);
     } else {
         rc = json_leaves_store(&w, data);
     }
@@ -464,7 +471,7 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
 /* Input `idx` of "inputs" into *in (name and data owned by it); `lifted`:
  * its "data" numbers when the lift read them (NULL otherwise). */
 static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
-                       binary_section_t *bin, srv_infer_input_t *in)
+                       srv_binary_section_t *bin, srv_infer_input_t *in)
 {
     char label[96];
     snprintf(label, sizeof label, "input %zu", idx);
@@ -581,7 +588,7 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
     return 0;
 }
 
-static int request_parse_inputs(const cJSON *root, const srv_lift_t *lift, binary_section_t *bin,
+static int request_parse_inputs(const cJSON *root, const srv_lift_t *lift, srv_binary_section_t *bin,
                                 srv_infer_request_t *r)
 {
     const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
@@ -618,7 +625,7 @@ static int name_cmp(const void *a, const void *b)
 /* 0 when no output is requested twice, else FS_EINVAL naming one (or
  * FS_ENOMEM). The names are sorted, so n outputs cost n log n: compared
  * pair by pair, a 1 MiB body of 60000 names held its HTTP thread 12 s. */
-static int outputs_check_unique(const srv_infer_request_t *r)
+int srv_codec_outputs_check_unique(const srv_infer_request_t *r)
 {
     if (r->n_outputs < 2)
         return 0;
@@ -669,7 +676,7 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
             return fs_err(FS_ENOMEM, "output '%.64s': cannot copy the name", name->valuestring);
         r->n_outputs++;
     }
-    return outputs_check_unique(r);
+    return srv_codec_outputs_check_unique(r);
 }
 
 static int hex_value(char c)
@@ -747,13 +754,23 @@ static int json_parse(const char *text, size_t len, cJSON **out)
 int srv_infer_request_parse(const void *body, size_t len, size_t header_len,
                             srv_infer_request_t **out)
 {
+    size_t json_len = header_len ? header_len : len;
+    if (header_len <= len && json_len > 0 &&
+        srv_infer_request_parse_fast(body, len, json_len, out))
+        return 0;
+    return srv_infer_request_parse_tree(body, len, header_len, out);
+}
+
+int srv_infer_request_parse_tree(const void *body, size_t len, size_t header_len,
+                                 srv_infer_request_t **out)
+{
     if (header_len > len)
         return fs_err(FS_EINVAL, "the JSON header length %zu is more than the %zu-byte body",
                       header_len, len);
     size_t json_len = header_len ? header_len : len;
     if (json_len == 0)
         return fs_err(FS_EPARSE, "the request body is empty");
-    binary_section_t bin = {(const uint8_t *)body + json_len, len - json_len, 0};
+    srv_binary_section_t bin = {(const uint8_t *)body + json_len, len - json_len, 0};
     cJSON *root = NULL;
     srv_infer_request_t *r = NULL;
     /* The tensors' numbers first, straight off the text (codec_lift.c);

@@ -4,7 +4,7 @@
  * Why. cJSON makes a node (a malloc and a memset) for every number and
  * reads it with strtod after copying it and asking localeconv for the
  * decimal point: some 150 ns a number, most of a JSON request's decoding.
- * Read off the text with fs_double_parse (common/numtext.h), a number
+ * Read off the text with fs_json_number_read (common/numtext.h), a number
  * costs about a tenth of that, and no node.
  *
  * The algorithm. One pass follows the text's structure only as far as it
@@ -12,8 +12,8 @@
  * and each one's first "data" member; every other value is stepped over
  * unread (strings to their closing quote, arrays and objects to their
  * matching bracket). A "data" array that is flat and holds JSON numbers
- * alone, each at most 63 characters and one that fs_double_parse reads (it
- * refuses overflow, and underflow to zero), is lifted: its numbers go into
+ * alone, each at most 63 characters and one that fs_json_number_read reads
+ * (it refuses overflow, and underflow to zero), is lifted: its numbers go into
  * a list. Once the pass has reached the root's closing brace, a copy of the
  * text is made with the inside of every lifted array overwritten by
  * spaces; cJSON reads the copy, where that "data" is an empty array at the
@@ -129,39 +129,6 @@ static bool value_step(pass_t *s)
     return false;
 }
 
-static bool digits_step(pass_t *s)
-{
-    const char *from = s->p;
-    while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
-        s->p++;
-    return s->p > from;
-}
-
-/* Steps over one number of JSON's grammar:
- * -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-static bool number_step(pass_t *s)
-{
-    if (at(s, '-'))
-        s->p++;
-    if (at(s, '0'))
-        s->p++;
-    else if (!(s->p < s->end && *s->p >= '1' && *s->p <= '9') || !digits_step(s))
-        return false;
-    if (at(s, '.')) {
-        s->p++;
-        if (!digits_step(s))
-            return false;
-    }
-    if (at(s, 'e') || at(s, 'E')) {
-        s->p++;
-        if (at(s, '+') || at(s, '-'))
-            s->p++;
-        if (!digits_step(s))
-            return false;
-    }
-    return true;
-}
-
 /* At a '[': reads a flat, non-empty array of numbers into *got (values
  * malloc'ed, the caller's to free on either result) and steps past it.
  * false when it is anything else, or memory runs short. */
@@ -173,7 +140,8 @@ static bool numbers_read(pass_t *s, srv_lifted_t *got)
         ws_skip(s);
         const char *t = s->p;
         double d;
-        if (!number_step(s) || s->p - t > CJSON_NUMBER_MAX || fs_double_parse(t, s->p, &d) != 0)
+        s->p = fs_json_number_read(t, s->end, &d);
+        if (!s->p || s->p - t > CJSON_NUMBER_MAX)
             return false;
         if (got->n == cap) {
             cap = cap ? 2 * cap : 64;

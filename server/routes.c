@@ -15,6 +15,7 @@
  * is 400, a {m} that is not a valid model name (too long included) is 400,
  * before any handler runs. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,68 +57,102 @@ static const route_t routes[] = {
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 #define MAX_SEGS 8
 
+/* The patterns split into segments once, so that a row whose segment
+ * count differs from the path's is passed over at once, and the others
+ * are compared by length first. Immutable after route_table_init. */
+typedef struct route_segs {
+    int n;
+    const char *s[MAX_SEGS];      /* into the pattern; not NUL-terminated */
+    size_t len[MAX_SEGS];
+} route_segs_t;
+
+static route_segs_t route_table[N_ROUTES];
+static pthread_once_t route_table_once = PTHREAD_ONCE_INIT;
+
+static void route_table_init(void)
+{
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        route_segs_t *rs = &route_table[i];
+        for (const char *p = routes[i].pattern; *p && rs->n < MAX_SEGS;) {
+            const char *slash = strchrnul(p, '/');
+            rs->s[rs->n] = p;
+            rs->len[rs->n++] = (size_t)(slash - p);
+            p = *slash ? slash + 1 : slash;
+        }
+    }
+}
+
+/* A path's segments: each NUL-terminated in place, with its length. */
+typedef struct path_segs {
+    int n;
+    char *s[MAX_SEGS];
+    size_t len[MAX_SEGS];
+} path_segs_t;
+
 /* Splits a path (a copy of the URL, written in place) into at most
- * MAX_SEGS segments; -1 if more, or an empty segment ("//", a trailing
- * "/"). */
-static int split_path(char *buf, char *segs[MAX_SEGS])
+ * MAX_SEGS segments; n is -1 if more, or for an empty segment ("//", a
+ * trailing "/"). */
+static void split_path(char *buf, path_segs_t *ps)
 {
     while (*buf == '/')
         buf++;
-    int n = 0;
+    ps->n = 0;
     if (!*buf)
-        return 0;
+        return;
     for (char *p = buf;;) {
-        if (n == MAX_SEGS)
-            return -1;
-        segs[n++] = p;
-        char *slash = strchr(p, '/');
-        if (!slash)
-            break;
+        if (ps->n == MAX_SEGS) {
+            ps->n = -1;
+            return;
+        }
+        char *slash = strchrnul(p, '/');
+        ps->s[ps->n] = p;
+        ps->len[ps->n++] = (size_t)(slash - p);
+        if (!*slash)
+            return;
         *slash = '\0';
         p = slash + 1;
-        if (!*p)
-            return -1;
+        if (!*p) {
+            ps->n = -1;
+            return;
+        }
     }
-    return n;
 }
 
-/* Whether a route's pattern matches the segments; fills `args`, also when
+/* Whether route i's pattern matches the segments; fills `args`, also when
  * it does not match (then with nothing of use). "stats" is a model name
  * only where no earlier row takes it. */
-static bool route_match(const route_t *rt, char *const *segs, int n, srv_route_args_t *args)
+static bool route_match(size_t i, const path_segs_t *ps, srv_route_args_t *args)
 {
+    const route_segs_t *rt = &route_table[i];
     /* Field by field: an initialiser would clear all of `model` for every
      * row tried, most of routing's cost. */
     srv_route_args_t *a = args;
     a->model[0] = '\0';
     a->version = -1;
     a->bad_version = a->bad_model = NULL;
-    const char *p = rt->pattern; /* walked in place, segment by segment */
-    for (int i = 0; i < n; i++) {
-        if (!*p)
-            return false;
-        const char *slash = strchr(p, '/');
-        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+    if (rt->n != ps->n)
+        return false;
+    for (int k = 0; k < ps->n; k++) {
+        const char *p = rt->s[k], *seg = ps->s[k];
+        size_t len = rt->len[k];
         if (len == 3 && memcmp(p, "{m}", 3) == 0) {
-            if (strlen(segs[i]) >= sizeof a->model)
-                a->bad_model = segs[i]; /* dispatch says why */
+            if (ps->len[k] >= sizeof a->model)
+                a->bad_model = seg; /* dispatch says why */
             else
-                strcpy(a->model, segs[i]);
+                memcpy(a->model, seg, ps->len[k] + 1);
         } else if (len == 3 && memcmp(p, "{v}", 3) == 0) {
             /* Digits only: strtoll alone would take "+1", " 1" and "-0". */
-            const char *s = segs[i];
             char *end = NULL;
             errno = 0;
-            long long v = s[0] >= '0' && s[0] <= '9' ? strtoll(s, &end, 10) : -1;
+            long long v = seg[0] >= '0' && seg[0] <= '9' ? strtoll(seg, &end, 10) : -1;
             if (v < 0 || *end || errno == ERANGE)
-                a->bad_version = s;
+                a->bad_version = seg;
             a->version = v;
-        } else if (strlen(segs[i]) != len || memcmp(p, segs[i], len) != 0) {
+        } else if (ps->len[k] != len || memcmp(p, seg, len) != 0) {
             return false;
         }
-        p += len + (slash != NULL);
     }
-    return *p == '\0';
+    return true;
 }
 
 /* Constant-time over the token's length. */
@@ -145,13 +180,14 @@ void srv_route(srv_req_t *r)
         srv_respond_error(r, 507, "out of host memory routing a %zu-byte path", strlen(r->url));
         return;
     }
-    char *segs[MAX_SEGS];
-    int n = split_path(path, segs);
+    path_segs_t segs;
+    split_path(path, &segs);
+    pthread_once(&route_table_once, route_table_init);
     const route_t *hit = NULL;
     srv_route_args_t args = {.version = -1};
     char allow[64] = "";
-    for (size_t i = 0; n >= 0 && i < N_ROUTES; i++) {
-        if (!route_match(&routes[i], segs, n, &args))
+    for (size_t i = 0; segs.n >= 0 && i < N_ROUTES; i++) {
+        if (!route_match(i, &segs, &args))
             continue;
         if (strcmp(routes[i].method, r->method) == 0) {
             hit = &routes[i];

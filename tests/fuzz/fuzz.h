@@ -28,6 +28,15 @@ extern "C" {
 /* server/codec.c: a JSON or binary-extension request body, bound to a
  * model, run and encoded (fuzz_codec.c). */
 int fuzz_codec_one(const uint8_t *data, size_t size);
+/* server/codec_fast.c against codec.c's cJSON path on one body, as
+ * srv_infer_request_parse would be called with it (fuzz_codec_one checks
+ * every input so; the codec_fast tests use it too): 0 when the fast reader
+ * refuses the body, or accepts it and the cJSON path returns the same
+ * request (id, model, version, every input's name, dtype, shape, bytes and
+ * borrowing, every output's name and binary flag); else FS_ESTATE naming
+ * the difference. *accepted (may be NULL) says whether the fast reader
+ * took the body. */
+int fuzz_codec_readers_agree(const void *body, size_t len, size_t header_len, bool *accepted);
 /* engine/onnx_load.c: the bytes as an ONNX model, eng_graph_load
  * (fuzz_onnx.c). */
 int fuzz_onnx_one(const uint8_t *data, size_t size);

@@ -18,11 +18,14 @@
  *    the encoder.
  * mlp and pair run, and the outputs are encoded as the request asked.
  *
- * Checks: refusals are FS_EPARSE / FS_EINVAL (FS_ENOMEM) with a message; a
- * parsed request's tensors hold their bytes (read whole, so a short buffer
- * shows under ASan) and have valid shapes; the response's JSON part is
- * JSON with one "outputs" entry per output sent; the cache is back to zero
- * once the model is gone. */
+ * Checks: where server/codec_fast.c's reader accepts the body, the cJSON
+ * path accepts it too and reads the same request (fuzz_codec_readers_agree:
+ * the fast reader may never take what cJSON refuses, nor read it
+ * differently); refusals are FS_EPARSE / FS_EINVAL (FS_ENOMEM) with a
+ * message; a parsed request's tensors hold their bytes (read whole, so a
+ * short buffer shows under ASan) and have valid shapes; the response's
+ * JSON part is JSON with one "outputs" entry per output sent; the cache is
+ * back to zero once the model is gone. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "server/codec.h"
+#include "server/codec_impl.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/fuzz_model.h"
 
@@ -198,6 +202,73 @@ static int request_serve(const srv_infer_request_t *r)
     return rc ? rc : zero;
 }
 
+/* Both strings NULL, or both equal. */
+static bool str_same(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* 0 when the two requests are the same, else FS_ESTATE naming the first
+ * difference. */
+static int requests_same(const srv_infer_request_t *f, const srv_infer_request_t *t)
+{
+    if (!str_same(f->id, t->id) || !str_same(f->model, t->model) || f->version != t->version ||
+        f->binary_output != t->binary_output)
+        return fs_err(FS_ESTATE, "the readers differ on id, model, version or "
+                      "binary_data_output: fast \"%.40s\" \"%.40s\" %lld %d, cJSON \"%.40s\" "
+                      "\"%.40s\" %lld %d", f->id ? f->id : "(none)", f->model ? f->model : "(none)",
+                      (long long)f->version, f->binary_output, t->id ? t->id : "(none)",
+                      t->model ? t->model : "(none)", (long long)t->version, t->binary_output);
+    if (f->n_inputs != t->n_inputs || f->n_outputs != t->n_outputs)
+        return fs_err(FS_ESTATE, "the readers differ on the count of inputs (%zu, %zu) or "
+                      "outputs (%zu, %zu)", f->n_inputs, t->n_inputs, f->n_outputs, t->n_outputs);
+    for (size_t i = 0; i < f->n_inputs; i++) {
+        const srv_infer_input_t *a = &f->inputs[i], *b = &t->inputs[i];
+        size_t bytes = eng_tensor_bytes(&a->tensor);
+        bool same = strcmp(a->name, b->name) == 0 && a->borrowed == b->borrowed &&
+                    a->tensor.dtype == b->tensor.dtype &&
+                    eng_shape_equal(&a->tensor.shape, &b->tensor.shape) &&
+                    bytes == eng_tensor_bytes(&b->tensor) &&
+                    (a->borrowed ? a->tensor.data == b->tensor.data
+                                 : memcmp(a->tensor.data, b->tensor.data, bytes) == 0);
+        if (!same)
+            return fs_err(FS_ESTATE, "the readers differ on input %zu ('%.40s' / '%.40s': name, "
+                          "dtype, shape, bytes or borrowing)", i, a->name, b->name);
+    }
+    for (size_t j = 0; j < f->n_outputs; j++)
+        if (strcmp(f->outputs[j].name, t->outputs[j].name) != 0 ||
+            f->outputs[j].binary != t->outputs[j].binary)
+            return fs_err(FS_ESTATE, "the readers differ on output %zu ('%.40s' binary %d, "
+                          "'%.40s' binary %d)", j, f->outputs[j].name, f->outputs[j].binary,
+                          t->outputs[j].name, t->outputs[j].binary);
+    return 0;
+}
+
+int fuzz_codec_readers_agree(const void *body, size_t len, size_t header_len, bool *accepted)
+{
+    size_t json_len = header_len ? header_len : len;
+    srv_infer_request_t *f = NULL, *t = NULL;
+    bool took = header_len <= len && json_len > 0 &&
+                srv_infer_request_parse_fast(body, len, json_len, &f);
+    if (accepted)
+        *accepted = took;
+    if (!took)
+        return 0;
+    fs_err_clear();
+    int rc = srv_infer_request_parse_tree(body, len, header_len, &t);
+    if (rc != 0) {
+        char msg[FS_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", fs_errmsg());
+        rc = fs_err(FS_ESTATE, "the fast reader accepted a body the cJSON path refuses (%s): %s",
+                    fs_errname(rc), msg);
+    } else {
+        rc = requests_same(f, t);
+    }
+    srv_infer_request_free(f);
+    srv_infer_request_free(t);
+    return rc;
+}
+
 int fuzz_codec_one(const uint8_t *data, size_t size)
 {
     static const int parse_codes[] = {FS_EPARSE, FS_EINVAL, FS_ENOMEM};
@@ -215,9 +286,12 @@ int fuzz_codec_one(const uint8_t *data, size_t size)
         body = data + 1;
         len = size - 1;
     }
+    int rc = fuzz_codec_readers_agree(body, len, header_len, NULL);
+    if (rc != 0)
+        return rc;
     srv_infer_request_t *r = NULL;
     fs_err_clear();
-    int rc = srv_infer_request_parse(body, len, header_len, &r);
+    rc = srv_infer_request_parse(body, len, header_len, &r);
     if (rc != 0) {
         if (r)
             return fs_err(FS_ESTATE, "srv_infer_request_parse failed and returned a request");
