@@ -40,9 +40,19 @@
  * Skv (Attention masks keys past a shorter mask where Add would
  * broadcast) and every other dim 1 or the scores' dim there, so that Add
  * broadcasts the mask exactly as Attention does. Two dims are equal when
- * both are known and equal or both name the same symbol. A model without
- * declared intermediate shapes (the TorchScript exporter writes none) is
- * left as it is.
+ * both are known and equal or both name the same symbol. Where a needed
+ * equality is left open by a dim declared unknown (the dynamo exporter
+ * declares K^T and the scores of full-size BERT, ViT and GPT-2 with
+ * unknown dims; bench/softmax_context.py shows them) and nothing declared
+ * contradicts it, the chain is still rewritten, with the node's
+ * attn_check set (graph.h): the op checks at plan time, on the real
+ * shapes, the two equalities its own checks do not imply (the mask's
+ * last dim is the keys' count, K's heads are Q's or 1) and refuses shapes
+ * where the chain would have broadcast otherwise. So the rewrite never
+ * computes another function; on such shapes (a mask of one key against
+ * several, K broadcast over the batch) it fails the request where the
+ * chain ran. A model without declared intermediate ranks (the TorchScript
+ * exporter writes none) is left as it is.
  *
  * Values: the Attention kernels compute q.k * (c * c) where the chain
  * computed (q * c).(k * c) in the model's dtype, and the softmax in one
@@ -80,6 +90,7 @@ typedef struct attn_chain {
     int kt;                    /* the value MatMul(Q, Kt) read, before scaling */
     int kt_reader;             /* the node reading kt: that MatMul or K's scaling */
     bool k_t;                  /* the node reads kt ([B, H, D, Skv]) as K */
+    bool check_at_plan;        /* unknown declared dims: the node's attn_check */
     double scale;
 } attn_chain_t;
 
@@ -297,28 +308,62 @@ static bool tail_match(const eng_graph_t *g, const bool *done, int p, attn_chain
     return true;
 }
 
-/* The shape proof of the file comment. */
-static bool shapes_proven(const eng_graph_t *g, const attn_chain_t *c)
+/* Whether two declared dims are provably different: both known and
+ * unequal (a symbol may take any value). */
+static bool dim_ne(const eng_dim_t *a, const eng_dim_t *b)
+{
+    return a->value >= 0 && b->value >= 0 && a->value != b->value;
+}
+
+/* The shape proof of the file comment: PROOF_YES when the declared shapes
+ * prove it, PROOF_AT_PLAN when they are of the right ranks and contradict
+ * nothing but leave a needed equality unknown (the node's attn_check then
+ * has the op check it), PROOF_NO otherwise. */
+typedef enum { PROOF_NO, PROOF_YES, PROOF_AT_PLAN } proof_t;
+
+/* Needs a == b: *ok cleared when they provably differ, *proven when their
+ * equality is left to the plan. */
+static void need_eq(const eng_dim_t *a, const eng_dim_t *b, bool *ok, bool *proven)
+{
+    if (dim_eq(a, b))
+        return;
+    if (dim_ne(a, b))
+        *ok = false;
+    else
+        *proven = false;
+}
+
+static proof_t shapes_proven(const eng_graph_t *g, const attn_chain_t *c)
 {
     eng_dim_t qd[ENG_MAX_RANK], kd[ENG_MAX_RANK], vd[ENG_MAX_RANK], md[ENG_MAX_RANK];
     if (value_dims(g, c->q, qd) != 4 || value_dims(g, c->kt, kd) != 4 ||
         value_dims(g, c->v, vd) != 4)
-        return false;
-    if (!dim_eq(&kd[0], &qd[0]) || !dim_eq(&vd[0], &qd[0]))
-        return false;
-    if (!(dim_eq(&kd[1], &qd[1]) && dim_eq(&vd[1], &qd[1])) && !(dim_one(&kd[1]) && dim_one(&vd[1])))
-        return false;
-    if (c->mask < 0)
-        return true;
-    int mr = value_dims(g, c->mask, md);
-    /* The scores' dims: B, H, Sq, Skv (Kt's last). */
-    const eng_dim_t *target[4] = {&qd[0], &qd[1], &qd[2], &kd[3]};
-    if (mr < 1 || mr > 4 || !dim_eq(&md[mr - 1], target[3]))
-        return false;
-    for (int d = 0; d < mr - 1; d++)
-        if (!dim_one(&md[d]) && !dim_eq(&md[d], target[4 - mr + d]))
-            return false;
-    return true;
+        return PROOF_NO;
+    bool proven = true, ok = true;
+    need_eq(&kd[0], &qd[0], &ok, &proven);
+    need_eq(&vd[0], &qd[0], &ok, &proven);
+    if (!(dim_eq(&kd[1], &qd[1]) && dim_eq(&vd[1], &qd[1])) &&
+        !(dim_one(&kd[1]) && dim_one(&vd[1]))) {
+        /* Heads: Q's, or one for K and V alike (the plan checks K's). */
+        if ((dim_ne(&kd[1], &qd[1]) && !dim_one(&kd[1])) ||
+            (dim_ne(&vd[1], &qd[1]) && !dim_one(&vd[1])))
+            return PROOF_NO;
+        proven = false;
+    }
+    if (ok && c->mask >= 0) {
+        int mr = value_dims(g, c->mask, md);
+        /* The scores' dims: B, H, Sq, Skv (Kt's last). */
+        const eng_dim_t *target[4] = {&qd[0], &qd[1], &qd[2], &kd[3]};
+        if (mr < 1 || mr > 4)
+            return PROOF_NO;
+        need_eq(&md[mr - 1], target[3], &ok, &proven);
+        for (int d = 0; d < mr - 1; d++)
+            if (!dim_one(&md[d]))
+                need_eq(&md[d], target[4 - mr + d], &ok, &proven);
+    }
+    if (!ok)
+        return PROOF_NO;
+    return proven ? PROOF_YES : PROOF_AT_PLAN;
 }
 
 /* Whether the attention through Softmax node `sm` may be rewritten; fills
@@ -349,8 +394,12 @@ static bool attn_match(const eng_graph_t *g, const bool *done, int sm, attn_chai
     } else {
         scores = scores_match(g, done, x, sm, c);
     }
-    if (!scores || !tail_match(g, done, g->nodes[sm].outputs[0], c) || !shapes_proven(g, c))
+    if (!scores || !tail_match(g, done, g->nodes[sm].outputs[0], c))
         return false;
+    proof_t proof = shapes_proven(g, c);
+    if (proof == PROOF_NO)
+        return false;
+    c->check_at_plan = proof == PROOF_AT_PLAN;
     const float scale = (float)c->scale;
     if (!isfinite(scale) || scale == 0)
         return false;
@@ -392,6 +441,7 @@ static int attn_apply(eng_graph_t *g, bool *done, const attn_chain_t *c,
     n->attrs = attr;
     n->n_attrs = 1;
     n->trans_b = c->k == c->kt;
+    n->attn_check = c->check_at_plan;
     return 0;
 }
 

@@ -143,6 +143,14 @@ typedef struct eng_node {
      * engine/fuse_attention.c on an Attention node that reads an
      * exporter's K^T. */
     bool trans_b;
+    /* Attention only, and never from a model file: set by
+     * engine/fuse_attention.c on a node fused from an exported chain whose
+     * declared shapes left dims unknown, so that the load could not prove
+     * the chain's broadcasting equal to the op's. The op then checks at
+     * plan time what the proof would have: the mask's last dim is the
+     * keys' count and K's heads are Q's or 1; shapes where the two differ
+     * are refused (FS_EINVAL, naming them), never computed otherwise. */
+    bool attn_check;
     /* MatMul and Gemm only, and never from a model file: an epilogue the
      * loader fused into the node (engine/fuse_epilogue.c). With `bias`
      * set, input 2 is a vector of N elements (shape [N] or [1, ..., 1, N])

@@ -134,6 +134,12 @@ static int attention_qkv(const eng_op_ctx_t *c, eng_attention_t *a)
     if (v->shape.dims[1] != a->kv_heads || v->shape.dims[2] != a->kv_len)
         return eng_op_err(c, FS_EINVAL, "K %s and V %s differ in heads or sequence length", ks,
                           vs);
+    /* A chain fused without a load-time proof (graph.h attn_check): its
+     * MatMul broadcast one K head over Q's, never grouped them. */
+    if (n && n->attn_check && a->kv_heads != a->q_heads && a->kv_heads != 1)
+        return eng_op_err(c, FS_EINVAL, "the attention fused from MatMul-Softmax-MatMul has Q "
+                          "%s and K %s: %lld K heads for %lld Q heads, which the MatMul would "
+                          "not broadcast", qs, ks, (long long)a->kv_heads, (long long)a->q_heads);
     memcpy(a->q_stride, (int64_t[3]){a->q_heads * a->q_len * a->head, a->q_len * a->head, a->head},
            sizeof a->q_stride);
     memcpy(a->k_stride,
@@ -210,6 +216,11 @@ static int attention_mask(const eng_op_ctx_t *c, eng_attention_t *a)
     if (r < 1 || r > 4)
         return eng_op_err(c, FS_EINVAL, "attn_mask %s must have rank 1 to 4", ms);
     a->mask_len = m->shape.dims[r - 1];
+    if (c->node && c->node->attn_check && a->mask_len != a->total_len)
+        return eng_op_err(c, FS_EINVAL, "the attention fused from MatMul-Softmax-MatMul has "
+                          "mask %s for %lld keys: the Add it replaced broadcast a mask whose "
+                          "last dim is not the keys' count differently", ms,
+                          (long long)a->total_len);
     if (a->mask_len > a->total_len)
         return eng_op_err(c, FS_EINVAL, "attn_mask %s covers %lld keys, more than the %lld of "
                           "past and present", ms, (long long)a->mask_len,

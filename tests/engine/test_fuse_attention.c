@@ -44,15 +44,22 @@ typedef struct attn_case {
     bool scores_output; /* the scores are a graph output too */
     int64_t axis;       /* Softmax's axis */
     int64_t mask_last;  /* M's declared last dim (AS, or 1 for a mismatch) */
+    int64_t mask_run;   /* M's last dim when run (0: AS) */
 } attn_case_t;
 
 static const char *const SYM_B[4] = {"b", NULL, NULL, NULL};
 
+/* When set, intermediate values are declared rank 4 with every dim
+ * unknown, and the dynamo K chain's 3-D values not at all: what the dynamo
+ * exporter writes for full-size models (bench/RESULTS.md, 2026-11-27). */
+static bool declare_unknown;
+
 /* Declares value `name` as float [b, d1, d2, d3]. */
 static void declare(mb_t *b, const char *name, int64_t d1, int64_t d2, int64_t d3)
 {
-    const int64_t dims[4] = {-1, d1, d2, d3};
-    b->infos[b->graph.n_value_info++] = mb_vi(b, name, F, 4, dims, SYM_B);
+    const int64_t dims[4] = {-1, d1, d2, d3}, unknown[4] = {-1, -1, -1, -1};
+    b->infos[b->graph.n_value_info++] =
+        mb_vi(b, name, F, 4, declare_unknown ? unknown : dims, declare_unknown ? NULL : SYM_B);
 }
 
 static void add_scalar(mb_t *b, const char *name, float v)
@@ -96,8 +103,10 @@ static void attn_build(mb_t *b, const attn_case_t *ac)
         mb_attr_ints(b, t, "perm", (const int64_t[]){0, 2, 1}, 3);
         mb_node(b, "Reshape", "r2", "K3t,s2", "Kt");
         const int64_t d3[3] = {AB * AH, AS, AD}, d3t[3] = {AB * AH, AD, AS};
-        b->infos[b->graph.n_value_info++] = mb_vi(b, "K3", F, 3, d3, NULL);
-        b->infos[b->graph.n_value_info++] = mb_vi(b, "K3t", F, 3, d3t, NULL);
+        if (!declare_unknown) {
+            b->infos[b->graph.n_value_info++] = mb_vi(b, "K3", F, 3, d3, NULL);
+            b->infos[b->graph.n_value_info++] = mb_vi(b, "K3t", F, 3, d3t, NULL);
+        }
         declare(b, "Kt", AH, AD, AS);
         kt = "Kt";
     }
@@ -218,7 +227,7 @@ static void attn_run_low(const attn_case_t *ac, bool fuse, bool masked_row, eng_
     eng_graph_t *g = attn_load_low(&b, fuse, low, &done);
     eng_shape_t qs = {.rank = 4, .dims = {AB, AH, AS, AD}};
     eng_shape_t ks = ac->k == K_GIVEN ? (eng_shape_t){.rank = 4, .dims = {AB, AH, AD, AS}} : qs;
-    eng_shape_t ms = {.rank = 4, .dims = {AB, 1, 1, AS}};
+    eng_shape_t ms = {.rank = 4, .dims = {AB, 1, 1, ac->mask_run ? ac->mask_run : AS}};
     eng_tensor_t *t[4] = {NULL};
     const eng_shape_t *shapes[4] = {&qs, &ks, &qs, &ms};
     size_t n_in = ac->mask ? 4 : 3;
@@ -230,7 +239,7 @@ static void attn_run_low(const attn_case_t *ac, bool fuse, bool masked_row, eng_
             d[i] = input_at((int)k, i);
         ins[k] = *t[k];
     }
-    if (ac->mask) {
+    if (ac->mask && !ac->mask_run) {
         float *m = t[3]->data;
         m[AS - 1] = -3.4028235e38f;
         for (int64_t j = 0; masked_row && j < AS; j++)
@@ -282,6 +291,67 @@ Test(fuse_attention, exporters_forms_become_one_attention_node_with_the_chains_v
                 cr_expect_eq(k_t, k == K_GIVEN, "k %d: trans_b %d", k, k_t);
                 attn_expect_same(&ac, false);
             }
+}
+
+Test(fuse_attention, unknown_declared_dims_fuse_with_the_op_checking_at_plan_time)
+{
+    /* The full-size dynamo form: Q, K, V and the mask declared, K^T, the
+     * scores and the K chain's values not (rank 4, dims unknown). */
+    declare_unknown = true;
+    attn_case_t ac = {.k = K_DYNAMO, .scale = SCALE_SQRT, .mask = true, .guard = true,
+                      .axis = -1, .mask_last = AS};
+    mb_t b;
+    attn_build(&b, &ac);
+    bool *done;
+    eng_graph_t *g = attn_load(&b, true, &done);
+    int attn = -1, live = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        live += !done[i];
+        if (!done[i] && strcmp(g->nodes[i].op_type, "Attention") == 0)
+            attn = (int)i;
+    }
+    cr_assert_geq(attn, 0, "the chain fused");
+    cr_expect(g->nodes[attn].attn_check, "left to the plan's check");
+    cr_expect(g->nodes[attn].trans_b, "K^T read as it is: its chain is not proven a transpose");
+    cr_expect_eq(live, 4, "the Attention node and the K chain's three");
+    free(done);
+    eng_graph_destroy(g);
+    mb_free(&b);
+    attn_expect_same(&ac, false);
+    attn_expect_same(&ac, true);
+
+    /* A declared mask whose keys dim is unknown, run with one key: the Add
+     * broadcast it over the keys, the op would mask keys past it; refused. */
+    ac.mask_last = -1;
+    ac.mask_run = 1;
+    attn_build(&b, &ac);
+    g = attn_load(&b, true, &done);
+    cr_expect_eq(attention_count(g, done, NULL), 1);
+    eng_shape_t qs = {.rank = 4, .dims = {AB, AH, AS, AD}}, ms = {.rank = 4, .dims = {AB, 1, 1, 1}};
+    eng_tensor_t *t[4] = {NULL};
+    eng_tensor_t ins[4];
+    for (int k = 0; k < 4; k++) {
+        cr_assert_eq(eng_tensor_alloc_host(ENG_DT_FLOAT, k == 3 ? &ms : &qs, &t[k]), 0);
+        memset(t[k]->data, 0, eng_tensor_bytes(t[k]));
+        ins[k] = *t[k];
+    }
+    model_fixture_t f;
+    model_fixture_cache(&f);
+    eng_plan_env_t env = {.graph = g, .node_done = done,
+                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f.cache,
+                          .n_threads = 1, .host_cache = f.cache,
+                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
+    eng_plan_t *p = NULL;
+    cr_expect_eq(eng_plan_build(&env, ins, 4, &p), FS_EINVAL, "refused at plan time");
+    cr_expect(strstr(fs_errmsg(), "fused from MatMul-Softmax-MatMul"), "%s", fs_errmsg());
+    eng_plan_destroy(p);
+    for (int k = 0; k < 4; k++)
+        eng_tensor_free(t[k]);
+    model_fixture_close(&f);
+    free(done);
+    eng_graph_destroy(g);
+    mb_free(&b);
+    declare_unknown = false;
 }
 
 Test(fuse_attention, fully_masked_rows_are_zero_as_the_guarded_chain_gives)
