@@ -407,19 +407,6 @@ static int binary_other(const eng_graph_t *g, const bool *done, int i, const cha
     return n->inputs[0] == v ? n->inputs[1] : n->inputs[1] == v ? n->inputs[0] : -2;
 }
 
-/* The node reading v, when v is an intermediate the GELU chain may absorb:
- * a node output, no graph output, read by exactly one node; else -1. */
-static int sole_reader(const eng_graph_t *g, int v)
-{
-    if (v < 0 || g->values[v].kind != ENG_VALUE_NODE || g->values[v].is_output ||
-        g->values[v].n_consumers != 1)
-        return -1;
-    for (size_t i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] == v)
-                return (int)i;
-    return -1;
-}
 
 /* One GELU chain: its nodes (any order), its input x and output y, and
  * whether it is the tanh form. */
@@ -436,12 +423,12 @@ typedef struct gelu_chain {
  * its nodes to c and sets c->y. */
 static bool gelu_tail(const eng_graph_t *g, const bool *done, int t, int x, gelu_chain_t *c)
 {
-    const int add = sole_reader(g, g->nodes[t].outputs[0]);
+    const int add = eng_graph_sole_reader(g, g->nodes[t].outputs[0]);
     const int one = binary_other(g, done, add, "Add", g->nodes[t].outputs[0]);
     if (one < 0 || !is_scalar_const(g, one, 1.0f, x))
         return false;
     const int av = g->nodes[add].outputs[0];
-    const int mul = sole_reader(g, av);
+    const int mul = eng_graph_sole_reader(g, av);
     const int other = binary_other(g, done, mul, "Mul", av);
     if (other < 0)
         return false;
@@ -450,7 +437,7 @@ static bool gelu_tail(const eng_graph_t *g, const bool *done, int t, int x, gelu
     c->nodes[c->n_nodes++] = mul;
     if (other == x) {
         /* (x * (1 + t)) * 0.5: PyTorch's order */
-        const int last = sole_reader(g, mv);
+        const int last = eng_graph_sole_reader(g, mv);
         const int half = binary_other(g, done, last, "Mul", mv);
         if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
             return false;
@@ -460,7 +447,7 @@ static bool gelu_tail(const eng_graph_t *g, const bool *done, int t, int x, gelu
     }
     /* (x * 0.5) * (1 + t) */
     const int halving = g->values[other].producer;
-    if (sole_reader(g, other) != mul || halving < 0)
+    if (eng_graph_sole_reader(g, other) != mul || halving < 0)
         return false;
     const int half = binary_other(g, done, halving, "Mul", x);
     if (half < 0 || !is_scalar_const(g, half, 0.5f, x))
@@ -501,11 +488,11 @@ static bool gelu_tanh_match(const eng_graph_t *g, const bool *done, int th, gelu
         return false;
     const eng_node_t *t = &g->nodes[th];
     if (t->n_inputs != 1 || t->n_outputs != 1 || t->inputs[0] < 0 ||
-        sole_reader(g, t->inputs[0]) != th)
+        eng_graph_sole_reader(g, t->inputs[0]) != th)
         return false;
     int inner = -1, cube_scaled = -1, cube = -1, x = -1;
     const int scale = scaled_by(g, done, g->values[t->inputs[0]].producer, GELU_SQRT_2_PI, &inner);
-    if (scale < 0 || sole_reader(g, inner) != scale || g->values[inner].producer < 0)
+    if (scale < 0 || eng_graph_sole_reader(g, inner) != scale || g->values[inner].producer < 0)
         return false;
     /* x + 0.044715 * x^3, either order */
     const int add = g->values[inner].producer;
@@ -514,10 +501,10 @@ static bool gelu_tanh_match(const eng_graph_t *g, const bool *done, int th, gelu
     int cm = -1;
     for (int k = 0; k < 2 && cm < 0; k++) {
         int a = g->nodes[add].inputs[k], b = g->nodes[add].inputs[1 - k];
-        if (a < 0 || b < 0 || sole_reader(g, b) != add || g->values[b].producer < 0)
+        if (a < 0 || b < 0 || eng_graph_sole_reader(g, b) != add || g->values[b].producer < 0)
             continue;
         int m = scaled_by(g, done, g->values[b].producer, GELU_CUBIC, &cube_scaled);
-        if (m >= 0 && sole_reader(g, cube_scaled) == m && g->values[cube_scaled].producer >= 0) {
+        if (m >= 0 && eng_graph_sole_reader(g, cube_scaled) == m && g->values[cube_scaled].producer >= 0) {
             cm = m;
             x = a;
         }
@@ -544,7 +531,7 @@ static bool gelu_match(const eng_graph_t *g, const bool *done, int erf, gelu_cha
         return false;
     /* x / sqrt 2, or x * (1 / sqrt 2) */
     const int t = e->inputs[0];
-    if (sole_reader(g, t) != erf || g->values[t].producer < 0)
+    if (eng_graph_sole_reader(g, t) != erf || g->values[t].producer < 0)
         return false;
     const int scale = g->values[t].producer;
     const eng_node_t *sn = &g->nodes[scale];

@@ -102,19 +102,6 @@ static bool live_op(const eng_graph_t *g, const bool *done, int i, const char *o
     return !done[i] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0' && n->n_outputs == 1;
 }
 
-/* The node reading v when v is a node output, no graph output, read by
- * exactly one node input; else -1. */
-static int only_reader(const eng_graph_t *g, int v)
-{
-    if (v < 0 || g->values[v].kind != ENG_VALUE_NODE || g->values[v].is_output ||
-        g->values[v].n_consumers != 1)
-        return -1;
-    for (size_t i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] == v)
-                return (int)i;
-    return -1;
-}
 
 static int producer(const eng_graph_t *g, int v)
 {
@@ -176,7 +163,7 @@ static bool scalar_const(const eng_graph_t *g, int c, double *f)
 static int unscale(const eng_graph_t *g, const bool *done, int v, int reader, attn_chain_t *c)
 {
     int p = producer(g, v);
-    if (only_reader(g, v) != reader || c->n_nodes >= ATTN_CHAIN_MAX)
+    if (eng_graph_sole_reader(g, v) != reader || c->n_nodes >= ATTN_CHAIN_MAX)
         return v;
     const eng_node_t *n = p >= 0 ? &g->nodes[p] : NULL;
     double f;
@@ -210,7 +197,7 @@ static int untranspose(const eng_graph_t *g, const bool *done, int kt, int reade
                        attn_chain_t *c)
 {
     int t = producer(g, kt);
-    if (only_reader(g, kt) != reader || c->n_nodes + 3 > ATTN_CHAIN_MAX)
+    if (eng_graph_sole_reader(g, kt) != reader || c->n_nodes + 3 > ATTN_CHAIN_MAX)
         return -1;
     const eng_node_t *tn = t >= 0 ? &g->nodes[t] : NULL;
     if (live_op(g, done, t, "Transpose") && tn->n_inputs == 1 && tn->inputs[0] >= 0 &&
@@ -223,11 +210,11 @@ static int untranspose(const eng_graph_t *g, const bool *done, int kt, int reade
     if (!live_op(g, done, r2, "Reshape") || g->nodes[r2].n_inputs < 1)
         return -1;
     const int tv = g->nodes[r2].inputs[0], tr = producer(g, tv);
-    if (only_reader(g, tv) != r2 || !live_op(g, done, tr, "Transpose") ||
+    if (eng_graph_sole_reader(g, tv) != r2 || !live_op(g, done, tr, "Transpose") ||
         g->nodes[tr].n_inputs != 1 || !perm_is(&g->nodes[tr], (const int64_t[]){0, 2, 1}, 3))
         return -1;
     const int r1v = g->nodes[tr].inputs[0], r1 = producer(g, r1v);
-    if (only_reader(g, r1v) != tr || !live_op(g, done, r1, "Reshape") ||
+    if (eng_graph_sole_reader(g, r1v) != tr || !live_op(g, done, r1, "Reshape") ||
         g->nodes[r1].n_inputs < 1 || g->nodes[r1].inputs[0] < 0)
         return -1;
     const int k = g->nodes[r1].inputs[0];
@@ -251,7 +238,7 @@ static bool scores_match(const eng_graph_t *g, const bool *done, int v, int read
     int s = unscale(g, done, v, reader, c);
     int mm = producer(g, s);
     if (!live_op(g, done, mm, "MatMul") || g->nodes[mm].trans_b ||
-        g->nodes[mm].n_inputs != 2 || only_reader(g, s) != (s == v ? reader : c->nodes[c->n_nodes - 1]))
+        g->nodes[mm].n_inputs != 2 || eng_graph_sole_reader(g, s) != (s == v ? reader : c->nodes[c->n_nodes - 1]))
         return false;
     const int *in = g->nodes[mm].inputs;
     if (in[0] < 0 || in[1] < 0 || in[0] == in[1])
@@ -274,7 +261,7 @@ static bool tail_match(const eng_graph_t *g, const bool *done, int p, attn_chain
     if (pv->is_output || pv->kind != ENG_VALUE_NODE)
         return false;
     if (pv->n_consumers == 1) {
-        mm = only_reader(g, p);
+        mm = eng_graph_sole_reader(g, p);
     } else if (pv->n_consumers == 2) {
         for (size_t i = 0; i < g->n_nodes; i++)
             for (int k = 0; k < g->nodes[i].n_inputs; k++)
@@ -292,10 +279,10 @@ static bool tail_match(const eng_graph_t *g, const bool *done, int p, attn_chain
         double zero;
         int nan_v = g->nodes[isnan_n].outputs[0];
         if (w->n_inputs != 3 || w->inputs[0] != nan_v || w->inputs[2] != p ||
-            only_reader(g, nan_v) != where_n || !scalar_const(g, w->inputs[1], &zero) || zero != 0)
+            eng_graph_sole_reader(g, nan_v) != where_n || !scalar_const(g, w->inputs[1], &zero) || zero != 0)
             return false;
         pin = w->outputs[0];
-        mm = only_reader(g, pin);
+        mm = eng_graph_sole_reader(g, pin);
         c->nodes[c->n_nodes++] = isnan_n;
         c->nodes[c->n_nodes++] = where_n;
     }
@@ -377,7 +364,7 @@ static bool attn_match(const eng_graph_t *g, const bool *done, int sm, attn_chai
         return false;
     *c = (attn_chain_t){.nodes = {sm}, .n_nodes = 1, .mask = -1, .scale = 1.0};
     const int x = g->nodes[sm].inputs[0], add = producer(g, x);
-    if (x < 0 || only_reader(g, x) != sm)
+    if (x < 0 || eng_graph_sole_reader(g, x) != sm)
         return false;
     bool scores = false;
     if (live_op(g, done, add, "Add") && g->nodes[add].n_inputs == 2) {

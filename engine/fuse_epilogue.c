@@ -49,19 +49,6 @@ static bool live_op(const eng_graph_t *g, const bool *done, int i, const char *o
     return !done[i] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
 }
 
-/* The one node that reads v, when v is a node output, no graph output,
- * read by exactly one node input; else -1. */
-static int only_reader(const eng_graph_t *g, int v)
-{
-    if (v < 0 || g->values[v].kind != ENG_VALUE_NODE || g->values[v].is_output ||
-        g->values[v].n_consumers != 1)
-        return -1;
-    for (size_t i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] == v)
-                return (int)i;
-    return -1;
-}
 
 /* Whether dt is a dtype a fused GEMM epilogue computes in. */
 static bool epilogue_dtype(eng_dtype_t dt)
@@ -159,7 +146,7 @@ static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogu
                             .out = n->outputs[0]};
     int rank = 0;
     int64_t cols = gemm_n(g, i, &rank);
-    int next = only_reader(g, m->out);
+    int next = eng_graph_sole_reader(g, m->out);
     if (!has_c && cols >= 0 && next >= 0 && live_op(g, done, next, "Add")) {
         const eng_node_t *add = &g->nodes[next];
         /* The operands' dtype where the load knows it (a Gemm's B may be
@@ -176,7 +163,7 @@ static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogu
                 m->out = add->outputs[0];
             }
     }
-    int a = m->add >= 0 ? only_reader(g, m->out) : next;
+    int a = m->add >= 0 ? eng_graph_sole_reader(g, m->out) : next;
     if ((m->act = act_of(g, done, a)) != ENG_ACT_NONE) {
         m->act_node = a;
         m->out = g->nodes[a].outputs[0];

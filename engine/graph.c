@@ -100,3 +100,15 @@ void eng_weights_free(const eng_weight_alloc_t *wa, void *ptr)
     else
         free(ptr);
 }
+
+int eng_graph_sole_reader(const eng_graph_t *g, int v)
+{
+    if (v < 0 || g->values[v].kind != ENG_VALUE_NODE || g->values[v].is_output ||
+        g->values[v].n_consumers != 1)
+        return -1;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] == v)
+                return (int)i;
+    return -1;
+}

@@ -232,6 +232,10 @@ void eng_graph_number(eng_graph_t *g);
 /* Frees the graph, its subgraphs and, through `wa` given at load, all
  * their constant data. Only for the model graph (a subgraph goes with it). */
 void eng_graph_destroy(eng_graph_t *g);
+/* The one node reading value v, when v is an intermediate a load-time
+ * rewrite may absorb: a node output, no graph output, read by exactly one
+ * node input; else -1. For the fusion passes (engine/fuse*.c). */
+int eng_graph_sole_reader(const eng_graph_t *g, int v);
 
 /* Parses one serialized TensorProto (the conformance data's input_N.pb /
  * output_N.pb) into a host tensor the caller frees with eng_tensor_free;
