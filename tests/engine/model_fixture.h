@@ -56,20 +56,29 @@ static inline void model_fixture_close(model_fixture_t *f)
 }
 
 /* Plans graph g (its load-time passes run, `done` their result) for
- * `ins` on the CPU over a fresh cache in f, and runs it: the outputs in
- * out[] (caller frees each, then closes f with model_fixture_close). For
- * tests of a pass that rewrites a graph outside eng_model_load. */
-static inline void model_fixture_plan_run(model_fixture_t *f, const eng_graph_t *g,
-                                          const bool *done, const eng_tensor_t *ins, size_t n_in,
-                                          eng_tensor_t **out)
+ * `ins` on the CPU over a fresh cache in f: eng_plan_build's result, the
+ * plan in *p (destroy it, then close f with model_fixture_close). */
+static inline int model_fixture_plan(model_fixture_t *f, const eng_graph_t *g, const bool *done,
+                                     const eng_tensor_t *ins, size_t n_in, eng_plan_t **p)
 {
     model_fixture_cache(f);
     eng_plan_env_t env = {.graph = g, .node_done = done,
                           .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f->cache,
                           .n_threads = 1, .host_cache = f->cache,
                           .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
+    *p = NULL;
+    return eng_plan_build(&env, ins, n_in, p);
+}
+
+/* model_fixture_plan, asserted, and the plan run: the outputs in out[]
+ * (caller frees each, then closes f with model_fixture_close). For tests
+ * of a pass that rewrites a graph outside eng_model_load. */
+static inline void model_fixture_plan_run(model_fixture_t *f, const eng_graph_t *g,
+                                          const bool *done, const eng_tensor_t *ins, size_t n_in,
+                                          eng_tensor_t **out)
+{
     eng_plan_t *p = NULL;
-    cr_assert_eq(eng_plan_build(&env, ins, n_in, &p), 0, "plan: %s", fs_errmsg());
+    cr_assert_eq(model_fixture_plan(f, g, done, ins, n_in, &p), 0, "plan: %s", fs_errmsg());
     cr_assert_eq(eng_plan_run(p, NULL, ins, n_in, out), 0, "run: %s", fs_errmsg());
     eng_plan_destroy(p);
 }

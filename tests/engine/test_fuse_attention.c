@@ -336,13 +336,8 @@ Test(fuse_attention, unknown_declared_dims_fuse_with_the_op_checking_at_plan_tim
         ins[k] = *t[k];
     }
     model_fixture_t f;
-    model_fixture_cache(&f);
-    eng_plan_env_t env = {.graph = g, .node_done = done,
-                          .backend = eng_backend_get(ENG_DEVICE_CPU), .cache = f.cache,
-                          .n_threads = 1, .host_cache = f.cache,
-                          .max_loop_iterations = ENG_LOOP_ITERATIONS_DEFAULT};
     eng_plan_t *p = NULL;
-    cr_expect_eq(eng_plan_build(&env, ins, 4, &p), FS_EINVAL, "refused at plan time");
+    cr_expect_eq(model_fixture_plan(&f, g, done, ins, 4, &p), FS_EINVAL, "refused at plan time");
     cr_expect(strstr(fs_errmsg(), "fused from MatMul-Softmax-MatMul"), "%s", fs_errmsg());
     eng_plan_destroy(p);
     for (int k = 0; k < 4; k++)
