@@ -373,6 +373,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_fuse_conv_bn(m->graph, &wa, m->node_done);
     if (rc == 0)
         rc = eng_fuse_gelu(m->graph, m->node_done);
+    if (rc == 0)
+        rc = eng_fuse_rms_norm(m->graph, m->node_done);
     if (rc == 0 && m->be && m->be->fused_attention)
         rc = eng_fuse_attention(m->graph, m->node_done);
     if (rc == 0)

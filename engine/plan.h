@@ -147,6 +147,14 @@ int eng_fuse_conv_bn(eng_graph_t *g, const eng_weight_alloc_t *wa, bool *done);
  * `done[i]` is set for the chain's other nodes. Runs after
  * eng_fold_constants on the same `done`. Cannot fail (returns 0). */
 int eng_fuse_gelu(eng_graph_t *g, bool *done);
+/* Rewrites each exported RMSNorm chain, Pow(x, 2) -> ReduceMean(last
+ * axis) -> Add(eps) -> Sqrt -> Reciprocal or Div(1, .) -> Mul(x, .) ->
+ * Mul(w, .), into one RMSNormalization node on the last Mul
+ * (engine/fuse_norm.c says exactly when); `done[i]` is set for the
+ * chain's other nodes. Runs after eng_fold_constants on the same `done`.
+ * 0, or FS_ENOMEM; on error the chains already rewritten stay and the
+ * graph stays consistent (freed with it). */
+int eng_fuse_rms_norm(eng_graph_t *g, bool *done);
 
 /* Rewrites each exported attention, MatMul(Q, K^T) -> [scale] -> [Add
  * mask] -> Softmax(last axis) -> [Where(IsNaN(P), 0, P)] -> MatMul(P, V),
