@@ -110,8 +110,9 @@ int srv_infer_response_encode(const eng_model_t *m, const char *model_name, int6
 /* The same response in two parts, so that the binary bytes go out from
  * the output tensors themselves: the JSON alone into *out (no binary bytes
  * appended; 0 or as above), and the model output indices whose bytes
- * follow it, in order, into idx (room for max(n, r->n_outputs)); returns
- * how many. Call srv_infer_response_binary after a successful encode. */
+ * follow it, in order, into idx (room for max(n, r->n_outputs); NULL only
+ * counts them); returns how many. Call srv_infer_response_binary after a
+ * successful encode. */
 int srv_infer_response_encode_json(const eng_model_t *m, const char *model_name, int64_t version,
                                    const srv_infer_request_t *r, eng_tensor_t *const *outputs,
                                    size_t n, srv_buf_t *out);

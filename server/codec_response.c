@@ -256,8 +256,11 @@ size_t srv_infer_response_binary(const eng_model_t *m, const srv_infer_request_t
     for (size_t p = 0; p < count; p++) {
         size_t k = 0;
         bool binary = false;
-        if (response_pick(m, r, p, &k, &binary) == 0 && binary)
-            idx[found++] = k;
+        if (response_pick(m, r, p, &k, &binary) == 0 && binary) {
+            if (idx)
+                idx[found] = k;
+            found++;
+        }
     }
     return found;
 }

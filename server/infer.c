@@ -281,21 +281,25 @@ static void response_parts_free(void *cls)
     free(p);
 }
 
-/* Answers with the JSON in `json` (taken) followed by the bytes of the
- * outputs idx[0..nb) of e, which the response takes from e. */
-static void respond_binary(srv_req_t *r, eng_request_t *e, srv_buf_t *json, const size_t *idx,
-                           size_t nb)
+/* Answers with the JSON in `json` (taken) followed by the bytes of the nb
+ * binary outputs r asked for (srv_infer_response_binary), which the
+ * response takes from e. */
+static void respond_binary(srv_req_t *r, eng_request_t *e, const eng_model_t *m,
+                           srv_buf_t *json, size_t nb)
 {
     struct MHD_IoVec *iov = malloc((nb + 1) * sizeof *iov);
+    size_t *idx = malloc(nb * sizeof *idx);
     response_parts_t *p = calloc(1, sizeof *p);
-    if (!iov || !p) {
+    if (!iov || !idx || !p) {
         free(iov);
+        free(idx);
         free(p);
         srv_buf_free(json);
         eng_request_free_outputs(e);
         srv_respond_error(r, 507, "out of host memory answering");
         return;
     }
+    srv_infer_response_binary(m, r->infer.request, e->n_outputs, idx);
     p->json = *json;
     p->outputs = e->outputs;
     p->n_outputs = e->n_outputs;
@@ -309,6 +313,7 @@ static void respond_binary(srv_req_t *r, eng_request_t *e, srv_buf_t *json, cons
     snprintf(hdr, sizeof hdr, "%zu", p->json.len);
     srv_respond_parts(r, "application/octet-stream", iov, (unsigned)(nb + 1), response_parts_free,
                       p, "Inference-Header-Content-Length", hdr);
+    free(idx);
     free(iov);
 }
 
@@ -328,26 +333,18 @@ static void infer_finish(srv_req_t *r)
     int rc = srv_infer_response_encode_json(m, eng_served_name(job->served),
                                             eng_served_version(job->served), job->request,
                                             e->outputs, e->n_outputs, &out);
-    size_t nb = 0, n_idx = job->request->n_outputs > e->n_outputs ? job->request->n_outputs
-                                                                  : e->n_outputs;
-    size_t *idx = rc == 0 ? malloc((n_idx ? n_idx : 1) * sizeof *idx) : NULL;
-    if (rc == 0 && !idx)
-        rc = fs_err(FS_ENOMEM, "out of host memory answering");
-    if (rc == 0)
-        nb = srv_infer_response_binary(m, job->request, e->n_outputs, idx);
-    if (rc != 0 || nb == 0) {
-        eng_request_free_outputs(e);
-        free(idx);
-        if (rc != 0) {
-            srv_buf_free(&out);
-            srv_respond_fs_error(r, rc);
-        } else {
-            srv_respond(r, 200, "application/json", out.data, out.len, true);
-        }
+    size_t nb = rc == 0 ? srv_infer_response_binary(m, job->request, e->n_outputs, NULL) : 0;
+    if (nb > 0) {
+        respond_binary(r, e, m, &out, nb);
         return;
     }
-    respond_binary(r, e, &out, idx, nb);
-    free(idx);
+    eng_request_free_outputs(e);
+    if (rc != 0) {
+        srv_buf_free(&out);
+        srv_respond_fs_error(r, rc);
+        return;
+    }
+    srv_respond(r, 200, "application/json", out.data, out.len, true);
 }
 
 void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)

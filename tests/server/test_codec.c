@@ -765,6 +765,7 @@ Test(srv_codec, the_two_part_response_is_the_json_and_the_binary_outputs_in_orde
     cr_expect_eq(memcmp(json.data, whole.data, json_len), 0);
     size_t idx[3] = {99, 99, 99};
     cr_assert_eq(srv_infer_response_binary(f.model, r, 2, idx), 2);
+    cr_expect_eq(srv_infer_response_binary(f.model, r, 2, NULL), 2, "counted, idx NULL");
     cr_expect_eq(idx[0], 0, "model order: sum");
     cr_expect_eq(idx[1], 1, "then ids");
     /* The parts laid end to end are the one-buffer response. */
