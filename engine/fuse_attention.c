@@ -94,15 +94,6 @@ typedef struct attn_chain {
     double scale;
 } attn_chain_t;
 
-static bool live_op(const eng_graph_t *g, const bool *done, int i, const char *op)
-{
-    if (i < 0)
-        return false;
-    const eng_node_t *n = &g->nodes[i];
-    return !done[i] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0' && n->n_outputs == 1;
-}
-
-
 static int producer(const eng_graph_t *g, int v)
 {
     return v >= 0 && g->values[v].kind == ENG_VALUE_NODE ? g->values[v].producer : -1;
@@ -167,13 +158,13 @@ static int unscale(const eng_graph_t *g, const bool *done, int v, int reader, at
         return v;
     const eng_node_t *n = p >= 0 ? &g->nodes[p] : NULL;
     double f;
-    if (live_op(g, done, p, "Div") && n->n_inputs == 2 && n->inputs[0] >= 0 &&
+    if (eng_graph_live_op(g, done, p, "Div") && n->n_inputs == 2 && n->inputs[0] >= 0 &&
         scalar_const(g, n->inputs[1], &f) && f != 0) {
         c->nodes[c->n_nodes++] = p;
         c->scale /= f;
         return n->inputs[0];
     }
-    for (int k = 0; k < 2 && live_op(g, done, p, "Mul") && n->n_inputs == 2; k++)
+    for (int k = 0; k < 2 && eng_graph_live_op(g, done, p, "Mul") && n->n_inputs == 2; k++)
         if (n->inputs[k] >= 0 && scalar_const(g, n->inputs[1 - k], &f)) {
             c->nodes[c->n_nodes++] = p;
             c->scale *= f;
@@ -200,21 +191,21 @@ static int untranspose(const eng_graph_t *g, const bool *done, int kt, int reade
     if (eng_graph_sole_reader(g, kt) != reader || c->n_nodes + 3 > ATTN_CHAIN_MAX)
         return -1;
     const eng_node_t *tn = t >= 0 ? &g->nodes[t] : NULL;
-    if (live_op(g, done, t, "Transpose") && tn->n_inputs == 1 && tn->inputs[0] >= 0 &&
+    if (eng_graph_live_op(g, done, t, "Transpose") && tn->n_inputs == 1 && tn->inputs[0] >= 0 &&
         perm_is(tn, (const int64_t[]){0, 1, 3, 2}, 4)) {
         c->nodes[c->n_nodes++] = t;
         return tn->inputs[0];
     }
     /* Reshape(Transpose(Reshape(K, [B*H, S, D]), (0, 2, 1)), [B, H, D, S]) */
     const int r2 = t;
-    if (!live_op(g, done, r2, "Reshape") || g->nodes[r2].n_inputs < 1)
+    if (!eng_graph_live_op(g, done, r2, "Reshape") || g->nodes[r2].n_inputs < 1)
         return -1;
     const int tv = g->nodes[r2].inputs[0], tr = producer(g, tv);
-    if (eng_graph_sole_reader(g, tv) != r2 || !live_op(g, done, tr, "Transpose") ||
+    if (eng_graph_sole_reader(g, tv) != r2 || !eng_graph_live_op(g, done, tr, "Transpose") ||
         g->nodes[tr].n_inputs != 1 || !perm_is(&g->nodes[tr], (const int64_t[]){0, 2, 1}, 3))
         return -1;
     const int r1v = g->nodes[tr].inputs[0], r1 = producer(g, r1v);
-    if (eng_graph_sole_reader(g, r1v) != tr || !live_op(g, done, r1, "Reshape") ||
+    if (eng_graph_sole_reader(g, r1v) != tr || !eng_graph_live_op(g, done, r1, "Reshape") ||
         g->nodes[r1].n_inputs < 1 || g->nodes[r1].inputs[0] < 0)
         return -1;
     const int k = g->nodes[r1].inputs[0];
@@ -237,7 +228,7 @@ static bool scores_match(const eng_graph_t *g, const bool *done, int v, int read
 {
     int s = unscale(g, done, v, reader, c);
     int mm = producer(g, s);
-    if (!live_op(g, done, mm, "MatMul") || g->nodes[mm].trans_b ||
+    if (!eng_graph_live_op(g, done, mm, "MatMul") || g->nodes[mm].trans_b ||
         g->nodes[mm].n_inputs != 2 || eng_graph_sole_reader(g, s) != (s == v ? reader : c->nodes[c->n_nodes - 1]))
         return false;
     const int *in = g->nodes[mm].inputs;
@@ -266,9 +257,9 @@ static bool tail_match(const eng_graph_t *g, const bool *done, int p, attn_chain
         for (size_t i = 0; i < g->n_nodes; i++)
             for (int k = 0; k < g->nodes[i].n_inputs; k++)
                 if (g->nodes[i].inputs[k] == p) {
-                    if (live_op(g, done, (int)i, "IsNaN") && isnan_n < 0)
+                    if (eng_graph_live_op(g, done, (int)i, "IsNaN") && isnan_n < 0)
                         isnan_n = (int)i;
-                    else if (live_op(g, done, (int)i, "Where") && where_n < 0)
+                    else if (eng_graph_live_op(g, done, (int)i, "Where") && where_n < 0)
                         where_n = (int)i;
                     else
                         return false;
@@ -286,7 +277,7 @@ static bool tail_match(const eng_graph_t *g, const bool *done, int p, attn_chain
         c->nodes[c->n_nodes++] = isnan_n;
         c->nodes[c->n_nodes++] = where_n;
     }
-    if (!live_op(g, done, mm, "MatMul") || g->nodes[mm].trans_b || g->nodes[mm].n_inputs != 2 ||
+    if (!eng_graph_live_op(g, done, mm, "MatMul") || g->nodes[mm].trans_b || g->nodes[mm].n_inputs != 2 ||
         g->nodes[mm].inputs[0] != pin || g->nodes[mm].inputs[1] < 0 ||
         g->nodes[mm].inputs[1] == pin)
         return false;
@@ -357,7 +348,7 @@ static proof_t shapes_proven(const eng_graph_t *g, const attn_chain_t *c)
  * *c when so. Cannot fail. */
 static bool attn_match(const eng_graph_t *g, const bool *done, int sm, attn_chain_t *c)
 {
-    if (!live_op(g, done, sm, "Softmax") || g->nodes[sm].n_inputs != 1)
+    if (!eng_graph_live_op(g, done, sm, "Softmax") || g->nodes[sm].n_inputs != 1)
         return false;
     int64_t axis = eng_attr_i(&g->nodes[sm], "axis", g->opset < 13 ? 1 : -1);
     if (axis != -1 && axis != 3)
@@ -367,7 +358,7 @@ static bool attn_match(const eng_graph_t *g, const bool *done, int sm, attn_chai
     if (x < 0 || eng_graph_sole_reader(g, x) != sm)
         return false;
     bool scores = false;
-    if (live_op(g, done, add, "Add") && g->nodes[add].n_inputs == 2) {
+    if (eng_graph_live_op(g, done, add, "Add") && g->nodes[add].n_inputs == 2) {
         c->nodes[c->n_nodes++] = add;
         for (int k = 0; k < 2 && !scores; k++) {
             const int a = g->nodes[add].inputs[k], m = g->nodes[add].inputs[1 - k];
@@ -444,7 +435,7 @@ int eng_fuse_attention(eng_graph_t *g, bool *done)
             rc = attn_apply(g, done, &c, attention);
             fused += rc == 0;
         } else {
-            left += live_op(g, done, (int)i, "Softmax");
+            left += eng_graph_live_op(g, done, (int)i, "Softmax");
         }
     }
     if (fused || left)

@@ -55,14 +55,6 @@ typedef struct norm_chain {
     float eps;
 } norm_chain_t;
 
-static bool live_op(const eng_graph_t *g, const bool *done, int i, const char *op)
-{
-    if (i < 0)
-        return false;
-    const eng_node_t *n = &g->nodes[i];
-    return !done[i] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0' && n->n_outputs == 1;
-}
-
 /* Whether c is a constant of dtype dt holding one element (rank <= 1);
  * its value as float into *f. */
 static bool scalar_of(const eng_graph_t *g, int c, eng_dtype_t dt, float *f)
@@ -93,7 +85,7 @@ static eng_dtype_t value_dtype(const eng_graph_t *g, int v)
 static int next_op(const eng_graph_t *g, const bool *done, int v, const char *op)
 {
     int r = eng_graph_sole_reader(g, v);
-    return live_op(g, done, r, op) ? r : -1;
+    return eng_graph_live_op(g, done, r, op) ? r : -1;
 }
 
 /* Whether ReduceMean node r averages the last axis alone, keeping it. */
@@ -128,7 +120,7 @@ static int other_operand(const eng_graph_t *g, int i, int v)
 /* Whether the chain starting at Pow node `pw` may be rewritten; fills *c. */
 static bool norm_match(const eng_graph_t *g, const bool *done, int pw, norm_chain_t *c)
 {
-    if (!live_op(g, done, pw, "Pow") || g->nodes[pw].n_inputs != 2)
+    if (!eng_graph_live_op(g, done, pw, "Pow") || g->nodes[pw].n_inputs != 2)
         return false;
     const int x = g->nodes[pw].inputs[0];
     const eng_dtype_t dt = x >= 0 ? value_dtype(g, x) : ENG_DT_UNDEFINED;

@@ -112,3 +112,11 @@ int eng_graph_sole_reader(const eng_graph_t *g, int v)
                 return (int)i;
     return -1;
 }
+
+bool eng_graph_live_op(const eng_graph_t *g, const bool *done, int i, const char *op)
+{
+    if (i < 0)
+        return false;
+    const eng_node_t *n = &g->nodes[i];
+    return !done[i] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0' && n->n_outputs == 1;
+}

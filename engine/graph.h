@@ -236,6 +236,10 @@ void eng_graph_destroy(eng_graph_t *g);
  * rewrite may absorb: a node output, no graph output, read by exactly one
  * node input; else -1. For the fusion passes (engine/fuse*.c). */
 int eng_graph_sole_reader(const eng_graph_t *g, int v);
+/* Whether node i (may be -1: false) is a live (not done) default-domain
+ * `op` node with one output: the node a load-time rewrite may take into a
+ * chain. */
+bool eng_graph_live_op(const eng_graph_t *g, const bool *done, int i, const char *op);
 
 /* Parses one serialized TensorProto (the conformance data's input_N.pb /
  * output_N.pb) into a host tensor the caller frees with eng_tensor_free;
