@@ -5,6 +5,8 @@
 #define FS_TESTS_ENGINE_MODEL_FIXTURE_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "alloc/cache.h"
 #include "alloc/provider.h"
@@ -26,6 +28,33 @@ static inline void model_fixture_cache(model_fixture_t *f)
     cr_assert_eq(alloc_provider_host_create(&f->host), 0);
     cr_assert_eq(alloc_cache_create(f->host, NULL, &f->cache), 0);
     f->model = NULL;
+}
+
+/* The graph of the zoo's export `name` (tests/zoo/<name>/model.onnx; run
+ * from the repository root), loaded and its constants folded, with its
+ * done flags in *done, for tests of a load-time rewrite on real exports.
+ * The caller frees *done and destroys the graph. */
+static inline eng_graph_t *model_fixture_zoo_graph(const char *name, bool **done)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/zoo/%s/model.onnx", name);
+    FILE *fp = fopen(path, "rb");
+    cr_assert(fp, "%s: not found (run from the repository root)", path);
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    void *data = malloc((size_t)size);
+    cr_assert(data);
+    cr_assert_eq(fread(data, 1, (size_t)size, fp), (size_t)size);
+    fclose(fp);
+    eng_graph_t *g = NULL;
+    cr_assert_eq(eng_graph_load(data, (size_t)size, NULL, NULL, &g), 0, "%s: %s", name,
+                 fs_errmsg());
+    free(data);
+    *done = calloc(g->n_nodes + 1, sizeof **done);
+    cr_assert(*done);
+    cr_assert_eq(eng_fold_constants(g, NULL, *done), 0, "fold: %s", fs_errmsg());
+    return g;
 }
 
 /* The cache, and f->model loaded from the ONNX bytes over it (the test

@@ -388,24 +388,8 @@ Test(fuse_attention, skipped_when_the_mask_would_broadcast_over_the_keys)
  * layer's attention becomes one node. */
 static int zoo_fused(const char *name, int *softmax_left)
 {
-    char path[256];
-    snprintf(path, sizeof path, "tests/zoo/%s/model.onnx", name);
-    FILE *fp = fopen(path, "rb");
-    cr_assert(fp, "%s: not found (run from the repository root)", path);
-    fseek(fp, 0, SEEK_END);
-    long size = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    void *data = malloc((size_t)size);
-    cr_assert(data);
-    cr_assert_eq(fread(data, 1, (size_t)size, fp), (size_t)size);
-    fclose(fp);
-    eng_graph_t *g = NULL;
-    cr_assert_eq(eng_graph_load(data, (size_t)size, NULL, NULL, &g), 0, "%s: %s", name,
-                 fs_errmsg());
-    free(data);
-    bool *done = calloc(g->n_nodes + 1, sizeof *done);
-    cr_assert(done);
-    cr_assert_eq(eng_fold_constants(g, NULL, done), 0, "fold: %s", fs_errmsg());
+    bool *done;
+    eng_graph_t *g = model_fixture_zoo_graph(name, &done);
     cr_assert_eq(eng_fuse_attention(g, done), 0, "fuse: %s", fs_errmsg());
     int n = attention_count(g, done, NULL);
     *softmax_left = 0;

@@ -176,24 +176,8 @@ Test(fuse_norm, zoo_llama_and_t5_dynamo_exports_fuse_every_norm)
     static const char *const models[] = {"llama_dynamo20", "llama_dynamo18",
                                          "t5_encoder_dynamo20"};
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
-        char path[256];
-        snprintf(path, sizeof path, "tests/zoo/%s/model.onnx", models[m]);
-        FILE *fp = fopen(path, "rb");
-        cr_assert(fp, "%s: not found (run from the repository root)", path);
-        fseek(fp, 0, SEEK_END);
-        long size = ftell(fp);
-        fseek(fp, 0, SEEK_SET);
-        void *data = malloc((size_t)size);
-        cr_assert(data);
-        cr_assert_eq(fread(data, 1, (size_t)size, fp), (size_t)size);
-        fclose(fp);
-        eng_graph_t *g = NULL;
-        cr_assert_eq(eng_graph_load(data, (size_t)size, NULL, NULL, &g), 0, "%s: %s", models[m],
-                     fs_errmsg());
-        free(data);
-        bool *done = calloc(g->n_nodes + 1, sizeof *done);
-        cr_assert(done);
-        cr_assert_eq(eng_fold_constants(g, NULL, done), 0, "fold: %s", fs_errmsg());
+        bool *done;
+        eng_graph_t *g = model_fixture_zoo_graph(models[m], &done);
         cr_assert_eq(eng_fuse_rms_norm(g, done), 0, "fuse: %s", fs_errmsg());
         int live = 0, pow_left = 0;
         cr_expect_eq(rms_count(g, done, &live), 5, "%s", models[m]);
