@@ -354,6 +354,16 @@ static void respond_too_large(srv_req_t *r, const char *content_length)
                           max);
 }
 
+/* A header's value when it is a plain decimal number, else 0. */
+static unsigned long long header_decimal(struct MHD_Connection *conn, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = v && *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+    return n && !errno && !*end ? n : 0;
+}
+
 /* Room for the whole body at its first bytes, when its Content-Length is
  * known (already checked against server.max_body): one allocation rather
  * than a doubling chain, and when the body carries Triton's binary
@@ -364,22 +374,12 @@ static void respond_too_large(srv_req_t *r, const char *content_length)
  * nothing: the body grows as it comes. 0, or FS_ENOMEM. */
 static int body_reserve(srv_req_t *r)
 {
-    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
-    const char *hl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                 "Inference-Header-Content-Length");
-    char *end = NULL;
-    errno = 0;
-    unsigned long long len = cl && *cl >= '0' && *cl <= '9' ? strtoull(cl, &end, 10) : 0;
-    if (!len || errno || *end || len > r->app->cfg.server.max_body_bytes)
+    unsigned long long len = header_decimal(r->conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!len || len > r->app->cfg.server.max_body_bytes)
         return 0;
-    unsigned long long at = 0;
-    if (hl && *hl >= '0' && *hl <= '9') {
-        errno = 0;
-        at = strtoull(hl, &end, 10);
-        if (errno || *end || at >= len)
-            at = 0;
-    }
+    unsigned long long at = header_decimal(r->conn, "Inference-Header-Content-Length");
+    if (at >= len)
+        at = 0;
     enum { ALIGN = 64 };
     int rc = srv_buf_reserve(&r->body, (size_t)len + (at ? ALIGN : 0));
     if (rc || !at)
