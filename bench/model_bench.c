@@ -60,6 +60,7 @@ typedef struct bench_opts {
     eng_precision_t prec;
     bool no_graphs;         /* CUDA: launch by launch, no graph replay */
     eng_conv_layout_t layout; /* --layout: convolutional regions' layout */
+    eng_attn_fusion_t attention; /* --attention */
     bench_dim_t dims[BENCH_MAX_DIMS]; /* symbolic dims set by name (not the batch dim) */
     size_t n_dims;
     size_t n_plans;         /* --plans N: time N plan builds for new shapes; 0: none */
@@ -459,7 +460,8 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
     eng_model_config_t cfg = {.name = name, .cache = cache, .n_threads = o->n_threads,
                               .device = o->dev, .precision = o->prec,
                               .host_cache = mem->host_cache, .staging = mem->staging,
-                              .no_cuda_graphs = o->no_graphs, .conv_layout = o->layout};
+                              .no_cuda_graphs = o->no_graphs, .conv_layout = o->layout,
+                              .attention = o->attention};
     eng_model_t *m = NULL;
     int64_t batches[BENCH_MAX_BATCHES];
     size_t n_batches = 0;
@@ -611,6 +613,8 @@ static void bench_usage(FILE *f)
                "  --device D   cpu (default), cuda or cuda:N\n"
                "  --precision P  on CUDA: fp32 (default), tf32, fp16, bf16\n"
                "  --no-graphs  on CUDA: launch every kernel, never replay a CUDA graph\n"
+               "  --attention A  MatMul-Softmax-MatMul chains: auto (default: the device's\n"
+               "               choice), chain (kept) or fused (one Attention node, CUDA)\n"
                "  --layout L   convolutions: auto (default: the device's choice), nchw or\n"
                "               nhwc (channels-last regions, engine/layout.c)\n"
                "  --quick      0.3 s or 20 runs a measurement instead of 2 s or 200\n"
@@ -700,6 +704,15 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
                 exit(2);
             }
             o->n_threads = (int)v;
+        } else if (strcmp(a, "--attention") == 0 && i + 1 < argc) {
+            const char *l = argv[++i];
+            if (strcmp(l, "auto") && strcmp(l, "chain") && strcmp(l, "fused")) {
+                fprintf(stderr, "model_bench: --attention needs auto, chain or fused\n");
+                exit(2);
+            }
+            o->attention = strcmp(l, "chain") == 0   ? ENG_ATTN_FUSION_CHAIN
+                           : strcmp(l, "fused") == 0 ? ENG_ATTN_FUSION_FUSED
+                                                     : ENG_ATTN_FUSION_AUTO;
         } else if (strcmp(a, "--no-graphs") == 0) {
             o->no_graphs = true;
         } else if (strcmp(a, "--layout") == 0 && i + 1 < argc) {

@@ -54,7 +54,10 @@ typedef struct eng_backend_i {
     /* Whether the exporters' MatMul-Softmax-MatMul attention chains become
      * one Attention node here (engine/fuse_attention.c): where its
      * Attention kernel beats the chain. The CPU's is the exact double
-     * reference, slower than its GEMMs at batch, so the CPU keeps chains. */
+     * reference, slower than its GEMMs at batch, so the CPU keeps chains;
+     * CUDA's flash kernel measured slower than cuBLAS plus Softmax on the
+     * full-size exports (bench/RESULTS.md), so CUDA keeps them too until
+     * it is faster: eng_model_config_t.attention asks for the fusion. */
     bool fused_attention;
     /* The state of one model instance on device `index`, computing at
      * `precision`. Optional: a device without one (the CPU) leaves these

@@ -60,6 +60,14 @@ typedef enum eng_conv_layout {
     ENG_CONV_LAYOUT_NHWC,     /* channels-last on any device (tests, benchmarks) */
 } eng_conv_layout_t;
 
+/* Whether MatMul-Softmax-MatMul chains become one Attention node at load
+ * (engine/fuse_attention.c). */
+typedef enum eng_attn_fusion {
+    ENG_ATTN_FUSION_AUTO = 0, /* the device's choice (engine/backend.h fused_attention) */
+    ENG_ATTN_FUSION_CHAIN,    /* keep the chains as the model has them */
+    ENG_ATTN_FUSION_FUSED,    /* fuse on a device with a fused Attention kernel (CUDA) */
+} eng_attn_fusion_t;
+
 /* A device: its kind and, for a GPU, its index (0 on the CPU). */
 typedef struct eng_device {
     eng_device_kind_t kind;
@@ -103,6 +111,9 @@ typedef struct eng_model_config {
     int64_t max_loop_iterations;
     /* Zeroed: the device's choice. */
     eng_conv_layout_t conv_layout;
+    /* Zeroed: the device's choice. FUSED on the CPU keeps the chains (its
+     * Attention kernel is the exact double reference). */
+    eng_attn_fusion_t attention;
 } eng_model_config_t;
 
 /* eng_model_config_t.max_loop_iterations when it is 0. */

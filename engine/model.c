@@ -375,7 +375,10 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_fuse_gelu(m->graph, m->node_done);
     if (rc == 0)
         rc = eng_fuse_rms_norm(m->graph, m->node_done);
-    if (rc == 0 && m->be && m->be->fused_attention)
+    bool fuse_attn = m->be && !m->be->host_memory &&
+                     (cfg->attention == ENG_ATTN_FUSION_FUSED ||
+                      (cfg->attention == ENG_ATTN_FUSION_AUTO && m->be->fused_attention));
+    if (rc == 0 && fuse_attn)
         rc = eng_fuse_attention(m->graph, m->node_done);
     if (rc == 0)
         rc = eng_fuse_gemm_epilogue(m->graph, m->node_done);
