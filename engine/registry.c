@@ -434,6 +434,7 @@ void eng_registry_destroy(eng_registry_t *r)
         while (e->stats) {
             reg_stats_t *st = e->stats;
             e->stats = st->next;
+            free(st->batch);
             free(st);
         }
         free(e);
@@ -820,4 +821,35 @@ int eng_registry_stats(eng_registry_t *r, const char *name, int64_t version,
                       (long long)version);
     }
     return 0;
+}
+
+int eng_registry_batch_stats(eng_registry_t *r, const char *name, int64_t version,
+                             eng_batch_stat_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = eng_registry_check_name(name);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&r->lock);
+    const reg_entry_t *e = entry_find_locked(r, name);
+    int64_t v = version;
+    if (e && v < 0)
+        v = e->current ? e->current->version : e->last_version;
+    const reg_stats_t *st = e ? stats_find_locked(e, v) : NULL;
+    if (st) {
+        pthread_mutex_lock(&r->stats_lock);
+        if (st->n_batch && (*out = malloc(st->n_batch * sizeof **out)) != NULL) {
+            memcpy(*out, st->batch, st->n_batch * sizeof **out);
+            *n = st->n_batch;
+        } else if (st->n_batch) {
+            rc = fs_err(FS_ENOMEM, "out of host memory for the batch stats of model '%s'", name);
+        }
+        pthread_mutex_unlock(&r->stats_lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!st)
+        return fs_err(FS_ENOENT, "no stats recorded for model '%s' version %lld", name,
+                      (long long)v);
+    return rc;
 }

@@ -54,7 +54,6 @@ typedef struct model_metric {
 #define STAT(field) offsetof(eng_model_stats_t, field)
 static const model_metric_t model_metrics[] = {
     {"nv_inference_request_success", "counter", "Successful inference requests", STAT(request_success)},
-    {"nv_inference_request_failure", "counter", "Failed inference requests", STAT(request_failure)},
     {"nv_inference_count", "counter", "Inferences performed (a batch of n rows counts n)", STAT(inference_count)},
     {"nv_inference_exec_count", "counter", "Model executions (batches)", STAT(exec_count)},
     {"nv_inference_request_duration_us", "counter", "Cumulative request duration, submit to answer, in microseconds", STAT(request_duration_us)},
@@ -145,6 +144,23 @@ static void render_models(srv_buf_t *b, const eng_model_entry_t *es, size_t n)
             srv_buf_append(b, mm->name, strlen(mm->name));
             model_labels(b, &es[i]);
             srv_buf_printf(b, "} %" PRIu64 "\n", v);
+        }
+    }
+
+    /* Labels in Triton's order (its QA matches the line whole). */
+    family(b, "nv_inference_request_failure", "counter",
+           "Failed inference requests, by reason: REJECTED (refused before running: a bad "
+           "request, a full queue, its deadline passed), CANCELED, BACKEND (its run failed), "
+           "OTHER");
+    for (size_t i = 0; i < n; i++) {
+        if (es[i].version < 0)
+            continue;
+        for (int why = 0; why < ENG_FAILURE_N; why++) {
+            srv_buf_append(b, "nv_inference_request_failure{model=\"", 36);
+            label_value(b, es[i].name);
+            srv_buf_printf(b, "\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n",
+                           eng_failure_reason_name((eng_failure_reason_t)why), es[i].version,
+                           es[i].stats.failure_by_reason[why]);
         }
     }
 
