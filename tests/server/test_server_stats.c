@@ -223,8 +223,17 @@ Test(srv_stats, stats_have_triton_fields_and_batch_sizes_with_their_times)
         cJSON *m = cJSON_GetArrayItem(mu, 0);
         static const char *const mk[] = {"type", "id", "byte_size"};
         expect_keys(m, mk, 3, "$memory_usage");
-        const char *type = cJSON_GetObjectItem(m, "type")->valuestring;
-        cr_expect(strcmp(type, "CPU") == 0 || strcmp(type, "GPU") == 0, "%s", type);
+        /* The device the model config names: cuda:N is GPU N, cpu CPU 0. */
+        http_resp_t cr = http_get(fx.port, "/v2/models/mlp/config");
+        cJSON *conf = cJSON_Parse(cr.body);
+        free(cr.body);
+        const cJSON *dev = cJSON_GetObjectItem(cJSON_GetObjectItem(conf, "parameters"), "device");
+        cr_assert(cJSON_IsString(dev), "no parameters.device in the model config");
+        int id = 0;
+        bool gpu = sscanf(dev->valuestring, "cuda:%d", &id) == 1;
+        cr_expect_str_eq(cJSON_GetObjectItem(m, "type")->valuestring, gpu ? "GPU" : "CPU");
+        cr_expect_eq(num(m, "id", NULL), gpu ? id : 0);
+        cJSON_Delete(conf);
         long long w = metric(fx.port, "flatserve_model_memory_bytes{model=\"mlp\",version=\"1\","
                                       "kind=\"weights\"}");
         long long a = metric(fx.port, "flatserve_model_memory_bytes{model=\"mlp\",version=\"1\","
