@@ -755,10 +755,14 @@ static void index_fill_locked(eng_registry_t *r, const reg_entry_t *e, eng_model
         me->version = s->version;
         snprintf(me->device, sizeof me->device, "%s", eng_model_device(s->model));
         alloc_owner_stats_t os;
-        if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0)
+        if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0) {
             me->weights_bytes = (size_t)os.allocated.current;
-        if (alloc_cache_owner_stats(s->cache, eng_model_activation_owner(s->model), &os) == 0)
+            me->weights_peak_bytes = (size_t)os.allocated.peak;
+        }
+        if (alloc_cache_owner_stats(s->cache, eng_model_activation_owner(s->model), &os) == 0) {
             me->activations_bytes = (size_t)os.allocated.current;
+            me->activations_peak_bytes = (size_t)os.allocated.peak;
+        }
     }
     const reg_stats_t *st = stats_find_locked(e, me->version);
     if (st) {

@@ -296,6 +296,8 @@ typedef struct eng_model_entry {
     char device[32];              /* where it serves ("" when not loaded) */
     size_t weights_bytes;         /* the model owner's allocated bytes; 0 when not loaded */
     size_t activations_bytes;     /* the activation owner's allocated bytes now */
+    size_t weights_peak_bytes;    /* the peaks of the two, since the version loaded or the */
+    size_t activations_peak_bytes; /* cache's last reset_peak */
     eng_model_stats_t stats;      /* of `version` */
 } eng_model_entry_t;
 

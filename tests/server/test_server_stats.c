@@ -240,6 +240,13 @@ Test(srv_stats, stats_have_triton_fields_and_batch_sizes_with_their_times)
                                       "kind=\"activations\"}");
         cr_expect_gt(w, 0);
         cr_expect_eq((long long)num(m, "byte_size", NULL), w + a);
+        long long wp = metric(fx.port, "flatserve_model_memory_peak_bytes{model=\"mlp\","
+                                       "version=\"1\",kind=\"weights\"}");
+        long long ap = metric(fx.port, "flatserve_model_memory_peak_bytes{model=\"mlp\","
+                                       "version=\"1\",kind=\"activations\"}");
+        cr_expect_geq(wp, w);
+        cr_expect_geq(ap, a);
+        cr_expect_gt(ap, 0, "8 rows ran: the activations' peak is not zero");
         cJSON_Delete(doc);
     }
 }
