@@ -5,7 +5,9 @@
 #   make test            install missing packages, build, run every Criterion suite
 #   make SANITIZE=1 test the same under ASan + UBSan (float-cast-overflow too;
 #                        CC=clang for clang's, as CI runs both)
-#   make run             install missing packages, build, start the server
+#   make run             install missing packages, build (-j, the CPU variant when no GPU
+#                        answers), start the server on 127.0.0.1:8000 (RUN_HOST=0.0.0.0: all)
+#   make deploy-check    validate deploy/ (schemas, promtool, a live server's metrics)
 #   make bench           build and run the benchmarks
 #   make loadtest-smoke  build, then 20 s of load with the memory-flatness bounds on
 #   make deps            install the Debian/Ubuntu packages the build needs
@@ -16,6 +18,9 @@
 # Objects go under build/<variant>/ (cpu, cuda, cpu-san, cuda-san, and fuzz
 # for the libFuzzer build), so the variants never mix. WERROR=1 (default when $CI is set) adds -Werror.
 
+# Whether CUDA was given (command line or environment): `make run` then
+# keeps it instead of choosing by the GPU.
+CUDA_GIVEN := $(filter command line environment,$(origin CUDA))
 CUDA ?= auto
 SANITIZE ?= 0
 WERROR ?= $(if $(CI),1,0)
@@ -178,8 +183,8 @@ BENCHES := $(BENCH_SRC:bench/%.c=$(BIN)/%)
 # with: MHD alone, none of flatserve's code.
 HTTP_HELLO := $(BIN)/http_hello
 
-.PHONY: all test run bench deps clean info conformance zoo loadtest-smoke fuzz fuzz-build fuzz-run \
-        fuzz-seeds
+.PHONY: all test run run-built deploy-check bench deps clean info conformance zoo loadtest-smoke \
+        fuzz fuzz-build fuzz-run fuzz-seeds
 # The demo model repository (the server's embedded default), written by the
 # project's own generator: never in git, byte-identical on every build.
 MODELS := models/mlp/1/model.onnx models/cnn/1/model.onnx models/transformer/1/model.onnx \
@@ -355,9 +360,33 @@ zoo: $(CONFORMANCE)
 loadtest-smoke: $(SERVER) $(LOADGEN) $(MODELS)
 	BIN=$(BIN) loadtest/smoke.sh
 
+# make run: the CUDA build only where a GPU answers (nvidia-smi -L lists
+# one) -- elsewhere the CPU build, which is what would serve there anyway
+# and builds in a fraction of the time; CUDA=0|1 given wins. Built with one
+# job per core. Listens on RUN_HOST (loopback by default: the admin routes
+# are open without server.admin_token) port 8000; RUN_ARGS adds flags.
+RUN_HOST ?= 127.0.0.1
+RUN_CUDA = $(if $(CUDA_GIVEN),$(CUDA),$(if $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo y),$(CUDA),0))
 run: deps
-	@$(MAKE) --no-print-directory $(SERVER) $(MODELS)
-	$(SERVER) $(RUN_ARGS)
+	@[ -n "$(CUDA_GIVEN)" ] || [ "$(RUN_CUDA)" = "$(CUDA)" ] || \
+	  echo "make run: no GPU answers (nvidia-smi -L): building and serving the CPU variant (CUDA=1 to build CUDA anyway)"
+	@$(MAKE) --no-print-directory -j$(shell nproc 2>/dev/null || echo 2) CUDA=$(RUN_CUDA) run-built
+
+run-built: $(SERVER) $(MODELS)
+	$(SERVER) --host $(RUN_HOST) $(RUN_ARGS)
+
+# deploy/ validated without a cluster (deploy/README.md): the manifests
+# against the Kubernetes, prometheus-operator and KServe shapes, the
+# alerts with promtool, and every metric the dashboard, alerts and adapter
+# rules name against a live server's /metrics. Node.js and npm are the
+# machine's (deploy/check/deps.sh installs Debian's where missing); the
+# validator's packages are pinned in deploy/check/package-lock.json.
+deploy-check: deps $(SERVER) $(MODELS) deploy/check/node_modules/.package-lock.json
+	node deploy/check/check.mjs --server $(SERVER) --models models
+
+deploy/check/node_modules/.package-lock.json: deploy/check/package.json deploy/check/package-lock.json
+	@sh deploy/check/deps.sh
+	npm --prefix deploy/check ci --no-audit --no-fund
 
 bench: $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done

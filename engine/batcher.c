@@ -207,13 +207,93 @@ static bool requests_compatible(const eng_served_t *s, const eng_request_t *a,
 
 /* ---- completion ------------------------------------------------------------- */
 
-static void stats_exec(eng_served_t *s, uint64_t rows)
+/* The record of batch size `rows` in st, inserted in order when new; NULL
+ * when it cannot be grown (stats_lock held). */
+static eng_batch_stat_t *batch_stat_get_locked(reg_stats_t *st, uint64_t rows)
+{
+    size_t lo = 0, hi = st->n_batch;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->batch[mid].batch_size < rows)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < st->n_batch && st->batch[lo].batch_size == rows)
+        return &st->batch[lo];
+    if (st->n_batch == st->cap_batch) {
+        size_t cap = st->cap_batch ? 2 * st->cap_batch : 8;
+        eng_batch_stat_t *p = realloc(st->batch, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        st->batch = p;
+        st->cap_batch = cap;
+    }
+    memmove(&st->batch[lo + 1], &st->batch[lo], (st->n_batch - lo) * sizeof *st->batch);
+    st->n_batch++;
+    st->batch[lo] = (eng_batch_stat_t){.batch_size = rows};
+    return &st->batch[lo];
+}
+
+/* Counts one execution of `rows` rows that took t. */
+static void stats_exec(eng_served_t *s, uint64_t rows, const batch_times_t *t)
 {
     pthread_mutex_lock(&s->registry->stats_lock);
     eng_model_stats_t *st = &s->stats->s;
     st->exec_count++;
     st->batch_rows_sum += rows;
     st->batch_buckets[bucket_of(eng_batch_bucket_bounds, ENG_BATCH_BUCKETS, rows)]++;
+    eng_batch_stat_t *bs = batch_stat_get_locked(s->stats, rows);
+    if (bs) {
+        bs->count++;
+        bs->compute_input_ns += t->input_ns;
+        bs->compute_infer_ns += t->infer_ns;
+        bs->compute_output_ns += t->output_ns;
+    }
+    pthread_mutex_unlock(&s->registry->stats_lock);
+    if (!bs)
+        FS_LOG_W("registry", "model '%s' version %lld: out of host memory recording an "
+                 "execution of batch size %llu; its batch_stats leave it out", s->name,
+                 (long long)s->version, (unsigned long long)rows);
+}
+
+static const char *const failure_names[ENG_FAILURE_N] = {
+    [ENG_FAILURE_REJECTED] = "REJECTED",
+    [ENG_FAILURE_CANCELED] = "CANCELED",
+    [ENG_FAILURE_BACKEND] = "BACKEND",
+    [ENG_FAILURE_OTHER] = "OTHER",
+};
+
+const char *eng_failure_reason_name(eng_failure_reason_t r)
+{
+    return (unsigned)r < ENG_FAILURE_N ? failure_names[r] : "OTHER";
+}
+
+/* Counts one failed request (stats_lock held). */
+static void stats_failure_locked(eng_model_stats_t *st, eng_failure_reason_t why, uint64_t us)
+{
+    st->request_failure++;
+    st->failure_by_reason[why]++;
+    st->failure_duration_us += us;
+}
+
+void eng_served_count_refused(eng_served_t *s, int code, uint64_t duration_ns)
+{
+    eng_failure_reason_t why = ENG_FAILURE_OTHER;
+    switch (code) {
+    case FS_EINVAL:
+    case FS_EPARSE:
+    case FS_ERANGE:
+    case FS_ENOTSUP:
+    case FS_EFULL:
+    case FS_ETIMEDOUT:
+        why = ENG_FAILURE_REJECTED;
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_lock(&s->registry->stats_lock);
+    stats_failure_locked(&s->stats->s, why, duration_ns / 1000u);
     pthread_mutex_unlock(&s->registry->stats_lock);
 }
 
@@ -224,19 +304,21 @@ static uint64_t unix_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Records the request in the stats, ends it on the cache and calls done;
- * `req` may be gone afterwards. req->status and req->error are set. */
-static void request_finish(eng_served_t *s, eng_request_t *req, const batch_times_t *t)
+/* Records the request in the stats (a failure as `why`), ends it on the
+ * cache and calls done; `req` may be gone afterwards. req->status and
+ * req->error are set. */
+static void request_finish(eng_served_t *s, eng_request_t *req, const batch_times_t *t,
+                           eng_failure_reason_t why)
 {
     if (req->status != 0)
         eng_request_free_outputs(req);
     uint64_t now = fs_clock_now_ns();
     uint64_t rows = request_rows(s, req);
+    uint64_t us = sat_sub(now, req->submit_ns_) / 1000u;
     pthread_mutex_lock(&s->registry->stats_lock);
     eng_model_stats_t *st = &s->stats->s;
     st->pending--;
     if (req->status == 0) {
-        uint64_t us = sat_sub(now, req->submit_ns_) / 1000u;
         st->request_success++;
         st->inference_count += rows;
         st->request_duration_us += us;
@@ -247,7 +329,7 @@ static void request_finish(eng_served_t *s, eng_request_t *req, const batch_time
         st->latency_buckets[bucket_of(eng_latency_bucket_bounds_us, ENG_LATENCY_BUCKETS, us)]++;
         st->last_inference_ms = unix_ms();
     } else {
-        st->request_failure++;
+        stats_failure_locked(st, why, us);
     }
     pthread_mutex_unlock(&s->registry->stats_lock);
     alloc_cache_request_end(s->cache);
@@ -264,7 +346,8 @@ __attribute__((format(printf, 4, 5))) static void request_fail(eng_served_t *s,
     va_end(ap);
     req->status = code;
     batch_times_t none = {0, 0, 0};
-    request_finish(s, req, &none);
+    request_finish(s, req, &none,
+                   code == FS_ETIMEDOUT ? ENG_FAILURE_REJECTED : ENG_FAILURE_OTHER);
 }
 
 /* Fails a list linked through next_ (a queue taken out, or expired ones). */
@@ -294,16 +377,16 @@ static void request_run_alone(eng_served_t *s, eng_request_t *req)
     req->compute_ns = sat_sub(t1, t0);
     req->batch_rows = rows > UINT32_MAX ? UINT32_MAX : (uint32_t)rows;
     req->status = rc;
+    batch_times_t t = {0, req->compute_ns, 0};
     if (rc == 0) {
         req->outputs = outs;
         req->n_outputs = s->n_outputs;
-        stats_exec(s, rows);
+        stats_exec(s, rows, &t);
     } else {
         snprintf(req->error, sizeof req->error, "model '%s': %s", s->name, fs_errmsg());
         free(outs);
     }
-    batch_times_t t = {0, req->compute_ns, 0};
-    request_finish(s, req, &t);
+    request_finish(s, req, &t, ENG_FAILURE_BACKEND);
 }
 
 /* The batch's inputs concatenated along dim 0 into malloc'ed buffers
@@ -389,7 +472,6 @@ static void batch_run_many(eng_served_t *s, batch_t *b, uint64_t t0)
         }
         return;
     }
-    stats_exec(s, b->rows);
     uint64_t at = 0;
     for (eng_request_t *req = b->head; req; req = req->next_) {
         req->status = request_split(s, req, outs, b->rows, at);
@@ -402,11 +484,12 @@ static void batch_run_many(eng_served_t *s, batch_t *b, uint64_t t0)
     free(outs);
     uint64_t t3 = fs_clock_now_ns();
     batch_times_t t = {sat_sub(t1, t0), sat_sub(t2, t1), sat_sub(t3, t2)};
+    stats_exec(s, b->rows, &t);
     for (eng_request_t *req = b->head, *next; req; req = next) {
         next = req->next_;
         req->next_ = NULL;
         req->compute_ns = sat_sub(t3, t0);
-        request_finish(s, req, &t);
+        request_finish(s, req, &t, ENG_FAILURE_BACKEND);
     }
 }
 

@@ -434,6 +434,7 @@ void eng_registry_destroy(eng_registry_t *r)
         while (e->stats) {
             reg_stats_t *st = e->stats;
             e->stats = st->next;
+            free(st->batch);
             free(st);
         }
         free(e);
@@ -754,10 +755,14 @@ static void index_fill_locked(eng_registry_t *r, const reg_entry_t *e, eng_model
         me->version = s->version;
         snprintf(me->device, sizeof me->device, "%s", eng_model_device(s->model));
         alloc_owner_stats_t os;
-        if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0)
+        if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0) {
             me->weights_bytes = (size_t)os.allocated.current;
-        if (alloc_cache_owner_stats(s->cache, eng_model_activation_owner(s->model), &os) == 0)
+            me->weights_peak_bytes = (size_t)os.allocated.peak;
+        }
+        if (alloc_cache_owner_stats(s->cache, eng_model_activation_owner(s->model), &os) == 0) {
             me->activations_bytes = (size_t)os.allocated.current;
+            me->activations_peak_bytes = (size_t)os.allocated.peak;
+        }
     }
     const reg_stats_t *st = stats_find_locked(e, me->version);
     if (st) {
@@ -820,4 +825,35 @@ int eng_registry_stats(eng_registry_t *r, const char *name, int64_t version,
                       (long long)version);
     }
     return 0;
+}
+
+int eng_registry_batch_stats(eng_registry_t *r, const char *name, int64_t version,
+                             eng_batch_stat_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = eng_registry_check_name(name);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&r->lock);
+    const reg_entry_t *e = entry_find_locked(r, name);
+    int64_t v = version;
+    if (e && v < 0)
+        v = e->current ? e->current->version : e->last_version;
+    const reg_stats_t *st = e ? stats_find_locked(e, v) : NULL;
+    if (st) {
+        pthread_mutex_lock(&r->stats_lock);
+        if (st->n_batch && (*out = malloc(st->n_batch * sizeof **out)) != NULL) {
+            memcpy(*out, st->batch, st->n_batch * sizeof **out);
+            *n = st->n_batch;
+        } else if (st->n_batch) {
+            rc = fs_err(FS_ENOMEM, "out of host memory for the batch stats of model '%s'", name);
+        }
+        pthread_mutex_unlock(&r->stats_lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!st)
+        return fs_err(FS_ENOENT, "no stats recorded for model '%s' version %lld", name,
+                      (long long)v);
+    return rc;
 }

@@ -223,8 +223,23 @@ int eng_served_submit_run(eng_served_t *s, eng_request_t *req);
 #define ENG_BATCH_BUCKETS 10          /* bounds: eng_batch_bucket_bounds */
 extern const uint64_t eng_latency_bucket_bounds_us[ENG_LATENCY_BUCKETS];
 extern const uint64_t eng_batch_bucket_bounds[ENG_BATCH_BUCKETS];
+/* Why a request failed, Triton's `reason` label of
+ * nv_inference_request_failure. */
+typedef enum eng_failure_reason {
+    ENG_FAILURE_REJECTED = 0,     /* refused before running: a bad request, a full queue, its
+                                   * deadline passed in the queue */
+    ENG_FAILURE_CANCELED,         /* cancelled; flatserve cancels nothing (HTTP has no cancel, a
+                                   * client gone away still has its request run), so 0 */
+    ENG_FAILURE_BACKEND,          /* its run failed */
+    ENG_FAILURE_OTHER,            /* anything else: its model unloaded under it, host memory */
+    ENG_FAILURE_N,
+} eng_failure_reason_t;
+const char *eng_failure_reason_name(eng_failure_reason_t r); /* "REJECTED", ... */
+
 typedef struct eng_model_stats {
     uint64_t request_success, request_failure;
+    uint64_t failure_by_reason[ENG_FAILURE_N]; /* request_failure split by why */
+    uint64_t failure_duration_us; /* submit (or, refused, arrival) to failure, failed requests */
     uint64_t inference_count;     /* rows inferred (successful requests' batch dims) */
     uint64_t exec_count;          /* model runs (batches) */
     uint64_t request_duration_us; /* submit to done, successful requests */
@@ -238,6 +253,30 @@ typedef struct eng_model_stats {
     uint64_t batch_buckets[ENG_BATCH_BUCKETS + 1];
     uint64_t batch_rows_sum;
 } eng_model_stats_t;
+
+/* Counts a request for s that failed before it was submitted (a body that
+ * does not parse or bind, a refused submit): `code` is its FS_E* error,
+ * `duration_ns` from its arrival to the refusal. The batcher counts every
+ * request it accepted itself; this is for the caller's refusals, which it
+ * never saw. The request errors (FS_EINVAL, FS_EPARSE, FS_ERANGE,
+ * FS_ENOTSUP), a full queue (FS_EFULL) and a passed deadline
+ * (FS_ETIMEDOUT) count as REJECTED, anything else (FS_ESTATE: unloaded
+ * meanwhile; FS_ENOMEM) as OTHER. Cannot fail. */
+void eng_served_count_refused(eng_served_t *s, int code, uint64_t duration_ns);
+
+/* Executions of one batch size (rows), Triton's batch_stats: how many, and
+ * their summed concatenate, run and split times. */
+typedef struct eng_batch_stat {
+    uint64_t batch_size;
+    uint64_t count;
+    uint64_t compute_input_ns, compute_infer_ns, compute_output_ns;
+} eng_batch_stat_t;
+
+/* The batch-size stats of (name, version) (version < 0: the served one),
+ * sorted by batch size. 0 and *out (n of them; caller frees with free;
+ * NULL when n is 0), or FS_ENOENT when no stats were recorded, FS_ENOMEM. */
+int eng_registry_batch_stats(eng_registry_t *r, const char *name, int64_t version,
+                             eng_batch_stat_t **out, size_t *n);
 
 /* What the repository holds and what serves, for the index and metrics. */
 typedef enum eng_model_state {
@@ -257,6 +296,8 @@ typedef struct eng_model_entry {
     char device[32];              /* where it serves ("" when not loaded) */
     size_t weights_bytes;         /* the model owner's allocated bytes; 0 when not loaded */
     size_t activations_bytes;     /* the activation owner's allocated bytes now */
+    size_t weights_peak_bytes;    /* the peaks of the two, since the version loaded or the */
+    size_t activations_peak_bytes; /* cache's last reset_peak */
     eng_model_stats_t stats;      /* of `version` */
 } eng_model_entry_t;
 

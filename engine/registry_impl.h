@@ -34,6 +34,11 @@
 typedef struct reg_stats {
     int64_t version;
     eng_model_stats_t s;             /* under the registry's stats_lock */
+    /* One record per batch size executed, sorted by size; under stats_lock.
+     * Grown on a new size; an execution whose record cannot be grown (out of
+     * host memory) is logged and left out of these alone. */
+    eng_batch_stat_t *batch;
+    size_t n_batch, cap_batch;
     struct reg_stats *next;
 } reg_stats_t;
 

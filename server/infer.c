@@ -347,20 +347,41 @@ static void infer_finish(srv_req_t *r)
     srv_respond(r, 200, "application/json", out.data, out.len, true);
 }
 
+/* Counts a request refused with `code` before it was submitted as a
+ * failure of its model (nv_inference_request_failure, the statistics'
+ * fail), when its model is known; one refused before that (an unknown
+ * model, a body naming none) belongs to no model and is not counted. */
+static void count_refused(srv_req_t *r, int code)
+{
+    if (r->infer.served)
+        eng_served_count_refused(r->infer.served, code,
+                                 fs_clock_now_ns() - r->start_ns);
+}
+
+/* Answers the error of a request refused before it was submitted, counted
+ * for its model. */
+static void refuse(srv_req_t *r, int code)
+{
+    count_refused(r, code);
+    srv_respond_fs_error(r, code);
+}
+
 void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
 {
     srv_infer_job_t *job = &r->infer;
-    size_t header_len = 0;
-    if (header_length(r, &header_len) != 0)
-        return;
     /* A model in the path is looked up first: an unknown one is 404
-     * whatever the body holds. */
+     * whatever the headers and the body hold. */
     if (a->model[0] && !(job->served = srv_info_acquire(r, a)))
         return;
+    size_t header_len = 0;
+    if (header_length(r, &header_len) != 0) {
+        count_refused(r, FS_EINVAL);
+        return;
+    }
     int rc = srv_infer_request_parse(srv_req_body(r), srv_req_body_len(r), header_len,
                                      &job->request);
     if (rc != 0) {
-        srv_respond_fs_error(r, rc);
+        refuse(r, rc);
         return;
     }
     srv_route_args_t args = *a;
@@ -370,13 +391,13 @@ void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
     job->ereq = (eng_request_t){.deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
                                 .done = on_infer_done, .user = r};
     if ((rc = bind_inputs(job)) != 0) {
-        srv_respond_fs_error(r, rc);
+        refuse(r, rc);
         return;
     }
     srv_req_submitting(r, infer_finish);
     if ((rc = submit(r, &args)) != 0) {
         srv_req_refused(r);
-        srv_respond_fs_error(r, rc);
+        refuse(r, rc);
         return;
     }
     srv_req_park(r);

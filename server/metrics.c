@@ -5,7 +5,8 @@
  * nv_gpu_memory_* per gpu_uuid); flatserve_* for what Triton cannot show:
  * every cache's allocated, reserved, active and requested bytes with their
  * peaks (by device, cache kind and pool), bytes released by each reason,
- * device alloc/free/OOM counts, each model's weight and activation bytes,
+ * device alloc/free/OOM counts, each model's weight and activation bytes
+ * and their peaks,
  * request-latency and batch-size histograms, HTTP answers by status, the
  * requests resumed after a wait and the wake-ups that resumed them; and
  * the standard process_* metrics. Every family is written with its HELP and
@@ -54,7 +55,6 @@ typedef struct model_metric {
 #define STAT(field) offsetof(eng_model_stats_t, field)
 static const model_metric_t model_metrics[] = {
     {"nv_inference_request_success", "counter", "Successful inference requests", STAT(request_success)},
-    {"nv_inference_request_failure", "counter", "Failed inference requests", STAT(request_failure)},
     {"nv_inference_count", "counter", "Inferences performed (a batch of n rows counts n)", STAT(inference_count)},
     {"nv_inference_exec_count", "counter", "Model executions (batches)", STAT(exec_count)},
     {"nv_inference_request_duration_us", "counter", "Cumulative request duration, submit to answer, in microseconds", STAT(request_duration_us)},
@@ -148,6 +148,23 @@ static void render_models(srv_buf_t *b, const eng_model_entry_t *es, size_t n)
         }
     }
 
+    /* Labels in Triton's order (its QA matches the line whole). */
+    family(b, "nv_inference_request_failure", "counter",
+           "Failed inference requests, by reason: REJECTED (refused before running: a bad "
+           "request, a full queue, its deadline passed), CANCELED, BACKEND (its run failed), "
+           "OTHER");
+    for (size_t i = 0; i < n; i++) {
+        if (es[i].version < 0)
+            continue;
+        for (int why = 0; why < ENG_FAILURE_N; why++) {
+            srv_buf_append(b, "nv_inference_request_failure{model=\"", 36);
+            label_value(b, es[i].name);
+            srv_buf_printf(b, "\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n",
+                           eng_failure_reason_name((eng_failure_reason_t)why), es[i].version,
+                           es[i].stats.failure_by_reason[why]);
+        }
+    }
+
     family(b, "flatserve_model_ready", "gauge", "1 when the model serves");
     for (size_t i = 0; i < n; i++) {
         srv_buf_append(b, "flatserve_model_ready", 21);
@@ -155,17 +172,23 @@ static void render_models(srv_buf_t *b, const eng_model_entry_t *es, size_t n)
         srv_buf_printf(b, "} %d\n", es[i].state == ENG_MODEL_READY);
     }
 
-    family(b, "flatserve_model_memory_bytes", "gauge",
-           "Bytes a loaded model holds in its device cache, by kind");
-    for (size_t i = 0; i < n; i++) {
-        if (es[i].state != ENG_MODEL_READY)
-            continue;
-        const char *kinds[2] = {"weights", "activations"};
-        size_t bytes[2] = {es[i].weights_bytes, es[i].activations_bytes};
-        for (int k = 0; k < 2; k++) {
-            srv_buf_append(b, "flatserve_model_memory_bytes", 28);
-            model_labels(b, &es[i]);
-            srv_buf_printf(b, ",kind=\"%s\"} %zu\n", kinds[k], bytes[k]);
+    for (int peak = 0; peak < 2; peak++) {
+        const char *name = peak ? "flatserve_model_memory_peak_bytes" : "flatserve_model_memory_bytes";
+        family(b, name, "gauge",
+               peak ? "Peak bytes a loaded model held in its device cache, by kind, since it "
+                      "loaded or the cache's last reset_peak"
+                    : "Bytes a loaded model holds in its device cache, by kind");
+        for (size_t i = 0; i < n; i++) {
+            if (es[i].state != ENG_MODEL_READY)
+                continue;
+            const char *kinds[2] = {"weights", "activations"};
+            size_t bytes[2] = {peak ? es[i].weights_peak_bytes : es[i].weights_bytes,
+                               peak ? es[i].activations_peak_bytes : es[i].activations_bytes};
+            for (int k = 0; k < 2; k++) {
+                srv_buf_append(b, name, strlen(name));
+                model_labels(b, &es[i]);
+                srv_buf_printf(b, ",kind=\"%s\"} %zu\n", kinds[k], bytes[k]);
+            }
         }
     }
 

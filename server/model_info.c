@@ -181,44 +181,98 @@ void srv_info_model_config(srv_req_t *r, const srv_route_args_t *a)
 
 /* ---- statistics ----------------------------------------------------------------- */
 
-static cJSON *duration_json(uint64_t count, uint64_t us)
+/* Triton's statistics extension (docs/protocol/extension_statistics.md),
+ * exactly its fields: the spec lists them and Triton's own gRPC message
+ * has no room for more, so flatserve adds none (its queue depth is
+ * nv_inference_pending_request_count on /metrics). Durations are kept in
+ * microseconds per request and shown in ns; batch_stats in ns. flatserve
+ * has no response cache: cache_hit and cache_miss are zero, as Triton's
+ * with the cache off, and response_stats is empty, as Triton's for a
+ * model that is not decoupled. */
+
+static cJSON *duration_json(uint64_t count, uint64_t ns)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "count", (double)count);
-    cJSON_AddNumberToObject(o, "ns", (double)us * 1000.0);
+    cJSON_AddNumberToObject(o, "ns", (double)ns);
     return o;
 }
 
-/* Triton's statistics extension. */
-static cJSON *stats_json(const char *name, int64_t version, const eng_model_stats_t *st)
+/* batch_stats: one object per batch size executed. */
+static void batch_stats_json(cJSON *o, const eng_batch_stat_t *bs, size_t n)
+{
+    cJSON *list = cJSON_AddArrayToObject(o, "batch_stats");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "batch_size", (double)bs[i].batch_size);
+        cJSON_AddItemToObject(e, "compute_input", duration_json(bs[i].count, bs[i].compute_input_ns));
+        cJSON_AddItemToObject(e, "compute_infer", duration_json(bs[i].count, bs[i].compute_infer_ns));
+        cJSON_AddItemToObject(e, "compute_output", duration_json(bs[i].count, bs[i].compute_output_ns));
+        cJSON_AddItemToArray(list, e);
+    }
+}
+
+/* memory_usage: the bytes the served version holds now, its weights' and
+ * activations' owners' allocated bytes (what /v1/memory shows per owner),
+ * on its device: GPU with the CUDA ordinal, or CPU 0. Empty when the
+ * version does not serve. */
+static void memory_usage_json(cJSON *o, const eng_model_entry_t *e, int64_t version)
+{
+    cJSON *list = cJSON_AddArrayToObject(o, "memory_usage");
+    if (e->state != ENG_MODEL_READY || e->version != version)
+        return;
+    int id = 0;
+    bool gpu = sscanf(e->device, "cuda:%d", &id) == 1;
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "type", gpu ? "GPU" : "CPU");
+    cJSON_AddNumberToObject(m, "id", gpu ? id : 0);
+    cJSON_AddNumberToObject(m, "byte_size", (double)(e->weights_bytes + e->activations_bytes));
+    cJSON_AddItemToArray(list, m);
+}
+
+/* One $model_stat; bs (n) are its batch sizes. */
+static cJSON *stats_json(const eng_model_entry_t *e, int64_t version, const eng_model_stats_t *st,
+                         const eng_batch_stat_t *bs, size_t n)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "name", e->name);
     srv_json_add_version(o, "version", version);
     cJSON_AddNumberToObject(o, "last_inference", (double)st->last_inference_ms);
     cJSON_AddNumberToObject(o, "inference_count", (double)st->inference_count);
     cJSON_AddNumberToObject(o, "execution_count", (double)st->exec_count);
     cJSON *is = cJSON_AddObjectToObject(o, "inference_stats");
-    cJSON_AddItemToObject(is, "success", duration_json(st->request_success, st->request_duration_us));
-    cJSON_AddItemToObject(is, "fail", duration_json(st->request_failure, 0));
-    cJSON_AddItemToObject(is, "queue", duration_json(st->request_success, st->queue_duration_us));
-    cJSON_AddItemToObject(is, "compute_input", duration_json(st->exec_count, st->compute_input_us));
-    cJSON_AddItemToObject(is, "compute_infer", duration_json(st->exec_count, st->compute_infer_us));
-    cJSON_AddItemToObject(is, "compute_output", duration_json(st->exec_count, st->compute_output_us));
-    cJSON *bs = cJSON_AddArrayToObject(o, "batch_stats");
-    for (int b = 0; b <= ENG_BATCH_BUCKETS; b++) {
-        if (!st->batch_buckets[b])
-            continue;
-        cJSON *e = cJSON_CreateObject();
-        if (b < ENG_BATCH_BUCKETS)
-            cJSON_AddNumberToObject(e, "batch_size_le", (double)eng_batch_bucket_bounds[b]);
-        else
-            cJSON_AddStringToObject(e, "batch_size_le", "+Inf");
-        cJSON_AddNumberToObject(e, "count", (double)st->batch_buckets[b]);
-        cJSON_AddItemToArray(bs, e);
-    }
-    cJSON_AddNumberToObject(o, "pending_request_count", (double)st->pending);
+    uint64_t ok = st->request_success;
+    cJSON_AddItemToObject(is, "success", duration_json(ok, st->request_duration_us * 1000));
+    cJSON_AddItemToObject(is, "fail", duration_json(st->request_failure, st->failure_duration_us * 1000));
+    cJSON_AddItemToObject(is, "queue", duration_json(ok, st->queue_duration_us * 1000));
+    cJSON_AddItemToObject(is, "compute_input", duration_json(ok, st->compute_input_us * 1000));
+    cJSON_AddItemToObject(is, "compute_infer", duration_json(ok, st->compute_infer_us * 1000));
+    cJSON_AddItemToObject(is, "compute_output", duration_json(ok, st->compute_output_us * 1000));
+    cJSON_AddItemToObject(is, "cache_hit", duration_json(0, 0));
+    cJSON_AddItemToObject(is, "cache_miss", duration_json(0, 0));
+    cJSON_AddObjectToObject(o, "response_stats");
+    batch_stats_json(o, bs, n);
+    memory_usage_json(o, e, version);
     return o;
+}
+
+/* Adds the $model_stat of (e, version) to list: 0, or the error of reading
+ * its stats (FS_ENOENT: none recorded for that version; FS_ENOMEM). */
+static int stats_add(srv_req_t *r, cJSON *list, const eng_model_entry_t *e, int64_t version,
+                     bool exact)
+{
+    eng_model_stats_t st = e->stats;
+    int rc = exact ? eng_registry_stats(r->app->registry, e->name, version, &st) : 0;
+    eng_batch_stat_t *bs = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = eng_registry_batch_stats(r->app->registry, e->name, version, &bs, &n);
+    if (rc == FS_ENOENT && !exact)
+        rc = 0; /* the version serves but has run nothing: no record yet */
+    if (rc == 0)
+        cJSON_AddItemToArray(list, stats_json(e, version, &st, bs, n));
+    free(bs);
+    return rc;
 }
 
 /* Every model's statistics (no model in the path), or one model's (every
@@ -238,20 +292,19 @@ void srv_info_stats(srv_req_t *r, const srv_route_args_t *a)
         if (want && strcmp(e->name, want->model) != 0)
             continue;
         found = true;
-        eng_model_stats_t st = e->stats;
-        int64_t version = e->version;
-        if (want && want->version >= 0) {
-            version = want->version;
-            if (eng_registry_stats(r->app->registry, e->name, want->version, &st) != 0) {
-                cJSON_Delete(doc);
-                free(entries);
+        bool exact = want && want->version >= 0;
+        int64_t version = exact ? want->version : e->version;
+        int rc = version >= 0 ? stats_add(r, list, e, version, exact) : 0;
+        if (rc != 0) {
+            cJSON_Delete(doc);
+            free(entries);
+            if (rc == FS_ENOENT)
                 srv_respond_error(r, 404, "model '%s' has no statistics for version %" PRId64,
                                   want->model, want->version);
-                return;
-            }
+            else
+                srv_respond_fs_error(r, rc);
+            return;
         }
-        if (version >= 0)
-            cJSON_AddItemToArray(list, stats_json(e->name, version, &st));
     }
     free(entries);
     if (!found) {
