@@ -33,10 +33,22 @@
  * after each node). The planner sees one node fewer per fused op, so the
  * intermediates take no memory.
  *
+ * The residual. After a MatMul's fused bias and no activation, an Add of
+ * the biased product and a value R becomes the MatMul's input 3 (graph.h
+ * `residual`; cuBLASLt's C with beta 1, the CPU's epilogue adding it after
+ * the bias as the Add did, so again the unfused bits): a transformer's
+ * dense + bias + skip connection in one pass instead of two. Only when R
+ * is a graph input or computed by an earlier node (the fused node reads
+ * it) and its declared shape is provably the product's -- A's dims but the
+ * last, the same sizes or the same symbols, then N -- so the Add
+ * broadcast nothing. An Add after an activation stays: cuBLASLt applies
+ * the activation after C.
+ *
  * Subgraphs are left as they are, as engine/fuse.c leaves them. */
 #include <string.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "engine/graph.h"
 #include "engine/onnx_impl.h"
 #include "engine/op.h"
@@ -62,6 +74,7 @@ typedef struct epilogue_match {
     int add, bias;            /* the Add node and its bias constant; -1: none */
     int act_node;             /* the Relu / Gelu node; -1: none */
     eng_act_t act;
+    int res_add, res;         /* the residual Add and its other operand; -1: none */
     int out;                  /* the value the fused node writes */
 } epilogue_match_t;
 
@@ -127,6 +140,60 @@ static eng_act_t act_of(const eng_graph_t *g, const bool *done, int i)
                                          : ENG_ACT_NONE;
 }
 
+/* Whether declared dims a and b are provably the same: one known size, or
+ * one symbol. */
+static bool dim_same(const eng_dim_t *a, const eng_dim_t *b)
+{
+    if (a->value >= 0 || b->value >= 0)
+        return a->value == b->value;
+    return a->param && b->param && strcmp(a->param, b->param) == 0;
+}
+
+/* Whether value v's declared shape is provably MatMul node i's product's:
+ * A's dims but the last, then N (known), as the product of A with a
+ * rank-2 B is. */
+static bool shaped_as_product(const eng_graph_t *g, int i, int v, int64_t cols)
+{
+    const eng_value_t *a = &g->values[g->nodes[i].inputs[0]], *r = &g->values[v];
+    if (a->rank < 2 || r->rank != a->rank || cols < 0)
+        return false;
+    for (int d = 0; d < a->rank - 1; d++)
+        if (!dim_same(&a->dims[d], &r->dims[d]))
+            return false;
+    return r->dims[a->rank - 1].value == cols;
+}
+
+/* The residual Add after a MatMul's bias Add (node `add`, the sole reader
+ * of m->out): Add(Q, R) or Add(R, Q) with R computed before the MatMul
+ * runs (a graph input, or a node earlier in the graph's order, since the
+ * fused node reads it) and declared with the product's shape, so the Add
+ * broadcasts nothing and the fused node's Y is the Add's. Fills m->res_add,
+ * m->res and m->out when found. Cannot fail. */
+static void residual_find(const eng_graph_t *g, const bool *done, epilogue_match_t *m, int add)
+{
+    if (add < 0 || !live_op(g, done, add, "Add"))
+        return;
+    const eng_node_t *n = &g->nodes[add];
+    if (n->n_inputs != 2 || n->n_outputs != 1 || n->outputs[0] < 0)
+        return;
+    int rank = 0;
+    int64_t cols = gemm_n(g, m->gemm, &rank);
+    for (int k = 0; k < 2; k++) {
+        int r = n->inputs[1 - k];
+        if (n->inputs[k] != m->out || r < 0 || r == m->out)
+            continue;
+        const eng_value_t *rv = &g->values[r];
+        if (rv->kind == ENG_VALUE_CONST || rv->kind == ENG_VALUE_OUTER ||
+            (rv->producer >= 0 && rv->producer >= m->gemm) ||
+            !shaped_as_product(g, m->gemm, r, cols))
+            continue;
+        m->res_add = add;
+        m->res = r;
+        m->out = n->outputs[0];
+        return;
+    }
+}
+
 /* Whether node i is a GEMM with a bias and/or an activation to take in
  * (see the file header); fills *m when so. Cannot fail. */
 static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogue_match_t *m)
@@ -143,7 +210,7 @@ static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogu
         return false;
     bool has_c = !mm && n->n_inputs > 2 && n->inputs[2] >= 0;
     *m = (epilogue_match_t){.gemm = i, .add = -1, .bias = -1, .act_node = -1,
-                            .out = n->outputs[0]};
+                            .res_add = -1, .res = -1, .out = n->outputs[0]};
     int rank = 0;
     int64_t cols = gemm_n(g, i, &rank);
     int next = eng_graph_sole_reader(g, m->out);
@@ -167,6 +234,8 @@ static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogu
     if ((m->act = act_of(g, done, a)) != ENG_ACT_NONE) {
         m->act_node = a;
         m->out = g->nodes[a].outputs[0];
+    } else if (mm && m->add >= 0) {
+        residual_find(g, done, m, a);
     }
     return m->add >= 0 || m->act_node >= 0;
 }
@@ -201,7 +270,7 @@ static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
     const eng_attr_t *attrs = n->attrs;
     int n_attrs = n->n_attrs;
     if (m->bias >= 0) {
-        ins = onnx_pool_alloc(g->pool, 3 * sizeof *ins);
+        ins = onnx_pool_alloc(g->pool, (m->res >= 0 ? 4 : 3) * sizeof *ins);
         if (!mm && ins)
             attrs = beta_one(g, n, &n_attrs);
     }
@@ -217,6 +286,14 @@ static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
         n->inputs = ins;
         n->n_inputs = 3;
         n->bias = true;
+        if (m->res >= 0) {
+            ins[3] = m->res;
+            g->values[m->res].n_consumers++;
+            n->n_inputs = 4;
+            n->residual = true;
+            done[m->res_add] = true;
+            g->values[g->nodes[m->res_add].outputs[0]].producer = -1;
+        }
         n->attrs = attrs;
         n->n_attrs = n_attrs;
         done[m->add] = true;
@@ -237,12 +314,19 @@ static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
 int eng_fuse_gemm_epilogue(eng_graph_t *g, bool *done)
 {
     epilogue_match_t m;
+    int biases = 0, acts = 0, residuals = 0;
     for (size_t i = 0; i < g->n_nodes; i++) {
         if (!epilogue_find(g, done, (int)i, &m))
             continue;
         int rc = epilogue_apply(g, done, &m);
         if (rc)
             return rc;
+        biases += m.bias >= 0;
+        acts += m.act_node >= 0;
+        residuals += m.res >= 0;
     }
+    if (biases || acts)
+        FS_LOG_I("engine", "gemm epilogues: %d biases, %d activations and %d residual adds fused",
+                 biases, acts, residuals);
     return 0;
 }

@@ -160,6 +160,12 @@ typedef struct eng_node {
      * its C, with beta 1. `act` is applied to the result last. */
     bool bias;
     eng_act_t act;
+    /* MatMul with `bias` only, never from a model file: input 3 is R, of
+     * Y's dtype and shape (engine/fuse_epilogue.c proves the shape at
+     * load, the op checks it when it plans), added to the biased product
+     * as the residual Add it replaced added it: Y = (A x B + bias) + R.
+     * `act` is then none. */
+    bool residual;
     /* Set at load by engine/layout.c, never from a model file. Conv, the
      * pools (MaxPool, AveragePool) and GlobalAveragePool / GlobalMaxPool
      * of rank 4: X and Y are NHWC ([N, H, W, C]) rather than NCHW, and a

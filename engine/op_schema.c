@@ -80,9 +80,10 @@ bool eng_op_ctx_complete(const eng_op_ctx_t *ctx)
         n_in = explicit_n;
     /* A fused MatMul's bias (graph.h) is outside the schema too. */
     if (ctx->node->bias && op == ENG_OP_MatMul) {
-        if (n_in < 3 || !ctx->inputs[2])
+        int extra = ctx->node->residual ? 2 : 1; /* and its residual */
+        if (n_in < 2 + extra || !ctx->inputs[2] || (extra == 2 && !ctx->inputs[3]))
             return false;
-        n_in--;
+        n_in -= extra;
     }
     /* So is a channels-last Conv's fused residual (graph.h: input 3). */
     if (ctx->node->conv_residual && n_in > 3)

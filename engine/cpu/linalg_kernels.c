@@ -148,6 +148,7 @@ static void matmul_double(const eng_matmul_dims_t *d, const double *a, const dou
 typedef struct epilogue_job {
     float *y;
     const float *bias;        /* [n] or NULL */
+    const float *res;         /* Y's shape, or NULL: added after the bias */
     int64_t n;
     eng_act_t act;
 } epilogue_job_t;
@@ -163,6 +164,9 @@ static void epilogue_rows(void *arg, int64_t begin, int64_t end)
         if (j->bias)
             for (int64_t i = 0; i < n; i++)
                 y[i] += j->bias[i];
+        if (j->res)
+            for (int64_t i = 0; i < n; i++)
+                y[i] += j->res[r * n + i];
         switch (j->act) {
         case ENG_ACT_RELU:
             for (int64_t i = 0; i < n; i++)
@@ -183,15 +187,17 @@ static void epilogue_rows(void *arg, int64_t begin, int64_t end)
 }
 
 /* The node's fused epilogue on Y [rows, n] (nothing when it has none): the
- * bias (MatMul's input 2) added and the activation applied in float, as
- * the Add, Relu and Gelu kernels it replaced compute them, over up to
- * n_threads threads. Cannot fail. */
+ * bias (MatMul's input 2) added, then the residual (MatMul's input 3), and
+ * the activation applied in float, as the Add, Relu and Gelu kernels it
+ * replaced compute them, over up to n_threads threads. Cannot fail. */
 static void gemm_epilogue(const eng_op_ctx_t *c, float *y, int64_t rows, int64_t n)
 {
     const eng_tensor_t *bt = c->node->bias ? eng_ctx_in(c, 2) : NULL;
+    const eng_tensor_t *rt = c->node->bias && c->node->residual ? eng_ctx_in(c, 3) : NULL;
     if (!bt && c->node->act == ENG_ACT_NONE)
         return;
-    epilogue_job_t j = {.y = y, .bias = bt ? bt->data : NULL, .n = n, .act = c->node->act};
+    epilogue_job_t j = {.y = y, .bias = bt ? bt->data : NULL, .res = rt ? rt->data : NULL,
+                        .n = n, .act = c->node->act};
     eng_parallel_for(c->n_threads, rows, eng_parallel_grain(n > 0 ? 4 * n : 1), epilogue_rows,
                      &j);
 }

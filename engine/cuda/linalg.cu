@@ -186,7 +186,8 @@ static int matmul_double(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 
 /* MatMul of shape d with A, B and Y all float32, or all half or bfloat16,
  * through eng_cuda_gemm with the node's fused epilogue (graph.h: the bias
- * of input 2, the activation), which cuBLASLt applies to each product.
+ * of input 2, the residual of input 3 as C with beta 1, the activation),
+ * which cuBLASLt applies to each product.
  * Errors as matmul_run's. */
 static int matmul_gemm(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 {
@@ -195,6 +196,7 @@ static int matmul_gemm(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     const char *a = (const char *)c->inputs[0]->data, *b = (const char *)c->inputs[1]->data;
     char *y = (char *)c->outputs[0]->data;
     const eng_tensor_t *bias = c->node->bias ? eng_ctx_in(c, 2) : NULL;
+    const eng_tensor_t *res = bias && c->node->residual ? eng_ctx_in(c, 3) : NULL;
     matmul_run_split_t r = matmul_split(&d);
     return matmul_each(c, d, (size_t)es, r, [&](int64_t a_off, int64_t b_off, int64_t y_off,
                                                 bool fold) {
@@ -207,6 +209,11 @@ static int matmul_gemm(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
         g.c = y + y_off * es, g.ldc = d.n;
         g.bias = bias ? bias->data : NULL;
         g.act = c->node->act;
+        /* The residual as cuBLASLt's C: laid out as Y, beta 1. */
+        if (res) {
+            g.r = (const char *)res->data + y_off * es;
+            g.beta = 1.0f;
+        }
         if (fold) {
             g.m = r.run * d.m, g.batch = 1;
         } else {
@@ -223,7 +230,7 @@ static int matmul_gemm(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
 static int matmul_run(eng_op_ctx_t *c)
 {
     eng_matmul_dims_t d;
-    int rc = linalg_require_inputs(c, c->node->bias ? 3 : 2, -1);
+    int rc = linalg_require_inputs(c, !c->node->bias ? 2 : c->node->residual ? 4 : 3, -1);
     if (rc || (rc = eng_matmul_dims(c, &d)) || (rc = eng_matmul_bias_check(c, &d)))
         return rc;
     if (c->inputs[0]->dtype == ENG_DT_DOUBLE)

@@ -102,6 +102,19 @@ int eng_matmul_bias_check(const eng_op_ctx_t *c, const eng_matmul_dims_t *d)
     if (bt->dtype != c->inputs[0]->dtype)
         return eng_op_err(c, FS_EINVAL, "the fused bias has dtype %s, the operands %s",
                           eng_dtype_name(bt->dtype), eng_dtype_name(c->inputs[0]->dtype));
+    if (!c->node->residual)
+        return 0;
+    const eng_tensor_t *rt = eng_ctx_in(c, 3);
+    if (!rt)
+        return eng_op_err(c, FS_EINVAL, "the fused residual (input 3) is missing");
+    char sr[96], sy[96];
+    if (!eng_shape_equal(&rt->shape, &d->out))
+        return eng_op_err(c, FS_EINVAL, "the fused residual %s differs from the product %s",
+                          eng_shape_format(&rt->shape, sr, sizeof sr),
+                          eng_shape_format(&d->out, sy, sizeof sy));
+    if (rt->dtype != c->inputs[0]->dtype)
+        return eng_op_err(c, FS_EINVAL, "the fused residual has dtype %s, the operands %s",
+                          eng_dtype_name(rt->dtype), eng_dtype_name(c->inputs[0]->dtype));
     return 0;
 }
 

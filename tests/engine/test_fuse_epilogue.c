@@ -36,6 +36,11 @@ typedef struct ep_case {
     bool gemm;                /* Gemm instead of MatMul */
     bool gemm_c;              /* the Gemm has its own C [EN] */
     bool trans_w;             /* W stored [EN, EK]: MatMul(X, Transpose(W)), Gemm transB=1 */
+    /* A residual Add after the bias (and the activation, if any): Add(Q,
+     * R) of a graph input R declared [EB, ES, EN] (residual 1), [1, ES,
+     * EN] (2: broadcast, nothing to take) or with no shape (3). */
+    int residual;
+    bool residual_first;      /* Add(R, Q) */
 } ep_case_t;
 
 static float w_at(int64_t i)
@@ -121,11 +126,19 @@ static void ep_build(mb_t *b, const ep_case_t *c)
     }
     if (c->act) {
         bool gelu = strncmp(c->act, "Gelu", 4) == 0;
-        Onnx__NodeProto *a = mb_node(b, gelu ? "Gelu" : c->act, "act", last, "Y");
+        Onnx__NodeProto *a = mb_node(b, gelu ? "Gelu" : c->act, "act", last, c->residual ? "A" : "Y");
         if (strcmp(c->act, "GeluTanh") == 0)
             mb_attr_s(b, a, "approximate", "tanh");
-    } else {
+        last = "A";
+    } else if (!c->residual) {
         mb_node(b, "Identity", "out", last, "Y");
+    }
+    if (c->residual) {
+        const int64_t rb[3] = {1, ES, EN};
+        mb_input(b, "R", F, c->residual == 3 ? -1 : 3, c->residual == 2 ? rb : yd, NULL);
+        char ins[8];
+        snprintf(ins, sizeof ins, c->residual_first ? "R,%s" : "%s,R", last);
+        mb_node(b, "Add", "res", ins, "Y");
     }
     mb_output(b, "Y", F, rank, c->gemm ? yg : yd);
     if (c->extra_reader) {
@@ -140,6 +153,7 @@ static void ep_build(mb_t *b, const ep_case_t *c)
 typedef struct ep_result {
     int fused;                /* GEMM nodes left with a bias or an activation */
     bool bias;                /* the GEMM took the bias (MatMul's flag, Gemm's C) */
+    bool residual;            /* the MatMul took the residual as input 3 */
     int act;
     int n_done;               /* nodes done after the passes */
 } ep_result_t;
@@ -174,10 +188,15 @@ static ep_result_t ep_fuse(const ep_case_t *c, eng_dtype_t low)
         r.fused++;
         r.bias = took;
         r.act = n->act;
+        r.residual = mm && n->residual;
+        if (r.residual)
+            cr_expect(n->n_inputs == 4 && n->inputs[3] == graph_value(g, "R"),
+                      "the residual is input 3");
         /* The fused node writes the chain's last value. */
         int out = n->outputs[0];
         cr_expect_eq(g->values[out].producer, (int)i);
         cr_expect(strcmp(g->values[out].name, "Y") == 0 || strcmp(g->values[out].name, "Q") == 0 ||
+                      strcmp(g->values[out].name, "A") == 0 ||
                       (low != ENG_DT_UNDEFINED && strncmp(g->values[out].name, "Y", 1) == 0),
                   "the fused node writes '%s'", g->values[out].name);
         if (took) {
@@ -204,14 +223,16 @@ static void ep_run(const ep_case_t *c, float *y)
     uint8_t *bytes = mb_pack(&b, &len);
     model_fixture_t f;
     model_fixture_load_bytes(&f, bytes, len);
-    static float x[EB * ES * EK], w[EK * EN], bias[ES * EN];
+    static float x[EB * ES * EK], w[EK * EN], bias[ES * EN], res[EB * ES * EN];
     for (int64_t i = 0; i < EB * ES * EK; i++)
         x[i] = (float)(2.5 * cos(0.11 * (double)i)); /* Relu and GELU see both signs */
     for (int64_t i = 0; i < EK * EN; i++)
         w[i] = w_at(i);
     for (int64_t i = 0; i < ES * EN; i++)
         bias[i] = bias_at(i);
-    eng_tensor_t in[3];
+    for (int64_t i = 0; i < EB * ES * EN; i++)
+        res[i] = (float)(0.7 * sin(0.05 * (double)i) + 1e-3 * (double)i);
+    eng_tensor_t in[4];
     size_t n_in = 0;
     in[n_in++] = c->gemm ? (eng_tensor_t){.dtype = ENG_DT_FLOAT, .shape = {2, {EB * ES, EK}}, .data = x}
                          : (eng_tensor_t){.dtype = ENG_DT_FLOAT, .shape = {3, {EB, ES, EK}}, .data = x};
@@ -226,6 +247,10 @@ static void ep_run(const ep_case_t *c, float *y)
         t.shape.rank = br;
         in[n_in++] = t;
     }
+    if (c->residual)
+        in[n_in++] = c->residual == 2
+                         ? (eng_tensor_t){.dtype = ENG_DT_FLOAT, .shape = {3, {1, ES, EN}}, .data = res}
+                         : (eng_tensor_t){.dtype = ENG_DT_FLOAT, .shape = {3, {EB, ES, EN}}, .data = res};
     eng_tensor_t *out[3] = {NULL};
     cr_assert_eq(eng_model_run(f.model, in, n_in, out), 0, "run: %s", fs_errmsg());
     cr_assert_eq(eng_shape_numel(&out[0]->shape), EB * ES * EN);
@@ -330,6 +355,37 @@ Test(fuse_epilogue, a_product_with_another_reader_or_a_graph_output_is_left_alon
 Test(fuse_epilogue, a_matmul_of_a_weight_that_is_an_input_is_left_alone)
 {
     cr_expect_eq(ep_fuse(&(ep_case_t){.act = "Relu", .w_input = true}, ENG_DT_UNDEFINED).fused, 0);
+}
+
+/* The residual Add after the bias: taken as input 3 when R is declared with
+ * the product's shape, with the unfused bits on the CPU. */
+Test(fuse_epilogue, a_residual_add_after_the_bias_becomes_input_3_with_the_same_bits)
+{
+    ep_expect(&(ep_case_t){.residual = 1}, 1, true, ENG_ACT_NONE);
+    ep_result_t r = ep_fuse(&(ep_case_t){.residual = 1}, ENG_DT_UNDEFINED);
+    cr_expect(r.residual);
+    r = ep_fuse(&(ep_case_t){.residual = 1, .residual_first = true}, ENG_DT_UNDEFINED);
+    cr_expect(r.residual, "Add(R, Q) is the same residual");
+    ep_expect(&(ep_case_t){.residual = 1, .residual_first = true}, 1, true, ENG_ACT_NONE);
+}
+
+Test(fuse_epilogue, a_residual_it_cannot_prove_or_after_an_activation_is_left_an_add)
+{
+    /* R [1, ES, EN] broadcast over the batch: the Add's Y is not the product's shape. */
+    ep_result_t r = ep_fuse(&(ep_case_t){.residual = 2}, ENG_DT_UNDEFINED);
+    cr_expect_eq(r.fused, 1);
+    cr_expect(r.bias && !r.residual);
+    ep_expect(&(ep_case_t){.residual = 2}, 1, true, ENG_ACT_NONE);
+    /* No declared shape: nothing proves it. */
+    r = ep_fuse(&(ep_case_t){.residual = 3}, ENG_DT_UNDEFINED);
+    cr_expect(r.bias && !r.residual);
+    /* cuBLASLt applies the activation after C: an Add after a Relu stays. */
+    r = ep_fuse(&(ep_case_t){.residual = 1, .act = "Relu"}, ENG_DT_UNDEFINED);
+    cr_expect(r.bias && !r.residual && r.act == ENG_ACT_RELU);
+    ep_expect(&(ep_case_t){.residual = 1, .act = "Relu"}, 1, true, ENG_ACT_RELU);
+    /* A Gemm keeps its C: no residual. */
+    r = ep_fuse(&(ep_case_t){.residual = 1, .gemm = true}, ENG_DT_UNDEFINED);
+    cr_expect(!r.residual);
 }
 
 Test(fuse_epilogue, fp16_lowering_retypes_the_fused_bias)
