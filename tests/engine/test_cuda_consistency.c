@@ -3288,6 +3288,9 @@ typedef struct ep_model {
     const char *desc;
     const char *act;          /* NULL, "Relu", "Gelu", "GeluTanh" */
     bool bias, gemm, trans_w;
+    /* The biased product's skip connection: Add(q, r) with r = MatMul(Relu(x),
+     * w) computed first and declared [2, 7, 197], fused as input 3. */
+    bool residual;
 } ep_model_t;
 
 #define EP_K 77
@@ -3310,6 +3313,11 @@ static uint8_t *ep_model(mb_t *b, const ep_model_t *e, size_t *len)
     t = mb_tensor(b, "bias", FLOW_F, 1, bd);
     mb_floats(b, t, bias, EP_N);
     mb_initializer(b, t);
+    if (e->residual) { /* before the product in the graph's order, as the fusion needs */
+        mb_node(b, "Relu", "r0", "x", "xr");
+        mb_node(b, "MatMul", "r1", "xr,w", "r");
+        b->infos[b->graph.n_value_info++] = mb_vi(b, "r", FLOW_F, 3, yd, NULL);
+    }
     if (e->gemm) {
         Onnx__NodeProto *g = mb_node(b, "Gemm", "gemm", "x,w", "p");
         if (e->trans_w)
@@ -3325,7 +3333,9 @@ static uint8_t *ep_model(mb_t *b, const ep_model_t *e, size_t *len)
         mb_node(b, "Add", "add", "bias,p", "q");
         last = "q";
     }
-    if (e->act) {
+    if (e->residual) {
+        mb_node(b, "Add", "res", "q,r", "y");
+    } else if (e->act) {
         bool gelu = strncmp(e->act, "Gelu", 4) == 0;
         Onnx__NodeProto *a = mb_node(b, gelu ? "Gelu" : e->act, "act", last, "y");
         if (strcmp(e->act, "GeluTanh") == 0)
@@ -3340,16 +3350,17 @@ static uint8_t *ep_model(mb_t *b, const ep_model_t *e, size_t *len)
 Test(cuda_consistency, fused_gemm_epilogues_match_the_cpu)
 {
     static const ep_model_t cases[] = {
-        {"MatMul + bias", NULL, true, false, false},
-        {"MatMul + bias + Relu", "Relu", true, false, false},
-        {"MatMul + bias + Gelu", "Gelu", true, false, false},
-        {"MatMul + bias + Gelu tanh", "GeluTanh", true, false, false},
-        {"MatMul + Relu", "Relu", false, false, false},
-        {"MatMul (W read transposed) + bias + Gelu", "Gelu", true, false, true},
-        {"MatMul (W read transposed) + bias + Gelu tanh", "GeluTanh", true, false, true},
-        {"Gemm + bias + Relu", "Relu", true, true, false},
-        {"Gemm transB + bias + Gelu", "Gelu", true, true, true},
-        {"Gemm + Gelu tanh", "GeluTanh", false, true, false},
+        {"MatMul + bias", NULL, true, false, false, false},
+        {"MatMul + bias + Relu", "Relu", true, false, false, false},
+        {"MatMul + bias + Gelu", "Gelu", true, false, false, false},
+        {"MatMul + bias + Gelu tanh", "GeluTanh", true, false, false, false},
+        {"MatMul + Relu", "Relu", false, false, false, false},
+        {"MatMul (W read transposed) + bias + Gelu", "Gelu", true, false, true, false},
+        {"MatMul (W read transposed) + bias + Gelu tanh", "GeluTanh", true, false, true, false},
+        {"Gemm + bias + Relu", "Relu", true, true, false, false},
+        {"Gemm transB + bias + Gelu", "Gelu", true, true, true, false},
+        {"Gemm + Gelu tanh", "GeluTanh", false, true, false, false},
+        {"MatMul + bias + residual", NULL, true, false, false, true},
     };
     /* The GPU's products of 77 terms in another order, through fp16/bf16
      * weights and activations at those precisions. */
@@ -3418,7 +3429,7 @@ Test(cuda_consistency, models_on_a_device_share_one_workspace)
         rig_close(&r);
         cr_skip_test("the workspace is a GPU's");
     }
-    const ep_model_t e = {"MatMul + bias + Relu", "Relu", true, false, false};
+    const ep_model_t e = {"MatMul + bias + Relu", "Relu", true, false, false, false};
     mb_t b;
     size_t len;
     uint8_t *bytes = ep_model(&b, &e, &len);
