@@ -425,10 +425,10 @@ static void respond_too_large(srv_req_t *r, const char *content_length)
                           max);
 }
 
-/* A header's value when it is a plain decimal number, else 0. */
-static unsigned long long header_decimal(struct MHD_Connection *conn, const char *name)
+/* A header's value (NULL: absent) when it is a plain decimal number, else
+ * 0. */
+static unsigned long long decimal_of(const char *v)
 {
-    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
     char *end = NULL;
     errno = 0;
     unsigned long long n = v && *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
@@ -445,7 +445,8 @@ static unsigned long long header_decimal(struct MHD_Connection *conn, const char
  * nothing: the body grows as it comes. 0, or FS_ENOMEM. */
 static int body_reserve(srv_req_t *r)
 {
-    unsigned long long len = header_decimal(r->conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long len = decimal_of(
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH));
     if (!len || len > r->app->cfg.server.max_body_bytes)
         return 0;
     /* A compressed body is inflated into a buffer of its own (body_decode):
@@ -455,7 +456,7 @@ static int body_reserve(srv_req_t *r)
                                                    "Inference-Header-Content-Length");
     bool plain = !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                               MHD_HTTP_HEADER_CONTENT_ENCODING);
-    unsigned long long at = plain ? header_decimal(r->conn, "Inference-Header-Content-Length") : 0;
+    unsigned long long at = plain ? decimal_of(ihcl) : 0;
     bool raw = plain && ihcl && strcmp(ihcl, "0") == 0;
     if (at >= len)
         at = 0;

@@ -53,9 +53,9 @@
  *
  * The body is parsed (or, for Triton's raw binary request, taken whole as
  * the model's one input: codec_raw.c), bound to the model's inputs in the
- * model's order and submitted. A version being replaced refuses with FS_ESTATE, and the
- * request is then submitted once more on the version that replaced it, so
- * a reload under load loses nothing. */
+ * model's order and submitted. A version being replaced refuses with
+ * FS_ESTATE, and the request is then submitted once more on the version
+ * that replaced it, so a reload under load loses nothing. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
