@@ -78,14 +78,16 @@ static void *admin_main(void *arg)
     srv_admin_job_t *job = r->admin;
     srv_app_t *app = r->app;
     uint64_t t0 = fs_clock_now_ns();
+    /* Forgotten before the unload starts, so readiness does not drop
+     * while the model drains. */
+    if (!job->load)
+        srv_ready_forget(app, job->model);
     int rc = job->load ? eng_registry_load(app->registry, job->model)
                        : eng_registry_unload(app->registry, job->model);
     job->status = rc;
     if (rc != 0)
         snprintf(job->error, sizeof job->error, "%s", fs_errmsg());
-    if (!job->load)
-        srv_ready_forget(app, job->model);
-    else if (rc == 0 && srv_ready_expect(app, job->model) != 0)
+    if (job->load && rc == 0 && srv_ready_expect(app, job->model) != 0)
         FS_LOG_W("admin", "model '%s' loaded, but readiness will not wait for it: %s",
                  job->model, fs_errmsg());
     job->duration_ns = fs_clock_now_ns() - t0;
