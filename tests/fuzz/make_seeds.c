@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "common/error.h"
 #include "server/encoding.h"
@@ -667,13 +668,20 @@ static void seeds_codec(void)
     request_compressed("mlp_flat.gzip", 'Z', json, 0);
     request_compressed("mlp_flat.deflate", 'D', json, 0);
     request_compressed("mlp_flat_cut.gzip", 'Z', json, 9);
-    /* Twice the bound of blanks: a few KiB that inflate past it. */
-    char *bomb = malloc((2u << 20) + 1);
-    if (!bomb)
-        die("bomb.gzip");
-    memset(bomb, ' ', 2u << 20);
-    bomb[2u << 20] = '\0';
-    request_compressed("bomb.gzip", 'Z', bomb, 0);
+    /* Twice the bound of blanks at zlib's best level: 2 KiB that inflate
+     * past it. */
+    size_t blanks = (size_t)2 << 20;
+    uLongf zlen = compressBound((uLong)blanks);
+    char *bomb = malloc(blanks);
+    unsigned char *z = malloc(1 + zlen);
+    if (!bomb || !z)
+        die("bomb.deflate");
+    memset(bomb, ' ', blanks);
+    z[0] = 'D';
+    if (compress2(z + 1, &zlen, (const Bytef *)bomb, (uLong)blanks, 9) != Z_OK)
+        die("bomb.deflate");
+    file_write("codec", "bomb.deflate", z, 1 + zlen);
+    free(z);
     free(bomb);
     float row[64];
     for (int i = 0; i < 64; i++)
