@@ -127,7 +127,7 @@ GEN := $(BUILD)/gen
 PROTO_H := $(GEN)/onnx/onnx.pb-c.h
 PROTO_C := $(GEN)/onnx/onnx.pb-c.c
 CPPFLAGS += -I$(GEN)
-LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c $(LDLIBS)
+LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c -lz $(LDLIBS)
 
 # --- sources ------------------------------------------------------------------
 LIB_DIRS := common alloc engine engine/ops engine/cpu config server

@@ -279,6 +279,7 @@ static const cfg_key_t server_keys[] = {
     KEY("connection_timeout", cfg_set_duration, cfg_t, server.connection_timeout_ns, 1, 0),
     KEY("request_timeout", cfg_set_duration, cfg_t, server.request_timeout_ns, 1, 0),
     KEY("shutdown_timeout", cfg_set_duration, cfg_t, server.shutdown_timeout_ns, 1, 0),
+    KEY("exit_on_error", cfg_set_bool, cfg_t, server.exit_on_error, 0, 0),
 };
 static const cfg_key_t batching_keys[] = {BATCHING_KEYS(cfg_t, batching)};
 static const cfg_key_t engine_keys[] = {ENGINE_KEYS(cfg_t, engine)};
@@ -330,6 +331,7 @@ void cfg_defaults(cfg_t *out)
     out->server.connection_timeout_ns = 30ull * 1000000000;
     out->server.request_timeout_ns = 30ull * 1000000000;
     out->server.shutdown_timeout_ns = 30ull * 1000000000;
+    out->server.exit_on_error = true;
     out->device.set = out->device.is_auto = true;
     cfg_string_store(out->repository, sizeof out->repository, "models");
     out->models_all = true;
@@ -590,12 +592,16 @@ int cfg_flag_apply(cfg_t *cfg, const char *path, const char *flag, const char *t
     const cfg_key_t *key = key_find(path);
     assert(key);
     /* Up to 15 digits is exact as a double; anything else stays a string
-     * and fails the integer check, quoted as the user wrote it. */
+     * and fails the integer check, quoted as the user wrote it. A boolean
+     * key takes "true" and "false" as the JSON literals. */
     size_t n = strspn(text, "0123456789");
     bool number = key->set == cfg_set_uint && n > 0 && n <= 15 && text[n] == '\0';
+    bool boolean = key->set == cfg_set_bool &&
+                   (strcmp(text, "true") == 0 || strcmp(text, "false") == 0);
     return flag_apply_json(cfg, path, flag,
-                           number ? cJSON_CreateNumber(strtod(text, NULL))
-                                  : cJSON_CreateString(text));
+                           number    ? cJSON_CreateNumber(strtod(text, NULL))
+                           : boolean ? cJSON_CreateBool(text[0] == 't')
+                                     : cJSON_CreateString(text));
 }
 
 int cfg_flag_apply_list(cfg_t *cfg, const char *path, const char *flag, const char *const *texts,

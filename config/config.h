@@ -81,6 +81,12 @@ typedef struct cfg {
         uint64_t connection_timeout_ns;   /* idle keep-alive connections close. Default 30s */
         uint64_t request_timeout_ns;      /* a request waiting longer fails with 503. Default 30s */
         uint64_t shutdown_timeout_ns;     /* SIGTERM drain bound. Default 30s */
+        /* true (default, Triton's --exit-on-error): start-up fails when the
+         * repository cannot be read or a start-up model does not load, and
+         * /v2/health/ready is 503 while a model that should be loaded is not
+         * READY. false: the failures are logged, the server serves what
+         * loaded and is ready once start-up is done. */
+        bool exit_on_error;
     } server;
     cfg_device_t device;                  /* "auto" (default: cuda:0 if a GPU answers, else cpu), "cpu", "cuda", "cuda:N" */
     char repository[CFG_PATH_MAX];        /* Default "models" */
@@ -154,7 +160,8 @@ typedef enum cfg_action {
  * NAME (repeatable; replaces the model list), --policy LIST (comma
  * separated kinds with default parameters, replacing the list),
  * --precision, --max-batch-size, --max-queue-delay, --admin-token,
- * --log-level, --log-format, --help, --version, --check-config.
+ * --log-level, --log-format, --exit-on-error (true|false), --help,
+ * --version, --check-config.
  * `--flag=value` and `--flag value` both work. *config_path receives the
  * --config path (borrowed from argv) or NULL. --help and --version read no
  * file (*out gets the defaults). 0, or FS_EINVAL naming the flag and what

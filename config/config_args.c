@@ -56,6 +56,9 @@ static const cfg_flag_t flags[] = {
      "wait for more requests after the first, such as 500us (default 0s: batch what queued while the last batch ran)"},
     {"--admin-token", FLAG_KEY, "server.admin_token", CFG_ACTION_SERVE, "TOKEN",
      "bearer token the admin endpoints require (default none: open)"},
+    {"--exit-on-error", FLAG_KEY, "server.exit_on_error", CFG_ACTION_SERVE, "BOOL",
+     "true (default): a repository that cannot be read or a start-up model that does not load "
+     "fails start-up, and readiness needs every model; false: serve what loaded"},
     {"--log-level", FLAG_KEY, "log.level", CFG_ACTION_SERVE, "LEVEL",
      "error, warn, info, debug or trace (default info)"},
     {"--log-format", FLAG_KEY, "log.format", CFG_ACTION_SERVE, "FORMAT",

@@ -144,7 +144,8 @@ int cfg_set_policies(const cfg_key_t *key, const cfg_src_t *src, void *root);
 /* Applies `text` to the key at `path` ("server.port", "log.level") of *cfg
  * as if the file had that value: a key that holds an integer takes the
  * text as a JSON number when it is all digits (anything else fails its
- * check, quoted), other keys take it as a JSON string. Messages name `flag`
+ * check, quoted), a boolean key "true" and "false" as the JSON literals,
+ * other keys take it as a JSON string. Messages name `flag`
  * ("--port: expected an integer 0..65535, got \"80x\""). 0, or FS_EINVAL /
  * FS_ENOMEM; on error the key may be partly written (the caller works on a
  * copy). */

@@ -1,7 +1,8 @@
 /* admin.c -- the admin endpoints: Triton's model repository extension
  * (index, load, unload) and /v1/memory (every cache's statistics and
  * segments, empty_cache, reset_peak). routes.c has already checked the
- * admin token.
+ * admin token. A load's or unload's body may hold Triton's parameters;
+ * those flatserve cannot honour are refused by name (admin_body_check).
  *
  * Loads and unloads wait for the versions they replace to drain, and those
  * versions' requests are answered by the HTTP threads: run on an HTTP
@@ -69,17 +70,26 @@ void srv_admin_index(srv_req_t *r, const srv_route_args_t *a)
 }
 
 /* The load's or unload's own thread: runs it, writes the result, and
- * completes the request (which may free it). */
+ * completes the request (which may free it). A model loaded becomes one
+ * that should be loaded, one unloaded stops being one (readiness.c). */
 static void *admin_main(void *arg)
 {
     srv_req_t *r = arg;
     srv_admin_job_t *job = r->admin;
+    srv_app_t *app = r->app;
     uint64_t t0 = fs_clock_now_ns();
-    int rc = job->load ? eng_registry_load(r->app->registry, job->model)
-                       : eng_registry_unload(r->app->registry, job->model);
+    /* Forgotten before the unload starts, so readiness does not drop
+     * while the model drains. */
+    if (!job->load)
+        srv_ready_forget(app, job->model);
+    int rc = job->load ? eng_registry_load(app->registry, job->model)
+                       : eng_registry_unload(app->registry, job->model);
     job->status = rc;
     if (rc != 0)
         snprintf(job->error, sizeof job->error, "%s", fs_errmsg());
+    if (job->load && rc == 0 && srv_ready_expect(app, job->model) != 0)
+        FS_LOG_W("admin", "model '%s' loaded, but readiness will not wait for it: %s",
+                 job->model, fs_errmsg());
     job->duration_ns = fs_clock_now_ns() - t0;
     srv_req_complete(r); /* r may be gone after this */
     return NULL;
@@ -102,8 +112,62 @@ static void admin_finish(srv_req_t *r)
     srv_respond_json(r, 200, doc);
 }
 
+/* The body of a load or unload: none, or {"parameters": {...}}. Triton's
+ * load takes "config" (a ModelConfig override) and "file:<path>" (model
+ * files sent with the request); flatserve serves what the repository
+ * holds, so both are refused by name rather than accepted and ignored.
+ * Unload takes "unload_dependents" (a boolean: flatserve has no ensembles,
+ * so a model has no dependents and either value is honoured). 0, or -1
+ * having answered 400. */
+static int admin_body_check(srv_req_t *r, bool load)
+{
+    if (srv_req_body_len(r) == 0)
+        return 0;
+    const char *what = load ? "load" : "unload";
+    cJSON *body = cJSON_ParseWithLength(srv_req_body(r), srv_req_body_len(r));
+    const cJSON *params = cJSON_IsObject(body) ? body->child : NULL;
+    int rc = 0;
+    if (!cJSON_IsObject(body)) {
+        srv_respond_error(r, 400, "the %s request body must be a JSON object such as "
+                          "{\"parameters\": {}}", what);
+        rc = -1;
+    } else if (params && (strcmp(params->string, "parameters") != 0 || params->next)) {
+        const cJSON *bad = strcmp(params->string, "parameters") != 0 ? params : params->next;
+        srv_respond_error(r, 400, "the %s request has an unknown key \"%.64s\" (only "
+                          "\"parameters\" is known)", what, bad->string);
+        rc = -1;
+    } else if (params && !cJSON_IsObject(params)) {
+        srv_respond_error(r, 400, "\"parameters\" of the %s request must be an object", what);
+        rc = -1;
+    }
+    for (const cJSON *p = rc == 0 && params ? params->child : NULL; p && rc == 0; p = p->next) {
+        rc = -1;
+        if (load && strcmp(p->string, "config") == 0)
+            srv_respond_error(r, 400, "load parameter \"config\" (a model configuration "
+                              "override) is not supported: flatserve loads the configuration "
+                              "in the model's directory of the repository");
+        else if (load && strncmp(p->string, "file:", 5) == 0)
+            srv_respond_error(r, 400, "load parameter \"%.64s\" (model files sent with the "
+                              "request) is not supported: flatserve loads the files in the "
+                              "repository", p->string);
+        else if (!load && strcmp(p->string, "unload_dependents") == 0 && !cJSON_IsBool(p))
+            srv_respond_error(r, 400, "unload parameter \"unload_dependents\" must be true or "
+                              "false");
+        else if (!load && strcmp(p->string, "unload_dependents") == 0)
+            rc = 0;
+        else
+            srv_respond_error(r, 400, "unknown %s parameter \"%.64s\" (known: %s)", what,
+                              p->string, load ? "none; \"config\" and \"file:\" are refused"
+                                              : "\"unload_dependents\"");
+    }
+    cJSON_Delete(body);
+    return rc;
+}
+
 static void admin_start(srv_req_t *r, const srv_route_args_t *a, bool load)
 {
+    if (admin_body_check(r, load) != 0)
+        return;
     srv_admin_job_t *job = r->admin = calloc(1, sizeof *r->admin);
     if (!job) {
         srv_respond_error(r, 507, "out of host memory starting the %s", load ? "load" : "unload");

@@ -5,11 +5,19 @@
  * cache that holds model memory, the registry with a callback that reads
  * each model's config.json over the current defaults, the startup models,
  * the policy timer, the HTTP server; then ready. Stop runs it backwards,
- * after draining the requests in flight. */
+ * after draining the requests in flight.
+ *
+ * The repository is checked first: a missing or unreadable one, or a
+ * start-up model that does not load, ends start-up with the error (main
+ * exits 1) unless server.exit_on_error is false (readiness.c has what
+ * ready means then). */
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -243,25 +251,93 @@ static int open_memory(srv_app_t *app)
     return 0;
 }
 
-static void load_startup_models(srv_app_t *app)
+/* The repository must be a directory this process can read: 0, or
+ * FS_ENOENT / FS_EIO naming the path and why. */
+static int repository_check(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return fs_err(errno == ENOENT ? FS_ENOENT : FS_EIO, "model repository '%s': %s", path,
+                      strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fs_err(FS_EIO, "model repository '%s' is not a directory", path);
+    DIR *d = opendir(path);
+    if (!d)
+        return fs_err(FS_EIO, "model repository '%s' cannot be read: %s", path, strerror(errno));
+    closedir(d);
+    return 0;
+}
+
+/* The models that should be loaded at start: cfg's list, or with
+ * models_all every model directory of the repository. The one place that
+ * decides it (a model-control mode would, too). 0 and *out (n names;
+ * caller frees with free()), or FS_ENOMEM / the index's FS_EIO. */
+static int startup_models(srv_app_t *app, char (**out)[ENG_MODEL_NAME_MAX], size_t *n)
 {
     const cfg_t *cfg = &app->cfg;
-    if (!cfg->models_all) {
-        for (size_t i = 0; i < cfg->n_models; i++)
-            if (eng_registry_load(app->registry, cfg->models[i]) != 0)
-                FS_LOG_E("app", "model '%s' did not load: %s", cfg->models[i], fs_errmsg());
-        return;
-    }
+    *out = NULL;
+    *n = 0;
     eng_model_entry_t *entries = NULL;
-    size_t n = 0;
-    if (eng_registry_index(app->registry, &entries, &n) != 0) {
-        FS_LOG_E("app", "repository '%s': %s", cfg->repository, fs_errmsg());
-        return;
+    size_t count = cfg->n_models;
+    if (cfg->models_all && eng_registry_index(app->registry, &entries, &count) != 0)
+        return fs_err(FS_EIO, "repository '%s': %s", cfg->repository, fs_errmsg());
+    char(*names)[ENG_MODEL_NAME_MAX] = calloc(count ? count : 1, sizeof *names);
+    if (!names) {
+        free(entries);
+        return fs_err(FS_ENOMEM, "out of host memory listing %zu start-up models", count);
     }
-    for (size_t i = 0; i < n; i++)
-        if (eng_registry_load(app->registry, entries[i].name) != 0)
-            FS_LOG_E("app", "model '%s' did not load: %s", entries[i].name, fs_errmsg());
+    for (size_t i = 0; i < count; i++)
+        snprintf(names[i], sizeof names[i], "%s", cfg->models_all ? entries[i].name : cfg->models[i]);
     free(entries);
+    *out = names;
+    *n = count;
+    return 0;
+}
+
+/* Loads the start-up models, each noted as one that should be loaded
+ * (readiness.c). Every model is tried and each failure logged; returns 0,
+ * or with server.exit_on_error the error that ends start-up: the
+ * repository missing or unreadable, or how many models did not load and
+ * the first one's error. Without it such failures are logged only. */
+static int load_startup_models(srv_app_t *app)
+{
+    const cfg_t *cfg = &app->cfg;
+    bool strict = cfg->server.exit_on_error;
+    const char *hint = "; --exit-on-error=false (server.exit_on_error) serves what loads";
+    int rc = repository_check(cfg->repository);
+    char(*names)[ENG_MODEL_NAME_MAX] = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = startup_models(app, &names, &n);
+    if (rc != 0) {
+        if (strict)
+            return fs_err(rc, "%s%s", fs_errmsg(), hint);
+        FS_LOG_E("app", "%s; serving without it (server.exit_on_error is false)", fs_errmsg());
+        return 0;
+    }
+    size_t n_failed = 0;
+    char first[FS_ERRMSG_MAX] = "";
+    int first_rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = srv_ready_expect(app, names[i]);
+        if (rc != 0)
+            break;
+        int lrc = eng_registry_load(app->registry, names[i]);
+        if (lrc == 0)
+            continue;
+        FS_LOG_E("app", "model '%s' did not load: %s", names[i], fs_errmsg());
+        if (n_failed++ == 0) {
+            first_rc = lrc;
+            snprintf(first, sizeof first, "model '%s': %s", names[i], fs_errmsg());
+        }
+    }
+    free(names);
+    if (rc != 0)
+        return rc;
+    if (n_failed > 0 && strict)
+        return fs_err(first_rc, "%zu of %zu start-up models did not load "
+                      "(the first: %s)%s", n_failed, n, first, hint);
+    return 0;
 }
 
 /* Frees everything; returns FS_EBUSY (logged) if a cache still had bytes
@@ -287,6 +363,8 @@ static int app_free(srv_app_t *app)
     eng_memory_close(&app->dev_mem); /* before the CPU's: it borrows its host cache */
     if (app->has_cpu_mem)
         eng_memory_close(&app->cpu_mem);
+    srv_ready_free(app);
+    pthread_mutex_destroy(&app->expect_lock);
     pthread_mutex_destroy(&app->cfg_lock);
     pthread_mutex_destroy(&app->flight_lock);
     pthread_cond_destroy(&app->flight_cond);
@@ -306,6 +384,7 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     app->cuda_index = -1;
     app->start_unix_s = (uint64_t)time(NULL);
     pthread_mutex_init(&app->cfg_lock, NULL);
+    pthread_mutex_init(&app->expect_lock, NULL);
     pthread_mutex_init(&app->flight_lock, NULL);
     pthread_cond_init(&app->flight_cond, NULL);
     pthread_mutex_init(&app->tick_lock, NULL);
@@ -325,10 +404,10 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
                                         .options = model_options, .options_user = app};
         rc = eng_registry_create(&rc_cfg, &app->registry);
     }
-    if (rc == 0) {
-        load_startup_models(app);
+    if (rc == 0)
+        rc = load_startup_models(app);
+    if (rc == 0)
         rc = ticker_start(app);
-    }
     if (rc == 0)
         rc = srv_http_start(app);
     if (rc != 0) {

@@ -20,12 +20,15 @@ extern "C" {
 typedef struct srv_app srv_app_t;
 
 /* Brings everything up: opens the device ("auto": cuda:0 when a GPU
- * answers, else the CPU, logging why), attaches the policies, loads the
- * configured models (a model that fails to load is logged and left
- * UNAVAILABLE with its error; the server still starts), listens, and turns
- * ready. 0 and *out (caller frees with srv_app_stop), or the error (the
- * device cannot be opened, the port cannot be bound, a policy is invalid)
- * with its message and nothing left running. */
+ * answers, else the CPU, logging why), attaches the policies, checks the
+ * repository and loads the start-up models, listens, and turns ready.
+ * 0 and *out (caller frees with srv_app_stop), or the error (the device
+ * cannot be opened, the port cannot be bound, a policy is invalid; with
+ * cfg's server.exit_on_error also the repository missing or unreadable,
+ * or a start-up model that did not load: each failure is logged, the
+ * message counts them and names the first) with its message and nothing
+ * left running. Without exit_on_error those are logged, the failed
+ * models stay UNAVAILABLE with their errors, and the server starts. */
 int srv_app_start(const cfg_t *cfg, srv_app_t **out);
 
 /* The bound port (the ephemeral one when cfg's port was 0). */

@@ -59,7 +59,7 @@ struct srv_app {
     srv_http_thread_t *http_threads; /* one per MHD polling thread (http.c), claimed in turn */
     unsigned n_http_threads;
     atomic_uint http_threads_claimed;
-    atomic_bool ready;            /* /v2/health/ready */
+    atomic_bool ready;            /* started and not stopping (readiness.c adds the models) */
     atomic_bool draining;         /* SIGTERM: answer with Connection: close */
     pthread_mutex_t flight_lock;
     pthread_cond_t flight_cond;
@@ -71,6 +71,13 @@ struct srv_app {
     bool ticker_stop;             /* tick_lock */
     pthread_mutex_t tick_lock;
     pthread_cond_t tick_cond;
+
+    /* The models that should be loaded (readiness.c), sorted by name:
+     * the start-up models, then those loaded through the repository API,
+     * less those unloaded through it. expect_lock guards the three. */
+    pthread_mutex_t expect_lock;
+    char (*expect)[ENG_MODEL_NAME_MAX];
+    size_t n_expect, cap_expect;
 
     atomic_uint_fast64_t http_responses[SRV_N_CODES + 1]; /* last: other codes */
     uint64_t start_unix_s;
@@ -290,6 +297,21 @@ eng_served_t *srv_info_acquire(srv_req_t *r, const srv_route_args_t *a);
 
 srv_handler_fn srv_admin_index, srv_admin_load, srv_admin_unload, srv_admin_memory,
     srv_admin_memory_empty, srv_admin_memory_reset_peak;
+
+/* ---- readiness.c ----------------------------------------------------------- */
+
+/* Adds `name` to the models that should be loaded (no-op when there):
+ * 0, or FS_ENOMEM (nothing changed). */
+int srv_ready_expect(srv_app_t *app, const char *name);
+/* Takes `name` out of them (no-op when not there). Cannot fail. */
+void srv_ready_forget(srv_app_t *app, const char *name);
+/* Frees the set (app_free). */
+void srv_ready_free(srv_app_t *app);
+/* Whether /v2/health/ready answers 200: the app is started and not
+ * stopping, and, with server.exit_on_error, every model that should be
+ * loaded is READY. false with why it is not in `why` (len bytes, always
+ * terminated). A registry index that cannot be read is not ready. */
+bool srv_ready_check(srv_app_t *app, char *why, size_t len);
 
 /* ---- metrics.c ------------------------------------------------------------- */
 

@@ -19,7 +19,8 @@
  *   the forms the encoder writes, so a response's data can be sent back.
  * - Binary BOOL bytes must be 0 or 1.
  * - Extra keys are ignored, as the protocol allows; a known key of the
- *   wrong type is an error. */
+ *   wrong type is an error. An output's "class_count" (Triton's
+ *   classification, whose results are BYTES) is refused, not ignored. */
 #include "server/codec.h"
 
 #include <cjson/cJSON.h>
@@ -669,6 +670,14 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
             return fs_err(FS_EINVAL,
                           "output '%.64s': \"parameters\" must be an object whose "
                           "\"binary_data\" is true or false",
+                          name->valuestring);
+        /* Triton's classification extension answers top-k "value:index"
+         * strings, a BYTES output, which this codec does not carry. */
+        if (params && cJSON_GetObjectItemCaseSensitive(params, "class_count"))
+            return fs_err(FS_EINVAL,
+                          "output '%.64s': \"class_count\" (classification) is not supported: "
+                          "its results are BYTES strings, which flatserve does not serve; ask "
+                          "for the output itself and take its top k",
                           name->valuestring);
         r->outputs[k].binary = bin ? cJSON_IsTrue(bin) : r->binary_output;
         r->outputs[k].name = strdup(name->valuestring);

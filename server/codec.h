@@ -87,6 +87,18 @@ int srv_infer_request_parse(const void *body, size_t len, size_t header_len,
                             srv_infer_request_t **out);
 void srv_infer_request_free(srv_infer_request_t *r);
 
+/* Triton's raw binary request (Inference-Header-Content-Length: 0; the
+ * rule is in codec_raw.c): `body` is all the bytes of m's single input,
+ * whose shape is deduced from `len` (`batched`: m batches, so its batch
+ * dim is 1). 0 and *out, asking for every output in binary (caller frees
+ * with srv_infer_request_free; its input may view `body`, which must
+ * outlive it), or FS_EINVAL naming why not -- the model has several
+ * inputs, a datatype the protocol cannot name, no declared shape, more
+ * than one variable dim, or a byte count that does not fit -- or
+ * FS_ENOMEM; nothing is allocated on error. */
+int srv_infer_request_raw(const eng_model_t *m, const char *model_name, bool batched,
+                          const void *body, size_t len, srv_infer_request_t **out);
+
 /* Puts the request's inputs in the model's input order: views[i] (an array
  * of eng_model_n_inputs(m)) views the input named like model input i. 0,
  * or FS_EINVAL naming a model input that is missing, an input the model

@@ -45,6 +45,12 @@
  * like any request in flight. A thread past the count claimed (none is
  * expected) resumes its completions one by one.
  *
+ * A body sent with Content-Encoding gzip or deflate is inflated whole
+ * before routing (body_decode), under server.max_body like any body, so
+ * every route sees the plain bytes. Responses of SRV_COMPRESS_MIN_BYTES
+ * or more are compressed when the request's Accept-Encoding asks
+ * (encoding.c), with Content-Encoding and Vary set.
+ *
  * The responses -- plain, JSON, errors -- are written here too. on_completed
  * frees the context (also when the client went away) and, for a request in
  * flight, lowers the count; graceful stop waits for it to reach zero before
@@ -70,6 +76,7 @@
 #include "common/log.h"
 #include "common/sync.h"
 #include "server/app_impl.h"
+#include "server/encoding.h"
 
 const unsigned srv_counted_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 409,
                                                  413, 500, 501, 503, 504, 507};
@@ -111,12 +118,19 @@ void srv_respond(srv_req_t *r, unsigned status, const char *content_type, char *
 }
 
 /* Queues `resp` (headers added) on the request's connection and counts
- * its status; the request's reference to it is dropped. */
+ * its status; the request's reference to it is dropped. `enc`: the
+ * coding its body is in; `vary`: the body's coding depends on the
+ * request's Accept-Encoding (it was long enough to be compressed). */
 static void respond_with(srv_req_t *r, unsigned status, struct MHD_Response *resp,
-                         const char *content_type, const char *header, const char *value)
+                         const char *content_type, const char *header, const char *value,
+                         srv_encoding_t enc, bool vary)
 {
     if (content_type)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (enc != SRV_ENC_IDENTITY)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, srv_encoding_name(enc));
+    if (vary)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
     if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401)
@@ -131,9 +145,38 @@ static void respond_with(srv_req_t *r, unsigned status, struct MHD_Response *res
     count_status(r->app, status);
 }
 
+/* The n buffers of iov (len bytes in all) compressed as the request's
+ * Accept-Encoding asks, into *z: the coding, or identity (nothing in *z)
+ * when the body is shorter than SRV_COMPRESS_MIN_BYTES, the client asks
+ * for no coding, or compressing fails or saves nothing (the body then
+ * goes out as it is). */
+static srv_encoding_t response_compress(srv_req_t *r, const struct iovec *iov, size_t n,
+                                        size_t len, srv_buf_t *z)
+{
+    if (len < SRV_COMPRESS_MIN_BYTES)
+        return SRV_ENC_IDENTITY;
+    srv_encoding_t enc = srv_encoding_accepted(
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    if (enc == SRV_ENC_IDENTITY)
+        return enc;
+    if (srv_deflate(enc, iov, n, z) == 0 && z->len < len)
+        return enc;
+    srv_buf_free(z);
+    return SRV_ENC_IDENTITY;
+}
+
 void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type, char *body,
                         size_t len, bool take, const char *header, const char *value)
 {
+    srv_buf_t z = {0};
+    srv_encoding_t enc = response_compress(r, &(struct iovec){body, len}, 1, len, &z);
+    if (enc != SRV_ENC_IDENTITY) {
+        if (take)
+            free(body);
+        body = z.data;
+        len = z.len;
+        take = true;
+    }
     struct MHD_Response *resp =
         take ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
              : MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
@@ -143,20 +186,48 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
         FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
         return;
     }
-    respond_with(r, status, resp, content_type, header, value);
+    respond_with(r, status, resp, content_type, header, value, enc,
+                 enc != SRV_ENC_IDENTITY || len >= SRV_COMPRESS_MIN_BYTES);
 }
 
 void srv_respond_parts(srv_req_t *r, const char *content_type, const struct MHD_IoVec *iov,
                        unsigned n, void (*release)(void *cls), void *cls, const char *header,
                        const char *value)
 {
+    /* Compressed, the parts become one buffer of their own, and the
+     * tensors they lay in are released at once. */
+    size_t len = 0;
+    for (unsigned i = 0; i < n; i++)
+        len += iov[i].iov_len;
+    if (len >= SRV_COMPRESS_MIN_BYTES) {
+        struct iovec *v = malloc(n * sizeof *v);
+        srv_buf_t z = {0};
+        for (unsigned i = 0; v && i < n; i++)
+            v[i] = (struct iovec){(void *)iov[i].iov_base, iov[i].iov_len};
+        srv_encoding_t enc = v ? response_compress(r, v, n, len, &z) : SRV_ENC_IDENTITY;
+        free(v);
+        if (enc != SRV_ENC_IDENTITY) {
+            release(cls);
+            struct MHD_Response *resp =
+                MHD_create_response_from_buffer(z.len, z.data, MHD_RESPMEM_MUST_FREE);
+            if (!resp) {
+                srv_buf_free(&z);
+                FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method,
+                         r->url);
+                return;
+            }
+            respond_with(r, 200, resp, content_type, header, value, enc, true);
+            return;
+        }
+    }
     struct MHD_Response *resp = MHD_create_response_from_iovec(iov, n, release, cls);
     if (!resp) {
         release(cls);
         FS_LOG_E("http", "%s %s: cannot make a response (out of memory)", r->method, r->url);
         return;
     }
-    respond_with(r, 200, resp, content_type, header, value);
+    respond_with(r, 200, resp, content_type, header, value, SRV_ENC_IDENTITY,
+                 len >= SRV_COMPRESS_MIN_BYTES);
 }
 
 /* {"error": msg}; a body that cannot be built for want of memory becomes
@@ -354,10 +425,10 @@ static void respond_too_large(srv_req_t *r, const char *content_length)
                           max);
 }
 
-/* A header's value when it is a plain decimal number, else 0. */
-static unsigned long long header_decimal(struct MHD_Connection *conn, const char *name)
+/* A header's value (NULL: absent) when it is a plain decimal number, else
+ * 0. */
+static unsigned long long decimal_of(const char *v)
 {
-    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
     char *end = NULL;
     errno = 0;
     unsigned long long n = v && *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
@@ -374,19 +445,70 @@ static unsigned long long header_decimal(struct MHD_Connection *conn, const char
  * nothing: the body grows as it comes. 0, or FS_ENOMEM. */
 static int body_reserve(srv_req_t *r)
 {
-    unsigned long long len = header_decimal(r->conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long len = decimal_of(
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH));
     if (!len || len > r->app->cfg.server.max_body_bytes)
         return 0;
-    unsigned long long at = header_decimal(r->conn, "Inference-Header-Content-Length");
+    /* A compressed body is inflated into a buffer of its own (body_decode):
+     * nothing of it is lent from here. A raw binary request (header length
+     * "0") is one input's bytes from its first. */
+    const char *ihcl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                   "Inference-Header-Content-Length");
+    bool plain = !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                              MHD_HTTP_HEADER_CONTENT_ENCODING);
+    unsigned long long at = plain ? decimal_of(ihcl) : 0;
+    bool raw = plain && ihcl && strcmp(ihcl, "0") == 0;
     if (at >= len)
         at = 0;
     enum { ALIGN = 64 };
-    int rc = srv_buf_reserve(&r->body, (size_t)len + (at ? ALIGN : 0));
-    if (rc || !at)
+    int rc = srv_buf_reserve(&r->body, (size_t)len + (at || raw ? ALIGN : 0));
+    if (rc || (!at && !raw))
         return rc;
     size_t skip = (ALIGN - ((uintptr_t)r->body.data + at) % ALIGN) % ALIGN;
     memset(r->body.data, 0, skip);
     r->body.len = r->body_skip = skip;
+    return 0;
+}
+
+/* A body sent with Content-Encoding gzip or deflate, inflated in place of
+ * the one that came, under the same bound as a plain body (server.max_body):
+ * 0, or -1 having answered 415 (a coding not served, with Accept-Encoding
+ * saying which are), 413 (it inflates past the bound), 400 (not valid
+ * data of its coding) or 507. The inflated body starts at no particular
+ * alignment: the codec copies binary inputs it cannot lend. */
+static int body_decode(srv_req_t *r)
+{
+    srv_encoding_t enc;
+    const char *ce, *other;
+    srv_header_values(r->conn, MHD_HTTP_HEADER_CONTENT_ENCODING, &ce, &other);
+    if (other) {
+        srv_respond_error(r, 400, "Content-Encoding is given twice, as '%.32s' and '%.32s'", ce,
+                          other);
+        return -1;
+    }
+    if (srv_encoding_parse(ce, &enc) != 0) {
+        srv_respond_error_header(r, 415, MHD_HTTP_HEADER_ACCEPT_ENCODING, "gzip, deflate", "%s",
+                                 fs_errmsg());
+        return -1;
+    }
+    if (enc == SRV_ENC_IDENTITY)
+        return 0;
+    size_t max = (size_t)r->app->cfg.server.max_body_bytes;
+    srv_buf_t plain = {0};
+    int rc = srv_inflate(enc, srv_req_body(r), srv_req_body_len(r), max, &plain);
+    if (rc != 0) {
+        srv_buf_free(&plain);
+        if (rc == FS_ERANGE)
+            srv_respond_error(r, 413, "the %s request body (%zu bytes) inflates past "
+                              "server.max_body (%zu bytes)", srv_encoding_name(enc),
+                              srv_req_body_len(r), max);
+        else
+            srv_respond_error(r, rc == FS_ENOMEM ? 507 : 400, "%s", fs_errmsg());
+        return -1;
+    }
+    srv_buf_free(&r->body);
+    r->body = plain;
+    r->body_skip = 0;
     return 0;
 }
 
@@ -466,7 +588,8 @@ static enum MHD_Result on_request(srv_app_t *app, srv_http_thread_t *self,
          * went away is reaped by the connection timeout, not awaited). */
         r->dispatched = r->in_flight = true;
         flight_add(app, 1);
-        srv_route(r);
+        if (body_decode(r) == 0)
+            srv_route(r);
     }
     return MHD_YES;
 }

@@ -51,10 +51,11 @@
  *
  * ## Inference
  *
- * The body is parsed, bound to the model's inputs in the model's order and
- * submitted. A version being replaced refuses with FS_ESTATE, and the
- * request is then submitted once more on the version that replaced it, so
- * a reload under load loses nothing. */
+ * The body is parsed (or, for Triton's raw binary request, taken whole as
+ * the model's one input: codec_raw.c), bound to the model's inputs in the
+ * model's order and submitted. A version being replaced refuses with
+ * FS_ESTATE, and the request is then submitted once more on the version
+ * that replaced it, so a reload under load loses nothing. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,11 +215,13 @@ static int submit(srv_req_t *r, const srv_route_args_t *a)
 #define HEADER_LENGTH_NAME "Inference-Header-Content-Length"
 
 /* The Inference-Header-Content-Length header (Triton's binary extension):
- * 0 and *out (0 when absent), or -1 having answered 400 (not digits alone,
- * out of the body's range, or given twice with two values). */
-static int header_length(srv_req_t *r, size_t *out)
+ * 0 and *out (0 when absent; *raw when it is 0: the whole body is one
+ * input's bytes), or -1 having answered 400 (not digits alone, past the
+ * body's length, or given twice with two values). */
+static int header_length(srv_req_t *r, size_t *out, bool *raw)
 {
     *out = 0;
+    *raw = false;
     const char *hl, *other;
     srv_header_values(r->conn, HEADER_LENGTH_NAME, &hl, &other);
     if (!hl)
@@ -230,12 +233,35 @@ static int header_length(srv_req_t *r, size_t *out)
     }
     char *end = NULL;
     unsigned long long v = hl[0] >= '0' && hl[0] <= '9' ? strtoull(hl, &end, 10) : 0;
-    if (v == 0 || *end || v > srv_req_body_len(r)) {
+    if (!end || *end || v > srv_req_body_len(r)) {
         srv_respond_error(r, 400, HEADER_LENGTH_NAME " '%s' must be a number "
-                          "from 1 to the body's %zu bytes", hl, srv_req_body_len(r));
+                          "from 0 (a raw binary request) to the body's %zu bytes", hl,
+                          srv_req_body_len(r));
         return -1;
     }
     *out = (size_t)v;
+    *raw = v == 0;
+    return 0;
+}
+
+/* The request of a raw binary body, for the model in the path: 0, or -1
+ * having answered the error. */
+static int raw_request(srv_req_t *r, const srv_route_args_t *a)
+{
+    srv_infer_job_t *job = &r->infer;
+    if (!a->model[0]) {
+        srv_respond_error(r, 400, "POST /infer names its model in a JSON body, so it takes no raw "
+                          "binary request (" HEADER_LENGTH_NAME ": 0); use "
+                          "POST /v2/models/<model>/infer");
+        return -1;
+    }
+    int rc = srv_infer_request_raw(eng_served_model(job->served), a->model,
+                                   eng_served_batches(job->served), srv_req_body(r),
+                                   srv_req_body_len(r), &job->request);
+    if (rc != 0) {
+        srv_respond_fs_error(r, rc);
+        return -1;
+    }
     return 0;
 }
 
@@ -374,13 +400,18 @@ void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
     if (a->model[0] && !(job->served = srv_info_acquire(r, a)))
         return;
     size_t header_len = 0;
-    if (header_length(r, &header_len) != 0) {
+    bool raw = false;
+    if (header_length(r, &header_len, &raw) != 0) {
         count_refused(r, FS_EINVAL);
         return;
     }
-    int rc = srv_infer_request_parse(srv_req_body(r), srv_req_body_len(r), header_len,
-                                     &job->request);
-    if (rc != 0) {
+    int rc = 0;
+    if (raw && raw_request(r, a) != 0) {
+        count_refused(r, FS_EINVAL);
+        return;
+    }
+    if (!raw && (rc = srv_infer_request_parse(srv_req_body(r), srv_req_body_len(r), header_len,
+                                              &job->request)) != 0) {
         refuse(r, rc);
         return;
     }

@@ -37,9 +37,9 @@ void srv_info_live(srv_req_t *r, const srv_route_args_t *a)
 
 void srv_info_ready(srv_req_t *r, const srv_route_args_t *a)
 {
-    if (!atomic_load(&r->app->ready)) {
-        srv_respond_error(r, 503, atomic_load(&r->app->draining) ? "the server is shutting down"
-                                                                 : "the server is starting");
+    char why[FS_ERRMSG_MAX + 256];
+    if (!srv_ready_check(r->app, why, sizeof why)) {
+        srv_respond_error(r, 503, "%s", why);
         return;
     }
     cJSON *doc = cJSON_CreateObject();

@@ -9,7 +9,8 @@
  *
  * A path is split into segments and matched against the table in order; a
  * path that matches with another method is 405 with Allow, no match is
- * 404. Admin routes need "Authorization: Bearer <token>" when
+ * 404. HEAD is allowed wherever GET is. Admin routes need
+ * "Authorization: Bearer <token>" (the scheme in any case) when
  * server.admin_token is set (401 otherwise; the comparison takes the same
  * time wherever the tokens differ). A {v} that is not a non-negative number
  * is 400, a {m} that is not a valid model name (too long included) is 400,
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/error.h"
 #include "server/app_impl.h"
@@ -91,7 +93,9 @@ typedef struct path_segs {
 
 /* Splits a path (a copy of the URL, written in place) into at most
  * MAX_SEGS segments; n is -1 if more, or for an empty segment ("//", a
- * trailing "/"). */
+ * trailing "/"), but for "/v2/": the protocol writes the server's
+ * metadata path both as "v2" and "/v2/", so that one trailing slash is
+ * taken. */
 static void split_path(char *buf, path_segs_t *ps)
 {
     while (*buf == '/')
@@ -112,7 +116,8 @@ static void split_path(char *buf, path_segs_t *ps)
         *slash = '\0';
         p = slash + 1;
         if (!*p) {
-            ps->n = -1;
+            if (ps->n != 1 || strcmp(ps->s[0], "v2") != 0)
+                ps->n = -1;
             return;
         }
     }
@@ -155,13 +160,14 @@ static bool route_match(size_t i, const path_segs_t *ps, srv_route_args_t *args)
     return true;
 }
 
-/* Constant-time over the token's length. */
+/* Constant-time over the token's length. The scheme is matched in any
+ * case, as HTTP's auth schemes are (RFC 9110 11.1); the token exactly. */
 static bool token_ok(const srv_app_t *app, const char *auth)
 {
     const char *want = app->cfg.server.admin_token;
     if (!want[0])
         return true;
-    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
         return false;
     const char *got = auth + 7;
     size_t wl = strlen(want), gl = strlen(got);
@@ -189,13 +195,15 @@ void srv_route(srv_req_t *r)
     for (size_t i = 0; segs.n >= 0 && i < N_ROUTES; i++) {
         if (!route_match(i, &segs, &args))
             continue;
-        if (strcmp(routes[i].method, r->method) == 0) {
+        /* HEAD is GET without the body, which libmicrohttpd leaves out. */
+        bool get = strcmp(routes[i].method, "GET") == 0;
+        if (strcmp(routes[i].method, r->method) == 0 || (get && strcmp(r->method, "HEAD") == 0)) {
             hit = &routes[i];
             break;
         }
         if (!strstr(allow, routes[i].method))
-            snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
-                     allow[0] ? ", " : "", routes[i].method);
+            snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s%s",
+                     allow[0] ? ", " : "", routes[i].method, get ? ", HEAD" : "");
     }
     const char *model = args.bad_model ? args.bad_model : args.model;
     int rc;

@@ -728,6 +728,27 @@ Test(cfg, flags_override_the_defaults)
     cr_expect_eq(c.log.format, FS_LOG_JSON);
 }
 
+Test(cfg, exit_on_error_is_on_by_default_and_a_flag_or_key_turns_it_off)
+{
+    cfg_t c;
+    cfg_action_t action;
+    const char *path;
+    cfg_defaults(&c);
+    cr_expect(c.server.exit_on_error);
+    cr_assert_eq(ARGS(&c, &action, &path, "--exit-on-error=false"), 0, "%s", fs_errmsg());
+    cr_expect_not(c.server.exit_on_error);
+    cr_assert_eq(ARGS(&c, &action, &path, "--exit-on-error", "true"), 0, "%s", fs_errmsg());
+    cr_expect(c.server.exit_on_error);
+    cr_expect_neq(ARGS(&c, &action, &path, "--exit-on-error=no"), 0);
+    cr_expect(strstr(fs_errmsg(), "--exit-on-error: expected true or false"), "%s", fs_errmsg());
+    cfg_t f = parse_ok("{\"server\": {\"exit_on_error\": false}}");
+    cr_expect_not(f.server.exit_on_error);
+    char *json = cfg_to_json(&f);
+    cr_assert_not_null(json);
+    cr_expect(strstr(json, "\"exit_on_error\":\tfalse"), "%s", json);
+    free(json);
+}
+
 Test(cfg, no_flags_give_the_defaults)
 {
     cfg_t c, want;
@@ -930,7 +951,7 @@ Test(cfg, usage_lists_every_flag)
         "--device",      "--repository", "--model-repository", "--model NAME",
         "--policy LIST", "--precision",  "--max-batch-size",   "--max-queue-delay",
         "--admin-token", "--log-level",  "--log-format",       "--check-config",
-        "--help",        "--version"};
+        "--help",        "--version",    "--exit-on-error BOOL"};
     for (size_t i = 0; i < N_OF(names); i++)
         cr_expect(strstr(buf, names[i]), "usage lacks %s:\n%s", names[i], buf);
     free(buf);

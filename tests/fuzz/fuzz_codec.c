@@ -5,7 +5,14 @@
  * Input: a first byte 'B' makes the next 4 bytes the JSON header's length
  * (little-endian; what Inference-Header-Content-Length carries, passed
  * unchecked: the decoder refuses a length past the body itself) and the
- * rest the body; any other first byte makes the rest a JSON body.
+ * rest the body; 'Z' and 'D' make the rest a gzip or deflate (zlib)
+ * compressed JSON body, inflated first under a 1 MiB bound as http.c
+ * inflates one (server/encoding.c: refusals are FS_EPARSE / FS_ERANGE /
+ * FS_ENOMEM with a message, and what inflates deflates and inflates back
+ * to itself); 'R' makes the rest a raw binary request (header length 0:
+ * codec_raw.c), its next byte picking the model ('m' mlp, which takes
+ * whole rows of 64 floats; 'p' pair and anything else echo, which must
+ * refuse it); any other first byte makes the rest a JSON body.
  *
  * A request that parses is bound to the model its "model" names, built in
  * memory (fuzz_model.h) over a fresh CPU cache:
@@ -35,10 +42,13 @@
 #include "engine/engine.h"
 #include "server/codec.h"
 #include "server/codec_impl.h"
+#include "server/encoding.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/fuzz_model.h"
 
 #define CODEC_CACHE_LIMIT_BYTES ((size_t)64 << 20)
+/* What a compressed body may inflate to (http.c's bound is server.max_body). */
+#define CODEC_INFLATE_MAX ((size_t)1 << 20)
 
 /* The models a request can name. */
 static void model_mlp(fuzz_mb_t *b)
@@ -162,12 +172,11 @@ static int request_answer(const srv_infer_request_t *r, eng_model_t *m, const ch
     return rc;
 }
 
-/* Builds the model r names over a fresh cache and answers r with it. */
-static int request_serve(const srv_infer_request_t *r)
+/* Builds model `name` ("mlp", "pair" or "echo") over a fresh cache into
+ * *mem and *m (close with model_close). 0, or FS_ESTATE: the target's own
+ * models must load. */
+static int model_open(const char *name, eng_memory_t *mem, eng_model_t **m)
 {
-    const char *name = r->model && strcmp(r->model, "mlp") == 0    ? "mlp"
-                       : r->model && strcmp(r->model, "pair") == 0 ? "pair"
-                                                                   : "echo";
     fuzz_mb_t b;
     if (name[0] == 'm')
         model_mlp(&b);
@@ -182,24 +191,114 @@ static int request_serve(const srv_infer_request_t *r)
     if (rc != 0)
         return rc;
     alloc_cache_config_t cc = {.name = "fuzz", .max_reserved_bytes = CODEC_CACHE_LIMIT_BYTES};
-    eng_memory_t mem = {0};
-    eng_model_t *m = NULL;
-    rc = eng_memory_open(NULL, &cc, &mem);
-    eng_model_config_t mc = {.name = name, .cache = mem.cache};
+    memset(mem, 0, sizeof *mem);
+    *m = NULL;
+    rc = eng_memory_open(NULL, &cc, mem);
+    eng_model_config_t mc = {.name = name, .cache = mem->cache};
     if (rc == 0)
-        rc = eng_model_load_bytes(bytes, len, NULL, &mc, &m);
+        rc = eng_model_load_bytes(bytes, len, NULL, &mc, m);
     free(bytes);
     if (rc != 0) {
         char msg[FS_ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", fs_errmsg());
-        eng_memory_close(&mem);
+        eng_memory_close(mem);
         return fs_err(FS_ESTATE, "the codec target's model '%s' did not load: %s", name, msg);
     }
-    rc = request_answer(r, m, name, name[0] == 'e');
+    return 0;
+}
+
+/* Destroys the model and checks its cache went back to zero. */
+static int model_close(eng_memory_t *mem, eng_model_t *m)
+{
     eng_model_destroy(m);
-    int zero = fuzz_cache_check_zero(mem.cache, "after the model was destroyed");
-    eng_memory_close(&mem);
+    int zero = fuzz_cache_check_zero(mem->cache, "after the model was destroyed");
+    eng_memory_close(mem);
+    return zero;
+}
+
+/* Builds the model r names over a fresh cache and answers r with it. */
+static int request_serve(const srv_infer_request_t *r)
+{
+    const char *name = r->model && strcmp(r->model, "mlp") == 0    ? "mlp"
+                       : r->model && strcmp(r->model, "pair") == 0 ? "pair"
+                                                                   : "echo";
+    eng_memory_t mem;
+    eng_model_t *m;
+    int rc = model_open(name, &mem, &m);
+    if (rc != 0)
+        return rc;
+    rc = request_answer(r, m, name, name[0] == 'e');
+    int zero = model_close(&mem, m);
     return rc ? rc : zero;
+}
+
+/* A raw binary request (Inference-Header-Content-Length: 0) of `len`
+ * bytes to the model `pick` chooses ('m' mlp, 'p' pair, else echo): mlp
+ * takes it when the bytes are whole rows of 64 floats, pair (two inputs)
+ * and echo (no declared shape) refuse it. */
+static int raw_serve(uint8_t pick, const uint8_t *body, size_t len)
+{
+    static const int raw_codes[] = {FS_EINVAL, FS_ENOMEM};
+    const char *name = pick == 'm' ? "mlp" : pick == 'p' ? "pair" : "echo";
+    eng_memory_t mem;
+    eng_model_t *m;
+    int rc = model_open(name, &mem, &m);
+    if (rc != 0)
+        return rc;
+    srv_infer_request_t *r = NULL;
+    fs_err_clear();
+    rc = srv_infer_request_raw(m, name, true, body, len, &r);
+    if (rc != 0)
+        rc = r ? fs_err(FS_ESTATE, "srv_infer_request_raw failed and returned a request")
+               : fuzz_refusal_check("srv_infer_request_raw", rc, raw_codes, 2);
+    else if (name[0] != 'm')
+        rc = fs_err(FS_ESTATE, "srv_infer_request_raw took %zu bytes for model '%s', which "
+                    "has no single input of a declared shape", len, name);
+    else if (r->n_inputs != 1 || eng_tensor_bytes(&r->inputs[0].tensor) != len ||
+             !r->binary_output)
+        rc = fs_err(FS_ESTATE, "a raw request of %zu bytes became %zu inputs of %zu bytes",
+                    len, r->n_inputs, r->n_inputs ? eng_tensor_bytes(&r->inputs[0].tensor) : 0);
+    if (rc == 0 && r)
+        rc = request_check(r);
+    if (rc == 0 && r)
+        rc = request_answer(r, m, name, false);
+    srv_infer_request_free(r);
+    int zero = model_close(&mem, m);
+    return rc ? rc : zero;
+}
+
+/* A compressed body (server/encoding.c), inflated under CODEC_INFLATE_MAX
+ * as http.c inflates one under server.max_body: a refusal is FS_EPARSE,
+ * FS_ERANGE or FS_ENOMEM with a message; what inflates stays within the
+ * bound, and compressed again with srv_deflate it inflates back to the
+ * same bytes. 0 and *out (caller frees) with *took (false: refused as
+ * documented), or FS_ESTATE. */
+static int inflate_check(srv_encoding_t enc, const uint8_t *in, size_t len, srv_buf_t *out,
+                         bool *took)
+{
+    static const int inflate_codes[] = {FS_EPARSE, FS_ERANGE, FS_ENOMEM};
+    fs_err_clear();
+    int rc = srv_inflate(enc, in, len, CODEC_INFLATE_MAX, out);
+    *took = rc == 0;
+    if (rc != 0) {
+        srv_buf_free(out);
+        return fuzz_refusal_check("srv_inflate", rc, inflate_codes, 3);
+    }
+    if (out->len > CODEC_INFLATE_MAX)
+        return fs_err(FS_ESTATE, "srv_inflate wrote %zu bytes past its bound of %zu", out->len,
+                      (size_t)CODEC_INFLATE_MAX);
+    srv_buf_t z = {0}, back = {0};
+    rc = srv_deflate(enc, &(struct iovec){out->data, out->len}, 1, &z);
+    if (rc == 0 && (rc = srv_inflate(enc, z.data, z.len, CODEC_INFLATE_MAX, &back)) != 0)
+        rc = fs_err(FS_ESTATE, "srv_deflate's own %s stream does not inflate: %s",
+                    srv_encoding_name(enc), fs_errmsg());
+    else if (rc == 0 && (back.len != out->len || (out->len && memcmp(back.data, out->data,
+                                                                     out->len) != 0)))
+        rc = fs_err(FS_ESTATE, "%zu bytes compressed with %s inflate back to %zu other bytes",
+                    out->len, srv_encoding_name(enc), back.len);
+    srv_buf_free(&z);
+    srv_buf_free(&back);
+    return rc;
 }
 
 /* Both strings NULL, or both equal. */
@@ -269,12 +368,28 @@ int fuzz_codec_readers_agree(const void *body, size_t len, size_t header_len, bo
     return rc;
 }
 
+static int codec_body(const void *body, size_t len, size_t header_len);
+
 int fuzz_codec_one(const uint8_t *data, size_t size)
 {
-    static const int parse_codes[] = {FS_EPARSE, FS_EINVAL, FS_ENOMEM};
     size_t header_len = 0;
     const uint8_t *body = data;
     size_t len = size;
+    srv_buf_t plain = {0};
+    if (size >= 2 && data[0] == 'R')
+        return raw_serve(data[1], data + 2, size - 2);
+    if (size >= 1 && (data[0] == 'Z' || data[0] == 'D')) {
+        bool took = false;
+        int rc = inflate_check(data[0] == 'Z' ? SRV_ENC_GZIP : SRV_ENC_DEFLATE, data + 1,
+                               size - 1, &plain, &took);
+        if (rc != 0 || !took) {
+            srv_buf_free(&plain);
+            return rc;
+        }
+        rc = codec_body(plain.data, plain.len, 0);
+        srv_buf_free(&plain);
+        return rc;
+    }
     if (size >= 1 && data[0] == 'B') {
         if (size < 5)
             return 0;
@@ -286,6 +401,13 @@ int fuzz_codec_one(const uint8_t *data, size_t size)
         body = data + 1;
         len = size - 1;
     }
+    return codec_body(body, len, header_len);
+}
+
+/* A request body as srv_infer_handle takes it, with its header length. */
+static int codec_body(const void *body, size_t len, size_t header_len)
+{
+    static const int parse_codes[] = {FS_EPARSE, FS_EINVAL, FS_ENOMEM};
     int rc = fuzz_codec_readers_agree(body, len, header_len, NULL);
     if (rc != 0)
         return rc;

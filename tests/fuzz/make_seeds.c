@@ -19,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "common/error.h"
+#include "server/encoding.h"
 #include "tests/fuzz/fuzz_model.h"
 
 #define D(...) ((const int64_t[]){__VA_ARGS__})
@@ -612,6 +614,32 @@ static void request_binary(const char *name, const char *json, const void *bin, 
     free(buf);
 }
 
+/* `tag` ('Z' gzip, 'D' deflate), then the JSON compressed so; with `cut`,
+ * the stream's last `cut` bytes left off (a stream cut short). */
+static void request_compressed(const char *name, char tag, const char *json, size_t cut)
+{
+    srv_buf_t z = {0};
+    if (srv_buf_append(&z, &tag, 1) != 0 ||
+        srv_deflate(tag == 'Z' ? SRV_ENC_GZIP : SRV_ENC_DEFLATE,
+                    &(struct iovec){(void *)json, strlen(json)}, 1, &z) != 0 || z.len <= cut + 1)
+        die(name);
+    file_write("codec", name, z.data, z.len - cut);
+    srv_buf_free(&z);
+}
+
+/* 'R', the model's letter, then `len` raw bytes. */
+static void request_raw(const char *name, char model, const void *bytes, size_t len)
+{
+    uint8_t *buf = malloc(2 + len);
+    if (!buf)
+        die(name);
+    buf[0] = 'R';
+    buf[1] = (uint8_t)model;
+    memcpy(buf + 2, bytes, len);
+    file_write("codec", name, buf, 2 + len);
+    free(buf);
+}
+
 static void seeds_codec(void)
 {
     char json[8192];
@@ -637,9 +665,29 @@ static void seeds_codec(void)
              "]}],\"outputs\":[{\"name\":\"probabilities\",\"parameters\":{\"binary_data\":"
              "true}}]}");
     request_json("mlp_flat_binary_out.json", json);
+    request_compressed("mlp_flat.gzip", 'Z', json, 0);
+    request_compressed("mlp_flat.deflate", 'D', json, 0);
+    request_compressed("mlp_flat_cut.gzip", 'Z', json, 9);
+    /* Twice the bound of blanks at zlib's best level: 2 KiB that inflate
+     * past it. */
+    size_t blanks = (size_t)2 << 20;
+    uLongf zlen = compressBound((uLong)blanks);
+    char *bomb = malloc(blanks);
+    unsigned char *z = malloc(1 + zlen);
+    if (!bomb || !z)
+        die("bomb.deflate");
+    memset(bomb, ' ', blanks);
+    z[0] = 'D';
+    if (compress2(z + 1, &zlen, (const Bytef *)bomb, (uLong)blanks, 9) != Z_OK)
+        die("bomb.deflate");
+    file_write("codec", "bomb.deflate", z, 1 + zlen);
+    free(z);
+    free(bomb);
     float row[64];
     for (int i = 0; i < 64; i++)
         row[i] = (float)(i % 5) * 0.25f - 0.5f;
+    request_raw("mlp_raw.bin", 'm', row, sizeof row);
+    request_raw("pair_raw.bin", 'p', row, 12);
     request_binary("mlp_binary_in.bin",
                    "{\"model\":\"mlp\",\"inputs\":[{\"name\":\"input\",\"shape\":[1,64],"
                    "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":256}}],"

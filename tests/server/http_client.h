@@ -29,6 +29,9 @@ typedef struct http_resp {
     char allow[64];
     char header_len[32];          /* Inference-Header-Content-Length */
     char content_type[96];
+    char content_encoding[32];
+    char vary[64];
+    char accept_encoding[64];
     CURLcode curl;                /* CURLE_OK, or why no answer came */
 } http_resp_t;
 
@@ -73,11 +76,15 @@ static size_t http_on_header(char *line, size_t size, size_t n, void *user)
     http_header_value(line, len, "Inference-Header-Content-Length", r->header_len,
                       sizeof r->header_len);
     http_header_value(line, len, "Content-Type", r->content_type, sizeof r->content_type);
+    http_header_value(line, len, "Content-Encoding", r->content_encoding,
+                      sizeof r->content_encoding);
+    http_header_value(line, len, "Vary", r->vary, sizeof r->vary);
+    http_header_value(line, len, "Accept-Encoding", r->accept_encoding, sizeof r->accept_encoding);
     return len;
 }
 
 /* One request to http://127.0.0.1:port<path>. `body` NULL: no body (GET
- * unless method says otherwise). `headers`: NULL-terminated "Name: value"
+ * unless method says otherwise; HEAD reads no body). `headers`: NULL-terminated "Name: value"
  * strings, or NULL. The caller frees resp->body. */
 static http_resp_t http_do(unsigned port, const char *method, const char *path, const void *body,
                            size_t len, const char *const *headers)
@@ -100,6 +107,8 @@ static http_resp_t http_do(unsigned port, const char *method, const char *path, 
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L); /* "/../" is sent as written */
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L); /* no body follows the headers */
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_on_body);
