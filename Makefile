@@ -121,8 +121,15 @@ PROTOC_C ?= protoc-c
 GEN := $(BUILD)/gen
 PROTO_H := $(GEN)/onnx/onnx.pb-c.h
 PROTO_C := $(GEN)/onnx/onnx.pb-c.c
+# Triton's ModelConfig subset (config/model_config.proto) for config.pbtxt,
+# read by protobuf's own C++ text-format parser (config/pbtxt.cc):
+# libprotobuf-dev and protobuf-compiler.
+PROTOC ?= protoc
+MC_PROTO := config/model_config.proto
+MC_PB_H := $(GEN)/config/model_config.pb.h
+MC_PB_CC := $(GEN)/config/model_config.pb.cc
 CPPFLAGS += -I$(GEN)
-LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c $(LDLIBS)
+LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c -lprotobuf $(LDLIBS)
 
 # --- sources ------------------------------------------------------------------
 LIB_DIRS := common alloc engine engine/ops engine/cpu config server
@@ -143,7 +150,8 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(BIN)/fuzz-%)
 FUZZ_SEEDS := $(BIN)/make_fuzz_seeds
 BENCH_SRC := $(wildcard bench/*_bench.c)
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o) \
+           $(MC_PB_CC:%.cc=%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libflatserve.a
 
@@ -214,6 +222,16 @@ $(PROTO_C) $(PROTO_H) &: $(ONNX_PROTO)
 # Generated code is compiled without the project's stricter warnings.
 $(PROTO_C:%.c=%.o): $(PROTO_C)
 	$(CC) $(CPPFLAGS) -O2 -g -w $(if $(filter 1,$(SANITIZE)),$(SAN)) -c $< -o $@
+
+$(MC_PB_CC) $(MC_PB_H) &: $(MC_PROTO)
+	@command -v $(PROTOC) >/dev/null 2>&1 || { echo "protoc not found: install protobuf-compiler and libprotobuf-dev (make deps)"; exit 1; }
+	@mkdir -p $(GEN)
+	$(PROTOC) --cpp_out=$(GEN) -I. $(MC_PROTO)
+
+$(MC_PB_CC:%.cc=%.o): $(MC_PB_CC)
+	$(CXX) $(CPPFLAGS) -std=c++17 -O2 -g -w $(if $(filter 1,$(SANITIZE)),$(SAN)) -c $< -o $@
+
+$(BUILD)/config/pbtxt.o: | $(MC_PB_H)
 
 # Every object may include the generated header.
 $(filter-out $(PROTO_C:%.c=%.o),$(LIB_OBJ)) $(TEST_OBJ) $(BUILD)/server/main.o \

@@ -361,6 +361,7 @@ void cfg_model_defaults(const cfg_t *defaults, cfg_model_t *out)
     memset(out, 0, sizeof *out);
     memcpy(&out->batching, &defaults->batching, sizeof out->batching);
     memcpy(&out->engine, &defaults->engine, sizeof out->engine);
+    out->version = -1;
 }
 
 /* --- documents ---------------------------------------------------------------------- */
@@ -478,7 +479,7 @@ int cfg_model_parse(const char *text, size_t len, const char *origin, cfg_model_
  * FS_ENOENT when it does not exist (with missing non-NULL: 0, *missing
  * set and no message instead), FS_EIO, FS_EINVAL when larger than
  * CFG_FILE_MAX, FS_ENOMEM; nothing is allocated on error. */
-static int file_read(const char *path, char **out, size_t *len, bool *missing)
+int cfg_file_read(const char *path, char **out, size_t *len, bool *missing)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -529,7 +530,7 @@ int cfg_load_file(const char *path, cfg_t *cfg)
 {
     char *text;
     size_t len;
-    int rc = file_read(path, &text, &len, NULL);
+    int rc = cfg_file_read(path, &text, &len, NULL);
     if (rc != 0)
         return rc;
     rc = cfg_parse(text, len, path, cfg);
@@ -543,11 +544,47 @@ int cfg_model_load_file(const char *path, const cfg_t *defaults, cfg_model_t *ou
     char *text;
     size_t len;
     bool missing;
-    int rc = file_read(path, &text, &len, &missing);
+    int rc = cfg_file_read(path, &text, &len, &missing);
     if (rc != 0 || missing)
         return rc;
     rc = cfg_model_parse(text, len, path, out);
     free(text);
+    return rc;
+}
+
+/* The engine keys a config.pbtxt's parameters may set: the rest of a
+ * config.json's keys have Triton fields of their own. */
+static const cfg_key_t param_keys[] = {ENGINE_KEYS(cfg_model_t, engine)};
+
+int cfg_model_param_set(cfg_model_t *m, const char *key, const char *text, const char *origin,
+                        const char *path)
+{
+    const cfg_key_t *k = NULL;
+    char known[128] = "";
+    for (size_t i = 0; i < CFG_N_OF(param_keys); i++) {
+        if (strcmp(param_keys[i].name, key) == 0)
+            k = &param_keys[i];
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                 param_keys[i].name);
+    }
+    char quoted[80];
+    if (!k)
+        return fs_err(FS_EINVAL, "%s: %s: unknown parameter %s (flatserve's are: %s)", origin,
+                      path, cfg_quote_text(key, quoted, sizeof quoted), known);
+    size_t n = strspn(text, "0123456789");
+    cJSON *v = k->set == cfg_set_uint && n > 0 && n <= 15 && text[n] == '\0'
+                   ? cJSON_CreateNumber(strtod(text, NULL))
+               : k->set == cfg_set_bool && strcmp(text, "true") == 0  ? cJSON_CreateTrue()
+               : k->set == cfg_set_bool && strcmp(text, "false") == 0 ? cJSON_CreateFalse()
+                                                                      : cJSON_CreateString(text);
+    if (!v)
+        return fs_err(FS_ENOMEM, "%s: out of memory", origin);
+    cfg_model_t next = *m;
+    cfg_src_t src = {.json = v, .origin = origin, .path = path};
+    int rc = k->set(k, &src, &next);
+    cJSON_Delete(v);
+    if (rc == 0)
+        *m = next;
     return rc;
 }
 

@@ -114,6 +114,12 @@ typedef struct cfg_model {
     cfg_device_t device;         /* unset (default): the server's device */
     cfg_batching_t batching;
     cfg_engine_t engine;
+    /* Only a config.pbtxt sets these (config/triton.h); the defaults change
+     * nothing. */
+    char model_file[CFG_NAME_MAX];  /* default_model_filename; "": model.onnx */
+    int64_t version;             /* the version to serve; -1 (default): the newest */
+    uint32_t max_request_rows;   /* max_batch_size > 0: bound on a request's rows; 0: none of its own */
+    uint64_t queue_timeout_ns;   /* default_timeout_microseconds; 0: none */
 } cfg_model_t;
 
 /* Fills *out with every default. Cannot fail. */
@@ -136,6 +142,13 @@ int cfg_load_file(const char *path, cfg_t *cfg);
  * Errors as cfg_parse, naming origin and key. */
 void cfg_model_defaults(const cfg_t *defaults, cfg_model_t *out);
 int cfg_model_parse(const char *text, size_t len, const char *origin, cfg_model_t *out);
+/* Sets the engine key `key` ("precision", "threads", "max_plans",
+ * "cuda_graphs") of *m from its text, checked as config.json checks it
+ * (a config.pbtxt's parameters). `origin` and `path` name it in messages.
+ * 0, or FS_EINVAL naming it (an unknown key lists the known ones) or
+ * FS_ENOMEM; *m is unchanged on error. */
+int cfg_model_param_set(cfg_model_t *m, const char *key, const char *text, const char *origin,
+                        const char *path);
 /* cfg_model_defaults, then the file when it exists (a missing file is not
  * an error). On error *out holds the defaults. */
 int cfg_model_load_file(const char *path, const cfg_t *defaults, cfg_model_t *out);

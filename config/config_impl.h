@@ -139,6 +139,12 @@ const cfg_key_t *cfg_policy_keys(alloc_policy_kind_t kind, size_t *n);
 int cfg_set_models(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_policies(const cfg_key_t *key, const cfg_src_t *src, void *root);
 
+/* Reads the whole file into *out (caller frees with free()) and *len.
+ * FS_ENOENT when it does not exist (with missing non-NULL: 0, *missing
+ * set and no message instead), FS_EIO, FS_EINVAL when larger than 16 MiB,
+ * FS_ENOMEM; nothing is allocated on error. (config.c) */
+int cfg_file_read(const char *path, char **out, size_t *len, bool *missing);
+
 /* --- flags (config.c) ------------------------------------------------------ */
 
 /* Applies `text` to the key at `path` ("server.port", "log.level") of *cfg

@@ -165,9 +165,19 @@ static int request_check(const eng_served_t *s, const eng_request_t *req)
     return 0;
 }
 
-/* The bound on rows, which SIGHUP may change: checked under s->lock. */
+/* The bound on rows, which SIGHUP may change: checked under s->lock. A
+ * bound of the options' own (Triton's max_batch_size) holds for every
+ * input's first dim, batching or not. */
 static int request_check_rows_locked(const eng_served_t *s, const eng_request_t *req)
 {
+    uint32_t bound = s->options.max_request_rows;
+    for (size_t i = 0; bound && i < s->n_inputs; i++) {
+        const eng_shape_t *sh = &req->inputs[i].shape;
+        if (sh->rank >= 1 && sh->dims[0] > (int64_t)bound)
+            return fs_err(FS_EINVAL,
+                          "input '%s' of model '%s': %lld rows, more than its max_batch_size %u",
+                          s->inputs[i].name, s->name, (long long)sh->dims[0], bound);
+    }
     if (s->batches && (uint64_t)req->inputs[0].shape.dims[0] > s->max_rows)
         return fs_err(FS_EINVAL,
                       "input '%s' of model '%s': %lld rows, more than its max_batch_size %u",
@@ -672,6 +682,11 @@ static int request_queue_locked(eng_served_t *s, eng_request_t *req)
                       s->options.max_queue);
     req->submit_ns_ = fs_clock_now_ns();
     req->submit_real_ns_ = fs_clock_real_ns();
+    if (s->options.queue_timeout_ns) {
+        uint64_t by = sat_add(req->submit_ns_, s->options.queue_timeout_ns);
+        if (!req->deadline_ns || by < req->deadline_ns)
+            req->deadline_ns = by;
+    }
     pthread_mutex_lock(&s->registry->stats_lock);
     s->stats->s.pending++;
     pthread_mutex_unlock(&s->registry->stats_lock);

@@ -114,9 +114,16 @@ static int path_confined(const eng_registry_t *r, const char *name, const char *
     return 0;
 }
 
-/* The highest version directory of `model_dir` (all digits) holding a
- * model.onnx, or -1. */
-static int64_t version_newest(const char *model_dir)
+/* Whether `file` is a model file name: one plain name in its version
+ * directory, never a path. */
+static bool file_name_ok(const char *file)
+{
+    return file[0] && strcmp(file, ".") != 0 && strcmp(file, "..") != 0 && !strchr(file, '/');
+}
+
+/* The highest version directory of `model_dir` (all digits) holding the
+ * regular file `file` ("model.onnx"; NULL: any version directory), or -1. */
+static int64_t version_newest(const char *model_dir, const char *file)
 {
     DIR *d = opendir(model_dir);
     if (!d)
@@ -133,9 +140,13 @@ static int64_t version_newest(const char *model_dir)
             continue;
         char path[REG_PATH_MAX];
         struct stat st;
-        if (path_join(path, model_dir, p, "model.onnx") == 0 && stat(path, &st) == 0 &&
-            S_ISREG(st.st_mode))
+        if (!file) {
+            if (path_join(path, model_dir, p, NULL) == 0 && is_dir(path))
+                best = v;
+        } else if (path_join(path, model_dir, p, file) == 0 && stat(path, &st) == 0 &&
+                   S_ISREG(st.st_mode)) {
             best = v;
+        }
     }
     closedir(d);
     return best;
@@ -278,23 +289,32 @@ static void served_log_loaded(const eng_served_t *s, uint64_t took_ns)
 static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, const char *dir,
                        eng_served_t **out)
 {
-    int64_t version = version_newest(dir);
-    if (version < 0)
-        return fs_err(FS_ENOENT, "model '%s': no version directory with a model.onnx in '%s'",
-                      name, dir);
     char vdir[32], path[REG_PATH_MAX], owner[ALLOC_OWNER_NAME_MAX];
-    snprintf(vdir, sizeof vdir, "%lld", (long long)version);
-    /* Before anything is read from them (config.json, the model). */
+    /* Before anything is read from it (config.json or config.pbtxt). */
     int rc = path_confined(r, name, dir);
-    if (rc == 0 && (rc = path_join(path, dir, vdir, NULL)) == 0)
-        rc = path_confined(r, name, path);
-    if (rc == 0)
-        rc = path_join(path, dir, vdir, "model.onnx");
     if (rc != 0)
         return rc;
     eng_serve_options_t opts;
     eng_memory_t *mem = NULL;
     if ((rc = served_options(r, name, dir, &opts, &mem)) != 0)
+        return rc;
+    const char *file = opts.model_file[0] ? opts.model_file : "model.onnx";
+    if (!file_name_ok(file))
+        return fs_err(FS_EINVAL, "model '%s': model file name '%s' is not one file name of the "
+                      "version directory", name, file);
+    int64_t version = opts.version_set ? opts.version : version_newest(dir, file);
+    if (version < 0)
+        return fs_err(FS_ENOENT, "model '%s': no version directory with a %s in '%s'", name, file,
+                      dir);
+    snprintf(vdir, sizeof vdir, "%lld", (long long)version);
+    if ((rc = path_join(path, dir, vdir, NULL)) == 0 && !is_dir(path))
+        return fs_err(FS_ENOENT, "model '%s': version %lld is asked for, but '%s' is not a "
+                      "directory", name, (long long)version, path);
+    if (rc == 0)
+        rc = path_confined(r, name, path);
+    if (rc == 0)
+        rc = path_join(path, dir, vdir, file);
+    if (rc != 0)
         return rc;
     snprintf(owner, sizeof owner, "%s:%lld", name, (long long)version);
     eng_model_config_t cfg = {
@@ -314,6 +334,10 @@ static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, cons
     if ((rc = eng_model_load(path, &cfg, &model)) != 0) {
         rc = fs_err(rc, "loading model '%s' version %lld from %s: %s", name, (long long)version,
                     path, fs_errmsg());
+        goto fail;
+    }
+    if (r->verify && (rc = r->verify(r->options_user, name, dir, model, &opts)) != 0) {
+        rc = fs_err(rc, "model '%s' version %lld: %s", name, (long long)version, fs_errmsg());
         goto fail;
     }
     if (!(s = served_new(r))) {
@@ -409,6 +433,7 @@ int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out)
     r->device_memory = cfg->device_memory;
     r->cpu_memory = cfg->cpu_memory;
     r->options = cfg->options;
+    r->verify = cfg->verify;
     r->options_user = cfg->options_user;
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->changed, NULL);
@@ -738,7 +763,7 @@ static int index_scan(eng_registry_t *r, eng_model_entry_t **list, size_t *n, si
             !is_dir(dir))
             continue;
         if ((rc = index_push(list, n, cap, de->d_name)) == 0)
-            (*list)[*n - 1].version = version_newest(dir);
+            (*list)[*n - 1].version = version_newest(dir, NULL);
     }
     closedir(d);
     return rc;

@@ -4,7 +4,9 @@
  *
  * Layout: REPO/<model>/config.json (optional; read through the caller's
  * `options` callback, since config/ owns the JSON) and
- * REPO/<model>/<version>/model.onnx; the highest numeric version is served.
+ * REPO/<model>/<version>/model.onnx; the highest numeric version is served,
+ * unless the options name a version (and another file name: Triton's
+ * version_policy and default_model_filename).
  *
  * Load builds the new version beside the running one and swaps it in
  * atomically: requests submitted after the swap go to the new version,
@@ -58,6 +60,7 @@ typedef struct eng_registry eng_registry_t;
 typedef struct eng_served eng_served_t;   /* one loaded version of a model */
 
 #define ENG_MODEL_NAME_MAX 128
+#define ENG_MODEL_FILE_MAX 128    /* a model file's name in its version directory */
 
 /* How one model is served: resolved per load by the caller's callback
  * (the server reads the model's config.json over its defaults). */
@@ -72,6 +75,15 @@ typedef struct eng_serve_options {
     uint64_t max_queue_delay_ns;
     uint32_t max_queue;           /* 0: unbounded */
     uint32_t instances;           /* worker threads; 0 means 1 (the server resolves its "auto" 0 before) */
+    /* Triton's model configuration (config.pbtxt) adds these; zeroed, they
+     * change nothing. */
+    char model_file[ENG_MODEL_FILE_MAX]; /* the file in a version directory; "": model.onnx */
+    bool version_set;             /* serve `version`, not the newest */
+    int64_t version;
+    uint32_t max_request_rows;    /* a request whose inputs have more rows (first dim) is refused
+                                   * with FS_EINVAL; 0: only max_batch_size's bound when batching */
+    uint64_t queue_timeout_ns;    /* a request not started this long after its submit fails with
+                                   * FS_ETIMEDOUT (Triton's default_timeout_microseconds); 0: none */
 } eng_serve_options_t;
 
 /* Fills *out for model `name` whose directory is `model_dir`. 0, or an
@@ -79,6 +91,13 @@ typedef struct eng_serve_options {
  * that message. */
 typedef int (*eng_serve_options_fn)(void *user, const char *name, const char *model_dir,
                                     eng_serve_options_t *out);
+
+/* Checks a freshly loaded model of `name` against what its configuration
+ * declares (the server: config.pbtxt's inputs and outputs), before it
+ * serves. 0, or an error with fs_err's message: the load then fails with
+ * it, and the model is freed. */
+typedef int (*eng_serve_verify_fn)(void *user, const char *name, const char *model_dir,
+                                   const eng_model_t *model, const eng_serve_options_t *opts);
 
 typedef struct eng_registry_config {
     const char *repository;       /* copied */
@@ -90,7 +109,8 @@ typedef struct eng_registry_config {
     eng_memory_t *device_memory;
     eng_memory_t *cpu_memory;
     eng_serve_options_fn options; /* NULL: defaults (no batching, fp32) */
-    void *options_user;
+    eng_serve_verify_fn verify;   /* NULL: no check */
+    void *options_user;           /* passed to both */
 } eng_registry_config_t;
 
 /* 0 and *out (caller frees with eng_registry_destroy), or FS_EINVAL /
@@ -111,7 +131,7 @@ const char *eng_registry_name_problem(const char *name, size_t *at);
 /* The same as an error: 0, or FS_EINVAL naming the name and saying why. */
 int eng_registry_check_name(const char *name);
 
-/* Loads REPO/name's newest version, or rebuilds the served model from its
+/* Loads REPO/name's newest version (or the options' version), or rebuilds the served model from its
  * files (a new version directory is picked up). Blocks until the new
  * version serves and the old one is freed. 0, or: FS_EINVAL (bad name),
  * FS_ENOENT (no such model directory or no version in it), the engine's

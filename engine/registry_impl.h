@@ -98,6 +98,7 @@ struct eng_registry {
     char device_name[ENG_DEVICE_NAME_MAX];
     eng_memory_t *device_memory, *cpu_memory; /* borrowed */
     eng_serve_options_fn options;
+    eng_serve_verify_fn verify;
     void *options_user;
 
     pthread_mutex_t lock;            /* guards the entries */

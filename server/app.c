@@ -96,16 +96,15 @@ static int policies_apply(srv_app_t *app, const cfg_t *cfg)
     return 0;
 }
 
-/* The registry's view of a model: its config.json over the defaults. */
+/* The registry's view of a model: its config.json or config.pbtxt over the
+ * defaults (server/model_config.c). */
 static int model_options(void *user, const char *name, const char *model_dir,
                          eng_serve_options_t *out)
 {
     srv_app_t *app = user;
-    char path[CFG_PATH_MAX + ENG_MODEL_NAME_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.json", model_dir);
     cfg_model_t mc;
+    int rc = srv_model_config_read(app, name, model_dir, &mc);
     pthread_mutex_lock(&app->cfg_lock);
-    int rc = cfg_model_load_file(path, &app->cfg, &mc);
     uint32_t http_threads = app->cfg.server.threads;
     pthread_mutex_unlock(&app->cfg_lock);
     if (rc != 0)
@@ -121,6 +120,11 @@ static int model_options(void *user, const char *name, const char *model_dir,
     out->max_queue_delay_ns = mc.batching.max_queue_delay_ns;
     out->max_queue = mc.batching.max_queue;
     out->instances = mc.batching.instances;
+    snprintf(out->model_file, sizeof out->model_file, "%s", mc.model_file);
+    out->version_set = mc.version >= 0;
+    out->version = mc.version;
+    out->max_request_rows = mc.max_request_rows;
+    out->queue_timeout_ns = mc.queue_timeout_ns;
     /* Auto: on the CPU one per HTTP thread, so that every HTTP thread can
      * run its own request's batch at once (eng_served_submit_run) instead
      * of queueing it for a worker and waiting to be resumed: one hand-off,
@@ -322,7 +326,8 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
         eng_registry_config_t rc_cfg = {.repository = cfg->repository, .device = app->dev,
                                         .device_memory = &app->dev_mem,
                                         .cpu_memory = app->has_cpu_mem ? &app->cpu_mem : &app->dev_mem,
-                                        .options = model_options, .options_user = app};
+                                        .options = model_options, .verify = srv_model_verify,
+                                        .options_user = app};
         rc = eng_registry_create(&rc_cfg, &app->registry);
     }
     if (rc == 0) {

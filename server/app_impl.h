@@ -286,6 +286,19 @@ srv_handler_fn srv_info_live, srv_info_ready, srv_info_server, srv_info_model,
  * eng_served_release), or answers the error and returns NULL. */
 eng_served_t *srv_info_acquire(srv_req_t *r, const srv_route_args_t *a);
 
+/* ---- model_config.c: a model's config.json or config.pbtxt -------------- */
+
+/* The model's settings over the server's defaults: its config.json or its
+ * config.pbtxt (not both: FS_EINVAL naming them); neither: the defaults.
+ * 0, or the file's error naming it and the key or field. */
+int srv_model_config_read(srv_app_t *app, const char *name, const char *model_dir,
+                          cfg_model_t *out);
+/* The registry's verify callback (eng_serve_verify_fn, user: the app):
+ * a config.pbtxt's inputs and outputs against the loaded model (names,
+ * data types, dims). 0 when the directory has no config.pbtxt. */
+int srv_model_verify(void *user, const char *name, const char *model_dir,
+                     const eng_model_t *model, const eng_serve_options_t *opts);
+
 /* ---- admin.c --------------------------------------------------------------- */
 
 srv_handler_fn srv_admin_index, srv_admin_load, srv_admin_unload, srv_admin_memory,

@@ -133,29 +133,51 @@ static void model_ready_fill(cJSON *doc, eng_served_t *s)
     cJSON_AddBoolToObject(doc, "ready", true);
 }
 
-/* Triton's model config. */
+/* Triton's model config, from what the model's configuration file set
+ * (config.pbtxt's fields, or config.json's over the defaults). */
 static void model_config_fill(cJSON *doc, eng_served_t *s)
 {
     const eng_model_t *m = eng_served_model(s);
     eng_serve_options_t o;
     eng_served_options(s, &o);
     bool batched = eng_served_batches(s);
+    /* A config.pbtxt's max_batch_size bounds requests with or without
+     * dynamic batching; its dims then leave out the batch dim. */
+    uint32_t mbs = o.max_request_rows ? o.max_request_rows : batched ? o.max_batch_size : 0;
     bool gpu = strncmp(eng_model_device(m), "cuda", 4) == 0;
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "backend", "flatserve");
-    cJSON_AddNumberToObject(doc, "max_batch_size", batched ? o.max_batch_size : 0);
-    cJSON_AddItemToObject(doc, "input", io_list_json(m, false, true, batched));
-    cJSON_AddItemToObject(doc, "output", io_list_json(m, true, true, batched));
+    cJSON_AddNumberToObject(doc, "max_batch_size", mbs);
+    cJSON_AddItemToObject(doc, "input", io_list_json(m, false, true, mbs > 0));
+    cJSON_AddItemToObject(doc, "output", io_list_json(m, true, true, mbs > 0));
     if (batched) {
         cJSON *db = cJSON_AddObjectToObject(doc, "dynamic_batching");
         cJSON_AddNumberToObject(db, "max_queue_delay_microseconds",
                                 (double)(o.max_queue_delay_ns / 1000));
         cJSON_AddNumberToObject(db, "max_queue_size", o.max_queue);
+        cJSON *qp = cJSON_AddObjectToObject(db, "default_queue_policy");
+        cJSON_AddNumberToObject(qp, "max_queue_size", o.max_queue);
+        cJSON_AddNumberToObject(qp, "default_timeout_microseconds",
+                                (double)(o.queue_timeout_ns / 1000));
     }
+    cJSON *vp = cJSON_AddObjectToObject(doc, "version_policy");
+    if (o.version_set) {
+        cJSON *versions = cJSON_AddArrayToObject(cJSON_AddObjectToObject(vp, "specific"),
+                                                 "versions");
+        cJSON_AddItemToArray(versions, cJSON_CreateNumber((double)o.version));
+    } else {
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(vp, "latest"), "num_versions", 1);
+    }
+    cJSON_AddStringToObject(doc, "default_model_filename",
+                            o.model_file[0] ? o.model_file : "model.onnx");
     cJSON *groups = cJSON_AddArrayToObject(doc, "instance_group");
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "count", o.instances ? o.instances : 1);
     cJSON_AddStringToObject(g, "kind", gpu ? "KIND_GPU" : "KIND_CPU");
+    if (gpu && o.device.kind == ENG_DEVICE_CUDA) {
+        cJSON *gpus = cJSON_AddArrayToObject(g, "gpus");
+        cJSON_AddItemToArray(gpus, cJSON_CreateNumber(o.device.index));
+    }
     cJSON_AddItemToArray(groups, g);
     cJSON *params = cJSON_AddObjectToObject(doc, "parameters");
     cJSON_AddStringToObject(params, "device", eng_model_device(m));
