@@ -138,7 +138,11 @@ int cfg_set_models(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
     cfg_t *cfg = root;
     memset(cfg->models, 0, sizeof cfg->models);
-    if (cJSON_IsString(src->json) && strcmp(src->json->valuestring, "*") == 0) {
+    /* "*", or ["*"] as --load-model '*' gives it. */
+    const cJSON *only = cJSON_IsArray(src->json) && cJSON_GetArraySize(src->json) == 1
+                            ? cJSON_GetArrayItem(src->json, 0)
+                            : src->json;
+    if (cJSON_IsString(only) && strcmp(only->valuestring, "*") == 0) {
         cfg->models_all = true;
         cfg->n_models = 0;
         return 0;
@@ -299,6 +303,8 @@ static const cfg_key_t top_keys[] = {
     KEY("device", cfg_set_device, cfg_t, device, 1, 0),
     KEY("repository", cfg_set_path, cfg_t, repository, 0, 0),
     {"models", cfg_set_models, 0, 0, 0, 0, NULL, 0},
+    KEY("model_control_mode", cfg_set_control, cfg_t, model_control_mode, 0, 0),
+    KEY("repository_poll_secs", cfg_set_uint, cfg_t, repository_poll_secs, 1, 86400),
     SECTION("batching", batching_keys),
     SECTION("engine", engine_keys),
     SECTION("memory", memory_keys),
@@ -333,6 +339,8 @@ void cfg_defaults(cfg_t *out)
     out->device.set = out->device.is_auto = true;
     cfg_string_store(out->repository, sizeof out->repository, "models");
     out->models_all = true;
+    out->model_control_mode = CFG_CONTROL_EXPLICIT;
+    out->repository_poll_secs = 15;
     out->batching.max_batch_size = 64;
     out->batching.max_queue_delay_ns = 0;
     out->batching.max_queue = 1024;

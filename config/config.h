@@ -64,6 +64,18 @@ typedef struct cfg_engine {
     bool cuda_graphs;             /* replay captured CUDA graphs. Default true */
 } cfg_engine_t;
 
+/* Triton's --model-control-mode: which models load at start, whether the
+ * repository API may load and unload, and whether the repository is
+ * watched (config/README.md, "Model control"). */
+typedef enum cfg_control {
+    CFG_CONTROL_EXPLICIT = 0,     /* `models` at start; the API loads and unloads (default) */
+    CFG_CONTROL_NONE,             /* every model at start; the API refuses */
+    CFG_CONTROL_POLL,             /* every model at start, the repository re-read every
+                                   * repository_poll_secs; the API refuses */
+} cfg_control_t;
+/* "explicit", "none", "poll". Cannot fail. */
+const char *cfg_control_name(cfg_control_t c);
+
 /* One release policy; `params` holds every kind's parameters, the kind
  * reads its own (alloc/policy.h). */
 typedef struct cfg_policy {
@@ -90,6 +102,8 @@ typedef struct cfg {
     bool models_all;
     size_t n_models;
     char models[CFG_MAX_MODELS][CFG_NAME_MAX];
+    cfg_control_t model_control_mode;     /* Default explicit */
+    uint32_t repository_poll_secs;        /* poll mode's period, 1..86400. Default 15 */
     cfg_batching_t batching;
     cfg_engine_t engine;
     struct {

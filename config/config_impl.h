@@ -114,6 +114,8 @@ int cfg_set_path(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_precision(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_log_level(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_log_format(const cfg_key_t *key, const cfg_src_t *src, void *root);
+/* model_control_mode: explicit, none, poll */
+int cfg_set_control(const cfg_key_t *key, const cfg_src_t *src, void *root);
 /* cpu, cuda, cuda:N (N < 1024), and with min 1 also auto */
 int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root);
 

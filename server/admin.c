@@ -80,6 +80,10 @@ static void *admin_main(void *arg)
     job->status = rc;
     if (rc != 0)
         snprintf(job->error, sizeof job->error, "%s", fs_errmsg());
+    /* A model loaded on request is wanted from now on; one unloaded is not,
+     * whatever its bytes did (it is gone either way). */
+    if (rc == 0 || !job->load)
+        srv_control_want(r->app, job->model, job->load);
     job->duration_ns = fs_clock_now_ns() - t0;
     srv_req_complete(r); /* r may be gone after this */
     return NULL;
@@ -104,6 +108,12 @@ static void admin_finish(srv_req_t *r)
 
 static void admin_start(srv_req_t *r, const srv_route_args_t *a, bool load)
 {
+    const char *refusal = srv_control_api_refusal(r->app);
+    if (refusal) {
+        srv_respond_error(r, 400, "cannot %s model '%s': %s", load ? "load" : "unload", a->model,
+                          refusal);
+        return;
+    }
     srv_admin_job_t *job = r->admin = calloc(1, sizeof *r->admin);
     if (!job) {
         srv_respond_error(r, 507, "out of host memory starting the %s", load ? "load" : "unload");

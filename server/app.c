@@ -3,8 +3,9 @@
  * Order of start: the device (and, on a GPU host, the CPU's caches too, for
  * models whose config.json asks for "cpu"), the release policies on every
  * cache that holds model memory, the registry with a callback that reads
- * each model's config.json over the current defaults, the startup models,
- * the policy timer, the HTTP server; then ready. Stop runs it backwards,
+ * each model's config.json or config.pbtxt over the current defaults, the
+ * startup models of the model control mode and its poller (model_control.c), the
+ * policy timer, the HTTP server; then ready. Stop runs it backwards,
  * after draining the requests in flight. */
 #include <pthread.h>
 #include <stdio.h>
@@ -247,31 +248,11 @@ static int open_memory(srv_app_t *app)
     return 0;
 }
 
-static void load_startup_models(srv_app_t *app)
-{
-    const cfg_t *cfg = &app->cfg;
-    if (!cfg->models_all) {
-        for (size_t i = 0; i < cfg->n_models; i++)
-            if (eng_registry_load(app->registry, cfg->models[i]) != 0)
-                FS_LOG_E("app", "model '%s' did not load: %s", cfg->models[i], fs_errmsg());
-        return;
-    }
-    eng_model_entry_t *entries = NULL;
-    size_t n = 0;
-    if (eng_registry_index(app->registry, &entries, &n) != 0) {
-        FS_LOG_E("app", "repository '%s': %s", cfg->repository, fs_errmsg());
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (eng_registry_load(app->registry, entries[i].name) != 0)
-            FS_LOG_E("app", "model '%s' did not load: %s", entries[i].name, fs_errmsg());
-    free(entries);
-}
-
 /* Frees everything; returns FS_EBUSY (logged) if a cache still had bytes
  * allocated once every model was gone. */
 static int app_free(srv_app_t *app)
 {
+    srv_control_destroy(app);
     ticker_stop(app);
     srv_http_stop(app);
     eng_registry_destroy(app->registry);
@@ -330,10 +311,10 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
                                         .options_user = app};
         rc = eng_registry_create(&rc_cfg, &app->registry);
     }
-    if (rc == 0) {
-        load_startup_models(app);
+    if (rc == 0)
+        rc = srv_control_start(app);
+    if (rc == 0)
         rc = ticker_start(app);
-    }
     if (rc == 0)
         rc = srv_http_start(app);
     if (rc != 0) {
@@ -417,6 +398,7 @@ int srv_app_stop(srv_app_t *app)
         return 0;
     atomic_store(&app->ready, false);
     atomic_store(&app->draining, true);
+    srv_control_stop(app);
     srv_http_quiesce(app);
     /* Nothing new comes: what is queued runs now, not after its delay. */
     if (app->registry)

@@ -39,6 +39,8 @@ typedef struct srv_http_thread {
     atomic_uint_fast64_t n_wakeups;              /* of them, resumed by their completer */
 } srv_http_thread_t;
 
+typedef struct srv_control srv_control_t; /* model_control.c */
+
 struct srv_app {
     /* The effective configuration. cfg_lock guards it against SIGHUP while
      * the registry's options callback and the handlers read it. */
@@ -53,6 +55,7 @@ struct srv_app {
     eng_memory_t cpu_mem;         /* on a GPU host, the CPU's, for models set to "cpu" */
     bool has_cpu_mem;
     eng_registry_t *registry;
+    srv_control_t *control;       /* model control mode, wanted set, poller (model_control.c) */
 
     struct MHD_Daemon *daemon;
     uint16_t port;
@@ -298,6 +301,24 @@ int srv_model_config_read(srv_app_t *app, const char *name, const char *model_di
  * data types, dims). 0 when the directory has no config.pbtxt. */
 int srv_model_verify(void *user, const char *name, const char *model_dir,
                      const eng_model_t *model, const eng_serve_options_t *opts);
+
+/* ---- model_control.c: model control (--model-control-mode) ------------------- */
+
+/* Loads the startup models of cfg's mode and, in poll mode, starts the
+ * repository watcher. 0, or FS_EINVAL (a model list with mode none or
+ * poll) / FS_ENOMEM; a model that fails to load is logged, not an error.
+ * srv_control_destroy frees what was made either way. */
+int srv_control_start(srv_app_t *app);
+/* Stops the watcher (waits for a look in progress); idempotent. */
+void srv_control_stop(srv_app_t *app);
+/* srv_control_stop, then frees; NULL control is a no-op. */
+void srv_control_destroy(srv_app_t *app);
+/* NULL when the repository API may load and unload (explicit mode), else
+ * why not, as a message for the client. Cannot fail. */
+const char *srv_control_api_refusal(const srv_app_t *app);
+/* Adds `name` to the wanted set or removes it (explicit mode's API). An
+ * out-of-memory is logged. */
+void srv_control_want(srv_app_t *app, const char *name, bool want);
 
 /* ---- admin.c --------------------------------------------------------------- */
 

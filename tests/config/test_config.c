@@ -341,7 +341,7 @@ Test(cfg, more_models_than_the_limit_are_refused)
 Test(cfg, unknown_top_level_key_is_named_with_the_known_ones)
 {
     FAILS("{\"sever\": {}}", FS_EINVAL, "flatserve.json: unknown key \"sever\"",
-          "known keys: server, device, repository, models, batching, engine, memory, log");
+          "known keys: server, device, repository, models, model_control_mode, repository_poll_secs, batching, engine, memory, log");
 }
 
 Test(cfg, unknown_nested_key_names_its_path)
