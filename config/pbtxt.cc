@@ -25,19 +25,38 @@ namespace {
 // from 0).
 class FirstError : public google::protobuf::io::ErrorCollector {
   public:
+    FirstError(const char *text, size_t len) : src_(text), len_(len) {}
+
+    // protobuf's message names the field only for an unknown one; the line
+    // quoted ("near 'max_batch_size: \"eight\"'") names it for the others.
     void AddError(int line, int column, const std::string &message) override
     {
-        if (!have_) {
-            std::snprintf(text_, sizeof text_, "line %d, column %d: %s", line + 1, column + 1,
-                          message.c_str());
-            have_ = true;
-        }
+        if (have_)
+            return;
+        have_ = true;
+        size_t at = 0;
+        for (int l = 0; l < line && at < len_; at++)
+            if (src_[at] == '\n')
+                l++;
+        while (at < len_ && (src_[at] == ' ' || src_[at] == '\t'))
+            at++;
+        size_t end = at;
+        while (end < len_ && src_[end] != '\n' && src_[end] != '\r' && end - at < 60)
+            end++;
+        std::string near;
+        for (size_t i = at; i < end; i++)
+            near += (src_[i] >= 0x20 && src_[i] < 0x7f) ? src_[i] : '?';
+        std::snprintf(text_, sizeof text_, "line %d, column %d: %s%s%s%s", line + 1, column + 1,
+                      message.c_str(), near.empty() ? "" : ", near '", near.c_str(),
+                      near.empty() ? "" : "'");
     }
     void AddWarning(int, int, const std::string &) override {}
     bool have() const { return have_; }
     const char *text() const { return text_; }
 
   private:
+    const char *src_;
+    size_t len_;
     bool have_ = false;
     char text_[FS_ERRMSG_MAX / 2] = "";
 };
@@ -187,7 +206,7 @@ extern "C" int cfg_triton_parse(const char *text, size_t len, const char *origin
         return fs_err(FS_EINVAL, "%s: %zu bytes is too large", origin, len);
     inference::ModelConfig m;
     google::protobuf::TextFormat::Parser parser;
-    FirstError errors;
+    FirstError errors(text, len);
     parser.RecordErrorsTo(&errors);
     google::protobuf::io::ArrayInputStream in(text, static_cast<int>(len));
     if (!parser.Parse(&in, &m))
