@@ -46,8 +46,11 @@ class FirstError : public google::protobuf::io::ErrorCollector {
         std::string near;
         for (size_t i = at; i < end; i++)
             near += (src_[i] >= 0x20 && src_[i] < 0x7f) ? src_[i] : '?';
+        std::string what = message;
+        if (!what.empty() && what.back() == '.')
+            what.pop_back();
         std::snprintf(text_, sizeof text_, "line %d, column %d: %s%s%s%s", line + 1, column + 1,
-                      message.c_str(), near.empty() ? "" : ", near '", near.c_str(),
+                      what.c_str(), near.empty() ? "" : ", near '", near.c_str(),
                       near.empty() ? "" : "'");
     }
     void AddWarning(int, int, const std::string &) override {}
