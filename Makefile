@@ -141,7 +141,7 @@ TEST_SRC := $(wildcard tests/*/test_*.c)
 # binary, whose replay suite runs every committed input through them, and
 # into one libFuzzer binary per target with the entry point fuzz_main.c.
 # make_seeds.c writes the generated seeds.
-FUZZ_TARGETS := codec onnx run config model_config
+FUZZ_TARGETS := codec onnx run config model_config pbtxt
 FUZZ_SRC := $(filter-out tests/fuzz/test_%.c tests/fuzz/fuzz_main.c tests/fuzz/make_seeds.c, \
               $(wildcard tests/fuzz/*.c))
 FUZZ_OBJ := $(FUZZ_SRC:%.c=$(BUILD)/%.o)
