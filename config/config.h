@@ -32,6 +32,7 @@ extern "C" {
 #define CFG_TOKEN_MAX 256
 #define CFG_MAX_MODELS 64
 #define CFG_MAX_POLICIES 8
+#define CFG_MAX_PREFERRED 16 /* preferred batch sizes of a config.pbtxt */
 
 /* A device as the config holds it: parsed once, by the engine's parser, when
  * read. The server's may be "auto" (chosen at start); a model's may be
@@ -134,6 +135,8 @@ typedef struct cfg_model {
     int64_t version;             /* the version to serve; -1 (default): the newest */
     uint32_t max_request_rows;   /* max_batch_size > 0: bound on a request's rows; 0: none of its own */
     uint64_t queue_timeout_ns;   /* default_timeout_microseconds; 0: none */
+    uint32_t n_preferred;        /* preferred_batch_size, ascending, each 1..max_batch_size */
+    uint32_t preferred[CFG_MAX_PREFERRED];
 } cfg_model_t;
 
 /* Fills *out with every default. Cannot fail. */

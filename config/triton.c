@@ -108,10 +108,23 @@ static int apply_batching(const cfg_triton_t *t, const char *origin, cfg_model_t
         return fs_err(FS_EINVAL, "%s: dynamic_batching.max_queue_delay_microseconds %llu is too "
                       "large", origin, (unsigned long long)t->max_queue_delay_us);
     m->batching.max_queue_delay_ns = t->max_queue_delay_us * 1000;
-    if (t->n_preferred)
-        return fs_err(FS_ENOTSUP, "%s: dynamic_batching.preferred_batch_size is not supported "
-                      "yet (flatserve forms batches of up to max_batch_size rows; remove it)",
-                      origin);
+    _Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_PREFERRED, "preferred sizes fit cfg_model_t");
+    for (size_t i = 0; i < t->n_preferred; i++) {
+        int32_t p = t->preferred[i];
+        if (p < 1 || (uint32_t)p > mbs)
+            return fs_err(FS_EINVAL, "%s: dynamic_batching.preferred_batch_size %d is outside "
+                          "1..max_batch_size (%u)", origin, (int)p, mbs);
+        /* Kept ascending: an insertion into the sorted prefix. */
+        size_t j = m->n_preferred;
+        while (j > 0 && m->preferred[j - 1] > (uint32_t)p)
+            j--;
+        if (j > 0 && m->preferred[j - 1] == (uint32_t)p)
+            return fs_err(FS_EINVAL, "%s: dynamic_batching.preferred_batch_size lists %d twice",
+                          origin, (int)p);
+        memmove(&m->preferred[j + 1], &m->preferred[j], (m->n_preferred - j) * sizeof m->preferred[0]);
+        m->preferred[j] = (uint32_t)p;
+        m->n_preferred++;
+    }
     if (!t->has_queue_policy)
         return 0;
     if (t->timeout_action != 0)

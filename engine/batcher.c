@@ -78,6 +78,7 @@ typedef struct batch {
     size_t n;
     uint64_t rows;
     bool full;                       /* max_rows reached, or the next match did not fit */
+    size_t pref_n;                   /* requests up to the largest preferred size reached; 0: none */
     uint64_t deadline_ns;            /* earliest deadline still queued; UINT64_MAX: none */
 } batch_t;
 
@@ -438,12 +439,35 @@ static void batch_run(eng_served_t *s, batch_t *b)
 
 /* ---- the queue -------------------------------------------------------------- */
 
+/* Whether `rows` is one of the preferred batch sizes; *largest gets
+ * whether it is the largest. */
+static bool rows_preferred(const eng_served_t *s, uint64_t rows, bool *largest)
+{
+    uint32_t n = s->options.n_preferred;
+    *largest = n && rows == s->options.preferred[n - 1];
+    for (uint32_t i = 0; i < n; i++)
+        if (rows == s->options.preferred[i])
+            return true;
+    return false;
+}
+
+/* How many requests the batch a measuring walk found should take (0: as
+ * many as it measured): up to the largest preferred size it reached, when
+ * its rows went past it to a size that is not preferred. */
+static size_t batch_cut(const eng_served_t *s, const batch_t *b)
+{
+    bool largest;
+    if (!b->pref_n || b->pref_n == b->n || rows_preferred(s, b->rows, &largest))
+        return 0;
+    return b->pref_n;
+}
+
 /* Walks the queue oldest first. Requests past their deadline are unlinked
  * onto *expired. The others measure the batch the oldest of them heads
- * (see the file comment); with `take`, its requests are unlinked into
- * b->head as well. */
-static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, eng_request_t **expired,
-                              batch_t *b)
+ * (see the file comment), of at most `max_n` requests (0: no bound of its
+ * own); with `take`, its requests are unlinked into b->head as well. */
+static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, size_t max_n,
+                              eng_request_t **expired, batch_t *b)
 {
     memset(b, 0, sizeof *b);
     b->deadline_ns = UINT64_MAX;
@@ -466,7 +490,13 @@ static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, eng_requ
                 if (b->n++ == 0)
                     b->first = q;
                 b->rows += rows;
-                b->full = b->full || !s->batches || b->rows >= s->max_rows;
+                b->full = b->full || !s->batches || b->rows >= s->max_rows ||
+                          (max_n && b->n >= max_n);
+                bool largest;
+                if (s->batches && rows_preferred(s, b->rows, &largest)) {
+                    b->pref_n = b->n;
+                    b->full = b->full || largest;
+                }
             }
         }
         if (!late && q->deadline_ns && q->deadline_ns < b->deadline_ns)
@@ -527,10 +557,10 @@ static bool batch_take_now_locked(eng_served_t *s, uint64_t now, eng_request_t *
     memset(b, 0, sizeof *b);
     if (s->n_running >= s->max_running || s->phase != SERVED_SERVING)
         return false;
-    queue_walk_locked(s, now, false, expired, b);
+    queue_walk_locked(s, now, false, 0, expired, b);
     if (b->n == 0 || batch_wait_ns_locked(s, b, now) != 0)
         return false;
-    queue_walk_locked(s, now, true, expired, b);
+    queue_walk_locked(s, now, true, batch_cut(s, b), expired, b);
     s->n_running++;
     return true;
 }
@@ -567,14 +597,14 @@ static void *served_worker(void *arg)
         uint64_t now = fs_clock_now_ns();
         eng_request_t *expired = NULL;
         batch_t b;
-        queue_walk_locked(s, now, false, &expired, &b);
+        queue_walk_locked(s, now, false, 0, &expired, &b);
         uint64_t wait = batch_wait_ns_locked(s, &b, now);
         if (wait && !expired) {
             fs_cond_timedwait_ns(&s->work, &s->lock, wait);
             continue;
         }
         if (!wait)
-            queue_walk_locked(s, now, true, &expired, &b);
+            queue_walk_locked(s, now, true, batch_cut(s, &b), &expired, &b);
         bool run = !wait && b.head;
         if (run)
             s->n_running++;

@@ -689,6 +689,8 @@ int eng_registry_refresh_batching(eng_registry_t *r, const char *name)
         s->options.max_batch_size = next.max_batch_size;
         s->options.max_queue_delay_ns = next.max_queue_delay_ns;
         s->options.max_queue = next.max_queue;
+        s->options.n_preferred = next.n_preferred;
+        memcpy(s->options.preferred, next.preferred, sizeof s->options.preferred);
         served_batching_update_locked(s);
         pthread_cond_broadcast(&s->work);
         pthread_mutex_unlock(&s->lock);

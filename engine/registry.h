@@ -25,7 +25,12 @@
  * input and output has the same symbolic first dim, and max_batch_size >
  * 1) the queued requests whose inputs match it in dtype and in every dim
  * but the first, in arrival order, until max_batch_size rows or until
- * max_queue_delay after the first request arrived. It concatenates their
+ * max_queue_delay after the first request arrived. With preferred batch
+ * sizes (Triton's preferred_batch_size) a batch that reaches the largest
+ * runs at once, and one that runs with rows past a preferred size it
+ * reached, itself not a preferred size, takes only the requests up to the
+ * largest preferred size it reached (the rest head the next batch), as
+ * Triton's dynamic batcher does. It concatenates their
  * inputs along dim 0, runs the model once, and splits every output along
  * dim 0 back to the requests. A batch that fails with more than one
  * request runs each of them alone, so one bad request never fails another.
@@ -61,6 +66,7 @@ typedef struct eng_served eng_served_t;   /* one loaded version of a model */
 
 #define ENG_MODEL_NAME_MAX 128
 #define ENG_MODEL_FILE_MAX 128    /* a model file's name in its version directory */
+#define ENG_PREFERRED_MAX 16      /* preferred batch sizes of one model */
 
 /* How one model is served: resolved per load by the caller's callback
  * (the server reads the model's config.json over its defaults). */
@@ -84,6 +90,10 @@ typedef struct eng_serve_options {
                                    * with FS_EINVAL; 0: only max_batch_size's bound when batching */
     uint64_t queue_timeout_ns;    /* a request not started this long after its submit fails with
                                    * FS_ETIMEDOUT (Triton's default_timeout_microseconds); 0: none */
+    /* Triton's preferred_batch_size, ascending, each 1..max_batch_size: see
+     * the header comment. n_preferred 0: none. */
+    uint32_t n_preferred;
+    uint32_t preferred[ENG_PREFERRED_MAX];
 } eng_serve_options_t;
 
 /* Fills *out for model `name` whose directory is `model_dir`. 0, or an

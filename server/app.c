@@ -126,6 +126,9 @@ static int model_options(void *user, const char *name, const char *model_dir,
     out->version = mc.version;
     out->max_request_rows = mc.max_request_rows;
     out->queue_timeout_ns = mc.queue_timeout_ns;
+    _Static_assert(CFG_MAX_PREFERRED == ENG_PREFERRED_MAX, "preferred sizes copy whole");
+    out->n_preferred = mc.n_preferred;
+    memcpy(out->preferred, mc.preferred, sizeof out->preferred);
     /* Auto: on the CPU one per HTTP thread, so that every HTTP thread can
      * run its own request's batch at once (eng_served_submit_run) instead
      * of queueing it for a worker and waiting to be resumed: one hand-off,

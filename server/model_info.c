@@ -155,6 +155,9 @@ static void model_config_fill(cJSON *doc, eng_served_t *s)
         cJSON_AddNumberToObject(db, "max_queue_delay_microseconds",
                                 (double)(o.max_queue_delay_ns / 1000));
         cJSON_AddNumberToObject(db, "max_queue_size", o.max_queue);
+        cJSON *pref = cJSON_AddArrayToObject(db, "preferred_batch_size");
+        for (uint32_t i = 0; pref && i < o.n_preferred; i++)
+            cJSON_AddItemToArray(pref, cJSON_CreateNumber(o.preferred[i]));
         cJSON *qp = cJSON_AddObjectToObject(db, "default_queue_policy");
         cJSON_AddNumberToObject(qp, "max_queue_size", o.max_queue);
         cJSON_AddNumberToObject(qp, "default_timeout_microseconds",

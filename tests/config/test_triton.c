@@ -249,8 +249,16 @@ Test(triton_apply, queue_policy_sets_timeout_and_size)
                 "allow_timeout_override: true } }", FS_ENOTSUP, "allow_timeout_override");
     APPLY_FAILS("max_batch_size: 4 dynamic_batching { default_queue_policy { max_queue_size: "
                 "2000000 } }", FS_EINVAL, "max_queue_size 2000000");
-    APPLY_FAILS("max_batch_size: 4 dynamic_batching { preferred_batch_size: [2] }", FS_ENOTSUP,
-                "preferred_batch_size");
+    m = apply_ok("max_batch_size: 8 dynamic_batching { preferred_batch_size: [ 8, 2, 4 ] }");
+    cr_expect_eq(m.n_preferred, 3);
+    cr_expect_eq(m.preferred[0], 2, "kept ascending");
+    cr_expect_eq(m.preferred[2], 8);
+    APPLY_FAILS("max_batch_size: 4 dynamic_batching { preferred_batch_size: [ 8 ] }", FS_EINVAL,
+                "preferred_batch_size 8 is outside 1..max_batch_size (4)");
+    APPLY_FAILS("max_batch_size: 4 dynamic_batching { preferred_batch_size: [ 0 ] }", FS_EINVAL,
+                "preferred_batch_size 0");
+    APPLY_FAILS("max_batch_size: 4 dynamic_batching { preferred_batch_size: [ 2, 2 ] }", FS_EINVAL,
+                "lists 2 twice");
 }
 
 Test(triton_apply, name_platform_and_backend)
