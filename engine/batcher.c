@@ -622,7 +622,7 @@ static void *served_worker(void *arg)
 
 /* ---- the batcher's face ----------------------------------------------------- */
 
-int served_batcher_start(eng_served_t *s)
+int served_inputs_init(eng_served_t *s)
 {
     s->n_inputs = eng_model_n_inputs(s->model);
     s->n_outputs = eng_model_n_outputs(s->model);
@@ -631,6 +631,11 @@ int served_batcher_start(eng_served_t *s)
         return fs_err(FS_ENOMEM, "model '%s': out of host memory", s->name);
     for (size_t i = 0; i < s->n_inputs; i++)
         eng_model_input(s->model, i, &s->inputs[i]);
+    return 0;
+}
+
+int served_batcher_start(eng_served_t *s)
+{
     s->batch_dim = model_has_batch_dim(s);
     served_batching_update_locked(s);
 

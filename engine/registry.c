@@ -336,10 +336,6 @@ static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, cons
                     path, fs_errmsg());
         goto fail;
     }
-    if (r->verify && (rc = r->verify(r->options_user, name, dir, model, &opts)) != 0) {
-        rc = fs_err(rc, "model '%s' version %lld: %s", name, (long long)version, fs_errmsg());
-        goto fail;
-    }
     if (!(s = served_new(r))) {
         rc = fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
         goto fail;
@@ -349,6 +345,13 @@ static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, cons
     s->options = opts;
     s->model = model;
     s->cache = mem->cache;
+    if ((rc = served_inputs_init(s)) != 0)
+        goto fail;
+    if (r->verify &&
+        (rc = r->verify(r->options_user, name, dir, model, &opts, s->inputs, s->n_inputs)) != 0) {
+        rc = fs_err(rc, "model '%s' version %lld: %s", name, (long long)version, fs_errmsg());
+        goto fail;
+    }
     if (!(s->stats = stats_get(r, e, version))) {
         rc = fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
         goto fail;
@@ -661,6 +664,14 @@ void eng_served_options(eng_served_t *s, eng_serve_options_t *out)
     pthread_mutex_lock(&s->lock);
     *out = s->options;
     pthread_mutex_unlock(&s->lock);
+}
+
+int eng_served_input(const eng_served_t *s, size_t i, eng_io_info_t *out)
+{
+    if (i >= s->n_inputs)
+        return fs_err(FS_EINVAL, "model '%s' has no input %zu", s->name, i);
+    *out = s->inputs[i];
+    return 0;
 }
 
 bool eng_served_batches(eng_served_t *s)

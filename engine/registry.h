@@ -104,10 +104,14 @@ typedef int (*eng_serve_options_fn)(void *user, const char *name, const char *mo
 
 /* Checks a freshly loaded model of `name` against what its configuration
  * declares (the server: config.pbtxt's inputs and outputs), before it
- * serves. 0, or an error with fs_err's message: the load then fails with
- * it, and the model is freed. */
+ * serves. `inputs` (n_inputs, in the model's order, strings borrowed from
+ * the model) are what requests are checked against (eng_io_check): the
+ * callback may narrow them, a fixed dim for a symbolic one. 0, or an error
+ * with fs_err's message: the load then fails with it, and the model is
+ * freed. */
 typedef int (*eng_serve_verify_fn)(void *user, const char *name, const char *model_dir,
-                                   const eng_model_t *model, const eng_serve_options_t *opts);
+                                   const eng_model_t *model, const eng_serve_options_t *opts,
+                                   eng_io_info_t *inputs, size_t n_inputs);
 
 typedef struct eng_registry_config {
     const char *repository;       /* copied */
@@ -169,6 +173,10 @@ const char *eng_served_name(const eng_served_t *s);
 int64_t eng_served_version(const eng_served_t *s);
 /* A copy of the options (batching may change live). */
 void eng_served_options(eng_served_t *s, eng_serve_options_t *out);
+/* Input i as requests are checked against it: the model's, narrowed by
+ * the verify callback. 0 and *out (strings borrowed from the model), or
+ * FS_EINVAL for a bad index. */
+int eng_served_input(const eng_served_t *s, size_t i, eng_io_info_t *out);
 /* Whether requests are concatenated (see the header comment). */
 bool eng_served_batches(eng_served_t *s);
 

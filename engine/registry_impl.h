@@ -110,7 +110,11 @@ struct eng_registry {
 
 /* batcher.c */
 
-/* Fills s->inputs, batch_dim, batches and max_rows from s->model and
+/* Fills s->n_inputs, n_outputs and inputs (the requests' checks) from
+ * s->model. 0, or FS_ENOMEM (served_free frees what was made). */
+int served_inputs_init(eng_served_t *s);
+
+/* Fills s->batch_dim, batches and max_rows from s->inputs, s->model and
  * s->options and starts the workers (s->lock and the conds are ready). 0,
  * or FS_ENOMEM with nothing left running (served_free frees the rest). */
 int served_batcher_start(eng_served_t *s);

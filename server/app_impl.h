@@ -298,9 +298,12 @@ int srv_model_config_read(srv_app_t *app, const char *name, const char *model_di
                           cfg_model_t *out);
 /* The registry's verify callback (eng_serve_verify_fn, user: the app):
  * a config.pbtxt's inputs and outputs against the loaded model (names,
- * data types, dims). 0 when the directory has no config.pbtxt. */
+ * data types, dims); an input's fixed dim where the model's is symbolic
+ * narrows `inputs` (the requests' check). 0 when the directory has no
+ * config.pbtxt. */
 int srv_model_verify(void *user, const char *name, const char *model_dir,
-                     const eng_model_t *model, const eng_serve_options_t *opts);
+                     const eng_model_t *model, const eng_serve_options_t *opts,
+                     eng_io_info_t *inputs, size_t n_inputs);
 
 /* ---- model_control.c: model control (--model-control-mode) ------------------- */
 

@@ -61,9 +61,12 @@ int srv_model_config_read(srv_app_t *app, const char *name, const char *model_di
 
 /* One declared tensor against the model's: the dtype, and the dims --
  * without the batch dim when max_batch_size > 0, which the model must then
- * have symbolic in front. */
+ * have symbolic in front. `narrow` (an input's request check; NULL for an
+ * output) takes a fixed dim declared where the model's is symbolic, so
+ * requests are held to it; an output's such dim is refused, since what
+ * the model produces is not checked against it. */
 static int io_verify(const cfg_triton_io_t *want, const eng_io_info_t *io, bool batch,
-                     const char *origin, const char *what)
+                     const char *origin, const char *what, eng_io_info_t *narrow)
 {
     int dt = cfg_triton_dtype_to_eng(want->data_type);
     if (dt != (int)io->dtype)
@@ -87,10 +90,15 @@ static int io_verify(const cfg_triton_io_t *want, const eng_io_info_t *io, bool 
         int64_t m = io->dims[d + lead], w = want->dims[d];
         if (w == -1 || w == m)
             continue;
+        if (m < 0 && narrow) {
+            narrow->dims[d + lead] = w;
+            narrow->dim_params[d + lead] = NULL;
+            continue;
+        }
         if (m < 0)
             return fs_err(FS_ENOTSUP, "%s: %s '%s': dims[%zu] is %lld where the model's dim is "
-                          "symbolic (shape %s); flatserve serves the model's own shape: write -1",
-                          origin, what, want->name, d, (long long)w, shape);
+                          "symbolic (shape %s); an output's dims cannot narrow the model's: "
+                          "write -1", origin, what, want->name, d, (long long)w, shape);
         return fs_err(FS_EINVAL, "%s: %s '%s': dims[%zu] is %lld, but the model's is %lld (shape "
                       "%s)", origin, what, want->name, d, (long long)w, (long long)m, shape);
     }
@@ -98,7 +106,8 @@ static int io_verify(const cfg_triton_io_t *want, const eng_io_info_t *io, bool 
 }
 
 int srv_model_verify(void *user, const char *name, const char *model_dir,
-                     const eng_model_t *model, const eng_serve_options_t *opts)
+                     const eng_model_t *model, const eng_serve_options_t *opts,
+                     eng_io_info_t *inputs, size_t n_inputs)
 {
     char pbtxt[CFG_PATH_MAX + ENG_MODEL_NAME_MAX + 32];
     int rc = model_path(pbtxt, sizeof pbtxt, model_dir, "config.pbtxt");
@@ -124,7 +133,8 @@ int srv_model_verify(void *user, const char *name, const char *model_dir,
                             list[i].name, what);
                 break;
             }
-            rc = io_verify(&list[i], &io, batch, pbtxt, what);
+            rc = io_verify(&list[i], &io, batch, pbtxt, what,
+                           !out && (size_t)k < n_inputs ? &inputs[k] : NULL);
         }
     }
     free(t);

@@ -72,16 +72,18 @@ static cJSON *dims_json(const eng_io_info_t *io, int from)
     return a;
 }
 
-/* A model's inputs or outputs: as model metadata shows them ({name,
+/* A model's inputs (as requests are checked: a config.pbtxt may narrow
+ * them) or outputs: as model metadata shows them ({name,
  * datatype, shape}), or as Triton's model config does ({name, data_type
  * "TYPE_FP32", dims}, without the batch dim when the model batches). */
-static cJSON *io_list_json(const eng_model_t *m, bool outputs, bool config, bool batched)
+static cJSON *io_list_json(const eng_served_t *s, bool outputs, bool config, bool batched)
 {
+    const eng_model_t *m = eng_served_model(s);
     cJSON *list = cJSON_CreateArray();
     size_t n = outputs ? eng_model_n_outputs(m) : eng_model_n_inputs(m);
     for (size_t i = 0; list && i < n; i++) {
         eng_io_info_t io;
-        if ((outputs ? eng_model_output(m, i, &io) : eng_model_input(m, i, &io)) != 0)
+        if ((outputs ? eng_model_output(m, i, &io) : eng_served_input(s, i, &io)) != 0)
             continue;
         cJSON *o = cJSON_CreateObject();
         const char *dt = srv_datatype_name(io.dtype);
@@ -124,8 +126,8 @@ static void model_fill(cJSON *doc, eng_served_t *s)
     cJSON_AddItemToArray(versions, cJSON_CreateString(v));
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "device", eng_model_device(m));
-    cJSON_AddItemToObject(doc, "inputs", io_list_json(m, false, false, false));
-    cJSON_AddItemToObject(doc, "outputs", io_list_json(m, true, false, false));
+    cJSON_AddItemToObject(doc, "inputs", io_list_json(s, false, false, false));
+    cJSON_AddItemToObject(doc, "outputs", io_list_json(s, true, false, false));
 }
 
 static void model_ready_fill(cJSON *doc, eng_served_t *s)
@@ -148,8 +150,8 @@ static void model_config_fill(cJSON *doc, eng_served_t *s)
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "backend", "flatserve");
     cJSON_AddNumberToObject(doc, "max_batch_size", mbs);
-    cJSON_AddItemToObject(doc, "input", io_list_json(m, false, true, mbs > 0));
-    cJSON_AddItemToObject(doc, "output", io_list_json(m, true, true, mbs > 0));
+    cJSON_AddItemToObject(doc, "input", io_list_json(s, false, true, mbs > 0));
+    cJSON_AddItemToObject(doc, "output", io_list_json(s, true, true, mbs > 0));
     if (batched) {
         cJSON *db = cJSON_AddObjectToObject(doc, "dynamic_batching");
         cJSON_AddNumberToObject(db, "max_queue_delay_microseconds",

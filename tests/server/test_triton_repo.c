@@ -209,6 +209,28 @@ Test(triton_repo, a_config_that_does_not_match_the_model_fails_its_load)
     free(r.body);
 }
 
+Test(triton_repo, an_inputs_fixed_dim_narrows_a_symbolic_one)
+{
+    add_mlp_as("m", 1, "model.onnx");
+    write_text("m", "config.pbtxt",
+               "input [ { name: \"input\" data_type: TYPE_FP32 dims: [ 2, 64 ] } ]\n");
+    fixture_start(&fx);
+    char *body = mlp_rows(1);
+    http_resp_t r = http_post(fx.port, "/v2/models/m/infer", body);
+    cr_expect_eq(r.status, 400, "one row where config.pbtxt says 2: %s", r.body);
+    cr_expect(strstr(r.body, "input 'input'"), "%s", r.body);
+    free(r.body);
+    free(body);
+    body = mlp_rows(2);
+    r = http_post(fx.port, "/v2/models/m/infer", body);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    free(body);
+    r = http_get(fx.port, "/v2/models/m");
+    cr_expect(strstr(r.body, "\"shape\":[2,64]"), "metadata shows the narrowed shape: %s", r.body);
+    free(r.body);
+}
+
 Test(triton_repo, config_json_and_config_pbtxt_together_are_an_error)
 {
     add_mlp_as("m", 1, "model.onnx");
