@@ -369,7 +369,6 @@ void cfg_model_defaults(const cfg_t *defaults, cfg_model_t *out)
     memset(out, 0, sizeof *out);
     memcpy(&out->batching, &defaults->batching, sizeof out->batching);
     memcpy(&out->engine, &defaults->engine, sizeof out->engine);
-    out->version = -1;
 }
 
 /* --- documents ---------------------------------------------------------------------- */

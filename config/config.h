@@ -33,6 +33,7 @@ extern "C" {
 #define CFG_MAX_MODELS 64
 #define CFG_MAX_POLICIES 8
 #define CFG_MAX_PREFERRED 16 /* preferred batch sizes of a config.pbtxt */
+#define CFG_MAX_VERSIONS 16  /* versions of a model serving at once */
 
 /* A device as the config holds it: parsed once, by the engine's parser, when
  * read. The server's may be "auto" (chosen at start); a model's may be
@@ -132,7 +133,12 @@ typedef struct cfg_model {
     /* Only a config.pbtxt sets these (config/triton.h); the defaults change
      * nothing. */
     char model_file[CFG_NAME_MAX];  /* default_model_filename; "": model.onnx */
-    int64_t version;             /* the version to serve; -1 (default): the newest */
+    /* version_policy: the versions listed (n_versions > 0), or all, or the
+     * newest versions_latest (0, the default: 1). */
+    uint32_t versions_latest;
+    bool versions_all;
+    uint32_t n_versions;
+    int64_t versions[CFG_MAX_VERSIONS];
     uint32_t max_request_rows;   /* max_batch_size > 0: bound on a request's rows; 0: none of its own */
     uint64_t queue_timeout_ns;   /* default_timeout_microseconds; 0: none */
     uint32_t n_preferred;        /* preferred_batch_size, ascending, each 1..max_batch_size */

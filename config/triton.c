@@ -196,28 +196,29 @@ static int apply_versions(const cfg_triton_t *t, const char *origin, cfg_model_t
     case CFG_TRITON_VERSIONS_UNSET:
         return 0;
     case CFG_TRITON_VERSIONS_LATEST:
-        if (t->latest_n == 1)
-            return 0;
-        if (t->latest_n == 0)
-            return fs_err(FS_EINVAL, "%s: version_policy.latest.num_versions is 0 (expected 1)",
-                          origin);
-        return fs_err(FS_ENOTSUP, "%s: version_policy latest { num_versions: %u }: serving "
-                      "several versions of a model at once is not supported yet (latest 1 or "
-                      "specific with one version)", origin, t->latest_n);
+        if (t->latest_n == 0 || t->latest_n > CFG_MAX_VERSIONS)
+            return fs_err(FS_EINVAL, "%s: version_policy.latest.num_versions is %u (expected "
+                          "1..%d)", origin, t->latest_n, CFG_MAX_VERSIONS);
+        m->versions_latest = t->latest_n;
+        return 0;
     case CFG_TRITON_VERSIONS_SPECIFIC:
-        if (t->n_versions != 1)
-            return fs_err(t->n_versions ? FS_ENOTSUP : FS_EINVAL, "%s: version_policy specific "
-                          "lists %zu versions; flatserve serves exactly one version of a model "
-                          "(list one)", origin, t->n_versions);
-        if (t->specific[0] < 0)
-            return fs_err(FS_EINVAL, "%s: version_policy.specific.versions[0] is %lld", origin,
-                          (long long)t->specific[0]);
-        m->version = t->specific[0];
+        _Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_VERSIONS, "versions fit cfg_model_t");
+        if (t->n_versions == 0)
+            return fs_err(FS_EINVAL, "%s: version_policy specific lists no version", origin);
+        for (size_t i = 0; i < t->n_versions; i++) {
+            if (t->specific[i] < 0)
+                return fs_err(FS_EINVAL, "%s: version_policy.specific.versions[%zu] is %lld",
+                              origin, i, (long long)t->specific[i]);
+            for (size_t j = 0; j < i; j++)
+                if (t->specific[j] == t->specific[i])
+                    return fs_err(FS_EINVAL, "%s: version_policy specific lists version %lld "
+                                  "twice", origin, (long long)t->specific[i]);
+            m->versions[m->n_versions++] = t->specific[i];
+        }
         return 0;
     default:
-        return fs_err(FS_ENOTSUP, "%s: version_policy all: serving several versions of a model "
-                      "at once is not supported yet (latest 1 or specific with one version)",
-                      origin);
+        m->versions_all = true;
+        return 0;
     }
 }
 

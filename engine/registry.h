@@ -5,8 +5,9 @@
  * Layout: REPO/<model>/config.json (optional; read through the caller's
  * `options` callback, since config/ owns the JSON) and
  * REPO/<model>/<version>/model.onnx; the highest numeric version is served,
- * unless the options name a version (and another file name: Triton's
- * version_policy and default_model_filename).
+ * unless the options pick others (Triton's version_policy: the newest N,
+ * all, or a list, each behind its own batcher, all loaded, rebuilt and
+ * unloaded together) or another file name (default_model_filename).
  *
  * Load builds the new version beside the running one and swaps it in
  * atomically: requests submitted after the swap go to the new version,
@@ -67,6 +68,7 @@ typedef struct eng_served eng_served_t;   /* one loaded version of a model */
 #define ENG_MODEL_NAME_MAX 128
 #define ENG_MODEL_FILE_MAX 128    /* a model file's name in its version directory */
 #define ENG_PREFERRED_MAX 16      /* preferred batch sizes of one model */
+#define ENG_VERSIONS_MAX 16       /* versions of one model serving at once */
 
 /* How one model is served: resolved per load by the caller's callback
  * (the server reads the model's config.json over its defaults). */
@@ -84,8 +86,13 @@ typedef struct eng_serve_options {
     /* Triton's model configuration (config.pbtxt) adds these; zeroed, they
      * change nothing. */
     char model_file[ENG_MODEL_FILE_MAX]; /* the file in a version directory; "": model.onnx */
-    bool version_set;             /* serve `version`, not the newest */
-    int64_t version;
+    /* Which versions serve at once (Triton's version_policy): the
+     * n_versions listed when n_versions > 0, else every one with
+     * versions_all, else the newest versions_latest (0: 1). */
+    uint32_t versions_latest;
+    bool versions_all;
+    uint32_t n_versions;
+    int64_t versions[ENG_VERSIONS_MAX];
     uint32_t max_request_rows;    /* a request whose inputs have more rows (first dim) is refused
                                    * with FS_EINVAL; 0: only max_batch_size's bound when batching */
     uint64_t queue_timeout_ns;    /* a request not started this long after its submit fails with
@@ -145,12 +152,15 @@ const char *eng_registry_name_problem(const char *name, size_t *at);
 /* The same as an error: 0, or FS_EINVAL naming the name and saying why. */
 int eng_registry_check_name(const char *name);
 
-/* Loads REPO/name's newest version (or the options' version), or rebuilds the served model from its
- * files (a new version directory is picked up). Blocks until the new
- * version serves and the old one is freed. 0, or: FS_EINVAL (bad name),
- * FS_ENOENT (no such model directory or no version in it), the engine's
- * load error (the message names the file and what was wrong), the options
- * callback's error. The old version, if any, keeps serving on error. */
+/* Loads REPO/name's newest version (or the options' versions), or rebuilds
+ * the served model from its files (a new version directory is picked up).
+ * Every version the options pick is built anew and they are swapped in
+ * together: all or none. Blocks until the new versions serve and the old
+ * ones are freed. 0, or: FS_EINVAL (bad name), FS_ENOENT (no such model
+ * directory, no version in it, or a version asked for missing), the
+ * engine's load error (the message names the file and what was wrong),
+ * the options callback's error. The old versions, if any, keep serving on
+ * error. */
 int eng_registry_load(eng_registry_t *r, const char *name);
 
 /* Takes the model out of service and frees it (see the header comment).
@@ -159,13 +169,18 @@ int eng_registry_load(eng_registry_t *r, const char *name);
 int eng_registry_unload(eng_registry_t *r, const char *name);
 
 /* A reference to the served version of `name`: `version` < 0 for the
- * current one, else that version (which must be the one served). 0 and
+ * newest one served, else that version (one of those served). 0 and
  * *out (release with eng_served_release), or FS_EINVAL (bad name),
  * FS_ENOENT (unknown model or version), FS_ESTATE (known but not loaded:
  * the message says why, e.g. the last load's error). */
 int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
                          eng_served_t **out);
 void eng_served_release(eng_served_t *s);
+
+/* The versions of `name` serving now, newest first: 0 and out[0..*n)
+ * (at most ENG_VERSIONS_MAX), or acquire's errors. */
+int eng_registry_versions(eng_registry_t *r, const char *name, int64_t out[ENG_VERSIONS_MAX],
+                          size_t *n);
 
 /* Borrowed while the reference is held. */
 eng_model_t *eng_served_model(const eng_served_t *s);
@@ -293,8 +308,9 @@ typedef struct eng_model_entry {
     char reason[FS_ERRMSG_MAX];   /* why it is not READY, or why the last load failed while an
                                    * older version stays READY; "" otherwise */
     char device[32];              /* where it serves ("" when not loaded) */
-    size_t weights_bytes;         /* the model owner's allocated bytes; 0 when not loaded */
-    size_t activations_bytes;     /* the activation owner's allocated bytes now */
+    size_t weights_bytes;         /* the model owners' allocated bytes (every serving version's);
+                                   * 0 when not loaded */
+    size_t activations_bytes;     /* the activation owners' allocated bytes now */
     eng_model_stats_t stats;      /* of `version` */
 } eng_model_entry_t;
 

@@ -8,7 +8,8 @@
  *   written by workers without the registry lock).
  * - reg_entry_t: one model name, from its first load (or failed load) to the
  *   registry's destroy. At most one load or unload of a name runs at a time
- *   (`busy`); `current`, when set, holds one reference of the served version.
+ *   (`busy`); `current` and each of `older`, when set, hold one reference
+ *   of their served version.
  * - eng_served_t: one loaded version. Immutable after creation but for its
  *   queue, phase, batching options, running batches and reference count,
  *   which `lock` guards. At most max_running batches run on it at once,
@@ -85,7 +86,9 @@ typedef struct reg_entry {
     char name[ENG_MODEL_NAME_MAX];
     eng_model_state_t state;
     char reason[FS_ERRMSG_MAX];      /* see eng_model_entry_t.reason */
-    eng_served_t *current;           /* NULL when nothing serves */
+    eng_served_t *current;           /* the newest version serving; NULL when nothing serves */
+    eng_served_t *older[ENG_VERSIONS_MAX - 1]; /* the other versions serving, newest first */
+    size_t n_older;                  /* 0 when current is NULL */
     int64_t last_version;            /* the version served last, -1: never */
     bool busy;                       /* a load or unload of this name runs */
     reg_stats_t *stats;              /* one record per version ever served */

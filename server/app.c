@@ -122,8 +122,11 @@ static int model_options(void *user, const char *name, const char *model_dir,
     out->max_queue = mc.batching.max_queue;
     out->instances = mc.batching.instances;
     snprintf(out->model_file, sizeof out->model_file, "%s", mc.model_file);
-    out->version_set = mc.version >= 0;
-    out->version = mc.version;
+    _Static_assert(CFG_MAX_VERSIONS == ENG_VERSIONS_MAX, "versions copy whole");
+    out->versions_latest = mc.versions_latest;
+    out->versions_all = mc.versions_all;
+    out->n_versions = mc.n_versions;
+    memcpy(out->versions, mc.versions, sizeof out->versions);
     out->max_request_rows = mc.max_request_rows;
     out->queue_timeout_ns = mc.queue_timeout_ns;
     _Static_assert(CFG_MAX_PREFERRED == ENG_PREFERRED_MAX, "preferred sizes copy whole");

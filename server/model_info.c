@@ -105,39 +105,49 @@ static cJSON *io_list_json(const eng_served_t *s, bool outputs, bool config, boo
 /* Answers {"name": ..., what `fill` adds} about the route's model version,
  * or the error when it does not serve. */
 static void model_doc(srv_req_t *r, const srv_route_args_t *a,
-                      void (*fill)(cJSON *doc, eng_served_t *s))
+                      void (*fill)(cJSON *doc, eng_served_t *s, eng_registry_t *reg))
 {
     eng_served_t *s = srv_info_acquire(r, a);
     if (!s)
         return;
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "name", eng_served_name(s));
-    fill(doc, s);
+    fill(doc, s, r->app->registry);
     eng_served_release(s);
     srv_respond_json(r, 200, doc);
 }
 
-static void model_fill(cJSON *doc, eng_served_t *s)
+/* "versions": every version serving (several with a config.pbtxt's
+ * version_policy), newest first. */
+static void model_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
 {
     const eng_model_t *m = eng_served_model(s);
     cJSON *versions = cJSON_AddArrayToObject(doc, "versions");
-    char v[32];
-    snprintf(v, sizeof v, "%" PRId64, eng_served_version(s));
-    cJSON_AddItemToArray(versions, cJSON_CreateString(v));
+    int64_t list[ENG_VERSIONS_MAX];
+    size_t n = 0;
+    if (eng_registry_versions(reg, eng_served_name(s), list, &n) != 0 || n == 0) {
+        list[0] = eng_served_version(s); /* unloaded meanwhile: the one described */
+        n = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%" PRId64, list[i]);
+        cJSON_AddItemToArray(versions, cJSON_CreateString(v));
+    }
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "device", eng_model_device(m));
     cJSON_AddItemToObject(doc, "inputs", io_list_json(s, false, false, false));
     cJSON_AddItemToObject(doc, "outputs", io_list_json(s, true, false, false));
 }
 
-static void model_ready_fill(cJSON *doc, eng_served_t *s)
+static void model_ready_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
 {
     cJSON_AddBoolToObject(doc, "ready", true);
 }
 
 /* Triton's model config, from what the model's configuration file set
  * (config.pbtxt's fields, or config.json's over the defaults). */
-static void model_config_fill(cJSON *doc, eng_served_t *s)
+static void model_config_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
 {
     const eng_model_t *m = eng_served_model(s);
     eng_serve_options_t o;
@@ -166,12 +176,16 @@ static void model_config_fill(cJSON *doc, eng_served_t *s)
                                 (double)(o.queue_timeout_ns / 1000));
     }
     cJSON *vp = cJSON_AddObjectToObject(doc, "version_policy");
-    if (o.version_set) {
+    if (o.n_versions) {
         cJSON *versions = cJSON_AddArrayToObject(cJSON_AddObjectToObject(vp, "specific"),
                                                  "versions");
-        cJSON_AddItemToArray(versions, cJSON_CreateNumber((double)o.version));
+        for (uint32_t i = 0; versions && i < o.n_versions; i++)
+            cJSON_AddItemToArray(versions, cJSON_CreateNumber((double)o.versions[i]));
+    } else if (o.versions_all) {
+        cJSON_AddObjectToObject(vp, "all");
     } else {
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(vp, "latest"), "num_versions", 1);
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(vp, "latest"), "num_versions",
+                                o.versions_latest ? o.versions_latest : 1);
     }
     cJSON_AddStringToObject(doc, "default_model_filename",
                             o.model_file[0] ? o.model_file : "model.onnx");

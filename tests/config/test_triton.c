@@ -229,7 +229,9 @@ Test(triton_apply, max_batch_size_bounds_requests_and_batches_only_with_dynamic_
     m = apply_ok("");
     cr_expect_eq(m.max_request_rows, 0);
     cr_expect_eq(m.batching.max_batch_size, 0, "Triton's default max_batch_size is 0");
-    cr_expect_eq(m.version, -1);
+    cr_expect_eq(m.n_versions, 0);
+    cr_expect_eq(m.versions_latest, 0, "0: the newest one");
+    cr_expect(!m.versions_all);
     cr_expect_str_eq(m.model_file, "");
     APPLY_FAILS("max_batch_size: -1", FS_EINVAL, "max_batch_size is -1");
     APPLY_FAILS("dynamic_batching { }", FS_EINVAL, "dynamic_batching needs max_batch_size > 0");
@@ -324,16 +326,21 @@ Test(triton_apply, instance_group_kind_count_and_gpus)
 Test(triton_apply, version_policy)
 {
     cfg_model_t m = apply_ok("version_policy: { latest: { num_versions: 1 } }");
-    cr_expect_eq(m.version, -1);
-    m = apply_ok("version_policy: { specific: { versions: [ 7 ] } }");
-    cr_expect_eq(m.version, 7);
-    APPLY_FAILS("version_policy: { latest: { num_versions: 2 } }", FS_ENOTSUP,
-                "several versions of a model at once is not supported yet");
+    cr_expect_eq(m.versions_latest, 1);
+    m = apply_ok("version_policy: { latest: { num_versions: 3 } }");
+    cr_expect_eq(m.versions_latest, 3);
+    m = apply_ok("version_policy: { all: { } }");
+    cr_expect(m.versions_all);
+    m = apply_ok("version_policy: { specific: { versions: [ 7, 2 ] } }");
+    cr_expect_eq(m.n_versions, 2);
+    cr_expect_eq(m.versions[0], 7);
+    cr_expect_eq(m.versions[1], 2);
     APPLY_FAILS("version_policy: { latest: { } }", FS_EINVAL, "num_versions is 0");
-    APPLY_FAILS("version_policy: { all: { } }", FS_ENOTSUP, "version_policy all");
-    APPLY_FAILS("version_policy: { specific: { versions: [ 1, 2 ] } }", FS_ENOTSUP,
-                "lists 2 versions");
-    APPLY_FAILS("version_policy: { specific: { } }", FS_EINVAL, "lists 0 versions");
+    APPLY_FAILS("version_policy: { latest: { num_versions: 17 } }", FS_EINVAL,
+                "num_versions is 17 (expected 1..16)");
+    APPLY_FAILS("version_policy: { specific: { } }", FS_EINVAL, "lists no version");
+    APPLY_FAILS("version_policy: { specific: { versions: [ 1, 1 ] } }", FS_EINVAL,
+                "lists version 1 twice");
     APPLY_FAILS("version_policy: { specific: { versions: [ -1 ] } }", FS_EINVAL,
                 "versions[0] is -1");
 }

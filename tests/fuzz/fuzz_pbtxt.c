@@ -7,7 +7,7 @@
  * FS_ENOTSUP (apply), FS_ENOMEM, with a message that names the file. On
  * acceptance: every list within its array and every text terminated; the
  * applied settings within their documented ranges, the model file one
- * plain name, the version -1 or a version number. */
+ * plain name, the version policy within ENG_VERSIONS_MAX. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,13 +61,14 @@ static int applied_check(const cfg_model_t *m)
     if (rc != 0)
         return rc;
     if (m->batching.max_batch_size > 65536 || m->batching.max_queue > 1048576 ||
-        m->batching.instances > 64 || m->max_request_rows > 65536 || m->version < -1 ||
+        m->batching.instances > 64 || m->max_request_rows > 65536 ||
+        m->versions_latest > CFG_MAX_VERSIONS || m->n_versions > CFG_MAX_VERSIONS ||
         strchr(m->model_file, '/') || strcmp(m->model_file, "..") == 0 ||
         (m->batching.max_batch_size && m->batching.max_batch_size != m->max_request_rows))
         return fs_err(FS_ESTATE, "%s: out of range: max_batch_size %u, max_queue %u, instances "
-                      "%u, max_request_rows %u, version %lld, model_file '%s'", w,
+                      "%u, max_request_rows %u, versions %u/%u, model_file '%s'", w,
                       m->batching.max_batch_size, m->batching.max_queue, m->batching.instances,
-                      m->max_request_rows, (long long)m->version, m->model_file);
+                      m->max_request_rows, m->versions_latest, m->n_versions, m->model_file);
     return 0;
 }
 

@@ -130,6 +130,79 @@ Test(triton_repo, serves_a_triton_layout_unchanged)
     free(r.body);
 }
 
+/* POST /v2/models/<name>/versions/<v>/infer: the status, and on 200
+ * whether version v answered. */
+static long infer_version(const char *name, int v)
+{
+    char path[128], want[64];
+    snprintf(path, sizeof path, "/v2/models/%s/versions/%d/infer", name, v);
+    snprintf(want, sizeof want, "\"model_version\":\"%d\"", v);
+    char *body = mlp_rows(1);
+    http_resp_t r = http_post(fx.port, path, body);
+    long status = r.status;
+    if (status == 200)
+        cr_expect(strstr(r.body, want), "%s: %s", path, r.body);
+    free(r.body);
+    free(body);
+    return status;
+}
+
+Test(triton_repo, version_policy_serves_several_versions_at_once)
+{
+    for (int v = 1; v <= 3; v++)
+        add_mlp_as("m", v, "model.onnx");
+    write_text("m", "config.pbtxt", "version_policy: { latest: { num_versions: 2 } }\n");
+    fixture_start(&fx);
+    cr_expect_eq(infer_version("m", 3), 200);
+    cr_expect_eq(infer_version("m", 2), 200);
+    cr_expect_eq(infer_version("m", 1), 404, "version 1 is not among the latest 2");
+    http_resp_t r = http_get(fx.port, "/v2/models/m");
+    cr_expect(strstr(r.body, "\"versions\":[\"3\",\"2\"]"), "%s", r.body);
+    free(r.body);
+    r = http_get(fx.port, "/v2/models/m/versions/1/ready");
+    cr_expect(strstr(r.body, "versions 3, 2 are"), "%s", r.body);
+    free(r.body);
+
+    /* A new version: the newest two are 4 and 3, swapped in together. */
+    add_mlp_as("m", 4, "model.onnx");
+    r = http_post(fx.port, "/v2/repository/models/m/load", "");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    cr_expect_eq(infer_version("m", 4), 200);
+    cr_expect_eq(infer_version("m", 3), 200);
+    cr_expect_eq(infer_version("m", 2), 404);
+
+    write_text("m", "config.pbtxt", "version_policy: { specific: { versions: [ 1, 3 ] } }\n");
+    r = http_post(fx.port, "/v2/repository/models/m/load", "");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    cr_expect_eq(infer_version("m", 1), 200);
+    cr_expect_eq(infer_version("m", 3), 200);
+    cr_expect_eq(infer_version("m", 4), 404);
+
+    write_text("m", "config.pbtxt", "version_policy: { all: { } }\n");
+    r = http_post(fx.port, "/v2/repository/models/m/load", "");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    for (int v = 1; v <= 4; v++)
+        cr_expect_eq(infer_version("m", v), 200, "version %d", v);
+
+    /* One missing version fails the whole load; the four keep serving. */
+    write_text("m", "config.pbtxt", "version_policy: { specific: { versions: [ 2, 9 ] } }\n");
+    r = http_post(fx.port, "/v2/repository/models/m/load", "");
+    cr_expect_eq(r.status, 404, "%s", r.body);
+    cr_expect(strstr(r.body, "version 9 is asked for"), "%s", r.body);
+    free(r.body);
+    cr_expect_eq(infer_version("m", 1), 200);
+    cr_expect_eq(infer_version("m", 4), 200);
+
+    /* Unload frees every version (fixture_stop checks every byte came back). */
+    r = http_post(fx.port, "/v2/repository/models/m/unload", "");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    cr_expect_eq(infer_version("m", 4), 503);
+}
+
 Test(triton_repo, max_batch_size_refuses_a_larger_request)
 {
     add_mlp_as("tmlp", 3, "net.onnx");
@@ -201,7 +274,7 @@ Test(triton_repo, a_config_that_does_not_match_the_model_fails_its_load)
     expect_load_status("default_model_filename: \"absent.onnx\"", 404,
                        "no version directory with a absent.onnx");
     expect_load_status("version_policy: { specific: { versions: [ 4 ] } }", 404,
-                       "version 4 is asked for");
+                       "version 4 is asked for, but");
     /* And a matching one loads. */
     write_text("m", "config.pbtxt", "input [ { name: \"input\" data_type: TYPE_FP32 dims: [ -1, 64 ] } ]");
     http_resp_t r = http_post(fx.port, "/v2/repository/models/m/load", "");
