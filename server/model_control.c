@@ -45,6 +45,7 @@ struct srv_control {
     srv_app_t *app;                  /* borrowed */
     cfg_control_t mode;
     uint64_t period_ns;
+    char repository[CFG_PATH_MAX];   /* a copy: app->cfg may be rewritten by SIGHUP */
     pthread_mutex_t lock;            /* guards everything below */
     /* The wanted set, sorted by name. */
     char (*wanted)[ENG_MODEL_NAME_MAX];
@@ -302,7 +303,7 @@ static void poll_once(srv_control_t *c)
     srv_app_t *app = c->app;
     control_seen_t *now = NULL;
     size_t n_now = 0;
-    if (repository_look(app->cfg.repository, &now, &n_now) != 0) {
+    if (repository_look(c->repository, &now, &n_now) != 0) {
         /* The models loaded keep serving; the next look tries again. */
         FS_LOG_W("control", "poll: %s", fs_errmsg());
         return;
@@ -372,6 +373,7 @@ int srv_control_start(srv_app_t *app)
     c->app = app;
     c->mode = cfg->model_control_mode;
     c->period_ns = (uint64_t)cfg->repository_poll_secs * 1000000000ull;
+    memcpy(c->repository, cfg->repository, sizeof c->repository);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->wake, NULL);
     app->control = c;
