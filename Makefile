@@ -229,10 +229,11 @@ $(MC_PB_CC) $(MC_PB_H) &: $(MC_PROTO)
 	$(PROTOC) --cpp_out=$(GEN) -I. $(MC_PROTO)
 
 # The generated code keeps RTTI (protobuf's reflection uses it); UBSan's
-# vptr check is left off it, since its runtime is C++'s and the binaries
-# are linked by the C driver (clang's would then miss it).
+# vptr check (and clang's function-type check) is left off it, since their
+# runtime is C++'s and the binaries are linked by the C driver.
 $(MC_PB_CC:%.cc=%.o): $(MC_PB_CC)
-	$(CXX) $(CPPFLAGS) -std=c++17 -O2 -g -w $(if $(filter 1,$(SANITIZE)),$(SAN) -fno-sanitize=vptr) \
+	$(CXX) $(CPPFLAGS) -std=c++17 -O2 -g -w \
+	  $(if $(filter 1,$(SANITIZE)),$(SAN) -fno-sanitize=vptr $(if $(CC_TAG),-fno-sanitize=function)) \
 	  $(if $(filter 1,$(FUZZ)),-fsanitize=fuzzer-no-link) -c $< -o $@
 
 $(BUILD)/config/pbtxt.o: | $(MC_PB_H)

@@ -11,6 +11,9 @@
 #include "config/config_impl.h"
 #include "config/triton.h"
 
+_Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_PREFERRED, "preferred sizes fit cfg_model_t");
+_Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_VERSIONS, "versions fit cfg_model_t");
+
 static const char *const dtype_names[] = {
     "TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
     "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16", "TYPE_INT32", "TYPE_INT64",
@@ -108,7 +111,6 @@ static int apply_batching(const cfg_triton_t *t, const char *origin, cfg_model_t
         return fs_err(FS_EINVAL, "%s: dynamic_batching.max_queue_delay_microseconds %llu is too "
                       "large", origin, (unsigned long long)t->max_queue_delay_us);
     m->batching.max_queue_delay_ns = t->max_queue_delay_us * 1000;
-    _Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_PREFERRED, "preferred sizes fit cfg_model_t");
     for (size_t i = 0; i < t->n_preferred; i++) {
         int32_t p = t->preferred[i];
         if (p < 1 || (uint32_t)p > mbs)
@@ -202,7 +204,6 @@ static int apply_versions(const cfg_triton_t *t, const char *origin, cfg_model_t
         m->versions_latest = t->latest_n;
         return 0;
     case CFG_TRITON_VERSIONS_SPECIFIC:
-        _Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_VERSIONS, "versions fit cfg_model_t");
         if (t->n_versions == 0)
             return fs_err(FS_EINVAL, "%s: version_policy specific lists no version", origin);
         for (size_t i = 0; i < t->n_versions; i++) {
