@@ -8,7 +8,7 @@
 # Two stages: the devel image (nvcc, cuBLAS headers) builds the server and
 # writes the demo models; the runtime image, which already carries cuBLAS,
 # cuBLASLt and NVIDIA's other math libraries, gets the binary, the models and only the
-# shared libraries it links besides (libmicrohttpd, cJSON, protobuf-c, zlib).
+# shared libraries it links besides (libmicrohttpd, cJSON, protobuf-c, protobuf, zlib).
 # cudart is linked statically and libcuda comes from the host's driver
 # through the NVIDIA container toolkit (--gpus). OpenBLAS is in neither
 # stage: only bench/gemm_bench links it, and no bench is built here.
@@ -19,11 +19,12 @@ FROM nvidia/cuda:13.0.1-devel-ubuntu24.04 AS build
 # The server's build dependencies from tools/deps.sh; the test-only ones
 # (Criterion, libcurl, prometheus) and the bench-only one (OpenBLAS, for
 # gemm_bench) are left out, since no test or bench is built here.
-# libonnx-dev is here for onnx.proto alone, compiled by protoc-c.
+# libonnx-dev is here for onnx.proto alone, compiled by protoc-c; protobuf's
+# compiler and library read config.pbtxt (config/model_config.proto).
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         build-essential pkg-config libmicrohttpd-dev libcjson-dev libprotobuf-c-dev zlib1g-dev \
-        protobuf-c-compiler libonnx-dev uthash-dev libbsd-dev \
+        protobuf-c-compiler libprotobuf-dev protobuf-compiler libonnx-dev uthash-dev libbsd-dev \
     && rm -rf /var/lib/apt/lists/*
 
 # GPU architectures compiled to machine code (PTX of the last one is kept
@@ -45,7 +46,7 @@ FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
 # time_t transition), and curl for the health check.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12t64 libcjson1 libprotobuf-c1 zlib1g curl ca-certificates \
+        libmicrohttpd12t64 libcjson1 libprotobuf-c1 libprotobuf32t64 zlib1g curl ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system --gid 10001 flatserve \

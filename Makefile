@@ -126,8 +126,15 @@ PROTOC_C ?= protoc-c
 GEN := $(BUILD)/gen
 PROTO_H := $(GEN)/onnx/onnx.pb-c.h
 PROTO_C := $(GEN)/onnx/onnx.pb-c.c
+# Triton's ModelConfig subset (config/model_config.proto) for config.pbtxt,
+# read by protobuf's own C++ text-format parser (config/pbtxt.cc):
+# libprotobuf-dev and protobuf-compiler.
+PROTOC ?= protoc
+MC_PROTO := config/model_config.proto
+MC_PB_H := $(GEN)/config/model_config.pb.h
+MC_PB_CC := $(GEN)/config/model_config.pb.cc
 CPPFLAGS += -I$(GEN)
-LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c -lz $(LDLIBS)
+LDLIBS := -lmicrohttpd -lcjson -lprotobuf-c -lprotobuf -lz $(LDLIBS)
 
 # --- sources ------------------------------------------------------------------
 LIB_DIRS := common alloc engine engine/ops engine/cpu config server
@@ -139,7 +146,7 @@ TEST_SRC := $(wildcard tests/*/test_*.c)
 # binary, whose replay suite runs every committed input through them, and
 # into one libFuzzer binary per target with the entry point fuzz_main.c.
 # make_seeds.c writes the generated seeds.
-FUZZ_TARGETS := codec onnx run config model_config
+FUZZ_TARGETS := codec onnx run config model_config pbtxt
 FUZZ_SRC := $(filter-out tests/fuzz/test_%.c tests/fuzz/fuzz_main.c tests/fuzz/make_seeds.c, \
               $(wildcard tests/fuzz/*.c))
 FUZZ_OBJ := $(FUZZ_SRC:%.c=$(BUILD)/%.o)
@@ -148,7 +155,8 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(BIN)/fuzz-%)
 FUZZ_SEEDS := $(BIN)/make_fuzz_seeds
 BENCH_SRC := $(wildcard bench/*_bench.c)
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(PROTO_C:%.c=%.o) \
+           $(MC_PB_CC:%.cc=%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libflatserve.a
 
@@ -219,6 +227,21 @@ $(PROTO_C) $(PROTO_H) &: $(ONNX_PROTO)
 # Generated code is compiled without the project's stricter warnings.
 $(PROTO_C:%.c=%.o): $(PROTO_C)
 	$(CC) $(CPPFLAGS) -O2 -g -w $(if $(filter 1,$(SANITIZE)),$(SAN)) -c $< -o $@
+
+$(MC_PB_CC) $(MC_PB_H) &: $(MC_PROTO)
+	@command -v $(PROTOC) >/dev/null 2>&1 || { echo "protoc not found: install protobuf-compiler and libprotobuf-dev (make deps)"; exit 1; }
+	@mkdir -p $(GEN)
+	$(PROTOC) --cpp_out=$(GEN) -I. $(MC_PROTO)
+
+# The generated code keeps RTTI (protobuf's reflection uses it); UBSan's
+# vptr check (and clang's function-type check) is left off it, since their
+# runtime is C++'s and the binaries are linked by the C driver.
+$(MC_PB_CC:%.cc=%.o): $(MC_PB_CC)
+	$(CXX) $(CPPFLAGS) -std=c++17 -O2 -g -w \
+	  $(if $(filter 1,$(SANITIZE)),$(SAN) -fno-sanitize=vptr $(if $(CC_TAG),-fno-sanitize=function)) \
+	  $(if $(filter 1,$(FUZZ)),-fsanitize=fuzzer-no-link) -c $< -o $@
+
+$(BUILD)/config/pbtxt.o: | $(MC_PB_H)
 
 # Every object may include the generated header.
 $(filter-out $(PROTO_C:%.c=%.o),$(LIB_OBJ)) $(TEST_OBJ) $(BUILD)/server/main.o \

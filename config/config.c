@@ -138,7 +138,11 @@ int cfg_set_models(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
     cfg_t *cfg = root;
     memset(cfg->models, 0, sizeof cfg->models);
-    if (cJSON_IsString(src->json) && strcmp(src->json->valuestring, "*") == 0) {
+    /* "*", or ["*"] as --load-model '*' gives it. */
+    const cJSON *only = cJSON_IsArray(src->json) && cJSON_GetArraySize(src->json) == 1
+                            ? cJSON_GetArrayItem(src->json, 0)
+                            : src->json;
+    if (cJSON_IsString(only) && strcmp(only->valuestring, "*") == 0) {
         cfg->models_all = true;
         cfg->n_models = 0;
         return 0;
@@ -300,6 +304,8 @@ static const cfg_key_t top_keys[] = {
     KEY("device", cfg_set_device, cfg_t, device, 1, 0),
     KEY("repository", cfg_set_path, cfg_t, repository, 0, 0),
     {"models", cfg_set_models, 0, 0, 0, 0, NULL, 0},
+    KEY("model_control_mode", cfg_set_control, cfg_t, model_control_mode, 0, 0),
+    KEY("repository_poll_secs", cfg_set_uint, cfg_t, repository_poll_secs, 1, 86400),
     SECTION("batching", batching_keys),
     SECTION("engine", engine_keys),
     SECTION("memory", memory_keys),
@@ -335,6 +341,8 @@ void cfg_defaults(cfg_t *out)
     out->device.set = out->device.is_auto = true;
     cfg_string_store(out->repository, sizeof out->repository, "models");
     out->models_all = true;
+    out->model_control_mode = CFG_CONTROL_EXPLICIT;
+    out->repository_poll_secs = 15;
     out->batching.max_batch_size = 64;
     out->batching.max_queue_delay_ns = 0;
     out->batching.max_queue = 1024;
@@ -480,7 +488,7 @@ int cfg_model_parse(const char *text, size_t len, const char *origin, cfg_model_
  * FS_ENOENT when it does not exist (with missing non-NULL: 0, *missing
  * set and no message instead), FS_EIO, FS_EINVAL when larger than
  * CFG_FILE_MAX, FS_ENOMEM; nothing is allocated on error. */
-static int file_read(const char *path, char **out, size_t *len, bool *missing)
+int cfg_file_read(const char *path, char **out, size_t *len, bool *missing)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -531,7 +539,7 @@ int cfg_load_file(const char *path, cfg_t *cfg)
 {
     char *text;
     size_t len;
-    int rc = file_read(path, &text, &len, NULL);
+    int rc = cfg_file_read(path, &text, &len, NULL);
     if (rc != 0)
         return rc;
     rc = cfg_parse(text, len, path, cfg);
@@ -545,11 +553,47 @@ int cfg_model_load_file(const char *path, const cfg_t *defaults, cfg_model_t *ou
     char *text;
     size_t len;
     bool missing;
-    int rc = file_read(path, &text, &len, &missing);
+    int rc = cfg_file_read(path, &text, &len, &missing);
     if (rc != 0 || missing)
         return rc;
     rc = cfg_model_parse(text, len, path, out);
     free(text);
+    return rc;
+}
+
+/* The engine keys a config.pbtxt's parameters may set: the rest of a
+ * config.json's keys have Triton fields of their own. */
+static const cfg_key_t param_keys[] = {ENGINE_KEYS(cfg_model_t, engine)};
+
+int cfg_model_param_set(cfg_model_t *m, const char *key, const char *text, const char *origin,
+                        const char *path)
+{
+    const cfg_key_t *k = NULL;
+    char known[128] = "";
+    for (size_t i = 0; i < CFG_N_OF(param_keys); i++) {
+        if (strcmp(param_keys[i].name, key) == 0)
+            k = &param_keys[i];
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                 param_keys[i].name);
+    }
+    char quoted[80];
+    if (!k)
+        return fs_err(FS_EINVAL, "%s: %s: unknown parameter %s (flatserve's are: %s)", origin,
+                      path, cfg_quote_text(key, quoted, sizeof quoted), known);
+    size_t n = strspn(text, "0123456789");
+    cJSON *v = k->set == cfg_set_uint && n > 0 && n <= 15 && text[n] == '\0'
+                   ? cJSON_CreateNumber(strtod(text, NULL))
+               : k->set == cfg_set_bool && strcmp(text, "true") == 0  ? cJSON_CreateTrue()
+               : k->set == cfg_set_bool && strcmp(text, "false") == 0 ? cJSON_CreateFalse()
+                                                                      : cJSON_CreateString(text);
+    if (!v)
+        return fs_err(FS_ENOMEM, "%s: out of memory", origin);
+    cfg_model_t next = *m;
+    cfg_src_t src = {.json = v, .origin = origin, .path = path};
+    int rc = k->set(k, &src, &next);
+    cJSON_Delete(v);
+    if (rc == 0)
+        *m = next;
     return rc;
 }
 

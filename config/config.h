@@ -32,6 +32,8 @@ extern "C" {
 #define CFG_TOKEN_MAX 256
 #define CFG_MAX_MODELS 64
 #define CFG_MAX_POLICIES 8
+#define CFG_MAX_PREFERRED 16 /* preferred batch sizes of a config.pbtxt */
+#define CFG_MAX_VERSIONS 16  /* versions of a model serving at once */
 
 /* A device as the config holds it: parsed once, by the engine's parser, when
  * read. The server's may be "auto" (chosen at start); a model's may be
@@ -63,6 +65,18 @@ typedef struct cfg_engine {
     uint32_t max_plans;           /* plan cache bound per model. Default 16 */
     bool cuda_graphs;             /* replay captured CUDA graphs. Default true */
 } cfg_engine_t;
+
+/* Triton's --model-control-mode: which models load at start, whether the
+ * repository API may load and unload, and whether the repository is
+ * watched (config/README.md, "Model control"). */
+typedef enum cfg_control {
+    CFG_CONTROL_EXPLICIT = 0,     /* `models` at start; the API loads and unloads (default) */
+    CFG_CONTROL_NONE,             /* every model at start; the API refuses */
+    CFG_CONTROL_POLL,             /* every model at start, the repository re-read every
+                                   * repository_poll_secs; the API refuses */
+} cfg_control_t;
+/* "explicit", "none", "poll". Cannot fail. */
+const char *cfg_control_name(cfg_control_t c);
 
 /* One release policy; `params` holds every kind's parameters, the kind
  * reads its own (alloc/policy.h). */
@@ -96,6 +110,8 @@ typedef struct cfg {
     bool models_all;
     size_t n_models;
     char models[CFG_MAX_MODELS][CFG_NAME_MAX];
+    cfg_control_t model_control_mode;     /* Default explicit */
+    uint32_t repository_poll_secs;        /* poll mode's period, 1..86400. Default 15 */
     cfg_batching_t batching;
     cfg_engine_t engine;
     struct {
@@ -120,6 +136,19 @@ typedef struct cfg_model {
     cfg_device_t device;         /* unset (default): the server's device */
     cfg_batching_t batching;
     cfg_engine_t engine;
+    /* Only a config.pbtxt sets these (config/triton.h); the defaults change
+     * nothing. */
+    char model_file[CFG_NAME_MAX];  /* default_model_filename; "": model.onnx */
+    /* version_policy: the versions listed (n_versions > 0), or all, or the
+     * newest versions_latest (0, the default: 1). */
+    uint32_t versions_latest;
+    bool versions_all;
+    uint32_t n_versions;
+    int64_t versions[CFG_MAX_VERSIONS];
+    uint32_t max_request_rows;   /* max_batch_size > 0: bound on a request's rows; 0: none of its own */
+    uint64_t queue_timeout_ns;   /* default_timeout_microseconds; 0: none */
+    uint32_t n_preferred;        /* preferred_batch_size, ascending, each 1..max_batch_size */
+    uint32_t preferred[CFG_MAX_PREFERRED];
 } cfg_model_t;
 
 /* Fills *out with every default. Cannot fail. */
@@ -142,6 +171,13 @@ int cfg_load_file(const char *path, cfg_t *cfg);
  * Errors as cfg_parse, naming origin and key. */
 void cfg_model_defaults(const cfg_t *defaults, cfg_model_t *out);
 int cfg_model_parse(const char *text, size_t len, const char *origin, cfg_model_t *out);
+/* Sets the engine key `key` ("precision", "threads", "max_plans",
+ * "cuda_graphs") of *m from its text, checked as config.json checks it
+ * (a config.pbtxt's parameters). `origin` and `path` name it in messages.
+ * 0, or FS_EINVAL naming it (an unknown key lists the known ones) or
+ * FS_ENOMEM; *m is unchanged on error. */
+int cfg_model_param_set(cfg_model_t *m, const char *key, const char *text, const char *origin,
+                        const char *path);
 /* cfg_model_defaults, then the file when it exists (a missing file is not
  * an error). On error *out holds the defaults. */
 int cfg_model_load_file(const char *path, const cfg_t *defaults, cfg_model_t *out);

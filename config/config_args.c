@@ -45,6 +45,13 @@ static const cfg_flag_t flags[] = {
      "the same as --repository"},
     {"--model", FLAG_LIST, "models", CFG_ACTION_SERVE, "NAME",
      "load only this model; repeat (or separate with commas) for more (default: all)"},
+    {"--load-model", FLAG_LIST, "models", CFG_ACTION_SERVE, "NAME",
+     "the same as --model (Triton's name); '*' loads every model"},
+    {"--model-control-mode", FLAG_KEY, "model_control_mode", CFG_ACTION_SERVE, "MODE",
+     "explicit (default: --model's models at start, the repository API loads and unloads), "
+     "none (every model, API refused) or poll (every model, the repository re-read)"},
+    {"--repository-poll-secs", FLAG_KEY, "repository_poll_secs", CFG_ACTION_SERVE, "N",
+     "poll mode: seconds between looks at the repository (default 15)"},
     {"--policy", FLAG_LIST, "memory.policies", CFG_ACTION_SERVE, "LIST",
      "memory release policies with default parameters, comma separated: cache, periodic, "
      "arena, idle_trim, watermark (default cache)"},

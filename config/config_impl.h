@@ -114,6 +114,8 @@ int cfg_set_path(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_precision(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_log_level(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_log_format(const cfg_key_t *key, const cfg_src_t *src, void *root);
+/* model_control_mode: explicit, none, poll */
+int cfg_set_control(const cfg_key_t *key, const cfg_src_t *src, void *root);
 /* cpu, cuda, cuda:N (N < 1024), and with min 1 also auto */
 int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root);
 
@@ -138,6 +140,12 @@ const cfg_key_t *cfg_policy_keys(alloc_policy_kind_t kind, size_t *n);
  * "models" ("*" or names) and "memory.policies" (kinds or objects). */
 int cfg_set_models(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_policies(const cfg_key_t *key, const cfg_src_t *src, void *root);
+
+/* Reads the whole file into *out (caller frees with free()) and *len.
+ * FS_ENOENT when it does not exist (with missing non-NULL: 0, *missing
+ * set and no message instead), FS_EIO, FS_EINVAL when larger than 16 MiB,
+ * FS_ENOMEM; nothing is allocated on error. (config.c) */
+int cfg_file_read(const char *path, char **out, size_t *len, bool *missing);
 
 /* --- flags (config.c) ------------------------------------------------------ */
 

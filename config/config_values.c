@@ -412,6 +412,25 @@ int cfg_set_log_format(const cfg_key_t *key, const cfg_src_t *src, void *root)
     return rc;
 }
 
+static const char *const control_names[] = {
+    [CFG_CONTROL_EXPLICIT] = "explicit", [CFG_CONTROL_NONE] = "none", [CFG_CONTROL_POLL] = "poll"};
+
+const char *cfg_control_name(cfg_control_t c)
+{
+    return (size_t)c < CFG_N_OF(control_names) ? control_names[c] : "explicit";
+}
+
+int cfg_set_control(const cfg_key_t *key, const cfg_src_t *src, void *root)
+{
+    size_t i;
+    int rc = src_choice(src, control_names, CFG_N_OF(control_names), &i);
+    if (rc == 0) {
+        cfg_control_t c = (cfg_control_t)i;
+        memcpy(field_of(key, root), &c, sizeof c);
+    }
+    return rc;
+}
+
 int cfg_set_log_level(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
     char got[96];
@@ -486,7 +505,7 @@ cJSON *cfg_value_json(const cfg_key_t *key, const void *root)
     if (key->set == cfg_set_token)
         return cJSON_CreateString(field[0] ? "***" : "");
     if (key->set == cfg_set_log_level || key->set == cfg_set_log_format ||
-        key->set == cfg_set_precision) {
+        key->set == cfg_set_precision || key->set == cfg_set_control) {
         /* An enum (a log level or format, a precision), by name. */
         int e;
         assert(key->width == sizeof e);
@@ -495,6 +514,8 @@ cJSON *cfg_value_json(const cfg_key_t *key, const void *root)
             return cJSON_CreateString(fs_log_level_name((fs_log_level_t)e));
         if (key->set == cfg_set_precision)
             return cJSON_CreateString(eng_precision_name((eng_precision_t)e));
+        if (key->set == cfg_set_control)
+            return cJSON_CreateString(cfg_control_name((cfg_control_t)e));
         return cJSON_CreateString(log_format_names[e == FS_LOG_JSON ? FS_LOG_JSON : FS_LOG_TEXT]);
     }
     if (key->set == cfg_set_device) {

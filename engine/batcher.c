@@ -78,6 +78,7 @@ typedef struct batch {
     size_t n;
     uint64_t rows;
     bool full;                       /* max_rows reached, or the next match did not fit */
+    size_t pref_n;                   /* requests up to the largest preferred size reached; 0: none */
     uint64_t deadline_ns;            /* earliest deadline still queued; UINT64_MAX: none */
 } batch_t;
 
@@ -165,9 +166,19 @@ static int request_check(const eng_served_t *s, const eng_request_t *req)
     return 0;
 }
 
-/* The bound on rows, which SIGHUP may change: checked under s->lock. */
+/* The bound on rows, which SIGHUP may change: checked under s->lock. A
+ * bound of the options' own (Triton's max_batch_size) holds for every
+ * input's first dim, batching or not. */
 static int request_check_rows_locked(const eng_served_t *s, const eng_request_t *req)
 {
+    uint32_t bound = s->options.max_request_rows;
+    for (size_t i = 0; bound && i < s->n_inputs; i++) {
+        const eng_shape_t *sh = &req->inputs[i].shape;
+        if (sh->rank >= 1 && sh->dims[0] > (int64_t)bound)
+            return fs_err(FS_EINVAL,
+                          "input '%s' of model '%s': %lld rows, more than its max_batch_size %u",
+                          s->inputs[i].name, s->name, (long long)sh->dims[0], bound);
+    }
     if (s->batches && (uint64_t)req->inputs[0].shape.dims[0] > s->max_rows)
         return fs_err(FS_EINVAL,
                       "input '%s' of model '%s': %lld rows, more than its max_batch_size %u",
@@ -511,12 +522,35 @@ static void batch_run(eng_served_t *s, batch_t *b)
 
 /* ---- the queue -------------------------------------------------------------- */
 
+/* Whether `rows` is one of the preferred batch sizes; *largest gets
+ * whether it is the largest. */
+static bool rows_preferred(const eng_served_t *s, uint64_t rows, bool *largest)
+{
+    uint32_t n = s->options.n_preferred;
+    *largest = n && rows == s->options.preferred[n - 1];
+    for (uint32_t i = 0; i < n; i++)
+        if (rows == s->options.preferred[i])
+            return true;
+    return false;
+}
+
+/* How many requests the batch a measuring walk found should take (0: as
+ * many as it measured): up to the largest preferred size it reached, when
+ * its rows went past it to a size that is not preferred. */
+static size_t batch_cut(const eng_served_t *s, const batch_t *b)
+{
+    bool largest;
+    if (!b->pref_n || b->pref_n == b->n || rows_preferred(s, b->rows, &largest))
+        return 0;
+    return b->pref_n;
+}
+
 /* Walks the queue oldest first. Requests past their deadline are unlinked
  * onto *expired. The others measure the batch the oldest of them heads
- * (see the file comment); with `take`, its requests are unlinked into
- * b->head as well. */
-static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, eng_request_t **expired,
-                              batch_t *b)
+ * (see the file comment), of at most `max_n` requests (0: no bound of its
+ * own); with `take`, its requests are unlinked into b->head as well. */
+static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, size_t max_n,
+                              eng_request_t **expired, batch_t *b)
 {
     memset(b, 0, sizeof *b);
     b->deadline_ns = UINT64_MAX;
@@ -539,7 +573,13 @@ static void queue_walk_locked(eng_served_t *s, uint64_t now, bool take, eng_requ
                 if (b->n++ == 0)
                     b->first = q;
                 b->rows += rows;
-                b->full = b->full || !s->batches || b->rows >= s->max_rows;
+                b->full = b->full || !s->batches || b->rows >= s->max_rows ||
+                          (max_n && b->n >= max_n);
+                bool largest;
+                if (s->batches && rows_preferred(s, b->rows, &largest)) {
+                    b->pref_n = b->n;
+                    b->full = b->full || largest;
+                }
             }
         }
         if (!late && q->deadline_ns && q->deadline_ns < b->deadline_ns)
@@ -600,10 +640,10 @@ static bool batch_take_now_locked(eng_served_t *s, uint64_t now, eng_request_t *
     memset(b, 0, sizeof *b);
     if (s->n_running >= s->max_running || s->phase != SERVED_SERVING)
         return false;
-    queue_walk_locked(s, now, false, expired, b);
+    queue_walk_locked(s, now, false, 0, expired, b);
     if (b->n == 0 || batch_wait_ns_locked(s, b, now) != 0)
         return false;
-    queue_walk_locked(s, now, true, expired, b);
+    queue_walk_locked(s, now, true, batch_cut(s, b), expired, b);
     s->n_running++;
     return true;
 }
@@ -640,14 +680,14 @@ static void *served_worker(void *arg)
         uint64_t now = fs_clock_now_ns();
         eng_request_t *expired = NULL;
         batch_t b;
-        queue_walk_locked(s, now, false, &expired, &b);
+        queue_walk_locked(s, now, false, 0, &expired, &b);
         uint64_t wait = batch_wait_ns_locked(s, &b, now);
         if (wait && !expired) {
             fs_cond_timedwait_ns(&s->work, &s->lock, wait);
             continue;
         }
         if (!wait)
-            queue_walk_locked(s, now, true, &expired, &b);
+            queue_walk_locked(s, now, true, batch_cut(s, &b), &expired, &b);
         bool run = !wait && b.head;
         if (run)
             s->n_running++;
@@ -665,7 +705,7 @@ static void *served_worker(void *arg)
 
 /* ---- the batcher's face ----------------------------------------------------- */
 
-int served_batcher_start(eng_served_t *s)
+int served_inputs_init(eng_served_t *s)
 {
     s->n_inputs = eng_model_n_inputs(s->model);
     s->n_outputs = eng_model_n_outputs(s->model);
@@ -674,6 +714,11 @@ int served_batcher_start(eng_served_t *s)
         return fs_err(FS_ENOMEM, "model '%s': out of host memory", s->name);
     for (size_t i = 0; i < s->n_inputs; i++)
         eng_model_input(s->model, i, &s->inputs[i]);
+    return 0;
+}
+
+int served_batcher_start(eng_served_t *s)
+{
     s->batch_dim = model_has_batch_dim(s);
     served_batching_update_locked(s);
 
@@ -755,6 +800,11 @@ static int request_queue_locked(eng_served_t *s, eng_request_t *req)
                       s->options.max_queue);
     req->submit_ns_ = fs_clock_now_ns();
     req->submit_real_ns_ = fs_clock_real_ns();
+    if (s->options.queue_timeout_ns) {
+        uint64_t by = sat_add(req->submit_ns_, s->options.queue_timeout_ns);
+        if (!req->deadline_ns || by < req->deadline_ns)
+            req->deadline_ns = by;
+    }
     pthread_mutex_lock(&s->registry->stats_lock);
     s->stats->s.pending++;
     pthread_mutex_unlock(&s->registry->stats_lock);

@@ -6,12 +6,13 @@
  * names concurrently: the registry lock is held only to read or change
  * entries, never while a model loads or a version drains.
  *
- * A swap: the new version is built completely (model loaded, workers
- * started) beside the old one; under the registry lock it becomes the
- * entry's current version, so every acquire from then on gets it. The old
- * one then refuses submits with FS_ESTATE ("... is being replaced; retry")
- * -- the server re-acquires and retries once, which reaches the new
- * version -- runs what it had queued, joins its workers, waits for its last
+ * A swap: the new versions (one, or the several a version policy picks)
+ * are built completely (models loaded, workers started) beside the old
+ * ones; under the registry lock they become the entry's serving versions,
+ * so every acquire from then on gets one of them. Each old one then
+ * refuses submits with FS_ESTATE ("... is being replaced; retry") -- the
+ * server re-acquires and retries once, which reaches the new version --
+ * runs what it had queued, joins its workers, waits for its last
  * reference, and is destroyed, its owners checked to be back to zero. */
 #include <dirent.h>
 #include <errno.h>
@@ -114,8 +115,15 @@ static int path_confined(const eng_registry_t *r, const char *name, const char *
     return 0;
 }
 
-/* The highest version directory of `model_dir` (all digits) holding a
- * model.onnx, or -1. */
+/* Whether `file` is a model file name: one plain name in its version
+ * directory, never a path. */
+static bool file_name_ok(const char *file)
+{
+    return file[0] && strcmp(file, ".") != 0 && strcmp(file, "..") != 0 && !strchr(file, '/');
+}
+
+/* The highest version directory of `model_dir` (all digits), or -1: what
+ * the index shows for a model not loaded. */
 static int64_t version_newest(const char *model_dir)
 {
     DIR *d = opendir(model_dir);
@@ -129,12 +137,10 @@ static int64_t version_newest(const char *model_dir)
         size_t n = 0;
         for (; p[n] >= '0' && p[n] <= '9' && v <= (INT64_MAX - 9) / 10; n++)
             v = v * 10 + (p[n] - '0');
+        char path[REG_PATH_MAX];
         if (n == 0 || p[n] != '\0' || v <= best)
             continue;
-        char path[REG_PATH_MAX];
-        struct stat st;
-        if (path_join(path, model_dir, p, "model.onnx") == 0 && stat(path, &st) == 0 &&
-            S_ISREG(st.st_mode))
+        if (path_join(path, model_dir, p, NULL) == 0 && is_dir(path))
             best = v;
     }
     closedir(d);
@@ -273,40 +279,135 @@ static void served_log_loaded(const eng_served_t *s, uint64_t took_ns)
                  (long long)s->version, s->options.max_batch_size);
 }
 
-/* Loads the newest version of `name` from `dir` and starts its batcher.
- * Takes no lock but the registry's, briefly, for the stats record. */
-static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, const char *dir,
-                       eng_served_t **out)
+/* Every version directory of `dir` holding the regular file `file`,
+ * newest first: 0 and *out (caller frees with free()) and *n, or
+ * FS_ENOMEM. An unreadable directory has none. */
+static int versions_list(const char *dir, const char *file, int64_t **out, size_t *n)
 {
-    int64_t version = version_newest(dir);
-    if (version < 0)
-        return fs_err(FS_ENOENT, "model '%s': no version directory with a model.onnx in '%s'",
-                      name, dir);
-    char vdir[32], path[REG_PATH_MAX], owner[ALLOC_OWNER_NAME_MAX];
-    snprintf(vdir, sizeof vdir, "%lld", (long long)version);
-    /* Before anything is read from them (config.json, the model). */
-    int rc = path_confined(r, name, dir);
-    if (rc == 0 && (rc = path_join(path, dir, vdir, NULL)) == 0)
-        rc = path_confined(r, name, path);
-    if (rc == 0)
-        rc = path_join(path, dir, vdir, "model.onnx");
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int64_t *list = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *p = de->d_name;
+        int64_t v = 0;
+        size_t k = 0;
+        for (; p[k] >= '0' && p[k] <= '9' && v <= (INT64_MAX - 9) / 10; k++)
+            v = v * 10 + (p[k] - '0');
+        char path[REG_PATH_MAX];
+        struct stat st;
+        if (k == 0 || p[k] != '\0' || path_join(path, dir, p, file) != 0 || stat(path, &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 8;
+            int64_t *grown = realloc(list, cap * sizeof *grown);
+            if (!grown) {
+                rc = fs_err(FS_ENOMEM, "out of host memory listing '%s'", dir);
+                break;
+            }
+            list = grown;
+        }
+        /* Insertion keeps it newest first; "01" and "1" are one version. */
+        size_t j = *n;
+        while (j > 0 && list[j - 1] < v)
+            j--;
+        if (j > 0 && list[j - 1] == v)
+            continue;
+        memmove(&list[j + 1], &list[j], (*n - j) * sizeof *list);
+        list[j] = v;
+        (*n)++;
+    }
+    closedir(d);
+    if (rc != 0) {
+        free(list);
+        *n = 0;
+        return rc;
+    }
+    *out = list;
+    return 0;
+}
+
+/* The versions of `name` to serve by the options' policy, newest first:
+ * 0 and out[0..*n) (1..ENG_VERSIONS_MAX), or FS_ENOENT naming what is
+ * missing, FS_EINVAL (more than ENG_VERSIONS_MAX), FS_ENOMEM. */
+static int versions_pick(const char *name, const char *dir, const char *file,
+                         const eng_serve_options_t *o, int64_t out[ENG_VERSIONS_MAX], size_t *n)
+{
+    *n = 0;
+    int64_t *have = NULL;
+    size_t n_have = 0;
+    int rc = versions_list(dir, file, &have, &n_have);
     if (rc != 0)
         return rc;
-    eng_serve_options_t opts;
-    eng_memory_t *mem = NULL;
-    if ((rc = served_options(r, name, dir, &opts, &mem)) != 0)
+    if (n_have == 0)
+        rc = fs_err(FS_ENOENT, "model '%s': no version directory with a %s in '%s'", name, file,
+                    dir);
+    for (uint32_t i = 0; rc == 0 && i < o->n_versions; i++) {
+        int64_t v = o->versions[i];
+        size_t j = 0;
+        while (j < n_have && have[j] != v)
+            j++;
+        if (j == n_have)
+            rc = fs_err(FS_ENOENT, "model '%s': version %lld is asked for, but '%s/%lld' holds "
+                        "no %s", name, (long long)v, dir, (long long)v, file);
+        else if (o->n_versions > ENG_VERSIONS_MAX)
+            rc = fs_err(FS_EINVAL, "model '%s': %u versions asked for; at most %d serve at once",
+                        name, o->n_versions, ENG_VERSIONS_MAX);
+    }
+    if (rc == 0 && o->n_versions) {
+        /* Newest first, as the directory's. */
+        for (size_t j = 0; j < n_have; j++)
+            for (uint32_t i = 0; i < o->n_versions; i++)
+                if (have[j] == o->versions[i] && *n < ENG_VERSIONS_MAX)
+                    out[(*n)++] = have[j];
+    } else if (rc == 0) {
+        size_t want = o->versions_all ? n_have : o->versions_latest ? o->versions_latest : 1;
+        if (want > n_have)
+            want = n_have;
+        if (want > ENG_VERSIONS_MAX)
+            rc = fs_err(FS_EINVAL, "model '%s': %zu versions would serve; at most %d serve at once",
+                        name, want, ENG_VERSIONS_MAX);
+        for (size_t j = 0; rc == 0 && j < want; j++)
+            out[(*n)++] = have[j];
+    }
+    free(have);
+    return rc;
+}
+
+/* Loads `version` of `name` from `dir` with `opts` and starts its
+ * batcher. Takes no lock but the registry's, briefly, for the stats
+ * record. */
+static int served_build(eng_registry_t *r, reg_entry_t *e, const char *name, const char *dir,
+                        const eng_serve_options_t *opts, eng_memory_t *mem, int64_t version,
+                        eng_served_t **out)
+{
+    char vdir[32], path[REG_PATH_MAX], owner[ALLOC_OWNER_NAME_MAX];
+    const char *file = opts->model_file[0] ? opts->model_file : "model.onnx";
+    snprintf(vdir, sizeof vdir, "%lld", (long long)version);
+    int rc = path_join(path, dir, vdir, NULL);
+    if (rc == 0)
+        rc = path_confined(r, name, path);
+    if (rc == 0)
+        rc = path_join(path, dir, vdir, file);
+    if (rc != 0)
         return rc;
     snprintf(owner, sizeof owner, "%s:%lld", name, (long long)version);
     eng_model_config_t cfg = {
         .name = owner,
         .cache = mem->cache,
-        .max_plans = opts.max_plans,
-        .n_threads = (int)(opts.threads ? opts.threads : 1),
-        .device = opts.device,
-        .precision = opts.precision,
+        .max_plans = opts->max_plans,
+        .n_threads = (int)(opts->threads ? opts->threads : 1),
+        .device = opts->device,
+        .precision = opts->precision,
         .host_cache = mem->host_cache,
         .staging = mem->staging,
-        .no_cuda_graphs = !opts.cuda_graphs,
+        .no_cuda_graphs = !opts->cuda_graphs,
     };
     uint64_t t0 = fs_clock_real_ns();
     eng_model_t *model = NULL;
@@ -322,9 +423,16 @@ static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, cons
     }
     snprintf(s->name, sizeof s->name, "%s", name);
     s->version = version;
-    s->options = opts;
+    s->options = *opts;
     s->model = model;
     s->cache = mem->cache;
+    if ((rc = served_inputs_init(s)) != 0)
+        goto fail;
+    if (r->verify &&
+        (rc = r->verify(r->options_user, name, dir, model, opts, s->inputs, s->n_inputs)) != 0) {
+        rc = fs_err(rc, "model '%s' version %lld: %s", name, (long long)version, fs_errmsg());
+        goto fail;
+    }
     if (!(s->stats = stats_get(r, e, version))) {
         rc = fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
         goto fail;
@@ -338,6 +446,44 @@ fail:
     eng_model_destroy(model);
     served_free(s);
     return rc;
+}
+
+static int served_finish(eng_served_t *s, bool fail_queued);
+
+/* Reads the options of `name`, picks its versions and builds each: 0 and
+ * out[0..*n) newest first, or the first error with nothing left built
+ * (versions built before it are finished). */
+static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, const char *dir,
+                       eng_served_t *out[ENG_VERSIONS_MAX], size_t *n)
+{
+    *n = 0;
+    /* Before anything is read from it (config.json or config.pbtxt). */
+    int rc = path_confined(r, name, dir);
+    if (rc != 0)
+        return rc;
+    eng_serve_options_t opts;
+    eng_memory_t *mem = NULL;
+    if ((rc = served_options(r, name, dir, &opts, &mem)) != 0)
+        return rc;
+    const char *file = opts.model_file[0] ? opts.model_file : "model.onnx";
+    if (!file_name_ok(file))
+        return fs_err(FS_EINVAL, "model '%s': model file name '%s' is not one file name of the "
+                      "version directory", name, file);
+    int64_t versions[ENG_VERSIONS_MAX];
+    size_t n_versions = 0;
+    if ((rc = versions_pick(name, dir, file, &opts, versions, &n_versions)) != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < n_versions; i++)
+        if ((rc = served_build(r, e, name, dir, &opts, mem, versions[i], &out[i])) == 0)
+            (*n)++;
+    if (rc == 0)
+        return 0;
+    char msg[FS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", fs_errmsg());
+    for (size_t i = 0; i < *n; i++)
+        served_finish(out[i], true);
+    *n = 0;
+    return fs_err(rc, "%s", msg);
 }
 
 /* Takes s out of service for good (see served_batcher_stop), drops the
@@ -409,6 +555,7 @@ int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out)
     r->device_memory = cfg->device_memory;
     r->cpu_memory = cfg->cpu_memory;
     r->options = cfg->options;
+    r->verify = cfg->verify;
     r->options_user = cfg->options_user;
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->changed, NULL);
@@ -462,6 +609,21 @@ static void entry_unclaim(eng_registry_t *r, reg_entry_t *e)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* Takes every serving version out of e into out (newest first) and
+ * returns how many; e serves nothing after. */
+static size_t entry_take_locked(reg_entry_t *e, eng_served_t *out[ENG_VERSIONS_MAX])
+{
+    if (!e->current)
+        return 0;
+    size_t n = 0;
+    out[n++] = e->current;
+    for (size_t i = 0; i < e->n_older; i++)
+        out[n++] = e->older[i];
+    e->current = NULL;
+    e->n_older = 0;
+    return n;
+}
+
 int eng_registry_load(eng_registry_t *r, const char *name)
 {
     int rc = eng_registry_check_name(name);
@@ -482,22 +644,26 @@ int eng_registry_load(eng_registry_t *r, const char *name)
     if (rc != 0)
         return rc;
 
-    eng_served_t *s = NULL, *old = NULL;
-    rc = served_load(r, e, name, dir, &s);
+    eng_served_t *built[ENG_VERSIONS_MAX], *old[ENG_VERSIONS_MAX];
+    size_t n_built = 0, n_old = 0;
+    rc = served_load(r, e, name, dir, built, &n_built);
     char msg[FS_ERRMSG_MAX];
     snprintf(msg, sizeof msg, "%s", rc ? fs_errmsg() : "");
     bool serving = false;
     pthread_mutex_lock(&r->lock);
     if (rc != 0) {
-        /* Kept as the reason even while an older version serves (READY). */
+        /* Kept as the reason even while older versions serve (READY). */
         snprintf(e->reason, sizeof e->reason, "%s", msg);
         serving = e->current != NULL;
         if (!serving)
             e->state = ENG_MODEL_UNAVAILABLE;
     } else {
-        old = e->current;
-        e->current = s;
-        e->last_version = s->version;
+        n_old = entry_take_locked(e, old);
+        e->current = built[0];
+        for (size_t i = 1; i < n_built; i++)
+            e->older[i - 1] = built[i];
+        e->n_older = n_built - 1;
+        e->last_version = built[0]->version;
         e->state = ENG_MODEL_READY;
         e->reason[0] = '\0';
     }
@@ -508,18 +674,22 @@ int eng_registry_load(eng_registry_t *r, const char *name)
             FS_LOG_W("registry", "%s (the loaded version keeps serving)", msg);
         else
             FS_LOG_W("registry", "%s", msg);
-    } else if (old) {
+    }
+    for (size_t i = 0; i < n_old; i++) {
         uint64_t t0 = fs_clock_real_ns();
-        int64_t old_version = old->version;
-        if (old_version == s->version)
+        int64_t old_version = old[i]->version;
+        bool rebuilt = false;
+        for (size_t j = 0; j < n_built; j++)
+            rebuilt = rebuilt || built[j]->version == old_version;
+        if (rebuilt)
             FS_LOG_I("registry", "model '%s' version %lld rebuilt; the previous instance drains",
                      name, (long long)old_version);
         else
-            FS_LOG_I("registry", "model '%s' version %lld replaces version %lld", name,
-                     (long long)s->version, (long long)old_version);
-        /* An owner left holding bytes is logged there; the new version
-         * serves either way, so the load itself succeeded. */
-        served_finish(old, false);
+            FS_LOG_I("registry", "model '%s' version %lld replaced by version %lld", name,
+                     (long long)old_version, (long long)built[0]->version);
+        /* An owner left holding bytes is logged there; the new versions
+         * serve either way, so the load itself succeeded. */
+        served_finish(old[i], false);
         char took[32];
         FS_LOG_I("registry", "model '%s' version %lld retired: drained and freed in %s", name,
                  (long long)old_version,
@@ -534,33 +704,63 @@ int eng_registry_unload(eng_registry_t *r, const char *name)
     int rc = eng_registry_check_name(name);
     if (rc != 0)
         return rc;
+    eng_served_t *old[ENG_VERSIONS_MAX];
+    size_t n_old = 0;
     pthread_mutex_lock(&r->lock);
     reg_entry_t *e = entry_find_locked(r, name);
-    if (e)
+    if (e) {
         entry_claim_locked(r, e);
-    eng_served_t *s = e ? e->current : NULL;
-    if (s) {
-        e->current = NULL;
-        e->state = ENG_MODEL_UNLOADING;
-        e->reason[0] = '\0';
+        if ((n_old = entry_take_locked(e, old)) > 0) {
+            e->state = ENG_MODEL_UNLOADING;
+            e->reason[0] = '\0';
+        }
     }
     pthread_mutex_unlock(&r->lock);
-    if (!s) {
+    if (n_old == 0) {
         if (e)
             entry_unclaim(r, e);
         return fs_err(FS_ENOENT, "model '%s' is not loaded", name);
     }
-    int64_t version = s->version;
-    rc = served_finish(s, true);
-    char msg[FS_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "%s", rc ? fs_errmsg() : "");
+    char msg[FS_ERRMSG_MAX] = "";
+    for (size_t i = 0; i < n_old; i++) {
+        int64_t version = old[i]->version;
+        int frc = served_finish(old[i], true);
+        if (frc != 0 && rc == 0) {
+            rc = frc;
+            snprintf(msg, sizeof msg, "%s", fs_errmsg());
+        }
+        FS_LOG_I("registry", "model '%s' version %lld unloaded", name, (long long)version);
+    }
     pthread_mutex_lock(&r->lock);
     e->state = ENG_MODEL_UNAVAILABLE;
     snprintf(e->reason, sizeof e->reason, "unloaded");
     pthread_mutex_unlock(&r->lock);
     entry_unclaim(r, e);
-    FS_LOG_I("registry", "model '%s' version %lld unloaded", name, (long long)version);
     return rc ? fs_err(rc, "%s", msg) : 0;
+}
+
+/* The serving version of e that `version` names (< 0: the newest), or
+ * NULL. */
+static eng_served_t *entry_version_locked(const reg_entry_t *e, int64_t version)
+{
+    if (!e->current || version < 0)
+        return e->current;
+    if (e->current->version == version)
+        return e->current;
+    for (size_t i = 0; i < e->n_older; i++)
+        if (e->older[i]->version == version)
+            return e->older[i];
+    return NULL;
+}
+
+/* "3, 2" (the serving versions) into buf. */
+static void entry_versions_text_locked(const reg_entry_t *e, char *buf, size_t len)
+{
+    snprintf(buf, len, "%lld", (long long)e->current->version);
+    for (size_t i = 0; i < e->n_older; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, ", %lld", (long long)e->older[i]->version);
+    }
 }
 
 int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
@@ -572,8 +772,8 @@ int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
         return rc;
     pthread_mutex_lock(&r->lock);
     reg_entry_t *e = entry_find_locked(r, name);
-    eng_served_t *s = e ? e->current : NULL;
-    if (s && (version < 0 || version == s->version)) {
+    eng_served_t *s = e ? entry_version_locked(e, version) : NULL;
+    if (s) {
         pthread_mutex_lock(&s->lock);
         s->refs++;
         pthread_mutex_unlock(&s->lock);
@@ -581,11 +781,13 @@ int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
         *out = s;
         return 0;
     }
-    if (s) {
-        int64_t serving = s->version;
+    if (e && e->current) {
+        char serving[256];
+        entry_versions_text_locked(e, serving, sizeof serving);
+        bool several = e->n_older > 0;
         pthread_mutex_unlock(&r->lock);
-        return fs_err(FS_ENOENT, "model '%s' has no version %lld serving (version %lld is)", name,
-                      (long long)version, (long long)serving);
+        return fs_err(FS_ENOENT, "model '%s' has no version %lld serving (version%s %s %s)", name,
+                      (long long)version, several ? "s" : "", serving, several ? "are" : "is");
     }
     if (e) {
         eng_model_state_t state = e->state;
@@ -605,6 +807,26 @@ int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
     if (path_join(dir, r->repository, name, NULL) == 0 && is_dir(dir))
         return fs_err(FS_ESTATE, "model '%s' is not loaded", name);
     return fs_err(FS_ENOENT, "unknown model '%s'", name);
+}
+
+int eng_registry_versions(eng_registry_t *r, const char *name, int64_t out[ENG_VERSIONS_MAX],
+                          size_t *n)
+{
+    *n = 0;
+    eng_served_t *s = NULL;
+    int rc = eng_registry_acquire(r, name, -1, &s);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&r->lock);
+    const reg_entry_t *e = entry_find_locked(r, name);
+    if (e && e->current) {
+        out[(*n)++] = e->current->version;
+        for (size_t i = 0; i < e->n_older; i++)
+            out[(*n)++] = e->older[i]->version;
+    }
+    pthread_mutex_unlock(&r->lock);
+    eng_served_release(s);
+    return 0;
 }
 
 void eng_served_release(eng_served_t *s)
@@ -639,6 +861,14 @@ void eng_served_options(eng_served_t *s, eng_serve_options_t *out)
     pthread_mutex_unlock(&s->lock);
 }
 
+int eng_served_input(const eng_served_t *s, size_t i, eng_io_info_t *out)
+{
+    if (i >= s->n_inputs)
+        return fs_err(FS_EINVAL, "model '%s' has no input %zu", s->name, i);
+    *out = s->inputs[i];
+    return 0;
+}
+
 bool eng_served_batches(eng_served_t *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -647,37 +877,50 @@ bool eng_served_batches(eng_served_t *s)
     return b;
 }
 
+/* Applies next's batching options to s live. Cannot fail. */
+static void served_batching_apply(eng_served_t *s, const eng_serve_options_t *next)
+{
+    pthread_mutex_lock(&s->lock);
+    eng_serve_options_t was = s->options;
+    s->options.max_batch_size = next->max_batch_size;
+    s->options.max_queue_delay_ns = next->max_queue_delay_ns;
+    s->options.max_queue = next->max_queue;
+    s->options.n_preferred = next->n_preferred;
+    memcpy(s->options.preferred, next->preferred, sizeof s->options.preferred);
+    served_batching_update_locked(s);
+    pthread_cond_broadcast(&s->work);
+    unsigned workers = s->n_workers;
+    pthread_mutex_unlock(&s->lock);
+    if (was.max_batch_size != next->max_batch_size ||
+        was.max_queue_delay_ns != next->max_queue_delay_ns || was.max_queue != next->max_queue)
+        FS_LOG_I("registry", "model '%s' version %lld: batching now up to %u rows, %llu us "
+                 "delay, queue %u", s->name, (long long)s->version, next->max_batch_size,
+                 (unsigned long long)(next->max_queue_delay_ns / 1000), next->max_queue);
+    if ((next->instances ? next->instances : 1) != workers)
+        FS_LOG_W("registry", "model '%s': instances %u applies at its next load (now %u)",
+                 s->name, next->instances ? next->instances : 1, workers);
+}
+
 int eng_registry_refresh_batching(eng_registry_t *r, const char *name)
 {
-    eng_served_t *s = NULL;
-    int rc = eng_registry_acquire(r, name, -1, &s);
-    if (rc != 0)
-        return rc;
+    int64_t versions[ENG_VERSIONS_MAX];
+    size_t n = 0;
+    int rc = eng_registry_versions(r, name, versions, &n);
     char dir[REG_PATH_MAX];
     eng_serve_options_t next;
     eng_memory_t *mem = NULL;
-    rc = path_join(dir, r->repository, name, NULL);
+    if (rc == 0)
+        rc = path_join(dir, r->repository, name, NULL);
     if (rc == 0)
         rc = served_options(r, name, dir, &next, &mem);
-    if (rc == 0) {
-        pthread_mutex_lock(&s->lock);
-        eng_serve_options_t was = s->options;
-        s->options.max_batch_size = next.max_batch_size;
-        s->options.max_queue_delay_ns = next.max_queue_delay_ns;
-        s->options.max_queue = next.max_queue;
-        served_batching_update_locked(s);
-        pthread_cond_broadcast(&s->work);
-        pthread_mutex_unlock(&s->lock);
-        if (was.max_batch_size != next.max_batch_size ||
-            was.max_queue_delay_ns != next.max_queue_delay_ns || was.max_queue != next.max_queue)
-            FS_LOG_I("registry", "model '%s' version %lld: batching now up to %u rows, %llu us "
-                     "delay, queue %u", name, (long long)s->version, next.max_batch_size,
-                     (unsigned long long)(next.max_queue_delay_ns / 1000), next.max_queue);
-        if ((next.instances ? next.instances : 1) != s->n_workers)
-            FS_LOG_W("registry", "model '%s': instances %u applies at its next load (now %u)",
-                     name, next.instances ? next.instances : 1, s->n_workers);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        eng_served_t *s = NULL;
+        /* A version gone meanwhile (a reload) has its new options already. */
+        if (eng_registry_acquire(r, name, versions[i], &s) != 0)
+            continue;
+        served_batching_apply(s, &next);
+        eng_served_release(s);
     }
-    eng_served_release(s);
     return rc;
 }
 
@@ -687,12 +930,12 @@ void eng_registry_flush(eng_registry_t *r)
     /* Wake the workers sleeping out a delay: they look again. */
     pthread_mutex_lock(&r->lock);
     for (reg_entry_t *e = r->entries; e; e = e->next) {
-        eng_served_t *s = e->current;
-        if (!s)
-            continue;
-        pthread_mutex_lock(&s->lock);
-        pthread_cond_broadcast(&s->work);
-        pthread_mutex_unlock(&s->lock);
+        for (size_t i = 0; e->current && i <= e->n_older; i++) {
+            eng_served_t *s = i ? e->older[i - 1] : e->current;
+            pthread_mutex_lock(&s->lock);
+            pthread_cond_broadcast(&s->work);
+            pthread_mutex_unlock(&s->lock);
+        }
     }
     pthread_mutex_unlock(&r->lock);
 }
@@ -750,18 +993,21 @@ static void index_fill_locked(eng_registry_t *r, const reg_entry_t *e, eng_model
 {
     me->state = e->state;
     snprintf(me->reason, sizeof me->reason, "%s", e->reason);
-    const eng_served_t *s = e->current;
-    if (s) {
-        me->version = s->version;
-        snprintf(me->device, sizeof me->device, "%s", eng_model_device(s->model));
+    if (e->current) {
+        me->version = e->current->version;
+        snprintf(me->device, sizeof me->device, "%s", eng_model_device(e->current->model));
+    }
+    /* Every serving version's bytes: they are all the model's. */
+    for (size_t i = 0; e->current && i <= e->n_older; i++) {
+        const eng_served_t *s = i ? e->older[i - 1] : e->current;
         alloc_owner_stats_t os;
         if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0) {
-            me->weights_bytes = (size_t)os.allocated.current;
-            me->weights_peak_bytes = (size_t)os.allocated.peak;
+            me->weights_bytes += (size_t)os.allocated.current;
+            me->weights_peak_bytes += (size_t)os.allocated.peak;
         }
         if (alloc_cache_owner_stats(s->cache, eng_model_activation_owner(s->model), &os) == 0) {
-            me->activations_bytes = (size_t)os.allocated.current;
-            me->activations_peak_bytes = (size_t)os.allocated.peak;
+            me->activations_bytes += (size_t)os.allocated.current;
+            me->activations_peak_bytes += (size_t)os.allocated.peak;
         }
     }
     const reg_stats_t *st = stats_find_locked(e, me->version);

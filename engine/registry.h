@@ -4,7 +4,10 @@
  *
  * Layout: REPO/<model>/config.json (optional; read through the caller's
  * `options` callback, since config/ owns the JSON) and
- * REPO/<model>/<version>/model.onnx; the highest numeric version is served.
+ * REPO/<model>/<version>/model.onnx; the highest numeric version is served,
+ * unless the options pick others (Triton's version_policy: the newest N,
+ * all, or a list, each behind its own batcher, all loaded, rebuilt and
+ * unloaded together) or another file name (default_model_filename).
  *
  * Load builds the new version beside the running one and swaps it in
  * atomically: requests submitted after the swap go to the new version,
@@ -23,7 +26,12 @@
  * input and output has the same symbolic first dim, and max_batch_size >
  * 1) the queued requests whose inputs match it in dtype and in every dim
  * but the first, in arrival order, until max_batch_size rows or until
- * max_queue_delay after the first request arrived. It concatenates their
+ * max_queue_delay after the first request arrived. With preferred batch
+ * sizes (Triton's preferred_batch_size) a batch that reaches the largest
+ * runs at once, and one that runs with rows past a preferred size it
+ * reached, itself not a preferred size, takes only the requests up to the
+ * largest preferred size it reached (the rest head the next batch), as
+ * Triton's dynamic batcher does. It concatenates their
  * inputs along dim 0, runs the model once, and splits every output along
  * dim 0 back to the requests. A batch that fails with more than one
  * request runs each of them alone, so one bad request never fails another.
@@ -58,6 +66,9 @@ typedef struct eng_registry eng_registry_t;
 typedef struct eng_served eng_served_t;   /* one loaded version of a model */
 
 #define ENG_MODEL_NAME_MAX 128
+#define ENG_MODEL_FILE_MAX 128    /* a model file's name in its version directory */
+#define ENG_PREFERRED_MAX 16      /* preferred batch sizes of one model */
+#define ENG_VERSIONS_MAX 16       /* versions of one model serving at once */
 
 /* How one model is served: resolved per load by the caller's callback
  * (the server reads the model's config.json over its defaults). */
@@ -72,6 +83,24 @@ typedef struct eng_serve_options {
     uint64_t max_queue_delay_ns;
     uint32_t max_queue;           /* 0: unbounded */
     uint32_t instances;           /* worker threads; 0 means 1 (the server resolves its "auto" 0 before) */
+    /* Triton's model configuration (config.pbtxt) adds these; zeroed, they
+     * change nothing. */
+    char model_file[ENG_MODEL_FILE_MAX]; /* the file in a version directory; "": model.onnx */
+    /* Which versions serve at once (Triton's version_policy): the
+     * n_versions listed when n_versions > 0, else every one with
+     * versions_all, else the newest versions_latest (0: 1). */
+    uint32_t versions_latest;
+    bool versions_all;
+    uint32_t n_versions;
+    int64_t versions[ENG_VERSIONS_MAX];
+    uint32_t max_request_rows;    /* a request whose inputs have more rows (first dim) is refused
+                                   * with FS_EINVAL; 0: only max_batch_size's bound when batching */
+    uint64_t queue_timeout_ns;    /* a request not started this long after its submit fails with
+                                   * FS_ETIMEDOUT (Triton's default_timeout_microseconds); 0: none */
+    /* Triton's preferred_batch_size, ascending, each 1..max_batch_size: see
+     * the header comment. n_preferred 0: none. */
+    uint32_t n_preferred;
+    uint32_t preferred[ENG_PREFERRED_MAX];
 } eng_serve_options_t;
 
 /* Fills *out for model `name` whose directory is `model_dir`. 0, or an
@@ -79,6 +108,17 @@ typedef struct eng_serve_options {
  * that message. */
 typedef int (*eng_serve_options_fn)(void *user, const char *name, const char *model_dir,
                                     eng_serve_options_t *out);
+
+/* Checks a freshly loaded model of `name` against what its configuration
+ * declares (the server: config.pbtxt's inputs and outputs), before it
+ * serves. `inputs` (n_inputs, in the model's order, strings borrowed from
+ * the model) are what requests are checked against (eng_io_check): the
+ * callback may narrow them, a fixed dim for a symbolic one. 0, or an error
+ * with fs_err's message: the load then fails with it, and the model is
+ * freed. */
+typedef int (*eng_serve_verify_fn)(void *user, const char *name, const char *model_dir,
+                                   const eng_model_t *model, const eng_serve_options_t *opts,
+                                   eng_io_info_t *inputs, size_t n_inputs);
 
 typedef struct eng_registry_config {
     const char *repository;       /* copied */
@@ -90,7 +130,8 @@ typedef struct eng_registry_config {
     eng_memory_t *device_memory;
     eng_memory_t *cpu_memory;
     eng_serve_options_fn options; /* NULL: defaults (no batching, fp32) */
-    void *options_user;
+    eng_serve_verify_fn verify;   /* NULL: no check */
+    void *options_user;           /* passed to both */
 } eng_registry_config_t;
 
 /* 0 and *out (caller frees with eng_registry_destroy), or FS_EINVAL /
@@ -111,12 +152,15 @@ const char *eng_registry_name_problem(const char *name, size_t *at);
 /* The same as an error: 0, or FS_EINVAL naming the name and saying why. */
 int eng_registry_check_name(const char *name);
 
-/* Loads REPO/name's newest version, or rebuilds the served model from its
- * files (a new version directory is picked up). Blocks until the new
- * version serves and the old one is freed. 0, or: FS_EINVAL (bad name),
- * FS_ENOENT (no such model directory or no version in it), the engine's
- * load error (the message names the file and what was wrong), the options
- * callback's error. The old version, if any, keeps serving on error. */
+/* Loads REPO/name's newest version (or the options' versions), or rebuilds
+ * the served model from its files (a new version directory is picked up).
+ * Every version the options pick is built anew and they are swapped in
+ * together: all or none. Blocks until the new versions serve and the old
+ * ones are freed. 0, or: FS_EINVAL (bad name), FS_ENOENT (no such model
+ * directory, no version in it, or a version asked for missing), the
+ * engine's load error (the message names the file and what was wrong),
+ * the options callback's error. The old versions, if any, keep serving on
+ * error. */
 int eng_registry_load(eng_registry_t *r, const char *name);
 
 /* Takes the model out of service and frees it (see the header comment).
@@ -125,7 +169,7 @@ int eng_registry_load(eng_registry_t *r, const char *name);
 int eng_registry_unload(eng_registry_t *r, const char *name);
 
 /* A reference to the served version of `name`: `version` < 0 for the
- * current one, else that version (which must be the one served). 0 and
+ * newest one served, else that version (one of those served). 0 and
  * *out (release with eng_served_release), or FS_EINVAL (bad name),
  * FS_ENOENT (unknown model or version), FS_ESTATE (known but not loaded:
  * the message says why, e.g. the last load's error). */
@@ -133,12 +177,21 @@ int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
                          eng_served_t **out);
 void eng_served_release(eng_served_t *s);
 
+/* The versions of `name` serving now, newest first: 0 and out[0..*n)
+ * (at most ENG_VERSIONS_MAX), or acquire's errors. */
+int eng_registry_versions(eng_registry_t *r, const char *name, int64_t out[ENG_VERSIONS_MAX],
+                          size_t *n);
+
 /* Borrowed while the reference is held. */
 eng_model_t *eng_served_model(const eng_served_t *s);
 const char *eng_served_name(const eng_served_t *s);
 int64_t eng_served_version(const eng_served_t *s);
 /* A copy of the options (batching may change live). */
 void eng_served_options(eng_served_t *s, eng_serve_options_t *out);
+/* Input i as requests are checked against it: the model's, narrowed by
+ * the verify callback. 0 and *out (strings borrowed from the model), or
+ * FS_EINVAL for a bad index. */
+int eng_served_input(const eng_served_t *s, size_t i, eng_io_info_t *out);
 /* Whether requests are concatenated (see the header comment). */
 bool eng_served_batches(eng_served_t *s);
 
@@ -294,8 +347,9 @@ typedef struct eng_model_entry {
     char reason[FS_ERRMSG_MAX];   /* why it is not READY, or why the last load failed while an
                                    * older version stays READY; "" otherwise */
     char device[32];              /* where it serves ("" when not loaded) */
-    size_t weights_bytes;         /* the model owner's allocated bytes; 0 when not loaded */
-    size_t activations_bytes;     /* the activation owner's allocated bytes now */
+    size_t weights_bytes;         /* the model owners' allocated bytes (every serving version's);
+                                   * 0 when not loaded */
+    size_t activations_bytes;     /* the activation owners' allocated bytes now */
     size_t weights_peak_bytes;    /* the peaks of the two, since the version loaded or the */
     size_t activations_peak_bytes; /* cache's last reset_peak */
     eng_model_stats_t stats;      /* of `version` */

@@ -8,7 +8,8 @@
  *   written by workers without the registry lock).
  * - reg_entry_t: one model name, from its first load (or failed load) to the
  *   registry's destroy. At most one load or unload of a name runs at a time
- *   (`busy`); `current`, when set, holds one reference of the served version.
+ *   (`busy`); `current` and each of `older`, when set, hold one reference
+ *   of their served version.
  * - eng_served_t: one loaded version. Immutable after creation but for its
  *   queue, phase, batching options, running batches and reference count,
  *   which `lock` guards. At most max_running batches run on it at once,
@@ -90,7 +91,9 @@ typedef struct reg_entry {
     char name[ENG_MODEL_NAME_MAX];
     eng_model_state_t state;
     char reason[FS_ERRMSG_MAX];      /* see eng_model_entry_t.reason */
-    eng_served_t *current;           /* NULL when nothing serves */
+    eng_served_t *current;           /* the newest version serving; NULL when nothing serves */
+    eng_served_t *older[ENG_VERSIONS_MAX - 1]; /* the other versions serving, newest first */
+    size_t n_older;                  /* 0 when current is NULL */
     int64_t last_version;            /* the version served last, -1: never */
     bool busy;                       /* a load or unload of this name runs */
     reg_stats_t *stats;              /* one record per version ever served */
@@ -103,6 +106,7 @@ struct eng_registry {
     char device_name[ENG_DEVICE_NAME_MAX];
     eng_memory_t *device_memory, *cpu_memory; /* borrowed */
     eng_serve_options_fn options;
+    eng_serve_verify_fn verify;
     void *options_user;
 
     pthread_mutex_t lock;            /* guards the entries */
@@ -114,7 +118,11 @@ struct eng_registry {
 
 /* batcher.c */
 
-/* Fills s->inputs, batch_dim, batches and max_rows from s->model and
+/* Fills s->n_inputs, n_outputs and inputs (the requests' checks) from
+ * s->model. 0, or FS_ENOMEM (served_free frees what was made). */
+int served_inputs_init(eng_served_t *s);
+
+/* Fills s->batch_dim, batches and max_rows from s->inputs, s->model and
  * s->options and starts the workers (s->lock and the conds are ready). 0,
  * or FS_ENOMEM with nothing left running (served_free frees the rest). */
 int served_batcher_start(eng_served_t *s);

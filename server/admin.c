@@ -71,7 +71,8 @@ void srv_admin_index(srv_req_t *r, const srv_route_args_t *a)
 
 /* The load's or unload's own thread: runs it, writes the result, and
  * completes the request (which may free it). A model loaded becomes one
- * that should be loaded, one unloaded stops being one (readiness.c). */
+ * that should be loaded, one unloaded stops being one (model_control.c's
+ * wanted set, which readiness.c checks). */
 static void *admin_main(void *arg)
 {
     srv_req_t *r = arg;
@@ -81,15 +82,16 @@ static void *admin_main(void *arg)
     /* Forgotten before the unload starts, so readiness does not drop
      * while the model drains. */
     if (!job->load)
-        srv_ready_forget(app, job->model);
+        srv_control_want(app, job->model, false);
     int rc = job->load ? eng_registry_load(app->registry, job->model)
                        : eng_registry_unload(app->registry, job->model);
     job->status = rc;
     if (rc != 0)
         snprintf(job->error, sizeof job->error, "%s", fs_errmsg());
-    if (job->load && rc == 0 && srv_ready_expect(app, job->model) != 0)
-        FS_LOG_W("admin", "model '%s' loaded, but readiness will not wait for it: %s",
-                 job->model, fs_errmsg());
+    /* A model loaded on request is wanted from now on (model_control.c);
+     * an unload left the set before it started. */
+    if (job->load && rc == 0)
+        srv_control_want(app, job->model, true);
     job->duration_ns = fs_clock_now_ns() - t0;
     srv_req_complete(r); /* r may be gone after this */
     return NULL;
@@ -166,6 +168,12 @@ static int admin_body_check(srv_req_t *r, bool load)
 
 static void admin_start(srv_req_t *r, const srv_route_args_t *a, bool load)
 {
+    const char *refusal = srv_control_api_refusal(r->app);
+    if (refusal) {
+        srv_respond_error(r, 400, "cannot %s model '%s': %s", load ? "load" : "unload", a->model,
+                          refusal);
+        return;
+    }
     if (admin_body_check(r, load) != 0)
         return;
     srv_admin_job_t *job = r->admin = calloc(1, sizeof *r->admin);

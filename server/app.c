@@ -3,16 +3,15 @@
  * Order of start: the device (and, on a GPU host, the CPU's caches too, for
  * models whose config.json asks for "cpu"), the release policies on every
  * cache that holds model memory, the registry with a callback that reads
- * each model's config.json over the current defaults, the startup models,
- * the policy timer, the HTTP server; then ready. Stop runs it backwards,
+ * each model's config.json or config.pbtxt over the current defaults, the
+ * startup models of the model control mode and its poller (model_control.c), the
+ * policy timer, the HTTP server; then ready. Stop runs it backwards,
  * after draining the requests in flight.
  *
  * The repository is checked first: a missing or unreadable one, or a
  * start-up model that does not load, ends start-up with the error (main
  * exits 1) unless server.exit_on_error is false (readiness.c has what
  * ready means then). */
-#include <dirent.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,16 +103,15 @@ static int policies_apply(srv_app_t *app, const cfg_t *cfg)
     return 0;
 }
 
-/* The registry's view of a model: its config.json over the defaults. */
+/* The registry's view of a model: its config.json or config.pbtxt over the
+ * defaults (server/model_config.c). */
 static int model_options(void *user, const char *name, const char *model_dir,
                          eng_serve_options_t *out)
 {
     srv_app_t *app = user;
-    char path[CFG_PATH_MAX + ENG_MODEL_NAME_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.json", model_dir);
     cfg_model_t mc;
+    int rc = srv_model_config_read(app, name, model_dir, &mc);
     pthread_mutex_lock(&app->cfg_lock);
-    int rc = cfg_model_load_file(path, &app->cfg, &mc);
     uint32_t http_threads = app->cfg.server.threads;
     pthread_mutex_unlock(&app->cfg_lock);
     if (rc != 0)
@@ -129,6 +127,17 @@ static int model_options(void *user, const char *name, const char *model_dir,
     out->max_queue_delay_ns = mc.batching.max_queue_delay_ns;
     out->max_queue = mc.batching.max_queue;
     out->instances = mc.batching.instances;
+    snprintf(out->model_file, sizeof out->model_file, "%s", mc.model_file);
+    _Static_assert(CFG_MAX_VERSIONS == ENG_VERSIONS_MAX, "versions copy whole");
+    out->versions_latest = mc.versions_latest;
+    out->versions_all = mc.versions_all;
+    out->n_versions = mc.n_versions;
+    memcpy(out->versions, mc.versions, sizeof out->versions);
+    out->max_request_rows = mc.max_request_rows;
+    out->queue_timeout_ns = mc.queue_timeout_ns;
+    _Static_assert(CFG_MAX_PREFERRED == ENG_PREFERRED_MAX, "preferred sizes copy whole");
+    out->n_preferred = mc.n_preferred;
+    memcpy(out->preferred, mc.preferred, sizeof out->preferred);
     /* Auto: on the CPU one per HTTP thread, so that every HTTP thread can
      * run its own request's batch at once (eng_served_submit_run) instead
      * of queueing it for a worker and waiting to be resumed: one hand-off,
@@ -251,99 +260,11 @@ static int open_memory(srv_app_t *app)
     return 0;
 }
 
-/* The repository must be a directory this process can read: 0, or
- * FS_ENOENT / FS_EIO naming the path and why. */
-static int repository_check(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return fs_err(errno == ENOENT ? FS_ENOENT : FS_EIO, "model repository '%s': %s", path,
-                      strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return fs_err(FS_EIO, "model repository '%s' is not a directory", path);
-    DIR *d = opendir(path);
-    if (!d)
-        return fs_err(FS_EIO, "model repository '%s' cannot be read: %s", path, strerror(errno));
-    closedir(d);
-    return 0;
-}
-
-/* The models that should be loaded at start: cfg's list, or with
- * models_all every model directory of the repository. The one place that
- * decides it (a model-control mode would, too). 0 and *out (n names;
- * caller frees with free()), or FS_ENOMEM / the index's FS_EIO. */
-static int startup_models(srv_app_t *app, char (**out)[ENG_MODEL_NAME_MAX], size_t *n)
-{
-    const cfg_t *cfg = &app->cfg;
-    *out = NULL;
-    *n = 0;
-    eng_model_entry_t *entries = NULL;
-    size_t count = cfg->n_models;
-    if (cfg->models_all && eng_registry_index(app->registry, &entries, &count) != 0)
-        return fs_err(FS_EIO, "repository '%s': %s", cfg->repository, fs_errmsg());
-    char(*names)[ENG_MODEL_NAME_MAX] = calloc(count ? count : 1, sizeof *names);
-    if (!names) {
-        free(entries);
-        return fs_err(FS_ENOMEM, "out of host memory listing %zu start-up models", count);
-    }
-    for (size_t i = 0; i < count; i++)
-        snprintf(names[i], sizeof names[i], "%s", cfg->models_all ? entries[i].name : cfg->models[i]);
-    free(entries);
-    *out = names;
-    *n = count;
-    return 0;
-}
-
-/* Loads the start-up models, each noted as one that should be loaded
- * (readiness.c). Every model is tried and each failure logged; returns 0,
- * or with server.exit_on_error the error that ends start-up: the
- * repository missing or unreadable, or how many models did not load and
- * the first one's error. Without it such failures are logged only. */
-static int load_startup_models(srv_app_t *app)
-{
-    const cfg_t *cfg = &app->cfg;
-    bool strict = cfg->server.exit_on_error;
-    const char *hint = "; --exit-on-error=false (server.exit_on_error) serves what loads";
-    int rc = repository_check(cfg->repository);
-    char(*names)[ENG_MODEL_NAME_MAX] = NULL;
-    size_t n = 0;
-    if (rc == 0)
-        rc = startup_models(app, &names, &n);
-    if (rc != 0) {
-        if (strict)
-            return fs_err(rc, "%s%s", fs_errmsg(), hint);
-        FS_LOG_E("app", "%s; serving without it (server.exit_on_error is false)", fs_errmsg());
-        return 0;
-    }
-    size_t n_failed = 0;
-    char first[FS_ERRMSG_MAX] = "";
-    int first_rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = srv_ready_expect(app, names[i]);
-        if (rc != 0)
-            break;
-        int lrc = eng_registry_load(app->registry, names[i]);
-        if (lrc == 0)
-            continue;
-        FS_LOG_E("app", "model '%s' did not load: %s", names[i], fs_errmsg());
-        if (n_failed++ == 0) {
-            first_rc = lrc;
-            snprintf(first, sizeof first, "model '%s': %s", names[i], fs_errmsg());
-        }
-    }
-    free(names);
-    if (rc != 0)
-        return rc;
-    if (n_failed > 0 && strict)
-        return fs_err(first_rc, "%zu of %zu start-up models did not load "
-                      "(the first: %s)%s", n_failed, n, first, hint);
-    return 0;
-}
-
 /* Frees everything; returns FS_EBUSY (logged) if a cache still had bytes
  * allocated once every model was gone. */
 static int app_free(srv_app_t *app)
 {
+    srv_control_destroy(app);
     ticker_stop(app);
     srv_http_stop(app);
     eng_registry_destroy(app->registry);
@@ -363,8 +284,6 @@ static int app_free(srv_app_t *app)
     eng_memory_close(&app->dev_mem); /* before the CPU's: it borrows its host cache */
     if (app->has_cpu_mem)
         eng_memory_close(&app->cpu_mem);
-    srv_ready_free(app);
-    pthread_mutex_destroy(&app->expect_lock);
     pthread_mutex_destroy(&app->cfg_lock);
     pthread_mutex_destroy(&app->flight_lock);
     pthread_cond_destroy(&app->flight_cond);
@@ -384,7 +303,6 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     app->cuda_index = -1;
     app->start_unix_s = (uint64_t)time(NULL);
     pthread_mutex_init(&app->cfg_lock, NULL);
-    pthread_mutex_init(&app->expect_lock, NULL);
     pthread_mutex_init(&app->flight_lock, NULL);
     pthread_cond_init(&app->flight_cond, NULL);
     pthread_mutex_init(&app->tick_lock, NULL);
@@ -401,11 +319,12 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
         eng_registry_config_t rc_cfg = {.repository = cfg->repository, .device = app->dev,
                                         .device_memory = &app->dev_mem,
                                         .cpu_memory = app->has_cpu_mem ? &app->cpu_mem : &app->dev_mem,
-                                        .options = model_options, .options_user = app};
+                                        .options = model_options, .verify = srv_model_verify,
+                                        .options_user = app};
         rc = eng_registry_create(&rc_cfg, &app->registry);
     }
     if (rc == 0)
-        rc = load_startup_models(app);
+        rc = srv_control_start(app);
     if (rc == 0)
         rc = ticker_start(app);
     if (rc == 0)
@@ -491,6 +410,7 @@ int srv_app_stop(srv_app_t *app)
         return 0;
     atomic_store(&app->ready, false);
     atomic_store(&app->draining, true);
+    srv_control_stop(app);
     srv_http_quiesce(app);
     /* Nothing new comes: what is queued runs now, not after its delay. */
     if (app->registry)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "engine/registry.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,19 @@ typedef struct srv_app srv_app_t;
  * left running. Without exit_on_error those are logged, the failed
  * models stay UNAVAILABLE with their errors, and the server starts. */
 int srv_app_start(const cfg_t *cfg, srv_app_t **out);
+
+/* The models that should be loaded now (strict readiness waits for each
+ * to be READY), by model_control_mode: explicit, the startup list ("*":
+ * every model directory at start) plus the models the repository API
+ * loaded since, less those it unloaded; none, every model directory at
+ * start; poll, every model directory at the last look. A startup model
+ * that failed to load stays in the set. 0 and *out (sorted by name; caller
+ * frees with free(); NULL when n is 0), or FS_ENOMEM. */
+int srv_app_models_wanted(srv_app_t *app, char (**out)[ENG_MODEL_NAME_MAX], size_t *n);
+/* Whether every wanted model is READY; when not, `why` (len bytes, always
+ * terminated) names the first that is not and its state and reason.
+ * false with the error in `why` when the index cannot be read. */
+bool srv_app_models_ready(srv_app_t *app, char *why, size_t len);
 
 /* The bound port (the ephemeral one when cfg's port was 0). */
 uint16_t srv_app_port(const srv_app_t *app);

@@ -39,6 +39,8 @@ typedef struct srv_http_thread {
     atomic_uint_fast64_t n_wakeups;              /* of them, resumed by their completer */
 } srv_http_thread_t;
 
+typedef struct srv_control srv_control_t; /* model_control.c */
+
 struct srv_app {
     /* The effective configuration. cfg_lock guards it against SIGHUP while
      * the registry's options callback and the handlers read it. */
@@ -53,6 +55,7 @@ struct srv_app {
     eng_memory_t cpu_mem;         /* on a GPU host, the CPU's, for models set to "cpu" */
     bool has_cpu_mem;
     eng_registry_t *registry;
+    srv_control_t *control;       /* model control mode, wanted set, poller (model_control.c) */
 
     struct MHD_Daemon *daemon;
     uint16_t port;
@@ -71,13 +74,6 @@ struct srv_app {
     bool ticker_stop;             /* tick_lock */
     pthread_mutex_t tick_lock;
     pthread_cond_t tick_cond;
-
-    /* The models that should be loaded (readiness.c), sorted by name:
-     * the start-up models, then those loaded through the repository API,
-     * less those unloaded through it. expect_lock guards the three. */
-    pthread_mutex_t expect_lock;
-    char (*expect)[ENG_MODEL_NAME_MAX];
-    size_t n_expect, cap_expect;
 
     atomic_uint_fast64_t http_responses[SRV_N_CODES + 1]; /* last: other codes */
     uint64_t start_unix_s;
@@ -293,6 +289,40 @@ srv_handler_fn srv_info_live, srv_info_ready, srv_info_server, srv_info_model,
  * eng_served_release), or answers the error and returns NULL. */
 eng_served_t *srv_info_acquire(srv_req_t *r, const srv_route_args_t *a);
 
+/* ---- model_config.c: a model's config.json or config.pbtxt -------------- */
+
+/* The model's settings over the server's defaults: its config.json or its
+ * config.pbtxt (not both: FS_EINVAL naming them); neither: the defaults.
+ * 0, or the file's error naming it and the key or field. */
+int srv_model_config_read(srv_app_t *app, const char *name, const char *model_dir,
+                          cfg_model_t *out);
+/* The registry's verify callback (eng_serve_verify_fn, user: the app):
+ * a config.pbtxt's inputs and outputs against the loaded model (names,
+ * data types, dims); an input's fixed dim where the model's is symbolic
+ * narrows `inputs` (the requests' check). 0 when the directory has no
+ * config.pbtxt. */
+int srv_model_verify(void *user, const char *name, const char *model_dir,
+                     const eng_model_t *model, const eng_serve_options_t *opts,
+                     eng_io_info_t *inputs, size_t n_inputs);
+
+/* ---- model_control.c: model control (--model-control-mode) ------------------- */
+
+/* Loads the startup models of cfg's mode and, in poll mode, starts the
+ * repository watcher. 0, or FS_EINVAL (a model list with mode none or
+ * poll) / FS_ENOMEM; a model that fails to load is logged, not an error.
+ * srv_control_destroy frees what was made either way. */
+int srv_control_start(srv_app_t *app);
+/* Stops the watcher (waits for a look in progress); idempotent. */
+void srv_control_stop(srv_app_t *app);
+/* srv_control_stop, then frees; NULL control is a no-op. */
+void srv_control_destroy(srv_app_t *app);
+/* NULL when the repository API may load and unload (explicit mode), else
+ * why not, as a message for the client. Cannot fail. */
+const char *srv_control_api_refusal(const srv_app_t *app);
+/* Adds `name` to the wanted set or removes it (explicit mode's API). An
+ * out-of-memory is logged. */
+void srv_control_want(srv_app_t *app, const char *name, bool want);
+
 /* ---- admin.c --------------------------------------------------------------- */
 
 srv_handler_fn srv_admin_index, srv_admin_load, srv_admin_unload, srv_admin_memory,
@@ -300,16 +330,9 @@ srv_handler_fn srv_admin_index, srv_admin_load, srv_admin_unload, srv_admin_memo
 
 /* ---- readiness.c ----------------------------------------------------------- */
 
-/* Adds `name` to the models that should be loaded (no-op when there):
- * 0, or FS_ENOMEM (nothing changed). */
-int srv_ready_expect(srv_app_t *app, const char *name);
-/* Takes `name` out of them (no-op when not there). Cannot fail. */
-void srv_ready_forget(srv_app_t *app, const char *name);
-/* Frees the set (app_free). */
-void srv_ready_free(srv_app_t *app);
 /* Whether /v2/health/ready answers 200: the app is started and not
  * stopping, and, with server.exit_on_error, every model that should be
- * loaded is READY. false with why it is not in `why` (len bytes, always
+ * loaded (model_control.c's wanted set) is READY. false with why it is not in `why` (len bytes, always
  * terminated). A registry index that cannot be read is not ready. */
 bool srv_ready_check(srv_app_t *app, char *why, size_t len);
 

@@ -72,16 +72,18 @@ static cJSON *dims_json(const eng_io_info_t *io, int from)
     return a;
 }
 
-/* A model's inputs or outputs: as model metadata shows them ({name,
+/* A model's inputs (as requests are checked: a config.pbtxt may narrow
+ * them) or outputs: as model metadata shows them ({name,
  * datatype, shape}), or as Triton's model config does ({name, data_type
  * "TYPE_FP32", dims}, without the batch dim when the model batches). */
-static cJSON *io_list_json(const eng_model_t *m, bool outputs, bool config, bool batched)
+static cJSON *io_list_json(const eng_served_t *s, bool outputs, bool config, bool batched)
 {
+    const eng_model_t *m = eng_served_model(s);
     cJSON *list = cJSON_CreateArray();
     size_t n = outputs ? eng_model_n_outputs(m) : eng_model_n_inputs(m);
     for (size_t i = 0; list && i < n; i++) {
         eng_io_info_t io;
-        if ((outputs ? eng_model_output(m, i, &io) : eng_model_input(m, i, &io)) != 0)
+        if ((outputs ? eng_model_output(m, i, &io) : eng_served_input(s, i, &io)) != 0)
             continue;
         cJSON *o = cJSON_CreateObject();
         const char *dt = srv_datatype_name(io.dtype);
@@ -103,59 +105,98 @@ static cJSON *io_list_json(const eng_model_t *m, bool outputs, bool config, bool
 /* Answers {"name": ..., what `fill` adds} about the route's model version,
  * or the error when it does not serve. */
 static void model_doc(srv_req_t *r, const srv_route_args_t *a,
-                      void (*fill)(cJSON *doc, eng_served_t *s))
+                      void (*fill)(cJSON *doc, eng_served_t *s, eng_registry_t *reg))
 {
     eng_served_t *s = srv_info_acquire(r, a);
     if (!s)
         return;
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "name", eng_served_name(s));
-    fill(doc, s);
+    fill(doc, s, r->app->registry);
     eng_served_release(s);
     srv_respond_json(r, 200, doc);
 }
 
-static void model_fill(cJSON *doc, eng_served_t *s)
+/* "versions": every version serving (several with a config.pbtxt's
+ * version_policy), newest first. */
+static void model_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
 {
     const eng_model_t *m = eng_served_model(s);
     cJSON *versions = cJSON_AddArrayToObject(doc, "versions");
-    char v[32];
-    snprintf(v, sizeof v, "%" PRId64, eng_served_version(s));
-    cJSON_AddItemToArray(versions, cJSON_CreateString(v));
+    int64_t list[ENG_VERSIONS_MAX];
+    size_t n = 0;
+    if (eng_registry_versions(reg, eng_served_name(s), list, &n) != 0 || n == 0) {
+        list[0] = eng_served_version(s); /* unloaded meanwhile: the one described */
+        n = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%" PRId64, list[i]);
+        cJSON_AddItemToArray(versions, cJSON_CreateString(v));
+    }
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "device", eng_model_device(m));
-    cJSON_AddItemToObject(doc, "inputs", io_list_json(m, false, false, false));
-    cJSON_AddItemToObject(doc, "outputs", io_list_json(m, true, false, false));
+    cJSON_AddItemToObject(doc, "inputs", io_list_json(s, false, false, false));
+    cJSON_AddItemToObject(doc, "outputs", io_list_json(s, true, false, false));
 }
 
-static void model_ready_fill(cJSON *doc, eng_served_t *s)
+static void model_ready_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
 {
     cJSON_AddBoolToObject(doc, "ready", true);
 }
 
-/* Triton's model config. */
-static void model_config_fill(cJSON *doc, eng_served_t *s)
+/* Triton's model config, from what the model's configuration file set
+ * (config.pbtxt's fields, or config.json's over the defaults). */
+static void model_config_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
 {
     const eng_model_t *m = eng_served_model(s);
     eng_serve_options_t o;
     eng_served_options(s, &o);
     bool batched = eng_served_batches(s);
+    /* A config.pbtxt's max_batch_size bounds requests with or without
+     * dynamic batching; its dims then leave out the batch dim. */
+    uint32_t mbs = o.max_request_rows ? o.max_request_rows : batched ? o.max_batch_size : 0;
     bool gpu = strncmp(eng_model_device(m), "cuda", 4) == 0;
     cJSON_AddStringToObject(doc, "platform", "onnx");
     cJSON_AddStringToObject(doc, "backend", "flatserve");
-    cJSON_AddNumberToObject(doc, "max_batch_size", batched ? o.max_batch_size : 0);
-    cJSON_AddItemToObject(doc, "input", io_list_json(m, false, true, batched));
-    cJSON_AddItemToObject(doc, "output", io_list_json(m, true, true, batched));
+    cJSON_AddNumberToObject(doc, "max_batch_size", mbs);
+    cJSON_AddItemToObject(doc, "input", io_list_json(s, false, true, mbs > 0));
+    cJSON_AddItemToObject(doc, "output", io_list_json(s, true, true, mbs > 0));
     if (batched) {
         cJSON *db = cJSON_AddObjectToObject(doc, "dynamic_batching");
         cJSON_AddNumberToObject(db, "max_queue_delay_microseconds",
                                 (double)(o.max_queue_delay_ns / 1000));
         cJSON_AddNumberToObject(db, "max_queue_size", o.max_queue);
+        cJSON *pref = cJSON_AddArrayToObject(db, "preferred_batch_size");
+        for (uint32_t i = 0; pref && i < o.n_preferred; i++)
+            cJSON_AddItemToArray(pref, cJSON_CreateNumber(o.preferred[i]));
+        cJSON *qp = cJSON_AddObjectToObject(db, "default_queue_policy");
+        cJSON_AddNumberToObject(qp, "max_queue_size", o.max_queue);
+        cJSON_AddNumberToObject(qp, "default_timeout_microseconds",
+                                (double)(o.queue_timeout_ns / 1000));
     }
+    cJSON *vp = cJSON_AddObjectToObject(doc, "version_policy");
+    if (o.n_versions) {
+        cJSON *versions = cJSON_AddArrayToObject(cJSON_AddObjectToObject(vp, "specific"),
+                                                 "versions");
+        for (uint32_t i = 0; versions && i < o.n_versions; i++)
+            cJSON_AddItemToArray(versions, cJSON_CreateNumber((double)o.versions[i]));
+    } else if (o.versions_all) {
+        cJSON_AddObjectToObject(vp, "all");
+    } else {
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(vp, "latest"), "num_versions",
+                                o.versions_latest ? o.versions_latest : 1);
+    }
+    cJSON_AddStringToObject(doc, "default_model_filename",
+                            o.model_file[0] ? o.model_file : "model.onnx");
     cJSON *groups = cJSON_AddArrayToObject(doc, "instance_group");
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "count", o.instances ? o.instances : 1);
     cJSON_AddStringToObject(g, "kind", gpu ? "KIND_GPU" : "KIND_CPU");
+    if (gpu && o.device.kind == ENG_DEVICE_CUDA) {
+        cJSON *gpus = cJSON_AddArrayToObject(g, "gpus");
+        cJSON_AddItemToArray(gpus, cJSON_CreateNumber(o.device.index));
+    }
     cJSON_AddItemToArray(groups, g);
     cJSON *params = cJSON_AddObjectToObject(doc, "parameters");
     cJSON_AddStringToObject(params, "device", eng_model_device(m));

@@ -11,7 +11,7 @@ set -eu
 # (`make` builds the benches too): the server, the tests and the tools do not
 # link it, and the Docker image does not ship it.
 PACKAGES="build-essential pkg-config libcriterion-dev libmicrohttpd-dev libcjson-dev
-libprotobuf-c-dev protobuf-c-compiler libonnx-dev zlib1g-dev libcurl4-openssl-dev
+libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler libonnx-dev zlib1g-dev libcurl4-openssl-dev
 uthash-dev libbsd-dev prometheus libopenblas-dev clang libclang-rt-dev"
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then

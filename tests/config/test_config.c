@@ -341,7 +341,7 @@ Test(cfg, more_models_than_the_limit_are_refused)
 Test(cfg, unknown_top_level_key_is_named_with_the_known_ones)
 {
     FAILS("{\"sever\": {}}", FS_EINVAL, "flatserve.json: unknown key \"sever\"",
-          "known keys: server, device, repository, models, batching, engine, memory, log");
+          "known keys: server, device, repository, models, model_control_mode, repository_poll_secs, batching, engine, memory, log");
 }
 
 Test(cfg, unknown_nested_key_names_its_path)
@@ -892,6 +892,38 @@ Test(cfg, model_flag_repeats_and_replaces_all)
     cr_expect(strstr(fs_errmsg(), "\"../etc\""), "%s", fs_errmsg());
     cr_expect_eq(ARGS(&c, &action, &path, "--model", "a", "--model", "a"), FS_EINVAL);
     cr_expect(strstr(fs_errmsg(), "listed twice"), "%s", fs_errmsg());
+}
+
+Test(cfg, model_control_flags_and_keys)
+{
+    cfg_t c;
+    cfg_action_t action;
+    const char *path;
+    cr_assert_eq(ARGS(&c, &action, &path, "--port", "1"), 0, "%s", fs_errmsg());
+    cr_expect_eq(c.model_control_mode, CFG_CONTROL_EXPLICIT, "the default keeps the startup list");
+    cr_expect_eq(c.repository_poll_secs, 15);
+    int rc = ARGS(&c, &action, &path, "--model-control-mode", "poll", "--repository-poll-secs",
+                  "3", "--load-model", "a", "--load-model=b");
+    cr_assert_eq(rc, 0, "%s", fs_errmsg());
+    cr_expect_eq(c.model_control_mode, CFG_CONTROL_POLL);
+    cr_expect_eq(c.repository_poll_secs, 3);
+    cr_expect(!c.models_all);
+    cr_expect_eq(c.n_models, 2);
+    expect_round_trip(&c);
+    cr_assert_eq(ARGS(&c, &action, &path, "--load-model", "*", "--model-control-mode=none"), 0,
+                 "%s", fs_errmsg());
+    cr_expect(c.models_all, "--load-model '*': every model");
+    cr_expect_eq(c.model_control_mode, CFG_CONTROL_NONE);
+    cr_expect_eq(ARGS(&c, &action, &path, "--model-control-mode", "manual"), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "--model-control-mode: expected one of \"explicit\", \"none\", "
+                                  "\"poll\", got \"manual\""), "%s", fs_errmsg());
+    cr_expect_eq(ARGS(&c, &action, &path, "--repository-poll-secs", "0"), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "--repository-poll-secs: expected an integer 1..86400"), "%s",
+              fs_errmsg());
+    c = parse_ok("{\"model_control_mode\": \"explicit\", \"repository_poll_secs\": 60}");
+    cr_expect_eq(c.model_control_mode, CFG_CONTROL_EXPLICIT);
+    cr_expect_eq(c.repository_poll_secs, 60);
+    FAILS("{\"model_control_mode\": 1}", FS_EINVAL, "\"model_control_mode\": expected one of");
 }
 
 Test(cfg, policy_flag_takes_a_comma_list)

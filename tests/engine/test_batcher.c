@@ -487,6 +487,97 @@ Test(batcher, max_batch_size_one_runs_requests_one_by_one)
     reg_fixture_close(&f);
 }
 
+/* Triton's preferred_batch_size: the largest preferred size runs at once;
+ * a batch that runs past a preferred size it reached, at a size that is not
+ * preferred, takes only the requests up to it. */
+Test(batcher, preferred_batch_sizes_cut_and_start_batches)
+{
+    reg_fixture_t f;
+    reg_fixture_open(&f);
+    fs_clock_manual_install(MANUAL_START_NS);
+    f.opts = reg_batching(8, LONG_DELAY_NS);
+    f.opts.n_preferred = 2;
+    f.opts.preferred[0] = 2;
+    f.opts.preferred[1] = 4;
+    repo_copy(&f, "mlp", "mlp", 1);
+    eng_served_t *s = load_and_acquire(&f, "mlp");
+    treq_t t[4];
+    for (int i = 0; i < 3; i++) {
+        treq_init(&t[i], 1, &(eng_shape_t){2, {1, 64}}, i);
+        cr_assert_eq(eng_served_submit(s, &t[i].req), 0, "%s", fs_errmsg());
+    }
+    usleep(20000);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(t[i].done_calls, 0, "3 rows, below the largest preferred 4: waits");
+    treq_init(&t[3], 1, &(eng_shape_t){2, {1, 64}}, 3);
+    cr_assert_eq(eng_served_submit(s, &t[3].req), 0, "%s", fs_errmsg());
+    for (int i = 0; i < 4; i++) {
+        treq_wait(&t[i]);
+        cr_expect_eq(t[i].req.status, 0, "%s", t[i].req.error);
+        cr_expect_eq(t[i].req.batch_rows, 4u, "the largest preferred size runs at once");
+        cr_expect(treq_matches_direct_run(&t[i], eng_served_model(s)));
+        treq_fini(&t[i]);
+    }
+
+    for (int i = 0; i < 3; i++) {
+        treq_init(&t[i], 1, &(eng_shape_t){2, {1, 64}}, 10 + i);
+        cr_assert_eq(eng_served_submit(s, &t[i].req), 0, "%s", fs_errmsg());
+    }
+    usleep(20000);
+    cr_expect_eq(t[0].done_calls, 0, "the clock is frozen");
+    fs_clock_manual_advance(LONG_DELAY_NS);
+    uint32_t want[3] = {2, 2, 1};
+    for (int i = 0; i < 3; i++) {
+        treq_wait(&t[i]);
+        cr_expect_eq(t[i].req.status, 0, "%s", t[i].req.error);
+        cr_expect_eq(t[i].req.batch_rows, want[i], "request %d: 3 rows cut to the preferred 2", i);
+        cr_expect(treq_matches_direct_run(&t[i], eng_served_model(s)));
+        treq_fini(&t[i]);
+    }
+    eng_served_release(s);
+    reg_fixture_close(&f);
+    fs_clock_set_source(NULL, NULL);
+}
+
+/* Triton's default_timeout_microseconds and max_batch_size of a model
+ * that does not batch (options the server sets from a config.pbtxt). */
+Test(batcher, queue_timeout_and_request_rows_bound_from_the_options)
+{
+    reg_fixture_t f;
+    reg_fixture_open(&f);
+    fs_clock_manual_install(MANUAL_START_NS);
+    f.opts = reg_batching(8, LONG_DELAY_NS);
+    f.opts.queue_timeout_ns = 1000000;
+    repo_copy(&f, "mlp", "mlp", 1);
+    eng_served_t *s = load_and_acquire(&f, "mlp");
+    treq_t t;
+    treq_init(&t, 1, &(eng_shape_t){2, {1, 64}}, 1);
+    cr_assert_eq(eng_served_submit(s, &t.req), 0, "%s", fs_errmsg());
+    fs_clock_manual_advance(2000000);
+    treq_wait(&t);
+    cr_expect_eq(t.req.status, FS_ETIMEDOUT, "not started within its queue timeout: %s",
+                 t.req.error);
+    treq_fini(&t);
+    eng_served_release(s);
+    fs_clock_set_source(NULL, NULL);
+
+    f.opts = reg_batching(0, 0);
+    f.opts.max_request_rows = 2;
+    s = load_and_acquire(&f, "mlp");
+    cr_expect(!eng_served_batches(s));
+    treq_init(&t, 1, &(eng_shape_t){2, {3, 64}}, 2);
+    cr_expect_eq(eng_served_submit(s, &t.req), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "3 rows, more than its max_batch_size 2"), "%s", fs_errmsg());
+    treq_fini(&t);
+    treq_init(&t, 1, &(eng_shape_t){2, {2, 64}}, 3);
+    cr_assert_eq(eng_served_submit(s, &t.req), 0, "%s", fs_errmsg());
+    treq_wait(&t);
+    cr_expect_eq(t.req.status, 0, "%s", t.req.error);
+    treq_fini(&t);
+    eng_served_release(s);
+    reg_fixture_close(&f);
+}
+
 /* ---- the submitter runs the batch (eng_served_submit_run) -------------------------------- */
 
 Test(batcher, submit_run_runs_a_ready_batch_on_the_calling_thread)

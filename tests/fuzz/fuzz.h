@@ -47,9 +47,11 @@ int fuzz_run_one(const uint8_t *data, size_t size);
 int fuzz_config_one(const uint8_t *data, size_t size);
 /* ... and as a model's config.json (fuzz_model_config.c). */
 int fuzz_model_config_one(const uint8_t *data, size_t size);
+/* ... and a model's config.pbtxt (fuzz_pbtxt.c). */
+int fuzz_pbtxt_one(const uint8_t *data, size_t size);
 
 /* Every target by name, for the replay suite and the docs: "codec",
- * "onnx", "run", "config", "model_config" (the names of the corpus and
+ * "onnx", "run", "config", "model_config", "pbtxt" (the names of the corpus and
  * regression folders and of the build/fuzz/bin/fuzz-<name> binaries). */
 typedef struct fuzz_target {
     const char *name;

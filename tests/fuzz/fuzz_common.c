@@ -14,6 +14,7 @@ const fuzz_target_t fuzz_targets[] = {
     {"run", fuzz_run_one},
     {"config", fuzz_config_one},
     {"model_config", fuzz_model_config_one},
+    {"pbtxt", fuzz_pbtxt_one},
 };
 const size_t fuzz_n_targets = sizeof fuzz_targets / sizeof fuzz_targets[0];
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh -- runs libFuzzer targets for $FUZZ_TIME seconds each (make fuzz-run):
 #
-#   FUZZ_TIME=60 tests/fuzz/run.sh codec onnx run config model_config
+#   FUZZ_TIME=60 tests/fuzz/run.sh codec onnx run config model_config pbtxt
 #
 # Each target starts from its committed seeds and regressions
 # (tests/fuzz/corpus/<t>, tests/fuzz/regressions/<t>; libFuzzer runs them
@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 FUZZ_TIME=${FUZZ_TIME:-60}
 BIN=${FUZZ_BIN:-build/fuzz/bin}
-[ $# -gt 0 ] || set -- codec onnx run config model_config
+[ $# -gt 0 ] || set -- codec onnx run config model_config pbtxt
 
 failed=()
 for t in "$@"; do

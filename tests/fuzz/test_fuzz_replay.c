@@ -119,9 +119,15 @@ Test(fuzz_replay, model_config_inputs_keep_the_model_config_contract)
     replay("model_config");
 }
 
+Test(fuzz_replay, pbtxt_inputs_keep_the_pbtxt_contract)
+{
+    replay("pbtxt");
+}
+
 Test(fuzz_replay, every_target_has_a_replay_test)
 {
-    static const char *const covered[] = {"codec", "onnx", "run", "config", "model_config"};
+    static const char *const covered[] = {"codec", "onnx", "run", "config", "model_config",
+                                          "pbtxt"};
     cr_assert_eq(fuzz_n_targets, sizeof covered / sizeof covered[0]);
     for (size_t i = 0; i < fuzz_n_targets; i++)
         cr_expect_str_eq(fuzz_targets[i].name, covered[i]);

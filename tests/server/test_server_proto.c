@@ -151,7 +151,7 @@ Test(srv_ready, ready_waits_for_every_model_that_should_be_loaded, .timeout = 60
     fixture_start(&f);
     cr_expect_eq(status_of(http_get(f.port, "/v2/health/ready")), 200);
     /* cnn now should be loaded, and is not. */
-    cr_assert_eq(srv_ready_expect(f.app, "cnn"), 0);
+    srv_control_want(f.app, "cnn", true);
     http_resp_t r = http_get(f.port, "/v2/health/ready");
     cr_expect_str_eq(r.retry_after, "1");
     expect_error(&r, 503, "1 of the 2 models that should be loaded is not ready; model 'cnn' is "
@@ -160,10 +160,10 @@ Test(srv_ready, ready_waits_for_every_model_that_should_be_loaded, .timeout = 60
     cr_expect_eq(status_of(http_post(f.port, "/v2/repository/models/cnn/load", "")), 200);
     cr_expect_eq(status_of(http_get(f.port, "/v2/health/ready")), 200);
     /* A model gone from the repository is not ready either. */
-    cr_assert_eq(srv_ready_expect(f.app, "gone"), 0);
+    srv_control_want(f.app, "gone", true);
     r = http_get(f.port, "/v2/health/ready");
     expect_error(&r, 503, "model 'gone' is not in the repository");
-    srv_ready_forget(f.app, "gone");
+    srv_control_want(f.app, "gone", false);
     /* An unload says the model is no longer wanted: still ready. */
     cr_expect_eq(status_of(http_post(f.port, "/v2/repository/models/mlp/unload", "")), 200);
     cr_expect_eq(status_of(http_get(f.port, "/v2/health/ready")), 200);

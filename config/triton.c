@@ -1,0 +1,266 @@
+/* triton.c -- a parsed config.pbtxt (config/pbtxt.cc) checked and applied
+ * over a model's settings: what flatserve honours becomes cfg_model_t
+ * fields, every other value is an error naming its field. The inputs and
+ * outputs are checked against the ONNX model once it has loaded (the
+ * server's verify callback, server/triton.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "config/config_impl.h"
+#include "config/triton.h"
+
+_Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_PREFERRED, "preferred sizes fit cfg_model_t");
+_Static_assert(CFG_TRITON_MAX_LIST <= CFG_MAX_VERSIONS, "versions fit cfg_model_t");
+
+static const char *const dtype_names[] = {
+    "TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
+    "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16", "TYPE_INT32", "TYPE_INT64",
+    "TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_STRING", "TYPE_BF16",
+};
+
+const char *cfg_triton_dtype_name(int dtype)
+{
+    return dtype >= 0 && (size_t)dtype < CFG_N_OF(dtype_names) ? dtype_names[dtype]
+                                                              : "TYPE_INVALID";
+}
+
+int cfg_triton_dtype_to_eng(int dtype)
+{
+    static const int map[] = {
+        [CFG_TRITON_TYPE_BOOL] = ENG_DT_BOOL,     [CFG_TRITON_TYPE_UINT8] = ENG_DT_UINT8,
+        [CFG_TRITON_TYPE_UINT16] = ENG_DT_UINT16, [CFG_TRITON_TYPE_UINT32] = ENG_DT_UINT32,
+        [CFG_TRITON_TYPE_UINT64] = ENG_DT_UINT64, [CFG_TRITON_TYPE_INT8] = ENG_DT_INT8,
+        [CFG_TRITON_TYPE_INT16] = ENG_DT_INT16,   [CFG_TRITON_TYPE_INT32] = ENG_DT_INT32,
+        [CFG_TRITON_TYPE_INT64] = ENG_DT_INT64,   [CFG_TRITON_TYPE_FP16] = ENG_DT_FLOAT16,
+        [CFG_TRITON_TYPE_FP32] = ENG_DT_FLOAT,    [CFG_TRITON_TYPE_FP64] = ENG_DT_DOUBLE,
+        [CFG_TRITON_TYPE_BF16] = ENG_DT_BFLOAT16,
+    };
+    if (dtype <= 0 || (size_t)dtype >= CFG_N_OF(map) || map[dtype] == 0)
+        return -1;
+    return map[dtype];
+}
+
+int cfg_triton_load_file(const char *path, cfg_triton_t *out, bool *found)
+{
+    char *text;
+    size_t len;
+    bool missing = false;
+    int rc = cfg_file_read(path, &text, &len, found ? &missing : NULL);
+    if (found)
+        *found = rc == 0 && !missing;
+    if (rc != 0 || missing)
+        return rc;
+    rc = cfg_triton_parse(text, len, path, out);
+    free(text);
+    return rc;
+}
+
+/* ---- applying ------------------------------------------------------------------ */
+
+/* The inputs' and outputs' own fields: names unique and non-empty, a data
+ * type flatserve has, dims -1 or positive, no reshape, no format. */
+static int io_check(const cfg_triton_io_t *list, size_t n, const char *origin, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cfg_triton_io_t *io = &list[i];
+        if (!io->name[0])
+            return fs_err(FS_EINVAL, "%s: %s[%zu] has no name", origin, what, i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(list[j].name, io->name) == 0)
+                return fs_err(FS_EINVAL, "%s: %s '%s' is listed twice", origin, what, io->name);
+        if (cfg_triton_dtype_to_eng(io->data_type) < 0)
+            return fs_err(io->data_type == CFG_TRITON_TYPE_STRING ? FS_ENOTSUP : FS_EINVAL,
+                          "%s: %s '%s': data_type %s is not served by flatserve", origin, what,
+                          io->name, cfg_triton_dtype_name(io->data_type));
+        for (size_t d = 0; d < io->n_dims; d++)
+            if (io->dims[d] < -1 || io->dims[d] == 0)
+                return fs_err(FS_EINVAL, "%s: %s '%s': dims[%zu] is %lld (expected -1 or a "
+                              "positive size)", origin, what, io->name, d,
+                              (long long)io->dims[d]);
+        if (io->has_reshape)
+            return fs_err(FS_ENOTSUP, "%s: %s '%s': reshape is not supported by flatserve (the "
+                          "tensor is given to the model in the shape of its dims; remove "
+                          "reshape and write the model's own shape in dims)", origin, what,
+                          io->name);
+        if (io->format != 0)
+            return fs_err(FS_ENOTSUP, "%s: %s '%s': format %s is not supported by flatserve "
+                          "(only FORMAT_NONE: the dims are the model's)", origin, what, io->name,
+                          io->format == 1 ? "FORMAT_NHWC" : "FORMAT_NCHW");
+    }
+    return 0;
+}
+
+static int apply_batching(const cfg_triton_t *t, const char *origin, cfg_model_t *m)
+{
+    if (t->max_batch_size < 0 || t->max_batch_size > 65536)
+        return fs_err(FS_EINVAL, "%s: max_batch_size is %d (expected 0..65536)", origin,
+                      (int)t->max_batch_size);
+    uint32_t mbs = (uint32_t)t->max_batch_size;
+    m->max_request_rows = mbs;
+    /* Requests are combined only with dynamic_batching, as in Triton; each
+     * may still carry up to max_batch_size rows. */
+    m->batching.max_batch_size = t->dynamic_batching ? mbs : 0;
+    m->batching.max_queue_delay_ns = 0;
+    if (!t->dynamic_batching)
+        return 0;
+    if (mbs == 0)
+        return fs_err(FS_EINVAL, "%s: dynamic_batching needs max_batch_size > 0", origin);
+    if (t->max_queue_delay_us > UINT64_MAX / 1000)
+        return fs_err(FS_EINVAL, "%s: dynamic_batching.max_queue_delay_microseconds %llu is too "
+                      "large", origin, (unsigned long long)t->max_queue_delay_us);
+    m->batching.max_queue_delay_ns = t->max_queue_delay_us * 1000;
+    for (size_t i = 0; i < t->n_preferred; i++) {
+        int32_t p = t->preferred[i];
+        if (p < 1 || (uint32_t)p > mbs)
+            return fs_err(FS_EINVAL, "%s: dynamic_batching.preferred_batch_size %d is outside "
+                          "1..max_batch_size (%u)", origin, (int)p, mbs);
+        /* Kept ascending: an insertion into the sorted prefix. */
+        size_t j = m->n_preferred;
+        while (j > 0 && m->preferred[j - 1] > (uint32_t)p)
+            j--;
+        if (j > 0 && m->preferred[j - 1] == (uint32_t)p)
+            return fs_err(FS_EINVAL, "%s: dynamic_batching.preferred_batch_size lists %d twice",
+                          origin, (int)p);
+        memmove(&m->preferred[j + 1], &m->preferred[j], (m->n_preferred - j) * sizeof m->preferred[0]);
+        m->preferred[j] = (uint32_t)p;
+        m->n_preferred++;
+    }
+    if (!t->has_queue_policy)
+        return 0;
+    if (t->timeout_action != 0)
+        return fs_err(FS_ENOTSUP, "%s: dynamic_batching.default_queue_policy.timeout_action "
+                      "DELAY is not supported (a request past its timeout fails: REJECT)", origin);
+    if (t->allow_timeout_override)
+        return fs_err(FS_ENOTSUP, "%s: dynamic_batching.default_queue_policy."
+                      "allow_timeout_override is not supported (requests carry no timeout of "
+                      "their own)", origin);
+    if (t->default_timeout_us > UINT64_MAX / 1000)
+        return fs_err(FS_EINVAL, "%s: dynamic_batching.default_queue_policy."
+                      "default_timeout_microseconds %llu is too large", origin,
+                      (unsigned long long)t->default_timeout_us);
+    m->queue_timeout_ns = t->default_timeout_us * 1000;
+    if (t->max_queue_size > 1048576)
+        return fs_err(FS_EINVAL, "%s: dynamic_batching.default_queue_policy.max_queue_size %u "
+                      "(expected 0..1048576)", origin, t->max_queue_size);
+    m->batching.max_queue = t->max_queue_size; /* 0: unbounded, as in Triton */
+    return 0;
+}
+
+static int apply_instances(const cfg_triton_t *t, const char *origin,
+                           const eng_device_t *server, cfg_model_t *m)
+{
+    if (t->n_groups == 0)
+        return 0;
+    if (t->n_groups > 1)
+        return fs_err(FS_ENOTSUP, "%s: instance_group has %zu groups; flatserve serves a model "
+                      "from one group", origin, t->n_groups);
+    if (t->count < 0 || t->count > 64)
+        return fs_err(FS_EINVAL, "%s: instance_group.count is %d (expected 1..64)", origin,
+                      (int)t->count);
+    m->batching.instances = t->count ? (uint32_t)t->count : 1;
+    if (t->n_gpus > 1)
+        return fs_err(FS_ENOTSUP, "%s: instance_group.gpus lists %zu GPUs; several GPUs per model "
+                      "are not supported yet (list one)", origin, t->n_gpus);
+    for (size_t i = 0; i < t->n_gpus; i++)
+        if (t->gpus[i] < 0 || t->gpus[i] >= 1024)
+            return fs_err(FS_EINVAL, "%s: instance_group.gpus[%zu] is %d", origin, i,
+                          (int)t->gpus[i]);
+    bool server_gpu = server->kind == ENG_DEVICE_CUDA;
+    switch (t->kind) {
+    case CFG_TRITON_KIND_CPU:
+        if (t->n_gpus)
+            return fs_err(FS_EINVAL, "%s: instance_group: KIND_CPU with gpus", origin);
+        m->device = (cfg_device_t){.set = true, .dev = {ENG_DEVICE_CPU, 0}};
+        return 0;
+    case CFG_TRITON_KIND_GPU:
+        if (!t->n_gpus && !server_gpu)
+            return fs_err(FS_ENOTSUP, "%s: instance_group: KIND_GPU, but the server runs on the "
+                          "CPU", origin);
+        m->device = (cfg_device_t){.set = true,
+                                   .dev = {ENG_DEVICE_CUDA, t->n_gpus ? t->gpus[0] : server->index}};
+        return 0;
+    case CFG_TRITON_KIND_AUTO:
+        /* Triton's meaning: the GPU when one serves, else the CPU. */
+        if (t->n_gpus && server_gpu)
+            m->device = (cfg_device_t){.set = true, .dev = {ENG_DEVICE_CUDA, t->gpus[0]}};
+        return 0;
+    default:
+        return fs_err(FS_ENOTSUP, "%s: instance_group.kind KIND_MODEL is not supported (use "
+                      "KIND_AUTO, KIND_CPU or KIND_GPU)", origin);
+    }
+}
+
+static int apply_versions(const cfg_triton_t *t, const char *origin, cfg_model_t *m)
+{
+    switch (t->versions) {
+    case CFG_TRITON_VERSIONS_UNSET:
+        return 0;
+    case CFG_TRITON_VERSIONS_LATEST:
+        if (t->latest_n == 0 || t->latest_n > CFG_MAX_VERSIONS)
+            return fs_err(FS_EINVAL, "%s: version_policy.latest.num_versions is %u (expected "
+                          "1..%d)", origin, t->latest_n, CFG_MAX_VERSIONS);
+        m->versions_latest = t->latest_n;
+        return 0;
+    case CFG_TRITON_VERSIONS_SPECIFIC:
+        if (t->n_versions == 0)
+            return fs_err(FS_EINVAL, "%s: version_policy specific lists no version", origin);
+        for (size_t i = 0; i < t->n_versions; i++) {
+            if (t->specific[i] < 0)
+                return fs_err(FS_EINVAL, "%s: version_policy.specific.versions[%zu] is %lld",
+                              origin, i, (long long)t->specific[i]);
+            for (size_t j = 0; j < i; j++)
+                if (t->specific[j] == t->specific[i])
+                    return fs_err(FS_EINVAL, "%s: version_policy specific lists version %lld "
+                                  "twice", origin, (long long)t->specific[i]);
+            m->versions[m->n_versions++] = t->specific[i];
+        }
+        return 0;
+    default:
+        m->versions_all = true;
+        return 0;
+    }
+}
+
+int cfg_triton_apply(const cfg_triton_t *t, const char *origin, const char *name,
+                     const eng_device_t *server, cfg_model_t *m)
+{
+    if (t->name[0] && strcmp(t->name, name) != 0)
+        return fs_err(FS_EINVAL, "%s: name is '%s', but the model's directory is '%s' (they "
+                      "must match)", origin, t->name, name);
+    if (t->platform[0] && strcmp(t->platform, "onnxruntime_onnx") != 0)
+        return fs_err(FS_ENOTSUP, "%s: platform '%s' is not served by flatserve (it serves ONNX "
+                      "models: onnxruntime_onnx)", origin, t->platform);
+    if (t->backend[0] && strcmp(t->backend, "onnxruntime") != 0 &&
+        strcmp(t->backend, "flatserve") != 0)
+        return fs_err(FS_ENOTSUP, "%s: backend '%s' is not served by flatserve (onnxruntime or "
+                      "flatserve)", origin, t->backend);
+    int rc = io_check(t->inputs, t->n_inputs, origin, "input");
+    if (rc == 0)
+        rc = io_check(t->outputs, t->n_outputs, origin, "output");
+    if (rc == 0)
+        rc = apply_batching(t, origin, m);
+    if (rc == 0)
+        rc = apply_instances(t, origin, server, m);
+    if (rc == 0)
+        rc = apply_versions(t, origin, m);
+    if (rc != 0)
+        return rc;
+    if (t->default_model_filename[0]) {
+        const char *f = t->default_model_filename;
+        if (strchr(f, '/') || strcmp(f, ".") == 0 || strcmp(f, "..") == 0 ||
+            strlen(f) >= sizeof m->model_file)
+            return fs_err(FS_EINVAL, "%s: default_model_filename '%s' must be one file name of "
+                          "the version directory (at most %zu bytes)", origin, f,
+                          sizeof m->model_file - 1);
+        cfg_string_store(m->model_file, sizeof m->model_file, f);
+    }
+    for (size_t i = 0; i < t->n_params; i++) {
+        char path[CFG_TRITON_TEXT_MAX + 16];
+        snprintf(path, sizeof path, "parameters.%s", t->params[i].key);
+        if ((rc = cfg_model_param_set(m, t->params[i].key, t->params[i].value, origin, path)) != 0)
+            return rc;
+    }
+    return 0;
+}
