@@ -1046,6 +1046,21 @@ int eng_registry_index(eng_registry_t *r, eng_model_entry_t **out, size_t *n_out
     return 0;
 }
 
+/* The stats record of `name`'s `version` (< 0: the current version, else
+ * the last one loaded), or NULL; *resolved (may be NULL) gets the version
+ * looked for. r->lock held. */
+static const reg_stats_t *stats_lookup_locked(eng_registry_t *r, const char *name,
+                                              int64_t version, int64_t *resolved)
+{
+    const reg_entry_t *e = entry_find_locked(r, name);
+    int64_t v = version;
+    if (e && v < 0)
+        v = e->current ? e->current->version : e->last_version;
+    if (resolved)
+        *resolved = v;
+    return e ? stats_find_locked(e, v) : NULL;
+}
+
 int eng_registry_stats(eng_registry_t *r, const char *name, int64_t version,
                        eng_model_stats_t *out)
 {
@@ -1053,11 +1068,7 @@ int eng_registry_stats(eng_registry_t *r, const char *name, int64_t version,
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&r->lock);
-    const reg_entry_t *e = entry_find_locked(r, name);
-    int64_t v = version;
-    if (e && v < 0)
-        v = e->current ? e->current->version : e->last_version;
-    const reg_stats_t *st = e ? stats_find_locked(e, v) : NULL;
+    const reg_stats_t *st = stats_lookup_locked(r, name, version, NULL);
     if (st) {
         pthread_mutex_lock(&r->stats_lock);
         *out = st->s;
@@ -1082,11 +1093,8 @@ int eng_registry_batch_stats(eng_registry_t *r, const char *name, int64_t versio
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&r->lock);
-    const reg_entry_t *e = entry_find_locked(r, name);
     int64_t v = version;
-    if (e && v < 0)
-        v = e->current ? e->current->version : e->last_version;
-    const reg_stats_t *st = e ? stats_find_locked(e, v) : NULL;
+    const reg_stats_t *st = stats_lookup_locked(r, name, version, &v);
     if (st) {
         pthread_mutex_lock(&r->stats_lock);
         if (st->n_batch && (*out = malloc(st->n_batch * sizeof **out)) != NULL) {

@@ -4,6 +4,7 @@
 #ifndef FS_TESTS_SERVER_FIXTURE_H
 #define FS_TESTS_SERVER_FIXTURE_H
 
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdio.h>
@@ -115,6 +116,21 @@ static void fixture_stop(srv_fixture_t *f)
         cr_expect_eq(srv_app_stop(f->app), 0, "srv_app_stop: %s", fs_errmsg());
     f->app = NULL;
     rm_tree(f->repo);
+}
+
+/* Checks the status and that the body is {"error": "..."} with `needle`
+ * (NULL: any text) in the text; frees the body. */
+static inline void http_expect_error(http_resp_t *r, long status, const char *needle)
+{
+    cr_expect_eq(r->status, status, "status %ld (want %ld): %s", r->status, status, r->body);
+    cJSON *doc = cJSON_Parse(r->body);
+    cJSON *err = cJSON_GetObjectItemCaseSensitive(doc, "error");
+    cr_expect(cJSON_IsString(err), "no {\"error\": ...} in %s", r->body);
+    if (needle && cJSON_IsString(err))
+        cr_expect(strstr(err->valuestring, needle) != NULL, "'%s' not in the error: %s", needle,
+                  err->valuestring);
+    cJSON_Delete(doc);
+    free(r->body);
 }
 
 #endif

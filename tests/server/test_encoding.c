@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "server/encoding.h"
+#include "tests/server/zlib_test.h"
 
 Test(srv_encoding, content_encoding_names_parse_in_any_case)
 {
@@ -57,25 +58,6 @@ Test(srv_encoding, accept_encoding_picks_gzip_then_deflate_by_q)
                      cases[i].value ? cases[i].value : "(none)");
 }
 
-/* `len` bytes compressed by zlib itself (gzip, or the zlib format). */
-static unsigned char *zlib_compress(bool gzip, const void *data, size_t len, size_t *out_len)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    cr_assert_eq(deflateInit2(&zs, 9, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    size_t cap = deflateBound(&zs, (uLong)len) + 64;
-    unsigned char *out = malloc(cap);
-    cr_assert_not_null(out);
-    zs.next_in = (unsigned char *)data;
-    zs.avail_in = (uInt)len;
-    zs.next_out = out;
-    zs.avail_out = (uInt)cap;
-    cr_assert_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
-    *out_len = cap - zs.avail_out;
-    deflateEnd(&zs);
-    return out;
-}
-
 Test(srv_encoding, zlibs_streams_inflate_exactly_up_to_the_bound)
 {
     char text[5000];
@@ -84,7 +66,7 @@ Test(srv_encoding, zlibs_streams_inflate_exactly_up_to_the_bound)
     for (int gz = 0; gz < 2; gz++) {
         srv_encoding_t enc = gz ? SRV_ENC_GZIP : SRV_ENC_DEFLATE;
         size_t zlen;
-        unsigned char *z = zlib_compress(gz, text, sizeof text, &zlen);
+        unsigned char *z = http_zlib_compress(gz, 9, text, sizeof text, &zlen);
         srv_buf_t out = {0};
         cr_assert_eq(srv_inflate(enc, z, zlen, sizeof text, &out), 0, "%s", fs_errmsg());
         cr_expect(out.len == sizeof text && memcmp(out.data, text, sizeof text) == 0);
@@ -140,7 +122,7 @@ Test(srv_encoding, a_bomb_costs_the_bound_and_no_more)
     size_t big = (size_t)256 << 20, zlen;
     char *zeros = calloc(1, big);
     cr_assert_not_null(zeros);
-    unsigned char *z = zlib_compress(true, zeros, big, &zlen);
+    unsigned char *z = http_zlib_compress(true, 9, zeros, big, &zlen);
     free(zeros);
     cr_expect_lt(zlen, (size_t)1 << 20, "256 MiB in %zu bytes", zlen);
     size_t max = (size_t)1 << 20;
@@ -156,7 +138,7 @@ Test(srv_encoding, broken_streams_are_refused_saying_how)
 {
     const char *text = "{\"inputs\": []}";
     size_t zlen;
-    unsigned char *z = zlib_compress(true, text, strlen(text), &zlen);
+    unsigned char *z = http_zlib_compress(true, 9, text, strlen(text), &zlen);
     srv_buf_t out = {0};
     static const struct {
         size_t keep;
@@ -175,7 +157,7 @@ Test(srv_encoding, broken_streams_are_refused_saying_how)
     cr_expect(strstr(fs_errmsg(), "incorrect data check"), "%s", fs_errmsg());
     srv_buf_free(&out);
     free(z);
-    z = zlib_compress(false, text, strlen(text), &zlen);
+    z = http_zlib_compress(false, 9, text, strlen(text), &zlen);
     unsigned char bad = z[0];
     z[0] = 0x79; /* not method 8 with a 32 KiB window, and the check fails */
     cr_expect_eq(srv_inflate(SRV_ENC_DEFLATE, z, zlen, 100, &out), FS_EPARSE);

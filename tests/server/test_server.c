@@ -33,19 +33,6 @@ static char *mlp_body(int rows, int seed, const char *extra)
     return b;
 }
 
-static void expect_error(http_resp_t *r, long status, const char *needle)
-{
-    cr_expect_eq(r->status, status, "status %ld (want %ld): %s", r->status, status, r->body);
-    cJSON *doc = cJSON_Parse(r->body);
-    cJSON *err = cJSON_GetObjectItemCaseSensitive(doc, "error");
-    cr_expect(cJSON_IsString(err), "no {\"error\": ...} in %s", r->body);
-    if (needle && cJSON_IsString(err))
-        cr_expect(strstr(err->valuestring, needle) != NULL, "'%s' not in the error: %s", needle,
-                  err->valuestring);
-    cJSON_Delete(doc);
-    free(r->body);
-}
-
 static srv_fixture_t fx;
 
 static void start_demo(void)
@@ -102,7 +89,7 @@ Test(srv_http, model_metadata_ready_config_and_stats)
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
     r = http_get(fx.port, "/v2/models/mlp/versions/7");
-    expect_error(&r, 404, "version");
+    http_expect_error(&r, 404, "version");
     r = http_get(fx.port, "/v2/models/mlp/ready");
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
@@ -236,11 +223,11 @@ Test(srv_http, json_and_binary_inference_agree)
     snprintf(other, sizeof other, "Inference-Header-Content-Length: %d", hl + 4);
     const char *twice[] = {hdr, other, NULL};
     http_resp_t t = http_do(fx.port, "POST", "/v2/models/mlp/infer", bin, total, twice);
-    expect_error(&t, 400, "given twice");
+    http_expect_error(&t, 400, "given twice");
     snprintf(other, sizeof other, "Inference-Header-Content-Length: +%d", hl);
     const char *signed_len[] = {other, NULL};
     t = http_do(fx.port, "POST", "/v2/models/mlp/infer", bin, total, signed_len);
-    expect_error(&t, 400, "must be a number");
+    http_expect_error(&t, 400, "must be a number");
     const float *outf = (const float *)(b.body + jl);
     for (int i = 0; i < 40; i++) {
         float want = (float)cJSON_GetArrayItem(data, i)->valuedouble;
@@ -256,46 +243,46 @@ Test(srv_http, json_and_binary_inference_agree)
 Test(srv_http, bad_requests_get_the_status_and_a_message_naming_the_problem)
 {
     http_resp_t r = http_post(fx.port, "/v2/models/mlp/infer", "{\"inputs\": [");
-    expect_error(&r, 400, NULL);
+    http_expect_error(&r, 400, NULL);
     r = http_post(fx.port, "/v2/models/mlp/infer",
                   "{\"inputs\":[{\"name\":\"input\",\"shape\":[1,63],\"datatype\":\"FP32\","
                   "\"data\":[0]}]}");
-    expect_error(&r, 400, "input");
+    http_expect_error(&r, 400, "input");
     char *body = mlp_body(1, 0, NULL);
     char *wrong = strstr(body, "FP32");
     memcpy(wrong, "FP64", 4);
     r = http_post(fx.port, "/v2/models/mlp/infer", body);
-    expect_error(&r, 400, "FP32");
+    http_expect_error(&r, 400, "FP32");
     free(body);
     r = http_post(fx.port, "/v2/models/nosuch/infer", "{}");
-    expect_error(&r, 404, "nosuch");
+    http_expect_error(&r, 404, "nosuch");
     r = http_get(fx.port, "/v2/nothing/here");
-    expect_error(&r, 404, NULL);
+    http_expect_error(&r, 404, NULL);
     r = http_get(fx.port, "/v2/models/mlp/infer");
     cr_expect_eq(r.status, 405, "%s", r.body);
     cr_expect_str_eq(r.allow, "POST");
     free(r.body);
     r = http_post(fx.port, "/v2/repository/models/.hidden/load", "");
-    expect_error(&r, 400, ".hidden");
+    http_expect_error(&r, 400, ".hidden");
     r = http_post(fx.port, "/infer", "{\"inputs\":[]}");
-    expect_error(&r, 400, NULL);
+    http_expect_error(&r, 400, NULL);
     r = http_get(fx.port, "/v2/models/mlp/versions/x1");
-    expect_error(&r, 400, "x1");
+    http_expect_error(&r, 400, "x1");
     /* An escaped NUL in the path is not decoded into a shorter name. */
     r = http_get(fx.port, "/v2/models/mlp%00x/ready");
-    expect_error(&r, 400, "mlp%00x");
+    http_expect_error(&r, 400, "mlp%00x");
     r = http_get(fx.port, "/v2/models/mlp/versions/1%00");
-    expect_error(&r, 400, "1%00");
+    http_expect_error(&r, 400, "1%00");
     r = http_get(fx.port, "/v2/models/%6d%6C%70/ready");
     cr_expect_eq(r.status, 200, "%%XX other than %%00 still decodes: %s", r.body);
     free(r.body);
     /* A version is digits alone: no sign, no blank, nothing after. */
     r = http_get(fx.port, "/v2/models/mlp/versions/+1");
-    expect_error(&r, 400, "+1");
+    http_expect_error(&r, 400, "+1");
     r = http_get(fx.port, "/v2/models/mlp/versions/-0");
-    expect_error(&r, 400, "-0");
+    http_expect_error(&r, 400, "-0");
     r = http_get(fx.port, "/v2/models/mlp/versions/99999999999999999999");
-    expect_error(&r, 400, "99999999999999999999");
+    http_expect_error(&r, 400, "99999999999999999999");
     /* The server is still fine. */
     r = http_get(fx.port, "/v2/health/ready");
     cr_expect_eq(r.status, 200);
@@ -318,14 +305,14 @@ Test(srv_http, repository_index_load_unload)
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
     r = http_get(fx.port, "/v2/models/cnn/ready");
-    expect_error(&r, 503, "cnn");
+    http_expect_error(&r, 503, "cnn");
     r = http_post(fx.port, "/v2/repository/index", "{\"ready\": true}");
     doc = cJSON_Parse(r.body);
     cr_expect_eq(cJSON_GetArraySize(doc), 2, "%s", r.body);
     cJSON_Delete(doc);
     free(r.body);
     r = http_post(fx.port, "/v2/repository/models/cnn/unload", "");
-    expect_error(&r, 404, "cnn");
+    http_expect_error(&r, 404, "cnn");
     r = http_post(fx.port, "/v2/repository/models/cnn/load", "");
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
@@ -333,7 +320,7 @@ Test(srv_http, repository_index_load_unload)
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
     r = http_post(fx.port, "/v2/repository/models/ghost/load", "");
-    expect_error(&r, 404, "ghost");
+    http_expect_error(&r, 404, "ghost");
 }
 
 Test(srv_http, a_failed_reload_keeps_the_old_version_serving)
@@ -441,16 +428,16 @@ Test(srv_config, admin_token_is_enforced_on_admin_routes_only, .timeout = 60)
     snprintf(f.cfg.server.admin_token, sizeof f.cfg.server.admin_token, "s3cret");
     fixture_start(&f);
     http_resp_t r = http_get(f.port, "/v1/memory");
-    expect_error(&r, 401, "Bearer");
+    http_expect_error(&r, 401, "Bearer");
     const char *wrong[] = {"Authorization: Bearer s3cre", NULL};
     r = http_do(f.port, "GET", "/v1/memory", NULL, 0, wrong);
-    expect_error(&r, 401, NULL);
+    http_expect_error(&r, 401, NULL);
     const char *right[] = {"Authorization: Bearer s3cret", NULL};
     r = http_do(f.port, "GET", "/v1/memory", NULL, 0, right);
     cr_expect_eq(r.status, 200);
     free(r.body);
     r = http_do(f.port, "POST", "/v2/repository/models/mlp/unload", "", 0, NULL);
-    expect_error(&r, 401, NULL);
+    http_expect_error(&r, 401, NULL);
     char *body = mlp_body(1, 1, NULL);
     r = http_post(f.port, "/v2/models/mlp/infer", body);
     cr_expect_eq(r.status, 200, "inference needs no token: %s", r.body);
@@ -468,7 +455,7 @@ Test(srv_config, a_body_over_max_body_is_413, .timeout = 60)
     fixture_start(&f);
     char *body = mlp_body(4, 1, NULL);
     http_resp_t r = http_post(f.port, "/v2/models/mlp/infer", body);
-    expect_error(&r, 413, "max_body");
+    http_expect_error(&r, 413, "max_body");
     free(body);
     body = mlp_body(1, 1, NULL);
     body[0] = '{';
@@ -501,7 +488,7 @@ Test(srv_config, device_oom_fails_the_request_not_the_server, .timeout = 60)
     srv_buf_t b = {0};
     transformer_body(&b, 256);
     http_resp_t r = http_post(f.port, "/v2/models/transformer/infer", b.data);
-    expect_error(&r, 507, "out of memory");
+    http_expect_error(&r, 507, "out of memory");
     srv_buf_free(&b);
     transformer_body(&b, 1);
     r = http_post(f.port, "/v2/models/transformer/infer", b.data);
@@ -540,7 +527,7 @@ Test(srv_config, a_full_queue_is_503_with_retry_after, .timeout = 60)
     char *body = mlp_body(1, 2, NULL);
     http_resp_t r = http_post(f.port, "/v2/models/mlp/infer", body);
     cr_expect_str_eq(r.retry_after, "1");
-    expect_error(&r, 503, "queue");
+    http_expect_error(&r, 503, "queue");
     pthread_join(t, NULL);
     cr_expect_eq(q.resp.status, 200, "the queued request: %s", q.resp.body);
     free(q.resp.body);

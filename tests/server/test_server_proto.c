@@ -15,19 +15,7 @@
 #include "server/encoding.h"
 #include "tests/fuzz/fuzz_model.h"
 #include "tests/server/server_fixture.h"
-
-static void expect_error(http_resp_t *r, long status, const char *needle)
-{
-    cr_expect_eq(r->status, status, "status %ld (want %ld): %s", r->status, status, r->body);
-    cJSON *doc = cJSON_Parse(r->body);
-    cJSON *err = cJSON_GetObjectItemCaseSensitive(doc, "error");
-    cr_expect(cJSON_IsString(err), "no {\"error\": ...} in %s", r->body);
-    if (needle && cJSON_IsString(err))
-        cr_expect(strstr(err->valuestring, needle) != NULL, "'%s' not in the error: %s", needle,
-                  err->valuestring);
-    cJSON_Delete(doc);
-    free(r->body);
-}
+#include "tests/server/zlib_test.h"
 
 static long status_of(http_resp_t r)
 {
@@ -154,7 +142,7 @@ Test(srv_ready, ready_waits_for_every_model_that_should_be_loaded, .timeout = 60
     srv_control_want(f.app, "cnn", true);
     http_resp_t r = http_get(f.port, "/v2/health/ready");
     cr_expect_str_eq(r.retry_after, "1");
-    expect_error(&r, 503, "1 of the 2 models that should be loaded is not ready; model 'cnn' is "
+    http_expect_error(&r, 503, "1 of the 2 models that should be loaded is not ready; model 'cnn' is "
                           "UNAVAILABLE");
     /* Loaded through the API, it is. */
     cr_expect_eq(status_of(http_post(f.port, "/v2/repository/models/cnn/load", "")), 200);
@@ -162,7 +150,7 @@ Test(srv_ready, ready_waits_for_every_model_that_should_be_loaded, .timeout = 60
     /* A model gone from the repository is not ready either. */
     srv_control_want(f.app, "gone", true);
     r = http_get(f.port, "/v2/health/ready");
-    expect_error(&r, 503, "model 'gone' is not in the repository");
+    http_expect_error(&r, 503, "model 'gone' is not in the repository");
     srv_control_want(f.app, "gone", false);
     /* An unload says the model is no longer wanted: still ready. */
     cr_expect_eq(status_of(http_post(f.port, "/v2/repository/models/mlp/unload", "")), 200);
@@ -277,7 +265,7 @@ Test(srv_proto, a_raw_binary_request_deduces_one_variable_dim, .timeout = 60)
     free(r.body);
     /* Not a whole number of 256-byte steps. */
     r = http_do(f.port, "POST", "/v2/models/encoder/infer", x, 300, raw);
-    expect_error(&r, 400, "the raw binary request has 300 bytes, not a whole number of the "
+    http_expect_error(&r, 400, "the raw binary request has 300 bytes, not a whole number of the "
                           "256-byte steps");
     fixture_stop(&f);
 }
@@ -292,38 +280,18 @@ Test(srv_proto, raw_binary_requests_that_cannot_be_are_refused, .timeout = 60)
     char bytes[256] = {0};
     const char *raw[] = {IHCL "0", NULL};
     http_resp_t r = http_do(f.port, "POST", "/v2/models/mlp/infer", bytes, 255, raw);
-    expect_error(&r, 400, "the raw binary request has 255 bytes but input 'input' (FP32 "
+    http_expect_error(&r, 400, "the raw binary request has 255 bytes but input 'input' (FP32 "
                           "[batch,64]) takes 256");
     r = http_do(f.port, "POST", "/v2/models/pair/infer", bytes, 12, raw);
-    expect_error(&r, 400, "model 'pair' has 2 inputs: a raw binary request");
+    http_expect_error(&r, 400, "model 'pair' has 2 inputs: a raw binary request");
     r = http_do(f.port, "POST", "/infer", bytes, 256, raw);
-    expect_error(&r, 400, "takes no raw binary request");
+    http_expect_error(&r, 400, "takes no raw binary request");
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", bytes, 0, raw);
-    expect_error(&r, 400, "the raw binary request has 0 bytes");
+    http_expect_error(&r, 400, "the raw binary request has 0 bytes");
     fixture_stop(&f);
 }
 
 /* ---- compressed bodies and responses ------------------------------------------------- */
-
-/* `len` bytes compressed with zlib directly (not the server's code):
- * gzip when `gzip`, else the zlib format. Caller frees; *out_len set. */
-static unsigned char *compress_with(bool gzip, const void *data, size_t len, size_t *out_len)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    cr_assert_eq(deflateInit2(&zs, 6, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    size_t cap = deflateBound(&zs, (uLong)len) + 64;
-    unsigned char *out = malloc(cap);
-    cr_assert_not_null(out);
-    zs.next_in = (unsigned char *)data;
-    zs.avail_in = (uInt)len;
-    zs.next_out = out;
-    zs.avail_out = (uInt)cap;
-    cr_assert_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
-    *out_len = cap - zs.avail_out;
-    deflateEnd(&zs);
-    return out;
-}
 
 /* A response body inflated with zlib directly (gzip or zlib format by
  * its header). Caller frees; *out_len set. */
@@ -367,7 +335,7 @@ Test(srv_proto, gzip_and_deflate_bodies_answer_as_the_plain_one, .timeout = 60)
     cr_assert_eq(plain.status, 200, "%s", plain.body);
     for (int gz = 0; gz < 2; gz++) {
         size_t zlen;
-        unsigned char *z = compress_with(gz, json, strlen(json), &zlen);
+        unsigned char *z = http_zlib_compress(gz, 6, json, strlen(json), &zlen);
         const char *hdr[] = {gz ? "Content-Encoding: gzip" : "Content-Encoding: deflate", NULL};
         http_resp_t r = http_do(f.port, "POST", "/v2/models/mlp/infer", z, zlen, hdr);
         cr_expect_eq(r.status, 200, "%s", r.body);
@@ -398,7 +366,7 @@ Test(srv_proto, a_compressed_binary_body_counts_its_header_uncompressed, .timeou
         memcpy(body + hl + 4 * i, &v, 4);
     }
     size_t zlen;
-    unsigned char *z = compress_with(true, body, hl + 256, &zlen);
+    unsigned char *z = http_zlib_compress(true, 6, body, hl + 256, &zlen);
     char ihcl[64];
     snprintf(ihcl, sizeof ihcl, IHCL "%zu", hl);
     const char *hdr[] = {"Content-Encoding: gzip", ihcl, NULL};
@@ -407,7 +375,7 @@ Test(srv_proto, a_compressed_binary_body_counts_its_header_uncompressed, .timeou
     free(r.body);
     /* And a raw binary request gzipped. */
     float row[64] = {0};
-    unsigned char *zr = compress_with(true, row, sizeof row, &zlen);
+    unsigned char *zr = http_zlib_compress(true, 6, row, sizeof row, &zlen);
     const char *raw[] = {"Content-Encoding: gzip", IHCL "0", NULL};
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", zr, zlen, raw);
     cr_expect_eq(r.status, 200, "%s", r.body);
@@ -431,41 +399,41 @@ Test(srv_proto, hostile_compressed_bodies_are_refused, .timeout = 60)
     char *blanks = malloc(big);
     cr_assert_not_null(blanks);
     memset(blanks, ' ', big);
-    unsigned char *z = compress_with(true, blanks, big, &zlen);
+    unsigned char *z = http_zlib_compress(true, 6, blanks, big, &zlen);
     free(blanks);
     cr_assert_lt(zlen, (size_t)1 << 20, "the bomb itself is under the bound");
     http_resp_t r = http_do(f.port, "POST", "/v2/models/mlp/infer", z, zlen, gzip);
-    expect_error(&r, 413, "inflates past server.max_body (1048576 bytes)");
+    http_expect_error(&r, 413, "inflates past server.max_body (1048576 bytes)");
     free(z);
     char *json = mlp_json(1);
-    z = compress_with(true, json, strlen(json), &zlen);
+    z = http_zlib_compress(true, 6, json, strlen(json), &zlen);
     /* Cut short. */
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", z, zlen - 10, gzip);
-    expect_error(&r, 400, "ends before its stream does");
+    http_expect_error(&r, 400, "ends before its stream does");
     /* Bytes after the end. */
     unsigned char *more = malloc(zlen + 4);
     memcpy(more, z, zlen);
     memcpy(more + zlen, "junk", 4);
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", more, zlen + 4, gzip);
-    expect_error(&r, 400, "4 bytes after the end of its stream");
+    http_expect_error(&r, 400, "4 bytes after the end of its stream");
     free(more);
     /* gzip data labelled deflate: not a zlib header. */
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", z, zlen, deflate);
-    expect_error(&r, 400, "is not valid zlib (RFC 1950) data");
+    http_expect_error(&r, 400, "is not valid zlib (RFC 1950) data");
     /* A deflate body whose header check fails. */
     free(z);
-    z = compress_with(false, json, strlen(json), &zlen);
+    z = http_zlib_compress(false, 6, json, strlen(json), &zlen);
     z[1] ^= 0x01;
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", z, zlen, deflate);
-    expect_error(&r, 400, "incorrect header check");
+    http_expect_error(&r, 400, "incorrect header check");
     /* Plain JSON labelled gzip. */
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", json, strlen(json), gzip);
-    expect_error(&r, 400, "is not valid gzip data");
+    http_expect_error(&r, 400, "is not valid gzip data");
     /* A coding not served. */
     const char *br[] = {"Content-Encoding: br", NULL};
     r = http_do(f.port, "POST", "/v2/models/mlp/infer", json, strlen(json), br);
     cr_expect_str_eq(r.accept_encoding, "gzip, deflate");
-    expect_error(&r, 415, "Content-Encoding 'br' is not supported");
+    http_expect_error(&r, 415, "Content-Encoding 'br' is not supported");
     /* And the server still answers. */
     r = http_post(f.port, "/v2/models/mlp/infer", json);
     cr_expect_eq(r.status, 200, "%s", r.body);
@@ -557,26 +525,26 @@ Test(srv_proto, load_parameters_are_refused_by_name, .timeout = 60)
     fixture_start(&f);
     const char *load = "/v2/repository/models/mlp/load";
     http_resp_t r = http_post(f.port, load, "{\"parameters\": {\"config\": \"{}\"}}");
-    expect_error(&r, 400, "load parameter \"config\" (a model configuration override) is not "
+    http_expect_error(&r, 400, "load parameter \"config\" (a model configuration override) is not "
                           "supported");
     r = http_post(f.port, load, "{\"parameters\": {\"file:1/model.onnx\": \"AAAA\"}}");
-    expect_error(&r, 400, "load parameter \"file:1/model.onnx\" (model files sent with the "
+    http_expect_error(&r, 400, "load parameter \"file:1/model.onnx\" (model files sent with the "
                           "request) is not supported");
     r = http_post(f.port, load, "{\"parameters\": {\"colour\": 1}}");
-    expect_error(&r, 400, "unknown load parameter \"colour\"");
+    http_expect_error(&r, 400, "unknown load parameter \"colour\"");
     r = http_post(f.port, load, "{\"params\": {}}");
-    expect_error(&r, 400, "unknown key \"params\"");
+    http_expect_error(&r, 400, "unknown key \"params\"");
     r = http_post(f.port, load, "[1]");
-    expect_error(&r, 400, "must be a JSON object");
+    http_expect_error(&r, 400, "must be a JSON object");
     r = http_post(f.port, load, "{\"parameters\": 3}");
-    expect_error(&r, 400, "\"parameters\" of the load request must be an object");
+    http_expect_error(&r, 400, "\"parameters\" of the load request must be an object");
     cr_expect_eq(status_of(http_post(f.port, load, "{\"parameters\": {}}")), 200);
     cr_expect_eq(status_of(http_post(f.port, load, "{}")), 200);
     const char *unload = "/v2/repository/models/mlp/unload";
     r = http_post(f.port, unload, "{\"parameters\": {\"unload_dependents\": 1}}");
-    expect_error(&r, 400, "\"unload_dependents\" must be true or false");
+    http_expect_error(&r, 400, "\"unload_dependents\" must be true or false");
     r = http_post(f.port, unload, "{\"parameters\": {\"config\": \"{}\"}}");
-    expect_error(&r, 400, "unknown unload parameter \"config\"");
+    http_expect_error(&r, 400, "unknown unload parameter \"config\"");
     cr_expect_eq(status_of(http_post(f.port, unload,
                                      "{\"parameters\": {\"unload_dependents\": true}}")), 200);
     fixture_stop(&f);
@@ -597,7 +565,7 @@ Test(srv_proto, class_count_is_refused_naming_it, .timeout = 60)
                      "{\"class_count\":3}}]}");
     srv_buf_append(&b, "", 1);
     http_resp_t r = http_post(f.port, "/v2/models/mlp/infer", b.data);
-    expect_error(&r, 400, "output 'probabilities': \"class_count\" (classification) is not "
+    http_expect_error(&r, 400, "output 'probabilities': \"class_count\" (classification) is not "
                           "supported");
     srv_buf_free(&b);
     fixture_stop(&f);
@@ -640,7 +608,7 @@ Test(srv_proto, head_is_allowed_wherever_get_is, .timeout = 60)
     free(r.body);
     r = http_post(f.port, "/v2/health/live", "");
     cr_expect_str_eq(r.allow, "GET, HEAD");
-    expect_error(&r, 405, "use GET, HEAD");
+    http_expect_error(&r, 405, "use GET, HEAD");
     r = http_do(f.port, "HEAD", "/v2/models/mlp/infer", NULL, 0, NULL);
     cr_expect_eq(r.status, 405);
     cr_expect_str_eq(r.allow, "POST");
