@@ -133,4 +133,20 @@ static inline void http_expect_error(http_resp_t *r, long status, const char *ne
     free(r->body);
 }
 
+/* A POST to /v2/models/mlp/infer made on a thread of its own (a request
+ * parked in a queue while the test goes on): start it with
+ * pthread_create(&t, NULL, http_bg_post, &q), read q.resp after the join. */
+typedef struct http_bg_req {
+    unsigned port;
+    char *body;
+    http_resp_t resp;
+} http_bg_req_t;
+
+static inline void *http_bg_post(void *arg)
+{
+    http_bg_req_t *q = arg;
+    q->resp = http_post(q->port, "/v2/models/mlp/infer", q->body);
+    return NULL;
+}
+
 #endif

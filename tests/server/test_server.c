@@ -498,20 +498,6 @@ Test(srv_config, device_oom_fails_the_request_not_the_server, .timeout = 60)
     fixture_stop(&f);
 }
 
-/* A request parked in a queue of one while the batcher waits for more. */
-typedef struct bg_req {
-    unsigned port;
-    char *body;
-    http_resp_t resp;
-} bg_req_t;
-
-static void *bg_post(void *arg)
-{
-    bg_req_t *q = arg;
-    q->resp = http_post(q->port, "/v2/models/mlp/infer", q->body);
-    return NULL;
-}
-
 Test(srv_config, a_full_queue_is_503_with_retry_after, .timeout = 60)
 {
     srv_fixture_t f;
@@ -520,9 +506,9 @@ Test(srv_config, a_full_queue_is_503_with_retry_after, .timeout = 60)
     const char *mc = "{\"max_queue\": 1, \"max_batch_size\": 64, \"max_queue_delay\": \"1s\"}";
     fixture_write(&f, "mlp", "config.json", mc, strlen(mc));
     fixture_start(&f);
-    bg_req_t q = {.port = f.port, .body = mlp_body(1, 1, NULL)};
+    http_bg_req_t q = {.port = f.port, .body = mlp_body(1, 1, NULL)};
     pthread_t t;
-    pthread_create(&t, NULL, bg_post, &q);
+    pthread_create(&t, NULL, http_bg_post, &q);
     usleep(300000);
     char *body = mlp_body(1, 2, NULL);
     http_resp_t r = http_post(f.port, "/v2/models/mlp/infer", body);

@@ -272,19 +272,6 @@ Test(srv_stats, a_version_never_served_is_404_and_an_unloaded_model_has_no_memor
 
 /* ---- failures the batcher counts ------------------------------------------------ */
 
-typedef struct bg_req {
-    unsigned port;
-    char *body;
-    http_resp_t resp;
-} bg_req_t;
-
-static void *bg_post(void *arg)
-{
-    bg_req_t *q = arg;
-    q->resp = http_post(q->port, "/v2/models/mlp/infer", q->body);
-    return NULL;
-}
-
 Test(srv_stats_config, a_full_queue_and_a_passed_deadline_are_rejected, .timeout = 60)
 {
     srv_fixture_t f;
@@ -296,9 +283,9 @@ Test(srv_stats_config, a_full_queue_and_a_passed_deadline_are_rejected, .timeout
     fixture_write(&f, "mlp", "config.json", mc, strlen(mc));
     f.cfg.server.request_timeout_ns = 300000000ull;
     fixture_start(&f);
-    bg_req_t q = {.port = f.port, .body = mlp_body(1)};
+    http_bg_req_t q = {.port = f.port, .body = mlp_body(1)};
     pthread_t t;
-    pthread_create(&t, NULL, bg_post, &q);
+    pthread_create(&t, NULL, http_bg_post, &q);
     usleep(100000);
     char *body = mlp_body(1);
     http_resp_t r = http_post(f.port, "/v2/models/mlp/infer", body);
