@@ -15,6 +15,11 @@
 #include "common/error.h"
 #include "server/app_impl.h"
 
+/* The platform metadata and config name: Triton's for an ONNX model, which
+ * Triton's clients and KServe's tooling expect (config.pbtxt may also say
+ * "onnxruntime_onnx"; "flatserve" as the backend). */
+#define SRV_PLATFORM "onnxruntime_onnx"
+
 eng_served_t *srv_info_acquire(srv_req_t *r, const srv_route_args_t *a)
 {
     eng_served_t *s = NULL;
@@ -134,7 +139,7 @@ static void model_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
         snprintf(v, sizeof v, "%" PRId64, list[i]);
         cJSON_AddItemToArray(versions, cJSON_CreateString(v));
     }
-    cJSON_AddStringToObject(doc, "platform", "onnx");
+    cJSON_AddStringToObject(doc, "platform", SRV_PLATFORM);
     cJSON_AddStringToObject(doc, "device", eng_model_device(m));
     cJSON_AddItemToObject(doc, "inputs", io_list_json(s, false, false, false));
     cJSON_AddItemToObject(doc, "outputs", io_list_json(s, true, false, false));
@@ -157,7 +162,7 @@ static void model_config_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
      * dynamic batching; its dims then leave out the batch dim. */
     uint32_t mbs = o.max_request_rows ? o.max_request_rows : batched ? o.max_batch_size : 0;
     bool gpu = strncmp(eng_model_device(m), "cuda", 4) == 0;
-    cJSON_AddStringToObject(doc, "platform", "onnx");
+    cJSON_AddStringToObject(doc, "platform", SRV_PLATFORM);
     cJSON_AddStringToObject(doc, "backend", "flatserve");
     cJSON_AddNumberToObject(doc, "max_batch_size", mbs);
     cJSON_AddItemToObject(doc, "input", io_list_json(s, false, true, mbs > 0));

@@ -82,6 +82,8 @@ Test(srv_http, model_metadata_ready_config_and_stats)
     cr_expect_eq(cJSON_GetArrayItem(shape, 0)->valueint, -1);
     cr_expect_eq(cJSON_GetArrayItem(shape, 1)->valueint, 64);
     cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "versions"), 0)->valuestring, "1");
+    /* Triton's platform name for an ONNX model, as its clients expect. */
+    cr_expect_str_eq(cJSON_GetObjectItem(doc, "platform")->valuestring, "onnxruntime_onnx");
     cJSON_Delete(doc);
     free(r.body);
 
@@ -98,6 +100,7 @@ Test(srv_http, model_metadata_ready_config_and_stats)
     cr_assert_eq(r.status, 200, "%s", r.body);
     doc = cJSON_Parse(r.body);
     cr_expect_eq(cJSON_GetObjectItem(doc, "max_batch_size")->valueint, 64, "%s", r.body);
+    cr_expect_str_eq(cJSON_GetObjectItem(doc, "platform")->valuestring, "onnxruntime_onnx");
     cr_expect_not_null(cJSON_GetObjectItem(doc, "dynamic_batching"), "%s", r.body);
     cJSON *dims = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "input"), 0), "dims");
     cr_expect_eq(cJSON_GetArraySize(dims), 1, "the batch dim is not in dims: %s", r.body);
