@@ -57,13 +57,25 @@ void srv_admin_index(srv_req_t *r, const srv_route_args_t *a)
         const eng_model_entry_t *e = &entries[i];
         if (ready_only && e->state != ENG_MODEL_READY)
             continue;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", e->name);
-        if (e->version >= 0)
-            srv_json_add_version(o, "version", e->version);
-        cJSON_AddStringToObject(o, "state", eng_model_state_name(e->state));
-        cJSON_AddStringToObject(o, "reason", e->reason);
-        cJSON_AddItemToArray(list, o);
+        /* Triton lists each version that serves: several under a
+         * config.pbtxt's version_policy, newest first. */
+        int64_t versions[ENG_VERSIONS_MAX];
+        size_t n_versions = 0;
+        if (e->state != ENG_MODEL_READY ||
+            eng_registry_versions(r->app->registry, e->name, versions, &n_versions) != 0 ||
+            n_versions == 0) {
+            versions[0] = e->version;
+            n_versions = 1;
+        }
+        for (size_t k = 0; k < n_versions; k++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", e->name);
+            if (versions[k] >= 0)
+                srv_json_add_version(o, "version", versions[k]);
+            cJSON_AddStringToObject(o, "state", eng_model_state_name(e->state));
+            cJSON_AddStringToObject(o, "reason", e->reason);
+            cJSON_AddItemToArray(list, o);
+        }
     }
     free(entries);
     srv_respond_json(r, 200, list);

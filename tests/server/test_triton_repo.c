@@ -162,6 +162,12 @@ Test(triton_repo, version_policy_serves_several_versions_at_once)
     r = http_get(fx.port, "/v2/models/m/versions/1/ready");
     cr_expect(strstr(r.body, "versions 3, 2 are"), "%s", r.body);
     free(r.body);
+    /* The index lists each serving version, as Triton's does. */
+    r = http_post(fx.port, "/v2/repository/index", "");
+    cr_expect(strstr(r.body, "{\"name\":\"m\",\"version\":\"3\",\"state\":\"READY\"") &&
+                  strstr(r.body, "{\"name\":\"m\",\"version\":\"2\",\"state\":\"READY\""),
+              "%s", r.body);
+    free(r.body);
 
     /* A new version: the newest two are 4 and 3, swapped in together. */
     add_mlp_as("m", 4, "model.onnx");
