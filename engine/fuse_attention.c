@@ -114,14 +114,6 @@ static int value_dims(const eng_graph_t *g, int v, eng_dim_t d[ENG_MAX_RANK])
     return val->rank;
 }
 
-/* Whether two declared dims are provably equal. */
-static bool dim_eq(const eng_dim_t *a, const eng_dim_t *b)
-{
-    if (a->value >= 0 || b->value >= 0)
-        return a->value == b->value;
-    return a->param && b->param && strcmp(a->param, b->param) == 0;
-}
-
 static bool dim_one(const eng_dim_t *a)
 {
     return a->value == 1;
@@ -212,8 +204,8 @@ static int untranspose(const eng_graph_t *g, const bool *done, int kt, int reade
     eng_dim_t kd[ENG_MAX_RANK], fd[ENG_MAX_RANK], ktd[ENG_MAX_RANK];
     if (value_dims(g, k, kd) != 4 || value_dims(g, r1v, fd) != 3 || value_dims(g, kt, ktd) != 4)
         return -1;
-    if (!dim_eq(&fd[1], &kd[2]) || !dim_eq(&fd[2], &kd[3]) || !dim_eq(&ktd[0], &kd[0]) ||
-        !dim_eq(&ktd[1], &kd[1]) || !dim_eq(&ktd[2], &kd[3]) || !dim_eq(&ktd[3], &kd[2]))
+    if (!eng_dim_same(&fd[1], &kd[2]) || !eng_dim_same(&fd[2], &kd[3]) || !eng_dim_same(&ktd[0], &kd[0]) ||
+        !eng_dim_same(&ktd[1], &kd[1]) || !eng_dim_same(&ktd[2], &kd[3]) || !eng_dim_same(&ktd[3], &kd[2]))
         return -1;
     c->nodes[c->n_nodes++] = r2;
     c->nodes[c->n_nodes++] = tr;
@@ -303,7 +295,7 @@ typedef enum { PROOF_NO, PROOF_YES, PROOF_AT_PLAN } proof_t;
  * equality is left to the plan. */
 static void need_eq(const eng_dim_t *a, const eng_dim_t *b, bool *ok, bool *proven)
 {
-    if (dim_eq(a, b))
+    if (eng_dim_same(a, b))
         return;
     if (dim_ne(a, b))
         *ok = false;
@@ -320,7 +312,7 @@ static proof_t shapes_proven(const eng_graph_t *g, const attn_chain_t *c)
     bool proven = true, ok = true;
     need_eq(&kd[0], &qd[0], &ok, &proven);
     need_eq(&vd[0], &qd[0], &ok, &proven);
-    if (!(dim_eq(&kd[1], &qd[1]) && dim_eq(&vd[1], &qd[1])) &&
+    if (!(eng_dim_same(&kd[1], &qd[1]) && eng_dim_same(&vd[1], &qd[1])) &&
         !(dim_one(&kd[1]) && dim_one(&vd[1]))) {
         /* Heads: Q's, or one for K and V alike (the plan checks K's). */
         if ((dim_ne(&kd[1], &qd[1]) && !dim_one(&kd[1])) ||

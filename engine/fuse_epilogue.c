@@ -140,15 +140,6 @@ static eng_act_t act_of(const eng_graph_t *g, const bool *done, int i)
                                          : ENG_ACT_NONE;
 }
 
-/* Whether declared dims a and b are provably the same: one known size, or
- * one symbol. */
-static bool dim_same(const eng_dim_t *a, const eng_dim_t *b)
-{
-    if (a->value >= 0 || b->value >= 0)
-        return a->value == b->value;
-    return a->param && b->param && strcmp(a->param, b->param) == 0;
-}
-
 /* Whether value v's declared shape is provably MatMul node i's product's:
  * A's dims but the last, then N (known), as the product of A with a
  * rank-2 B is. */
@@ -158,7 +149,7 @@ static bool shaped_as_product(const eng_graph_t *g, int i, int v, int64_t cols)
     if (a->rank < 2 || r->rank != a->rank || cols < 0)
         return false;
     for (int d = 0; d < a->rank - 1; d++)
-        if (!dim_same(&a->dims[d], &r->dims[d]))
+        if (!eng_dim_same(&a->dims[d], &r->dims[d]))
             return false;
     return r->dims[a->rank - 1].value == cols;
 }
@@ -167,17 +158,17 @@ static bool shaped_as_product(const eng_graph_t *g, int i, int v, int64_t cols)
  * of m->out): Add(Q, R) or Add(R, Q) with R computed before the MatMul
  * runs (a graph input, or a node earlier in the graph's order, since the
  * fused node reads it) and declared with the product's shape, so the Add
- * broadcasts nothing and the fused node's Y is the Add's. Fills m->res_add,
- * m->res and m->out when found. Cannot fail. */
-static void residual_find(const eng_graph_t *g, const bool *done, epilogue_match_t *m, int add)
+ * broadcasts nothing and the fused node's Y is the Add's; `cols` is the
+ * product's N (gemm_n, -1 unknown). Fills m->res_add, m->res and m->out
+ * when found. Cannot fail. */
+static void residual_find(const eng_graph_t *g, const bool *done, epilogue_match_t *m, int add,
+                          int64_t cols)
 {
     if (add < 0 || !live_op(g, done, add, "Add"))
         return;
     const eng_node_t *n = &g->nodes[add];
     if (n->n_inputs != 2 || n->n_outputs != 1 || n->outputs[0] < 0)
         return;
-    int rank = 0;
-    int64_t cols = gemm_n(g, m->gemm, &rank);
     for (int k = 0; k < 2; k++) {
         int r = n->inputs[1 - k];
         if (n->inputs[k] != m->out || r < 0 || r == m->out)
@@ -235,7 +226,7 @@ static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogu
         m->act_node = a;
         m->out = g->nodes[a].outputs[0];
     } else if (mm && m->add >= 0) {
-        residual_find(g, done, m, a);
+        residual_find(g, done, m, a, cols);
     }
     return m->add >= 0 || m->act_node >= 0;
 }

@@ -113,6 +113,13 @@ int eng_graph_sole_reader(const eng_graph_t *g, int v)
     return -1;
 }
 
+bool eng_dim_same(const eng_dim_t *a, const eng_dim_t *b)
+{
+    if (a->value >= 0 || b->value >= 0)
+        return a->value == b->value;
+    return a->param && b->param && strcmp(a->param, b->param) == 0;
+}
+
 bool eng_graph_live_op(const eng_graph_t *g, const bool *done, int i, const char *op)
 {
     if (i < 0)

@@ -246,6 +246,9 @@ int eng_graph_sole_reader(const eng_graph_t *g, int v);
  * `op` node with one output: the node a load-time rewrite may take into a
  * chain. */
 bool eng_graph_live_op(const eng_graph_t *g, const bool *done, int i, const char *op);
+/* Whether two declared dims are provably the same: one known size, or one
+ * symbol (dim_param) on both. For the fusion passes' shape proofs. */
+bool eng_dim_same(const eng_dim_t *a, const eng_dim_t *b);
 
 /* Parses one serialized TensorProto (the conformance data's input_N.pb /
  * output_N.pb) into a host tensor the caller frees with eng_tensor_free;

@@ -60,6 +60,7 @@
 #include <uthash.h>
 
 #include "engine/cuda/cuda_impl.h"
+#include "engine/cuda/dtype_impl.h"
 #include "engine/cuda/lowp_impl.h"
 #include "engine/cuda/nn_impl.h"
 #include "engine/ops/linalg_impl.h"
@@ -189,11 +190,6 @@ static __global__ void epilogue_kernel(T *d, const T *src, float beta, const T *
     }
 }
 
-/* Vec elements of T as one access. */
-template <typename T, int Vec> struct alignas(sizeof(T) * Vec) ep_pack {
-    T v[Vec];
-};
-
 /* epilogue_kernel where the matrices are one contiguous block (ld == n,
  * stride == m * n): element i's offset is i itself and its bias column i
  * mod n, found with udiv_t (Small: every index below 2^31), Vec elements
@@ -206,7 +202,7 @@ static __global__ void epilogue_flat_kernel(T *d, const T *src, float beta, cons
                                             int64_t bias_stride, udiv_t n, udiv_t mn, int act,
                                             int64_t n_vecs)
 {
-    using P = ep_pack<T, Vec>;
+    using P = vec_t<T, Vec>;
     ENG_CUDA_FOR(v, n_vecs)
     {
         const int64_t i = v * Vec;

@@ -21,6 +21,7 @@
  * arithmetic are the float kernels' (double moments, BatchNormalization's
  * float multiply-add). LayerNormalization's Mean and InvStdDev stay float
  * (ONNX's stash_type 1). LRN is float only (engine/ops.c widens it). */
+#include "engine/cuda/dtype_impl.h"
 #include "engine/cuda/lowp_impl.h"
 #include "engine/cuda/nn_impl.h"
 
@@ -262,11 +263,6 @@ static __device__ __forceinline__ double warp_sum(double v)
     return v;
 }
 
-/* Vec elements of T as one access (16 bytes when Vec * sizeof(T) is). */
-template <typename T, int Vec> struct alignas(sizeof(T) * Vec) ln_pack {
-    T v[Vec];
-};
-
 #define LN_WARPS 4        /* rows a block of layernorm_warp_kernel */
 #define LN_WARP_COLS 8192 /* the longest row it takes; longer rows a block each */
 
@@ -281,7 +277,7 @@ static __global__ void __launch_bounds__(32 * LN_WARPS)
     layernorm_warp_kernel(const T *x, T *y, const T *scale, const T *bias, float *mean_out,
                           float *inv_out, int64_t rows, int64_t cols, double eps)
 {
-    using P = ln_pack<T, Vec>;
+    using P = vec_t<T, Vec>;
     const int lane = threadIdx.x & 31;
     const int64_t nv = cols / Vec;
     for (int64_t r = (int64_t)blockIdx.x * LN_WARPS + (threadIdx.x >> 5); r < rows;
