@@ -2019,6 +2019,34 @@ static const op_case_t attention_cases[] = {
         "bf16[1,1,1,128]"), .rtol = 1e-2, .atol = 1e-2},
     {OC("Attention", 23, "scale=0.125", "bf16[1,2,197,80]", "bf16[1,2,197,80]",
         "bf16[1,2,197,80]", "bf16[1,2,197,197]"), .rtol = 1e-2, .atol = 1e-2},
+    /* The register kernel (flash_f2_kernel) at each built head size (32,
+     * 64, 96 via 80 or 96, 128), V's head apart, 64-query blocks (144
+     * blocks: the GPU is full) and 16-query ones; causal with fewer
+     * queries than keys, windows and nonpad_kv_seqlen (eng_attention_open
+     * per key), a bool mask with rows all false (zeros), a mask shorter
+     * than the keys, a per-query mask with odd rows (unpaired reads), 3-D
+     * grouped heads; and a head of 12, which the WMMA kernel keeps. */
+    {OC("Attention", 23, "", "f16[8,9,128,64]", "f16[8,9,128,64]", "f16[8,9,128,64]",
+        "f16[8,1,1,128]"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "is_causal=1", "bf16[4,12,150,64]", "bf16[4,12,150,64]",
+        "bf16[4,12,150,64]"), .rtol = 1e-2, .atol = 1e-2},
+    {OC("Attention", 23, "", "f16[1,3,70,32]", "f16[1,3,90,32]", "f16[1,3,90,96]"),
+     .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "is_causal=1", "f16[2,2,40,128]", "f16[2,2,100,128]",
+        "f16[2,2,100,64]"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "", "f16[2,2,3,8]", "f16[2,2,5,8]", "f16[2,2,5,8]",
+        "bool[3,5]{1,0,1,1,0,1,1,1,1,1,0,0,0,0,0}"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "", "f16[1,2,33,96]", "f16[1,2,70,96]", "f16[1,2,70,96]",
+        "f16[33,41]"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "q_num_heads=6 kv_num_heads=2", "f16[2,67,384]", "f16[2,67,128]",
+        "f16[2,67,128]", "bool[2,6,67,67]:r(0,1)"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 24, "is_causal=1", "f16[3,2,30,64]", "f16[3,2,80,64]", "f16[3,2,80,64]",
+        "-", "-", "-", "i64[3]{10,45,80}"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 25, "left_window_size=20 right_window_size=5", "bf16[1,2,100,64]",
+        "bf16[1,2,100,64]", "bf16[1,2,100,64]", "bf16[1,1,100,100]"), .rtol = 1e-2,
+     .atol = 1e-2},
+    {OC("Attention", 23, "", "f16[1,2,70,12]", "f16[1,2,70,12]", "f16[1,2,70,12]",
+        "f16[1,1,1,70]"), .rtol = 2e-3, .atol = 2e-3},
     /* RotaryEmbedding: halves and interleaved, partial, 3-D, no ids. */
     {OC("RotaryEmbedding", 23, "", "f32[2,4,3,8]", "=f32[50,4]", "=f32[50,4]",
         "i64[2,3]:r(0,49)")},
