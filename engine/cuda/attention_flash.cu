@@ -13,7 +13,14 @@
  * a new max rescales l and the output accumulator by exp(m_old - m_new)
  * before the tile's exp(x_j - m_new)-weighted values are added. The score
  * matrix never reaches global memory and Y is written once, as acc / l.
- *  - float16 / bfloat16 (flash_mma_kernel): 4 warps, 64 queries and 64
+ *  - float16 / bfloat16 whose operands 16-byte loads can read (f2_ok:
+ *    head sizes multiples of 8, aligned rows; K^T with keys a multiple of
+ *    8), the usual case (flash_f2_kernel): FlashAttention-2's structure,
+ *    mma.sync m16n8k16 with the scores, the softmax and the output
+ *    accumulator in registers, each warp owning 16 query rows, Q, K and V
+ *    tiles brought by cp.async (its comment says more). 64 queries a
+ *    block, or 16 when 64 leaves multiprocessors idle.
+ *  - other float16 / bfloat16 (flash_mma_kernel): 4 warps, 64 queries and 64
  *    keys a tile; Q.K^T and P.V on tensor cores (WMMA 16x16x16, float
  *    accumulation), each warp owning 16 query rows; the head padded with
  *    zeros to a multiple of 16 in shared memory. P is rounded to the
@@ -485,7 +492,7 @@ static size_t f2_smem_bytes(int d, int nw)
 }
 
 /* flash_f2_kernel: the tensor-core kernel for operands that 16-byte loads
- * can read (flash_f2_ok), written as FlashAttention-2 is: each of the NW
+ * can read (f2_ok), written as FlashAttention-2 is: each of the NW
  * warps owns 16 query rows; Q.K^T (m16n8k16 mma, float accumulation)
  * leaves each lane the scores of 2 rows x 16 keys of a 64-key tile in
  * registers, where the bias, the online softmax (row max and sum over the
@@ -622,31 +629,44 @@ __global__ void __launch_bounds__(NW * 32)
                     s[nt][e] = full || j < n ? s[nt][e] * sl2 : -INFINITY;
                 }
         } else {
+            /* One loop a kind of closing (cl, constant in each), so that
+             * none decides per key which one runs. */
+            auto bias_tile = [&](auto cl) {
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                int j = j0 + nt * 8 + 2 * t4;
-                float tm[2][2] = {{0, 0}, {0, 0}};
-                if (masked) {
-                    f2_mask_terms<T>(a, mrow[0], mpair[0], j, tm[0][0], tm[0][1]);
-                    if (same_mrow)
-                        tm[1][0] = tm[0][0], tm[1][1] = tm[0][1];
-                    else
-                        f2_mask_terms<T>(a, mrow[1], mpair[1], j, tm[1][0], tm[1][1]);
-                }
+                for (int nt = 0; nt < NT; nt++) {
+                    int j = j0 + nt * 8 + 2 * t4;
+                    float tm[2][2] = {{0, 0}, {0, 0}};
+                    if (masked) {
+                        f2_mask_terms<T>(a, mrow[0], mpair[0], j, tm[0][0], tm[0][1]);
+                        if (same_mrow)
+                            tm[1][0] = tm[0][0], tm[1][1] = tm[0][1];
+                        else
+                            f2_mask_terms<T>(a, mrow[1], mpair[1], j, tm[1][0], tm[1][1]);
+                    }
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int rs = e >> 1, jj = j + (e & 1);
-                    float bias = tm[rs][e & 1];
-                    bool op = closes == 0   ? true
-                              : closes == 1 ? jj <= row[rs]
-                                            : eng_attention_open(&a, row[rs], jj, nonpad);
-                    if (!op)
-                        bias += -INFINITY;
-                    bool in = jj < n;
-                    open[rs] = open[rs] || (in && bias != -INFINITY);
-                    s[nt][e] = in ? fmaf(s[nt][e], sl2, bias * 1.4426950408889634f) : -INFINITY;
+                    for (int e = 0; e < 4; e++) {
+                        int rs = e >> 1, jj = j + (e & 1);
+                        float bias = tm[rs][e & 1];
+                        bool op = true;
+                        if constexpr (decltype(cl)::value == 1)
+                            op = jj <= row[rs];
+                        else if constexpr (decltype(cl)::value == 2)
+                            op = eng_attention_open(&a, row[rs], jj, nonpad);
+                        if (!op)
+                            bias += -INFINITY;
+                        bool in = jj < n;
+                        open[rs] = open[rs] || (in && bias != -INFINITY);
+                        s[nt][e] =
+                            in ? fmaf(s[nt][e], sl2, bias * 1.4426950408889634f) : -INFINITY;
+                    }
                 }
-            }
+            };
+            if (closes == 0)
+                bias_tile(std::integral_constant<int, 0>());
+            else if (closes == 1)
+                bias_tile(std::integral_constant<int, 1>());
+            else
+                bias_tile(std::integral_constant<int, 2>());
         }
 
         /* Online softmax over the tile, per row: quads share rows. */
@@ -812,12 +832,14 @@ int f2_launch_dn(eng_op_ctx_t *c, const eng_attention_t *a, int closes)
 }
 
 /* 64 queries a block (4 warps) when that fills the GPU, else 16 (1 warp),
- * 4 times the blocks: at batch 1 a 128-query head is 8 blocks, not 2. */
+ * 4 times the blocks: at batch 1 a 128-query head is 8 blocks, not 2;
+ * and 16 whenever there are at most 16 queries (decoding), which 64 would
+ * mostly pad. */
 template <typename T> int f2_launch(eng_op_ctx_t *c, const eng_attention_t *a)
 {
     int64_t d = a->head > a->v_head ? a->head : a->v_head;
     int sm = eng_cuda_ctx(c)->sm_count > 0 ? eng_cuda_ctx(c)->sm_count : 80;
-    bool wide = (a->q_len + 63) / 64 * a->q_heads * a->batch >= sm;
+    bool wide = a->q_len > 16 && (a->q_len + 63) / 64 * a->q_heads * a->batch >= sm;
     int closes = a->has_nonpad || a->left_window >= 0 || a->right_window >= 0 ? 2
                  : a->causal                                                   ? 1
                                                                                : 0;
