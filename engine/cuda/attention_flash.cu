@@ -19,7 +19,8 @@
  *    mma.sync m16n8k16 with the scores, the softmax and the output
  *    accumulator in registers, each warp owning 16 query rows, Q, K and V
  *    tiles brought by cp.async (its comment says more). 64 queries a
- *    block, or 16 when 64 leaves multiprocessors idle.
+ *    block, or 16 when 64 would leave multiprocessors idle or
+ *    half-filled.
  *  - other float16 / bfloat16 (flash_mma_kernel): 4 warps, 64 queries and 64
  *    keys a tile; Q.K^T and P.V on tensor cores (WMMA 16x16x16, float
  *    accumulation), each warp owning 16 query rows; the head padded with
@@ -831,15 +832,17 @@ int f2_launch_dn(eng_op_ctx_t *c, const eng_attention_t *a, int closes)
     return 0;
 }
 
-/* 64 queries a block (4 warps) when that fills the GPU, else 16 (1 warp),
- * 4 times the blocks: at batch 1 a 128-query head is 8 blocks, not 2;
- * and 16 whenever there are at most 16 queries (decoding), which 64 would
- * mostly pad. */
+/* 64 queries a block (4 warps) when that gives at least two blocks a
+ * multiprocessor, else 16 (1 warp), 4 times the blocks: at batch 1 a
+ * 128-query head is 8 blocks, not 2; and 16 whenever there are at most 16
+ * queries (decoding), which 64 would mostly pad. (16-query blocks each
+ * read every K and V tile, 4 times the L2 traffic of 64-query ones, which
+ * a full GPU pays for and a sparse one does not.) */
 template <typename T> int f2_launch(eng_op_ctx_t *c, const eng_attention_t *a)
 {
     int64_t d = a->head > a->v_head ? a->head : a->v_head;
     int sm = eng_cuda_ctx(c)->sm_count > 0 ? eng_cuda_ctx(c)->sm_count : 80;
-    bool wide = a->q_len > 16 && (a->q_len + 63) / 64 * a->q_heads * a->batch >= sm;
+    bool wide = a->q_len > 16 && (a->q_len + 63) / 64 * a->q_heads * a->batch >= 2 * sm;
     int closes = a->has_nonpad || a->left_window >= 0 || a->right_window >= 0 ? 2
                  : a->causal                                                   ? 1
                                                                                : 0;
