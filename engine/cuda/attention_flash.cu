@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         yr[d] = stf<T>(zero ? 0.0f : ow[r * ldo + d] / l);
 }
 
-/* ---- float16 / bfloat16, aligned operands: FA2 in registers ------------------------------------ */
+/* ---- float16 / bfloat16, aligned operands: FA2 in registers ---------------------------------- */
 
 #define F2_K 64 /* keys a tile */
 #define F2_LDT (F2_K + 8) /* row stride (elements) of a K^T tile: [head][keys] */
