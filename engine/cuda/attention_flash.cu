@@ -518,8 +518,7 @@ __global__ void __launch_bounds__(NW * 32)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * BQ;
     const int kvh = h / (int)a.group;
-    const int q_len = (int)a.q_len, total = (int)a.total_len, head = (int)a.head,
-              v_head = (int)a.v_head;
+    const int q_len = (int)a.q_len, head = (int)a.head, v_head = (int)a.v_head;
     const unsigned short *qb = (const unsigned short *)p.q + b * a.q_stride[0] + h * a.q_stride[1];
     const unsigned short *kb = (const unsigned short *)p.k + b * a.k_stride[0] +
                                kvh * a.k_stride[1];
@@ -538,14 +537,14 @@ __global__ void __launch_bounds__(NW * 32)
         if (kt)
             for (int c = tid; c < D * (F2_K / 8); c += THREADS) {
                 int d = c / (F2_K / 8), j = j0 + c % (F2_K / 8) * 8;
-                bool ok = d < head && j < total; /* kv_len % 8 == 0: all 8 keys are there */
+                bool ok = d < head && j < n; /* n % 8 == 0 (f2_ok, fa_keys): all 8 keys */
                 f2_cp16(ks + d * F2_LDT + (j - j0), ok ? kb + (int64_t)d * a.k_dstride + j : kb,
                         ok);
             }
         else
             for (int c = tid; c < F2_K * DT; c += THREADS) {
                 int r = c / DT, d = c % DT * 8;
-                bool ok = j0 + r < total && d < head;
+                bool ok = j0 + r < n && d < head;
                 f2_cp16(ks + r * LD + d, ok ? kb + (int64_t)(j0 + r) * a.k_stride[2] + d : kb,
                         ok);
             }
@@ -554,7 +553,7 @@ __global__ void __launch_bounds__(NW * 32)
     auto load_v = [&](int j0) {
         for (int c = tid; c < F2_K * DT; c += THREADS) {
             int r = c / DT, d = c % DT * 8;
-            bool ok = j0 + r < total && d < v_head;
+            bool ok = j0 + r < n && d < v_head; /* zeros past n: 0 * inf would be NaN */
             f2_cp16(vs + r * LD + d, ok ? vb + (int64_t)(j0 + r) * a.v_stride[2] + d : vb, ok);
         }
         f2_cp_commit();
