@@ -13,7 +13,15 @@
  * a new max rescales l and the output accumulator by exp(m_old - m_new)
  * before the tile's exp(x_j - m_new)-weighted values are added. The score
  * matrix never reaches global memory and Y is written once, as acc / l.
- *  - float16 / bfloat16 (flash_mma_kernel): 4 warps, 64 queries and 64
+ *  - float16 / bfloat16 whose operands 16-byte loads can read (f2_ok:
+ *    head sizes multiples of 8, aligned rows; K^T with keys a multiple of
+ *    8), the usual case (flash_f2_kernel): FlashAttention-2's structure,
+ *    mma.sync m16n8k16 with the scores, the softmax and the output
+ *    accumulator in registers, each warp owning 16 query rows, Q, K and V
+ *    tiles brought by cp.async (its comment says more). 64 queries a
+ *    block, or 16 when 64 would leave multiprocessors idle or
+ *    half-filled.
+ *  - other float16 / bfloat16 (flash_mma_kernel): 4 warps, 64 queries and 64
  *    keys a tile; Q.K^T and P.V on tensor cores (WMMA 16x16x16, float
  *    accumulation), each warp owning 16 query rows; the head padded with
  *    zeros to a multiple of 16 in shared memory. P is rounded to the
@@ -360,6 +368,383 @@ __global__ void __launch_bounds__(FA_THREADS)
         yr[d] = stf<T>(zero ? 0.0f : ow[r * ldo + d] / l);
 }
 
+/* ---- float16 / bfloat16, aligned operands: FA2 in registers ---------------------------------- */
+
+#define F2_K 64 /* keys a tile */
+#define F2_LDT (F2_K + 8) /* row stride (elements) of a K^T tile: [head][keys] */
+
+/* The head sizes (padded) flash_f2_kernel is built for. */
+#define F2_HEADS(X) X(32) X(64) X(96) X(128)
+
+__device__ inline unsigned f2_smem(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes from global src to shared dst, or 16 zero bytes when !ok (src
+ * is then not read, though it must still be a valid address). */
+__device__ inline void f2_cp16(void *dst, const void *src, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(f2_smem(dst)), "l"(src),
+                 "r"(ok ? 16 : 0));
+}
+__device__ inline void f2_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void f2_cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+/* Four 8x8 16-bit matrices from shared memory, each lane naming one row
+ * (lanes 8m..8m+7 matrix m): plain, or transposed (.trans). */
+__device__ inline void f2_ldm(unsigned r[4], const void *row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(f2_smem(row)));
+}
+__device__ inline void f2_ldm_t(unsigned r[4], const void *row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(f2_smem(row)));
+}
+
+/* d += a (16x16, row) * b (16x8, col), float accumulation. */
+template <typename T> __device__ inline void f2_mma(float d[4], const unsigned a[4], unsigned b0,
+                                                    unsigned b1);
+template <> __device__ inline void f2_mma<f16_t>(float d[4], const unsigned a[4], unsigned b0,
+                                                 unsigned b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ inline void f2_mma<bf16_t>(float d[4], const unsigned a[4], unsigned b0,
+                                                  unsigned b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as the dtype's pair, lo in the low half (round to nearest
+ * even), and a 16-bit value's float. */
+template <typename T> __device__ inline unsigned f2_pack(float lo, float hi);
+template <> __device__ inline unsigned f2_pack<f16_t>(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&h);
+}
+template <> __device__ inline unsigned f2_pack<bf16_t>(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&h);
+}
+template <typename T> __device__ inline float f2_float(unsigned short bits);
+template <> __device__ inline float f2_float<f16_t>(unsigned short bits)
+{
+    return __half2float(__ushort_as_half(bits));
+}
+template <> __device__ inline float f2_float<bf16_t>(unsigned short bits)
+{
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+}
+
+/* The mask's terms for keys j and j + 1 (j even) of the row at mr: a pair
+ * read at once where `pair` (the row aligned for it) and both are inside
+ * mask_len; -inf past it. */
+template <typename T>
+__device__ inline void f2_mask_terms(const eng_attention_t &a, const void *mr, bool pair, int j,
+                                     float &t0, float &t1)
+{
+    const int ml = (int)a.mask_len;
+    if (a.mask == ENG_ATTN_MASK_BOOL) {
+        const uint8_t *m = (const uint8_t *)mr;
+        uint8_t b0, b1;
+        if (pair && j + 1 < ml) {
+            unsigned short w = __ldg((const unsigned short *)(m + j));
+            b0 = (uint8_t)(w & 0xff), b1 = (uint8_t)(w >> 8);
+        } else {
+            b0 = j < ml ? __ldg(m + j) : 0;
+            b1 = j + 1 < ml ? __ldg(m + j + 1) : 0;
+        }
+        t0 = b0 ? 0.0f : -INFINITY;
+        t1 = b1 ? 0.0f : -INFINITY;
+    } else {
+        const unsigned short *m = (const unsigned short *)mr;
+        if (pair && j + 1 < ml) {
+            unsigned w = __ldg((const unsigned *)(m + j));
+            t0 = f2_float<T>((unsigned short)(w & 0xffff));
+            t1 = f2_float<T>((unsigned short)(w >> 16));
+        } else {
+            t0 = j < ml ? f2_float<T>(__ldg(m + j)) : -INFINITY;
+            t1 = j + 1 < ml ? f2_float<T>(__ldg(m + j + 1)) : -INFINITY;
+        }
+    }
+}
+
+/* Shared memory of flash_f2_kernel<T, D, NW>: the Q tile, a K tile (rows
+ * of keys, or K^T's rows of head elements) and a V tile, 16-bit, rows
+ * padded by 8 elements so that ldmatrix's eight row reads fall in eight
+ * different bank groups. */
+static size_t f2_smem_bytes(int d, int nw)
+{
+    size_t ld = (size_t)d + 8, kt = (size_t)d * F2_LDT, kp = (size_t)F2_K * ld;
+    return ((size_t)16 * nw * ld + (kt > kp ? kt : kp) + (size_t)F2_K * ld) * 2;
+}
+
+/* flash_f2_kernel: the tensor-core kernel for operands that 16-byte loads
+ * can read (f2_ok), written as FlashAttention-2 is: each of the NW
+ * warps owns 16 query rows; Q.K^T (m16n8k16 mma, float accumulation)
+ * leaves each lane the scores of 2 rows x 16 keys of a 64-key tile in
+ * registers, where the bias, the online softmax (row max and sum over the
+ * lane's quad by shuffles) and the rescale of the output accumulator
+ * happen; the score accumulators, rounded to the dtype, are the P operand
+ * of P.V as they stand (the m16n8k16 accumulator and A layouts agree), so
+ * nothing goes through shared memory but Q, K and V, which cp.async
+ * brings in 16-byte pieces: V of a tile while its scores are computed, the
+ * next K while P.V runs. D is the head padded (zeros) to the built size;
+ * K^T tiles ([head][keys], keys contiguous) are read with transposing
+ * ldmatrix, as V is.
+ * closes: 0 nothing but the mask closes keys, 1 the plain causal frontier
+ * only (j > i), 2 eng_attention_open in general. */
+template <typename T, int D, int NW>
+__global__ void __launch_bounds__(NW * 32)
+    flash_f2_kernel(eng_attention_t a, fa_args<T> p, int closes)
+{
+    constexpr int BQ = 16 * NW, LD = D + 8, NT = F2_K / 8, DT = D / 8, THREADS = NW * 32;
+    extern __shared__ __align__(128) unsigned char f2_sm[];
+    unsigned short *qs = (unsigned short *)f2_sm, *ks = qs + BQ * LD;
+    unsigned short *vs = ks + (D * F2_LDT > F2_K * LD ? D * F2_LDT : F2_K * LD);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int b = blockIdx.z, h = blockIdx.y, i0 = blockIdx.x * BQ;
+    const int kvh = h / (int)a.group;
+    const int q_len = (int)a.q_len, head = (int)a.head, v_head = (int)a.v_head;
+    const unsigned short *qb = (const unsigned short *)p.q + b * a.q_stride[0] + h * a.q_stride[1];
+    const unsigned short *kb = (const unsigned short *)p.k + b * a.k_stride[0] +
+                               kvh * a.k_stride[1];
+    const unsigned short *vb = (const unsigned short *)p.v + b * a.v_stride[0] +
+                               kvh * a.v_stride[1];
+    const bool kt = a.k_t;
+    const int n = (int)fa_keys(a, i0, BQ), n_tiles = (n + F2_K - 1) / F2_K;
+
+    /* Q's tile, then K's first. */
+    for (int c = tid; c < BQ * DT; c += THREADS) {
+        int r = c / DT, d = c % DT * 8;
+        bool ok = i0 + r < q_len && d < head;
+        f2_cp16(qs + r * LD + d, ok ? qb + (int64_t)(i0 + r) * a.q_stride[2] + d : qb, ok);
+    }
+    auto load_k = [&](int j0) {
+        if (kt)
+            for (int c = tid; c < D * (F2_K / 8); c += THREADS) {
+                int d = c / (F2_K / 8), j = j0 + c % (F2_K / 8) * 8;
+                bool ok = d < head && j < n; /* n % 8 == 0 (f2_ok, fa_keys): all 8 keys */
+                f2_cp16(ks + d * F2_LDT + (j - j0), ok ? kb + (int64_t)d * a.k_dstride + j : kb,
+                        ok);
+            }
+        else
+            for (int c = tid; c < F2_K * DT; c += THREADS) {
+                int r = c / DT, d = c % DT * 8;
+                bool ok = j0 + r < n && d < head;
+                f2_cp16(ks + r * LD + d, ok ? kb + (int64_t)(j0 + r) * a.k_stride[2] + d : kb,
+                        ok);
+            }
+        f2_cp_commit();
+    };
+    auto load_v = [&](int j0) {
+        for (int c = tid; c < F2_K * DT; c += THREADS) {
+            int r = c / DT, d = c % DT * 8;
+            bool ok = j0 + r < n && d < v_head; /* zeros past n: 0 * inf would be NaN */
+            f2_cp16(vs + r * LD + d, ok ? vb + (int64_t)(j0 + r) * a.v_stride[2] + d : vb, ok);
+        }
+        f2_cp_commit();
+    };
+    load_k(0);
+
+    /* This lane's rows (g and g + 8 of the warp's 16) and their mask rows. */
+    const int row[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
+    const int64_t nonpad = a.has_nonpad ? p.nonpad[b] : 0;
+    const void *mrow[2] = {nullptr, nullptr};
+    bool mpair[2] = {false, false};
+    const bool masked = a.mask != ENG_ATTN_MASK_NONE;
+    const int esz = a.mask == ENG_ATTN_MASK_BOOL ? 1 : 2;
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+        int ic = row[s] < q_len ? row[s] : q_len - 1;
+        if (masked) {
+            mrow[s] = (const unsigned char *)p.mask +
+                      (b * a.mask_stride[0] + h * a.mask_stride[1] + ic * a.mask_stride[2]) * esz;
+            mpair[s] = ((uintptr_t)mrow[s] & (uintptr_t)(2 * esz - 1)) == 0;
+        }
+    }
+    const bool same_mrow = a.mask_stride[2] == 0; /* both rows read one mask row */
+    const bool biased = masked || closes != 0;
+    const float sl2 = (float)a.scale * 1.4426950408889634f; /* scores in log2 units */
+
+    unsigned qf[D / 16][4];
+    float o[D / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++)
+        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
+    bool open[2] = {!biased, !biased};
+
+    for (int tile = 0; tile < n_tiles; tile++) {
+        const int j0 = tile * F2_K;
+        f2_cp_wait_all(); /* K of this tile (and Q) are in; the last V reads are done below */
+        __syncthreads();
+        if (tile == 0)
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++)
+                f2_ldm(qf[kk], qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+        load_v(j0);
+
+        /* S = Q K^T: s[nt] holds rows g, g + 8 and keys j0 + nt*8 + 2*t4 (+1). */
+        float s[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                unsigned bf[4];
+                if (kt)
+                    f2_ldm_t(bf, ks + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * F2_LDT +
+                                     np * 16 + (lane >> 4) * 8);
+                else
+                    f2_ldm(bf, ks + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
+                                   ((lane >> 3) & 1) * 8);
+                f2_mma<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                f2_mma<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+
+        /* x = (scale * s + bias) * log2(e), -inf past the block's keys. */
+        const bool full = j0 + F2_K <= n;
+        if (!biased) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int j = j0 + nt * 8 + 2 * t4 + (e & 1);
+                    s[nt][e] = full || j < n ? s[nt][e] * sl2 : -INFINITY;
+                }
+        } else {
+            /* One loop a kind of closing (cl, constant in each), so that
+             * none decides per key which one runs. */
+            auto bias_tile = [&](auto cl) {
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    int j = j0 + nt * 8 + 2 * t4;
+                    float tm[2][2] = {{0, 0}, {0, 0}};
+                    if (masked) {
+                        f2_mask_terms<T>(a, mrow[0], mpair[0], j, tm[0][0], tm[0][1]);
+                        if (same_mrow)
+                            tm[1][0] = tm[0][0], tm[1][1] = tm[0][1];
+                        else
+                            f2_mask_terms<T>(a, mrow[1], mpair[1], j, tm[1][0], tm[1][1]);
+                    }
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int rs = e >> 1, jj = j + (e & 1);
+                        float bias = tm[rs][e & 1];
+                        bool op = true;
+                        if constexpr (decltype(cl)::value == 1)
+                            op = jj <= row[rs];
+                        else if constexpr (decltype(cl)::value == 2)
+                            op = eng_attention_open(&a, row[rs], jj, nonpad);
+                        if (!op)
+                            bias += -INFINITY;
+                        bool in = jj < n;
+                        open[rs] = open[rs] || (in && bias != -INFINITY);
+                        s[nt][e] =
+                            in ? fmaf(s[nt][e], sl2, bias * 1.4426950408889634f) : -INFINITY;
+                    }
+                }
+            };
+            if (closes == 0)
+                bias_tile(std::integral_constant<int, 0>());
+            else if (closes == 1)
+                bias_tile(std::integral_constant<int, 1>());
+            else
+                bias_tile(std::integral_constant<int, 2>());
+        }
+
+        /* Online softmax over the tile, per row: quads share rows. */
+        float f[2];
+#pragma unroll
+        for (int rs = 0; rs < 2; rs++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                mx = nan_maxf(mx, nan_maxf(s[nt][2 * rs], s[nt][2 * rs + 1]));
+            mx = nan_maxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = nan_maxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float mnew = nan_maxf(m[rs], mx);
+            /* While every score is -inf, subtract 0 (exp2(-inf) = 0) rather
+             * than -inf (NaN). */
+            float mu = mnew == -INFINITY ? 0.0f : mnew, sum = 0;
+            f[rs] = exp2f(m[rs] - mu);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                s[nt][2 * rs] = exp2f(s[nt][2 * rs] - mu);
+                s[nt][2 * rs + 1] = exp2f(s[nt][2 * rs + 1] - mu);
+                sum += s[nt][2 * rs] + s[nt][2 * rs + 1];
+            }
+            l[rs] = l[rs] * f[rs] + sum; /* this lane's part; the quad's summed at the end */
+            m[rs] = mnew;
+        }
+#pragma unroll
+        for (int nt = 0; nt < D / 8; nt++) {
+            o[nt][0] *= f[0], o[nt][1] *= f[0];
+            o[nt][2] *= f[1], o[nt][3] *= f[1];
+        }
+
+        f2_cp_wait_all(); /* V of this tile is in; every warp is past its K reads */
+        __syncthreads();
+        if (tile + 1 < n_tiles)
+            load_k(j0 + F2_K);
+
+        /* O += P V, P the scores as A fragments (keys 16 at a time). */
+#pragma unroll
+        for (int kk = 0; kk < F2_K / 16; kk++) {
+            unsigned pa[4] = {f2_pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                              f2_pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                              f2_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              f2_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < D / 16; dp++) {
+                unsigned bf[4];
+                f2_ldm_t(bf, vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 +
+                                 (lane >> 4) * 8);
+                f2_mma<T>(o[2 * dp], pa, bf[0], bf[1]);
+                f2_mma<T>(o[2 * dp + 1], pa, bf[2], bf[3]);
+            }
+        }
+    }
+
+    /* Y = O / l, the quad's sums added; 0 for a row with no open key. */
+#pragma unroll
+    for (int rs = 0; rs < 2; rs++) {
+        float lr = l[rs];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        int op = open[rs];
+        op |= __shfl_xor_sync(0xffffffffu, op, 1);
+        op |= __shfl_xor_sync(0xffffffffu, op, 2);
+        if (row[rs] >= q_len)
+            continue;
+        const bool zero = !op || m[rs] == -INFINITY;
+        unsigned *yr = (unsigned *)((unsigned short *)p.y +
+                                    eng_attention_row(a.y_stride, b, h, row[rs]));
+#pragma unroll
+        for (int nt = 0; nt < D / 8; nt++) {
+            int d = nt * 8 + 2 * t4;
+            if (d < v_head)
+                yr[d / 2] = zero ? 0u : f2_pack<T>(o[nt][2 * rs] / lr, o[nt][2 * rs + 1] / lr);
+        }
+    }
+}
+
 template <typename T> fa_args<T> fa_args_of(const eng_op_ctx_t *c, const eng_attention_t *a)
 {
     fa_args<T> p = {};
@@ -405,6 +790,70 @@ template <typename T> int mma_launch(eng_op_ctx_t *c, const eng_attention_t *a)
     return 0;
 }
 
+/* Whether flash_f2_kernel takes node a: head sizes multiples of 8 (the
+ * 16-byte pieces), every row stride a multiple of 8 elements and the
+ * tensors 16-byte aligned, K^T's keys a multiple of 8, positions that fit
+ * an int. Else flash_mma_kernel runs. */
+static bool f2_ok(const eng_op_ctx_t *c, const eng_attention_t *a)
+{
+    if (a->head % 8 || a->v_head % 8 || a->q_len > (1 << 30) || a->total_len > (1 << 30))
+        return false;
+    const int64_t *st[] = {a->q_stride, a->v_stride, a->y_stride};
+    for (int t = 0; t < 3; t++)
+        for (int s = 0; s < 3; s++)
+            if (st[t][s] % 8)
+                return false;
+    if (a->k_stride[0] % 8 || a->k_stride[1] % 8 ||
+        (a->k_t ? a->k_stride[2] != 1 || a->k_dstride % 8 : a->k_stride[2] % 8))
+        return false;
+    const void *ptr[] = {c->inputs[ENG_ATTN_Q]->data, c->inputs[ENG_ATTN_K]->data,
+                         c->inputs[ENG_ATTN_V]->data, c->outputs[ENG_ATTN_Y]->data};
+    for (int t = 0; t < 4; t++)
+        if ((uintptr_t)ptr[t] % 16)
+            return false;
+    return true;
+}
+
+template <typename T, int D, int NW>
+int f2_launch_dn(eng_op_ctx_t *c, const eng_attention_t *a, int closes)
+{
+    size_t smem = f2_smem_bytes(D, NW);
+    /* Above 48 KiB a block must opt in; idempotent, so each run may ask. */
+    if (smem > 48 * 1024)
+        ENG_CUDA_TRY(c, cudaFuncSetAttribute(flash_f2_kernel<T, D, NW>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem));
+    dim3 grid((unsigned)((a->q_len + 16 * NW - 1) / (16 * NW)), (unsigned)a->q_heads,
+              (unsigned)a->batch);
+    flash_f2_kernel<T, D, NW><<<grid, NW * 32, smem, eng_cuda_ctx(c)->stream>>>(
+        *a, fa_args_of<T>(c, a), closes);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+/* 64 queries a block (4 warps) when that gives at least two blocks a
+ * multiprocessor, else 16 (1 warp), 4 times the blocks: at batch 1 a
+ * 128-query head is 8 blocks, not 2; and 16 whenever there are at most 16
+ * queries (decoding), which 64 would mostly pad. (16-query blocks each
+ * read every K and V tile, 4 times the L2 traffic of 64-query ones, which
+ * a full GPU pays for and a sparse one does not.) */
+template <typename T> int f2_launch(eng_op_ctx_t *c, const eng_attention_t *a)
+{
+    int64_t d = a->head > a->v_head ? a->head : a->v_head;
+    int sm = eng_cuda_ctx(c)->sm_count > 0 ? eng_cuda_ctx(c)->sm_count : 80;
+    bool wide = a->q_len > 16 && (a->q_len + 63) / 64 * a->q_heads * a->batch >= 2 * sm;
+    int closes = a->has_nonpad || a->left_window >= 0 || a->right_window >= 0 ? 2
+                 : a->causal                                                   ? 1
+                                                                               : 0;
+#define F2_CASE(DP)                                                                     \
+    if (d <= DP)                                                                        \
+        return wide ? f2_launch_dn<T, DP, 4>(c, a, closes) : f2_launch_dn<T, DP, 1>(c, a, closes);
+    F2_HEADS(F2_CASE)
+#undef F2_CASE
+    return eng_op_err(c, FS_EINVAL, "Attention head size %lld is above the flash kernel's %d",
+                      (long long)d, FA_DMAX);
+}
+
 } // namespace
 
 bool eng_cuda_attention_fast_ok(const eng_op_ctx_t *c, const eng_attention_t *a)
@@ -421,9 +870,9 @@ int eng_cuda_attention_fast(eng_op_ctx_t *c, const eng_attention_t *a)
 {
     switch (c->inputs[ENG_ATTN_Q]->dtype) {
     case ENG_DT_FLOAT16:
-        return mma_launch<f16_t>(c, a);
+        return f2_ok(c, a) ? f2_launch<f16_t>(c, a) : mma_launch<f16_t>(c, a);
     case ENG_DT_BFLOAT16:
-        return mma_launch<bf16_t>(c, a);
+        return f2_ok(c, a) ? f2_launch<bf16_t>(c, a) : mma_launch<bf16_t>(c, a);
     default: {
         int64_t d = a->head > a->v_head ? a->head : a->v_head;
         return fma_launch<float>(c, a, (int)((d + 15) / 16));

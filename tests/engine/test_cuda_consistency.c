@@ -2019,6 +2019,34 @@ static const op_case_t attention_cases[] = {
         "bf16[1,1,1,128]"), .rtol = 1e-2, .atol = 1e-2},
     {OC("Attention", 23, "scale=0.125", "bf16[1,2,197,80]", "bf16[1,2,197,80]",
         "bf16[1,2,197,80]", "bf16[1,2,197,197]"), .rtol = 1e-2, .atol = 1e-2},
+    /* The register kernel (flash_f2_kernel) at each built head size (32,
+     * 64, 96 via 80 or 96, 128), V's head apart, 64-query blocks (288
+     * of them: over 2 a multiprocessor) and 16-query ones; causal with fewer
+     * queries than keys, windows and nonpad_kv_seqlen (eng_attention_open
+     * per key), a bool mask with rows all false (zeros), a mask shorter
+     * than the keys, a per-query mask with odd rows (unpaired reads), 3-D
+     * grouped heads; and a head of 12, which the WMMA kernel keeps. */
+    {OC("Attention", 23, "", "f16[16,9,128,64]", "f16[16,9,128,64]", "f16[16,9,128,64]",
+        "f16[16,1,1,128]"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "is_causal=1", "bf16[8,12,150,64]", "bf16[8,12,150,64]",
+        "bf16[8,12,150,64]"), .rtol = 1e-2, .atol = 1e-2},
+    {OC("Attention", 23, "", "f16[1,3,70,32]", "f16[1,3,90,32]", "f16[1,3,90,96]"),
+     .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "is_causal=1", "f16[2,2,40,128]", "f16[2,2,100,128]",
+        "f16[2,2,100,64]"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "", "f16[2,2,3,8]", "f16[2,2,5,8]", "f16[2,2,5,8]",
+        "bool[3,5]{1,0,1,1,0,1,1,1,1,1,0,0,0,0,0}"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "", "f16[1,2,33,96]", "f16[1,2,70,96]", "f16[1,2,70,96]",
+        "f16[33,41]"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 23, "q_num_heads=6 kv_num_heads=2", "f16[2,67,384]", "f16[2,67,128]",
+        "f16[2,67,128]", "bool[2,6,67,67]:r(0,1)"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 24, "is_causal=1", "f16[3,2,30,64]", "f16[3,2,80,64]", "f16[3,2,80,64]",
+        "-", "-", "-", "i64[3]{10,45,80}"), .rtol = 2e-3, .atol = 2e-3},
+    {OC("Attention", 25, "left_window_size=20 right_window_size=5", "bf16[1,2,100,64]",
+        "bf16[1,2,100,64]", "bf16[1,2,100,64]", "bf16[1,1,100,100]"), .rtol = 1e-2,
+     .atol = 1e-2},
+    {OC("Attention", 23, "", "f16[1,2,70,12]", "f16[1,2,70,12]", "f16[1,2,70,12]",
+        "f16[1,1,1,70]"), .rtol = 2e-3, .atol = 2e-3},
     /* RotaryEmbedding: halves and interleaved, partial, 3-D, no ids. */
     {OC("RotaryEmbedding", 23, "", "f32[2,4,3,8]", "=f32[50,4]", "=f32[50,4]",
         "i64[2,3]:r(0,49)")},
@@ -3124,6 +3152,116 @@ Test(cuda_consistency, precision_error_is_bounded)
         else
             cr_log_info("%s: not there, left out", path);
     }
+    rig_close(&r);
+}
+
+/* ---- fused attention (K read transposed) ----------------------------- */
+
+/* The chain BERT's dynamo export leaves once its K chain is K^T itself:
+ * Q [b, 12, 128, 64], Kt [b, 12, 64, 128] (a graph input, so the fused
+ * node reads it through trans_b: attention_impl.h's k_dstride), V [b, 12,
+ * 128, 64] and an additive mask M [b, 1, 1, 128]; S = MatMul(Q, Kt) / 8,
+ * X = M + S, P = Softmax(X), Y = MatMul(P, V). Every intermediate is
+ * declared, as the fusion needs. Caller frees b with mb_free. */
+static uint8_t *fused_attn_model(mb_t *b, size_t *len)
+{
+    static const char *const sym[4] = {"b", NULL, NULL, NULL};
+    const int64_t qd[4] = {-1, 12, 128, 64}, ktd[4] = {-1, 12, 64, 128},
+                  md[4] = {-1, 1, 1, 128}, sd[4] = {-1, 12, 128, 128};
+    mb_init(b, OC_IR_VERSION, 17);
+    mb_input(b, "Q", ENG_DT_FLOAT, 4, qd, sym);
+    mb_input(b, "Kt", ENG_DT_FLOAT, 4, ktd, sym);
+    mb_input(b, "V", ENG_DT_FLOAT, 4, qd, sym);
+    mb_input(b, "M", ENG_DT_FLOAT, 4, md, sym);
+    spec_t d;
+    spec_parse("=f32[]{8.0}", &d);
+    mb_initializer(b, spec_proto(b, "d", &d, 1));
+    mb_node(b, "MatMul", "qk", "Q,Kt", "S0");
+    mb_node(b, "Div", "div", "S0,d", "S");
+    mb_node(b, "Add", "add", "M,S", "X");
+    mb_attr_i(b, mb_node(b, "Softmax", "softmax", "X", "P"), "axis", -1);
+    mb_node(b, "MatMul", "pv", "P,V", "Y");
+    static const char *const inter[] = {"S0", "S", "X", "P"};
+    for (size_t i = 0; i < N_OF(inter); i++)
+        b->infos[b->graph.n_value_info++] = mb_vi(b, inter[i], ENG_DT_FLOAT, 4, sd, sym);
+    mb_output(b, "Y", ENG_DT_FLOAT, 4, qd);
+    return mb_pack(b, len);
+}
+
+/* The fused Attention node with K read transposed at fp16 and bf16
+ * (attention_flash.cu's register kernel, its K^T tiles loaded along the
+ * keys) against the fp32 chain on the CPU, at batch 1 (24 query tiles of
+ * 64: the kernel takes 16-query blocks) and 12 (288: 64-query ones), with
+ * precision_error_is_bounded's bounds; the fused plan must have fewer
+ * steps than the chain's on the device, or the fusion did not happen. */
+Test(cuda_consistency, fused_attention_with_k_transposed_matches_the_cpu)
+{
+    static const struct {
+        const char *name;
+        double bound;
+    } lowp[] = {{"fp16", 5e-3}, {"bf16", 3e-2}};
+    static const int64_t batches[] = {1, 12};
+    rig_t r;
+    rig_open_cuda(&r);
+    mb_t b;
+    size_t len;
+    uint8_t *bytes = fused_attn_model(&b, &len);
+    eng_model_config_t rcfg = rig_config(&r, false);
+    eng_model_t *ref = NULL;
+    cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref), 0, "CPU: %s",
+                 fs_errmsg());
+    for (size_t bi = 0; bi < N_OF(batches); bi++) {
+        const int64_t bn = batches[bi];
+        eng_shape_t shapes[4] = {{4, {bn, 12, 128, 64}}, {4, {bn, 12, 64, 128}},
+                                 {4, {bn, 12, 128, 64}}, {4, {bn, 1, 1, 128}}};
+        eng_tensor_t *owned[4], views[4], *want[1] = {NULL};
+        for (int i = 0; i < 4; i++) {
+            spec_t s = {.dt = ENG_DT_FLOAT, .dist = DIST_RANGE, .lo = -1.0, .hi = 1.0,
+                        .n_vals = -1, .shape = shapes[i]};
+            char what[64];
+            snprintf(what, sizeof what, "fused-attention/%lld/%d", (long long)bn, i);
+            owned[i] = spec_tensor(&s, fnv1a(what));
+            views[i] = *owned[i];
+        }
+        cr_expect_eq(eng_model_run(ref, views, 4, want), 0, "CPU, batch %lld: %s",
+                     (long long)bn, fs_errmsg());
+        for (size_t p = 0; want[0] && p < N_OF(lowp); p++) {
+            eng_model_t *m[2] = {NULL, NULL}; /* chain, fused */
+            eng_plan_info_t info[2] = {{0}, {0}};
+            for (int f = 0; f < 2; f++) {
+                eng_model_config_t cfg = rig_config(&r, true);
+                cr_assert_eq(eng_precision_parse(lowp[p].name, &cfg.precision), 0);
+                cfg.attention = f ? ENG_ATTN_FUSION_FUSED : ENG_ATTN_FUSION_CHAIN;
+                cr_expect_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &m[f]), 0,
+                             "%s, %s: %s", lowp[p].name, f ? "fused" : "chain", fs_errmsg());
+                if (m[f])
+                    cr_expect_eq(eng_model_plan_info(m[f], shapes, 4, &info[f]), 0, "%s",
+                                 fs_errmsg());
+            }
+            cr_expect_lt(info[1].n_steps, info[0].n_steps,
+                         "%s: the fused plan has %zu steps, the chain's %zu: not fused?",
+                         lowp[p].name, info[1].n_steps, info[0].n_steps);
+            eng_tensor_t *got[1] = {NULL};
+            int rc = m[1] ? eng_model_run(m[1], views, 4, got) : -1;
+            cr_expect_eq(rc, 0, "%s, batch %lld: %s", lowp[p].name, (long long)bn, fs_errmsg());
+            if (rc == 0) {
+                double e = rel_l2_error(want[0], got[0]);
+                fprintf(stderr, "fused attention, K^T, batch %lld %s: relative L2 error vs "
+                        "fp32 %.3e\n", (long long)bn, lowp[p].name, e);
+                cr_expect(!isnan(e) && e < lowp[p].bound, "%s, batch %lld: relative L2 error "
+                          "%.3e, bound %.0e", lowp[p].name, (long long)bn, e, lowp[p].bound);
+            }
+            outputs_free(got, 1);
+            eng_model_destroy(m[0]);
+            eng_model_destroy(m[1]);
+        }
+        outputs_free(want, 1);
+        for (int i = 0; i < 4; i++)
+            eng_tensor_free(owned[i]);
+    }
+    eng_model_destroy(ref);
+    mb_free(&b);
+    rig_expect_idle(&r, "fused attention");
     rig_close(&r);
 }
 
