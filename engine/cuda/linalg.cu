@@ -10,7 +10,9 @@
  * float values to float16 or bfloat16; a graph of half values the same):
  * MatMul and Gemm with A and B both in that dtype write Y in it
  * too, through eng_cuda_gemm (cuBLASLt, fp32 accumulation, Y rounded
- * once), by the float path's split and fold; no scratch.
+ * once), by the float path's split and fold; the scratch only stages a
+ * large product whose rows are not 16-byte aligned (below, "A product
+ * whose rows ...").
  *
  * Fused epilogues (graph.h: a MatMul's bias input, either op's activation,
  * fused at load by engine/fuse_epilogue.c) go to eng_cuda_gemm with each
@@ -184,6 +186,78 @@ static int matmul_double(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     });
 }
 
+/* ---- A product whose rows are not 16-byte aligned ---------------------
+ * cuBLASLt picks its kernels by the alignment of every row of D: an N of
+ * 50257 (GPT-2's vocabulary) in half leaves odd rows 2-byte aligned, and
+ * the only kernels left are align1 ones, ten times slower (8.1 ms for
+ * GPT-2's LM head at batch 64 x 128 on an H200, against 0.8 ms aligned).
+ * Such a product, when large, goes through the scratch instead: chunks of
+ * rows land there with N padded to 16 bytes, and one 2-D copy moves each
+ * into Y -- one extra pass over Y, against a GEMM ten times as long. */
+
+/* The most scratch the staged rows take (at least one row). */
+#define MATMUL_STAGE_BYTES ((size_t)64 << 20)
+/* Products under this many elements of Y are left as they are. */
+#define MATMUL_STAGE_MIN_ELEMS ((int64_t)1 << 20)
+
+/* The padded N of MatMul c's product when it is staged (folded into one
+ * GEMM, float or half, N * es not a multiple of 16, Y large, no residual),
+ * else 0; *rows the rows a chunk holds. */
+static int64_t matmul_stage_n(const eng_op_ctx_t *c, const eng_matmul_dims_t &d, int64_t *rows)
+{
+    const eng_dtype_t dt = c->inputs[0]->dtype;
+    if (dt == ENG_DT_DOUBLE || c->node->residual)
+        return 0;
+    const int64_t es = (int64_t)eng_dtype_size(dt), unit = 16 / es;
+    if (d.n % unit == 0 || d.k == 0)
+        return 0;
+    matmul_run_split_t r = matmul_split(&d);
+    int64_t batches = 1;
+    for (int i = 0; i < d.batch_rank; i++)
+        batches *= d.batch[i];
+    const bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
+    if (!fold || batches * d.m * d.n < MATMUL_STAGE_MIN_ELEMS)
+        return 0;
+    const int64_t np = (d.n + unit - 1) / unit * unit, all = r.run * d.m;
+    const int64_t fit = (int64_t)(MATMUL_STAGE_BYTES / (size_t)(np * es));
+    *rows = fit < 1 ? 1 : fit > all ? all : fit;
+    return np;
+}
+
+static size_t matmul_scratch_bytes(const eng_op_ctx_t *c)
+{
+    eng_matmul_dims_t d;
+    int64_t rows = 0;
+    if (eng_matmul_dims(c, &d))
+        return 0;
+    const int64_t np = matmul_stage_n(c, d, &rows);
+    return np ? (size_t)(rows * np) * eng_dtype_size(c->inputs[0]->dtype) : 0;
+}
+
+/* Product g (one folded GEMM) through the scratch, chunk rows at a time
+ * with ldc np, each chunk copied into g's C. Errors as eng_cuda_gemm's, or
+ * a scratch or copy error. */
+static int matmul_staged(eng_op_ctx_t *c, const eng_cuda_gemm_t &g, int64_t np, int64_t chunk)
+{
+    const size_t es = eng_dtype_size(g.dtype);
+    if (c->scratch_bytes < (size_t)(chunk * np) * es)
+        return eng_op_scratch_err(c, (size_t)(chunk * np) * es);
+    for (int64_t r0 = 0; r0 < g.m; r0 += chunk) {
+        eng_cuda_gemm_t s = g;
+        s.m = g.m - r0 < chunk ? g.m - r0 : chunk;
+        s.a = (const char *)g.a + (size_t)(r0 * g.lda) * es;
+        s.c = c->scratch, s.ldc = np;
+        int rc = eng_cuda_gemm(c, &s);
+        if (rc)
+            return rc;
+        ENG_CUDA_TRY(c, cudaMemcpy2DAsync((char *)g.c + (size_t)(r0 * g.ldc) * es,
+                                          (size_t)g.ldc * es, c->scratch, (size_t)np * es,
+                                          (size_t)g.n * es, (size_t)s.m,
+                                          cudaMemcpyDeviceToDevice, eng_cuda_ctx(c)->stream));
+    }
+    return 0;
+}
+
 /* MatMul of shape d with A, B and Y all float32, or all half or bfloat16,
  * through eng_cuda_gemm with the node's fused epilogue (graph.h: the bias
  * of input 2, the residual of input 3 as C with beta 1, the activation),
@@ -198,6 +272,8 @@ static int matmul_gemm(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
     const eng_tensor_t *bias = c->node->bias ? eng_ctx_in(c, 2) : NULL;
     const eng_tensor_t *res = bias && c->node->residual ? eng_ctx_in(c, 3) : NULL;
     matmul_run_split_t r = matmul_split(&d);
+    int64_t chunk = 0;
+    const int64_t np = matmul_stage_n(c, d, &chunk);
     return matmul_each(c, d, (size_t)es, r, [&](int64_t a_off, int64_t b_off, int64_t y_off,
                                                 bool fold) {
         eng_cuda_gemm_t g = {};
@@ -220,7 +296,7 @@ static int matmul_gemm(eng_op_ctx_t *c, const eng_matmul_dims_t &d)
             g.m = d.m, g.batch = r.run;
             g.stride_a = r.sa, g.stride_b = r.sb, g.stride_c = d.m * d.n;
         }
-        return eng_cuda_gemm(c, &g);
+        return np && fold ? matmul_staged(c, g, np, chunk) : eng_cuda_gemm(c, &g);
     });
 }
 
@@ -732,7 +808,7 @@ int det_run(eng_op_ctx_t *c)
 
 } /* namespace */
 
-const eng_kernel_t eng_cuda_MatMul = {.run = matmul_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_MatMul = {.run = matmul_run, .scratch_bytes = matmul_scratch_bytes};
 const eng_kernel_t eng_cuda_Gemm = {.run = gemm_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_Einsum = {.run = einsum_run, .scratch_bytes = einsum_scratch_bytes};
 const eng_kernel_t eng_cuda_Det = {.run = det_run, .scratch_bytes = det_scratch_bytes};

@@ -3556,6 +3556,102 @@ Test(cuda_consistency, fused_gemm_epilogues_match_the_cpu)
     rig_close(&r);
 }
 
+/* X [1, 33000, 8] -> MatMul with W [8, 1031] (or Transpose of W [1031, 8],
+ * read transposed) -> Add of a [1031] bias: Y's rows of 1031 elements are
+ * not 16-byte aligned, so the GPU stages the product through the scratch in
+ * chunks of rows with N padded (engine/cuda/linalg.cu): three chunks at
+ * fp32, two at fp16/bf16, the last one short. */
+#define ST_ROWS 33000
+#define ST_K 8
+#define ST_N 1031
+
+static uint8_t *staged_model(mb_t *b, bool trans_w, size_t *len)
+{
+    mb_init(b, OC_IR_VERSION, 20);
+    const int64_t xd[3] = {1, ST_ROWS, ST_K}, yd[3] = {1, ST_ROWS, ST_N}, bd[1] = {ST_N};
+    const int64_t wd[2] = {trans_w ? ST_N : ST_K, trans_w ? ST_K : ST_N};
+    mb_input(b, "x", FLOW_F, 3, xd, NULL);
+    float *w = mb_alloc(b, ST_K * ST_N * sizeof *w), *bias = mb_alloc(b, ST_N * sizeof *bias);
+    for (int i = 0; i < ST_K * ST_N; i++)
+        w[i] = (float)(0.3 * sin(0.53 * i + 0.2));
+    for (int i = 0; i < ST_N; i++)
+        bias[i] = 0.01f * (float)(i % 37) - 0.2f;
+    Onnx__TensorProto *t = mb_tensor(b, "w", FLOW_F, 2, wd);
+    mb_floats(b, t, w, ST_K * ST_N);
+    mb_initializer(b, t);
+    t = mb_tensor(b, "bias", FLOW_F, 1, bd);
+    mb_floats(b, t, bias, ST_N);
+    mb_initializer(b, t);
+    if (trans_w) {
+        mb_node(b, "Transpose", "t", "w", "wt");
+        mb_node(b, "MatMul", "mm", "x,wt", "p");
+    } else {
+        mb_node(b, "MatMul", "mm", "x,w", "p");
+    }
+    mb_node(b, "Add", "add", "p,bias", "y");
+    mb_output(b, "y", FLOW_F, 3, yd);
+    return mb_pack(b, len);
+}
+
+Test(cuda_consistency, matmul_with_unaligned_rows_matches_the_cpu)
+{
+    static const struct {
+        const char *name;
+        double bound;
+    } prec[] = {{"fp32", 0}, {"fp16", 3e-3}, {"bf16", 2e-2}};
+    rig_t r;
+    rig_open(&r, 1);
+    if (!r.dut.cuda) {
+        rig_close(&r);
+        cr_skip_test("the staging is the GPU's");
+    }
+    for (int tw = 0; tw < 2; tw++) {
+        const char *desc = tw ? "staged MatMul, W transposed" : "staged MatMul";
+        mb_t b;
+        size_t len;
+        uint8_t *bytes = staged_model(&b, tw, &len);
+        spec_t sp;
+        spec_parse("f32[1,33000,8]", &sp);
+        eng_tensor_t *x = spec_tensor(&sp, fnv1a(desc));
+        eng_model_t *ref = NULL;
+        eng_model_config_t rcfg = rig_config(&r, false);
+        cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref), 0, "%s: %s", desc,
+                     fs_errmsg());
+        eng_tensor_t *want[1] = {NULL};
+        cr_assert_eq(eng_model_run(ref, x, 1, want), 0, "%s: %s", desc, fs_errmsg());
+        for (size_t p = 0; p < N_OF(prec); p++) {
+            eng_model_config_t dcfg = rig_config(&r, true);
+            cr_assert_eq(eng_precision_parse(prec[p].name, &dcfg.precision), 0);
+            eng_model_t *dev = NULL;
+            int rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
+            cr_expect_eq(rc, 0, "%s at %s: %s", desc, prec[p].name, fs_errmsg());
+            eng_tensor_t *got[1] = {NULL};
+            for (int run = 0; run < 2 && rc == 0; run++) {
+                rc = eng_model_run(dev, x, 1, got);
+                cr_expect_eq(rc, 0, "%s at %s: %s", desc, prec[p].name, fs_errmsg());
+                if (rc == 0 && p == 0) {
+                    tol_t tol = {.rtol = OC_RTOL, .atol = 1e-4};
+                    expect_tensor_match(desc, want[0], got[0], &tol);
+                } else if (rc == 0) {
+                    double err = rel_l2_error(want[0], got[0]);
+                    fprintf(stderr, "staged: %s at %s: relative L2 error vs the CPU %.3e\n",
+                            desc, prec[p].name, err);
+                    cr_expect(err < prec[p].bound, "%s at %s: relative L2 error %.3e, bound %.0e",
+                              desc, prec[p].name, err, prec[p].bound);
+                }
+                outputs_free(got, 1);
+            }
+            eng_model_destroy(dev);
+        }
+        outputs_free(want, 1);
+        eng_tensor_free(x);
+        eng_model_destroy(ref);
+        mb_free(&b);
+        rig_expect_idle(&r, desc);
+    }
+    rig_close(&r);
+}
+
 /* Two models on one device share one workspace block (engine/workspace.h):
  * loading the second adds its weights only, and the block goes with the
  * last of them. */
