@@ -11,8 +11,9 @@
  * the broadcast leaves the product's shape); then, optionally, a Relu or a
  * Gelu (either approximation: eng_fuse_gelu has already turned exported
  * GELU chains into Gelu nodes). At least one of the two follows. Each
- * intermediate must be read by the next node alone (a done node still
- * counting as a reader) and be no graph output; a Gemm takes the bias only
+ * intermediate must be read by the next node alone (among the nodes not
+ * done: a fused GELU chain's dead nodes still read its x) and be no graph
+ * output; a Gemm takes the bias only
  * when it has no C of its own. Either order of the Add's operands.
  *
  * The rewrite. A MatMul gets the bias as a third input with the node's
@@ -32,6 +33,12 @@
  * unfused graph's bits (a half graph aside: it rounds once instead of
  * after each node). The planner sees one node fewer per fused op, so the
  * intermediates take no memory.
+ *
+ * Through a Reshape. A Reshape of the (biased) product read by nothing but
+ * a Relu or Gelu (GPT-2's dynamo export: Gemm, Reshape to [B, S, 3072],
+ * then the tanh GELU) takes the activation too: act(Reshape(P)) is
+ * Reshape(act(P)), so the GEMM applies it and the Reshape writes the
+ * activation's output value.
  *
  * The residual. After a MatMul's fused bias and no activation, an Add of
  * the biased product and a value R becomes the MatMul's input 3 (graph.h
@@ -54,13 +61,6 @@
 #include "engine/op.h"
 #include "engine/plan.h"
 
-/* Whether node i is a live default-domain `op`. */
-static bool live_op(const eng_graph_t *g, const bool *done, int i, const char *op)
-{
-    const eng_node_t *n = &g->nodes[i];
-    return !done[i] && strcmp(n->op_type, op) == 0 && n->domain[0] == '\0';
-}
-
 
 /* Whether dt is a dtype a fused GEMM epilogue computes in. */
 static bool epilogue_dtype(eng_dtype_t dt)
@@ -75,6 +75,7 @@ typedef struct epilogue_match {
     int act_node;             /* the Relu / Gelu node; -1: none */
     eng_act_t act;
     int res_add, res;         /* the residual Add and its other operand; -1: none */
+    int reshape;              /* a Reshape between the product and act_node; -1: none */
     int out;                  /* the value the fused node writes */
 } epilogue_match_t;
 
@@ -130,9 +131,9 @@ static eng_act_t act_of(const eng_graph_t *g, const bool *done, int i)
     const eng_node_t *n = &g->nodes[i];
     if (n->n_inputs != 1 || n->n_outputs != 1 || n->outputs[0] < 0)
         return ENG_ACT_NONE;
-    if (live_op(g, done, i, "Relu"))
+    if (eng_graph_live_op(g, done, i, "Relu"))
         return ENG_ACT_RELU;
-    if (!live_op(g, done, i, "Gelu"))
+    if (!eng_graph_live_op(g, done, i, "Gelu"))
         return ENG_ACT_NONE;
     const char *approx = eng_attr_s(n, "approximate", "none");
     return strcmp(approx, "none") == 0   ? ENG_ACT_GELU
@@ -164,7 +165,7 @@ static bool shaped_as_product(const eng_graph_t *g, int i, int v, int64_t cols)
 static void residual_find(const eng_graph_t *g, const bool *done, epilogue_match_t *m, int add,
                           int64_t cols)
 {
-    if (add < 0 || !live_op(g, done, add, "Add"))
+    if (add < 0 || !eng_graph_live_op(g, done, add, "Add"))
         return;
     const eng_node_t *n = &g->nodes[add];
     if (n->n_inputs != 2 || n->n_outputs != 1 || n->outputs[0] < 0)
@@ -190,8 +191,8 @@ static void residual_find(const eng_graph_t *g, const bool *done, epilogue_match
 static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogue_match_t *m)
 {
     const eng_node_t *n = &g->nodes[i];
-    bool mm = live_op(g, done, i, "MatMul");
-    if ((!mm && !live_op(g, done, i, "Gemm")) || n->bias || n->act != ENG_ACT_NONE ||
+    bool mm = eng_graph_live_op(g, done, i, "MatMul");
+    if ((!mm && !eng_graph_live_op(g, done, i, "Gemm")) || n->bias || n->act != ENG_ACT_NONE ||
         n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 2 || n->inputs[0] < 0 ||
         n->inputs[1] < 0)
         return false;
@@ -201,11 +202,11 @@ static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogu
         return false;
     bool has_c = !mm && n->n_inputs > 2 && n->inputs[2] >= 0;
     *m = (epilogue_match_t){.gemm = i, .add = -1, .bias = -1, .act_node = -1,
-                            .res_add = -1, .res = -1, .out = n->outputs[0]};
+                            .res_add = -1, .res = -1, .reshape = -1, .out = n->outputs[0]};
     int rank = 0;
     int64_t cols = gemm_n(g, i, &rank);
-    int next = eng_graph_sole_reader(g, m->out);
-    if (!has_c && cols >= 0 && next >= 0 && live_op(g, done, next, "Add")) {
+    int next = eng_graph_sole_live_reader(g, done, m->out);
+    if (!has_c && cols >= 0 && next >= 0 && eng_graph_live_op(g, done, next, "Add")) {
         const eng_node_t *add = &g->nodes[next];
         /* The operands' dtype where the load knows it (a Gemm's B may be
          * a graph input); a Gemm's infer checks C against it later. */
@@ -221,10 +222,19 @@ static bool epilogue_find(const eng_graph_t *g, const bool *done, int i, epilogu
                 m->out = add->outputs[0];
             }
     }
-    int a = m->add >= 0 ? eng_graph_sole_reader(g, m->out) : next;
+    int a = m->add >= 0 ? eng_graph_sole_live_reader(g, done, m->out) : next;
     if ((m->act = act_of(g, done, a)) != ENG_ACT_NONE) {
         m->act_node = a;
         m->out = g->nodes[a].outputs[0];
+    } else if (eng_graph_live_op(g, done, a, "Reshape") && g->nodes[a].inputs[0] == m->out &&
+               g->nodes[a].n_outputs == 1 && g->nodes[a].outputs[0] >= 0) {
+        /* act(Reshape(P)) is Reshape(act(P)): the activation moves into
+         * the GEMM and the Reshape writes its output. */
+        int r = eng_graph_sole_live_reader(g, done, g->nodes[a].outputs[0]);
+        if ((m->act = act_of(g, done, r)) != ENG_ACT_NONE) {
+            m->reshape = a;
+            m->act_node = r;
+        }
     } else if (mm && m->add >= 0) {
         residual_find(g, done, m, a, cols);
     }
@@ -258,6 +268,7 @@ static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
     eng_node_t *n = &g->nodes[m->gemm];
     bool mm = strcmp(n->op_type, "MatMul") == 0;
     int *ins = NULL, *outs = onnx_pool_alloc(g->pool, sizeof *outs);
+    int *r_outs = m->reshape >= 0 ? onnx_pool_alloc(g->pool, sizeof *r_outs) : NULL;
     const eng_attr_t *attrs = n->attrs;
     int n_attrs = n->n_attrs;
     if (m->bias >= 0) {
@@ -265,7 +276,7 @@ static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
         if (!mm && ins)
             attrs = beta_one(g, n, &n_attrs);
     }
-    if (!outs || (m->bias >= 0 && (!ins || !attrs)))
+    if (!outs || (m->reshape >= 0 && !r_outs) || (m->bias >= 0 && (!ins || !attrs)))
         return fs_err(FS_ENOMEM, "out of memory fusing the epilogue of %s '%s'", n->op_type,
                       n->name);
     if (m->bias >= 0) {
@@ -294,6 +305,13 @@ static int epilogue_apply(eng_graph_t *g, bool *done, const epilogue_match_t *m)
         n->act = m->act;
         done[m->act_node] = true;
         g->values[g->nodes[m->act_node].outputs[0]].producer = -1;
+    }
+    if (m->reshape >= 0) {
+        eng_node_t *rs = &g->nodes[m->reshape];
+        g->values[rs->outputs[0]].producer = -1;
+        r_outs[0] = g->nodes[m->act_node].outputs[0];
+        rs->outputs = r_outs;
+        g->values[r_outs[0]].producer = m->reshape;
     }
     g->values[n->outputs[0]].producer = -1;
     outs[0] = m->out;

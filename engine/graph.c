@@ -113,6 +113,25 @@ int eng_graph_sole_reader(const eng_graph_t *g, int v)
     return -1;
 }
 
+int eng_graph_sole_live_reader(const eng_graph_t *g, const bool *done, int v)
+{
+    if (v < 0 || g->values[v].kind != ENG_VALUE_NODE || g->values[v].is_output)
+        return -1;
+    int reader = -1;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (done[i])
+            continue;
+        for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+            if (g->nodes[i].inputs[k] != v)
+                continue;
+            if (reader >= 0)
+                return -1;
+            reader = (int)i;
+        }
+    }
+    return reader;
+}
+
 bool eng_dim_same(const eng_dim_t *a, const eng_dim_t *b)
 {
     if (a->value >= 0 || b->value >= 0)

@@ -242,6 +242,10 @@ void eng_graph_destroy(eng_graph_t *g);
  * rewrite may absorb: a node output, no graph output, read by exactly one
  * node input; else -1. For the fusion passes (engine/fuse*.c). */
 int eng_graph_sole_reader(const eng_graph_t *g, int v);
+/* The same counting only nodes not done: the one live node input reading
+ * v, done nodes' inputs (a fused chain's dead nodes, which keep counting in
+ * n_consumers) aside; else -1. */
+int eng_graph_sole_live_reader(const eng_graph_t *g, const bool *done, int v);
 /* Whether node i (may be -1: false) is a live (not done) default-domain
  * `op` node with one output: the node a load-time rewrite may take into a
  * chain. */

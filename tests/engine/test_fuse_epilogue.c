@@ -41,6 +41,11 @@ typedef struct ep_case {
      * EN] (2: broadcast, nothing to take) or with no shape (3). */
     int residual;
     bool residual_first;      /* Add(R, Q) */
+    /* A Reshape of the (biased) product before the activation, to Y's
+     * other rank ([EB * ES, EN] after a MatMul, [EB, ES, EN] after a
+     * Gemm); with reshape_reader the reshaped value has a second reader
+     * (output R2), which keeps the activation out. */
+    bool reshape, reshape_reader;
 } ep_case_t;
 
 static float w_at(int64_t i)
@@ -124,6 +129,22 @@ static void ep_build(mb_t *b, const ep_case_t *c)
         mb_node(b, "Add", "add", c->bias_first ? "bias,P" : "P,bias", "Q");
         last = "Q";
     }
+    if (c->reshape) {
+        const int64_t sd[1] = {c->gemm ? 3 : 2};
+        const int64_t to[3] = {c->gemm ? EB : EB * ES, c->gemm ? ES : EN, EN};
+        Onnx__TensorProto *t = mb_tensor(b, "shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, sd);
+        mb_int64s(b, t, to, (size_t)sd[0]);
+        mb_initializer(b, t);
+        char ins[16];
+        snprintf(ins, sizeof ins, "%s,shape", last);
+        mb_node(b, "Reshape", "reshape", ins, "S");
+        rank = c->gemm ? 3 : 2;
+        last = "S";
+        if (c->reshape_reader) {
+            mb_node(b, "Neg", "neg", "S", "R2");
+            mb_output(b, "R2", F, rank, c->gemm ? yd : yg);
+        }
+    }
     if (c->act) {
         bool gelu = strncmp(c->act, "Gelu", 4) == 0;
         Onnx__NodeProto *a = mb_node(b, gelu ? "Gelu" : c->act, "act", last, c->residual ? "A" : "Y");
@@ -140,7 +161,7 @@ static void ep_build(mb_t *b, const ep_case_t *c)
         snprintf(ins, sizeof ins, c->residual_first ? "R,%s" : "%s,R", last);
         mb_node(b, "Add", "res", ins, "Y");
     }
-    mb_output(b, "Y", F, rank, c->gemm ? yg : yd);
+    mb_output(b, "Y", F, rank, (rank == 2) ? yg : yd);
     if (c->extra_reader) {
         mb_node(b, "Relu", "relu", "P", "R");
         mb_output(b, "R", F, rank, c->gemm ? yg : yd);
@@ -197,6 +218,7 @@ static ep_result_t ep_fuse(const ep_case_t *c, eng_dtype_t low)
         cr_expect_eq(g->values[out].producer, (int)i);
         cr_expect(strcmp(g->values[out].name, "Y") == 0 || strcmp(g->values[out].name, "Q") == 0 ||
                       strcmp(g->values[out].name, "A") == 0 ||
+                      (c->reshape && strcmp(g->values[out].name, "P") == 0) ||
                       (low != ENG_DT_UNDEFINED && strncmp(g->values[out].name, "Y", 1) == 0),
                   "the fused node writes '%s'", g->values[out].name);
         if (took) {
@@ -334,6 +356,25 @@ Test(fuse_epilogue, gemm_with_its_own_c_takes_only_the_activation)
     /* A second Add after a Gemm with C: neither the Add nor what follows. */
     r = ep_fuse(&(ep_case_t){.act = "Relu", .gemm = true, .gemm_c = true}, ENG_DT_UNDEFINED);
     cr_expect_eq(r.fused, 0);
+}
+
+/* GPT-2's dynamo export: Gemm (its bias as C), a Reshape to [B, S, 3072],
+ * the tanh GELU. The activation moves into the GEMM and the Reshape writes
+ * Y; the same with a MatMul's bias Add before the Reshape. */
+Test(fuse_epilogue, an_activation_after_a_reshape_of_the_product_fuses)
+{
+    ep_result_t r = ep_fuse(&(ep_case_t){.act = "GeluTanh", .gemm = true, .gemm_c = true,
+                                         .no_bias = true, .reshape = true},
+                            ENG_DT_UNDEFINED);
+    cr_expect_eq(r.fused, 1);
+    cr_expect_eq(r.act, ENG_ACT_GELU_TANH);
+    ep_expect(&(ep_case_t){.act = "Relu", .reshape = true}, 1, true, ENG_ACT_RELU);
+    ep_expect(&(ep_case_t){.act = "Gelu", .no_bias = true, .reshape = true}, 1, false,
+              ENG_ACT_GELU);
+    /* A reshaped value with another reader keeps its activation apart. */
+    r = ep_fuse(&(ep_case_t){.act = "Relu", .reshape = true, .reshape_reader = true},
+                            ENG_DT_UNDEFINED);
+    cr_expect_eq(r.act, ENG_ACT_NONE);
 }
 
 Test(fuse_epilogue, a_bias_that_is_not_one_row_is_left_alone)
