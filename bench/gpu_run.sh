@@ -46,6 +46,9 @@
 #   server  the server suites on the GPU (device auto: cuda:0), then the
 #           server itself on cuda:0 answering curl
 #   http    bench/http_bench.sh on cuda:0 and on the CPU (wrk from .deps)
+#   gpus    (named only) issue 16: the BERT-base encoder served on cuda:0,
+#           then on cuda:0,1, throughput under the same closed loop and each
+#           device's bytes from /metrics (needs two GPUs)
 #   bert    issue 6's comparison: a BERT-base-sized encoder exported by
 #           loadtest/torch_baseline.py, served by flatserve on cuda:0 under
 #           the mixed trace (batch 1..64, seq 16..512, --trace-seed 1), then
@@ -363,6 +366,54 @@ if has http; then
             tail -7 "$f"
         done
     done
+fi
+
+if named gpus; then
+    # Issue 16: one GPU-bound model on one GPU, then on two (an instance on
+    # each, requests spread by the batcher): the BERT-base encoder at fp32,
+    # batch 8 x seq 128 per request (3 MiB in, 3 MiB out, binary), a closed
+    # loop of GPUS_CONC (default 16) clients for GPUS_SECONDS (default 20)
+    # each, then each device's bytes from /metrics.
+    echo "=== issue 16: throughput on one GPU and on two"
+    bert_export
+    printf '{"server": {"max_body": "64MiB"}}\n' > .gpu/gpus.json
+    for devs in cuda:0 cuda:0,1; do
+        log="$OUT/gpus_$devs.log"
+        build/cuda/bin/flatserve --config .gpu/gpus.json --host 127.0.0.1 --port 0 --device "$devs" \
+            --repository .gpu/bert-repo --model encoder_bert > "$log" 2>&1 &
+        spid=$!
+        port=""
+        for _ in $(seq 1 300); do
+            port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
+            [ -n "$port" ] && break
+            sleep 0.1
+        done
+        common="--url http://127.0.0.1:$port --model encoder_bert --batch 8 --dim embeddings:1:128 --encoding binary"
+        build/cuda/bin/loadgen $common --concurrency "${GPUS_CONC:-16}" --duration 3s > /dev/null 2>&1
+        build/cuda/bin/loadgen $common --concurrency "${GPUS_CONC:-16}" --duration "${GPUS_SECONDS:-20}s" \
+            --summary "$OUT/gpus_$devs.json" > "$OUT/gpus_$devs.txt" 2>&1 || echo "loadgen ($devs): exit $?"
+        echo "--- $devs: $(grep -E '^throughput' "$OUT/gpus_$devs.txt")"
+        grep -E '^(latency|requests)' "$OUT/gpus_$devs.txt"
+        curl -s "http://127.0.0.1:$port/metrics" |
+            grep -E '^(flatserve_memory_allocated_bytes\{.*kind="device".*pool="all"|flatserve_model_memory_bytes|nv_gpu_memory_used_bytes)' | head -12
+        curl -s "http://127.0.0.1:$port/v2/models/encoder_bert/config" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("config:", d["parameters"]["device"], d["instance_group"])'
+        kill -TERM "$spid"
+        rc=0; wait "$spid" || rc=$?
+        echo "flatserve ($devs) exit: $rc"
+        grep -E "loaded on|ERROR" "$log" | head -4
+    done
+    python3 - "$OUT/gpus_cuda:0.json" "$OUT/gpus_cuda:0,1.json" <<'PY' || true
+import json, sys
+one, two = (json.load(open(f)) for f in sys.argv[1:3])
+def tp(d):
+    for k in ("throughput_per_s",):
+        for v in d.values() if isinstance(d, dict) else []:
+            if isinstance(v, dict) and k in v:
+                return v[k]
+    return d.get("throughput_per_s")
+a, b = tp(one), tp(two)
+print("scaling: %.1f -> %.1f answers/s = %.2fx" % (a, b, b / a))
+PY
 fi
 
 if has bert; then

@@ -35,17 +35,29 @@ extern "C" {
 #define CFG_MAX_PREFERRED 16 /* preferred batch sizes of a config.pbtxt */
 #define CFG_MAX_VERSIONS 16  /* versions of a model serving at once */
 
-/* A device as the config holds it: parsed once, by the engine's parser, when
- * read. The server's may be "auto" (chosen at start); a model's may be
- * unset (the server's). */
+#define CFG_MAX_DEVICES 8     /* GPUs one server (or one model) spreads over */
+
+/* The devices as the config holds them: parsed once, each by the engine's
+ * parser, when read. "cpu", "cuda", "cuda:N", or a list of GPUs
+ * ("cuda:0,1" or "cuda:0,cuda:1", each once). The server's may also be
+ * "auto" (chosen at start) or "cuda:all" (every GPU found at start); a
+ * model's may be unset (the server's devices, all of them). */
 typedef struct cfg_device {
-    bool set;                     /* false: a model's device is the server's */
+    bool set;                     /* false: a model's devices are the server's */
     bool is_auto;                 /* the server's: "auto" */
-    eng_device_t dev;             /* when set and not auto */
+    bool all_gpus;                /* the server's: "cuda:all" */
+    eng_device_t dev;             /* when set and neither: the first device */
+    uint32_t n_more;              /* the GPUs listed after it, more[0..n_more) */
+    eng_device_t more[CFG_MAX_DEVICES - 1];
 } cfg_device_t;
 
-/* "auto", "" (unset) or the device's name ("cpu", "cuda:N") into buf; returns
- * buf. Cannot fail. */
+/* Parses `s` as above into *out (zeroed first; set true); `server`: "auto"
+ * and "cuda:all" allowed. 0, or FS_EINVAL with a message saying what was
+ * wrong (no key named: the caller adds it). */
+int cfg_device_parse(const char *s, bool server, cfg_device_t *out);
+
+/* "auto", "cuda:all", "" (unset) or the devices ("cpu", "cuda:N",
+ * "cuda:0,1") into buf; returns buf. Cannot fail. */
 const char *cfg_device_text(const cfg_device_t *d, char *buf, size_t len);
 
 /* Dynamic batching of one model (defaults in the server file's "batching",
@@ -102,7 +114,8 @@ typedef struct cfg {
          * loaded and is ready once start-up is done. */
         bool exit_on_error;
     } server;
-    cfg_device_t device;                  /* "auto" (default: cuda:0 if a GPU answers, else cpu), "cpu", "cuda", "cuda:N" */
+    cfg_device_t device;                  /* "auto" (default: cuda:0 if a GPU answers, else cpu), "cpu",
+                                           * "cuda", "cuda:N", "cuda:all", "cuda:0,1" */
     char repository[CFG_PATH_MAX];        /* Default "models" */
     /* Models loaded at start: with models_all (the default, or "models": "*")
      * every model directory of the repository; otherwise the listed names

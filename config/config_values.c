@@ -444,35 +444,85 @@ int cfg_set_log_level(const cfg_key_t *key, const cfg_src_t *src, void *root)
     return 0;
 }
 
-/* The server's device (key->min 1: "auto" allowed) or a model's. */
+int cfg_device_parse(const char *s, bool server, cfg_device_t *out)
+{
+    memset(out, 0, sizeof *out); /* compared byte for byte (cfg_value_differs) */
+    out->set = true;
+    if (server && strcmp(s, "auto") == 0) {
+        out->is_auto = true;
+        return 0;
+    }
+    if (server && strcmp(s, "cuda:all") == 0) {
+        out->all_gpus = true;
+        return 0;
+    }
+    /* A list: each item a device the engine's own parser takes, or after a
+     * GPU a bare index ("cuda:0,1"). */
+    size_t n = 0;
+    for (const char *at = s;; n++) {
+        const char *end = strchr(at, ',');
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        char item[32];
+        if (len == 0 || len >= sizeof item)
+            return fs_err(FS_EINVAL, "device list item %zu is %s", n + 1,
+                          len ? "too long" : "empty");
+        memcpy(item, at, len);
+        item[len] = '\0';
+        eng_device_t d;
+        char full[40];
+        snprintf(full, sizeof full, "cuda:%s", item);
+        bool bare = n > 0 && item[0] >= '0' && item[0] <= '9';
+        if (eng_device_parse(bare ? full : item, &d) != 0)
+            return fs_err(FS_EINVAL, "'%s' is not a device", item);
+        if (n >= CFG_MAX_DEVICES)
+            return fs_err(FS_EINVAL, "more than %d devices listed", CFG_MAX_DEVICES);
+        if (n > 0 && (d.kind != ENG_DEVICE_CUDA || out->dev.kind != ENG_DEVICE_CUDA))
+            return fs_err(FS_EINVAL, "only GPUs make a list (the CPU stands alone)");
+        for (size_t j = 0; j < n; j++)
+            if (eng_device_equal(j ? &out->more[j - 1] : &out->dev, &d))
+                return fs_err(FS_EINVAL, "cuda:%d is listed twice", d.index);
+        if (n == 0)
+            out->dev = d;
+        else
+            out->more[out->n_more++] = d;
+        if (!end)
+            return 0;
+        at = end + 1;
+    }
+}
+
+/* The server's devices (key->min 1: "auto" and "cuda:all" allowed) or a
+ * model's. */
 int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root)
 {
-    char got[96];
-    bool auto_ok = key->min == 1;
+    char got[96], why[FS_ERRMSG_MAX / 2] = "";
+    bool server = key->min == 1;
     cfg_device_t d;
-    memset(&d, 0, sizeof d); /* compared byte for byte (cfg_value_differs) */
-    d.set = true;
-    d.is_auto = auto_ok && cJSON_IsString(src->json) && strcmp(src->json->valuestring, "auto") == 0;
-    /* The engine's own parser, so the config accepts exactly the devices
-     * the engine does; its message is replaced by one naming the key. */
-    if (!cJSON_IsString(src->json) ||
-        !(d.is_auto || eng_device_parse(src->json->valuestring, &d.dev) == 0))
-        return cfg_src_fail(src, "expected %s, got %s",
-                            auto_ok
-                                ? "\"auto\", \"cpu\", \"cuda\" or \"cuda:N\" (N below 1024)"
-                                : "\"cpu\", \"cuda\" or \"cuda:N\" (N below 1024; leave the key "
-                                  "out for the server's device)",
-                            CFG_GOT(src));
+    bool str = cJSON_IsString(src->json);
+    if (str && cfg_device_parse(src->json->valuestring, server, &d) != 0)
+        snprintf(why, sizeof why, " (%s)", fs_errmsg());
+    if (!str || why[0])
+        return cfg_src_fail(src, "expected %s%s%s, got %s%s",
+                            server ? "\"auto\", \"cuda:all\", " : "",
+                            "\"cpu\", \"cuda\", \"cuda:N\" (N below 1024) or a list of GPUs "
+                            "(\"cuda:0,1\")",
+                            server ? "" : " (leave the key out for the server's devices)",
+                            CFG_GOT(src), why);
     memcpy(field_of(key, root), &d, sizeof d);
     return 0;
 }
 
 const char *cfg_device_text(const cfg_device_t *d, char *buf, size_t len)
 {
-    if (!d->set || d->is_auto)
-        snprintf(buf, len, "%s", d->is_auto ? "auto" : "");
-    else
-        eng_device_name(&d->dev, buf, len);
+    if (!d->set || d->is_auto || d->all_gpus) {
+        snprintf(buf, len, "%s", d->is_auto ? "auto" : d->all_gpus ? "cuda:all" : "");
+        return buf;
+    }
+    eng_device_name(&d->dev, buf, len);
+    for (uint32_t k = 0; k < d->n_more; k++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, ",%d", d->more[k].index);
+    }
     return buf;
 }
 

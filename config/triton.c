@@ -160,13 +160,24 @@ static int apply_instances(const cfg_triton_t *t, const char *origin,
         return fs_err(FS_EINVAL, "%s: instance_group.count is %d (expected 1..64)", origin,
                       (int)t->count);
     m->batching.instances = t->count ? (uint32_t)t->count : 1;
-    if (t->n_gpus > 1)
-        return fs_err(FS_ENOTSUP, "%s: instance_group.gpus lists %zu GPUs; several GPUs per model "
-                      "are not supported yet (list one)", origin, t->n_gpus);
-    for (size_t i = 0; i < t->n_gpus; i++)
+    if (t->n_gpus > CFG_MAX_DEVICES)
+        return fs_err(FS_ENOTSUP, "%s: instance_group.gpus lists %zu GPUs; at most %d", origin,
+                      t->n_gpus, CFG_MAX_DEVICES);
+    cfg_device_t gpus = {.set = true};
+    for (size_t i = 0; i < t->n_gpus; i++) {
         if (t->gpus[i] < 0 || t->gpus[i] >= 1024)
             return fs_err(FS_EINVAL, "%s: instance_group.gpus[%zu] is %d", origin, i,
                           (int)t->gpus[i]);
+        eng_device_t d = {ENG_DEVICE_CUDA, t->gpus[i]};
+        for (size_t j = 0; j < i; j++)
+            if (t->gpus[j] == t->gpus[i])
+                return fs_err(FS_EINVAL, "%s: instance_group.gpus lists GPU %d twice", origin,
+                              (int)t->gpus[i]);
+        if (i == 0)
+            gpus.dev = d;
+        else
+            gpus.more[gpus.n_more++] = d;
+    }
     bool server_gpu = server->kind == ENG_DEVICE_CUDA;
     switch (t->kind) {
     case CFG_TRITON_KIND_CPU:
@@ -178,13 +189,14 @@ static int apply_instances(const cfg_triton_t *t, const char *origin,
         if (!t->n_gpus && !server_gpu)
             return fs_err(FS_ENOTSUP, "%s: instance_group: KIND_GPU, but the server runs on the "
                           "CPU", origin);
-        m->device = (cfg_device_t){.set = true,
-                                   .dev = {ENG_DEVICE_CUDA, t->n_gpus ? t->gpus[0] : server->index}};
+        /* No gpus: every GPU the server runs on, as Triton spreads it. */
+        if (t->n_gpus)
+            m->device = gpus;
         return 0;
     case CFG_TRITON_KIND_AUTO:
-        /* Triton's meaning: the GPU when one serves, else the CPU. */
+        /* Triton's meaning: the GPUs when one serves, else the CPU. */
         if (t->n_gpus && server_gpu)
-            m->device = (cfg_device_t){.set = true, .dev = {ENG_DEVICE_CUDA, t->gpus[0]}};
+            m->device = gpus;
         return 0;
     default:
         return fs_err(FS_ENOTSUP, "%s: instance_group.kind KIND_MODEL is not supported (use "

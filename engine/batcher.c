@@ -1,5 +1,5 @@
 /* batcher.c -- the dynamic batcher of one served version: a queue of
- * requests, `instances` worker threads, and the concatenation and split
+ * requests, `instances` worker threads per device, and the concatenation and split
  * that let one model run serve many requests.
  *
  * The algorithm. Submit checks the request against the model's inputs
@@ -18,8 +18,11 @@
  * several that fails runs each request alone, so a bad request fails only
  * itself.
  *
- * Who runs a batch. At most `instances` batches run at once on a version
- * (s->n_running counts them, under s->lock). A worker takes a batch when
+ * Who runs a batch. At most `instances` batches per device run at once on
+ * a version (s->n_running counts them, under s->lock; model_running[k]
+ * those on instance k, the model on device k). A batch takes its slot on
+ * the instance with the fewest batches running (batch_claim_locked; ties
+ * rotate), so a version on two GPUs keeps both busy under load. A worker takes a batch when
  * one of those slots is free, and otherwise sleeps until a running batch
  * ends. The submitter can take one too: eng_served_submit_run queues its
  * request and then, under the same hold of the lock, if a slot is free,
@@ -80,6 +83,7 @@ typedef struct batch {
     bool full;                       /* max_rows reached, or the next match did not fit */
     size_t pref_n;                   /* requests up to the largest preferred size reached; 0: none */
     uint64_t deadline_ns;            /* earliest deadline still queued; UINT64_MAX: none */
+    unsigned model;                  /* once taken: the instance it runs on (s->models[model]) */
 } batch_t;
 
 /* Where a batch's time went, added to each of its requests' stats. */
@@ -343,7 +347,8 @@ static void request_finish(eng_served_t *s, eng_request_t *req, const batch_time
         stats_failure_locked(st, why, us);
     }
     pthread_mutex_unlock(&s->registry->stats_lock);
-    alloc_cache_request_end(s->cache);
+    for (size_t k = 0; k < s->n_models; k++)
+        alloc_cache_request_end(s->model_caches[k]);
     req->done(req);
 }
 
@@ -376,13 +381,13 @@ static void requests_fail_timed_out(eng_served_t *s, eng_request_t *list, uint64
 
 /* ---- running ---------------------------------------------------------------- */
 
-/* Runs one request on its own inputs and finishes it. */
-static void request_run_alone(eng_served_t *s, eng_request_t *req)
+/* Runs one request on its own inputs on instance `model` and finishes it. */
+static void request_run_alone(eng_served_t *s, eng_request_t *req, unsigned model)
 {
     uint64_t rows = request_rows(s, req);
     uint64_t t0 = fs_clock_now_ns();
     eng_tensor_t **outs = calloc(s->n_outputs ? s->n_outputs : 1, sizeof *outs);
-    int rc = outs ? eng_model_run(s->model, req->inputs, req->n_inputs, outs)
+    int rc = outs ? eng_model_run(s->models[model], req->inputs, req->n_inputs, outs)
                   : fs_err(FS_ENOMEM, "out of host memory for the outputs");
     uint64_t t1 = fs_clock_now_ns();
     req->compute_ns = sat_sub(t1, t0);
@@ -457,7 +462,7 @@ static void batch_run_many(eng_served_t *s, batch_t *b, uint64_t t0)
                          : fs_err(FS_ENOMEM, "out of host memory for a batch");
     uint64_t t1 = fs_clock_now_ns();
     if (rc == 0)
-        rc = eng_model_run(s->model, ins, s->n_inputs, outs);
+        rc = eng_model_run(s->models[b->model], ins, s->n_inputs, outs);
     uint64_t t2 = fs_clock_now_ns();
     for (size_t j = 0; rc == 0 && j < s->n_outputs; j++)
         if (outs[j]->shape.rank < 1 || outs[j]->shape.dims[0] != (int64_t)b->rows) {
@@ -479,7 +484,7 @@ static void batch_run_many(eng_served_t *s, batch_t *b, uint64_t t0)
         for (eng_request_t *req = b->head, *next; req; req = next) {
             next = req->next_;
             req->next_ = NULL;
-            request_run_alone(s, req);
+            request_run_alone(s, req, b->model);
         }
         return;
     }
@@ -514,7 +519,7 @@ static void batch_run(eng_served_t *s, batch_t *b)
     }
     if (b->n == 1) {
         b->head->next_ = NULL;
-        request_run_alone(s, b->head);
+        request_run_alone(s, b->head, b->model);
     } else {
         batch_run_many(s, b, t0);
     }
@@ -628,6 +633,23 @@ static uint64_t batch_wait_ns_locked(eng_served_t *s, const batch_t *b, uint64_t
     return wait < BATCHER_WAIT_SLICE_NS ? wait : BATCHER_WAIT_SLICE_NS;
 }
 
+/* Claims a running slot for batch b on the instance with the fewest
+ * batches running, searching from next_model so that ties rotate. The
+ * caller has checked n_running < max_running. */
+static void batch_claim_locked(eng_served_t *s, batch_t *b)
+{
+    unsigned best = s->next_model % (unsigned)s->n_models;
+    for (unsigned i = 1; i < s->n_models; i++) {
+        unsigned k = (s->next_model + i) % (unsigned)s->n_models;
+        if (s->model_running[k] < s->model_running[best])
+            best = k;
+    }
+    s->next_model = best + 1;
+    s->model_running[best]++;
+    s->n_running++;
+    b->model = best;
+}
+
 /* When a batch may start now -- a slot is free, the version serves, and the
  * batch the oldest request heads needs no waiting -- takes it into *b,
  * claims its slot (n_running) and returns true; the caller runs it and then
@@ -644,15 +666,16 @@ static bool batch_take_now_locked(eng_served_t *s, uint64_t now, eng_request_t *
     if (b->n == 0 || batch_wait_ns_locked(s, b, now) != 0)
         return false;
     queue_walk_locked(s, now, true, batch_cut(s, b), expired, b);
-    s->n_running++;
+    batch_claim_locked(s, b);
     return true;
 }
 
-/* Gives back the slot of a batch that ran. A worker may sleep for want of
- * a slot while requests wait, so they are woken then; and the thread
+/* Gives back the slot of batch b, which ran. A worker may sleep for want
+ * of a slot while requests wait, so they are woken then; and the thread
  * freeing the version waits for the last batch (served_finish). */
-static void batch_end_locked(eng_served_t *s)
+static void batch_end_locked(eng_served_t *s, const batch_t *b)
 {
+    s->model_running[b->model]--;
     s->n_running--;
     if (s->head)
         pthread_cond_broadcast(&s->work);
@@ -690,14 +713,14 @@ static void *served_worker(void *arg)
             queue_walk_locked(s, now, true, batch_cut(s, &b), &expired, &b);
         bool run = !wait && b.head;
         if (run)
-            s->n_running++;
+            batch_claim_locked(s, &b);
         pthread_mutex_unlock(&s->lock);
         requests_fail_timed_out(s, expired, now);
         if (run)
             batch_run(s, &b);
         pthread_mutex_lock(&s->lock);
         if (run)
-            batch_end_locked(s);
+            batch_end_locked(s, &b);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -722,7 +745,7 @@ int served_batcher_start(eng_served_t *s)
     s->batch_dim = model_has_batch_dim(s);
     served_batching_update_locked(s);
 
-    unsigned n = s->options.instances ? s->options.instances : 1;
+    unsigned n = (s->options.instances ? s->options.instances : 1) * (unsigned)s->n_models;
     s->max_running = n;
     s->workers = calloc(n, sizeof *s->workers);
     if (!s->workers)
@@ -808,7 +831,8 @@ static int request_queue_locked(eng_served_t *s, eng_request_t *req)
     pthread_mutex_lock(&s->registry->stats_lock);
     s->stats->s.pending++;
     pthread_mutex_unlock(&s->registry->stats_lock);
-    alloc_cache_request_begin(s->cache);
+    for (size_t k = 0; k < s->n_models; k++)
+        alloc_cache_request_begin(s->model_caches[k]);
     if (s->tail)
         s->tail->next_ = req;
     else
@@ -854,7 +878,7 @@ int eng_served_submit_run(eng_served_t *s, eng_request_t *req)
     if (run) {
         batch_run(s, &b);
         pthread_mutex_lock(&s->lock);
-        batch_end_locked(s);
+        batch_end_locked(s, &b);
         pthread_mutex_unlock(&s->lock);
     }
     return 0;

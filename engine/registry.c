@@ -183,8 +183,8 @@ static reg_stats_t *stats_find_locked(const reg_entry_t *e, int64_t version)
 
 /* ---- one served version ----------------------------------------------------- */
 
-/* The memory a model on `device` runs in: the server's device's, or the
- * CPU's. */
+/* The memory a model on `device` runs in: one of the server's devices',
+ * or the CPU's. */
 static int memory_for(eng_registry_t *r, const char *name, const eng_device_t *device,
                       eng_memory_t **out)
 {
@@ -193,14 +193,35 @@ static int memory_for(eng_registry_t *r, const char *name, const eng_device_t *d
         *out = r->cpu_memory;
         return 0;
     }
-    if (eng_device_equal(device, &r->device)) {
-        *out = r->device_memory;
-        return 0;
-    }
+    for (size_t k = 0; k < r->n_devices; k++)
+        if (eng_device_equal(device, &r->devices[k])) {
+            *out = r->device_memory[k];
+            return 0;
+        }
     char want[ENG_DEVICE_NAME_MAX];
     return fs_err(FS_ENOTSUP, "model '%s': device '%s' is not available (the server runs on %s%s)",
-                  name, eng_device_name(device, want, sizeof want), r->device_name,
-                  eng_device_equal(&r->device, &cpu) ? "" : " and cpu");
+                  name, eng_device_name(device, want, sizeof want), r->devices_name,
+                  eng_device_equal(&r->devices[0], &cpu) ? "" : " and cpu");
+}
+
+void eng_devices_text(const eng_device_t *devs, size_t n, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < n; k++) {
+        char one[ENG_DEVICE_NAME_MAX];
+        eng_device_name(&devs[k], one, sizeof one);
+        const char *colon = strchr(one, ':');
+        const bool short_form = k > 0 && colon && devs[k].kind == devs[0].kind;
+        int w = snprintf(buf + at, len - at, "%s%s", k > 0 ? "," : "",
+                         short_form ? colon + 1 : one);
+        if (w < 0 || (size_t)w >= len - at) {
+            if (len >= 5)
+                snprintf(buf + (at < len - 5 ? at : len - 5), 5, ",...");
+            return;
+        }
+        at += (size_t)w;
+    }
 }
 
 static void served_free(eng_served_t *s)
@@ -230,17 +251,33 @@ static eng_served_t *served_new(eng_registry_t *r)
 }
 
 /* The options of `name` from the caller's callback (defaults without
- * one), and the memory its device runs in. */
+ * one: every device of the registry), and the memory each of its devices
+ * runs in (mem[k] for opts->devices[k]). */
 static int served_options(eng_registry_t *r, const char *name, const char *dir,
-                          eng_serve_options_t *opts, eng_memory_t **mem)
+                          eng_serve_options_t *opts, eng_memory_t *mem[ENG_DEVICES_MAX])
 {
     memset(opts, 0, sizeof *opts);
     int rc = r->options ? r->options(r->options_user, name, dir, opts) : 0;
     if (rc != 0)
         return fs_err(rc, "model '%s': %s", name, fs_errmsg());
-    if (!opts->device_set)
-        opts->device = r->device;
-    return memory_for(r, name, &opts->device, mem);
+    if (!opts->device_set) {
+        opts->n_devices = (uint32_t)r->n_devices;
+        memcpy(opts->devices, r->devices, r->n_devices * sizeof *r->devices);
+    }
+    if (opts->n_devices < 1 || opts->n_devices > ENG_DEVICES_MAX)
+        return fs_err(FS_EINVAL, "model '%s': %u devices (1 to %d)", name, opts->n_devices,
+                      ENG_DEVICES_MAX);
+    for (uint32_t k = 0; k < opts->n_devices; k++) {
+        for (uint32_t j = 0; j < k; j++)
+            if (eng_device_equal(&opts->devices[j], &opts->devices[k])) {
+                char d[ENG_DEVICE_NAME_MAX];
+                return fs_err(FS_EINVAL, "model '%s': device %s is listed twice", name,
+                              eng_device_name(&opts->devices[k], d, sizeof d));
+            }
+        if ((rc = memory_for(r, name, &opts->devices[k], &mem[k])) != 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* The stats record of (e, version), made on first use. NULL when out of
@@ -261,18 +298,19 @@ static reg_stats_t *stats_get(eng_registry_t *r, reg_entry_t *e, int64_t version
 static void served_log_loaded(const eng_served_t *s, uint64_t took_ns)
 {
     alloc_owner_stats_t os;
-    char weights[32] = "?", took[32];
+    char weights[32] = "?", took[32], where[64];
     if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0)
         fs_format_size((uint64_t)os.allocated.current, weights, sizeof weights);
     fs_format_duration(took_ns, took, sizeof took);
+    eng_devices_text(s->options.devices, s->n_models, where, sizeof where);
+    const char *each = s->n_models > 1 ? " each" : "";
     if (s->batches)
-        FS_LOG_I("registry", "model '%s' version %lld loaded on %s in %s: weights %s, batching "
-                 "up to %u", s->name, (long long)s->version, eng_model_device(s->model), took,
-                 weights, s->max_rows);
+        FS_LOG_I("registry", "model '%s' version %lld loaded on %s in %s: weights %s%s, batching "
+                 "up to %u", s->name, (long long)s->version, where, took, weights, each,
+                 s->max_rows);
     else
-        FS_LOG_I("registry", "model '%s' version %lld loaded on %s in %s: weights %s, no "
-                 "batching", s->name, (long long)s->version, eng_model_device(s->model), took,
-                 weights);
+        FS_LOG_I("registry", "model '%s' version %lld loaded on %s in %s: weights %s%s, no "
+                 "batching", s->name, (long long)s->version, where, took, weights, each);
     if (!s->batch_dim && s->options.max_batch_size > 1)
         FS_LOG_W("registry", "model '%s' version %lld: max_batch_size %u is not used: its inputs "
                  "and outputs do not all lead with one symbolic dim of one name", s->name,
@@ -384,8 +422,8 @@ static int versions_pick(const char *name, const char *dir, const char *file,
  * batcher. Takes no lock but the registry's, briefly, for the stats
  * record. */
 static int served_build(eng_registry_t *r, reg_entry_t *e, const char *name, const char *dir,
-                        const eng_serve_options_t *opts, eng_memory_t *mem, int64_t version,
-                        eng_served_t **out)
+                        const eng_serve_options_t *opts, eng_memory_t *const *mem,
+                        int64_t version, eng_served_t **out)
 {
     char vdir[32], path[REG_PATH_MAX], owner[ALLOC_OWNER_NAME_MAX];
     const char *file = opts->model_file[0] ? opts->model_file : "model.onnx";
@@ -398,38 +436,43 @@ static int served_build(eng_registry_t *r, reg_entry_t *e, const char *name, con
     if (rc != 0)
         return rc;
     snprintf(owner, sizeof owner, "%s:%lld", name, (long long)version);
-    eng_model_config_t cfg = {
-        .name = owner,
-        .cache = mem->cache,
-        .max_plans = opts->max_plans,
-        .n_threads = (int)(opts->threads ? opts->threads : 1),
-        .device = opts->device,
-        .precision = opts->precision,
-        .host_cache = mem->host_cache,
-        .staging = mem->staging,
-        .no_cuda_graphs = !opts->cuda_graphs,
-    };
     uint64_t t0 = fs_clock_real_ns();
-    eng_model_t *model = NULL;
-    eng_served_t *s = NULL;
-    if ((rc = eng_model_load(path, &cfg, &model)) != 0) {
-        rc = fs_err(rc, "loading model '%s' version %lld from %s: %s", name, (long long)version,
-                    path, fs_errmsg());
-        goto fail;
-    }
-    if (!(s = served_new(r))) {
-        rc = fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
-        goto fail;
-    }
+    eng_served_t *s = served_new(r);
+    if (!s)
+        return fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->version = version;
     s->options = *opts;
-    s->model = model;
-    s->cache = mem->cache;
+    /* One instance per device, each in its device's cache under the same
+     * owner name (the caches are apart). */
+    for (uint32_t k = 0; k < opts->n_devices; k++) {
+        eng_model_config_t cfg = {
+            .name = owner,
+            .cache = mem[k]->cache,
+            .max_plans = opts->max_plans,
+            .n_threads = (int)(opts->threads ? opts->threads : 1),
+            .device = opts->devices[k],
+            .precision = opts->precision,
+            .host_cache = mem[k]->host_cache,
+            .staging = mem[k]->staging,
+            .no_cuda_graphs = !opts->cuda_graphs,
+        };
+        if ((rc = eng_model_load(path, &cfg, &s->models[k])) != 0) {
+            char d[ENG_DEVICE_NAME_MAX];
+            rc = fs_err(rc, "loading model '%s' version %lld from %s on %s: %s", name,
+                        (long long)version, path,
+                        eng_device_name(&opts->devices[k], d, sizeof d), fs_errmsg());
+            goto fail;
+        }
+        s->model_caches[k] = mem[k]->cache;
+        s->n_models = k + 1;
+    }
+    s->model = s->models[0];
+    s->cache = s->model_caches[0];
     if ((rc = served_inputs_init(s)) != 0)
         goto fail;
     if (r->verify &&
-        (rc = r->verify(r->options_user, name, dir, model, opts, s->inputs, s->n_inputs)) != 0) {
+        (rc = r->verify(r->options_user, name, dir, s->model, opts, s->inputs, s->n_inputs)) != 0) {
         rc = fs_err(rc, "model '%s' version %lld: %s", name, (long long)version, fs_errmsg());
         goto fail;
     }
@@ -443,7 +486,8 @@ static int served_build(eng_registry_t *r, reg_entry_t *e, const char *name, con
     *out = s;
     return 0;
 fail:
-    eng_model_destroy(model);
+    for (size_t k = 0; k < s->n_models; k++)
+        eng_model_destroy(s->models[k]);
     served_free(s);
     return rc;
 }
@@ -462,8 +506,8 @@ static int served_load(eng_registry_t *r, reg_entry_t *e, const char *name, cons
     if (rc != 0)
         return rc;
     eng_serve_options_t opts;
-    eng_memory_t *mem = NULL;
-    if ((rc = served_options(r, name, dir, &opts, &mem)) != 0)
+    eng_memory_t *mem[ENG_DEVICES_MAX] = {NULL};
+    if ((rc = served_options(r, name, dir, &opts, mem)) != 0)
         return rc;
     const char *file = opts.model_file[0] ? opts.model_file : "model.onnx";
     if (!file_name_ok(file))
@@ -505,23 +549,31 @@ static int served_finish(eng_served_t *s, bool fail_queued)
 
     /* Owner slots are reused, so the check after destroy matches the name
      * too: a load of this name, the only one that could reuse it, waits
-     * for us (entry busy), and other names differ. */
-    alloc_owner_t owners[2] = {eng_model_owner(s->model), eng_model_activation_owner(s->model)};
-    alloc_owner_stats_t before[2];
-    for (int i = 0; i < 2; i++)
-        if (alloc_cache_owner_stats(s->cache, owners[i], &before[i]) != 0)
-            before[i].name[0] = '\0';
-    eng_model_destroy(s->model);
+     * for us (entry busy), and other names differ. Each instance in its
+     * own device's cache. */
     int rc = 0;
-    for (int i = 0; i < 2; i++) {
-        alloc_owner_stats_t after;
-        if (!before[i].name[0] || alloc_cache_owner_stats(s->cache, owners[i], &after) != 0 ||
-            strcmp(after.name, before[i].name) != 0 || after.allocated.current == 0)
-            continue;
-        rc = fs_err(FS_EBUSY, "model '%s' version %lld: owner '%s' still holds %lld bytes after "
-                    "the model was freed", s->name, (long long)s->version, after.name,
-                    (long long)after.allocated.current);
-        FS_LOG_E("registry", "%s", fs_errmsg());
+    for (size_t k = 0; k < s->n_models; k++) {
+        alloc_cache_t *cache = s->model_caches[k];
+        alloc_owner_t owners[2] = {eng_model_owner(s->models[k]),
+                                   eng_model_activation_owner(s->models[k])};
+        alloc_owner_stats_t before[2];
+        for (int i = 0; i < 2; i++)
+            if (alloc_cache_owner_stats(cache, owners[i], &before[i]) != 0)
+                before[i].name[0] = '\0';
+        const char *dev = eng_model_device(s->models[k]);
+        char where[ENG_DEVICE_NAME_MAX];
+        snprintf(where, sizeof where, "%s", dev ? dev : "?");
+        eng_model_destroy(s->models[k]);
+        for (int i = 0; i < 2; i++) {
+            alloc_owner_stats_t after;
+            if (!before[i].name[0] || alloc_cache_owner_stats(cache, owners[i], &after) != 0 ||
+                strcmp(after.name, before[i].name) != 0 || after.allocated.current == 0)
+                continue;
+            rc = fs_err(FS_EBUSY, "model '%s' version %lld: owner '%s' on %s still holds %lld "
+                        "bytes after the model was freed", s->name, (long long)s->version,
+                        after.name, where, (long long)after.allocated.current);
+            FS_LOG_E("registry", "%s", fs_errmsg());
+        }
     }
     served_free(s);
     /* A version's host memory (its graph, plans, parsed protobuf, the
@@ -540,8 +592,15 @@ int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out)
     *out = NULL;
     if (!cfg || !cfg->repository || !cfg->repository[0])
         return fs_err(FS_EINVAL, "eng_registry_create: a repository directory is required");
-    if (!cfg->device_memory || !cfg->cpu_memory)
-        return fs_err(FS_EINVAL, "eng_registry_create: device_memory and cpu_memory are required");
+    size_t n_dev = cfg->n_devices ? cfg->n_devices : 1;
+    if (n_dev > ENG_DEVICES_MAX)
+        return fs_err(FS_EINVAL, "eng_registry_create: %zu devices (at most %d)", n_dev,
+                      ENG_DEVICES_MAX);
+    for (size_t k = 0; k < n_dev; k++)
+        if (!cfg->device_memory[k])
+            return fs_err(FS_EINVAL, "eng_registry_create: device_memory[%zu] is required", k);
+    if (!cfg->cpu_memory)
+        return fs_err(FS_EINVAL, "eng_registry_create: cpu_memory is required");
     eng_registry_t *r = calloc(1, sizeof *r);
     if (!r || !(r->repository = strdup(cfg->repository))) {
         if (r)
@@ -550,9 +609,16 @@ int eng_registry_create(const eng_registry_config_t *cfg, eng_registry_t **out)
         return fs_err(FS_ENOMEM, "out of host memory for the registry");
     }
     atomic_init(&r->flushing, false);
-    r->device = cfg->device;
-    eng_device_name(&r->device, r->device_name, sizeof r->device_name);
-    r->device_memory = cfg->device_memory;
+    r->n_devices = n_dev;
+    for (size_t k = 0; k < n_dev; k++) {
+        r->devices[k] = cfg->devices[k];
+        r->device_memory[k] = cfg->device_memory[k];
+        char one[ENG_DEVICE_NAME_MAX];
+        size_t at = strlen(r->devices_name);
+        snprintf(r->devices_name + at, sizeof r->devices_name - at, "%s%s",
+                 k == 0 ? "" : k + 1 == n_dev ? " and " : ", ",
+                 eng_device_name(&r->devices[k], one, sizeof one));
+    }
     r->cpu_memory = cfg->cpu_memory;
     r->options = cfg->options;
     r->verify = cfg->verify;
@@ -908,11 +974,11 @@ int eng_registry_refresh_batching(eng_registry_t *r, const char *name)
     int rc = eng_registry_versions(r, name, versions, &n);
     char dir[REG_PATH_MAX];
     eng_serve_options_t next;
-    eng_memory_t *mem = NULL;
+    eng_memory_t *mem[ENG_DEVICES_MAX] = {NULL};
     if (rc == 0)
         rc = path_join(dir, r->repository, name, NULL);
     if (rc == 0)
-        rc = served_options(r, name, dir, &next, &mem);
+        rc = served_options(r, name, dir, &next, mem);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         eng_served_t *s = NULL;
         /* A version gone meanwhile (a reload) has its new options already. */
@@ -995,19 +1061,25 @@ static void index_fill_locked(eng_registry_t *r, const reg_entry_t *e, eng_model
     snprintf(me->reason, sizeof me->reason, "%s", e->reason);
     if (e->current) {
         me->version = e->current->version;
-        snprintf(me->device, sizeof me->device, "%s", eng_model_device(e->current->model));
+        eng_devices_text(e->current->options.devices, e->current->n_models, me->device,
+                     sizeof me->device);
     }
-    /* Every serving version's bytes: they are all the model's. */
+    /* Every serving version's bytes on every device: they are all the
+     * model's. */
     for (size_t i = 0; e->current && i <= e->n_older; i++) {
         const eng_served_t *s = i ? e->older[i - 1] : e->current;
-        alloc_owner_stats_t os;
-        if (alloc_cache_owner_stats(s->cache, eng_model_owner(s->model), &os) == 0) {
-            me->weights_bytes += (size_t)os.allocated.current;
-            me->weights_peak_bytes += (size_t)os.allocated.peak;
-        }
-        if (alloc_cache_owner_stats(s->cache, eng_model_activation_owner(s->model), &os) == 0) {
-            me->activations_bytes += (size_t)os.allocated.current;
-            me->activations_peak_bytes += (size_t)os.allocated.peak;
+        for (size_t k = 0; k < s->n_models; k++) {
+            alloc_owner_stats_t os;
+            const eng_model_t *m = s->models[k];
+            if (alloc_cache_owner_stats(s->model_caches[k], eng_model_owner(m), &os) == 0) {
+                me->weights_bytes += (size_t)os.allocated.current;
+                me->weights_peak_bytes += (size_t)os.allocated.peak;
+            }
+            if (alloc_cache_owner_stats(s->model_caches[k], eng_model_activation_owner(m),
+                                        &os) == 0) {
+                me->activations_bytes += (size_t)os.allocated.current;
+                me->activations_peak_bytes += (size_t)os.allocated.peak;
+            }
         }
     }
     const reg_stats_t *st = stats_find_locked(e, me->version);

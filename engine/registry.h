@@ -19,9 +19,14 @@
  * with FS_ESTATE ("model 'm' was unloaded"), lets a running batch finish,
  * frees, and checks the owner bytes.
  *
- * The batcher of a served version: one queue, `instances` worker threads,
- * and at most `instances` batches running at once -- on the workers, or on
- * threads that submit with eng_served_submit_run and find a batch ready.
+ * The batcher of a served version: one queue, `instances` worker threads
+ * per device, and at most that many batches running at once -- on the
+ * workers, or on threads that submit with eng_served_submit_run and find a
+ * batch ready. A version on several devices (Triton's instance_group over
+ * several GPUs) holds one model per device, each in its device's memory;
+ * a batch runs on the device with the fewest batches running, the first
+ * such, so work spreads evenly and one device serves alone while load is
+ * light.
  * A batch takes the oldest request, and when the model batches (every
  * input and output has the same symbolic first dim, and max_batch_size >
  * 1) the queued requests whose inputs match it in dtype and in every dim
@@ -69,12 +74,17 @@ typedef struct eng_served eng_served_t;   /* one loaded version of a model */
 #define ENG_MODEL_FILE_MAX 128    /* a model file's name in its version directory */
 #define ENG_PREFERRED_MAX 16      /* preferred batch sizes of one model */
 #define ENG_VERSIONS_MAX 16       /* versions of one model serving at once */
+#define ENG_DEVICES_MAX 8         /* devices one server (and one model) spreads over */
 
 /* How one model is served: resolved per load by the caller's callback
  * (the server reads the model's config.json over its defaults). */
 typedef struct eng_serve_options {
-    bool device_set;              /* false: the registry's device */
-    eng_device_t device;          /* the CPU or the registry's device */
+    /* Where the model serves: one instance of it on each device listed
+     * (the CPU, or some of the registry's devices); device_set false: on
+     * every device of the registry. */
+    bool device_set;
+    uint32_t n_devices;           /* with device_set: 1..ENG_DEVICES_MAX */
+    eng_device_t devices[ENG_DEVICES_MAX];
     eng_precision_t precision;    /* zeroed: fp32 */
     uint32_t threads;             /* CPU kernel threads per run; 0: 1 */
     uint32_t max_plans;           /* 0: the engine's default */
@@ -82,7 +92,8 @@ typedef struct eng_serve_options {
     uint32_t max_batch_size;      /* 0 or 1: no batching */
     uint64_t max_queue_delay_ns;
     uint32_t max_queue;           /* 0: unbounded */
-    uint32_t instances;           /* worker threads; 0 means 1 (the server resolves its "auto" 0 before) */
+    uint32_t instances;           /* batches at once per device (worker threads: this times the
+                                   * devices); 0 means 1 (the server resolves its "auto" 0 before) */
     /* Triton's model configuration (config.pbtxt) adds these; zeroed, they
      * change nothing. */
     char model_file[ENG_MODEL_FILE_MAX]; /* the file in a version directory; "": model.onnx */
@@ -122,17 +133,23 @@ typedef int (*eng_serve_verify_fn)(void *user, const char *name, const char *mod
 
 typedef struct eng_registry_config {
     const char *repository;       /* copied */
-    eng_device_t device;          /* the server's device (zeroed: the CPU) */
-    /* Borrowed, must outlive the registry: the server device's memory, and
-     * the CPU's (the same pointer when the device is the CPU). A model
+    /* The server's devices (n_devices 0 means one: devices[0], zeroed the
+     * CPU) and, borrowed and outliving the registry, each one's memory,
+     * and the CPU's (the same pointer when the device is the CPU). A model
      * whose options name "cpu" runs in cpu_memory; any other device than
      * these fails to load with FS_ENOTSUP naming it. */
-    eng_memory_t *device_memory;
+    size_t n_devices;
+    eng_device_t devices[ENG_DEVICES_MAX];
+    eng_memory_t *device_memory[ENG_DEVICES_MAX];
     eng_memory_t *cpu_memory;
     eng_serve_options_fn options; /* NULL: defaults (no batching, fp32) */
     eng_serve_verify_fn verify;   /* NULL: no check */
     void *options_user;           /* passed to both */
 } eng_registry_config_t;
+
+/* "cuda:0", or "cuda:0,1" for several devices of one kind ("cpu" for the
+ * CPU), into buf; ending ",..." when they do not fit. Cannot fail. */
+void eng_devices_text(const eng_device_t *devs, size_t n, char *buf, size_t len);
 
 /* 0 and *out (caller frees with eng_registry_destroy), or FS_EINVAL /
  * FS_ENOMEM. Loads nothing. */
@@ -182,7 +199,8 @@ void eng_served_release(eng_served_t *s);
 int eng_registry_versions(eng_registry_t *r, const char *name, int64_t out[ENG_VERSIONS_MAX],
                           size_t *n);
 
-/* Borrowed while the reference is held. */
+/* Borrowed while the reference is held: the instance on the first device
+ * (every instance has the same inputs and outputs). */
 eng_model_t *eng_served_model(const eng_served_t *s);
 const char *eng_served_name(const eng_served_t *s);
 int64_t eng_served_version(const eng_served_t *s);
@@ -346,7 +364,8 @@ typedef struct eng_model_entry {
     eng_model_state_t state;
     char reason[FS_ERRMSG_MAX];   /* why it is not READY, or why the last load failed while an
                                    * older version stays READY; "" otherwise */
-    char device[32];              /* where it serves ("" when not loaded) */
+    char device[32];              /* where it serves: "cuda:0", "cuda:0,1", ... ("" when not
+                                   * loaded; "cuda:0,1,..." past what fits) */
     size_t weights_bytes;         /* the model owners' allocated bytes (every serving version's);
                                    * 0 when not loaded */
     size_t activations_bytes;     /* the activation owners' allocated bytes now */

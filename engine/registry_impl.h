@@ -55,8 +55,14 @@ struct eng_served {
     char name[ENG_MODEL_NAME_MAX];
     int64_t version;
     eng_serve_options_t options;
-    eng_model_t *model;              /* owned: destroyed when the version is freed */
-    alloc_cache_t *cache;            /* the model's cache (request hooks) */
+    /* One instance per device, owned (destroyed when the version is
+     * freed), each in its device's cache (model_caches[k]: the request
+     * hooks run on every one). model is models[0]. */
+    size_t n_models;
+    eng_model_t *models[ENG_DEVICES_MAX];
+    alloc_cache_t *model_caches[ENG_DEVICES_MAX];
+    eng_model_t *model;
+    alloc_cache_t *cache;            /* model_caches[0] */
     size_t n_inputs, n_outputs;
     eng_io_info_t *inputs;           /* n_inputs; strings borrowed from the model */
     /* Every input and output leads with one symbolic dim of one name: a
@@ -81,6 +87,8 @@ struct eng_served {
      * eng_served_submit_run; at most max_running (instances, at least 1,
      * fixed at start). */
     unsigned n_running, max_running;
+    unsigned model_running[ENG_DEVICES_MAX]; /* of n_running, the batches on models[k] */
+    unsigned next_model;             /* where the search for the least busy model starts */
     eng_request_t *head, *tail;      /* waiting requests, oldest first */
     size_t n_queued;
     unsigned n_workers;
@@ -102,9 +110,10 @@ typedef struct reg_entry {
 
 struct eng_registry {
     char *repository;
-    eng_device_t device;          /* the server's device */
-    char device_name[ENG_DEVICE_NAME_MAX];
-    eng_memory_t *device_memory, *cpu_memory; /* borrowed */
+    size_t n_devices;                /* the server's devices, at least 1 */
+    eng_device_t devices[ENG_DEVICES_MAX];
+    char devices_name[ENG_DEVICES_MAX * ENG_DEVICE_NAME_MAX]; /* "cuda:0", "cuda:0 and cuda:1" */
+    eng_memory_t *device_memory[ENG_DEVICES_MAX], *cpu_memory; /* borrowed */
     eng_serve_options_fn options;
     eng_serve_verify_fn verify;
     void *options_user;

@@ -306,7 +306,7 @@ void srv_admin_memory(srv_req_t *r, const srv_route_args_t *a)
 {
     const char *seg = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "segments");
     bool segments = !seg || strcmp(seg, "0") != 0;
-    srv_cache_ref_t refs[6];
+    srv_cache_ref_t refs[SRV_CACHE_REFS_MAX];
     size_t n = srv_app_caches(r->app, refs);
     cJSON *doc = cJSON_CreateObject();
     cJSON *caches = cJSON_AddArrayToObject(doc, "caches");
@@ -334,7 +334,7 @@ void srv_admin_memory(srv_req_t *r, const srv_route_args_t *a)
 
 void srv_admin_memory_empty(srv_req_t *r, const srv_route_args_t *a)
 {
-    srv_cache_ref_t refs[6];
+    srv_cache_ref_t refs[SRV_CACHE_REFS_MAX];
     size_t n = srv_app_caches(r->app, refs);
     size_t released = 0;
     for (size_t i = 0; i < n; i++)
@@ -347,7 +347,7 @@ void srv_admin_memory_empty(srv_req_t *r, const srv_route_args_t *a)
 
 void srv_admin_memory_reset_peak(srv_req_t *r, const srv_route_args_t *a)
 {
-    srv_cache_ref_t refs[6];
+    srv_cache_ref_t refs[SRV_CACHE_REFS_MAX];
     size_t n = srv_app_caches(r->app, refs);
     for (size_t i = 0; i < n; i++)
         alloc_cache_reset_peak(refs[i].cache);

@@ -29,12 +29,21 @@
 #include "common/sync.h"
 #include "server/app_impl.h"
 
-size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6])
+size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[SRV_CACHE_REFS_MAX])
 {
     size_t n = 0;
-    const eng_memory_t *mems[2] = {&app->dev_mem, app->has_cpu_mem ? &app->cpu_mem : NULL};
-    const char *devs[2] = {app->device, "cpu"};
-    for (int m = 0; m < 2; m++) {
+    const eng_memory_t *mems[CFG_MAX_DEVICES + 1];
+    const char *devs[CFG_MAX_DEVICES + 1];
+    size_t n_mems = 0;
+    for (size_t k = 0; k < app->n_devs; k++) {
+        mems[n_mems] = &app->dev_mem[k];
+        devs[n_mems++] = app->dev_names[k];
+    }
+    if (app->has_cpu_mem) {
+        mems[n_mems] = &app->cpu_mem;
+        devs[n_mems++] = "cpu";
+    }
+    for (size_t m = 0; m < n_mems; m++) {
         if (!mems[m])
             continue;
         if (mems[m]->cache)
@@ -49,10 +58,11 @@ size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6])
 
 /* The caches the release policies act on: where models keep weights and
  * activations. */
-static size_t model_caches(srv_app_t *app, alloc_cache_t *out[2])
+static size_t model_caches(srv_app_t *app, alloc_cache_t *out[CFG_MAX_DEVICES + 1])
 {
     size_t n = 0;
-    out[n++] = app->dev_mem.cache;
+    for (size_t k = 0; k < app->n_devs; k++)
+        out[n++] = app->dev_mem[k].cache;
     if (app->has_cpu_mem)
         out[n++] = app->cpu_mem.cache;
     return n;
@@ -78,9 +88,9 @@ static int policies_build(const cfg_t *cfg, alloc_policy_t *out[CFG_MAX_POLICIES
 /* Puts cfg's policies on every model cache; on error nothing changed. */
 static int policies_apply(srv_app_t *app, const cfg_t *cfg)
 {
-    alloc_cache_t *caches[2];
+    alloc_cache_t *caches[CFG_MAX_DEVICES + 1];
     size_t nc = model_caches(app, caches);
-    alloc_policy_t *built[2][CFG_MAX_POLICIES];
+    alloc_policy_t *built[CFG_MAX_DEVICES + 1][CFG_MAX_POLICIES];
     size_t np = cfg->memory.n_policies;
     for (size_t c = 0; c < nc; c++) {
         int rc = policies_build(cfg, built[c]);
@@ -117,8 +127,13 @@ static int model_options(void *user, const char *name, const char *model_dir,
     if (rc != 0)
         return rc;
     memset(out, 0, sizeof *out);
+    _Static_assert(CFG_MAX_DEVICES == ENG_DEVICES_MAX, "devices copy whole");
     out->device_set = mc.device.set;
-    out->device = mc.device.dev;
+    if (mc.device.set) {
+        out->n_devices = 1 + mc.device.n_more;
+        out->devices[0] = mc.device.dev;
+        memcpy(out->devices + 1, mc.device.more, mc.device.n_more * sizeof *mc.device.more);
+    }
     out->precision = mc.engine.precision;
     out->threads = mc.engine.threads;
     out->max_plans = mc.engine.max_plans;
@@ -146,7 +161,7 @@ static int model_options(void *user, const char *name, const char *model_dir,
      * engine.threads kernel threads). On a GPU, 1: its batches queue on
      * one stream anyway. */
     if (out->instances == 0) {
-        eng_device_t dev = out->device_set ? out->device : app->dev;
+        eng_device_t dev = out->device_set ? out->devices[0] : app->dev;
         out->instances = dev.kind != ENG_DEVICE_CPU ? 1 : http_threads < 64 ? http_threads : 64;
     }
     /* Auto: the machine's cores shared by the batches that may run at once
@@ -174,7 +189,7 @@ static void *ticker_main(void *arg)
         if (app->ticker_stop)
             break;
         pthread_mutex_unlock(&app->tick_lock);
-        alloc_cache_t *caches[2];
+        alloc_cache_t *caches[CFG_MAX_DEVICES + 1];
         size_t n = model_caches(app, caches);
         for (size_t i = 0; i < n; i++)
             alloc_cache_tick(caches[i]);
@@ -206,23 +221,42 @@ static void ticker_stop(srv_app_t *app)
 
 /* ---- start and stop ------------------------------------------------------------------------ */
 
-/* "auto" -> cuda:0 when a GPU answers, else cpu (saying why). */
-static void resolve_device(const cfg_device_t *want, eng_device_t *out)
+/* The devices to serve on into app->devs: as listed; "auto" -> cuda:0
+ * when a GPU answers, else cpu (saying why); "cuda:all" -> every GPU that
+ * answers (the first CFG_MAX_DEVICES). 0, or FS_ENOTSUP for "cuda:all"
+ * without a GPU. */
+static int resolve_devices(srv_app_t *app, const cfg_device_t *want)
 {
-    *out = (eng_device_t){ENG_DEVICE_CPU, 0};
-    if (!want->is_auto) {
-        *out = want->dev;
-        return;
-    }
+    app->n_devs = 1;
+    app->devs[0] = (eng_device_t){ENG_DEVICE_CPU, 0};
     int n = 0;
-    if (alloc_cuda_probe(&n) == 0 && n > 0) {
-        *out = (eng_device_t){ENG_DEVICE_CUDA, 0};
-        return;
+    if (want->all_gpus) {
+        if (alloc_cuda_probe(&n) != 0 || n < 1)
+            return fs_err(FS_ENOTSUP, "device cuda:all: no GPU answers (%s)",
+                          n < 1 && fs_errmsg()[0] ? fs_errmsg() : "none found");
+        if (n > CFG_MAX_DEVICES)
+            FS_LOG_W("app", "device cuda:all: %d GPUs; serving on the first %d", n,
+                     CFG_MAX_DEVICES);
+        app->n_devs = n < CFG_MAX_DEVICES ? (size_t)n : CFG_MAX_DEVICES;
+        for (size_t k = 0; k < app->n_devs; k++)
+            app->devs[k] = (eng_device_t){ENG_DEVICE_CUDA, (int)k};
+    } else if (!want->is_auto) {
+        app->devs[0] = want->dev;
+        for (uint32_t k = 0; k < want->n_more; k++)
+            app->devs[app->n_devs++] = want->more[k];
+    } else if (alloc_cuda_probe(&n) == 0 && n > 0) {
+        app->devs[0] = (eng_device_t){ENG_DEVICE_CUDA, 0};
+    } else {
+        /* A CPU-only build on the CPU is a choice; a CUDA build without a
+         * GPU is news. */
+        FS_LOG(FS_HAVE_CUDA ? FS_LOG_WARN : FS_LOG_INFO, "app",
+               "device auto: %s; serving on the CPU", n > 0 ? "no GPU" : fs_errmsg());
     }
-    /* A CPU-only build on the CPU is a choice; a CUDA build without a GPU
-     * is news. */
-    FS_LOG(FS_HAVE_CUDA ? FS_LOG_WARN : FS_LOG_INFO, "app", "device auto: %s; serving on the CPU",
-           n > 0 ? "no GPU" : fs_errmsg());
+    app->dev = app->devs[0];
+    for (size_t k = 0; k < app->n_devs; k++)
+        eng_device_name(&app->devs[k], app->dev_names[k], sizeof app->dev_names[k]);
+    eng_devices_text(app->devs, app->n_devs, app->device, sizeof app->device);
+    return 0;
 }
 
 /* The device's cache is limited by memory.limit_bytes / limit_fraction, or
@@ -236,7 +270,7 @@ static int open_memory(srv_app_t *app)
     bool gpu = app->dev.kind == ENG_DEVICE_CUDA;
     bool unset = cfg->memory.limit_bytes == 0 && cfg->memory.limit_fraction == 0.0;
     alloc_cache_config_t dev = {
-        .name = app->device,
+        .name = app->dev_names[0],
         .max_reserved_bytes = cfg->memory.limit_bytes,
         .fraction = unset ? (gpu ? ENG_MEMORY_GPU_FRACTION : ENG_MEMORY_HOST_FRACTION)
                           : cfg->memory.limit_fraction,
@@ -245,18 +279,25 @@ static int open_memory(srv_app_t *app)
                                    .max_reserved_bytes = cfg->memory.pinned_limit_bytes};
     app->cuda_index = -1;
     if (!gpu)
-        return eng_memory_open_with(&app->dev, &dev, NULL, NULL, &app->dev_mem);
+        return eng_memory_open_with(&app->dev, &dev, NULL, NULL, &app->dev_mem[0]);
     alloc_cache_config_t cpu = {.name = "cpu", .fraction = ENG_MEMORY_HOST_FRACTION};
     int rc = eng_memory_open(NULL, &cpu, &app->cpu_mem);
     if (rc != 0)
         return rc;
     app->has_cpu_mem = true;
-    rc = eng_memory_open_with(&app->dev, &dev, &pinned, app->cpu_mem.cache, &app->dev_mem);
-    if (rc != 0)
-        return rc;
+    /* One device cache per GPU, each under the same limit (memory.limit_*
+     * is per device), all loading through the CPU's host cache; the pinned
+     * staging cache is each device's own. */
+    for (size_t k = 0; k < app->n_devs; k++) {
+        dev.name = app->dev_names[k];
+        rc = eng_memory_open_with(&app->devs[k], &dev, &pinned, app->cpu_mem.cache,
+                                  &app->dev_mem[k]);
+        if (rc != 0)
+            return rc;
+        if (alloc_cuda_device_info(app->devs[k].index, &app->gpu[k]) != 0)
+            snprintf(app->gpu[k].uuid, sizeof app->gpu[k].uuid, "%s", app->dev_names[k]);
+    }
     app->cuda_index = app->dev.index;
-    if (alloc_cuda_device_info(app->cuda_index, &app->gpu) != 0)
-        snprintf(app->gpu.uuid, sizeof app->gpu.uuid, "%s", app->device);
     return 0;
 }
 
@@ -269,8 +310,8 @@ static int app_free(srv_app_t *app)
     srv_http_stop(app);
     eng_registry_destroy(app->registry);
     int rc = 0;
-    srv_cache_ref_t refs[6];
-    size_t n = app->dev_mem.cache ? srv_app_caches(app, refs) : 0;
+    srv_cache_ref_t refs[SRV_CACHE_REFS_MAX];
+    size_t n = srv_app_caches(app, refs);
     for (size_t i = 0; i < n; i++) {
         alloc_cache_stats_t st;
         alloc_cache_stats(refs[i].cache, &st);
@@ -281,7 +322,8 @@ static int app_free(srv_app_t *app)
             FS_LOG_E("app", "%s", fs_errmsg());
         }
     }
-    eng_memory_close(&app->dev_mem); /* before the CPU's: it borrows its host cache */
+    for (size_t k = 0; k < app->n_devs; k++)
+        eng_memory_close(&app->dev_mem[k]); /* before the CPU's: they borrow its host cache */
     if (app->has_cpu_mem)
         eng_memory_close(&app->cpu_mem);
     pthread_mutex_destroy(&app->cfg_lock);
@@ -309,18 +351,20 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     pthread_cond_init(&app->tick_cond, NULL);
     fs_log_set_level(cfg->log.level);
     fs_log_set_format(cfg->log.format);
-    resolve_device(&cfg->device, &app->dev);
-    eng_device_name(&app->dev, app->device, sizeof app->device);
-
-    int rc = open_memory(app);
+    int rc = resolve_devices(app, &cfg->device);
+    if (rc == 0)
+        rc = open_memory(app);
     if (rc == 0)
         rc = policies_apply(app, cfg);
     if (rc == 0) {
-        eng_registry_config_t rc_cfg = {.repository = cfg->repository, .device = app->dev,
-                                        .device_memory = &app->dev_mem,
-                                        .cpu_memory = app->has_cpu_mem ? &app->cpu_mem : &app->dev_mem,
+        eng_registry_config_t rc_cfg = {.repository = cfg->repository, .n_devices = app->n_devs,
+                                        .cpu_memory = app->has_cpu_mem ? &app->cpu_mem : &app->dev_mem[0],
                                         .options = model_options, .verify = srv_model_verify,
                                         .options_user = app};
+        for (size_t k = 0; k < app->n_devs; k++) {
+            rc_cfg.devices[k] = app->devs[k];
+            rc_cfg.device_memory[k] = &app->dev_mem[k];
+        }
         rc = eng_registry_create(&rc_cfg, &app->registry);
     }
     if (rc == 0)
@@ -338,12 +382,13 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     atomic_store(&app->ready, true);
     char limit[32] = "none";
     alloc_cache_stats_t st;
-    alloc_cache_stats(app->dev_mem.cache, &st);
+    alloc_cache_stats(app->dev_mem[0].cache, &st);
     if (st.limit_bytes != (uint64_t)SIZE_MAX)
         fs_format_size(st.limit_bytes, limit, sizeof limit);
-    FS_LOG_I("app", "flatserve %s listening on http://%s:%u, device %s (cache limit %s), "
+    FS_LOG_I("app", "flatserve %s listening on http://%s:%u, device %s (cache limit %s%s), "
              "repository '%s', %u HTTP threads", CFG_VERSION, cfg->server.host,
-             (unsigned)app->port, app->device, limit, cfg->repository,
+             (unsigned)app->port, app->device, limit, app->n_devs > 1 ? " each" : "",
+             cfg->repository,
              (unsigned)cfg->server.threads);
     *out = app;
     return 0;

@@ -47,11 +47,16 @@ struct srv_app {
     cfg_t cfg;
     pthread_mutex_t cfg_lock;
 
-    eng_device_t dev;             /* the device it serves on */
-    char device[ENG_DEVICE_NAME_MAX]; /* its name: "cpu" or "cuda:N" */
-    int cuda_index;               /* -1 on the CPU */
-    alloc_cuda_device_info_t gpu; /* when cuda_index >= 0 */
-    eng_memory_t dev_mem;         /* the device's caches */
+    /* The devices it serves on: the CPU, or one or more GPUs (a model
+     * without a device of its own runs an instance on each). */
+    size_t n_devs;                /* at least 1 */
+    eng_device_t devs[CFG_MAX_DEVICES];
+    eng_device_t dev;             /* devs[0] */
+    char dev_names[CFG_MAX_DEVICES][ENG_DEVICE_NAME_MAX]; /* "cpu", "cuda:N" */
+    char device[CFG_MAX_DEVICES * 6 + 8]; /* all of them: "cpu", "cuda:0", "cuda:0,1" */
+    int cuda_index;               /* the first GPU's index, -1 on the CPU */
+    alloc_cuda_device_info_t gpu[CFG_MAX_DEVICES]; /* each GPU's, when cuda_index >= 0 */
+    eng_memory_t dev_mem[CFG_MAX_DEVICES]; /* each device's caches */
     eng_memory_t cpu_mem;         /* on a GPU host, the CPU's, for models set to "cpu" */
     bool has_cpu_mem;
     eng_registry_t *registry;
@@ -80,13 +85,15 @@ struct srv_app {
 };
 
 /* Every cache that holds the app's memory, with the label /metrics and
- * /v1/memory give it; returns how many (at most 6). */
+ * /v1/memory give it; returns how many (at most SRV_CACHE_REFS_MAX: a
+ * device, a host and a pinned cache for each device and the CPU). */
+#define SRV_CACHE_REFS_MAX (3 * (CFG_MAX_DEVICES + 1))
 typedef struct srv_cache_ref {
     alloc_cache_t *cache;
     const char *device;           /* "cuda:0", "cpu" */
     const char *kind;             /* "device", "host", "pinned" */
 } srv_cache_ref_t;
-size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[6]);
+size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[SRV_CACHE_REFS_MAX]);
 
 /* ---- the request ----------------------------------------------------------- */
 

@@ -311,15 +311,22 @@ static void render_gpu(srv_buf_t *b, srv_app_t *app)
 {
     if (app->cuda_index < 0)
         return;
-    size_t free_bytes = 0, total = 0;
-    if (alloc_provider_mem_info(app->dev_mem.providers[0], &free_bytes, &total) != 0)
-        return;
+    size_t free_bytes[CFG_MAX_DEVICES], total[CFG_MAX_DEVICES];
+    bool got[CFG_MAX_DEVICES];
+    for (size_t k = 0; k < app->n_devs; k++)
+        got[k] = alloc_provider_mem_info(app->dev_mem[k].providers[0], &free_bytes[k],
+                                         &total[k]) == 0;
     family(b, "nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes");
-    srv_buf_printf(b, "nv_gpu_memory_total_bytes{gpu_uuid=\"%s\"} %zu\n", app->gpu.uuid, total);
+    for (size_t k = 0; k < app->n_devs; k++)
+        if (got[k])
+            srv_buf_printf(b, "nv_gpu_memory_total_bytes{gpu_uuid=\"%s\"} %zu\n",
+                           app->gpu[k].uuid, total[k]);
     family(b, "nv_gpu_memory_used_bytes", "gauge",
            "GPU used memory (every process), in bytes");
-    srv_buf_printf(b, "nv_gpu_memory_used_bytes{gpu_uuid=\"%s\"} %zu\n", app->gpu.uuid,
-                   total - free_bytes);
+    for (size_t k = 0; k < app->n_devs; k++)
+        if (got[k])
+            srv_buf_printf(b, "nv_gpu_memory_used_bytes{gpu_uuid=\"%s\"} %zu\n",
+                           app->gpu[k].uuid, total[k] - free_bytes[k]);
 }
 
 static void render_process(srv_buf_t *b, srv_app_t *app)
@@ -379,8 +386,8 @@ int srv_metrics_render(srv_app_t *app, srv_buf_t *out)
     int rc = eng_registry_index(app->registry, &entries, &n);
     if (rc != 0)
         return rc;
-    srv_cache_ref_t refs[6];
-    alloc_cache_stats_t st[6];
+    srv_cache_ref_t refs[SRV_CACHE_REFS_MAX];
+    alloc_cache_stats_t st[SRV_CACHE_REFS_MAX];
     size_t nc = srv_app_caches(app, refs);
     for (size_t i = 0; i < nc; i++)
         alloc_cache_stats(refs[i].cache, &st[i]);

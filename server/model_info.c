@@ -198,13 +198,17 @@ static void model_config_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "count", o.instances ? o.instances : 1);
     cJSON_AddStringToObject(g, "kind", gpu ? "KIND_GPU" : "KIND_CPU");
-    if (gpu && o.device.kind == ENG_DEVICE_CUDA) {
+    if (gpu) {
         cJSON *gpus = cJSON_AddArrayToObject(g, "gpus");
-        cJSON_AddItemToArray(gpus, cJSON_CreateNumber(o.device.index));
+        for (uint32_t k = 0; k < o.n_devices; k++)
+            if (o.devices[k].kind == ENG_DEVICE_CUDA)
+                cJSON_AddItemToArray(gpus, cJSON_CreateNumber(o.devices[k].index));
     }
     cJSON_AddItemToArray(groups, g);
     cJSON *params = cJSON_AddObjectToObject(doc, "parameters");
-    cJSON_AddStringToObject(params, "device", eng_model_device(m));
+    char where[64];
+    eng_devices_text(o.devices, o.n_devices, where, sizeof where);
+    cJSON_AddStringToObject(params, "device", where);
     cJSON_AddStringToObject(params, "precision", eng_precision_name(o.precision));
     cJSON_AddBoolToObject(params, "cuda_graphs", o.cuda_graphs);
     cJSON_AddNumberToObject(params, "threads", o.threads);

@@ -109,7 +109,7 @@ static int args_run(cfg_t *out, cfg_action_t *action, const char **config_path, 
 /* A config device as text ("auto", "" or its name), for comparisons. */
 static const char *dev_text(const cfg_device_t *d)
 {
-    static char buf[ENG_DEVICE_NAME_MAX];
+    static char buf[64];
     return cfg_device_text(d, buf, sizeof buf);
 }
 
@@ -283,8 +283,40 @@ Test(cfg, device_rejects_malformed_strings)
     for (size_t i = 0; i < N_OF(bad); i++) {
         char json[64];
         snprintf(json, sizeof json, "{\"device\": %s}", bad[i]);
-        FAILS(json, FS_EINVAL, "flatserve.json: \"device\": expected \"auto\", \"cpu\"", bad[i]);
+        FAILS(json, FS_EINVAL, "flatserve.json: \"device\": expected \"auto\", \"cuda:all\", \"cpu\"",
+              bad[i]);
     }
+}
+
+/* Lists of GPUs: "cuda:0,1" or "cuda:0,cuda:1", each once, the CPU alone;
+ * "cuda:all" for the server only. */
+Test(cfg, device_lists_and_cuda_all)
+{
+    cfg_t c = parse_ok("{\"device\": \"cuda:0,1\"}");
+    cr_expect_eq(c.device.dev.index, 0);
+    cr_expect_eq(c.device.n_more, 1);
+    cr_expect_eq(c.device.more[0].index, 1);
+    cr_expect_str_eq(dev_text(&c.device), "cuda:0,1");
+    c = parse_ok("{\"device\": \"cuda:2,cuda:0,3\"}");
+    cr_expect_str_eq(dev_text(&c.device), "cuda:2,0,3");
+    c = parse_ok("{\"device\": \"cuda:all\"}");
+    cr_expect(c.device.all_gpus);
+    cr_expect_str_eq(dev_text(&c.device), "cuda:all");
+    FAILS("{\"device\": \"cuda:0,0\"}", FS_EINVAL, "cuda:0 is listed twice");
+    FAILS("{\"device\": \"cuda:0,cpu\"}", FS_EINVAL, "only GPUs make a list");
+    FAILS("{\"device\": \"cpu,1\"}", FS_EINVAL, "only GPUs make a list");
+    FAILS("{\"device\": \"cuda:0,\"}", FS_EINVAL, "item 2 is empty");
+    FAILS("{\"device\": \"cuda:0,1,2,3,4,5,6,7,8\"}", FS_EINVAL, "more than 8 devices");
+    FAILS("{\"device\": \"cuda:0,x\"}", FS_EINVAL, "'x' is not a device");
+    cfg_model_t m;
+    const char *json = "{\"device\": \"cuda:all\"}";
+    cr_expect_eq(cfg_model_parse(json, strlen(json), "models/m/config.json", &m), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "leave the key out"), "%s", fs_errmsg());
+    json = "{\"device\": \"cuda:1,0\"}";
+    cr_expect_eq(cfg_model_parse(json, strlen(json), "models/m/config.json", &m), 0, "%s",
+                 fs_errmsg());
+    cr_expect_eq(m.device.dev.index, 1);
+    cr_expect_eq(m.device.more[0].index, 0);
 }
 
 Test(cfg, models_star_means_all_and_a_list_names_them)
@@ -865,7 +897,7 @@ Test(cfg, flag_values_are_validated_like_file_keys)
     cr_expect_eq(ARGS(&c, &action, &path, "--threads", "99999999999999999999"), FS_EINVAL);
     cr_expect(strstr(fs_errmsg(), "--threads: expected an integer 1..1024"), "%s", fs_errmsg());
     cr_expect_eq(ARGS(&c, &action, &path, "--device", "gpu"), FS_EINVAL);
-    cr_expect(strstr(fs_errmsg(), "--device: expected \"auto\""), "%s", fs_errmsg());
+    cr_expect(strstr(fs_errmsg(), "--device: expected \"auto\", \"cuda:all\""), "%s", fs_errmsg());
     cr_expect_eq(ARGS(&c, &action, &path, "--max-queue-delay", "5"), FS_EINVAL);
     cr_expect(strstr(fs_errmsg(), "--max-queue-delay: duration \"5\": missing unit"), "%s",
               fs_errmsg());
@@ -1045,7 +1077,7 @@ Test(cfg, model_config_errors_name_the_file_and_key)
                      "models/m/config.json: \"instances\": expected an integer 0..64, got 65");
     json = "{\"device\": \"auto\"}";
     cr_expect_eq(cfg_model_parse(json, strlen(json), "models/m/config.json", &m), FS_EINVAL);
-    cr_expect(strstr(fs_errmsg(), "\"device\": expected \"cpu\", \"cuda\" or \"cuda:N\""), "%s",
+    cr_expect(strstr(fs_errmsg(), "\"device\": expected \"cpu\", \"cuda\", \"cuda:N\""), "%s",
               fs_errmsg());
     json = "{\"max_queue_delay\": 5}";
     cr_expect_eq(cfg_model_parse(json, strlen(json), "models/m/config.json", &m), FS_EINVAL);

@@ -304,15 +304,24 @@ Test(triton_apply, instance_group_kind_count_and_gpus)
     cr_expect_eq(m.batching.instances, 1, "count 0 means 1");
     cr_expect(!m.device.set, "auto: the server's device");
     m = apply_ok_on("instance_group [ { kind: KIND_GPU } ]", &gpu_dev);
-    cr_expect_eq(m.device.dev.kind, ENG_DEVICE_CUDA);
-    cr_expect_eq(m.device.dev.index, 1, "no gpus: the server's GPU");
+    cr_expect(!m.device.set, "no gpus: every GPU the server runs on");
     m = apply_ok_on("instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]", &gpu_dev);
+    cr_expect(m.device.set);
     cr_expect_eq(m.device.dev.index, 0);
+    cr_expect_eq(m.device.n_more, 0);
+    m = apply_ok_on("instance_group [ { count: 2 kind: KIND_GPU gpus: [ 1, 0 ] } ]", &gpu_dev);
+    cr_expect_eq(m.batching.instances, 2, "count is per GPU");
+    cr_expect_eq(m.device.dev.index, 1);
+    cr_expect_eq(m.device.n_more, 1);
+    cr_expect_eq(m.device.more[0].kind, ENG_DEVICE_CUDA);
+    cr_expect_eq(m.device.more[0].index, 0);
     m = apply_ok("instance_group [ { kind: KIND_AUTO gpus: [ 0 ] } ]");
     cr_expect(!m.device.set, "auto on a CPU server: the CPU");
     APPLY_FAILS("instance_group [ { kind: KIND_GPU } ]", FS_ENOTSUP, "the server runs on the CPU");
-    APPLY_FAILS_ON(&gpu_dev, "instance_group [ { kind: KIND_GPU gpus: [ 0, 1 ] } ]", FS_ENOTSUP,
-                   "several GPUs per model are not supported yet");
+    APPLY_FAILS_ON(&gpu_dev, "instance_group [ { kind: KIND_GPU gpus: [ 0, 1, 0 ] } ]", FS_EINVAL,
+                   "lists GPU 0 twice");
+    APPLY_FAILS_ON(&gpu_dev, "instance_group [ { kind: KIND_GPU gpus: [ 0, 1, 2, 3, 4, 5, 6, 7, 8 ] } ]",
+                   FS_ENOTSUP, "at most 8");
     APPLY_FAILS("instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]", FS_EINVAL, "KIND_CPU with gpus");
     APPLY_FAILS("instance_group [ { kind: KIND_MODEL } ]", FS_ENOTSUP, "KIND_MODEL");
     APPLY_FAILS("instance_group [ { count: -1 } ]", FS_EINVAL, "count is -1");

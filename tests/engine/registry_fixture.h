@@ -134,7 +134,7 @@ static inline void reg_fixture_open_with(reg_fixture_t *f, const alloc_cache_con
     f->opts = reg_batching(64, 2000000);
     eng_registry_config_t cfg = {
         .repository = f->repo,
-        .device_memory = &f->mem,
+        .device_memory = {&f->mem},
         .cpu_memory = &f->mem,
         .options = reg_fixture_options,
         .options_user = f,

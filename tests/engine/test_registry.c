@@ -160,10 +160,23 @@ Test(registry, load_of_a_missing_or_bad_model_fails_cleanly)
     cr_expect(strstr(fs_errmsg(), "config.json"), "%s", fs_errmsg());
     f.opts_error = 0;
     f.opts.device_set = true;
-    f.opts.device = (eng_device_t){ENG_DEVICE_CUDA, 3};
+    f.opts.n_devices = 1;
+    f.opts.devices[0] = (eng_device_t){ENG_DEVICE_CUDA, 3};
     cr_expect_eq(eng_registry_load(f.reg, "mlp"), FS_ENOTSUP);
     cr_expect(strstr(fs_errmsg(), "cuda:3"), "%s", fs_errmsg());
-    f.opts.device = (eng_device_t){ENG_DEVICE_CPU, 0};
+    /* Several devices: each must be the registry's, and each only once. */
+    f.opts.n_devices = 2;
+    f.opts.devices[0] = (eng_device_t){ENG_DEVICE_CPU, 0};
+    f.opts.devices[1] = (eng_device_t){ENG_DEVICE_CUDA, 1};
+    cr_expect_eq(eng_registry_load(f.reg, "mlp"), FS_ENOTSUP);
+    cr_expect(strstr(fs_errmsg(), "cuda:1 is not available") ||
+                  strstr(fs_errmsg(), "device 'cuda:1' is not available"), "%s", fs_errmsg());
+    f.opts.devices[1] = (eng_device_t){ENG_DEVICE_CPU, 0};
+    cr_expect_eq(eng_registry_load(f.reg, "mlp"), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "listed twice"), "%s", fs_errmsg());
+    f.opts.n_devices = 0;
+    cr_expect_eq(eng_registry_load(f.reg, "mlp"), FS_EINVAL);
+    f.opts.n_devices = 1;
     cr_expect_eq(eng_registry_load(f.reg, "mlp"), 0, "%s", fs_errmsg());
     reg_fixture_close(&f);
 }
@@ -650,13 +663,19 @@ Test(registry, index_lists_every_directory_with_its_state)
     /* An unreadable repository. */
     eng_registry_t *gone = NULL;
     eng_registry_config_t cfg = {.repository = "/nonexistent/flatserve-repo",
-                                 .device_memory = &f.mem, .cpu_memory = &f.mem};
+                                 .device_memory = {&f.mem}, .cpu_memory = &f.mem};
     cr_assert_eq(eng_registry_create(&cfg, &gone), 0);
     cr_expect_eq(eng_registry_index(gone, &idx, &n), FS_EIO);
     cr_expect(strstr(fs_errmsg(), "/nonexistent/flatserve-repo"), "%s", fs_errmsg());
     eng_registry_destroy(gone);
-    cfg.device_memory = NULL;
+    cfg.device_memory[0] = NULL;
     cr_expect_eq(eng_registry_create(&cfg, &gone), FS_EINVAL);
+    cr_expect_null(gone);
+    /* Two devices need two memories. */
+    cfg.device_memory[0] = &f.mem;
+    cfg.n_devices = 2;
+    cr_expect_eq(eng_registry_create(&cfg, &gone), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "device_memory[1]"), "%s", fs_errmsg());
     cr_expect_null(gone);
     reg_fixture_close(&f);
 }
