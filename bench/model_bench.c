@@ -61,6 +61,7 @@ typedef struct bench_opts {
     bool no_graphs;         /* CUDA: launch by launch, no graph replay */
     eng_conv_layout_t layout; /* --layout: convolutional regions' layout */
     eng_attn_fusion_t attention; /* --attention */
+    eng_conv_algo_t conv;        /* --conv: channels-last Convs' algorithm */
     bench_dim_t dims[BENCH_MAX_DIMS]; /* symbolic dims set by name (not the batch dim) */
     size_t n_dims;
     size_t n_plans;         /* --plans N: time N plan builds for new shapes; 0: none */
@@ -461,7 +462,7 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
                               .device = o->dev, .precision = o->prec,
                               .host_cache = mem->host_cache, .staging = mem->staging,
                               .no_cuda_graphs = o->no_graphs, .conv_layout = o->layout,
-                              .attention = o->attention};
+                              .attention = o->attention, .conv = o->conv};
     eng_model_t *m = NULL;
     int64_t batches[BENCH_MAX_BATCHES];
     size_t n_batches = 0;
@@ -617,6 +618,9 @@ static void bench_usage(FILE *f)
                "               choice), chain (kept) or fused (one Attention node, CUDA)\n"
                "  --layout L   convolutions: auto (default: the device's choice), nchw or\n"
                "               nhwc (channels-last regions, engine/layout.c)\n"
+               "  --conv C     channels-last Convs on CUDA: auto (default: the device's\n"
+               "               choice), im2col (column matrix + GEMM) or implicit (the\n"
+               "               implicit GEMM where it applies, engine/cuda/conv_igemm.cu)\n"
                "  --quick      0.3 s or 20 runs a measurement instead of 2 s or 200\n"
                "  --markdown   tables as Markdown, for bench/RESULTS.md\n"
                "  --json FILE  one object per (model, batch), for bench/ort_compare.py\n"
@@ -724,6 +728,15 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
             o->layout = strcmp(l, "nchw") == 0   ? ENG_CONV_LAYOUT_NCHW
                         : strcmp(l, "nhwc") == 0 ? ENG_CONV_LAYOUT_NHWC
                                                  : ENG_CONV_LAYOUT_AUTO;
+        } else if (strcmp(a, "--conv") == 0 && i + 1 < argc) {
+            const char *l = argv[++i];
+            if (strcmp(l, "auto") && strcmp(l, "im2col") && strcmp(l, "implicit")) {
+                fprintf(stderr, "model_bench: --conv needs auto, im2col or implicit\n");
+                exit(2);
+            }
+            o->conv = strcmp(l, "im2col") == 0     ? ENG_CONV_ALGO_IM2COL
+                      : strcmp(l, "implicit") == 0 ? ENG_CONV_ALGO_IMPLICIT
+                                                   : ENG_CONV_ALGO_AUTO;
         } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
             o->device = argv[++i];
             if (eng_device_parse(o->device, &o->dev) != 0) {

@@ -68,6 +68,15 @@ typedef enum eng_attn_fusion {
     ENG_ATTN_FUSION_FUSED,    /* fuse on a device with a fused Attention kernel (CUDA) */
 } eng_attn_fusion_t;
 
+/* How a channels-last Conv (engine/layout.c) computes on a device that has
+ * more than one way (CUDA: engine/cuda/conv_nhwc.cu). The CPU has only
+ * im2col, and computes every choice so. */
+typedef enum eng_conv_algo {
+    ENG_CONV_ALGO_AUTO = 0, /* the device's choice: the implicit GEMM where it applies */
+    ENG_CONV_ALGO_IM2COL,   /* a column matrix in the scratch, then one GEMM */
+    ENG_CONV_ALGO_IMPLICIT, /* the implicit GEMM where it applies, im2col elsewhere */
+} eng_conv_algo_t;
+
 /* A device: its kind and, for a GPU, its index (0 on the CPU). */
 typedef struct eng_device {
     eng_device_kind_t kind;
@@ -114,6 +123,8 @@ typedef struct eng_model_config {
     /* Zeroed: the device's choice. FUSED on the CPU keeps the chains (its
      * Attention kernel is the exact double reference). */
     eng_attn_fusion_t attention;
+    /* Zeroed: the device's choice (benchmarks compare the two). */
+    eng_conv_algo_t conv;
 } eng_model_config_t;
 
 /* eng_model_config_t.max_loop_iterations when it is 0. */

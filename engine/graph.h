@@ -176,6 +176,10 @@ typedef struct eng_node {
      * before the ReLU; conv_relu: max(0, .) last. */
     bool conv_residual;
     bool conv_relu;
+    /* Conv with channels_last only, set at load from
+     * eng_model_config_t.conv (eng_layout_conv_algo): compute it as im2col
+     * and a GEMM even where the device has an implicit GEMM for it. */
+    bool conv_im2col;
 } eng_node_t;
 
 typedef struct eng_graph {

@@ -391,6 +391,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
                 (cfg->conv_layout == ENG_CONV_LAYOUT_AUTO && m->be && m->be->channels_last);
     if (rc == 0 && nhwc)
         rc = eng_layout_channels_last(m->graph, &wa, &m->node_done);
+    if (rc == 0 && nhwc)
+        eng_layout_conv_algo(m->graph, cfg->conv);
     if (rc == 0 && !m->be->host_memory)
         rc = upload_constants(m);
     if (rc != 0) {

@@ -196,6 +196,11 @@ int eng_lower_precision(eng_graph_t *g, eng_dtype_t low, const eng_weight_alloc_
  * to be destroyed. */
 int eng_layout_channels_last(eng_graph_t *g, const eng_weight_alloc_t *wa, bool **done);
 
+/* Sets conv_im2col (graph.h) on each of g's channels-last Convs where
+ * `algo` is ENG_CONV_ALGO_IM2COL, clears it where it is not; other nodes
+ * are left alone. Runs after eng_layout_channels_last. Cannot fail. */
+void eng_layout_conv_algo(eng_graph_t *g, eng_conv_algo_t algo);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,11 +5,16 @@
  *
  * Every output position of the batch is a row of Y [P, M]. A pointwise
  * Conv (1x1, stride 1, no padding) is one GEMM per group straight on X
- * [P, C]: Y_g = X_g W_g^T. Any other copies a chunk of rows' windows into
- * a column matrix col [rows, group, taps, C/group] in the scratch (im2col:
- * each tap's channels are contiguous in X and in col, so the copy moves
- * 16-byte units where the channel count allows; the padding is zero bits)
- * and multiplies col_g W_g^T. The groups of one chunk are one
+ * [P, C]: Y_g = X_g W_g^T. A 2-D float16/bfloat16 Conv of group 1 with C
+ * and M multiples of 8 is conv_igemm.cu's implicit GEMM, which gathers
+ * the windows as it multiplies (no scratch), unless the model asked for
+ * im2col (eng_model_config_t.conv, graph.h conv_im2col) or, which no plan
+ * does (the activation block and the weights are cudaMalloc-aligned), X
+ * or W is not 16-byte aligned. Any other copies a chunk of rows' windows
+ * into a column matrix col [rows, group, taps, C/group] in the scratch
+ * (im2col: each tap's channels are contiguous in X and in col, so the copy
+ * moves 16-byte units where the channel count allows; the padding is zero
+ * bits) and multiplies col_g W_g^T. The groups of one chunk are one
  * strided-batched GEMM (their Y columns interleave, never overlap).
  *
  * conv_gemm_epilogue is the one place the products and the epilogue
@@ -289,7 +294,8 @@ static int64_t nhwc_chunk_rows(const eng_nn_geom_t *g, int64_t rows, size_t es)
 
 size_t eng_cuda_conv_nhwc_scratch_bytes(const eng_op_ctx_t *c, const eng_nn_geom_t *g)
 {
-    if (eng_nn_conv_is_pointwise(g) || eng_nn_conv_is_depthwise(g))
+    if (eng_nn_conv_is_pointwise(g) || eng_nn_conv_is_depthwise(g) ||
+        eng_cuda_conv_igemm_applies(c, g))
         return 0;
     size_t es = eng_dtype_size(c->inputs[0]->dtype);
     int64_t rows = g->batch * eng_nn_prod(g->out);
@@ -314,6 +320,11 @@ int eng_cuda_conv_nhwc_run(eng_op_ctx_t *c, const eng_nn_geom_t *g)
         return 0;
     if (eng_nn_conv_is_depthwise(g))
         return nhwc_depthwise_run(c, g, res);
+    /* Misaligned (never in a plan), im2col below needs the scratch that
+     * eng_cuda_conv_nhwc_scratch_bytes did not ask for, and says so. */
+    if (eng_cuda_conv_igemm_applies(c, g) && (uintptr_t)x % 16 == 0 &&
+        (uintptr_t)c->inputs[1]->data % 16 == 0)
+        return eng_cuda_conv_igemm_run(c, g, res);
     if (c->scratch_bytes < need)
         return eng_op_scratch_err(c, need);
     conv_gemm_t p;

@@ -102,6 +102,17 @@ size_t eng_cuda_conv_nhwc_scratch_bytes(const eng_op_ctx_t *c, const eng_nn_geom
  * range or status, a launch) Y may be partly written. */
 int eng_cuda_conv_nhwc_run(eng_op_ctx_t *c, const eng_nn_geom_t *g);
 
+/* Whether c's channels-last Conv of geometry g runs as conv_igemm.cu's
+ * implicit GEMM: it fits (eng_nn_conv_implicit_gemm_fits) and the node is
+ * not marked conv_im2col. Cannot fail. */
+bool eng_cuda_conv_igemm_applies(const eng_op_ctx_t *c, const eng_nn_geom_t *g);
+
+/* The implicit GEMM of c's Conv, where eng_cuda_conv_igemm_applies: Y =
+ * relu?(conv(X, W) + B + R), R (Y's shape, borrowed) or NULL. X and W must
+ * be 16-byte aligned (the caller checks). No scratch. On error (FS_EDEVICE
+ * from a launch) Y may be partly written. */
+int eng_cuda_conv_igemm_run(const eng_op_ctx_t *c, const eng_nn_geom_t *g, const void *res);
+
 /* ---- block reductions --------------------------------------------------- */
 
 struct sum_op {

@@ -1,5 +1,6 @@
 /* nn.c -- definitions (validation, dtype and shape inference) of the nn ops:
  * convolutions, pools and normalisations, and their shared window geometry. */
+#include <limits.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -601,4 +602,30 @@ bool eng_nn_conv_is_pointwise(const eng_nn_geom_t *g)
 bool eng_nn_conv_is_depthwise(const eng_nn_geom_t *g)
 {
     return g->group > 1 && g->group == g->in_channels && g->group == g->out_channels;
+}
+
+bool eng_nn_conv_implicit_gemm_fits(const eng_nn_geom_t *g, eng_dtype_t dt)
+{
+    /* Room for a tile's overhang past P, M and K. */
+    const int64_t lim = INT32_MAX - 256, half = (int64_t)1 << 30;
+    int64_t c = g->in_channels, m = g->out_channels;
+    if ((dt != ENG_DT_FLOAT16 && dt != ENG_DT_BFLOAT16) || g->group != 1 ||
+        g->kernel[0] != 1 || g->in[0] != 1 || g->out[0] != 1 || g->pad_begin[0] != 0 ||
+        c <= 0 || c % 8 != 0 || c > lim || m <= 0 || m % 8 != 0 || m > lim ||
+        g->batch <= 0 || g->batch > lim || eng_nn_conv_is_pointwise(g))
+        return false;
+    /* Every factor below 2^30 first, so that no product below overflows. */
+    for (int i = 1; i < ENG_NN_DIMS; i++) {
+        const int64_t f[] = {g->in[i], g->out[i], g->kernel[i], g->stride[i], g->dilation[i]};
+        for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
+            if (f[j] <= 0 || f[j] >= half)
+                return false;
+        if (g->pad_begin[i] < 0 || g->pad_begin[i] >= half ||
+            (g->out[i] - 1) * g->stride[i] >= half ||
+            (g->kernel[i] - 1) * g->dilation[i] >= half)
+            return false;
+    }
+    int64_t hw = g->in[1] * g->in[2], ohw = g->out[1] * g->out[2];
+    int64_t taps = g->kernel[1] * g->kernel[2];
+    return hw <= lim / c && ohw <= lim / g->batch && taps <= lim / c;
 }

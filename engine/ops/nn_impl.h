@@ -211,6 +211,17 @@ bool eng_nn_conv_is_pointwise(const eng_nn_geom_t *g);
  * output channel. Cannot fail. */
 bool eng_nn_conv_is_depthwise(const eng_nn_geom_t *g);
 
+/* Whether a channels-last Conv of geometry g in dtype dt fits an implicit
+ * GEMM (engine/cuda/conv_igemm.cu): float16 or bfloat16, group 1, two
+ * spatial dims or fewer (dim 0 trivial), C and M non-zero multiples of 8
+ * (each tap's channels move as 16-byte units), not pointwise (that is one
+ * GEMM on X already), a non-empty X and Y, and every index the kernel
+ * forms in 32 bits: P = N*Ho*Wo, K = kh*kw*C, M and H*W*C at least 256
+ * below INT32_MAX (a tile's overhang), and along each spatial dim the
+ * sizes, stride, dilation, leading pad, last window start and kernel
+ * extent below 2^30. Cannot fail. */
+bool eng_nn_conv_implicit_gemm_fits(const eng_nn_geom_t *g, eng_dtype_t dt);
+
 #ifdef __cplusplus
 }
 #endif

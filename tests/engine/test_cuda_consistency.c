@@ -3866,3 +3866,194 @@ Test(cuda_consistency, channels_last_conv_blocks_match_the_cpu)
     }
     rig_close(&r);
 }
+
+/* ---- the implicit-GEMM Conv (engine/cuda/conv_igemm.cu) ------------------- */
+
+/* One channels-last Conv block: X f32 [n, c, h, w] cast to `dt`; with
+ * `residual`, R = a Conv of X of the same geometry (another W, no bias),
+ * which both algorithms compute too; Y = relu?(Conv(X) + B? + R?) in `dt`
+ * (no f32 copy of Y, so that the column matrix decides the plans' sizes).
+ * `implicit`: whether the implicit GEMM applies (C and M multiples of 8),
+ * else the case checks the im2col fallback. */
+typedef struct igemm_case {
+    const char *dt; /* "f16", "bf16" */
+    int64_t n, c, h, w, m, kh, kw, sh, sw, ph, pw, dil;
+    bool bias, residual, relu;
+    bool implicit;
+} igemm_case_t;
+
+static uint8_t *igemm_block(mb_t *b, const igemm_case_t *ic, size_t *len)
+{
+    char spec[80];
+    spec_t s;
+    mb_init(b, OC_IR_VERSION, 13);
+    mb_input(b, "X", ENG_DT_FLOAT, 4, (int64_t[]){ic->n, ic->c, ic->h, ic->w}, NULL);
+    mb_attr_i(b, mb_node(b, "Cast", "in", "X", "Xd"), "to", (int64_t)dtype_parse(ic->dt));
+    const char *ws[2] = {"W", "Wr"};
+    for (int i = 0; i < (ic->residual ? 2 : 1); i++) {
+        snprintf(spec, sizeof spec, "=%s[%lld,%lld,%lld,%lld]:r(-0.3,0.3)", ic->dt,
+                 (long long)ic->m, (long long)ic->c, (long long)ic->kh, (long long)ic->kw);
+        spec_parse(spec, &s);
+        mb_initializer(b, spec_proto(b, ws[i], &s, 21 + (uint64_t)i));
+    }
+    if (ic->bias) {
+        snprintf(spec, sizeof spec, "=%s[%lld]:unit", ic->dt, (long long)ic->m);
+        spec_parse(spec, &s);
+        mb_initializer(b, spec_proto(b, "B", &s, 23));
+    }
+    /* The residual's Conv first: R is made before the Conv that adds it. */
+    const char *names[2] = {"conv_r", "conv"}, *ins[2] = {"Xd,Wr", ic->bias ? "Xd,W,B" : "Xd,W"};
+    const char *outs[2] = {"R", "C"};
+    for (int i = ic->residual ? 0 : 1; i < 2; i++) {
+        Onnx__NodeProto *conv = mb_node(b, "Conv", names[i], ins[i], outs[i]);
+        mb_attr_ints(b, conv, "pads", (int64_t[]){ic->ph, ic->pw, ic->ph, ic->pw}, 4);
+        mb_attr_ints(b, conv, "strides", (int64_t[]){ic->sh, ic->sw}, 2);
+        mb_attr_ints(b, conv, "dilations", (int64_t[]){ic->dil, ic->dil}, 2);
+    }
+    const char *y = "C";
+    if (ic->residual) {
+        mb_node(b, "Add", "add", "C,R", "S");
+        y = "S";
+    }
+    if (ic->relu) {
+        mb_node(b, "Relu", "relu", y, "T");
+        y = "T";
+    }
+    mb_output(b, y, dtype_parse(ic->dt), -1, NULL);
+    return mb_pack(b, len);
+}
+
+/* Tolerances of the implicit GEMM: the CPU and the kernel both sum the
+ * products in float and round once, after the bias, the residual and the
+ * ReLU, so they differ by the summation order (~1e-6) and at most one
+ * unit in the last place of Y (the relative part: 2^-10 for f16, 2^-7 for
+ * bf16, doubled) and of R, which may cancel against the product (the
+ * absolute part: one unit at |R| < 8). A missing or misplaced tap moves
+ * values by ~0.05 to 1. */
+#define IGEMM_F16_RTOL 2e-3
+#define IGEMM_F16_ATOL 4e-3
+#define IGEMM_BF16_RTOL 1.6e-2
+#define IGEMM_BF16_ATOL 3.2e-2
+
+/* Runs b on the device with the given algorithm; 0, *y and *live_bytes
+ * (the plan's most bytes live at once), or the failure already reported. */
+static int igemm_run_dev(rig_t *r, const uint8_t *bytes, size_t len, eng_conv_algo_t algo,
+                         const eng_tensor_t *x, const char *desc, eng_tensor_t **y,
+                         size_t *live_bytes)
+{
+    eng_model_config_t cfg = rig_config(r, true);
+    cfg.conv_layout = ENG_CONV_LAYOUT_NHWC;
+    cfg.conv = algo;
+    const char *an = algo == ENG_CONV_ALGO_IM2COL ? "im2col" : "implicit";
+    eng_model_t *dev = NULL;
+    eng_plan_info_t info = {0};
+    int rc = eng_model_load_bytes(bytes, len, NULL, &cfg, &dev);
+    if (rc != 0)
+        cr_expect(false, "%s: loading on %s (%s): %s", desc, r->dut.name, an, fs_errmsg());
+    if (rc == 0 && (rc = eng_model_plan_info(dev, &x->shape, 1, &info)) != 0)
+        cr_expect(false, "%s: planning on %s (%s): %s", desc, r->dut.name, an, fs_errmsg());
+    if (rc == 0 && (rc = eng_model_run(dev, x, 1, y)) != 0)
+        cr_expect(false, "%s: running on %s (%s): %s", desc, r->dut.name, an, fs_errmsg());
+    *live_bytes = info.lower_bound_bytes;
+    eng_model_destroy(dev);
+    return rc;
+}
+
+Test(cuda_consistency, implicit_gemm_conv_matches_the_cpu_and_im2col)
+{
+    static const igemm_case_t cases[] = {
+        /* 3x3 stride 1 pad 1 with every epilogue, and with none */
+        {"f16", 2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, true, true, true, true},
+        {"f16", 2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, false, false, false, true},
+        {"bf16", 2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, true, true, true, true},
+        /* 3x3 stride 2 */
+        {"f16", 2, 32, 10, 10, 48, 3, 3, 2, 2, 1, 1, 1, true, false, true, true},
+        {"bf16", 2, 32, 10, 10, 48, 3, 3, 2, 2, 1, 1, 1, true, true, false, true},
+        /* the 7x7 stride-2 stem with C = 8 (K = 392: a K tail) */
+        {"f16", 2, 8, 15, 15, 16, 7, 7, 2, 2, 3, 3, 1, true, false, true, true},
+        {"bf16", 2, 8, 15, 15, 16, 7, 7, 2, 2, 3, 3, 1, true, false, true, true},
+        /* dilation 2 */
+        {"f16", 2, 16, 11, 11, 16, 3, 3, 1, 1, 2, 2, 2, false, true, true, true},
+        {"bf16", 2, 16, 11, 11, 16, 3, 3, 1, 1, 2, 2, 2, true, true, false, true},
+        /* P = 147 and M = 24 no tile multiples, K = 360 */
+        {"f16", 3, 40, 7, 7, 24, 3, 3, 1, 1, 1, 1, 1, true, true, true, true},
+        {"f16", 3, 40, 7, 7, 24, 3, 3, 1, 1, 1, 1, 1, false, true, false, true},
+        {"bf16", 3, 40, 7, 7, 24, 3, 3, 1, 1, 1, 1, 1, true, false, true, true},
+        /* a non-square kernel and stride, no padding along the height */
+        {"f16", 2, 24, 6, 10, 32, 3, 5, 1, 2, 0, 2, 1, true, true, true, true},
+        /* enough tiles (72 x 2) for 128-wide blocks on an H100/H200's 132
+         * multiprocessors, M = 136 past one of them */
+        {"f16", 4, 16, 48, 48, 136, 3, 3, 1, 1, 1, 1, 1, true, true, true, true},
+        {"bf16", 4, 32, 48, 48, 136, 3, 3, 1, 1, 1, 1, 1, true, false, true, true},
+        /* fallbacks to im2col: the real stem's C = 3, C = 12, M = 12 */
+        {"f16", 2, 3, 15, 15, 16, 7, 7, 2, 2, 3, 3, 1, true, false, true, false},
+        {"bf16", 2, 3, 15, 15, 16, 7, 7, 2, 2, 3, 3, 1, true, true, true, false},
+        {"f16", 2, 12, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, true, true, true, false},
+        {"f16", 2, 16, 9, 9, 12, 3, 3, 1, 1, 1, 1, 1, true, true, true, false},
+    };
+    rig_t r;
+    rig_open(&r, 1);
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        const igemm_case_t *ic = &cases[i];
+        char desc[192];
+        snprintf(desc, sizeof desc, "%s conv %lldx%lld stride %lld,%lld pad %lld,%lld dilation "
+                 "%lld [%lld,%lld,%lld,%lld]->%lld%s%s%s (%s)", ic->dt, (long long)ic->kh,
+                 (long long)ic->kw, (long long)ic->sh, (long long)ic->sw, (long long)ic->ph,
+                 (long long)ic->pw, (long long)ic->dil, (long long)ic->n, (long long)ic->c,
+                 (long long)ic->h, (long long)ic->w, (long long)ic->m, ic->bias ? " +bias" : "",
+                 ic->residual ? " +residual" : "", ic->relu ? " +relu" : "",
+                 ic->implicit ? "implicit" : "falls back to im2col");
+        mb_t b;
+        size_t len;
+        uint8_t *bytes = igemm_block(&b, ic, &len);
+        spec_t xs = {.dt = ENG_DT_FLOAT, .dist = DIST_UNIT, .n_vals = -1,
+                     .shape = {4, {ic->n, ic->c, ic->h, ic->w}}};
+        eng_tensor_t *x = spec_tensor(&xs, fnv1a(desc));
+        eng_tensor_t *want[1] = {NULL}, *imp[1] = {NULL}, *col[1] = {NULL};
+        eng_model_t *ref = NULL;
+        /* The reference: the CPU's channels-last Conv (engine/cpu/conv_nhwc.c). */
+        eng_model_config_t rcfg = rig_config(&r, false);
+        rcfg.conv_layout = ENG_CONV_LAYOUT_NHWC;
+        int rc = eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref);
+        cr_expect_eq(rc, 0, "%s: loading on the CPU: %s", desc, fs_errmsg());
+        if (rc == 0 && (rc = eng_model_run(ref, x, 1, want)) != 0)
+            cr_expect(false, "%s: running on the CPU: %s", desc, fs_errmsg());
+        size_t imp_bytes = 0, col_bytes = 0;
+        if (rc == 0)
+            rc = igemm_run_dev(&r, bytes, len, ENG_CONV_ALGO_IMPLICIT, x, desc, imp, &imp_bytes);
+        if (rc == 0)
+            rc = igemm_run_dev(&r, bytes, len, ENG_CONV_ALGO_IM2COL, x, desc, col, &col_bytes);
+        bool f16 = strcmp(ic->dt, "f16") == 0;
+        double t_col = f16 ? 4e-3 : 3e-2; /* NHWC_F16, NHWC_BF16 above */
+        tol_t ti = {.rtol = f16 ? IGEMM_F16_RTOL : IGEMM_BF16_RTOL,
+                    .atol = f16 ? IGEMM_F16_ATOL : IGEMM_BF16_ATOL, .exact = !r.dut.cuda};
+        if (!ic->implicit)
+            ti.rtol = ti.atol = t_col;
+        tol_t tc = {.rtol = t_col, .atol = t_col, .exact = !r.dut.cuda};
+        char what[220];
+        if (rc == 0) {
+            snprintf(what, sizeof what, "%s, implicit", desc);
+            expect_tensor_match(what, want[0], imp[0], &ti);
+            snprintf(what, sizeof what, "%s, im2col", desc);
+            expect_tensor_match(what, want[0], col[0], &tc);
+        }
+        /* The implicit GEMM holds no column matrix: its plan has fewer
+         * bytes live at the Conv, and in every case here that step's
+         * column matrix (at least 9% past the rest) raises im2col's peak
+         * above the implicit plan's; a fallback plans what im2col plans.
+         * The CPU has one algorithm. */
+        if (rc == 0 && r.dut.cuda && ic->implicit)
+            cr_expect_lt(imp_bytes, col_bytes, "%s: the implicit plan's peak of %zu live "
+                         "bytes, im2col's %zu", desc, imp_bytes, col_bytes);
+        if (rc == 0 && (!r.dut.cuda || !ic->implicit))
+            cr_expect_eq(imp_bytes, col_bytes, "%s: live bytes", desc);
+        outputs_free(want, 1);
+        outputs_free(imp, 1);
+        outputs_free(col, 1);
+        eng_model_destroy(ref);
+        eng_tensor_free(x);
+        mb_free(&b);
+        rig_expect_idle(&r, desc);
+    }
+    rig_close(&r);
+}

@@ -328,6 +328,75 @@ Test(layout, grouped_and_depthwise_convs_join_and_a_channel_multiplier_stays_nch
     mb_free(&b);
 }
 
+Test(layout, conv_algo_marks_the_channels_last_convs_only)
+{
+    /* The graph above: two channels-last Convs and a channel multiplier
+     * that stays NCHW. */
+    mb_t b;
+    mb_init(&b, 8, 13);
+    mb_input(&b, "X", F, 4, (int64_t[]){1, 4, 5, 5}, NULL);
+    add_conv(&b, F, "grouped", "X", "G", 4, 6, 3, 1, 2, 1);
+    add_conv(&b, F, "depthwise", "G", "D", 6, 6, 3, 2, 6, 2);
+    mb_node(&b, "Relu", "relu", "D", "R");
+    add_conv(&b, F, "multiplier", "R", "Y", 6, 12, 3, 1, 6, 3);
+    mb_output(&b, "Y", F, -1, NULL);
+    laid_t l = lay_out(&b);
+    const eng_node_t *gr = node_named(&l, "grouped"), *dw = node_named(&l, "depthwise"),
+                     *mu = node_named(&l, "multiplier");
+    cr_expect(!gr->conv_im2col && !dw->conv_im2col && !mu->conv_im2col, "unmarked at first");
+    eng_layout_conv_algo(l.g, ENG_CONV_ALGO_IM2COL);
+    cr_expect(gr->conv_im2col && dw->conv_im2col);
+    cr_expect(!mu->conv_im2col, "an NCHW Conv is left alone");
+    for (size_t i = 0; i < l.g->n_nodes; i++)
+        if (strcmp(l.g->nodes[i].op_type, "Conv") != 0)
+            cr_expect(!l.g->nodes[i].conv_im2col, "'%s' is no Conv", l.g->nodes[i].name);
+    eng_layout_conv_algo(l.g, ENG_CONV_ALGO_IMPLICIT);
+    cr_expect(!gr->conv_im2col && !dw->conv_im2col && !mu->conv_im2col);
+    eng_layout_conv_algo(l.g, ENG_CONV_ALGO_IM2COL);
+    eng_layout_conv_algo(l.g, ENG_CONV_ALGO_AUTO);
+    cr_expect(!gr->conv_im2col && !dw->conv_im2col, "auto clears it too");
+    laid_free(&l);
+    mb_free(&b);
+}
+
+/* The CPU has one channels-last algorithm: every choice computes the same
+ * bits. */
+Test(layout, conv_algo_choices_compute_alike_on_the_cpu)
+{
+    mb_t b;
+    build_block(&b, F);
+    size_t len;
+    uint8_t *bytes = mb_pack(&b, &len);
+    eng_shape_t xs = {.rank = 4, .dims = {2, 8, 6, 6}};
+    eng_tensor_t *x = NULL;
+    cr_assert_eq(eng_tensor_alloc_host(ENG_DT_FLOAT, &xs, &x), 0);
+    for (int64_t i = 0; i < eng_shape_numel(&xs); i++)
+        ((float *)x->data)[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    const eng_conv_algo_t algos[] = {ENG_CONV_ALGO_AUTO, ENG_CONV_ALGO_IM2COL,
+                                     ENG_CONV_ALGO_IMPLICIT};
+    eng_tensor_t *out[3] = {NULL};
+    for (int i = 0; i < 3; i++) {
+        model_fixture_t f;
+        model_fixture_cache(&f);
+        eng_model_config_t cfg = {.cache = f.cache, .n_threads = 2,
+                                  .conv_layout = ENG_CONV_LAYOUT_NHWC, .conv = algos[i]};
+        cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &f.model), 0, "load: %s",
+                     fs_errmsg());
+        cr_assert_eq(eng_model_run(f.model, x, 1, &out[i]), 0, "run: %s", fs_errmsg());
+        model_fixture_close(&f);
+    }
+    for (int i = 1; i < 3; i++) {
+        cr_assert(eng_shape_equal(&out[0]->shape, &out[i]->shape));
+        cr_expect_arr_eq(out[0]->data, out[i]->data,
+                         (size_t)eng_shape_numel(&out[0]->shape) * sizeof(float),
+                         "algorithm %d", (int)algos[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        eng_tensor_free(out[i]);
+    eng_tensor_free(x);
+    mb_free(&b);
+}
+
 Test(layout, residual_made_after_the_conv_fuses_into_the_later_conv)
 {
     /* A projection block: main = conv_m(X), shortcut = conv_s(X) listed

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "engine/backend.h"
 #include "engine/op.h"
+#include "engine/ops/nn_impl.h"
 #include "op_call.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -1011,4 +1012,85 @@ Test(engine_ops_linalg, det_of_a_batch_with_a_pivot_and_a_singular_matrix)
     cr_expect_eq(call_infer(&c, "Det", NULL, 0, rin, 1, 1), FS_EINVAL);
     cr_expect(strstr(fs_errmsg(), "input 0 has shape [2,3]; it must be [..., n, n]"), "%s",
               fs_errmsg());
+}
+
+/* --- which Convs the implicit GEMM takes (engine/cuda/conv_igemm.cu) ------ */
+
+/* A 2-D Conv's geometry as eng_nn_geom normalises it: dim 0 trivial. */
+static eng_nn_geom_t geom2d(int64_t n, int64_t c, int64_t hw, int64_t m, int64_t k, int64_t s,
+                            int64_t p, int64_t d)
+{
+    eng_nn_geom_t g = {.n_spatial = 2, .batch = n, .in_channels = c, .out_channels = m,
+                       .group = 1};
+    g.in[0] = g.out[0] = g.kernel[0] = g.stride[0] = g.dilation[0] = 1;
+    for (int i = 1; i < ENG_NN_DIMS; i++) {
+        g.in[i] = hw;
+        g.kernel[i] = k;
+        g.stride[i] = s;
+        g.dilation[i] = d;
+        g.pad_begin[i] = g.pad_end[i] = p;
+        g.out[i] = (hw + 2 * p - (k - 1) * d - 1) / s + 1;
+    }
+    return g;
+}
+
+Test(engine_ops_nn, implicit_gemm_takes_2d_half_convs_with_channels_in_units_of_8)
+{
+    eng_nn_geom_t g = geom2d(64, 64, 56, 64, 3, 1, 1, 1); /* ResNet-50's 3x3 */
+    cr_expect(eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16));
+    cr_expect(eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_BFLOAT16));
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT), "float stays im2col");
+    g = geom2d(3, 40, 7, 24, 3, 1, 1, 1); /* P and M no tile multiples */
+    cr_expect(eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16));
+    g = geom2d(2, 8, 15, 16, 7, 2, 3, 1); /* the stem with C padded to 8 */
+    cr_expect(eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16));
+    g = geom2d(2, 16, 11, 16, 3, 1, 2, 2); /* dilation 2 */
+    cr_expect(eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_BFLOAT16));
+    g = geom2d(2, 64, 56, 128, 1, 2, 0, 1); /* a strided 1x1 is no plain GEMM */
+    cr_expect(eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16));
+    g = geom2d(1, 16, 10, 16, 3, 1, 1, 1);
+    g.in[1] = g.out[1] = 1; /* a 1-D Conv: dim 1 trivial too */
+    g.kernel[1] = 1;
+    g.pad_begin[1] = g.pad_end[1] = 0;
+    cr_expect(eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16));
+}
+
+Test(engine_ops_nn, implicit_gemm_leaves_the_rest_to_im2col)
+{
+    eng_nn_geom_t g = geom2d(2, 3, 224, 64, 7, 2, 3, 1); /* the stem: C = 3 */
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16));
+    g = geom2d(2, 12, 9, 16, 3, 1, 1, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "C not a multiple of 8");
+    g = geom2d(2, 16, 9, 12, 3, 1, 1, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "M not a multiple of 8");
+    g = geom2d(2, 16, 9, 32, 1, 1, 0, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "pointwise: one GEMM on X");
+    g = geom2d(2, 16, 9, 32, 3, 1, 1, 1);
+    g.group = 2;
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "grouped");
+    g = geom2d(2, 16, 9, 32, 3, 1, 1, 1);
+    g.in[0] = g.kernel[0] = 3;
+    g.out[0] = 1;
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "3-D");
+    g = geom2d(0, 16, 9, 32, 3, 1, 1, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "empty batch");
+    g = geom2d(2, 0, 9, 32, 3, 1, 1, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "no input channels");
+    g = geom2d(2, 16, 9, 32, 3, 1, 1, 1);
+    g.in[2] = 0;
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "an empty image");
+    /* Indices past 32 bits: P, K = kh*kw*C, an image's H*W*C, a dim. */
+    g = geom2d(65536, 8, 256, 8, 3, 1, 1, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "P = 2^32");
+    g = geom2d(1, (int64_t)1 << 28, 3, 8, 3, 1, 1, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "K = 9 * 2^28");
+    g = geom2d(1, 1024, 2048, 8, 3, 1, 1, 1);
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "H*W*C = 2^32");
+    g = geom2d(1, 8, 3, 8, 3, 1, 1, 1);
+    g.in[2] = (int64_t)1 << 30;
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "a row of 2^30");
+    g = geom2d(1, 8, 5, 8, 3, 1, 1, (int64_t)1 << 29);
+    g.out[1] = g.out[2] = 1;
+    g.pad_begin[1] = g.pad_begin[2] = (int64_t)1 << 29;
+    cr_expect(!eng_nn_conv_implicit_gemm_fits(&g, ENG_DT_FLOAT16), "a kernel extent of 2^30");
 }
