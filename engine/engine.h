@@ -114,6 +114,10 @@ typedef struct eng_model_config {
     /* Zeroed: the device's choice. FUSED on the CPU keeps the chains (its
      * Attention kernel is the exact double reference). */
     eng_attn_fusion_t attention;
+    /* Keep chains of element-wise ops as the model has them, one node each,
+     * instead of fusing each into one FusedElementwise node
+     * (engine/fuse_chain.c; fused by default, on every device). */
+    bool no_elementwise_fusion;
 } eng_model_config_t;
 
 /* eng_model_config_t.max_loop_iterations when it is 0. */

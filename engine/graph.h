@@ -176,6 +176,10 @@ typedef struct eng_node {
      * before the ReLU; conv_relu: max(0, .) last. */
     bool conv_residual;
     bool conv_relu;
+    /* FusedElementwise (an engine-internal op) only, set by
+     * engine/fuse_chain.c: the program the node runs (engine/ew_program.h),
+     * in the graph's pool. */
+    const struct eng_ew_program *ew;
 } eng_node_t;
 
 typedef struct eng_graph {

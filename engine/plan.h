@@ -196,6 +196,17 @@ int eng_lower_precision(eng_graph_t *g, eng_dtype_t low, const eng_weight_alloc_
  * to be destroyed. */
 int eng_layout_channels_last(eng_graph_t *g, const eng_weight_alloc_t *wa, bool **done);
 
+/* Fuses each group of two or more connected element-wise nodes (unary
+ * ops, float Casts, broadcasting Add/Sub/Mul/Div/Max/Min, Pow of a
+ * constant, Where, Clip of constant bounds) whose intermediate values
+ * nothing else reads into one FusedElementwise node on the group's last
+ * node, running the group as a program (engine/fuse_chain.c says exactly
+ * when; engine/ew_program.h what the program is); `done[i]` is set for the
+ * group's other nodes. Runs last among the load-time rewrites, on the same
+ * `done`. 0, or FS_ENOMEM; on error the groups already fused stay and the
+ * graph stays consistent (freed with it). */
+int eng_fuse_elementwise_chains(eng_graph_t *g, bool *done);
+
 #ifdef __cplusplus
 }
 #endif
