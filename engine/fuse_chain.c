@@ -70,6 +70,7 @@
  * of broadcasts computed (broadcasting is associative), and a chain whose
  * shapes do not broadcast fails at plan time as the unfused one did. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -617,6 +618,14 @@ int eng_fuse_elementwise_chains(eng_graph_t *g, bool *done)
             FS_LOG_D("engine", "element-wise chain ending at '%s' (%d ops) left unfused: no "
                      "program fits", g->nodes[gr->sink].name, gr->n_ops);
             continue;
+        }
+        if (fs_log_level_current >= FS_LOG_DEBUG) {
+            char ops[256];
+            size_t w = 0;
+            for (int m = 0; m < n && w < sizeof ops; m++)
+                w += (size_t)snprintf(ops + w, sizeof ops - w, " %s", g->nodes[mem[m]].op_type);
+            FS_LOG_D("engine", "element-wise chain fused at '%s': %d inputs,%s",
+                     g->nodes[gr->sink].name, prog.n_inputs, ops);
         }
         rc = group_apply(g, done, mem, n, &prog, ins);
         fused++;
