@@ -19,7 +19,9 @@
  *    those of engine/ops/unary_impl.h's lists (Sigmoid, Tanh, Erf, Exp,
  *    Log, Sqrt, Reciprocal, LeakyRelu, HardSigmoid, Softplus, ...), with
  *    their attributes;
- *  - Cast from one of the three float dtypes to another (or the same);
+ *  - Cast between float32 and float16 or bfloat16 either way, or to its
+ *    input's dtype (a Cast rounds to the half dtype on either side, which
+ *    the unfused graph had rounded to);
  *  - Add, Sub, Mul, Div (opset >= 7, numpy broadcasting), Max and Min of
  *    two inputs (opset >= 8), Pow of a one-element constant exponent of
  *    the base's dtype (opset >= 7), Where (opset >= 9, a bool condition),
@@ -291,10 +293,16 @@ static bool chain_op_of(const eng_graph_t *g, const bool *done, const eng_dtype_
         return ni == 1 && operand(g, dt, op, 0, n->inputs[0], t);
     }
     if (strcmp(type, "Cast") == 0) {
-        eng_dtype_t from = dt[n->inputs[0]];
-        op->code = t == ENG_DT_FLOAT16 && from != t   ? ENG_EW_CastF16
-                   : t == ENG_DT_BFLOAT16 && from != t ? ENG_EW_CastBF16
-                                                       : ENG_EW_Copy;
+        /* A half value leaving for float32 is rounded to its dtype first:
+         * the program keeps intermediates unrounded, the graph had it
+         * rounded. Half to the other half is left alone. */
+        eng_dtype_t from = dt[n->inputs[0]], half = from == t ? ENG_DT_UNDEFINED
+                                                    : from == ENG_DT_FLOAT ? t : from;
+        if (half != ENG_DT_UNDEFINED && t != ENG_DT_FLOAT && from != ENG_DT_FLOAT)
+            return false;
+        op->code = half == ENG_DT_FLOAT16    ? ENG_EW_CastF16
+                   : half == ENG_DT_BFLOAT16 ? ENG_EW_CastBF16
+                                             : ENG_EW_Copy;
         op->n_src = 1;
         return ni == 1 && float_dt(from) && operand(g, dt, op, 0, n->inputs[0], from);
     }
