@@ -5,6 +5,7 @@
  * eng_model_load. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,7 +82,7 @@ typedef struct fc_result {
     int ops;                  /* the nodes they replaced */
     int max_inputs;
     bool live[64];            /* per node: not done */
-    const char *types[64];    /* per node: op type after the pass */
+    char types[64][24];       /* per node: op type after the pass */
     int n_nodes;
 } fc_result_t;
 
@@ -112,7 +113,7 @@ static fc_result_t fc_fuse(const fc_case_t *c)
     for (size_t i = 0; i < g->n_nodes; i++) {
         const eng_node_t *n = &g->nodes[i];
         r.live[i] = !done[i];
-        r.types[i] = n->op_type;
+        snprintf(r.types[i], sizeof r.types[i], "%s", n->op_type);
         if (done[i] || strcmp(n->op_type, "FusedElementwise") != 0)
             continue;
         cr_assert(n->ew, "%s: a FusedElementwise node without its program", c->desc);
@@ -319,10 +320,10 @@ static void select_nodes(mb_t *b)
 
 static void many_inputs_nodes(mb_t *b)
 {
-    char ins[16], out[8], prev[8] = "X0";
-    for (int k = 1; k < 10; k++) {
-        snprintf(ins, sizeof ins, "%s,X%d", prev, k);
-        snprintf(out, sizeof out, k == 9 ? "Y" : "a%d", k);
+    char ins[48], out[16], prev[16] = "X0";
+    for (unsigned k = 1; k < 10; k++) {
+        snprintf(ins, sizeof ins, "%s,X%u", prev, k % 10);
+        snprintf(out, sizeof out, k == 9 ? "Y" : "a%u", k % 10);
         mb_node(b, "Add", NULL, ins, out);
         snprintf(prev, sizeof prev, "%s", out);
     }
