@@ -62,6 +62,7 @@ typedef struct bench_opts {
     eng_conv_layout_t layout; /* --layout: convolutional regions' layout */
     eng_attn_fusion_t attention; /* --attention */
     eng_conv_algo_t conv;        /* --conv: channels-last Convs' algorithm */
+    bool ew_chain;          /* --elementwise chain: element-wise chains kept unfused */
     bench_dim_t dims[BENCH_MAX_DIMS]; /* symbolic dims set by name (not the batch dim) */
     size_t n_dims;
     size_t n_plans;         /* --plans N: time N plan builds for new shapes; 0: none */
@@ -462,7 +463,8 @@ static int bench_model(const char *path, const eng_memory_t *mem, const bench_op
                               .device = o->dev, .precision = o->prec,
                               .host_cache = mem->host_cache, .staging = mem->staging,
                               .no_cuda_graphs = o->no_graphs, .conv_layout = o->layout,
-                              .attention = o->attention, .conv = o->conv};
+                              .attention = o->attention, .conv = o->conv,
+                              .no_elementwise_fusion = o->ew_chain};
     eng_model_t *m = NULL;
     int64_t batches[BENCH_MAX_BATCHES];
     size_t n_batches = 0;
@@ -616,6 +618,8 @@ static void bench_usage(FILE *f)
                "  --no-graphs  on CUDA: launch every kernel, never replay a CUDA graph\n"
                "  --attention A  MatMul-Softmax-MatMul chains: auto (default: the device's\n"
                "               choice), chain (kept) or fused (one Attention node, CUDA)\n"
+               "  --elementwise E  chains of element-wise ops: fused (default: one\n"
+               "               FusedElementwise node each) or chain (one node per op)\n"
                "  --layout L   convolutions: auto (default: the device's choice), nchw or\n"
                "               nhwc (channels-last regions, engine/layout.c)\n"
                "  --conv C     channels-last Convs on CUDA: auto (default: the device's\n"
@@ -717,6 +721,13 @@ static void bench_opts_parse(int argc, char **argv, bench_opts_t *o)
             o->attention = strcmp(l, "chain") == 0   ? ENG_ATTN_FUSION_CHAIN
                            : strcmp(l, "fused") == 0 ? ENG_ATTN_FUSION_FUSED
                                                      : ENG_ATTN_FUSION_AUTO;
+        } else if (strcmp(a, "--elementwise") == 0 && i + 1 < argc) {
+            const char *l = argv[++i];
+            if (strcmp(l, "chain") && strcmp(l, "fused")) {
+                fprintf(stderr, "model_bench: --elementwise needs chain or fused\n");
+                exit(2);
+            }
+            o->ew_chain = strcmp(l, "chain") == 0;
         } else if (strcmp(a, "--no-graphs") == 0) {
             o->no_graphs = true;
         } else if (strcmp(a, "--layout") == 0 && i + 1 < argc) {

@@ -125,6 +125,10 @@ typedef struct eng_model_config {
     eng_attn_fusion_t attention;
     /* Zeroed: the device's choice (benchmarks compare the two). */
     eng_conv_algo_t conv;
+    /* Keep chains of element-wise ops as the model has them, one node each,
+     * instead of fusing each into one FusedElementwise node
+     * (engine/fuse_chain.c; fused by default, on every device). */
+    bool no_elementwise_fusion;
 } eng_model_config_t;
 
 /* eng_model_config_t.max_loop_iterations when it is 0. */

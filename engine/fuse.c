@@ -35,7 +35,8 @@
  * y = (x * (1 + erf(x / sqrt 2))) * 0.5 -- Div(x, 1.4142135), Erf, Add 1,
  * Mul x, Mul 0.5 -- and hand-written GELUs (x * 0.5 * (1 + erf(x *
  * 0.70710677)), BERT's) as Mul(x, 0.5) first and the product of the halves
- * last. Either chain becomes one Gelu node (approximate 'none'), which
+ * last; torch.export (the dynamo exporter) as Mul(0.5, 1 + erf) and then
+ * Mul(x, .). Each chain becomes one Gelu node (approximate 'none'), which
  * reads x once and writes y once instead of four intermediates: the chain's
  * first node is rewritten in place to Gelu on x writing y (x is ready
  * there, and y's readers come after the chain's last node), the other four
@@ -419,7 +420,8 @@ typedef struct gelu_chain {
 } gelu_chain_t;
 
 /* The tail both forms share, from the node `t` whose output is erf(..) or
- * tanh(..): 1 + t, then x * (1 + t) * 0.5 or (x * 0.5) * (1 + t). Appends
+ * tanh(..): 1 + t, then x * (1 + t) * 0.5, (x * 0.5) * (1 + t) or
+ * ((1 + t) * 0.5) * x. Appends
  * its nodes to c and sets c->y. */
 static bool gelu_tail(const eng_graph_t *g, const bool *done, int t, int x, gelu_chain_t *c)
 {
@@ -435,6 +437,15 @@ static bool gelu_tail(const eng_graph_t *g, const bool *done, int t, int x, gelu
     const int mv = g->nodes[mul].outputs[0];
     c->nodes[c->n_nodes++] = add;
     c->nodes[c->n_nodes++] = mul;
+    if (other != x && is_scalar_const(g, other, 0.5f, x)) {
+        /* ((1 + t) * 0.5) * x: torch.export's (dynamo's) order */
+        const int last = eng_graph_sole_reader(g, mv);
+        if (binary_other(g, done, last, "Mul", mv) != x)
+            return false;
+        c->nodes[c->n_nodes++] = last;
+        c->y = g->nodes[last].outputs[0];
+        return true;
+    }
     if (other == x) {
         /* (x * (1 + t)) * 0.5: PyTorch's order */
         const int last = eng_graph_sole_reader(g, mv);
@@ -571,8 +582,15 @@ static void gelu_apply(eng_graph_t *g, bool *done, const gelu_chain_t *c, const 
         if (m->outputs[0] == c->y)
             y_slot = m->outputs;
         g->values[m->outputs[0]].producer = -1;
-        if (c->nodes[i] != first)
-            done[c->nodes[i]] = true;
+        if (c->nodes[i] == first)
+            continue;
+        done[c->nodes[i]] = true;
+        /* Only the Gelu reads x now: the chain's other reads of it go, so
+         * that x's producer may take the Gelu in as its epilogue
+         * (engine/fuse_epilogue.c asks for a sole reader). */
+        for (int k = 0; k < m->n_inputs; k++)
+            if (m->inputs[k] == c->x)
+                g->values[c->x].n_consumers--;
     }
     n->op_type = eng_op_type(gelu->id);
     n->op = gelu;

@@ -180,6 +180,10 @@ typedef struct eng_node {
      * eng_model_config_t.conv (eng_layout_conv_algo): compute it as im2col
      * and a GEMM even where the device has an implicit GEMM for it. */
     bool conv_im2col;
+    /* FusedElementwise (an engine-internal op) only, set by
+     * engine/fuse_chain.c: the program the node runs (engine/ew_program.h),
+     * in the graph's pool. */
+    const struct eng_ew_program *ew;
 } eng_node_t;
 
 typedef struct eng_graph {

@@ -393,6 +393,13 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
         rc = eng_layout_channels_last(m->graph, &wa, &m->node_done);
     if (rc == 0 && nhwc)
         eng_layout_conv_algo(m->graph, cfg->conv);
+    /* Last: the patterns above keep the ops they match, and the chains
+     * are fused in the dtypes and layout that run. The constants folded
+     * into its programs are then released. */
+    if (rc == 0 && !cfg->no_elementwise_fusion)
+        rc = eng_fuse_elementwise_chains(m->graph, m->node_done);
+    if (rc == 0 && !cfg->no_elementwise_fusion)
+        release_dead_constants(m, &wa);
     if (rc == 0 && !m->be->host_memory)
         rc = upload_constants(m);
     if (rc != 0) {

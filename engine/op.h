@@ -119,9 +119,17 @@ extern const eng_kernel_t *const eng_cuda_kernels[ENG_OP_COUNT];
  * ENG_OP_COUNT. Cannot fail. */
 const char *eng_op_type(eng_op_id_t id);
 
-/* The definition of an op type, or NULL. A device's kernel for it comes
- * from that device's table (engine/backend.h: eng_backend_kernel). */
+/* The definition of an op type, or NULL; NULL for an engine-internal op
+ * (eng_op_is_internal), which no model may name. A device's kernel for it
+ * comes from that device's table (engine/backend.h: eng_backend_kernel). */
 const eng_op_def_t *eng_op_find(const char *op_type);
+
+/* Whether op `id` is engine-internal (list.h's ENG_OPS_INTERNAL: made by
+ * load-time rewrites, never read from a model). Cannot fail. */
+static inline bool eng_op_is_internal(eng_op_id_t id)
+{
+    return (int)id >= ENG_OP_INTERNAL_FIRST;
+}
 
 /* Whether `op` runs subgraphs (If, Loop, Scan: engine/ops/list.h's
  * control family): the loader loads its GRAPH attributes, and the dynamic

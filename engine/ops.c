@@ -39,7 +39,7 @@ static eng_op_id_t op_id_find(const char *op_type)
 const eng_op_def_t *eng_op_find(const char *op_type)
 {
     eng_op_id_t id = op_id_find(op_type);
-    return id < ENG_OP_COUNT ? eng_op_defs[id] : NULL;
+    return id < ENG_OP_COUNT && !eng_op_is_internal(id) ? eng_op_defs[id] : NULL;
 }
 
 int eng_op_err(const eng_op_ctx_t *c, int code, const char *fmt, ...)

@@ -200,6 +200,16 @@ int eng_layout_channels_last(eng_graph_t *g, const eng_weight_alloc_t *wa, bool 
  * `algo` is ENG_CONV_ALGO_IM2COL, clears it where it is not; other nodes
  * are left alone. Runs after eng_layout_channels_last. Cannot fail. */
 void eng_layout_conv_algo(eng_graph_t *g, eng_conv_algo_t algo);
+/* Fuses each group of two or more connected element-wise nodes (unary
+ * ops, float Casts, broadcasting Add/Sub/Mul/Div/Max/Min, Pow of a
+ * constant, Where, Clip of constant bounds) whose intermediate values
+ * nothing else reads into one FusedElementwise node on the group's last
+ * node, running the group as a program (engine/fuse_chain.c says exactly
+ * when; engine/ew_program.h what the program is); `done[i]` is set for the
+ * group's other nodes. Runs last among the load-time rewrites, on the same
+ * `done`. 0, or FS_ENOMEM; on error the groups already fused stay and the
+ * graph stays consistent (freed with it). */
+int eng_fuse_elementwise_chains(eng_graph_t *g, bool *done);
 
 #ifdef __cplusplus
 }

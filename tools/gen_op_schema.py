@@ -12,7 +12,8 @@ names it), or with --from DUMP without one: DUMP is what --dump wrote
 with some onnx, every default-domain schema of that release as JSON
 (tools/onnx_schemas.json holds one from onnx 1.23.1, so that adding an op
 needs no machine with a new onnx). The op list comes from engine/ops/list.h (every X(OpType, ...)
-entry, default domain), the opset range from OPSET_MIN/OPSET_MAX in
+entry, default domain, but the engine-internal ops of ENG_OPS_INTERNAL, which
+have no schema), the opset range from OPSET_MIN/OPSET_MAX in
 engine/onnx_load.c: for each op, every schema version in force at some
 opset of that range (the one in force at OPSET_MIN, and each later one up
 to OPSET_MAX).
@@ -46,8 +47,10 @@ def fail(msg):
 
 
 def read_ops():
-    """The op types of list.h's X(OpType, CPU, CUDA) entries, in file order."""
+    """The op types of list.h's X(OpType, CPU, CUDA) entries, in file order, without the
+    ENG_OPS_INTERNAL block's (engine-internal ops: no ONNX schema, schema_index leaves them empty)."""
     text = open(os.path.join(ROOT, LIST_H)).read()
+    text = re.sub(r"^#define ENG_OPS_INTERNAL\(X\)(?:.*\\\n)*.*\n", "", text, flags=re.M)
     ops = re.findall(r"^\s*X\((\w+),\s*[YN],\s*[YN]\)", text, re.M)
     if not ops:
         fail("no X(OpType, CPU, CUDA) entries in %s" % LIST_H)

@@ -236,6 +236,15 @@
     X(Loop, N, N)                                                             \
     X(Scan, N, N)
 
+/* Engine-internal ops: written into the graph by load-time rewrites only,
+ * never read from a model. They have no ONNX schema, eng_op_find does not
+ * find them (a model node naming one is refused as an op the engine does
+ * not run), and their ids come after every ONNX op's (eng_op_is_internal).
+ * FusedElementwise runs a chain of element-wise ops as one program
+ * (engine/fuse_chain.c, engine/ew_program.h). */
+#define ENG_OPS_INTERNAL(X)                                                  \
+    X(FusedElementwise, Y, Y)
+
 /* The families, in id order: F(family, LIST). */
 #define ENG_OP_FAMILIES(F)                                                        \
     F(unary, ENG_OPS_UNARY)                                                       \
@@ -252,7 +261,8 @@
     F(spatial, ENG_OPS_SPATIAL)                                                   \
     F(signal, ENG_OPS_SIGNAL)                                                     \
     F(index, ENG_OPS_INDEX)                                                       \
-    F(control, ENG_OPS_CONTROL)
+    F(control, ENG_OPS_CONTROL)                                                   \
+    F(internal, ENG_OPS_INTERNAL)
 
 /* Every op, family after family (one family a line, as ENG_OP_FAMILIES). */
 #define ENG_OPS(X)                                                                \
@@ -270,11 +280,15 @@
     ENG_OPS_SPATIAL(X)                                                            \
     ENG_OPS_SIGNAL(X)                                                             \
     ENG_OPS_INDEX(X)                                                              \
-    ENG_OPS_CONTROL(X)
+    ENG_OPS_CONTROL(X)                                                            \
+    ENG_OPS_INTERNAL(X)
 
-/* An op's id: its index in ENG_OPS, and in every device's kernel table. */
+/* An op's id: its index in ENG_OPS, and in every device's kernel table.
+ * The internal ops' ids start at ENG_OP_INTERNAL_FIRST. */
 #define ENG_OP_ID_(op, cpu, cuda) ENG_OP_##op,
 typedef enum eng_op_id { ENG_OPS(ENG_OP_ID_) ENG_OP_COUNT } eng_op_id_t;
+#define ENG_OP_INTERNAL_COUNT_(op, cpu, cuda) +1
+#define ENG_OP_INTERNAL_FIRST ((int)ENG_OP_COUNT - (0 ENG_OPS_INTERNAL(ENG_OP_INTERNAL_COUNT_)))
 #undef ENG_OP_ID_
 
 #endif

@@ -2399,7 +2399,9 @@ Test(cuda_consistency, every_cpu_kernel_has_a_case)
     char missing[1024] = "";
     size_t w = 0, n_missing = 0, n_ops = 0;
     for (int id = 0; id < ENG_OP_COUNT; id++) {
-        if (!eng_cpu_kernels[id])
+        /* An internal op is made by the loader only: its rows are model
+         * rows (fused_elementwise_chains_match_the_cpu). */
+        if (!eng_cpu_kernels[id] || eng_op_is_internal((eng_op_id_t)id))
             continue;
         n_ops++;
         if (!op_has_case(eng_op_type((eng_op_id_t)id)) && w < sizeof missing) {
@@ -3549,6 +3551,146 @@ Test(cuda_consistency, fused_gemm_epilogues_match_the_cpu)
         }
         outputs_free(want, 1);
         eng_tensor_free(x);
+        eng_model_destroy(ref);
+        mb_free(&b);
+        rig_expect_idle(&r, e->desc);
+    }
+    rig_close(&r);
+}
+
+/* ---- fused element-wise chains ---------------------------------------------- */
+
+/* Chains the loader fuses into one FusedElementwise node each
+ * (engine/fuse_chain.c), with inputs x [2, 3, 4, 64] (or [3, 5, 7]: an
+ * innermost dim that is no multiple of 4, the one-element path), a bias
+ * b [64] (or [7]), a mask m [2, 1, 1, 64] and a bool condition c. */
+typedef struct ew_chain {
+    const char *desc;
+    int kind;                 /* 0 bias-scale-sigmoid-mask, 1 Where/Clip/Max/Min, 2 quick GELU with casts */
+    bool odd;                 /* x [3, 5, 7], b [7] */
+} ew_chain_t;
+
+static void ew_scalar(mb_t *b, const char *name, float v)
+{
+    Onnx__TensorProto *t = mb_tensor(b, name, FLOW_F, 0, NULL);
+    mb_floats(b, t, &v, 1);
+    mb_initializer(b, t);
+}
+
+static uint8_t *ew_chain_model(mb_t *b, const ew_chain_t *e, size_t *len)
+{
+    mb_init(b, OC_IR_VERSION, 17);
+    const int64_t xd[4] = {2, 3, 4, 64}, xo[3] = {3, 5, 7}, bd[1] = {64}, bo[1] = {7},
+                  md[4] = {2, 1, 1, 64}, cd[4] = {2, 1, 4, 64}, co[3] = {3, 1, 7};
+    mb_input(b, "x", FLOW_F, e->odd ? 3 : 4, e->odd ? xo : xd, NULL);
+    ew_scalar(b, "k", 0.125f);
+    if (e->kind == 0) {
+        mb_input(b, "b", FLOW_F, 1, e->odd ? bo : bd, NULL);
+        mb_node(b, "Add", "bias", "x,b", "a");
+        mb_node(b, "Mul", "scale", "a,k", "s");
+        mb_node(b, "Sigmoid", "sig", "s", "g");
+        if (e->odd) {
+            mb_node(b, "Sub", "sub", "g,x", "y");
+        } else {
+            mb_input(b, "m", FLOW_F, 4, md, NULL);
+            mb_node(b, "Add", "mask", "g,m", "y");
+        }
+    } else if (e->kind == 1) {
+        mb_input(b, "c", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, e->odd ? 3 : 4, e->odd ? co : cd,
+                 NULL);
+        ew_scalar(b, "big", -1e4f);
+        ew_scalar(b, "lo", -1.5f);
+        ew_scalar(b, "hi", 4.0f);
+        mb_node(b, "Mul", "mul", "x,k", "a");
+        mb_node(b, "Where", "where", "c,a,big", "w");
+        mb_node(b, "Clip", "clip", "w,lo,hi", "p");
+        mb_node(b, "Max", "max", "p,x", "q");
+        mb_node(b, "Min", "min", "q,hi", "y");
+    } else {
+        ew_scalar(b, "s", 1.702f);
+        Onnx__NodeProto *n = mb_node(b, "Cast", "c16", "x", "h");
+        mb_attr_i(b, n, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16);
+        n = mb_node(b, "Cast", "c32", "h", "f");
+        mb_attr_i(b, n, "to", FLOW_F);
+        mb_node(b, "Mul", "m1", "f,s", "a");
+        mb_node(b, "Sigmoid", "sig", "a", "g");
+        mb_node(b, "Mul", "m2", "f,g", "y");
+    }
+    mb_output(b, "y", FLOW_F, -1, NULL);
+    return mb_pack(b, len);
+}
+
+Test(cuda_consistency, fused_elementwise_chains_match_the_cpu)
+{
+    static const ew_chain_t cases[] = {
+        {"bias + scale + Sigmoid + [N,1,1,S] mask", 0, false},
+        {"bias + scale + Sigmoid - x, odd dims", 0, true},
+        {"Mul, Where, Clip, Max, Min", 1, false},
+        {"Mul, Where, Clip, Max, Min, odd dims", 1, true},
+        {"quick GELU through a float16 cast", 2, false},
+        {"quick GELU through a float16 cast, odd dims", 2, true},
+    };
+    /* The reference: the CPU, unfused. fp16/bf16 round every activation. */
+    static const struct {
+        const char *name;
+        double bound;
+    } prec[] = {{"fp32", 0}, {"fp16", 3e-3}, {"bf16", 2e-2}};
+    rig_t r;
+    rig_open(&r, 1);
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        const ew_chain_t *e = &cases[i];
+        mb_t b;
+        size_t len;
+        uint8_t *bytes = ew_chain_model(&b, e, &len);
+        const char *specs[2][2] = {
+            {"f32[2,3,4,64]", e->kind == 0 ? "f32[64]" : "bool[2,1,4,64]"},
+            {"f32[3,5,7]", e->kind == 0 ? "f32[7]" : "bool[3,1,7]"}};
+        eng_tensor_t *x[3] = {NULL, NULL, NULL};
+        size_t n_in = e->kind == 2 ? 1 : e->kind == 0 && !e->odd ? 3 : 2;
+        spec_t s;
+        for (size_t k = 0; k < n_in; k++) {
+            spec_parse(k < 2 ? specs[e->odd][k] : "f32[2,1,1,64]", &s);
+            x[k] = spec_tensor(&s, fnv1a(e->desc) + k);
+        }
+        eng_tensor_t in[3];
+        for (size_t k = 0; k < n_in; k++)
+            in[k] = *x[k];
+        eng_model_t *ref = NULL;
+        eng_model_config_t rcfg = rig_config(&r, false);
+        rcfg.no_elementwise_fusion = true;
+        cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref), 0, "%s: %s", e->desc,
+                     fs_errmsg());
+        eng_tensor_t *want[1] = {NULL};
+        cr_assert_eq(eng_model_run(ref, in, n_in, want), 0, "%s: %s", e->desc, fs_errmsg());
+        for (size_t p = 0; p < N_OF(prec) && (p == 0 || r.dut.cuda); p++) {
+            eng_model_config_t dcfg = rig_config(&r, true);
+            cr_assert_eq(eng_precision_parse(prec[p].name, &dcfg.precision), 0);
+            eng_model_t *dev = NULL;
+            int rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
+            cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
+            eng_tensor_t *got[1] = {NULL};
+            /* Twice: the second run is replayed from a captured CUDA graph. */
+            for (int run = 0; run < 2 && rc == 0; run++) {
+                rc = eng_model_run(dev, in, n_in, got);
+                cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
+                if (rc == 0 && p == 0) {
+                    /* The CPU's fused chain is its unfused chain's bits. */
+                    tol_t tol = {.rtol = OC_RTOL, .atol = 1e-5, .exact = !r.dut.cuda};
+                    expect_tensor_match(e->desc, want[0], got[0], &tol);
+                } else if (rc == 0) {
+                    double err = rel_l2_error(want[0], got[0]);
+                    fprintf(stderr, "ew chain: %s at %s: relative L2 error vs the CPU %.3e\n",
+                            e->desc, prec[p].name, err);
+                    cr_expect(err < prec[p].bound, "%s at %s: relative L2 error %.3e, bound %.0e",
+                              e->desc, prec[p].name, err, prec[p].bound);
+                }
+                outputs_free(got, 1);
+            }
+            eng_model_destroy(dev);
+        }
+        outputs_free(want, 1);
+        for (size_t k = 0; k < n_in; k++)
+            eng_tensor_free(x[k]);
         eng_model_destroy(ref);
         mb_free(&b);
         rig_expect_idle(&r, e->desc);
