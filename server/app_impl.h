@@ -143,6 +143,11 @@ typedef struct srv_req {
     bool too_large;               /* the body is past server.max_body: dropped, 413 */
     size_t unheld_bytes;          /* the body's length when it could not be held: dropped, 507 */
     bool dispatched;
+    /* Its answer may be compressed (Accept-Encoding): inference answers
+     * and /metrics only, as Triton, whose clients read every other answer
+     * without inflating it (tritonclient.http.aio over aiohttp, which asks
+     * for gzip on every request). Set by those handlers. */
+    bool compressible;
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
     uint64_t start_ns;
     atomic_int state;             /* srv_req_state_t (infer.c) */

@@ -492,6 +492,18 @@ Test(srv_proto, responses_are_compressed_when_asked_and_long_enough, .timeout = 
     cr_expect(strstr(text, "# TYPE"), "%.200s", text);
     free(text);
     free(r.body);
+    /* Other answers go out as they are, however long, as Triton's do:
+     * tritonclient.http.aio asks for gzip on every request (aiohttp's
+     * default) and reads them without inflating. */
+    r = http_do(f.port, "GET", "/v2/models/stats", NULL, 0, gz);
+    cr_expect_eq(r.status, 200);
+    cr_expect_geq(r.len, (size_t)SRV_COMPRESS_MIN_BYTES, "long enough to have been compressed");
+    cr_expect_str_eq(r.content_encoding, "");
+    cr_expect_str_eq(r.vary, "");
+    cJSON *stats = cJSON_ParseWithLength(r.body, r.len);
+    cr_expect_not_null(stats, "%.100s", r.body);
+    cJSON_Delete(stats);
+    free(r.body);
     /* A binary answer: its header length stays that of the JSON before
      * compression, as Triton's client reads it. */
     float x[16 * 64];
@@ -568,6 +580,44 @@ Test(srv_proto, class_count_is_refused_naming_it, .timeout = 60)
     http_expect_error(&r, 400, "output 'probabilities': \"class_count\" (classification) is not "
                           "supported");
     srv_buf_free(&b);
+    fixture_stop(&f);
+}
+
+/* ---- extensions flatserve does not claim --------------------------------------------- */
+
+/* The calls of Triton's simple_http_shm_client, python_http_aio_test.py's
+ * trace and shared memory tests and the logging API: 400 naming the
+ * extension, whatever the method, instead of a bare 404. */
+Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    static const struct {
+        const char *method, *path, *want;
+    } calls[] = {
+        {"GET", "/v2/systemsharedmemory/status", "Triton's system shared memory extension"},
+        {"POST", "/v2/systemsharedmemory/unregister", "system shared memory"},
+        {"POST", "/v2/systemsharedmemory/region/input_data/register", "system shared memory"},
+        {"GET", "/v2/systemsharedmemory/region/input_data/status", "system shared memory"},
+        {"GET", "/v2/cudasharedmemory/status", "Triton's CUDA shared memory extension"},
+        {"POST", "/v2/cudasharedmemory/region/r/register", "CUDA shared memory"},
+        {"GET", "/v2/trace/setting", "Triton's trace extension"},
+        {"POST", "/v2/trace/setting", "trace"},
+        {"GET", "/v2/models/mlp/trace/setting", "trace"},
+        {"POST", "/v2/models/mlp/versions/1/trace/setting", "trace"},
+        {"GET", "/v2/logging", "Triton's logging extension"},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        const char *body = strcmp(calls[i].method, "POST") == 0 ? "{}" : NULL;
+        http_resp_t r = http_do(f.port, calls[i].method, calls[i].path, body,
+                                body ? strlen(body) : 0, NULL);
+        http_expect_error(&r, 400, calls[i].want);
+    }
+    /* Another unknown path is still 404; a known one keeps its 405. */
+    cr_expect_eq(status_of(http_get(f.port, "/v2/sharedmemory/status")), 404);
+    cr_expect_eq(status_of(http_get(f.port, "/v2/models/mlp/infer")), 405);
     fixture_stop(&f);
 }
 

@@ -240,6 +240,33 @@ Test(triton_repo, max_batch_size_holds_without_dynamic_batching)
     free(body);
 }
 
+/* Triton's rule: max_batch_size > 0 makes the first dim a batch dim, so a
+ * raw binary request is a batch of one whose other variable dim is
+ * deduced, without dynamic_batching too (Triton's http_test.py
+ * test_raw_binary). */
+Test(triton_repo, a_raw_binary_request_takes_max_batch_size_as_a_batch_dim)
+{
+    fixture_add_model(&fx, "enc", "encoder", 1);
+    write_text("enc", "config.pbtxt", "max_batch_size: 4\n");
+    fixture_start(&fx);
+    float x[3 * 64];
+    for (int i = 0; i < 3 * 64; i++)
+        x[i] = (float)(i % 5) * 0.5f;
+    const char *raw[] = {"Inference-Header-Content-Length: 0", NULL};
+    http_resp_t r = http_do(fx.port, "POST", "/v2/models/enc/infer", x, sizeof x, raw);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    size_t hl = (size_t)strtoul(r.header_len, NULL, 10);
+    cr_assert(hl > 0 && hl <= r.len, "header length '%s'", r.header_len);
+    cJSON *doc = cJSON_ParseWithLength(r.body, hl);
+    cJSON *shape = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
+                                       "shape");
+    cr_expect_eq(cJSON_GetArrayItem(shape, 0)->valueint, 1, "a batch of one: %.*s", (int)hl,
+                 r.body);
+    cr_expect_eq(cJSON_GetArrayItem(shape, 1)->valueint, 3, "seq deduced from 768 bytes");
+    cJSON_Delete(doc);
+    free(r.body);
+}
+
 /* A pbtxt that disagrees with the model: the load fails, naming the
  * tensor, and the reason is in the index. */
 static void expect_load_status(const char *pbtxt, long status, const char *want)
