@@ -1,5 +1,6 @@
-// pbtxt.cc -- config.pbtxt through protobuf's own TextFormat parser: the
-// text into a generated inference::ModelConfig (config/model_config.proto),
+// pbtxt.cc -- config.pbtxt through protobuf's own TextFormat parser, and
+// a load request's JSON configuration through its JSON parser: the text
+// into a generated inference::ModelConfig (config/model_config.proto),
 // then copied field by field into the plain cfg_triton_t of triton.h. The
 // only C++ of config/; no exception leaves it (protobuf reports parse
 // errors through an ErrorCollector, and this file is built without
@@ -9,6 +10,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <climits>
@@ -219,5 +221,32 @@ extern "C" int cfg_triton_parse(const char *text, size_t len, const char *origin
                           ? " (flatserve reads a subset of Triton's ModelConfig: see "
                             "config/README.md)"
                           : "");
+    return copy(m, origin, out);
+}
+
+extern "C" int cfg_triton_parse_json(const char *text, size_t len, const char *origin,
+                                     cfg_triton_t *out)
+{
+    std::memset(out, 0, sizeof *out);
+    if (!origin)
+        origin = "config";
+    inference::ModelConfig m;
+    // Unknown fields are refused (the default), as the text parser refuses
+    // them: a field flatserve does not read is never dropped.
+    google::protobuf::util::JsonParseOptions opts;
+    auto st = google::protobuf::util::JsonStringToMessage(
+        google::protobuf::StringPiece(text, len), &m, opts);
+    if (!st.ok()) {
+        // Its first line: the rest quotes the text with a caret under the place.
+        std::string why(st.message().data(), st.message().size());
+        why = why.substr(0, why.find('\n'));
+        if (!why.empty() && why.back() == '.')
+            why.pop_back();
+        return fs_err(FS_EPARSE, "%s: not a ModelConfig in JSON: %.200s%s", origin, why.c_str(),
+                      why.find("Cannot find field") != std::string::npos
+                          ? " (flatserve reads a subset of Triton's ModelConfig: see "
+                            "config/README.md)"
+                          : "");
+    }
     return copy(m, origin, out);
 }

@@ -116,6 +116,15 @@ typedef struct cfg_triton {
  * error. (config/pbtxt.cc) */
 int cfg_triton_parse(const char *text, size_t len, const char *origin, cfg_triton_t *out);
 
+/* Parses `len` bytes of the protobuf JSON form of a ModelConfig (Triton's
+ * load parameter "config": {"max_batch_size": 16}, field names as in the
+ * .proto or in lowerCamelCase, 64-bit and other integers as numbers or
+ * strings) into *out (zeroed first), over the same subset: a field outside
+ * it is refused. 0, or FS_EPARSE ("ORIGIN: not a ModelConfig in JSON:
+ * <protobuf's reason>") or FS_EINVAL as cfg_triton_parse. Never throws.
+ * (config/pbtxt.cc) */
+int cfg_triton_parse_json(const char *text, size_t len, const char *origin, cfg_triton_t *out);
+
 /* Reads and parses a file. *found (when not NULL) says whether it exists:
  * a missing file is then 0 with *found false; with found NULL it is
  * FS_ENOENT. Errors as cfg_triton_parse, or FS_EIO naming the path. */

@@ -111,11 +111,17 @@ static size_t bucket_of(const uint64_t *bounds, size_t n, uint64_t v)
 
 /* ---- checks ------------------------------------------------------------------ */
 
-/* Whether every input and output leads with one symbolic dim of one name. */
+/* Whether every input and output leads with one symbolic dim of one name;
+ * or, when the options declare the first dim the rows (max_request_rows,
+ * Triton's max_batch_size > 0), with a symbolic dim of any name or none:
+ * Triton's own identity models leave theirs unnamed, and exporters often
+ * name an output's apart from the inputs'. An output whose first dim then
+ * turns out not to be the rows fails its batch, whose requests run alone. */
 static bool model_has_batch_dim(const eng_served_t *s)
 {
     if (s->n_inputs == 0 || s->n_outputs == 0)
         return false;
+    bool declared = s->options.max_request_rows > 0;
     const char *sym = NULL;
     for (size_t k = 0; k < s->n_inputs + s->n_outputs; k++) {
         eng_io_info_t io;
@@ -123,7 +129,11 @@ static bool model_has_batch_dim(const eng_served_t *s)
             io = s->inputs[k];
         else if (eng_model_output(s->model, k - s->n_inputs, &io) != 0)
             return false;
-        if (io.rank < 1 || io.dims[0] >= 0 || !io.dim_params[0])
+        if (io.rank < 1 || io.dims[0] >= 0)
+            return false;
+        if (declared)
+            continue;
+        if (!io.dim_params[0])
             return false;
         if (!sym)
             sym = io.dim_params[0];

@@ -313,7 +313,8 @@ static void served_log_loaded(const eng_served_t *s, uint64_t took_ns)
                  "batching", s->name, (long long)s->version, where, took, weights, each);
     if (!s->batch_dim && s->options.max_batch_size > 1)
         FS_LOG_W("registry", "model '%s' version %lld: max_batch_size %u is not used: its inputs "
-                 "and outputs do not all lead with one symbolic dim of one name", s->name,
+                 "and outputs do not all lead with one symbolic dim of one name (or, with a "
+                 "config.pbtxt's max_batch_size, with a symbolic dim)", s->name,
                  (long long)s->version, s->options.max_batch_size);
 }
 
@@ -872,7 +873,8 @@ int eng_registry_acquire(eng_registry_t *r, const char *name, int64_t version,
     char dir[REG_PATH_MAX];
     if (path_join(dir, r->repository, name, NULL) == 0 && is_dir(dir))
         return fs_err(FS_ESTATE, "model '%s' is not loaded", name);
-    return fs_err(FS_ENOENT, "unknown model '%s'", name);
+    /* Triton's words, which its clients look for. */
+    return fs_err(FS_ENOENT, "Request for unknown model: '%s' is not found", name);
 }
 
 int eng_registry_versions(eng_registry_t *r, const char *name, int64_t out[ENG_VERSIONS_MAX],

@@ -28,7 +28,9 @@
  * such, so work spreads evenly and one device serves alone while load is
  * light.
  * A batch takes the oldest request, and when the model batches (every
- * input and output has the same symbolic first dim, and max_batch_size >
+ * input and output has the same symbolic first dim -- or, with
+ * max_request_rows set, which declares the first dim the rows as Triton's
+ * max_batch_size > 0 does, any symbolic first dim -- and max_batch_size >
  * 1) the queued requests whose inputs match it in dtype and in every dim
  * but the first, in arrival order, until max_batch_size rows or until
  * max_queue_delay after the first request arrived. With preferred batch
@@ -105,7 +107,8 @@ typedef struct eng_serve_options {
     uint32_t n_versions;
     int64_t versions[ENG_VERSIONS_MAX];
     uint32_t max_request_rows;    /* a request whose inputs have more rows (first dim) is refused
-                                   * with FS_EINVAL; 0: only max_batch_size's bound when batching */
+                                   * with FS_EINVAL; 0: only max_batch_size's bound when batching.
+                                   * Set, it declares every first dim the rows (the batch dim) */
     uint64_t queue_timeout_ns;    /* a request not started this long after its submit fails with
                                    * FS_ETIMEDOUT (Triton's default_timeout_microseconds); 0: none */
     /* Triton's preferred_batch_size, ascending, each 1..max_batch_size: see

@@ -1,8 +1,10 @@
 /* admin.c -- the admin endpoints: Triton's model repository extension
  * (index, load, unload) and /v1/memory (every cache's statistics and
  * segments, empty_cache, reset_peak). routes.c has already checked the
- * admin token. A load's or unload's body may hold Triton's parameters;
- * those flatserve cannot honour are refused by name (admin_body_check).
+ * admin token. A load's or unload's body may hold Triton's parameters:
+ * a load's "config" (a ModelConfig in JSON) is the model's configuration
+ * from then on (model_config.c's overrides); those flatserve cannot honour
+ * are refused by name (admin_body_check).
  *
  * Loads and unloads wait for the versions they replace to drain, and those
  * versions' requests are answered by the HTTP threads: run on an HTTP
@@ -81,6 +83,39 @@ void srv_admin_index(srv_req_t *r, const srv_route_args_t *a)
     srv_respond_json(r, 200, list);
 }
 
+/* API loads one at a time: a load's override (its "config", or none) is
+ * the one its configuration is read from, never another load's. */
+static pthread_mutex_t admin_load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A load with its "config" (or without: the repository's files) as the
+ * model's configuration from now on; if the load fails, the configuration
+ * it had before is put back, as the versions serving keep serving. Takes
+ * job->config. 0 or the load's error. */
+static int admin_load(srv_app_t *app, srv_admin_job_t *job)
+{
+    pthread_mutex_lock(&admin_load_lock);
+    char *prev = NULL, *json = job->config;
+    job->config = NULL;
+    int rc = srv_model_override_swap(app, job->model, json, &prev);
+    if (rc == 0) {
+        rc = eng_registry_load(app->registry, job->model);
+        if (rc != 0) {
+            char msg[FS_ERRMSG_MAX];
+            snprintf(msg, sizeof msg, "%s", fs_errmsg());
+            char *failed = NULL;
+            /* Putting back needs memory only where the load cleared one. */
+            if (srv_model_override_swap(app, job->model, prev, &failed) != 0)
+                FS_LOG_E("admin", "model '%s': %s; its configuration is now its directory's",
+                         job->model, fs_errmsg());
+            prev = failed;
+            fs_err(rc, "%s", msg);
+        }
+        free(prev);
+    }
+    pthread_mutex_unlock(&admin_load_lock);
+    return rc;
+}
+
 /* The load's or unload's own thread: runs it, writes the result, and
  * completes the request (which may free it). A model loaded becomes one
  * that should be loaded, one unloaded stops being one (model_control.c's
@@ -95,11 +130,19 @@ static void *admin_main(void *arg)
      * while the model drains. */
     if (!job->load)
         srv_control_want(app, job->model, false);
-    int rc = job->load ? eng_registry_load(app->registry, job->model)
-                       : eng_registry_unload(app->registry, job->model);
+    int rc = job->load ? admin_load(app, job) : eng_registry_unload(app->registry, job->model);
     job->status = rc;
-    if (rc != 0)
-        snprintf(job->error, sizeof job->error, "%s", fs_errmsg());
+    /* Triton's words ("failed to load 'm'"), which its clients look for,
+     * before the registry's message less the model it names again. */
+    if (rc != 0) {
+        char named[ENG_MODEL_NAME_MAX + 16];
+        snprintf(named, sizeof named, "model '%s': ", job->model);
+        const char *why = fs_errmsg();
+        if (strncmp(why, named, strlen(named)) == 0)
+            why += strlen(named);
+        snprintf(job->error, sizeof job->error, "failed to %s '%s': %s",
+                 job->load ? "load" : "unload", job->model, why);
+    }
     /* A model loaded on request is wanted from now on (model_control.c);
      * an unload left the set before it started. */
     if (job->load && rc == 0)
@@ -127,13 +170,14 @@ static void admin_finish(srv_req_t *r)
 }
 
 /* The body of a load or unload: none, or {"parameters": {...}}. Triton's
- * load takes "config" (a ModelConfig override) and "file:<path>" (model
- * files sent with the request); flatserve serves what the repository
- * holds, so both are refused by name rather than accepted and ignored.
- * Unload takes "unload_dependents" (a boolean: flatserve has no ensembles,
- * so a model has no dependents and either value is honoured). 0, or -1
- * having answered 400. */
-static int admin_body_check(srv_req_t *r, bool load)
+ * load takes "config" (a string: a ModelConfig in JSON), kept in *config
+ * (caller frees) for the load to read; and "file:<path>" (model files sent
+ * with the request), refused by name rather than accepted and ignored:
+ * flatserve serves what the repository holds. Unload takes
+ * "unload_dependents" (a boolean: flatserve has no ensembles, so a model
+ * has no dependents and either value is honoured). 0, or -1 having
+ * answered 400 (or 507). */
+static int admin_body_check(srv_req_t *r, bool load, char **config)
 {
     if (srv_req_body_len(r) == 0)
         return 0;
@@ -156,10 +200,15 @@ static int admin_body_check(srv_req_t *r, bool load)
     }
     for (const cJSON *p = rc == 0 && params ? params->child : NULL; p && rc == 0; p = p->next) {
         rc = -1;
-        if (load && strcmp(p->string, "config") == 0)
-            srv_respond_error(r, 400, "load parameter \"config\" (a model configuration "
-                              "override) is not supported: flatserve loads the configuration "
-                              "in the model's directory of the repository");
+        if (load && strcmp(p->string, "config") == 0 && !cJSON_IsString(p))
+            srv_respond_error(r, 400, "load parameter \"config\" must be a string holding a "
+                              "ModelConfig in JSON, such as \"{\\\"max_batch_size\\\": 8}\"");
+        else if (load && strcmp(p->string, "config") == 0 && *config)
+            srv_respond_error(r, 400, "load parameter \"config\" is given twice");
+        else if (load && strcmp(p->string, "config") == 0 && !(*config = strdup(p->valuestring)))
+            srv_respond_error(r, 507, "out of host memory keeping load parameter \"config\"");
+        else if (load && strcmp(p->string, "config") == 0)
+            rc = 0;
         else if (load && strncmp(p->string, "file:", 5) == 0)
             srv_respond_error(r, 400, "load parameter \"%.64s\" (model files sent with the "
                               "request) is not supported: flatserve loads the files in the "
@@ -171,10 +220,14 @@ static int admin_body_check(srv_req_t *r, bool load)
             rc = 0;
         else
             srv_respond_error(r, 400, "unknown %s parameter \"%.64s\" (known: %s)", what,
-                              p->string, load ? "none; \"config\" and \"file:\" are refused"
+                              p->string, load ? "\"config\"; \"file:\" is refused"
                                               : "\"unload_dependents\"");
     }
     cJSON_Delete(body);
+    if (rc != 0) {
+        free(*config);
+        *config = NULL;
+    }
     return rc;
 }
 
@@ -186,14 +239,17 @@ static void admin_start(srv_req_t *r, const srv_route_args_t *a, bool load)
                           refusal);
         return;
     }
-    if (admin_body_check(r, load) != 0)
+    char *config = NULL;
+    if (admin_body_check(r, load, &config) != 0)
         return;
     srv_admin_job_t *job = r->admin = calloc(1, sizeof *r->admin);
     if (!job) {
+        free(config);
         srv_respond_error(r, 507, "out of host memory starting the %s", load ? "load" : "unload");
         return;
     }
     job->load = load;
+    job->config = config;
     snprintf(job->model, sizeof job->model, "%s", a->model);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -203,6 +259,8 @@ static void admin_start(srv_req_t *r, const srv_route_args_t *a, bool load)
     int err = pthread_create(&t, &attr, admin_main, r);
     pthread_attr_destroy(&attr);
     if (err != 0) {
+        free(job->config);
+        job->config = NULL;
         srv_req_refused(r);
         srv_respond_error(r, 507, "cannot start a thread for the %s", load ? "load" : "unload");
         return;

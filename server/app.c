@@ -326,6 +326,7 @@ static int app_free(srv_app_t *app)
         eng_memory_close(&app->dev_mem[k]); /* before the CPU's: they borrow its host cache */
     if (app->has_cpu_mem)
         eng_memory_close(&app->cpu_mem);
+    srv_model_overrides_free(app);
     pthread_mutex_destroy(&app->cfg_lock);
     pthread_mutex_destroy(&app->flight_lock);
     pthread_cond_destroy(&app->flight_cond);

@@ -40,12 +40,16 @@ typedef struct srv_http_thread {
 } srv_http_thread_t;
 
 typedef struct srv_control srv_control_t; /* model_control.c */
+typedef struct srv_config_override srv_config_override_t; /* model_config.c */
 
 struct srv_app {
     /* The effective configuration. cfg_lock guards it against SIGHUP while
      * the registry's options callback and the handlers read it. */
     cfg_t cfg;
     pthread_mutex_t cfg_lock;
+    /* Load requests' "config" parameters, a model's each (model_config.c);
+     * cfg_lock guards them too. */
+    srv_config_override_t *overrides;
 
     /* The devices it serves on: the CPU, or one or more GPUs (a model
      * without a device of its own runs an instance on each). */
@@ -131,6 +135,7 @@ typedef struct srv_infer_job {
 typedef struct srv_admin_job {
     bool load;                    /* false: unload */
     char model[ENG_MODEL_NAME_MAX];
+    char *config;                 /* a load's "config" parameter (owned until the load takes it) */
     int status;                   /* 0 or FS_E* */
     char error[FS_ERRMSG_MAX];    /* the message when status != 0 */
     uint64_t duration_ns;
@@ -150,6 +155,11 @@ typedef struct srv_req {
     bool too_large;               /* the body is past server.max_body: dropped, 413 */
     size_t unheld_bytes;          /* the body's length when it could not be held: dropped, 507 */
     bool dispatched;
+    /* Its answer may be compressed (Accept-Encoding): inference answers
+     * and /metrics only, as Triton, whose clients read every other answer
+     * without inflating it (tritonclient.http.aio over aiohttp, which asks
+     * for gzip on every request). Set by those handlers. */
+    bool compressible;
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
     uint64_t start_ns;
     atomic_int state;             /* srv_req_state_t (infer.c) */
@@ -298,16 +308,25 @@ eng_served_t *srv_info_acquire(srv_req_t *r, const srv_route_args_t *a);
 
 /* ---- model_config.c: a model's config.json or config.pbtxt -------------- */
 
-/* The model's settings over the server's defaults: its config.json or its
- * config.pbtxt (not both: FS_EINVAL naming them); neither: the defaults.
- * 0, or the file's error naming it and the key or field. */
+/* The model's settings over the server's defaults: its load override
+ * (srv_model_override_swap), else its config.json or its config.pbtxt (not
+ * both: FS_EINVAL naming them); neither: the defaults. 0, or the file's
+ * or the override's error naming it and the key or field. */
 int srv_model_config_read(srv_app_t *app, const char *name, const char *model_dir,
                           cfg_model_t *out);
 /* The registry's verify callback (eng_serve_verify_fn, user: the app):
- * a config.pbtxt's inputs and outputs against the loaded model (names,
- * data types, dims); an input's fixed dim where the model's is symbolic
- * narrows `inputs` (the requests' check). 0 when the directory has no
- * config.pbtxt. */
+ * a config.pbtxt's (or the load override's) inputs and outputs against
+ * the loaded model (names, data types, dims); an input's fixed dim where
+ * the model's is symbolic narrows `inputs` (the requests' check). 0 when
+ * the directory has no config.pbtxt and the model no override. */
+/* Makes `json` (taken; NULL: none) the load override of model `name`:
+ * Triton's ModelConfig in JSON, read in place of its directory's config
+ * file from now on. 0, and the one it replaces in *prev (caller frees;
+ * NULL: none), so that a load that fails can put it back; or FS_ENOMEM
+ * with `json` freed and nothing changed. */
+int srv_model_override_swap(srv_app_t *app, const char *name, char *json, char **prev);
+/* Frees every override (the app's teardown). */
+void srv_model_overrides_free(srv_app_t *app);
 int srv_model_verify(void *user, const char *name, const char *model_dir,
                      const eng_model_t *model, const eng_serve_options_t *opts,
                      eng_io_info_t *inputs, size_t n_inputs);

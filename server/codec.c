@@ -20,7 +20,10 @@
  * - Binary BOOL bytes must be 0 or 1.
  * - Extra keys are ignored, as the protocol allows; a known key of the
  *   wrong type is an error. An output's "class_count" (Triton's
- *   classification, whose results are BYTES) is refused, not ignored. */
+ *   classification, whose results are BYTES), a tensor's
+ *   "shared_memory_region" (Triton's shared memory) and the request's
+ *   "sequence_id", "sequence_start" and "sequence_end" (Triton's sequence
+ *   batching) are refused, not ignored. */
 #include "server/codec.h"
 
 #include <cjson/cJSON.h>
@@ -362,8 +365,11 @@ static int shape_parse(const cJSON *js, const char *label, eng_shape_t *shape)
         double v = json_count(d);
         if (v < 0) {
             char val[64];
-            return fs_err(FS_EINVAL, "%s: shape dim %d is %s, not a non-negative integer", label,
-                          k, json_describe(d, val, sizeof val));
+            bool huge = cJSON_IsNumber(d) && d->valuedouble > JSON_INT_MAX;
+            return fs_err(FS_EINVAL, "%s: shape dim %d is %s, %s", label, k,
+                          json_describe(d, val, sizeof val),
+                          huge ? "past 2^53 - 1, the largest dim a JSON shape carries exactly"
+                               : "not a non-negative integer");
         }
         shape->dims[k++] = (int64_t)v;
     }
@@ -469,6 +475,22 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
     return rc;
 }
 
+/* Triton's shared memory extension puts a tensor in a region the client
+ * registered; flatserve registers none (routes.c refuses the extension),
+ * so a tensor that names one is refused, never read or written elsewhere.
+ * 0, or FS_EINVAL naming it. */
+static int shm_refuse(const cJSON *params, const char *label)
+{
+    const cJSON *region =
+        cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, "shared_memory_region")
+                               : NULL;
+    if (!region)
+        return 0;
+    return fs_err(FS_EINVAL, "%s: \"shared_memory_region\" (Triton's shared memory extension) "
+                  "is not supported by flatserve: send the tensor in the request body (JSON "
+                  "\"data\" or binary data) and read it from the response", label);
+}
+
 /* Input `idx` of "inputs" into *in (name and data owned by it); `lifted`:
  * its "data" numbers when the lift read them (NULL otherwise). */
 static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
@@ -484,7 +506,10 @@ static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
     snprintf(label, sizeof label, "input '%.64s'", name->valuestring);
 
     eng_tensor_t t = {0};
-    int rc = shape_parse(cJSON_GetObjectItemCaseSensitive(js, "shape"), label, &t.shape);
+    int rc = shm_refuse(cJSON_GetObjectItemCaseSensitive(js, "parameters"), label);
+    if (rc)
+        return rc;
+    rc = shape_parse(cJSON_GetObjectItemCaseSensitive(js, "shape"), label, &t.shape);
     if (rc)
         return rc;
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(js, "datatype");
@@ -586,6 +611,14 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
     if (bin && !cJSON_IsBool(bin))
         return fs_err(FS_EINVAL, "\"parameters\": \"binary_data_output\" must be true or false");
     r->binary_output = cJSON_IsTrue(bin);
+    /* Triton's sequence batcher's keys name state kept between requests,
+     * which flatserve does not keep: refused, not ignored. */
+    static const char *const seq[] = {"sequence_id", "sequence_start", "sequence_end"};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(params, seq[i]))
+            return fs_err(FS_EINVAL, "\"parameters\": \"%s\" (Triton's sequence batching) is "
+                          "not supported by flatserve, which keeps no state between requests",
+                          seq[i]);
     return 0;
 }
 
@@ -671,6 +704,11 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
                           "output '%.64s': \"parameters\" must be an object whose "
                           "\"binary_data\" is true or false",
                           name->valuestring);
+        char label[96];
+        snprintf(label, sizeof label, "output '%.64s'", name->valuestring);
+        int rc = shm_refuse(params, label);
+        if (rc)
+            return rc;
         /* Triton's classification extension answers top-k "value:index"
          * strings, a BYTES output, which this codec does not carry. */
         if (params && cJSON_GetObjectItemCaseSensitive(params, "class_count"))

@@ -147,13 +147,14 @@ static void respond_with(srv_req_t *r, unsigned status, struct MHD_Response *res
 
 /* The n buffers of iov (len bytes in all) compressed as the request's
  * Accept-Encoding asks, into *z: the coding, or identity (nothing in *z)
- * when the body is shorter than SRV_COMPRESS_MIN_BYTES, the client asks
- * for no coding, or compressing fails or saves nothing (the body then
- * goes out as it is). */
+ * when the answer is not one that is compressed (r->compressible), the
+ * body is shorter than SRV_COMPRESS_MIN_BYTES, the client asks for no
+ * coding, or compressing fails or saves nothing (the body then goes out
+ * as it is). */
 static srv_encoding_t response_compress(srv_req_t *r, const struct iovec *iov, size_t n,
                                         size_t len, srv_buf_t *z)
 {
-    if (len < SRV_COMPRESS_MIN_BYTES)
+    if (!r->compressible || len < SRV_COMPRESS_MIN_BYTES)
         return SRV_ENC_IDENTITY;
     srv_encoding_t enc = srv_encoding_accepted(
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
@@ -187,7 +188,7 @@ void srv_respond_header(srv_req_t *r, unsigned status, const char *content_type,
         return;
     }
     respond_with(r, status, resp, content_type, header, value, enc,
-                 enc != SRV_ENC_IDENTITY || len >= SRV_COMPRESS_MIN_BYTES);
+                 enc != SRV_ENC_IDENTITY || (r->compressible && len >= SRV_COMPRESS_MIN_BYTES));
 }
 
 void srv_respond_parts(srv_req_t *r, const char *content_type, const struct MHD_IoVec *iov,
@@ -227,7 +228,7 @@ void srv_respond_parts(srv_req_t *r, const char *content_type, const struct MHD_
         return;
     }
     respond_with(r, 200, resp, content_type, header, value, SRV_ENC_IDENTITY,
-                 len >= SRV_COMPRESS_MIN_BYTES);
+                 r->compressible && len >= SRV_COMPRESS_MIN_BYTES);
 }
 
 /* {"error": msg}; a body that cannot be built for want of memory becomes

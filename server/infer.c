@@ -255,9 +255,14 @@ static int raw_request(srv_req_t *r, const srv_route_args_t *a)
                           "POST /v2/models/<model>/infer");
         return -1;
     }
-    int rc = srv_infer_request_raw(eng_served_model(job->served), a->model,
-                                   eng_served_batches(job->served), srv_req_body(r),
-                                   srv_req_body_len(r), &job->request);
+    /* The first dim is a batch dim (of one) when requests are batched, or
+     * when a config.pbtxt's max_batch_size bounds it, batching or not: as
+     * Triton, for which max_batch_size > 0 alone makes it one. */
+    eng_serve_options_t o;
+    eng_served_options(job->served, &o);
+    bool batched = eng_served_batches(job->served) || o.max_request_rows > 0;
+    int rc = srv_infer_request_raw(eng_served_model(job->served), a->model, batched,
+                                   srv_req_body(r), srv_req_body_len(r), &job->request);
     if (rc != 0) {
         srv_respond_fs_error(r, rc);
         return -1;
@@ -395,6 +400,7 @@ static void refuse(srv_req_t *r, int code)
 void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
 {
     srv_infer_job_t *job = &r->infer;
+    r->compressible = true;
     /* A model in the path is looked up first: an unknown one is 404
      * whatever the headers and the body hold. */
     if (a->model[0] && !(job->served = srv_info_acquire(r, a)))

@@ -401,6 +401,7 @@ int srv_metrics_render(srv_app_t *app, srv_buf_t *out)
 
 void srv_metrics_handle(srv_req_t *r, const srv_route_args_t *a)
 {
+    r->compressible = true;
     srv_buf_t b = {0};
     if (srv_metrics_render(r->app, &b) != 0) {
         srv_buf_free(&b);

@@ -9,7 +9,12 @@
  * over the other. The verify callback reads config.pbtxt again rather than
  * keep what the options callback read: a file changed between the two
  * reads is checked as it is then (poll mode rebuilds the model anyway on
- * its next look). */
+ * its next look).
+ *
+ * A load request's "config" parameter (Triton's ModelConfig in JSON) is
+ * read in place of either file, as Triton reads it, by every read of the
+ * model's settings from that load on, until a load without one: the app's
+ * overrides, guarded by cfg_lock. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +33,100 @@ static int model_path(char *out, size_t len, const char *model_dir, const char *
     return 0;
 }
 
+static int config_file_read(srv_app_t *app, const char *name, const char *model_dir,
+                            cfg_model_t *out);
+
+/* The origin load overrides are named by in messages. */
+#define OVERRIDE_ORIGIN "load parameter \"config\""
+
+struct srv_config_override {
+    char name[ENG_MODEL_NAME_MAX];
+    char *json;                   /* owned */
+    struct srv_config_override *next;
+};
+
+int srv_model_override_swap(srv_app_t *app, const char *name, char *json, char **prev)
+{
+    *prev = NULL;
+    pthread_mutex_lock(&app->cfg_lock);
+    srv_config_override_t **at = &app->overrides;
+    while (*at && strcmp((*at)->name, name) != 0)
+        at = &(*at)->next;
+    srv_config_override_t *o = *at;
+    if (json && !o && !(o = calloc(1, sizeof *o))) {
+        pthread_mutex_unlock(&app->cfg_lock);
+        free(json);
+        return fs_err(FS_ENOMEM, "out of host memory keeping the " OVERRIDE_ORIGIN " of '%s'",
+                      name);
+    }
+    if (json && !*at) {
+        snprintf(o->name, sizeof o->name, "%s", name);
+        o->next = app->overrides;
+        app->overrides = o;
+    }
+    if (o)
+        *prev = o->json;
+    if (json) {
+        o->json = json;
+    } else if (o) { /* cleared */
+        *at = o->next;
+        free(o);
+    }
+    pthread_mutex_unlock(&app->cfg_lock);
+    return 0;
+}
+
+void srv_model_overrides_free(srv_app_t *app)
+{
+    while (app->overrides) {
+        srv_config_override_t *o = app->overrides;
+        app->overrides = o->next;
+        free(o->json);
+        free(o);
+    }
+}
+
+/* The override of `name` parsed into *t: 0 and *found, or the parse's
+ * error (FS_EPARSE, FS_EINVAL) naming OVERRIDE_ORIGIN, or FS_ENOMEM. */
+static int override_parse(srv_app_t *app, const char *name, cfg_triton_t *t, bool *found)
+{
+    pthread_mutex_lock(&app->cfg_lock);
+    const srv_config_override_t *o = app->overrides;
+    while (o && strcmp(o->name, name) != 0)
+        o = o->next;
+    char *json = o ? strdup(o->json) : NULL;
+    bool lost = o && !json;
+    pthread_mutex_unlock(&app->cfg_lock);
+    *found = o != NULL;
+    if (lost)
+        return fs_err(FS_ENOMEM, "out of host memory reading the " OVERRIDE_ORIGIN " of '%s'",
+                      name);
+    int rc = json ? cfg_triton_parse_json(json, strlen(json), OVERRIDE_ORIGIN, t) : 0;
+    free(json);
+    return rc;
+}
+
 int srv_model_config_read(srv_app_t *app, const char *name, const char *model_dir,
                           cfg_model_t *out)
+{
+    cfg_triton_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return fs_err(FS_ENOMEM, "out of host memory reading the configuration of '%s'", name);
+    bool over = false;
+    int rc = override_parse(app, name, t, &over);
+    if (over && rc == 0) {
+        pthread_mutex_lock(&app->cfg_lock);
+        cfg_model_defaults(&app->cfg, out);
+        pthread_mutex_unlock(&app->cfg_lock);
+        rc = cfg_triton_apply(t, OVERRIDE_ORIGIN, name, &app->dev, out);
+    }
+    free(t);
+    return over || rc != 0 ? rc : config_file_read(app, name, model_dir, out);
+}
+
+/* The model directory's config.json or config.pbtxt over the defaults. */
+static int config_file_read(srv_app_t *app, const char *name, const char *model_dir,
+                            cfg_model_t *out)
 {
     char json[CFG_PATH_MAX + ENG_MODEL_NAME_MAX + 32], pbtxt[sizeof json];
     int rc = model_path(json, sizeof json, model_dir, "config.json");
@@ -117,7 +214,11 @@ int srv_model_verify(void *user, const char *name, const char *model_dir,
     if (!t)
         return fs_err(FS_ENOMEM, "out of host memory reading %s", pbtxt);
     bool found = false;
-    rc = cfg_triton_load_file(pbtxt, t, &found);
+    rc = override_parse(user, name, t, &found);
+    if (rc == 0 && found)
+        snprintf(pbtxt, sizeof pbtxt, "%s", OVERRIDE_ORIGIN); /* messages name it */
+    else if (rc == 0)
+        rc = cfg_triton_load_file(pbtxt, t, &found);
     bool batch = t->max_batch_size > 0;
     for (int out = 0; rc == 0 && found && out < 2; out++) {
         const cfg_triton_io_t *list = out ? t->outputs : t->inputs;

@@ -9,7 +9,8 @@
  *
  * A path is split into segments and matched against the table in order; a
  * path that matches with another method is 405 with Allow, no match is
- * 404. HEAD is allowed wherever GET is. Admin routes need
+ * 404, but 400 naming the extension under the paths of Triton's shared
+ * memory, trace and logging extensions, which flatserve does not claim. HEAD is allowed wherever GET is. Admin routes need
  * "Authorization: Bearer <token>" (the scheme in any case) when
  * server.admin_token is set (401 otherwise; the comparison takes the same
  * time wherever the tokens differ). A {v} that is not a non-negative number
@@ -160,6 +161,38 @@ static bool route_match(size_t i, const path_segs_t *ps, srv_route_args_t *args)
     return true;
 }
 
+/* Triton's extensions that flatserve does not claim (its server metadata
+ * lists none of them): the one a path belongs to, with what to do
+ * instead, or NULL. Their paths answer 400 naming it, whatever the
+ * method, rather than a bare 404, so that a Triton client learns why. */
+static const char *unclaimed_extension(const path_segs_t *ps, const char **instead)
+{
+    static const struct {
+        const char *seg, *name, *instead;
+    } ext[] = {
+        {"systemsharedmemory", "system shared memory",
+         "send tensors in the request body (JSON \"data\" or binary data)"},
+        {"cudasharedmemory", "CUDA shared memory",
+         "send tensors in the request body (JSON \"data\" or binary data)"},
+        {"trace", "trace", "flatserve's request log and /metrics carry its timings"},
+        {"logging", "logging", "set log.level in the config file or with --log-level"},
+    };
+    if (ps->n < 2 || strcmp(ps->s[0], "v2") != 0)
+        return NULL;
+    /* v2/<ext>/... or v2/models/<m>[/versions/<v>]/trace/... */
+    const char *seg = ps->s[1];
+    if (strcmp(seg, "models") == 0)
+        seg = ps->n >= 4 && strcmp(ps->s[3], "trace") == 0   ? ps->s[3]
+              : ps->n >= 6 && strcmp(ps->s[5], "trace") == 0 ? ps->s[5]
+                                                             : "";
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+        if (strcmp(seg, ext[i].seg) == 0) {
+            *instead = ext[i].instead;
+            return ext[i].name;
+        }
+    return NULL;
+}
+
 /* Constant-time over the token's length. The scheme is matched in any
  * case, as HTTP's auth schemes are (RFC 9110 11.1); the token exactly. */
 static bool token_ok(const srv_app_t *app, const char *auth)
@@ -206,8 +239,12 @@ void srv_route(srv_req_t *r)
                      allow[0] ? ", " : "", routes[i].method, get ? ", HEAD" : "");
     }
     const char *model = args.bad_model ? args.bad_model : args.model;
+    const char *ext = NULL, *instead = NULL;
     int rc;
-    if (!hit && allow[0])
+    if (!hit && !allow[0] && segs.n >= 0 && (ext = unclaimed_extension(&segs, &instead)))
+        srv_respond_error(r, 400, "%s %s: Triton's %s extension is not supported by flatserve; "
+                          "%s", r->method, r->url, ext, instead);
+    else if (!hit && allow[0])
         srv_respond_error_header(r, 405, MHD_HTTP_HEADER_ALLOW, allow,
                                  "%.16s is not allowed here; use %s", r->method, allow);
     else if (!hit)

@@ -1,7 +1,9 @@
 /* fuzz_pbtxt.c -- fuzz target "pbtxt": a model's config.pbtxt through
- * cfg_triton_parse (protobuf's text-format parser behind config/pbtxt.cc)
- * and cfg_triton_apply over the server defaults, for a CPU server and a
- * GPU one (config/README.md, "A model's config.pbtxt").
+ * cfg_triton_parse (protobuf's text-format parser behind config/pbtxt.cc),
+ * and the same bytes as a load's JSON "config" through
+ * cfg_triton_parse_json (protobuf's JSON parser), each then through
+ * cfg_triton_apply over the server defaults, for a CPU server and a GPU
+ * one (config/README.md, "A model's config.pbtxt").
  *
  * Checks, on a refusal: FS_EPARSE / FS_EINVAL (parse) or FS_EINVAL /
  * FS_ENOTSUP (apply), FS_ENOMEM, with a message that names the file. On
@@ -72,7 +74,10 @@ static int applied_check(const cfg_model_t *m)
     return 0;
 }
 
-int fuzz_pbtxt_one(const uint8_t *data, size_t size)
+typedef int parse_fn(const char *text, size_t len, const char *origin, cfg_triton_t *out);
+
+/* One parser's run over the bytes, then the apply for both servers. */
+static int fuzz_form(parse_fn *parse, const char *what, const uint8_t *data, size_t size)
 {
     static const int parse_codes[] = {FS_EPARSE, FS_EINVAL, FS_ENOMEM};
     static const int apply_codes[] = {FS_EINVAL, FS_ENOTSUP, FS_ENOMEM};
@@ -81,11 +86,11 @@ int fuzz_pbtxt_one(const uint8_t *data, size_t size)
     int rc = t && defaults ? 0 : fs_err(FS_ENOMEM, "out of memory for a config");
     if (rc == 0) {
         fs_err_clear();
-        int prc = cfg_triton_parse((const char *)data, size, PBTXT_ORIGIN, t);
+        int prc = parse((const char *)data, size, PBTXT_ORIGIN, t);
         if (prc != 0) {
-            rc = fuzz_refusal_check("cfg_triton_parse", prc, parse_codes, 3);
+            rc = fuzz_refusal_check(what, prc, parse_codes, 3);
             if (rc == 0)
-                rc = named("cfg_triton_parse");
+                rc = named(what);
         } else {
             rc = parsed_check(t);
             cfg_defaults(defaults);
@@ -108,4 +113,10 @@ int fuzz_pbtxt_one(const uint8_t *data, size_t size)
     free(defaults);
     free(t);
     return rc;
+}
+
+int fuzz_pbtxt_one(const uint8_t *data, size_t size)
+{
+    int rc = fuzz_form(cfg_triton_parse, "cfg_triton_parse", data, size);
+    return rc ? rc : fuzz_form(cfg_triton_parse_json, "cfg_triton_parse_json", data, size);
 }

@@ -448,6 +448,36 @@ Test(srv_codec, bad_requested_outputs_are_refused)
     parse_fails(json, FS_EINVAL, "output 'y': \"parameters\" must be an object whose");
 }
 
+/* What Triton's simple_http_shm_client and simple_http_sequence_sync_infer_client
+ * send: refused naming the extension, never read as an ordinary request. */
+Test(srv_codec, shared_memory_and_sequence_parameters_are_refused_by_name)
+{
+    parse_fails("{\"inputs\":[{\"name\":\"x\",\"shape\":[1,16],\"datatype\":\"INT32\","
+                "\"parameters\":{\"shared_memory_region\":\"input_data\","
+                "\"shared_memory_byte_size\":64}}]}",
+                FS_EINVAL, "input 'x': \"shared_memory_region\" (Triton's shared memory extension) "
+                           "is not supported");
+    const char *in = "\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]";
+    char json[512];
+    snprintf(json, sizeof json,
+             "{%s,\"outputs\":[{\"name\":\"y\",\"parameters\":{\"shared_memory_region\":\"out\","
+             "\"shared_memory_byte_size\":64,\"binary_data\":true}}]}",
+             in);
+    parse_fails(json, FS_EINVAL, "output 'y': \"shared_memory_region\" (Triton's shared memory");
+    static const char *const keys[] = {"sequence_id", "sequence_start", "sequence_end"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(json, sizeof json, "{\"parameters\":{\"%s\":1},%s}", keys[i], in);
+        char want[96];
+        snprintf(want, sizeof want, "\"%s\" (Triton's sequence batching) is not supported",
+                 keys[i]);
+        parse_fails(json, FS_EINVAL, want);
+    }
+    /* A shape dim past 2^53 - 1 is said to be so, not called negative. */
+    parse_fails("{\"inputs\":[{\"name\":\"x\",\"shape\":[16,1152921504606846978],"
+                "\"datatype\":\"FP32\",\"data\":[1]}]}",
+                FS_EINVAL, "shape dim 1 is 1152921504606846976, past 2^53 - 1");
+}
+
 Test(srv_codec, id_model_version_and_output_choices_are_read)
 {
     srv_infer_request_t *r = pair_request("\"id\":\"r-1\",\"model\":\"pair\",\"version\":\"3\","

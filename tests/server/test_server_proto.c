@@ -492,6 +492,18 @@ Test(srv_proto, responses_are_compressed_when_asked_and_long_enough, .timeout = 
     cr_expect(strstr(text, "# TYPE"), "%.200s", text);
     free(text);
     free(r.body);
+    /* Other answers go out as they are, however long, as Triton's do:
+     * tritonclient.http.aio asks for gzip on every request (aiohttp's
+     * default) and reads them without inflating. */
+    r = http_do(f.port, "GET", "/v2/models/stats", NULL, 0, gz);
+    cr_expect_eq(r.status, 200);
+    cr_expect_geq(r.len, (size_t)SRV_COMPRESS_MIN_BYTES, "long enough to have been compressed");
+    cr_expect_str_eq(r.content_encoding, "");
+    cr_expect_str_eq(r.vary, "");
+    cJSON *stats = cJSON_ParseWithLength(r.body, r.len);
+    cr_expect_not_null(stats, "%.100s", r.body);
+    cJSON_Delete(stats);
+    free(r.body);
     /* A binary answer: its header length stays that of the JSON before
      * compression, as Triton's client reads it. */
     float x[16 * 64];
@@ -524,9 +536,10 @@ Test(srv_proto, load_parameters_are_refused_by_name, .timeout = 60)
     fixture_add_model(&f, "mlp", "mlp", 1);
     fixture_start(&f);
     const char *load = "/v2/repository/models/mlp/load";
-    http_resp_t r = http_post(f.port, load, "{\"parameters\": {\"config\": \"{}\"}}");
-    http_expect_error(&r, 400, "load parameter \"config\" (a model configuration override) is not "
-                          "supported");
+    http_resp_t r = http_post(f.port, load, "{\"parameters\": {\"config\": {}}}");
+    http_expect_error(&r, 400, "load parameter \"config\" must be a string holding a ModelConfig");
+    r = http_post(f.port, load, "{\"parameters\": {\"config\": \"{}\", \"config\": \"{}\"}}");
+    http_expect_error(&r, 400, "load parameter \"config\" is given twice");
     r = http_post(f.port, load, "{\"parameters\": {\"file:1/model.onnx\": \"AAAA\"}}");
     http_expect_error(&r, 400, "load parameter \"file:1/model.onnx\" (model files sent with the "
                           "request) is not supported");
@@ -550,6 +563,73 @@ Test(srv_proto, load_parameters_are_refused_by_name, .timeout = 60)
     fixture_stop(&f);
 }
 
+/* The max_batch_size GET .../config reports. */
+static int config_max_batch(const srv_fixture_t *f, const char *model)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v2/models/%s/config", model);
+    http_resp_t r = http_get(f->port, path);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cJSON *doc = cJSON_Parse(r.body);
+    int n = cJSON_GetObjectItem(doc, "max_batch_size")->valueint;
+    cJSON_Delete(doc);
+    free(r.body);
+    return n;
+}
+
+/* What Triton's simple_http_model_control.py does: a load's "config" (a
+ * ModelConfig in JSON) is the model's configuration from that load on; a
+ * bad one fails the load with the configuration before kept; a load
+ * without one goes back to the repository's. */
+Test(srv_proto, a_loads_config_is_the_models_configuration_until_a_load_without_one,
+     .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    int before = config_max_batch(&f, "mlp");
+    cr_assert_neq(before, 3);
+    const char *load = "/v2/repository/models/mlp/load";
+    cr_expect_eq(status_of(http_post(f.port, load, "{\"parameters\": {\"config\": "
+                                                   "\"{\\\"max_batch_size\\\":\\\"3\\\"}\"}}")),
+                 200);
+    cr_expect_eq(config_max_batch(&f, "mlp"), 3);
+    char *rows = NULL;
+    srv_buf_t b = {0};
+    fixture_body_halves(&b, "input", "4,64", 4 * 64);
+    rows = b.data;
+    http_resp_t r = http_post(f.port, "/v2/models/mlp/infer", rows);
+    http_expect_error(&r, 400, "more than its max_batch_size 3");
+    /* Not JSON (the example's first try), a field outside flatserve's
+     * subset, another model's name: the load fails saying so, and the
+     * configuration before stays. */
+    r = http_post(f.port, load, "{\"parameters\": {\"config\": "
+                                "\"\\\"parameters\\\": {\\\"config\\\": {{}}}\"}}");
+    http_expect_error(&r, 400, "failed to load 'mlp': load parameter \"config\": not a ModelConfig "
+                          "in JSON");
+    r = http_post(f.port, load, "{\"parameters\": {\"config\": "
+                                "\"{\\\"sequence_batching\\\": {}}\"}}");
+    http_expect_error(&r, 400, "sequence_batching");
+    r = http_post(f.port, load, "{\"parameters\": {\"config\": \"{\\\"name\\\": \\\"cnn\\\"}\"}}");
+    http_expect_error(&r, 400, "failed to load 'mlp'");
+    cr_expect_eq(config_max_batch(&f, "mlp"), 3, "the override before is kept");
+    r = http_post(f.port, "/v2/models/mlp/infer", rows);
+    http_expect_error(&r, 400, "more than its max_batch_size 3");
+    /* A load without one: the repository's configuration again. */
+    cr_expect_eq(status_of(http_post(f.port, load, "")), 200);
+    cr_expect_eq(config_max_batch(&f, "mlp"), before);
+    r = http_post(f.port, "/v2/models/mlp/infer", rows);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    r = http_post(f.port, "/v2/repository/models/nosuch/load", "");
+    cr_expect_geq(r.status, 400);
+    cr_expect(strstr(r.body, "failed to load 'nosuch'"), "%s", r.body);
+    free(r.body);
+    srv_buf_free(&b);
+    fixture_stop(&f);
+}
+
 /* ---- classification ------------------------------------------------------------------ */
 
 Test(srv_proto, class_count_is_refused_naming_it, .timeout = 60)
@@ -568,6 +648,44 @@ Test(srv_proto, class_count_is_refused_naming_it, .timeout = 60)
     http_expect_error(&r, 400, "output 'probabilities': \"class_count\" (classification) is not "
                           "supported");
     srv_buf_free(&b);
+    fixture_stop(&f);
+}
+
+/* ---- extensions flatserve does not claim --------------------------------------------- */
+
+/* The calls of Triton's simple_http_shm_client, python_http_aio_test.py's
+ * trace and shared memory tests and the logging API: 400 naming the
+ * extension, whatever the method, instead of a bare 404. */
+Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    static const struct {
+        const char *method, *path, *want;
+    } calls[] = {
+        {"GET", "/v2/systemsharedmemory/status", "Triton's system shared memory extension"},
+        {"POST", "/v2/systemsharedmemory/unregister", "system shared memory"},
+        {"POST", "/v2/systemsharedmemory/region/input_data/register", "system shared memory"},
+        {"GET", "/v2/systemsharedmemory/region/input_data/status", "system shared memory"},
+        {"GET", "/v2/cudasharedmemory/status", "Triton's CUDA shared memory extension"},
+        {"POST", "/v2/cudasharedmemory/region/r/register", "CUDA shared memory"},
+        {"GET", "/v2/trace/setting", "Triton's trace extension"},
+        {"POST", "/v2/trace/setting", "trace"},
+        {"GET", "/v2/models/mlp/trace/setting", "trace"},
+        {"POST", "/v2/models/mlp/versions/1/trace/setting", "trace"},
+        {"GET", "/v2/logging", "Triton's logging extension"},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        const char *body = strcmp(calls[i].method, "POST") == 0 ? "{}" : NULL;
+        http_resp_t r = http_do(f.port, calls[i].method, calls[i].path, body,
+                                body ? strlen(body) : 0, NULL);
+        http_expect_error(&r, 400, calls[i].want);
+    }
+    /* Another unknown path is still 404; a known one keeps its 405. */
+    cr_expect_eq(status_of(http_get(f.port, "/v2/sharedmemory/status")), 404);
+    cr_expect_eq(status_of(http_get(f.port, "/v2/models/mlp/infer")), 405);
     fixture_stop(&f);
 }
 

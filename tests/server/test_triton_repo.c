@@ -11,8 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "common/clock.h"
 #include "server/app.h"
+#include "tests/fuzz/fuzz_model.h"
 #include "tests/server/server_fixture.h"
 
 static srv_fixture_t fx;
@@ -238,6 +241,91 @@ Test(triton_repo, max_batch_size_holds_without_dynamic_batching)
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
     free(body);
+}
+
+/* Triton's rule: max_batch_size > 0 makes the first dim a batch dim, so a
+ * raw binary request is a batch of one whose other variable dim is
+ * deduced, without dynamic_batching too (Triton's http_test.py
+ * test_raw_binary). */
+Test(triton_repo, a_raw_binary_request_takes_max_batch_size_as_a_batch_dim)
+{
+    fixture_add_model(&fx, "enc", "encoder", 1);
+    write_text("enc", "config.pbtxt", "max_batch_size: 4\n");
+    fixture_start(&fx);
+    float x[3 * 64];
+    for (int i = 0; i < 3 * 64; i++)
+        x[i] = (float)(i % 5) * 0.5f;
+    const char *raw[] = {"Inference-Header-Content-Length: 0", NULL};
+    http_resp_t r = http_do(fx.port, "POST", "/v2/models/enc/infer", x, sizeof x, raw);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    size_t hl = (size_t)strtoul(r.header_len, NULL, 10);
+    cr_assert(hl > 0 && hl <= r.len, "header length '%s'", r.header_len);
+    cJSON *doc = cJSON_ParseWithLength(r.body, hl);
+    cJSON *shape = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
+                                       "shape");
+    cr_expect_eq(cJSON_GetArrayItem(shape, 0)->valueint, 1, "a batch of one: %.*s", (int)hl,
+                 r.body);
+    cr_expect_eq(cJSON_GetArrayItem(shape, 1)->valueint, 3, "seq deduced from 768 bytes");
+    cJSON_Delete(doc);
+    free(r.body);
+}
+
+/* REPO/<name>/1/model.onnx: y = Identity(x), FP32 [?, 4] with the first
+ * dim unnamed, as Triton's QA identity models leave their batch dim. */
+static void add_unnamed_identity(const char *name)
+{
+    fuzz_mb_t b;
+    fuzz_mb_init(&b, 8, 13);
+    fuzz_mb_input(&b, "x", FUZZ_DT_FLOAT, 2, (int64_t[]){-1, 4}, NULL);
+    fuzz_mb_node(&b, "Identity", "x", "y");
+    fuzz_mb_output(&b, "y", FUZZ_DT_FLOAT, 2, (int64_t[]){-1, 4}, NULL);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    cr_assert_eq(fuzz_mb_pack(&b, &bytes, &len), 0);
+    fuzz_mb_free(&b);
+    char rel[64];
+    fixture_mkdir(&fx, name);
+    snprintf(rel, sizeof rel, "%s/1", name);
+    fixture_mkdir(&fx, rel);
+    fixture_write(&fx, name, "1/model.onnx", (const char *)bytes, len);
+    free(bytes);
+}
+
+static const char ident_row[] =
+    "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}";
+
+static void *ident_post(void *arg)
+{
+    http_resp_t *r = arg;
+    *r = http_post(fx.port, "/v2/models/ident/infer", ident_row);
+    return NULL;
+}
+
+/* max_batch_size > 0 declares the first dims the batch dim, named or not
+ * (Triton's http_test.py test_descriptive_status_code: its model's are
+ * unnamed): the model batches, so a request waits out the queue delay in
+ * the queue, and max_queue_size 1 refuses a second with 503. */
+Test(triton_repo, max_batch_size_batches_a_model_whose_batch_dims_are_unnamed)
+{
+    add_unnamed_identity("ident");
+    write_text("ident", "config.pbtxt",
+               "max_batch_size: 8\n"
+               "dynamic_batching { max_queue_delay_microseconds: 1000000\n"
+               "  preferred_batch_size: [ 8 ] default_queue_policy { max_queue_size: 1 } }\n");
+    fixture_start(&fx);
+    http_resp_t cfg = http_get(fx.port, "/v2/models/ident/config");
+    cr_expect(strstr(cfg.body, "\"dynamic_batching\""), "%s", cfg.body);
+    free(cfg.body);
+    http_resp_t first = {0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, ident_post, &first), 0);
+    usleep(300 * 1000); /* the first waits up to 1 s for more rows */
+    http_resp_t second = http_post(fx.port, "/v2/models/ident/infer", ident_row);
+    http_expect_error(&second, 503, "the queue is full");
+    pthread_join(t, NULL);
+    cr_expect_eq(first.status, 200, "%s", first.body);
+    cr_expect(strstr(first.body, "[1,2,3,4]"), "%s", first.body);
+    free(first.body);
 }
 
 /* A pbtxt that disagrees with the model: the load fails, naming the
