@@ -72,7 +72,8 @@ typedef enum eng_attn_fusion {
  * more than one way (CUDA: engine/cuda/conv_nhwc.cu). The CPU has only
  * im2col, and computes every choice so. */
 typedef enum eng_conv_algo {
-    ENG_CONV_ALGO_AUTO = 0, /* the device's choice: the implicit GEMM where it applies */
+    ENG_CONV_ALGO_AUTO = 0, /* the device's choice: on CUDA the implicit GEMM where it applies
+                             * and the output has at least 32768 positions */
     ENG_CONV_ALGO_IM2COL,   /* a column matrix in the scratch, then one GEMM */
     ENG_CONV_ALGO_IMPLICIT, /* the implicit GEMM where it applies, im2col elsewhere */
 } eng_conv_algo_t;

@@ -177,9 +177,11 @@ typedef struct eng_node {
     bool conv_residual;
     bool conv_relu;
     /* Conv with channels_last only, set at load from
-     * eng_model_config_t.conv (eng_layout_conv_algo): compute it as im2col
-     * and a GEMM even where the device has an implicit GEMM for it. */
-    bool conv_im2col;
+     * eng_model_config_t.conv (eng_layout_conv_algo): conv_im2col, compute
+     * it as im2col and a GEMM even where the device has an implicit GEMM
+     * for it; conv_implicit, the implicit GEMM wherever it applies. Neither:
+     * the device's choice per run (engine/cuda/conv_igemm.cu). */
+    bool conv_im2col, conv_implicit;
     /* FusedElementwise (an engine-internal op) only, set by
      * engine/fuse_chain.c: the program the node runs (engine/ew_program.h),
      * in the graph's pool. */

@@ -769,7 +769,9 @@ void eng_layout_conv_algo(eng_graph_t *g, eng_conv_algo_t algo)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
         eng_node_t *n = &g->nodes[i];
-        if (n->channels_last && is_op(n, "Conv"))
+        if (n->channels_last && is_op(n, "Conv")) {
             n->conv_im2col = algo == ENG_CONV_ALGO_IM2COL;
+            n->conv_implicit = algo == ENG_CONV_ALGO_IMPLICIT;
+        }
     }
 }

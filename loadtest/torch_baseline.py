@@ -24,7 +24,7 @@ USAGE (on the GPU machine; --print-trace and --plot-only need no torch)
   # the trace itself, to check a reimplementation against it:
   python3 loadtest/torch_baseline.py --print-trace --requests 10 --seed 1
 
-Options: --arch demo|bert-base, --layer hand|torch, --requests N (300),
+Options: --arch demo|bert-base|bert-large, --layer hand|torch, --requests N (300),
 --seed S (1), --batch LO..HI (1..64), --seq LO..HI (16..512), --device
 cuda|cuda:N|cpu, --dtype float32|float16|bfloat16, --weights-seed S (0),
 --empty-cache-every K (10), --out-dir DIR (.), --flatserve-csv FILE,
@@ -37,6 +37,7 @@ output "hidden" [batch, seq, hidden]:
                     the architecture of flatserve's demo model `encoder`
                     (tools/make_models.c; its weights differ)
   --arch bert-base  12 layers, hidden 768, 12 heads, FFN 3072, eps 1e-12
+  --arch bert-large 24 layers, hidden 1024, 16 heads, FFN 4096, eps 1e-12
 Each layer: x += O(attention(LN1(x))); x += FF2(gelu(FF1(LN2(x)))), with
 attention = softmax(Q K^T / sqrt(head_dim)) V over separate Q/K/V Linears
 and GELU by erf. `--layer hand` (default) writes it with nn.Linear,
@@ -137,6 +138,7 @@ import time
 ARCHS = {
     "demo": {"layers": 2, "hidden": 64, "heads": 4, "ffn": 256, "eps": 1e-5},
     "bert-base": {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072, "eps": 1e-12},
+    "bert-large": {"layers": 24, "hidden": 1024, "heads": 16, "ffn": 4096, "eps": 1e-12},
 }
 OPSET = 17
 RUNS = ("plain", "empty_cache")
@@ -206,7 +208,8 @@ def parse_args(argv=None):
                                        "the CSV columns and the summary's figures.")
     p.add_argument("--arch", choices=sorted(ARCHS), default="demo",
                    help="demo: flatserve's demo encoder (2x64, 4 heads, FFN 256); "
-                        "bert-base: 12x768, 12 heads, FFN 3072 (default demo)")
+                        "bert-base: 12x768, 12 heads, FFN 3072; bert-large: 24x1024, 16 heads, "
+                        "FFN 4096 (default demo)")
     p.add_argument("--layer", choices=("hand", "torch"), default="hand",
                    help="hand: the layer from plain ops, the graph --export writes (default); "
                         "torch: nn.TransformerEncoderLayer (fused fast path in the eager loop)")

@@ -324,9 +324,20 @@ template <typename T, int BN> int igemm_launch(const eng_op_ctx_t *c, igemm_args
 
 } // namespace
 
+/* The device's choice (neither conv_im2col nor conv_implicit): the implicit
+ * GEMM only for an output of at least this many positions (batch x Ho x
+ * Wo). On an H200, ResNet-50 fp16 whole (2026-11-27, bench/RESULTS.md):
+ * implicit everywhere took 0.75 / 1.16 / 5.36 ms at batch 1 / 8 / 64
+ * against im2col's 0.39 / 0.89 / 5.48 -- its 128-row tiles leave the GPU
+ * idle on small outputs, where im2col's column matrix is small anyway. */
+#define IG_AUTO_MIN_POSITIONS 32768
+
 bool eng_cuda_conv_igemm_applies(const eng_op_ctx_t *c, const eng_nn_geom_t *g)
 {
-    return !c->node->conv_im2col && eng_nn_conv_implicit_gemm_fits(g, c->inputs[0]->dtype);
+    const eng_node_t *n = c->node;
+    if (n->conv_im2col || !eng_nn_conv_implicit_gemm_fits(g, c->inputs[0]->dtype))
+        return false;
+    return n->conv_implicit || g->batch * eng_nn_prod(g->out) >= IG_AUTO_MIN_POSITIONS;
 }
 
 /* Output channels a block covers: 64 where M is that small, or where

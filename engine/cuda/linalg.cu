@@ -235,11 +235,15 @@ static size_t matmul_scratch_bytes(const eng_op_ctx_t *c)
 }
 
 /* Product g (one folded GEMM) through the scratch, chunk rows at a time
- * with ldc np, each chunk copied into g's C. Errors as eng_cuda_gemm's, or
- * a scratch or copy error. */
+ * with ldc np, each chunk copied into g's C. cuBLASLt keeps to align1
+ * kernels while N itself is no multiple of 16 bytes, ldc padded or not, so
+ * each chunk is two products: the columns up to the last multiple (the
+ * bulk, aligned) and the few left (their own small GEMM). Errors as
+ * eng_cuda_gemm's, or a scratch or copy error. */
 static int matmul_staged(eng_op_ctx_t *c, const eng_cuda_gemm_t &g, int64_t np, int64_t chunk)
 {
     const size_t es = eng_dtype_size(g.dtype);
+    const int64_t unit = 16 / (int64_t)es, n_main = g.n / unit * unit;
     if (c->scratch_bytes < (size_t)(chunk * np) * es)
         return eng_op_scratch_err(c, (size_t)(chunk * np) * es);
     for (int64_t r0 = 0; r0 < g.m; r0 += chunk) {
@@ -247,7 +251,15 @@ static int matmul_staged(eng_op_ctx_t *c, const eng_cuda_gemm_t &g, int64_t np, 
         s.m = g.m - r0 < chunk ? g.m - r0 : chunk;
         s.a = (const char *)g.a + (size_t)(r0 * g.lda) * es;
         s.c = c->scratch, s.ldc = np;
-        int rc = eng_cuda_gemm(c, &s);
+        eng_cuda_gemm_t t = s;
+        s.n = n_main;
+        t.n = g.n - n_main;
+        t.b = (const char *)g.b + (size_t)(g.trans_b ? n_main * g.ldb : n_main) * es;
+        t.c = (char *)c->scratch + (size_t)n_main * es;
+        t.bias = g.bias ? (const char *)g.bias + (size_t)n_main * es : NULL;
+        int rc = n_main ? eng_cuda_gemm(c, &s) : 0;
+        if (rc == 0)
+            rc = eng_cuda_gemm(c, &t);
         if (rc)
             return rc;
         ENG_CUDA_TRY(c, cudaMemcpy2DAsync((char *)g.c + (size_t)(r0 * g.ldc) * es,

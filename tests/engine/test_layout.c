@@ -352,9 +352,11 @@ Test(layout, conv_algo_marks_the_channels_last_convs_only)
             cr_expect(!l.g->nodes[i].conv_im2col, "'%s' is no Conv", l.g->nodes[i].name);
     eng_layout_conv_algo(l.g, ENG_CONV_ALGO_IMPLICIT);
     cr_expect(!gr->conv_im2col && !dw->conv_im2col && !mu->conv_im2col);
+    cr_expect(gr->conv_implicit && dw->conv_implicit && !mu->conv_implicit);
     eng_layout_conv_algo(l.g, ENG_CONV_ALGO_IM2COL);
     eng_layout_conv_algo(l.g, ENG_CONV_ALGO_AUTO);
     cr_expect(!gr->conv_im2col && !dw->conv_im2col, "auto clears it too");
+    cr_expect(!gr->conv_implicit && !dw->conv_implicit, "and leaves the choice to the device");
     laid_free(&l);
     mb_free(&b);
 }
