@@ -3419,6 +3419,40 @@ Test(cuda_consistency, tied_embedding_is_held_once_and_read_transposed)
 
 /* ---- fused GEMM epilogues --------------------------------------------------- */
 
+/* One precision's check of a model against the CPU's output want[0]: loads
+ * `bytes` on the device under test at precision `prec` (tf32/fp16/bf16 or
+ * fp32), runs it twice on in[0..n_in) (the second run a captured CUDA
+ * graph's replay); at fp32 the output matches want within `atol` (exactly
+ * on the CPU harness), at the others its relative L2 error, printed after
+ * `tag`, stays under `bound`. */
+static void prec_expect(rig_t *r, const uint8_t *bytes, size_t len, const char *prec,
+                        double bound, double atol, const eng_tensor_t *in, size_t n_in,
+                        eng_tensor_t *const *want, const char *tag, const char *desc)
+{
+    eng_model_config_t dcfg = rig_config(r, true);
+    cr_assert_eq(eng_precision_parse(prec, &dcfg.precision), 0);
+    eng_model_t *dev = NULL;
+    int rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
+    cr_expect_eq(rc, 0, "%s at %s: %s", desc, prec, fs_errmsg());
+    eng_tensor_t *got[1] = {NULL};
+    for (int run = 0; run < 2 && rc == 0; run++) {
+        rc = eng_model_run(dev, in, n_in, got);
+        cr_expect_eq(rc, 0, "%s at %s: %s", desc, prec, fs_errmsg());
+        if (rc == 0 && strcmp(prec, "fp32") == 0) {
+            tol_t tol = {.rtol = OC_RTOL, .atol = atol, .exact = !r->dut.cuda};
+            expect_tensor_match(desc, want[0], got[0], &tol);
+        } else if (rc == 0) {
+            double err = rel_l2_error(want[0], got[0]);
+            fprintf(stderr, "%s: %s at %s: relative L2 error vs the CPU %.3e\n", tag, desc, prec,
+                    err);
+            cr_expect(err < bound, "%s at %s: relative L2 error %.3e, bound %.0e", desc, prec, err,
+                      bound);
+        }
+        outputs_free(got, 1);
+    }
+    eng_model_destroy(dev);
+}
+
 /* X [2, 7, 77] -> MatMul with W [77, 197] (or Transpose of W [197, 77], read
  * transposed; or a Gemm on X [14, 77]) -> Add of a [197] bias -> an
  * activation -> Y: the loader fuses the chain into one GEMM node
@@ -3524,31 +3558,9 @@ Test(cuda_consistency, fused_gemm_epilogues_match_the_cpu)
                      fs_errmsg());
         eng_tensor_t *want[1] = {NULL};
         cr_assert_eq(eng_model_run(ref, x, 1, want), 0, "%s: %s", e->desc, fs_errmsg());
-        for (size_t p = 0; p < N_OF(prec) && (p == 0 || r.dut.cuda); p++) {
-            eng_model_config_t dcfg = rig_config(&r, true);
-            cr_assert_eq(eng_precision_parse(prec[p].name, &dcfg.precision), 0);
-            eng_model_t *dev = NULL;
-            int rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
-            cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
-            eng_tensor_t *got[1] = {NULL};
-            /* Twice: the second run is replayed from a captured CUDA graph. */
-            for (int run = 0; run < 2 && rc == 0; run++) {
-                rc = eng_model_run(dev, x, 1, got);
-                cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
-                if (rc == 0 && p == 0) {
-                    tol_t tol = {.rtol = OC_RTOL, .atol = 1e-4, .exact = !r.dut.cuda};
-                    expect_tensor_match(e->desc, want[0], got[0], &tol);
-                } else if (rc == 0) {
-                    double err = rel_l2_error(want[0], got[0]);
-                    fprintf(stderr, "epilogue: %s at %s: relative L2 error vs the CPU %.3e\n",
-                            e->desc, prec[p].name, err);
-                    cr_expect(err < prec[p].bound, "%s at %s: relative L2 error %.3e, bound %.0e",
-                              e->desc, prec[p].name, err, prec[p].bound);
-                }
-                outputs_free(got, 1);
-            }
-            eng_model_destroy(dev);
-        }
+        for (size_t p = 0; p < N_OF(prec) && (p == 0 || r.dut.cuda); p++)
+            prec_expect(&r, bytes, len, prec[p].name, prec[p].bound, 1e-4, x, 1, want, "epilogue",
+                        e->desc);
         outputs_free(want, 1);
         eng_tensor_free(x);
         eng_model_destroy(ref);
@@ -3662,32 +3674,10 @@ Test(cuda_consistency, fused_elementwise_chains_match_the_cpu)
                      fs_errmsg());
         eng_tensor_t *want[1] = {NULL};
         cr_assert_eq(eng_model_run(ref, in, n_in, want), 0, "%s: %s", e->desc, fs_errmsg());
-        for (size_t p = 0; p < N_OF(prec) && (p == 0 || r.dut.cuda); p++) {
-            eng_model_config_t dcfg = rig_config(&r, true);
-            cr_assert_eq(eng_precision_parse(prec[p].name, &dcfg.precision), 0);
-            eng_model_t *dev = NULL;
-            int rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
-            cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
-            eng_tensor_t *got[1] = {NULL};
-            /* Twice: the second run is replayed from a captured CUDA graph. */
-            for (int run = 0; run < 2 && rc == 0; run++) {
-                rc = eng_model_run(dev, in, n_in, got);
-                cr_expect_eq(rc, 0, "%s at %s: %s", e->desc, prec[p].name, fs_errmsg());
-                if (rc == 0 && p == 0) {
-                    /* The CPU's fused chain is its unfused chain's bits. */
-                    tol_t tol = {.rtol = OC_RTOL, .atol = 1e-5, .exact = !r.dut.cuda};
-                    expect_tensor_match(e->desc, want[0], got[0], &tol);
-                } else if (rc == 0) {
-                    double err = rel_l2_error(want[0], got[0]);
-                    fprintf(stderr, "ew chain: %s at %s: relative L2 error vs the CPU %.3e\n",
-                            e->desc, prec[p].name, err);
-                    cr_expect(err < prec[p].bound, "%s at %s: relative L2 error %.3e, bound %.0e",
-                              e->desc, prec[p].name, err, prec[p].bound);
-                }
-                outputs_free(got, 1);
-            }
-            eng_model_destroy(dev);
-        }
+        /* On the CPU the fused chain is its unfused chain's bits. */
+        for (size_t p = 0; p < N_OF(prec) && (p == 0 || r.dut.cuda); p++)
+            prec_expect(&r, bytes, len, prec[p].name, prec[p].bound, 1e-5, in, n_in, want,
+                        "ew chain", e->desc);
         outputs_free(want, 1);
         for (size_t k = 0; k < n_in; k++)
             eng_tensor_free(x[k]);
@@ -3761,30 +3751,9 @@ Test(cuda_consistency, matmul_with_unaligned_rows_matches_the_cpu)
                      fs_errmsg());
         eng_tensor_t *want[1] = {NULL};
         cr_assert_eq(eng_model_run(ref, x, 1, want), 0, "%s: %s", desc, fs_errmsg());
-        for (size_t p = 0; p < N_OF(prec); p++) {
-            eng_model_config_t dcfg = rig_config(&r, true);
-            cr_assert_eq(eng_precision_parse(prec[p].name, &dcfg.precision), 0);
-            eng_model_t *dev = NULL;
-            int rc = eng_model_load_bytes(bytes, len, NULL, &dcfg, &dev);
-            cr_expect_eq(rc, 0, "%s at %s: %s", desc, prec[p].name, fs_errmsg());
-            eng_tensor_t *got[1] = {NULL};
-            for (int run = 0; run < 2 && rc == 0; run++) {
-                rc = eng_model_run(dev, x, 1, got);
-                cr_expect_eq(rc, 0, "%s at %s: %s", desc, prec[p].name, fs_errmsg());
-                if (rc == 0 && p == 0) {
-                    tol_t tol = {.rtol = OC_RTOL, .atol = 1e-4};
-                    expect_tensor_match(desc, want[0], got[0], &tol);
-                } else if (rc == 0) {
-                    double err = rel_l2_error(want[0], got[0]);
-                    fprintf(stderr, "staged: %s at %s: relative L2 error vs the CPU %.3e\n",
-                            desc, prec[p].name, err);
-                    cr_expect(err < prec[p].bound, "%s at %s: relative L2 error %.3e, bound %.0e",
-                              desc, prec[p].name, err, prec[p].bound);
-                }
-                outputs_free(got, 1);
-            }
-            eng_model_destroy(dev);
-        }
+        for (size_t p = 0; p < N_OF(prec); p++)
+            prec_expect(&r, bytes, len, prec[p].name, prec[p].bound, 1e-4, x, 1, want, "staged",
+                        desc);
         outputs_free(want, 1);
         eng_tensor_free(x);
         eng_model_destroy(ref);
