@@ -154,6 +154,16 @@ if $needs_build; then
     echo "built in $(( $(date +%s) - start )) s"
 fi
 
+# The port a flatserve started with --port 0 logs to LOG once it listens
+# (empty after 30 s): port=$(server_port LOG).
+server_port() {
+    for _ in $(seq 1 300); do
+        p=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$1")
+        [ -n "$p" ] && { echo "$p"; return 0; }
+        sleep 0.1
+    done
+}
+
 # The BERT-base-sized encoder of issue 6, exported once per machine.
 bert_export() {
     mkdir -p .gpu/bert-repo/encoder_bert/1
@@ -392,12 +402,7 @@ if named gpus; then
         build/cuda/bin/flatserve --config .gpu/gpus.json --host 127.0.0.1 --port 0 --device "$devs" \
             --repository .gpu/large-repo --model encoder_bert > "$log" 2>&1 &
         spid=$!
-        port=""
-        for _ in $(seq 1 300); do
-            port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
-            [ -n "$port" ] && break
-            sleep 0.1
-        done
+        port=$(server_port "$log")
         common="--url http://127.0.0.1:$port --model encoder_bert --batch 8 --dim embeddings:1:128 --encoding binary"
         build/cuda/bin/loadgen $common --concurrency "${GPUS_CONC:-16}" --duration 3s > /dev/null 2>&1 || true
         build/cuda/bin/loadgen $common --concurrency "${GPUS_CONC:-16}" --duration "${GPUS_SECONDS:-20}s" \
@@ -441,12 +446,7 @@ if has bert; then
             --repository .gpu/bert-repo --model encoder_bert --policy "$policy" \
             --max-batch-size 64 > "$d/$policy/server.log" 2>&1 &
         spid=$!
-        port=""
-        for _ in $(seq 1 300); do
-            port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$d/$policy/server.log")
-            [ -n "$port" ] && break
-            sleep 0.1
-        done
+        port=$(server_port "$d/$policy/server.log")
         build/cuda/bin/loadgen --url "http://127.0.0.1:$port" --model encoder_bert \
             --batch 1..64 --dim embeddings:1:16..512 --trace-seed 1 --requests "$n" \
             --duration 600s --concurrency 1 --encoding binary --sample-interval 0.2s \
