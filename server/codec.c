@@ -611,14 +611,34 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
     if (bin && !cJSON_IsBool(bin))
         return fs_err(FS_EINVAL, "\"parameters\": \"binary_data_output\" must be true or false");
     r->binary_output = cJSON_IsTrue(bin);
-    /* Triton's sequence batcher's keys name state kept between requests,
-     * which flatserve does not keep: refused, not ignored. */
-    static const char *const seq[] = {"sequence_id", "sequence_start", "sequence_end"};
-    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
-        if (cJSON_GetObjectItemCaseSensitive(params, seq[i]))
-            return fs_err(FS_EINVAL, "\"parameters\": \"%s\" (Triton's sequence batching) is "
-                          "not supported by flatserve, which keeps no state between requests",
-                          seq[i]);
+    /* Every other key is read or refused, never ignored: Triton's request
+     * timeout bounds the wait to start; its priority levels are not kept
+     * (every request is level 0, which is accepted); its sequence batcher's
+     * keys name state kept between requests, which flatserve does not keep. */
+    const cJSON *p;
+    cJSON_ArrayForEach(p, params)
+    {
+        const char *k = p->string;
+        if (strcmp(k, "binary_data_output") == 0)
+            continue;
+        if (strcmp(k, "timeout") == 0) {
+            if (!cJSON_IsNumber(p) || p->valuedouble < 0 || p->valuedouble > 1e15 ||
+                p->valuedouble != (double)(uint64_t)p->valuedouble)
+                return fs_err(FS_EINVAL, "\"parameters\": \"timeout\" must be a whole number of "
+                              "microseconds, 0..1e15");
+            r->timeout_us = (uint64_t)p->valuedouble;
+        } else if (strcmp(k, "priority") == 0) {
+            if (!cJSON_IsNumber(p) || p->valuedouble != 0)
+                return fs_err(FS_EINVAL, "\"parameters\": \"priority\" levels are not supported "
+                              "by flatserve (every request is level 0; 0 is accepted)");
+        } else if (strncmp(k, "sequence_", 9) == 0) {
+            return fs_err(FS_EINVAL, "\"parameters\": \"%.64s\" (Triton's sequence batching) is "
+                          "not supported by flatserve, which keeps no state between requests", k);
+        } else {
+            return fs_err(FS_EINVAL, "\"parameters\": \"%.64s\" is not a request parameter "
+                          "flatserve reads (binary_data_output, timeout, priority 0)", k);
+        }
+    }
     return 0;
 }
 

@@ -72,6 +72,8 @@ typedef struct srv_infer_request {
     size_t n_outputs;             /* 0: every model output, in model order */
     srv_infer_output_t *outputs;
     bool binary_output;           /* "parameters": {"binary_data_output": true} */
+    uint64_t timeout_us;          /* "parameters": {"timeout": N} (Triton's, microseconds to
+                                   * start running); 0: none */
 } srv_infer_request_t;
 
 /* Parses a request body. header_len 0: the whole body is JSON; else the

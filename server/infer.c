@@ -424,7 +424,12 @@ void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
     srv_route_args_t args = *a;
     if (!args.model[0] && body_model(r, &args) != 0)
         return;
+    /* The sooner of the server's request_timeout and the request's own. */
     uint64_t timeout = r->app->cfg.server.request_timeout_ns;
+    uint64_t own = job->request->timeout_us > UINT64_MAX / 1000 ? UINT64_MAX
+                                                               : job->request->timeout_us * 1000;
+    if (own && (!timeout || own < timeout))
+        timeout = own;
     job->ereq = (eng_request_t){.deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
                                 .done = on_infer_done, .user = r};
     if ((rc = bind_inputs(job)) != 0) {

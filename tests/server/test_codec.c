@@ -472,6 +472,20 @@ Test(srv_codec, shared_memory_and_sequence_parameters_are_refused_by_name)
                  keys[i]);
         parse_fails(json, FS_EINVAL, want);
     }
+    /* Triton's other request parameters: timeout is read, priority 0 is
+     * accepted and any other level refused, an unknown key is refused. */
+    snprintf(json, sizeof json, "{\"parameters\":{\"timeout\":2500,\"priority\":0},%s}", in);
+    srv_infer_request_t *r = parse_ok(json);
+    cr_expect_eq(r->timeout_us, 2500);
+    srv_infer_request_free(r);
+    snprintf(json, sizeof json, "{\"parameters\":{\"priority\":2},%s}", in);
+    parse_fails(json, FS_EINVAL, "\"priority\" levels are not supported");
+    snprintf(json, sizeof json, "{\"parameters\":{\"timeout\":-1},%s}", in);
+    parse_fails(json, FS_EINVAL, "\"timeout\" must be a whole number of microseconds");
+    snprintf(json, sizeof json, "{\"parameters\":{\"timeout\":1.5},%s}", in);
+    parse_fails(json, FS_EINVAL, "\"timeout\" must be a whole number of microseconds");
+    snprintf(json, sizeof json, "{\"parameters\":{\"headers\":{}},%s}", in);
+    parse_fails(json, FS_EINVAL, "\"headers\" is not a request parameter flatserve reads");
     /* A shape dim past 2^53 - 1 is said to be so, not called negative. */
     parse_fails("{\"inputs\":[{\"name\":\"x\",\"shape\":[16,1152921504606846978],"
                 "\"datatype\":\"FP32\",\"data\":[1]}]}",
