@@ -20,10 +20,11 @@
  * - Binary BOOL bytes must be 0 or 1.
  * - Extra keys are ignored, as the protocol allows; a known key of the
  *   wrong type is an error. An output's "class_count" (Triton's
- *   classification, whose results are BYTES), a tensor's
- *   "shared_memory_region" (Triton's shared memory) and the request's
+ *   classification, whose results are BYTES) and the request's
  *   "sequence_id", "sequence_start" and "sequence_end" (Triton's sequence
- *   batching) are refused, not ignored. */
+ *   batching) are refused, not ignored. A tensor's "shared_memory_region"
+ *   (Triton's system shared memory) is parsed here and resolved by
+ *   infer.c against the registered regions (shm.c). */
 #include "server/codec.h"
 
 #include <cjson/cJSON.h>
@@ -475,20 +476,76 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
     return rc;
 }
 
-/* Triton's shared memory extension puts a tensor in a region the client
- * registered; flatserve registers none (routes.c refuses the extension),
- * so a tensor that names one is refused, never read or written elsewhere.
- * 0, or FS_EINVAL naming it. */
-static int shm_refuse(const cJSON *params, const char *label)
+/* Triton's shared memory extension: a tensor's "parameters" may name a
+ * region the client registered ("shared_memory_region"), the offset in it
+ * ("shared_memory_offset", default 0) and the bytes ("shared_memory_byte_size",
+ * required). Only parsed here; infer.c resolves the region. 0 with *sm
+ * filled (region NULL: the tensor names none), or FS_EINVAL naming the
+ * parameter that is wrong (an offset or a size without a region
+ * included), or FS_ENOMEM. */
+static int shm_params(const cJSON *params, const char *label, srv_infer_shm_t *sm)
 {
-    const cJSON *region =
-        cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, "shared_memory_region")
-                               : NULL;
-    if (!region)
+    *sm = (srv_infer_shm_t){0};
+    if (!cJSON_IsObject(params))
         return 0;
-    return fs_err(FS_EINVAL, "%s: \"shared_memory_region\" (Triton's shared memory extension) "
-                  "is not supported by flatserve: send the tensor in the request body (JSON "
-                  "\"data\" or binary data) and read it from the response", label);
+    const cJSON *region = cJSON_GetObjectItemCaseSensitive(params, "shared_memory_region");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(params, "shared_memory_offset");
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(params, "shared_memory_byte_size");
+    if (!region) {
+        if (off || size)
+            return fs_err(FS_EINVAL, "%s: \"%s\" is given without \"shared_memory_region\"",
+                          label, off ? "shared_memory_offset" : "shared_memory_byte_size");
+        return 0;
+    }
+    if (!cJSON_IsString(region) || !region->valuestring[0])
+        return fs_err(FS_EINVAL, "%s: \"shared_memory_region\" must be a non-empty string",
+                      label);
+    double o = off ? json_count(off) : 0, n = size ? json_count(size) : -1;
+    char val[64];
+    if (o < 0)
+        return fs_err(FS_EINVAL, "%s: \"shared_memory_offset\" is %s, not a non-negative "
+                      "integer", label, json_describe(off, val, sizeof val));
+    if (!size)
+        return fs_err(FS_EINVAL, "%s: \"shared_memory_region\" needs \"shared_memory_byte_size\"",
+                      label);
+    if (n < 0)
+        return fs_err(FS_EINVAL, "%s: \"shared_memory_byte_size\" is %s, not a non-negative "
+                      "integer", label, json_describe(size, val, sizeof val));
+    sm->region = strdup(region->valuestring);
+    if (!sm->region)
+        return fs_err(FS_ENOMEM, "%s: cannot copy the region's name", label);
+    sm->offset = (uint64_t)o;
+    sm->byte_size = (uint64_t)n;
+    return 0;
+}
+
+/* An input in a shared memory region (in->shm parsed): its tensor
+ * without data, which infer.c reads from the region. 0, or FS_EINVAL
+ * (also "data" or "binary_data_size", or a byte size other than the
+ * tensor's) / FS_ENOMEM, with in->shm freed. */
+static int input_shm(const char *label, const cJSON *data, const cJSON *size, size_t bytes,
+                     const char *name, eng_tensor_t t, srv_infer_input_t *in)
+{
+    int rc = 0;
+    char shape[96];
+    if (data || size)
+        rc = fs_err(FS_EINVAL, "%s: has \"shared_memory_region\" and \"%s\"; give one",
+                    label, data ? "data" : "binary_data_size");
+    else if (in->shm.byte_size != bytes)
+        rc = fs_err(FS_EINVAL, "%s: shared_memory_byte_size is %llu but shape %s of %s takes "
+                    "%zu bytes", label, (unsigned long long)in->shm.byte_size,
+                    eng_shape_format(&t.shape, shape, sizeof shape),
+                    srv_datatype_name(t.dtype), bytes);
+    else if (!(in->name = strdup(name)))
+        rc = fs_err(FS_ENOMEM, "%s: cannot copy the name", label);
+    if (rc) {
+        free(in->shm.region);
+        in->shm.region = NULL;
+        return rc;
+    }
+    t.data = NULL;
+    in->tensor = t;
+    return 0;
 }
 
 /* Input `idx` of "inputs" into *in (name and data owned by it); `lifted`:
@@ -506,10 +563,7 @@ static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
     snprintf(label, sizeof label, "input '%.64s'", name->valuestring);
 
     eng_tensor_t t = {0};
-    int rc = shm_refuse(cJSON_GetObjectItemCaseSensitive(js, "parameters"), label);
-    if (rc)
-        return rc;
-    rc = shape_parse(cJSON_GetObjectItemCaseSensitive(js, "shape"), label, &t.shape);
+    int rc = shape_parse(cJSON_GetObjectItemCaseSensitive(js, "shape"), label, &t.shape);
     if (rc)
         return rc;
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(js, "datatype");
@@ -533,6 +587,10 @@ static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
     if (params && !cJSON_IsObject(params))
         return fs_err(FS_EINVAL, "%s: \"parameters\" must be an object", label);
     const cJSON *size = params ? cJSON_GetObjectItemCaseSensitive(params, "binary_data_size") : NULL;
+    if ((rc = shm_params(params, label, &in->shm)))
+        return rc;
+    if (in->shm.region)
+        return input_shm(label, data, size, (size_t)numel * esize, name->valuestring, t, in);
     if (data && size)
         return fs_err(FS_EINVAL,
                       "%s: has both \"data\" and \"parameters\": {\"binary_data_size\"}; "
@@ -726,9 +784,15 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
                           name->valuestring);
         char label[96];
         snprintf(label, sizeof label, "output '%.64s'", name->valuestring);
-        int rc = shm_refuse(params, label);
+        int rc = shm_params(params, label, &r->outputs[k].shm);
         if (rc)
             return rc;
+        if (r->outputs[k].shm.region && cJSON_IsTrue(bin)) {
+            free(r->outputs[k].shm.region);
+            r->outputs[k].shm.region = NULL;
+            return fs_err(FS_EINVAL, "%s: has \"shared_memory_region\" and \"binary_data\": "
+                          "true; give one", label);
+        }
         /* Triton's classification extension answers top-k "value:index"
          * strings, a BYTES output, which this codec does not carry. */
         if (params && cJSON_GetObjectItemCaseSensitive(params, "class_count"))
@@ -737,10 +801,14 @@ static int request_parse_outputs(const cJSON *root, srv_infer_request_t *r)
                           "its results are BYTES strings, which flatserve does not serve; ask "
                           "for the output itself and take its top k",
                           name->valuestring);
-        r->outputs[k].binary = bin ? cJSON_IsTrue(bin) : r->binary_output;
+        r->outputs[k].binary = !r->outputs[k].shm.region && (bin ? cJSON_IsTrue(bin)
+                                                                  : r->binary_output);
         r->outputs[k].name = strdup(name->valuestring);
-        if (!r->outputs[k].name)
+        if (!r->outputs[k].name) {
+            free(r->outputs[k].shm.region);
+            r->outputs[k].shm.region = NULL;
             return fs_err(FS_ENOMEM, "output '%.64s': cannot copy the name", name->valuestring);
+        }
         r->n_outputs++;
     }
     return srv_codec_outputs_check_unique(r);
@@ -882,11 +950,14 @@ void srv_infer_request_free(srv_infer_request_t *r)
         return;
     for (size_t i = 0; i < r->n_inputs; i++) {
         free(r->inputs[i].name);
+        free(r->inputs[i].shm.region);
         if (!r->inputs[i].borrowed)
             free(r->inputs[i].tensor.data);
     }
-    for (size_t i = 0; i < r->n_outputs; i++)
+    for (size_t i = 0; i < r->n_outputs; i++) {
         free(r->outputs[i].name);
+        free(r->outputs[i].shm.region);
+    }
     free(r->inputs);
     free(r->outputs);
     free(r->id);

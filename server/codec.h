@@ -52,15 +52,28 @@ int srv_datatype_parse(const char *name, eng_dtype_t *out);
  * binary section so). */
 #define SRV_BINARY_VIEW_ALIGN 64
 
+/* A tensor's place in a system shared memory region (Triton's extension:
+ * "parameters" shared_memory_region, _offset, _byte_size). */
+typedef struct srv_infer_shm {
+    char *region;                 /* owned; NULL: the tensor is not in shared memory */
+    uint64_t offset;
+    uint64_t byte_size;           /* an input's equals its tensor's bytes (checked at parse) */
+} srv_infer_shm_t;
+
 typedef struct srv_infer_input {
     char *name;
-    eng_tensor_t tensor;          /* data: malloc'ed and owned, or (borrowed) in the body */
-    bool borrowed;                /* data points into the parsed body, which must outlive it */
+    eng_tensor_t tensor;          /* data: malloc'ed and owned, or (borrowed) in the body or a
+                                   * region; NULL for one in shared memory until infer.c
+                                   * resolves it */
+    bool borrowed;                /* data is not the input's to free (the body or a region
+                                   * must outlive it) */
+    srv_infer_shm_t shm;
 } srv_infer_input_t;
 
 typedef struct srv_infer_output {
     char *name;
-    bool binary;                  /* requested as binary data */
+    bool binary;                  /* requested as binary data (never with shm) */
+    srv_infer_shm_t shm;          /* written there; the response carries no data for it */
 } srv_infer_output_t;
 
 typedef struct srv_infer_request {

@@ -1,7 +1,8 @@
 /* codec_response.c -- the KServe v2 infer response, written by hand into a
  * growable buffer (no cJSON tree: every element of every output passes
  * through here): flat "data" in JSON, or Triton's binary extension with the
- * raw bytes after the JSON, in output order.
+ * raw bytes after the JSON, in output order; an output written to a
+ * shared memory region (infer.c) carries its region's parameters instead.
  *
  * Integers take a small formatter. Floats take the shortest text that
  * reads back as the same value (common/numtext.h): as a float for FP32,
@@ -109,8 +110,11 @@ static size_t fmt_element(char *p, eng_dtype_t dt, const void *data, size_t i)
 
 /* ---- the response --------------------------------------------------------- */
 
-/* {"name":..,"datatype":..,"shape":[..], then "data" or the binary size}. */
-static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, bool binary)
+/* {"name":..,"datatype":..,"shape":[..], then "data", the binary size, or
+ * (sm: the output went to a shared memory region) the region's parameters
+ * with the bytes written as shared_memory_byte_size, and no data. */
+static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, bool binary,
+                        const srv_infer_shm_t *sm)
 {
     const char *dt = srv_datatype_name(t->dtype);
     if (!dt)
@@ -132,6 +136,13 @@ static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, b
             BUF_PUT_LIT(b, ",");
         b->len += fmt_i64(b->data + b->len, t->shape.dims[d]);
     }
+    if (sm && sm->region)
+        return (rc = srv_buf_puts(b, "],\"parameters\":{\"shared_memory_region\":")) ||
+                       (rc = srv_buf_json_string(b, sm->region))
+                   ? rc
+                   : srv_buf_printf(b, ",\"shared_memory_offset\":%llu,"
+                                    "\"shared_memory_byte_size\":%zu}}",
+                                    (unsigned long long)sm->offset, eng_tensor_bytes(t));
     if (binary)
         return srv_buf_printf(b, "],\"parameters\":{\"binary_data_size\":%zu}}",
                               eng_tensor_bytes(t));
@@ -196,7 +207,8 @@ static int response_json(const eng_model_t *m, const char *model_name, int64_t v
         if (!outputs[k])
             return fs_err(FS_EINVAL, "output '%s' was not computed", info.name);
         if ((p && (rc = srv_buf_puts(out, ","))) ||
-            (rc = output_write(out, info.name, outputs[k], binary)))
+            (rc = output_write(out, info.name, outputs[k], binary,
+                               r->n_outputs ? &r->outputs[p].shm : NULL)))
             return rc;
     }
     return srv_buf_puts(out, "]}");
