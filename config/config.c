@@ -284,6 +284,7 @@ static const cfg_key_t server_keys[] = {
     KEY("request_timeout", cfg_set_duration, cfg_t, server.request_timeout_ns, 1, 0),
     KEY("shutdown_timeout", cfg_set_duration, cfg_t, server.shutdown_timeout_ns, 1, 0),
     KEY("exit_on_error", cfg_set_bool, cfg_t, server.exit_on_error, 0, 0),
+    KEY("shared_memory", cfg_set_bool, cfg_t, server.shared_memory, 0, 0),
 };
 static const cfg_key_t batching_keys[] = {BATCHING_KEYS(cfg_t, batching)};
 static const cfg_key_t engine_keys[] = {ENGINE_KEYS(cfg_t, engine)};
@@ -338,6 +339,7 @@ void cfg_defaults(cfg_t *out)
     out->server.request_timeout_ns = 30ull * 1000000000;
     out->server.shutdown_timeout_ns = 30ull * 1000000000;
     out->server.exit_on_error = true;
+    out->server.shared_memory = true;
     out->device.set = out->device.is_auto = true;
     cfg_string_store(out->repository, sizeof out->repository, "models");
     out->models_all = true;

@@ -113,6 +113,10 @@ typedef struct cfg {
          * READY. false: the failures are logged, the server serves what
          * loaded and is ready once start-up is done. */
         bool exit_on_error;
+        /* true (default, as Triton): Triton's system shared memory extension
+         * (/v2/systemsharedmemory, the "shared_memory_region" parameters)
+         * is served; false: refused with 400 naming this key. */
+        bool shared_memory;
     } server;
     cfg_device_t device;                  /* "auto" (default: cuda:0 if a GPU answers, else cpu), "cpu",
                                            * "cuda", "cuda:N", "cuda:all", "cuda:0,1" */

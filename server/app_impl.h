@@ -65,6 +65,8 @@ struct srv_app {
     bool has_cpu_mem;
     eng_registry_t *registry;
     srv_control_t *control;       /* model control mode, wanted set, poller (model_control.c) */
+    struct srv_shm *shm;          /* registered system shared memory (shm.c); NULL when
+                                   * server.shared_memory is off */
 
     struct MHD_Daemon *daemon;
     uint16_t port;
@@ -129,6 +131,9 @@ typedef struct srv_infer_job {
     srv_infer_request_t *request; /* the parsed body */
     eng_tensor_t *views;          /* the inputs in the model's order (borrow the body's data) */
     eng_request_t ereq;           /* the batcher's request and result */
+    /* The shared memory regions its tensors lie in (shm_http.c): inputs'
+     * at [i], outputs' at [n_inputs + p]; NULL when none is in one. */
+    struct srv_shm_hold *shm;
 } srv_infer_job_t;
 
 /* A load or unload (admin.c): what to do and how it went. */
@@ -193,6 +198,8 @@ typedef struct srv_route_args {
     int64_t version;              /* -1: none in the path */
     const char *bad_version;      /* a {v} that is not a number (dispatch refuses it) */
     const char *bad_model;        /* a {m} too long for `model` (dispatch refuses it) */
+    const char *region;           /* a {r}: a shared memory region's name, unchecked (the
+                                   * handler checks it); NULL when the route has none */
 } srv_route_args_t;
 
 /* A route's handler: answers, or hands the request off (infer.c's machine). */
@@ -353,6 +360,26 @@ void srv_control_want(srv_app_t *app, const char *name, bool want);
 
 srv_handler_fn srv_admin_index, srv_admin_load, srv_admin_unload, srv_admin_memory,
     srv_admin_memory_empty, srv_admin_memory_reset_peak;
+
+/* ---- shm_http.c: Triton's system shared memory extension ------------------ */
+
+/* GET v2/systemsharedmemory[/region/{r}]/status, POST
+ * v2/systemsharedmemory/region/{r}/register, POST
+ * v2/systemsharedmemory[/region/{r}]/unregister. */
+srv_handler_fn srv_shm_status_handle, srv_shm_register_handle, srv_shm_unregister_handle;
+/* Points the parsed request's shared memory inputs at their regions and
+ * checks its shared memory outputs' ranges, holding each region in
+ * r->infer.shm. 0 (also when no tensor is in shared memory), or FS_EINVAL
+ * naming the tensor and what is wrong (the extension off, a region not
+ * registered, a range out of its bounds, a BOOL byte neither 0 nor 1) /
+ * FS_ENOMEM; what was held stays in r->infer.shm for srv_shm_infer_release. */
+int srv_shm_infer_inputs(srv_req_t *r);
+/* Writes the completed request's shared memory outputs into their
+ * regions. 0, or FS_EINVAL naming an output larger than its
+ * shared_memory_byte_size (nothing written then). */
+int srv_shm_infer_outputs(srv_req_t *r);
+/* Drops the regions r->infer.shm holds. Cannot fail. */
+void srv_shm_infer_release(srv_req_t *r);
 
 /* ---- readiness.c ----------------------------------------------------------- */
 

@@ -161,6 +161,7 @@ void srv_infer_release(srv_req_t *r)
     assert(state != SRV_REQ_SUBMITTING && state != SRV_REQ_SUSPENDED);
     (void)state;
     eng_request_free_outputs(&job->ereq);
+    srv_shm_infer_release(r); /* before the request: it counts the holds */
     srv_infer_request_free(job->request);
     job->request = NULL;
     free(job->views);
@@ -360,8 +361,14 @@ static void infer_finish(srv_req_t *r)
         return;
     }
     const eng_model_t *m = eng_served_model(job->served);
+    int rc = srv_shm_infer_outputs(r);
+    if (rc != 0) {
+        eng_request_free_outputs(e);
+        srv_respond_fs_error(r, rc);
+        return;
+    }
     srv_buf_t out = {0};
-    int rc = srv_infer_response_encode_json(m, eng_served_name(job->served),
+    rc = srv_infer_response_encode_json(m, eng_served_name(job->served),
                                             eng_served_version(job->served), job->request,
                                             e->outputs, e->n_outputs, &out);
     size_t nb = rc == 0 ? srv_infer_response_binary(m, job->request, e->n_outputs, NULL) : 0;
@@ -432,7 +439,7 @@ void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
         timeout = own;
     job->ereq = (eng_request_t){.deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
                                 .done = on_infer_done, .user = r};
-    if ((rc = bind_inputs(job)) != 0) {
+    if ((rc = srv_shm_infer_inputs(r)) != 0 || (rc = bind_inputs(job)) != 0) {
         refuse(r, rc);
         return;
     }

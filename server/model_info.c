@@ -61,6 +61,8 @@ void srv_info_server(srv_req_t *r, const srv_route_args_t *a)
     const char *names[] = {"binary_tensor_data", "model_repository", "statistics", "memory"};
     for (size_t i = 0; ext && i < sizeof names / sizeof names[0]; i++)
         cJSON_AddItemToArray(ext, cJSON_CreateString(names[i]));
+    if (ext && r->app->shm)
+        cJSON_AddItemToArray(ext, cJSON_CreateString("system_shared_memory"));
     cJSON_AddStringToObject(doc, "device", r->app->device);
     srv_respond_json(r, 200, doc);
 }

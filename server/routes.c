@@ -5,11 +5,12 @@
  * The endpoints: KServe v2 health, server and model metadata, model config
  * and stats (model_info.c), infer and flatserve's POST /infer (infer.c),
  * Triton's model repository extension and /v1/memory (admin.c), /metrics
- * (metrics.c).
+ * (metrics.c), Triton's system shared memory extension (shm_http.c; its
+ * register and unregister are admin routes).
  *
  * A path is split into segments and matched against the table in order; a
  * path that matches with another method is 405 with Allow, no match is
- * 404, but 400 naming the extension under the paths of Triton's shared
+ * 404, but 400 naming the extension under the paths of Triton's CUDA shared
  * memory, trace and logging extensions, which flatserve does not claim. HEAD is allowed wherever GET is. Admin routes need
  * "Authorization: Bearer <token>" (the scheme in any case) when
  * server.admin_token is set (401 otherwise; the comparison takes the same
@@ -56,6 +57,11 @@ static const route_t routes[] = {
     {"POST", "v1/memory/empty_cache", true, srv_admin_memory_empty},
     {"POST", "v1/memory/reset_peak", true, srv_admin_memory_reset_peak},
     {"GET", "metrics", false, srv_metrics_handle},
+    {"GET", "v2/systemsharedmemory/status", false, srv_shm_status_handle},
+    {"GET", "v2/systemsharedmemory/region/{r}/status", false, srv_shm_status_handle},
+    {"POST", "v2/systemsharedmemory/region/{r}/register", true, srv_shm_register_handle},
+    {"POST", "v2/systemsharedmemory/region/{r}/unregister", true, srv_shm_unregister_handle},
+    {"POST", "v2/systemsharedmemory/unregister", true, srv_shm_unregister_handle},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 #define MAX_SEGS 8
@@ -135,7 +141,7 @@ static bool route_match(size_t i, const path_segs_t *ps, srv_route_args_t *args)
     srv_route_args_t *a = args;
     a->model[0] = '\0';
     a->version = -1;
-    a->bad_version = a->bad_model = NULL;
+    a->bad_version = a->bad_model = a->region = NULL;
     if (rt->n != ps->n)
         return false;
     for (int k = 0; k < ps->n; k++) {
@@ -146,6 +152,8 @@ static bool route_match(size_t i, const path_segs_t *ps, srv_route_args_t *args)
                 a->bad_model = seg; /* dispatch says why */
             else
                 memcpy(a->model, seg, ps->len[k] + 1);
+        } else if (len == 3 && memcmp(p, "{r}", 3) == 0) {
+            a->region = seg;
         } else if (len == 3 && memcmp(p, "{v}", 3) == 0) {
             /* Digits only: strtoll alone would take "+1", " 1" and "-0". */
             char *end = NULL;
@@ -170,8 +178,6 @@ static const char *unclaimed_extension(const path_segs_t *ps, const char **inste
     static const struct {
         const char *seg, *name, *instead;
     } ext[] = {
-        {"systemsharedmemory", "system shared memory",
-         "send tensors in the request body (JSON \"data\" or binary data)"},
         {"cudasharedmemory", "CUDA shared memory",
          "send tensors in the request body (JSON \"data\" or binary data)"},
         {"trace", "trace", "flatserve's request log and /metrics carry its timings"},

@@ -781,6 +781,19 @@ Test(cfg, exit_on_error_is_on_by_default_and_a_flag_or_key_turns_it_off)
     free(json);
 }
 
+Test(cfg, shared_memory_is_on_by_default_and_the_key_turns_it_off)
+{
+    cfg_t c;
+    cfg_defaults(&c);
+    cr_expect(c.server.shared_memory);
+    cfg_t f = parse_ok("{\"server\": {\"shared_memory\": false}}");
+    cr_expect_not(f.server.shared_memory);
+    char *json = cfg_to_json(&f);
+    cr_assert_not_null(json);
+    cr_expect(strstr(json, "\"shared_memory\":\tfalse"), "%s", json);
+    free(json);
+}
+
 Test(cfg, no_flags_give_the_defaults)
 {
     cfg_t c, want;
