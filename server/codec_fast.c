@@ -391,11 +391,11 @@ static bool input_read(cursor_t *c, srv_binary_section_t *bin, srv_infer_input_t
                                   numel * eng_dtype_size(it.t.dtype), bin, &it.t, &borrowed) != 0)
             goto fail;
     }
-    in->name = strndup(it.name.s, it.name.n);
+    /* Whole: the array grows by realloc, so no field may be left unset. */
+    *in = (srv_infer_input_t){.name = strndup(it.name.s, it.name.n), .tensor = it.t,
+                              .borrowed = borrowed};
     if (!in->name)
         goto fail;
-    in->tensor = it.t;
-    in->borrowed = borrowed;
     return true;
 fail:
     if (!borrowed)
@@ -456,9 +456,10 @@ static bool outputs_read(cursor_t *c, srv_infer_request_t *r, size_t *count)
         if (!(seen & 1))
             return false;
         if (r) {
-            if (!(r->outputs[n].name = strndup(name.s, name.n)))
+            r->outputs[n] = (srv_infer_output_t){.name = strndup(name.s, name.n),
+                                                 .binary = binary};
+            if (!r->outputs[n].name)
                 return false;
-            r->outputs[n].binary = binary;
             r->n_outputs++;
         }
         n++;

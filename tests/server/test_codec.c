@@ -448,22 +448,71 @@ Test(srv_codec, bad_requested_outputs_are_refused)
     parse_fails(json, FS_EINVAL, "output 'y': \"parameters\" must be an object whose");
 }
 
-/* What Triton's simple_http_shm_client and simple_http_sequence_sync_infer_client
- * send: refused naming the extension, never read as an ordinary request. */
-Test(srv_codec, shared_memory_and_sequence_parameters_are_refused_by_name)
+/* What Triton's simple_http_shm_client sends: the region's parameters
+ * are parsed (infer.c resolves them) and checked; what
+ * simple_http_sequence_sync_infer_client sends is refused naming the
+ * extension, never read as an ordinary request. */
+Test(srv_codec, shared_memory_parameters_are_parsed_and_sequence_ones_refused_by_name)
 {
-    parse_fails("{\"inputs\":[{\"name\":\"x\",\"shape\":[1,16],\"datatype\":\"INT32\","
-                "\"parameters\":{\"shared_memory_region\":\"input_data\","
-                "\"shared_memory_byte_size\":64}}]}",
-                FS_EINVAL, "input 'x': \"shared_memory_region\" (Triton's shared memory extension) "
-                           "is not supported");
-    const char *in = "\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]";
+    srv_infer_request_t *r =
+        parse_ok("{\"inputs\":[{\"name\":\"x\",\"shape\":[1,16],\"datatype\":\"INT32\","
+                 "\"parameters\":{\"shared_memory_region\":\"input_data\","
+                 "\"shared_memory_offset\":128,\"shared_memory_byte_size\":64}}],"
+                 "\"outputs\":[{\"name\":\"y\",\"parameters\":{\"shared_memory_region\":\"out\","
+                 "\"shared_memory_byte_size\":32}},{\"name\":\"z\"}],"
+                 "\"parameters\":{\"binary_data_output\":true}}");
+    cr_assert_eq(r->n_inputs, 1);
+    cr_expect_null(r->inputs[0].tensor.data);
+    cr_expect_str_eq(r->inputs[0].shm.region, "input_data");
+    cr_expect_eq(r->inputs[0].shm.offset, 128);
+    cr_expect_eq(r->inputs[0].shm.byte_size, 64);
+    cr_assert_eq(r->n_outputs, 2);
+    cr_expect_str_eq(r->outputs[0].shm.region, "out");
+    cr_expect_eq(r->outputs[0].shm.offset, 0);
+    cr_expect_eq(r->outputs[0].shm.byte_size, 32);
+    cr_expect_not(r->outputs[0].binary, "an output in shared memory is never binary");
+    cr_expect_null(r->outputs[1].shm.region);
+    cr_expect(r->outputs[1].binary);
+    srv_infer_request_free(r);
+
+    const char *x = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,16],\"datatype\":\"INT32\",";
     char json[512];
+    static const struct {
+        const char *rest, *want;
+    } bad[] = {
+        {"\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":60}}]}",
+         "input 'x': shared_memory_byte_size is 60 but shape [1,16] of INT32 takes 64 bytes"},
+        {"\"data\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"parameters\":{\"shared_memory_region\":"
+         "\"r\",\"shared_memory_byte_size\":64}}]}",
+         "input 'x': has \"shared_memory_region\" and \"data\"; give one"},
+        {"\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_byte_size\":64,"
+         "\"binary_data_size\":64}}]}",
+         "input 'x': has \"shared_memory_region\" and \"binary_data_size\"; give one"},
+        {"\"parameters\":{\"shared_memory_region\":\"r\"}}]}",
+         "input 'x': \"shared_memory_region\" needs \"shared_memory_byte_size\""},
+        {"\"parameters\":{\"shared_memory_region\":7,\"shared_memory_byte_size\":64}}]}",
+         "input 'x': \"shared_memory_region\" must be a non-empty string"},
+        {"\"parameters\":{\"shared_memory_region\":\"r\",\"shared_memory_offset\":-1,"
+         "\"shared_memory_byte_size\":64}}]}",
+         "input 'x': \"shared_memory_offset\" is -1, not a non-negative integer"},
+        {"\"data\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"parameters\":{\"shared_memory_offset\":8}}]}",
+         "input 'x': \"shared_memory_offset\" is given without \"shared_memory_region\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "%s%s", x, bad[i].rest);
+        parse_fails(json, FS_EINVAL, bad[i].want);
+    }
+    const char *in = "\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1]}]";
     snprintf(json, sizeof json,
              "{%s,\"outputs\":[{\"name\":\"y\",\"parameters\":{\"shared_memory_region\":\"out\","
              "\"shared_memory_byte_size\":64,\"binary_data\":true}}]}",
              in);
-    parse_fails(json, FS_EINVAL, "output 'y': \"shared_memory_region\" (Triton's shared memory");
+    parse_fails(json, FS_EINVAL, "output 'y': has \"shared_memory_region\" and \"binary_data\": "
+                                 "true; give one");
+    snprintf(json, sizeof json,
+             "{%s,\"outputs\":[{\"name\":\"y\",\"parameters\":{\"shared_memory_byte_size\":64}}]}",
+             in);
+    parse_fails(json, FS_EINVAL, "output 'y': \"shared_memory_byte_size\" is given without");
     static const char *const keys[] = {"sequence_id", "sequence_start", "sequence_end"};
     for (size_t i = 0; i < 3; i++) {
         snprintf(json, sizeof json, "{\"parameters\":{\"%s\":1},%s}", keys[i], in);
@@ -475,7 +524,7 @@ Test(srv_codec, shared_memory_and_sequence_parameters_are_refused_by_name)
     /* Triton's other request parameters: timeout is read, priority 0 is
      * accepted and any other level refused, an unknown key is refused. */
     snprintf(json, sizeof json, "{\"parameters\":{\"timeout\":2500,\"priority\":0},%s}", in);
-    srv_infer_request_t *r = parse_ok(json);
+    r = parse_ok(json);
     cr_expect_eq(r->timeout_us, 2500);
     srv_infer_request_free(r);
     snprintf(json, sizeof json, "{\"parameters\":{\"priority\":2},%s}", in);

@@ -653,9 +653,10 @@ Test(srv_proto, class_count_is_refused_naming_it, .timeout = 60)
 
 /* ---- extensions flatserve does not claim --------------------------------------------- */
 
-/* The calls of Triton's simple_http_shm_client, python_http_aio_test.py's
- * trace and shared memory tests and the logging API: 400 naming the
- * extension, whatever the method, instead of a bare 404. */
+/* The calls of Triton's simple_http_cudashm_client, python_http_aio_test.py's
+ * trace and CUDA shared memory tests and the logging API: 400 naming the
+ * extension, whatever the method, instead of a bare 404 (system shared
+ * memory is served: test_server_shm.c). */
 Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 60)
 {
     srv_fixture_t f;
@@ -665,10 +666,6 @@ Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 
     static const struct {
         const char *method, *path, *want;
     } calls[] = {
-        {"GET", "/v2/systemsharedmemory/status", "Triton's system shared memory extension"},
-        {"POST", "/v2/systemsharedmemory/unregister", "system shared memory"},
-        {"POST", "/v2/systemsharedmemory/region/input_data/register", "system shared memory"},
-        {"GET", "/v2/systemsharedmemory/region/input_data/status", "system shared memory"},
         {"GET", "/v2/cudasharedmemory/status", "Triton's CUDA shared memory extension"},
         {"POST", "/v2/cudasharedmemory/region/r/register", "CUDA shared memory"},
         {"GET", "/v2/trace/setting", "Triton's trace extension"},
