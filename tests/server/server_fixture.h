@@ -56,7 +56,7 @@ static inline void fixture_mkdir(srv_fixture_t *f, const char *rel)
 }
 
 /* Writes REPO/<name>/<rel> with `text`. */
-static void fixture_write(srv_fixture_t *f, const char *name, const char *rel, const char *text,
+static inline void fixture_write(srv_fixture_t *f, const char *name, const char *rel, const char *text,
                           size_t len)
 {
     char path[PATH_MAX + 256];

@@ -1,0 +1,334 @@
+/* test_server_shm.c -- Triton's system shared memory extension over HTTP:
+ * regions registered, listed and unregistered; an inference whose input
+ * and output lie in regions answers what the JSON path answers; the
+ * errors name what is wrong; the admin token guards register and
+ * unregister; server.shared_memory false refuses it all naming the key;
+ * and no mapping outlives unregister or stop. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/server/server_fixture.h"
+#include "tests/server/shm_test.h"
+
+#define MLP_IN 64
+#define MLP_OUT 10
+#define ROWS 2
+#define OBJ_BYTES (3 * 4096)
+
+static long status_of(http_resp_t r)
+{
+    free(r.body);
+    return r.status;
+}
+
+static void shm_register(srv_fixture_t *f, const char *name, const char *key, uint64_t offset,
+                         uint64_t size, long want)
+{
+    char path[128], body[256];
+    snprintf(path, sizeof path, "/v2/systemsharedmemory/region/%s/register", name);
+    snprintf(body, sizeof body, "{\"key\":\"%s\",\"offset\":%llu,\"byte_size\":%llu}", key,
+             (unsigned long long)offset, (unsigned long long)size);
+    http_resp_t r = http_post(f->port, path, body);
+    cr_expect_eq(r.status, want, "register %s: %ld %s", name, r.status, r.body);
+    free(r.body);
+}
+
+/* The mlp's input: ROWS x 64 floats, i * 0.01 - 0.3. */
+static void input_values(float *x)
+{
+    for (int i = 0; i < ROWS * MLP_IN; i++)
+        x[i] = (float)i * 0.01f - 0.3f;
+}
+
+/* POST /v2/models/mlp/infer with `body`; the parsed answer (status 200). */
+static cJSON *infer_ok(srv_fixture_t *f, const char *body)
+{
+    http_resp_t r = http_post(f->port, "/v2/models/mlp/infer", body);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cJSON *doc = cJSON_Parse(r.body);
+    free(r.body);
+    cr_assert_not_null(doc);
+    return doc;
+}
+
+/* The probabilities the JSON path answers for input_values. */
+static void json_path_result(srv_fixture_t *f, float *want)
+{
+    float x[ROWS * MLP_IN];
+    input_values(x);
+    srv_buf_t b = {0};
+    srv_buf_printf(&b, "{\"inputs\":[{\"name\":\"input\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
+                       "\"data\":[", ROWS, MLP_IN);
+    for (int i = 0; i < ROWS * MLP_IN; i++)
+        srv_buf_printf(&b, "%s%.9g", i ? "," : "", x[i]);
+    srv_buf_puts(&b, "]}]}");
+    srv_buf_append(&b, "", 1);
+    cJSON *doc = infer_ok(f, b.data);
+    srv_buf_free(&b);
+    cJSON *data = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
+                                      "data");
+    cr_assert_eq(cJSON_GetArraySize(data), ROWS * MLP_OUT);
+    for (int i = 0; i < ROWS * MLP_OUT; i++)
+        want[i] = (float)cJSON_GetArrayItem(data, i)->valuedouble;
+    cJSON_Delete(doc);
+}
+
+static const char *in_shm_body(char *buf, size_t len, const char *region, unsigned offset,
+                               unsigned size, const char *outputs)
+{
+    snprintf(buf, len,
+             "{\"inputs\":[{\"name\":\"input\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
+             "\"parameters\":{\"shared_memory_region\":\"%s\",\"shared_memory_offset\":%u,"
+             "\"shared_memory_byte_size\":%u}}]%s%s}",
+             ROWS, MLP_IN, region, offset, size, outputs ? "," : "", outputs ? outputs : "");
+    return buf;
+}
+
+static bool has_extension(srv_fixture_t *f, const char *name)
+{
+    http_resp_t r = http_get(f->port, "/v2");
+    cJSON *doc = cJSON_Parse(r.body);
+    free(r.body);
+    bool found = false;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "extensions"))
+        found |= cJSON_IsString(e) && strcmp(e->valuestring, name) == 0;
+    cJSON_Delete(doc);
+    return found;
+}
+
+Test(srv_shm_http, input_and_output_in_regions_answer_as_the_json_path, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    char key[64];
+    void *obj;
+    shm_test_make("http", OBJ_BYTES, key, &obj);
+    cr_expect(has_extension(&f, "system_shared_memory"));
+    float want[ROWS * MLP_OUT];
+    json_path_result(&f, want);
+
+    const unsigned in_bytes = ROWS * MLP_IN * 4, out_bytes = ROWS * MLP_OUT * 4;
+    /* "in" from byte 0 (its input at 128: read where it lies), "in2" from
+     * byte 4100 (its input unaligned: copied), "out" the last page. */
+    shm_register(&f, "in", key, 0, 4096, 200);
+    shm_register(&f, "in2", key, 4100, 4000, 200);
+    shm_register(&f, "out", key, 8192, 4096, 200);
+    cr_expect_eq(shm_test_mappings(key), 4);
+    float x[ROWS * MLP_IN];
+    input_values(x);
+    memcpy((char *)obj + 128, x, in_bytes);
+    memcpy((char *)obj + 4100 + 2, x, in_bytes);
+
+    http_resp_t st = http_get(f.port, "/v2/systemsharedmemory/status");
+    cr_expect_eq(st.status, 200);
+    char expect[512];
+    snprintf(expect, sizeof expect,
+             "[{\"name\":\"in\",\"key\":\"%s\",\"offset\":0,\"byte_size\":4096},"
+             "{\"name\":\"in2\",\"key\":\"%s\",\"offset\":4100,\"byte_size\":4000},"
+             "{\"name\":\"out\",\"key\":\"%s\",\"offset\":8192,\"byte_size\":4096}]",
+             key, key, key);
+    cr_expect_str_eq(st.body, expect);
+    free(st.body);
+    st = http_get(f.port, "/v2/systemsharedmemory/region/in2/status");
+    snprintf(expect, sizeof expect,
+             "[{\"name\":\"in2\",\"key\":\"%s\",\"offset\":4100,\"byte_size\":4000}]", key);
+    cr_expect_str_eq(st.body, expect);
+    free(st.body);
+
+    char body[1024];
+    char outs[256];
+    snprintf(outs, sizeof outs,
+             "\"outputs\":[{\"name\":\"probabilities\",\"parameters\":{\"shared_memory_region\":"
+             "\"out\",\"shared_memory_offset\":16,\"shared_memory_byte_size\":%u}}]",
+             out_bytes + 8);
+    for (int round = 0; round < 2; round++) {
+        memset((char *)obj + 8192, 0xee, 4096);
+        cJSON *doc = infer_ok(&f, in_shm_body(body, sizeof body, round ? "in2" : "in",
+                                              round ? 2 : 128, in_bytes, outs));
+        cJSON *o = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0);
+        cr_expect_null(cJSON_GetObjectItem(o, "data"), "no data for an output in shared memory");
+        cr_expect_str_eq(cJSON_GetObjectItem(o, "datatype")->valuestring, "FP32");
+        cJSON *p = cJSON_GetObjectItem(o, "parameters");
+        cr_expect_str_eq(cJSON_GetObjectItem(p, "shared_memory_region")->valuestring, "out");
+        cr_expect_eq(cJSON_GetObjectItem(p, "shared_memory_offset")->valuedouble, 16);
+        cr_expect_eq(cJSON_GetObjectItem(p, "shared_memory_byte_size")->valuedouble, out_bytes);
+        cr_expect_null(cJSON_GetObjectItem(p, "binary_data_size"));
+        cJSON_Delete(doc);
+        cr_expect_eq(memcmp((char *)obj + 8192 + 16, want, out_bytes), 0,
+                     "round %d: the region holds the JSON path's result", round);
+        cr_expect_eq(((unsigned char *)obj)[8192 + 16 + out_bytes], 0xee, "nothing past it");
+    }
+    /* An input in a region, the output in JSON. */
+    cJSON *doc = infer_ok(&f, in_shm_body(body, sizeof body, "in", 128, in_bytes, NULL));
+    cJSON *data = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
+                                      "data");
+    cr_assert_eq(cJSON_GetArraySize(data), ROWS * MLP_OUT);
+    for (int i = 0; i < ROWS * MLP_OUT; i++)
+        cr_expect_eq((float)cJSON_GetArrayItem(data, i)->valuedouble, want[i]);
+    cJSON_Delete(doc);
+
+    /* Unregister one, then all: every mapping goes. */
+    cr_expect_eq(status_of(http_post(f.port, "/v2/systemsharedmemory/region/in/unregister", "")),
+                 200);
+    st = http_get(f.port, "/v2/systemsharedmemory/region/in/status");
+    http_expect_error(&st, 400, "system shared memory region 'in' is not registered");
+    cr_expect_eq(shm_test_mappings(key), 3);
+    cr_expect_eq(status_of(http_post(f.port, "/v2/systemsharedmemory/unregister", "")), 200);
+    st = http_get(f.port, "/v2/systemsharedmemory/status");
+    cr_expect_str_eq(st.body, "[]");
+    free(st.body);
+    cr_expect_eq(shm_test_mappings(key), 1);
+    /* Registered at stop: unmapped by it. */
+    shm_register(&f, "late", key, 0, 4096, 200);
+    cr_expect_eq(shm_test_mappings(key), 2);
+    fixture_stop(&f);
+    cr_expect_eq(shm_test_mappings(key), 1);
+    shm_test_drop(key, obj, OBJ_BYTES);
+}
+
+Test(srv_shm_http, errors_name_the_region_the_tensor_and_the_bound, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    char key[64];
+    void *obj;
+    shm_test_make("err", OBJ_BYTES, key, &obj);
+    const unsigned in_bytes = ROWS * MLP_IN * 4;
+    shm_register(&f, "in", key, 0, 1024, 200);
+    shm_register(&f, "out", key, 4096, 4096, 200);
+    char body[1024];
+    http_resp_t r = http_post(f.port, "/v2/models/mlp/infer",
+                              in_shm_body(body, sizeof body, "ghost", 0, in_bytes, NULL));
+    http_expect_error(&r, 400, "input 'input': system shared memory region 'ghost' is not "
+                               "registered");
+    r = http_post(f.port, "/v2/models/mlp/infer",
+                  in_shm_body(body, sizeof body, "in", 600, in_bytes, NULL));
+    http_expect_error(&r, 400, "input 'input': shared_memory_offset 600 + shared_memory_byte_size "
+                               "512 is past the end of system shared memory region 'in' (1024 "
+                               "bytes)");
+    r = http_post(f.port, "/v2/models/mlp/infer",
+                  in_shm_body(body, sizeof body, "in", 0, in_bytes - 4, NULL));
+    http_expect_error(&r, 400, "shared_memory_byte_size is 508 but shape [2,64] of FP32 takes "
+                               "512 bytes");
+    /* An output larger than its range: refused, the region untouched. */
+    memset((char *)obj + 4096, 0x5a, 4096);
+    r = http_post(f.port, "/v2/models/mlp/infer",
+                  in_shm_body(body, sizeof body, "in", 0, in_bytes,
+                              "\"outputs\":[{\"name\":\"probabilities\",\"parameters\":{"
+                              "\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":40}}]"));
+    http_expect_error(&r, 400, "output 'probabilities': shared_memory_byte_size is 40 but the "
+                               "output has 80 bytes");
+    cr_expect_eq(((unsigned char *)obj)[4096], 0x5a);
+    r = http_post(f.port, "/v2/models/mlp/infer",
+                  in_shm_body(body, sizeof body, "in", 0, in_bytes,
+                              "\"outputs\":[{\"name\":\"probabilities\",\"parameters\":{"
+                              "\"shared_memory_region\":\"out\",\"shared_memory_offset\":4090,"
+                              "\"shared_memory_byte_size\":80}}]"));
+    http_expect_error(&r, 400, "output 'probabilities': shared_memory_offset 4090");
+
+    /* Register's own errors. */
+    r = http_post(f.port, "/v2/systemsharedmemory/region/x/register", "{\"byte_size\":64}");
+    http_expect_error(&r, 400, "\"key\" (the shared memory object's name) is missing");
+    char b[256];
+    snprintf(b, sizeof b, "{\"key\":\"%s\"}", key);
+    r = http_post(f.port, "/v2/systemsharedmemory/region/x/register", b);
+    http_expect_error(&r, 400, "\"byte_size\" is missing");
+    snprintf(b, sizeof b, "{\"key\":\"%s\",\"byte_size\":-4}", key);
+    r = http_post(f.port, "/v2/systemsharedmemory/region/x/register", b);
+    http_expect_error(&r, 400, "\"byte_size\" must be a non-negative integer");
+    r = http_post(f.port, "/v2/systemsharedmemory/region/x/register", "not json");
+    http_expect_error(&r, 400, "the body must be a JSON object");
+    r = http_post(f.port, "/v2/systemsharedmemory/region/x/register",
+                  "{\"key\":\"/fs-shm-test-absent\",\"byte_size\":64}");
+    http_expect_error(&r, 400, "cannot open key '/fs-shm-test-absent'");
+    snprintf(b, sizeof b, "{\"key\":\"%s\",\"offset\":12000,\"byte_size\":1000}", key);
+    r = http_post(f.port, "/v2/systemsharedmemory/region/x/register", b);
+    http_expect_error(&r, 400, "is past the end of key");
+    snprintf(b, sizeof b, "{\"key\":\"%s\",\"byte_size\":64}", key);
+    r = http_post(f.port, "/v2/systemsharedmemory/region/in/register", b);
+    http_expect_error(&r, 400, "region 'in' is already registered");
+    r = http_post(f.port, "/v2/systemsharedmemory/region/a:b/register", b);
+    http_expect_error(&r, 400, "region name 'a:b' must be");
+    /* Over the region limit (two are registered). */
+    char path[96];
+    for (int i = 0; i < 254; i++) {
+        snprintf(path, sizeof path, "r%d", i);
+        shm_register(&f, path, key, 0, 64, 200);
+    }
+    r = http_post(f.port, "/v2/systemsharedmemory/region/more/register", b);
+    http_expect_error(&r, 400, "256 regions are mapped");
+    cr_expect_eq(status_of(http_get(f.port, "/v2/systemsharedmemory/status/x")), 404);
+    cr_expect_eq(status_of(http_get(f.port, "/v2/systemsharedmemory/region/in/register")), 405);
+    /* CUDA shared memory stays refused naming it. */
+    r = http_get(f.port, "/v2/cudasharedmemory/status");
+    http_expect_error(&r, 400, "Triton's CUDA shared memory extension is not supported");
+    fixture_stop(&f);
+    cr_expect_eq(shm_test_mappings(key), 1, "stop unmapped all 256");
+    shm_test_drop(key, obj, OBJ_BYTES);
+}
+
+Test(srv_shm_http, the_admin_token_guards_register_and_unregister, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    snprintf(f.cfg.server.admin_token, sizeof f.cfg.server.admin_token, "s3cret");
+    fixture_start(&f);
+    char key[64];
+    void *obj;
+    shm_test_make("tok", 4096, key, &obj);
+    char b[256];
+    snprintf(b, sizeof b, "{\"key\":\"%s\",\"byte_size\":64}", key);
+    http_resp_t r = http_post(f.port, "/v2/systemsharedmemory/region/r/register", b);
+    http_expect_error(&r, 401, "server.admin_token");
+    const char *auth[] = {"Authorization: Bearer s3cret", NULL};
+    r = http_do(f.port, "POST", "/v2/systemsharedmemory/region/r/register", b, strlen(b), auth);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    cr_expect_eq(status_of(http_get(f.port, "/v2/systemsharedmemory/status")), 200);
+    r = http_post(f.port, "/v2/systemsharedmemory/unregister", "");
+    http_expect_error(&r, 401, "server.admin_token");
+    r = http_post(f.port, "/v2/systemsharedmemory/region/r/unregister", "");
+    http_expect_error(&r, 401, "server.admin_token");
+    cr_expect_eq(shm_test_mappings(key), 2);
+    r = http_do(f.port, "POST", "/v2/systemsharedmemory/unregister", "", 0, auth);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    cr_expect_eq(shm_test_mappings(key), 1);
+    fixture_stop(&f);
+    shm_test_drop(key, obj, 4096);
+}
+
+Test(srv_shm_http, shared_memory_false_refuses_the_routes_and_parameters, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    f.cfg.server.shared_memory = false;
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    cr_expect_not(has_extension(&f, "system_shared_memory"));
+    const char *want = "Triton's system shared memory extension is turned off "
+                       "(server.shared_memory is false)";
+    http_resp_t r = http_get(f.port, "/v2/systemsharedmemory/status");
+    http_expect_error(&r, 400, want);
+    r = http_get(f.port, "/v2/systemsharedmemory/region/r/status");
+    http_expect_error(&r, 400, want);
+    r = http_post(f.port, "/v2/systemsharedmemory/region/r/register",
+                  "{\"key\":\"/k\",\"byte_size\":64}");
+    http_expect_error(&r, 400, want);
+    r = http_post(f.port, "/v2/systemsharedmemory/unregister", "");
+    http_expect_error(&r, 400, want);
+    char body[1024];
+    r = http_post(f.port, "/v2/models/mlp/infer",
+                  in_shm_body(body, sizeof body, "r", 0, ROWS * MLP_IN * 4, NULL));
+    http_expect_error(&r, 400, "input 'input': \"shared_memory_region\": Triton's system shared "
+                               "memory extension is turned off (server.shared_memory is false)");
+    fixture_stop(&f);
+}
