@@ -367,6 +367,12 @@ srv_handler_fn srv_admin_index, srv_admin_load, srv_admin_unload, srv_admin_memo
  * v2/systemsharedmemory/region/{r}/register, POST
  * v2/systemsharedmemory[/region/{r}]/unregister. */
 srv_handler_fn srv_shm_status_handle, srv_shm_register_handle, srv_shm_unregister_handle;
+/* The same paths under v2/cudasharedmemory, as a Triton built without GPU
+ * support answers them: no CUDA region is ever registered, so the status
+ * is [] and an unregister has nothing to do (200), and a register is 400
+ * naming CUDA shared memory as not supported. */
+srv_handler_fn srv_shm_cuda_status_handle, srv_shm_cuda_register_handle,
+    srv_shm_cuda_unregister_handle;
 /* Points the parsed request's shared memory inputs at their regions and
  * checks its shared memory outputs' ranges, holding each region in
  * r->infer.shm. 0 (also when no tensor is in shared memory), or FS_EINVAL

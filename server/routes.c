@@ -5,13 +5,13 @@
  * The endpoints: KServe v2 health, server and model metadata, model config
  * and stats (model_info.c), infer and flatserve's POST /infer (infer.c),
  * Triton's model repository extension and /v1/memory (admin.c), /metrics
- * (metrics.c), Triton's system shared memory extension (shm_http.c; its
- * register and unregister are admin routes).
+ * (metrics.c), Triton's system and CUDA shared memory extensions
+ * (shm_http.c; their register and unregister are admin routes).
  *
  * A path is split into segments and matched against the table in order; a
  * path that matches with another method is 405 with Allow, no match is
- * 404, but 400 naming the extension under the paths of Triton's CUDA shared
- * memory, trace and logging extensions, which flatserve does not claim. HEAD is allowed wherever GET is. Admin routes need
+ * 404, but 400 naming the extension under the paths of Triton's trace and
+ * logging extensions, which flatserve does not claim. HEAD is allowed wherever GET is. Admin routes need
  * "Authorization: Bearer <token>" (the scheme in any case) when
  * server.admin_token is set (401 otherwise; the comparison takes the same
  * time wherever the tokens differ). A {v} that is not a non-negative number
@@ -62,6 +62,11 @@ static const route_t routes[] = {
     {"POST", "v2/systemsharedmemory/region/{r}/register", true, srv_shm_register_handle},
     {"POST", "v2/systemsharedmemory/region/{r}/unregister", true, srv_shm_unregister_handle},
     {"POST", "v2/systemsharedmemory/unregister", true, srv_shm_unregister_handle},
+    {"GET", "v2/cudasharedmemory/status", false, srv_shm_cuda_status_handle},
+    {"GET", "v2/cudasharedmemory/region/{r}/status", false, srv_shm_cuda_status_handle},
+    {"POST", "v2/cudasharedmemory/region/{r}/register", true, srv_shm_cuda_register_handle},
+    {"POST", "v2/cudasharedmemory/region/{r}/unregister", true, srv_shm_cuda_unregister_handle},
+    {"POST", "v2/cudasharedmemory/unregister", true, srv_shm_cuda_unregister_handle},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 #define MAX_SEGS 8
@@ -178,8 +183,6 @@ static const char *unclaimed_extension(const path_segs_t *ps, const char **inste
     static const struct {
         const char *seg, *name, *instead;
     } ext[] = {
-        {"cudasharedmemory", "CUDA shared memory",
-         "send tensors in the request body (JSON \"data\" or binary data)"},
         {"trace", "trace", "flatserve's request log and /metrics carry its timings"},
         {"logging", "logging", "set log.level in the config file or with --log-level"},
     };

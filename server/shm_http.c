@@ -4,8 +4,10 @@
  * lie (copied only when not 64-byte aligned), outputs copied into their
  * region once the request completes. Every region a request names is
  * held from its parse to its release, so an unregister meanwhile unmaps
- * nothing under it. With server.shared_memory false (app->shm NULL) each
- * route and each tensor that names a region answers 400 naming the key. */
+ * nothing under it. CUDA shared memory is answered as a Triton built
+ * without GPUs answers it (none registered; register refused). With
+ * server.shared_memory false (app->shm NULL) each route and each tensor
+ * that names a region answers 400 naming the key. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
@@ -102,6 +104,39 @@ void srv_shm_unregister_handle(srv_req_t *r, const srv_route_args_t *a)
         return;
     srv_shm_unregister(t, a->region);
     srv_respond(r, 200, "application/json", "", 0, false);
+}
+
+/* CUDA shared memory, as Triton built without GPU support answers it (the
+ * extension's switch is server.shared_memory too). Its unregister, which
+ * Triton's shared memory clients call first to start clean, succeeds:
+ * there is nothing to unregister. */
+void srv_shm_cuda_status_handle(srv_req_t *r, const srv_route_args_t *a)
+{
+    if (!table_of(r))
+        return;
+    if (a->region) {
+        srv_respond_error(r, 400, "CUDA shared memory region '%.127s' is not registered: "
+                          "flatserve does not support CUDA shared memory", a->region);
+        return;
+    }
+    srv_respond(r, 200, "application/json", "[]", 2, false);
+}
+
+void srv_shm_cuda_register_handle(srv_req_t *r, const srv_route_args_t *a)
+{
+    if (!table_of(r))
+        return;
+    srv_respond_error(r, 400, "cannot register CUDA shared memory region '%.127s': Triton's CUDA "
+                      "shared memory extension is not supported by flatserve; register system "
+                      "shared memory (/v2/systemsharedmemory) or send the tensors in the "
+                      "request body", a->region);
+}
+
+void srv_shm_cuda_unregister_handle(srv_req_t *r, const srv_route_args_t *a)
+{
+    (void)a;
+    if (table_of(r))
+        srv_respond(r, 200, "application/json", "", 0, false);
 }
 
 /* Holds the region of one tensor into *h. */

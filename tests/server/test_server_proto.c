@@ -653,10 +653,9 @@ Test(srv_proto, class_count_is_refused_naming_it, .timeout = 60)
 
 /* ---- extensions flatserve does not claim --------------------------------------------- */
 
-/* The calls of Triton's simple_http_cudashm_client, python_http_aio_test.py's
- * trace and CUDA shared memory tests and the logging API: 400 naming the
- * extension, whatever the method, instead of a bare 404 (system shared
- * memory is served: test_server_shm.c). */
+/* The calls of python_http_aio_test.py's trace tests and the logging API:
+ * 400 naming the extension, whatever the method, instead of a bare 404
+ * (shared memory is served: test_server_shm.c). */
 Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 60)
 {
     srv_fixture_t f;
@@ -666,8 +665,6 @@ Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 
     static const struct {
         const char *method, *path, *want;
     } calls[] = {
-        {"GET", "/v2/cudasharedmemory/status", "Triton's CUDA shared memory extension"},
-        {"POST", "/v2/cudasharedmemory/region/r/register", "CUDA shared memory"},
         {"GET", "/v2/trace/setting", "Triton's trace extension"},
         {"POST", "/v2/trace/setting", "trace"},
         {"GET", "/v2/models/mlp/trace/setting", "trace"},

@@ -2,8 +2,9 @@
  * regions registered, listed and unregistered; an inference whose input
  * and output lie in regions answers what the JSON path answers; the
  * errors name what is wrong; the admin token guards register and
- * unregister; server.shared_memory false refuses it all naming the key;
- * and no mapping outlives unregister or stop. */
+ * unregister; CUDA shared memory answers as a Triton without GPUs;
+ * server.shared_memory false refuses it all naming the key; and no
+ * mapping outlives unregister or stop. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -205,6 +206,7 @@ Test(srv_shm_http, errors_name_the_region_the_tensor_and_the_bound, .timeout = 6
     shm_register(&f, "in", key, 0, 1024, 200);
     shm_register(&f, "out", key, 4096, 4096, 200);
     char body[1024];
+    http_resp_t st;
     http_resp_t r = http_post(f.port, "/v2/models/mlp/infer",
                               in_shm_body(body, sizeof body, "ghost", 0, in_bytes, NULL));
     http_expect_error(&r, 400, "input 'input': system shared memory region 'ghost' is not "
@@ -267,9 +269,25 @@ Test(srv_shm_http, errors_name_the_region_the_tensor_and_the_bound, .timeout = 6
     http_expect_error(&r, 400, "256 regions are mapped");
     cr_expect_eq(status_of(http_get(f.port, "/v2/systemsharedmemory/status/x")), 404);
     cr_expect_eq(status_of(http_get(f.port, "/v2/systemsharedmemory/region/in/register")), 405);
-    /* CUDA shared memory stays refused naming it. */
+    /* CUDA shared memory, as a Triton without GPUs: none registered, so
+     * nothing to list or unregister; a register is refused naming it. */
     r = http_get(f.port, "/v2/cudasharedmemory/status");
-    http_expect_error(&r, 400, "Triton's CUDA shared memory extension is not supported");
+    cr_expect_eq(r.status, 200);
+    cr_expect_str_eq(r.body, "[]");
+    free(r.body);
+    r = http_get(f.port, "/v2/cudasharedmemory/region/in/status");
+    http_expect_error(&r, 400, "CUDA shared memory region 'in' is not registered: flatserve does "
+                               "not support CUDA shared memory");
+    cr_expect_eq(status_of(http_post(f.port, "/v2/cudasharedmemory/unregister", "")), 200);
+    cr_expect_eq(status_of(http_post(f.port, "/v2/cudasharedmemory/region/in/unregister", "")),
+                 200);
+    r = http_post(f.port, "/v2/cudasharedmemory/region/g/register",
+                  "{\"raw_handle\":{\"b64\":\"AA==\"},\"device_id\":0,\"byte_size\":64}");
+    http_expect_error(&r, 400, "cannot register CUDA shared memory region 'g': Triton's CUDA "
+                               "shared memory extension is not supported by flatserve");
+    st = http_get(f.port, "/v2/systemsharedmemory/region/in/status");
+    cr_expect_eq(st.status, 200, "the system region 'in' is untouched: %s", st.body);
+    free(st.body);
     fixture_stop(&f);
     cr_expect_eq(shm_test_mappings(key), 1, "stop unmapped all 256");
     shm_test_drop(key, obj, OBJ_BYTES);
@@ -324,6 +342,10 @@ Test(srv_shm_http, shared_memory_false_refuses_the_routes_and_parameters, .timeo
                   "{\"key\":\"/k\",\"byte_size\":64}");
     http_expect_error(&r, 400, want);
     r = http_post(f.port, "/v2/systemsharedmemory/unregister", "");
+    http_expect_error(&r, 400, want);
+    r = http_get(f.port, "/v2/cudasharedmemory/status");
+    http_expect_error(&r, 400, want);
+    r = http_post(f.port, "/v2/cudasharedmemory/unregister", "");
     http_expect_error(&r, 400, want);
     char body[1024];
     r = http_post(f.port, "/v2/models/mlp/infer",
