@@ -49,7 +49,8 @@ PORT = 8000
 
 # Reason classes, as the brief of issue 16 names them.
 BYTES = "BYTES/string model"
-SHM = "shared memory not claimed"
+SHM = "CUDA shared memory not supported"
+MISSING = "client dependency missing"
 TRACE = "trace not claimed"
 SEQ = "sequence batching not claimed"
 WORDING = "error wording"
@@ -60,30 +61,23 @@ def triton_only(what):
     return "Triton-only assumption (%s)" % what
 
 
-SHM_NOTE = "its first shared memory call is refused with 400 naming the extension"
-
 # (file, test) -> (reason class, why). What flatserve is expected to fail.
 EXPECTED = {
     ("examples", "simple_http_health_metadata.py"):
         (NAME, "checks get_server_metadata()['name'] == 'triton'; the row below runs it with "
                "'flatserve' there"),
-    ("examples", "simple_http_shm_string_client.py"): (SHM, SHM_NOTE + "; a BYTES model too"),
-    ("examples", "simple_http_shm_client.py"): (SHM, SHM_NOTE),
+    ("examples", "simple_http_shm_string_client.py"):
+        (BYTES, "its system shared memory calls pass; simple_string does not load: TYPE_STRING"),
     ("examples", "simple_http_cudashm_client.py"):
-        (SHM, "CUDA shared memory; the client stops before any call: it needs cuda-python, "
-              "which Debian lacks"),
+        (SHM, "the client stops before any call: it needs cuda-python, which Debian lacks; "
+              "flatserve would refuse its register with 400 naming CUDA shared memory"),
     ("examples", "simple_http_string_infer_client.py"):
         (BYTES, "simple_string does not load: TYPE_STRING"),
     ("examples", "simple_http_sequence_sync_infer_client.py"):
         (SEQ, "simple_sequence does not load: sequence_batching"),
     ("examples", "reuse_infer_objects_client.py"):
-        (SHM, "registers system shared memory; here it stops sooner, importing "
-              "tritonclient.grpc, whose generated stubs a source tree lacks"),
+        (MISSING, "imports tritonclient.grpc, whose generated stubs a source tree lacks"),
     ("python_http_aio_test.py", "test_get_server_metadata"): (NAME, "expects 'triton'"),
-    ("python_http_aio_test.py", "test_get_system_shared_memory_status"): (SHM, "400"),
-    ("python_http_aio_test.py", "test_unregister_system_shared_memory"): (SHM, "400"),
-    ("python_http_aio_test.py", "test_get_cuda_shared_memory_status"): (SHM, "400"),
-    ("python_http_aio_test.py", "test_unregister_cuda_shared_memory"): (SHM, "400"),
     ("python_http_aio_test.py", "test_get_trace_settings"): (TRACE, "400"),
     ("python_http_aio_test.py", "test_update_trace_settings"): (TRACE, "400"),
     ("python_http_aio_test.py", "test_load_model"):
