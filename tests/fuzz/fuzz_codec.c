@@ -30,7 +30,9 @@
  * the fast reader may never take what cJSON refuses, nor read it
  * differently); refusals are FS_EPARSE / FS_EINVAL (FS_ENOMEM) with a
  * message; a parsed request's tensors hold their bytes (read whole, so a
- * short buffer shows under ASan) and have valid shapes; the response's
+ * short buffer shows under ASan) and have valid shapes, or lie in a shared
+ * memory region with no data and the tensor's byte size (such a request is
+ * not run: the target registers no region); the response's
  * JSON part is JSON with one "outputs" entry per output sent; the cache is
  * back to zero once the model is gone. */
 #include <cjson/cJSON.h>
@@ -102,15 +104,29 @@ static int request_check(const srv_infer_request_t *r)
                 return fs_err(FS_ESTATE, "input '%s': dim %d is %lld", r->inputs[i].name, d,
                               (long long)t->shape.dims[d]);
         size_t bytes = eng_tensor_bytes(t);
+        const srv_infer_shm_t *sm = &r->inputs[i].shm;
+        if (sm->region) {
+            /* In a shared memory region: no data until infer.c resolves it. */
+            if (t->data || !sm->region[0] || sm->byte_size != bytes)
+                return fs_err(FS_ESTATE, "input '%s' in shared memory: data %p, region \"%s\", "
+                              "byte_size %llu for %zu bytes", r->inputs[i].name, t->data,
+                              sm->region, (unsigned long long)sm->byte_size, bytes);
+            continue;
+        }
         if (bytes && !t->data)
             return fs_err(FS_ESTATE, "input '%s': %zu bytes and no data", r->inputs[i].name,
                           bytes);
         for (size_t k = 0; k < bytes; k++)
             sum += ((const uint8_t *)t->data)[k];
     }
-    for (size_t j = 0; j < r->n_outputs; j++)
+    for (size_t j = 0; j < r->n_outputs; j++) {
         if (!r->outputs[j].name)
             return fs_err(FS_ESTATE, "requested output %zu has no name", j);
+        if (r->outputs[j].shm.region && (r->outputs[j].binary || !r->outputs[j].shm.region[0]))
+            return fs_err(FS_ESTATE, "requested output '%s' in shared memory region \"%s\" is "
+                          "binary %d", r->outputs[j].name, r->outputs[j].shm.region,
+                          r->outputs[j].binary);
+    }
     /* Keeps the reads. */
     volatile unsigned sink = sum;
     (void)sink;
@@ -222,6 +238,13 @@ static int request_serve(const srv_infer_request_t *r)
     const char *name = r->model && strcmp(r->model, "mlp") == 0    ? "mlp"
                        : r->model && strcmp(r->model, "pair") == 0 ? "pair"
                                                                    : "echo";
+    /* An input in a shared memory region has its bytes only once infer.c
+     * resolves it against the registered regions, which this target has
+     * none of (test_server_shm.c runs such requests). Outputs in regions
+     * are served: the encoder writes their parameters. */
+    for (size_t i = 0; i < r->n_inputs; i++)
+        if (r->inputs[i].shm.region)
+            return 0;
     eng_memory_t mem;
     eng_model_t *m;
     int rc = model_open(name, &mem, &m);
@@ -328,15 +351,18 @@ static int requests_same(const srv_infer_request_t *f, const srv_infer_request_t
                     a->tensor.dtype == b->tensor.dtype &&
                     eng_shape_equal(&a->tensor.shape, &b->tensor.shape) &&
                     bytes == eng_tensor_bytes(&b->tensor) &&
+                    str_same(a->shm.region, b->shm.region) &&
+                    a->shm.offset == b->shm.offset && a->shm.byte_size == b->shm.byte_size &&
                     (a->borrowed ? a->tensor.data == b->tensor.data
-                                 : memcmp(a->tensor.data, b->tensor.data, bytes) == 0);
+                                 : !bytes || memcmp(a->tensor.data, b->tensor.data, bytes) == 0);
         if (!same)
             return fs_err(FS_ESTATE, "the readers differ on input %zu ('%.40s' / '%.40s': name, "
                           "dtype, shape, bytes or borrowing)", i, a->name, b->name);
     }
     for (size_t j = 0; j < f->n_outputs; j++)
         if (strcmp(f->outputs[j].name, t->outputs[j].name) != 0 ||
-            f->outputs[j].binary != t->outputs[j].binary)
+            f->outputs[j].binary != t->outputs[j].binary ||
+            !str_same(f->outputs[j].shm.region, t->outputs[j].shm.region))
             return fs_err(FS_ESTATE, "the readers differ on output %zu ('%.40s' binary %d, "
                           "'%.40s' binary %d)", j, f->outputs[j].name, f->outputs[j].binary,
                           t->outputs[j].name, t->outputs[j].binary);

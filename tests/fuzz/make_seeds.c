@@ -694,6 +694,20 @@ static void seeds_codec(void)
                    "\"parameters\":{\"binary_data_output\":true}}",
                    row, sizeof row);
 
+    /* Triton's system shared memory: an input in a region (parsed, not
+     * run: the target registers none), and an output in one (run, its
+     * parameters encoded). */
+    request_json("mlp_shm_in.json",
+                 "{\"model\":\"mlp\",\"inputs\":[{\"name\":\"input\",\"shape\":[1,64],"
+                 "\"datatype\":\"FP32\",\"parameters\":{\"shared_memory_region\":\"in\","
+                 "\"shared_memory_offset\":64,\"shared_memory_byte_size\":256}}]}");
+    request_json("pair_shm_out.json",
+                 "{\"model\":\"pair\",\"inputs\":[{\"name\":\"a\",\"shape\":[1,3],"
+                 "\"datatype\":\"FP32\",\"data\":[1,2,3]},{\"name\":\"b\",\"shape\":[2],"
+                 "\"datatype\":\"INT64\",\"data\":[7,8]}],\"outputs\":[{\"name\":\"sum\","
+                 "\"parameters\":{\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":"
+                 "12}},{\"name\":\"ids\"}]}");
+
     /* pair: two inputs, one binary; requested outputs in both forms. */
     request_json("pair.json",
                  "{\"model\":\"pair\",\"id\":\"p\\\"1\",\"inputs\":[{\"name\":\"a\",\"shape\":"
