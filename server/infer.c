@@ -53,7 +53,10 @@
  *
  * The body is parsed (or, for Triton's raw binary request, taken whole as
  * the model's one input: codec_raw.c), bound to the model's inputs in the
- * model's order and submitted. A version being replaced refuses with
+ * model's order and submitted; tensors in Triton's system shared memory
+ * are resolved first (their regions held until the request is freed) and
+ * outputs written to their regions once it completes (shm_http.c). A
+ * version being replaced refuses with
  * FS_ESTATE, and the request is then submitted once more on the version
  * that replaced it, so a reload under load loses nothing. */
 #include <assert.h>
@@ -369,8 +372,8 @@ static void infer_finish(srv_req_t *r)
     }
     srv_buf_t out = {0};
     rc = srv_infer_response_encode_json(m, eng_served_name(job->served),
-                                            eng_served_version(job->served), job->request,
-                                            e->outputs, e->n_outputs, &out);
+                                        eng_served_version(job->served), job->request,
+                                        e->outputs, e->n_outputs, &out);
     size_t nb = rc == 0 ? srv_infer_response_binary(m, job->request, e->n_outputs, NULL) : 0;
     if (nb > 0) {
         respond_binary(r, e, m, &out, nb);
