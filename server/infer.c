@@ -56,9 +56,9 @@
  * model's order and submitted; tensors in Triton's system shared memory
  * are resolved first (their regions held until the request is freed) and
  * outputs written to their regions once it completes (shm_http.c). A
- * version being replaced refuses with
- * FS_ESTATE, and the request is then submitted once more on the version
- * that replaced it, so a reload under load loses nothing. */
+ * version being replaced refuses with FS_ESTATE, and the request is then
+ * submitted once more on the version that replaced it, so a reload under
+ * load loses nothing. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
