@@ -7,6 +7,7 @@
  * mapping outlives unregister or stop. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,4 +354,55 @@ Test(srv_shm_http, shared_memory_false_refuses_the_routes_and_parameters, .timeo
     http_expect_error(&r, 400, "input 'input': \"shared_memory_region\": Triton's system shared "
                                "memory extension is turned off (server.shared_memory is false)");
     fixture_stop(&f);
+}
+
+/* A request waiting in its batcher's queue holds its regions: unregistered
+ * meanwhile, they leave the table at once but stay mapped until it ends,
+ * and its output still lands in the object. */
+Test(srv_shm_http, a_request_in_flight_keeps_its_regions_mapped_past_unregister, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    f.cfg.batching.max_batch_size = 8;
+    f.cfg.batching.max_queue_delay_ns = 2500000000ull; /* one request waits 2.5 s for more */
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    char key[64];
+    void *obj;
+    shm_test_make("held", OBJ_BYTES, key, &obj);
+    shm_register(&f, "in", key, 0, 4096, 200);
+    shm_register(&f, "out", key, 8192, 4096, 200);
+    float x[ROWS * MLP_IN];
+    input_values(x);
+    memcpy(obj, x, sizeof x);
+    memset((char *)obj + 8192, 0, 4096);
+    char body[1024];
+    char outs[256];
+    snprintf(outs, sizeof outs,
+             "\"outputs\":[{\"name\":\"probabilities\",\"parameters\":{\"shared_memory_region\":"
+             "\"out\",\"shared_memory_byte_size\":%d}}]", ROWS * MLP_OUT * 4);
+    http_bg_req_t q = {.port = f.port,
+                       .body = (char *)in_shm_body(body, sizeof body, "in", 0,
+                                                   ROWS * MLP_IN * 4, outs)};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, http_bg_post, &q), 0);
+    usleep(800 * 1000); /* parsed and queued (sanitizers included); its batch starts at 2.5 s */
+    cr_expect_eq(status_of(http_post(f.port, "/v2/systemsharedmemory/unregister", "")), 200);
+    http_resp_t st = http_get(f.port, "/v2/systemsharedmemory/status");
+    cr_expect_str_eq(st.body, "[]");
+    free(st.body);
+    cr_expect_eq(shm_test_mappings(key), 3, "both regions stay mapped while the request waits");
+    pthread_join(t, NULL);
+    cr_expect_eq(q.resp.status, 200, "%s", q.resp.body);
+    free(q.resp.body);
+    float want[ROWS * MLP_OUT];
+    json_path_result(&f, want);
+    cr_expect_eq(memcmp((char *)obj + 8192, want, sizeof want), 0,
+                 "the output reached the region unregistered while it ran");
+    /* The request is freed once its answer is sent: allow for that. */
+    for (int i = 0; i < 200 && shm_test_mappings(key) != 1; i++)
+        usleep(10 * 1000);
+    cr_expect_eq(shm_test_mappings(key), 1, "unmapped once the request ended");
+    fixture_stop(&f);
+    shm_test_drop(key, obj, OBJ_BYTES);
 }
