@@ -125,6 +125,14 @@ static matmul_run_split_t matmul_split(const eng_matmul_dims_t *d)
     return r;
 }
 
+/* Whether the inner run r is one [run * M, K] x [K, N] GEMM: one matrix,
+ * or B shared by the run with A's matrices contiguous, within cuBLAS's
+ * int rows. */
+static bool matmul_folds(const eng_matmul_dims_t &d, const matmul_run_split_t &r)
+{
+    return r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
+}
+
 /* The products of MatMul of shape d, es-byte elements, after the empty
  * cases: product(a_off, b_off, y_off, fold) runs one [run * M, K] x
  * [K, N] GEMM when fold (its rows within cuBLAS's int), else a strided
@@ -149,7 +157,7 @@ static int matmul_each(eng_op_ctx_t *c, const eng_matmul_dims_t &d, size_t es,
         return 0;
     }
     int64_t outer = batches / r.run;
-    bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
+    bool fold = matmul_folds(d, r);
     for (int64_t o = 0; o < outer; o++) {
         int64_t rem = o, a_off = 0, b_off = 0;
         for (int i = r.split - 1; i >= 0; i--) {
@@ -215,8 +223,7 @@ static int64_t matmul_stage_n(const eng_op_ctx_t *c, const eng_matmul_dims_t &d,
     int64_t batches = 1;
     for (int i = 0; i < d.batch_rank; i++)
         batches *= d.batch[i];
-    const bool fold = r.run == 1 || (r.sb == 0 && r.sa == d.m * d.k && r.run * d.m <= INT_MAX);
-    if (!fold || batches * d.m * d.n < MATMUL_STAGE_MIN_ELEMS)
+    if (!matmul_folds(d, r) || batches * d.m * d.n < MATMUL_STAGE_MIN_ELEMS)
         return 0;
     const int64_t np = (d.n + unit - 1) / unit * unit, all = r.run * d.m;
     const int64_t fit = (int64_t)(MATMUL_STAGE_BYTES / (size_t)(np * es));
