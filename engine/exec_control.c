@@ -425,12 +425,14 @@ static int loop_iteration(exec_frame_t *f, const eng_node_t *n, loop_state_t *L)
                                  &L->scans[k][0].t, &item->t);
     }
     exec_frame_fini(&s);
-    /* A failed iteration keeps nothing of its scan outputs. */
-    for (int k = 0; rc != 0 && k < taken; k++)
-        held_release(f, &L->scans[k][L->it]);
     if (rc == 0 && L->has_cond)
         rc = read_scalar(f, n, &L->carry[0].t, L->carry[0].host, ENG_DT_BOOL,
                          "body output 0 (the condition)", &L->cond);
+    /* A failed iteration (its condition unreadable included) keeps nothing
+     * of its scan outputs: L->it does not count it, so nothing else would
+     * free them. */
+    for (int k = 0; rc != 0 && k < taken; k++)
+        held_release(f, &L->scans[k][L->it]);
     if (rc == 0)
         L->it++;
     return rc;
