@@ -362,8 +362,19 @@ static int swiglu_run(eng_op_ctx_t *c)
     });
 }
 
+/* The fast kernels' scratch (eng_cuda_attention_fast_scratch); 0 for a
+ * node they do not take or whose shapes do not fit (the run says why). */
+static size_t attention_scratch_bytes(const eng_op_ctx_t *c)
+{
+    eng_attention_t a;
+    if (eng_attention_params(c, &a))
+        return 0;
+    return eng_cuda_attention_fast_scratch(c, &a);
+}
+
 } // namespace
 
-const eng_kernel_t eng_cuda_Attention = {.run = attention_run, .scratch_bytes = NULL};
+const eng_kernel_t eng_cuda_Attention = {.run = attention_run,
+                                         .scratch_bytes = attention_scratch_bytes};
 const eng_kernel_t eng_cuda_RotaryEmbedding = {.run = rotary_run, .scratch_bytes = NULL};
 const eng_kernel_t eng_cuda_SwiGLU = {.run = swiglu_run, .scratch_bytes = NULL};

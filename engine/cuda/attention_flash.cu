@@ -21,6 +21,10 @@
  *    tiles brought by cp.async (its comment says more). 64 queries a
  *    block, or 16 when 64 would leave multiprocessors idle or
  *    half-filled.
+ *    K^T whose rows those loads cannot take (keys no multiple of 8:
+ *    ViT-B/16's 197) is first unpacked into the node's scratch as K
+ *    (kt_unpack_kernel, one coalesced pass over K), which keeps this
+ *    kernel where flash_mma_kernel would take several times as long.
  *  - other float16 / bfloat16 (flash_mma_kernel): 4 warps, 64 queries and 64
  *    keys a tile; Q.K^T and P.V on tensor cores (WMMA 16x16x16, float
  *    accumulation), each warp owning 16 query rows; the head padded with
@@ -790,11 +794,10 @@ template <typename T> int mma_launch(eng_op_ctx_t *c, const eng_attention_t *a)
     return 0;
 }
 
-/* Whether flash_f2_kernel takes node a: head sizes multiples of 8 (the
- * 16-byte pieces), every row stride a multiple of 8 elements and the
- * tensors 16-byte aligned, K^T's keys a multiple of 8, positions that fit
- * an int. Else flash_mma_kernel runs. */
-static bool f2_ok(const eng_op_ctx_t *c, const eng_attention_t *a)
+/* Whether flash_f2_kernel takes node a's shapes: head sizes multiples of 8
+ * (the 16-byte pieces), every row stride a multiple of 8 elements, K^T's
+ * keys a multiple of 8, positions that fit an int. */
+static bool f2_strides_ok(const eng_attention_t *a)
 {
     if (a->head % 8 || a->v_head % 8 || a->q_len > (1 << 30) || a->total_len > (1 << 30))
         return false;
@@ -806,17 +809,100 @@ static bool f2_ok(const eng_op_ctx_t *c, const eng_attention_t *a)
     if (a->k_stride[0] % 8 || a->k_stride[1] % 8 ||
         (a->k_t ? a->k_stride[2] != 1 || a->k_dstride % 8 : a->k_stride[2] % 8))
         return false;
-    const void *ptr[] = {c->inputs[ENG_ATTN_Q]->data, c->inputs[ENG_ATTN_K]->data,
-                         c->inputs[ENG_ATTN_V]->data, c->outputs[ENG_ATTN_Y]->data};
+    return true;
+}
+
+/* Whether flash_f2_kernel takes node a with K read from k: its shapes
+ * (f2_strides_ok) and every tensor 16-byte aligned. Else flash_mma_kernel
+ * runs, or K is unpacked first (kt_unpack). */
+static bool f2_ok(const eng_op_ctx_t *c, const eng_attention_t *a, const void *k)
+{
+    if (!f2_strides_ok(a))
+        return false;
+    const void *ptr[] = {c->inputs[ENG_ATTN_Q]->data, k, c->inputs[ENG_ATTN_V]->data,
+                         c->outputs[ENG_ATTN_Y]->data};
     for (int t = 0; t < 4; t++)
         if ((uintptr_t)ptr[t] % 16)
             return false;
     return true;
 }
 
-template <typename T, int D, int NW>
-int f2_launch_dn(eng_op_ctx_t *c, const eng_attention_t *a, int closes)
+/* a with K read as [B, kv_heads, kv_len, head], contiguous: where
+ * kt_unpack writes it. */
+static eng_attention_t k_unpacked(const eng_attention_t *a)
 {
+    eng_attention_t u = *a;
+    u.k_t = false;
+    u.k_dstride = 1;
+    u.k_stride[0] = a->kv_heads * a->kv_len * a->head;
+    u.k_stride[1] = a->kv_len * a->head;
+    u.k_stride[2] = a->head;
+    return u;
+}
+
+/* K^T whose keys are no multiple of 8 (ViT's 197 patches: the dynamo
+ * export reads K^T, whose rows flash_f2_kernel's 16-byte loads cannot
+ * take) sends the node to flash_mma_kernel, several times slower (1.64 ms
+ * against the chain's whole layer at ViT-B/16 fp16 batch 64). Unpacking K
+ * into scratch first costs one pass over K (19 MB a layer there) and
+ * keeps f2. The bytes that unpacking needs, else 0. */
+static size_t kt_unpack_bytes(const eng_op_ctx_t *c, const eng_attention_t *a)
+{
+    eng_dtype_t dt = c->inputs[ENG_ATTN_Q]->dtype;
+    if ((dt != ENG_DT_FLOAT16 && dt != ENG_DT_BFLOAT16) || !a->k_t || f2_strides_ok(a))
+        return 0;
+    eng_attention_t u = k_unpacked(a);
+    if (!f2_strides_ok(&u))
+        return 0;
+    return (size_t)(a->batch * a->kv_heads * a->kv_len * a->head) * sizeof(uint16_t);
+}
+
+#define KU_TILE 32
+
+/* K^T [B, kv_heads, head, kv_len] at a's strides (keys contiguous, head
+ * elements k_dstride apart) into k [B, kv_heads, kv_len, head],
+ * contiguous: a 32x32 tile through shared memory, so that both the reads
+ * (along the keys) and the writes (along the head) are coalesced. */
+template <typename T>
+__global__ void kt_unpack_kernel(eng_attention_t a, const T *kt, T *k)
+{
+    __shared__ T tile[KU_TILE][KU_TILE + 1];
+    const int64_t s0 = (int64_t)blockIdx.x * KU_TILE, d0 = (int64_t)blockIdx.y * KU_TILE;
+    for (int64_t bh = blockIdx.z; bh < a.batch * a.kv_heads; bh += gridDim.z) {
+        const int64_t b = bh / a.kv_heads, h = bh % a.kv_heads;
+        const T *src = kt + b * a.k_stride[0] + h * a.k_stride[1];
+        T *dst = k + bh * a.kv_len * a.head;
+        for (int j = threadIdx.y; j < KU_TILE; j += blockDim.y) {
+            int64_t d = d0 + j, s = s0 + threadIdx.x;
+            if (d < a.head && s < a.kv_len)
+                tile[j][threadIdx.x] = src[d * a.k_dstride + s];
+        }
+        __syncthreads();
+        for (int j = threadIdx.y; j < KU_TILE; j += blockDim.y) {
+            int64_t s = s0 + j, d = d0 + threadIdx.x;
+            if (d < a.head && s < a.kv_len)
+                dst[s * a.head + d] = tile[threadIdx.x][j];
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T> int kt_unpack(eng_op_ctx_t *c, const eng_attention_t *a, void *k)
+{
+    int64_t bh = a->batch * a->kv_heads;
+    dim3 grid((unsigned)((a->kv_len + KU_TILE - 1) / KU_TILE),
+              (unsigned)((a->head + KU_TILE - 1) / KU_TILE), (unsigned)(bh < 65535 ? bh : 65535));
+    kt_unpack_kernel<T><<<grid, dim3(KU_TILE, 8), 0, eng_cuda_ctx(c)->stream>>>(
+        *a, (const T *)c->inputs[ENG_ATTN_K]->data, (T *)k);
+    ENG_CUDA_LAUNCHED(c);
+    return 0;
+}
+
+template <typename T, int D, int NW>
+int f2_launch_dn(eng_op_ctx_t *c, const eng_attention_t *a, int closes, const void *k)
+{
+    fa_args<T> p = fa_args_of<T>(c, a);
+    p.k = (const T *)k;
     size_t smem = f2_smem_bytes(D, NW);
     /* Above 48 KiB a block must opt in; idempotent, so each run may ask. */
     if (smem > 48 * 1024)
@@ -825,8 +911,7 @@ int f2_launch_dn(eng_op_ctx_t *c, const eng_attention_t *a, int closes)
                                              (int)smem));
     dim3 grid((unsigned)((a->q_len + 16 * NW - 1) / (16 * NW)), (unsigned)a->q_heads,
               (unsigned)a->batch);
-    flash_f2_kernel<T, D, NW><<<grid, NW * 32, smem, eng_cuda_ctx(c)->stream>>>(
-        *a, fa_args_of<T>(c, a), closes);
+    flash_f2_kernel<T, D, NW><<<grid, NW * 32, smem, eng_cuda_ctx(c)->stream>>>(*a, p, closes);
     ENG_CUDA_LAUNCHED(c);
     return 0;
 }
@@ -837,7 +922,7 @@ int f2_launch_dn(eng_op_ctx_t *c, const eng_attention_t *a, int closes)
  * queries (decoding), which 64 would mostly pad. (16-query blocks each
  * read every K and V tile, 4 times the L2 traffic of 64-query ones, which
  * a full GPU pays for and a sparse one does not.) */
-template <typename T> int f2_launch(eng_op_ctx_t *c, const eng_attention_t *a)
+template <typename T> int f2_launch(eng_op_ctx_t *c, const eng_attention_t *a, const void *k)
 {
     int64_t d = a->head > a->v_head ? a->head : a->v_head;
     int sm = eng_cuda_ctx(c)->sm_count > 0 ? eng_cuda_ctx(c)->sm_count : 80;
@@ -847,7 +932,8 @@ template <typename T> int f2_launch(eng_op_ctx_t *c, const eng_attention_t *a)
                                                                                : 0;
 #define F2_CASE(DP)                                                                     \
     if (d <= DP)                                                                        \
-        return wide ? f2_launch_dn<T, DP, 4>(c, a, closes) : f2_launch_dn<T, DP, 1>(c, a, closes);
+        return wide ? f2_launch_dn<T, DP, 4>(c, a, closes, k)                          \
+                    : f2_launch_dn<T, DP, 1>(c, a, closes, k);
     F2_HEADS(F2_CASE)
 #undef F2_CASE
     return eng_op_err(c, FS_EINVAL, "Attention head size %lld is above the flash kernel's %d",
@@ -866,13 +952,34 @@ bool eng_cuda_attention_fast_ok(const eng_op_ctx_t *c, const eng_attention_t *a)
            a->batch <= 65535 && a->q_len >= 1 && a->total_len >= 1;
 }
 
+size_t eng_cuda_attention_fast_scratch(const eng_op_ctx_t *c, const eng_attention_t *a)
+{
+    return eng_cuda_attention_fast_ok(c, a) ? kt_unpack_bytes(c, a) : 0;
+}
+
+/* float16 / bfloat16: flash_f2_kernel on K as it is, or on K unpacked
+ * into the scratch (kt_unpack_bytes), else flash_mma_kernel. */
+template <typename T> static int half_launch(eng_op_ctx_t *c, const eng_attention_t *a)
+{
+    const void *k = c->inputs[ENG_ATTN_K]->data;
+    if (f2_ok(c, a, k))
+        return f2_launch<T>(c, a, k);
+    size_t need = kt_unpack_bytes(c, a);
+    eng_attention_t u = k_unpacked(a);
+    if (need && c->scratch && c->scratch_bytes >= need && f2_ok(c, &u, c->scratch)) {
+        int rc = kt_unpack<T>(c, a, c->scratch);
+        return rc ? rc : f2_launch<T>(c, &u, c->scratch);
+    }
+    return mma_launch<T>(c, a);
+}
+
 int eng_cuda_attention_fast(eng_op_ctx_t *c, const eng_attention_t *a)
 {
     switch (c->inputs[ENG_ATTN_Q]->dtype) {
     case ENG_DT_FLOAT16:
-        return f2_ok(c, a) ? f2_launch<f16_t>(c, a) : mma_launch<f16_t>(c, a);
+        return half_launch<f16_t>(c, a);
     case ENG_DT_BFLOAT16:
-        return f2_ok(c, a) ? f2_launch<bf16_t>(c, a) : mma_launch<bf16_t>(c, a);
+        return half_launch<bf16_t>(c, a);
     default: {
         int64_t d = a->head > a->v_head ? a->head : a->v_head;
         return fma_launch<float>(c, a, (int)((d + 15) / 16));

@@ -19,4 +19,9 @@ bool eng_cuda_attention_fast_ok(const eng_op_ctx_t *c, const eng_attention_t *a)
  * (nothing queued then). */
 int eng_cuda_attention_fast(eng_op_ctx_t *c, const eng_attention_t *a);
 
+/* The scratch bytes eng_cuda_attention_fast uses for node a: K^T unpacked
+ * when its keys keep flash_f2_kernel off (attention_flash.cu), else 0.
+ * Shapes only (no data read). Cannot fail. */
+size_t eng_cuda_attention_fast_scratch(const eng_op_ctx_t *c, const eng_attention_t *a);
+
 #endif

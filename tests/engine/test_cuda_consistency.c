@@ -3160,16 +3160,18 @@ Test(cuda_consistency, precision_error_is_bounded)
 /* ---- fused attention (K read transposed) ----------------------------- */
 
 /* The chain BERT's dynamo export leaves once its K chain is K^T itself:
- * Q [b, 12, 128, 64], Kt [b, 12, 64, 128] (a graph input, so the fused
- * node reads it through trans_b: attention_impl.h's k_dstride), V [b, 12,
- * 128, 64] and an additive mask M [b, 1, 1, 128]; S = MatMul(Q, Kt) / 8,
- * X = M + S, P = Softmax(X), Y = MatMul(P, V). Every intermediate is
- * declared, as the fusion needs. Caller frees b with mb_free. */
-static uint8_t *fused_attn_model(mb_t *b, size_t *len)
+ * Q [b, 12, n, 64], Kt [b, 12, 64, n] (a graph input, so the fused node
+ * reads it through trans_b: attention_impl.h's k_dstride), V [b, 12, n,
+ * 64] and an additive mask M [b, 1, 1, n]; S = MatMul(Q, Kt) / 8, X = M +
+ * S, P = Softmax(X), Y = MatMul(P, V). Every intermediate is declared, as
+ * the fusion needs. n is BERT's 128 or ViT-B/16's 197 (K^T rows no
+ * multiple of 8: attention_flash.cu unpacks K first). Caller frees b with
+ * mb_free. */
+static uint8_t *fused_attn_model(mb_t *b, int64_t n, size_t *len)
 {
     static const char *const sym[4] = {"b", NULL, NULL, NULL};
-    const int64_t qd[4] = {-1, 12, 128, 64}, ktd[4] = {-1, 12, 64, 128},
-                  md[4] = {-1, 1, 1, 128}, sd[4] = {-1, 12, 128, 128};
+    const int64_t qd[4] = {-1, 12, n, 64}, ktd[4] = {-1, 12, 64, n}, md[4] = {-1, 1, 1, n},
+                  sd[4] = {-1, 12, n, n};
     mb_init(b, OC_IR_VERSION, 17);
     mb_input(b, "Q", ENG_DT_FLOAT, 4, qd, sym);
     mb_input(b, "Kt", ENG_DT_FLOAT, 4, ktd, sym);
@@ -3192,36 +3194,36 @@ static uint8_t *fused_attn_model(mb_t *b, size_t *len)
 
 /* The fused Attention node with K read transposed at fp16 and bf16
  * (attention_flash.cu's register kernel, its K^T tiles loaded along the
- * keys) against the fp32 chain on the CPU, at batch 1 (24 query tiles of
- * 64: the kernel takes 16-query blocks) and 12 (288: 64-query ones), with
+ * keys; at 197 keys K unpacked into scratch first) against the fp32 chain
+ * on the CPU, at batch 1 (24 query tiles of 64: the kernel takes
+ * 16-query blocks) and 12 (288: 64-query ones), with
  * precision_error_is_bounded's bounds; the fused plan must have fewer
  * steps than the chain's on the device, or the fusion did not happen. */
-Test(cuda_consistency, fused_attention_with_k_transposed_matches_the_cpu)
+static void fused_attn_compare(rig_t *r, int64_t n)
 {
     static const struct {
         const char *name;
         double bound;
     } lowp[] = {{"fp16", 5e-3}, {"bf16", 3e-2}};
     static const int64_t batches[] = {1, 12};
-    rig_t r;
-    rig_open_cuda(&r);
     mb_t b;
     size_t len;
-    uint8_t *bytes = fused_attn_model(&b, &len);
-    eng_model_config_t rcfg = rig_config(&r, false);
+    uint8_t *bytes = fused_attn_model(&b, n, &len);
+    eng_model_config_t rcfg = rig_config(r, false);
     eng_model_t *ref = NULL;
     cr_assert_eq(eng_model_load_bytes(bytes, len, NULL, &rcfg, &ref), 0, "CPU: %s",
                  fs_errmsg());
     for (size_t bi = 0; bi < N_OF(batches); bi++) {
         const int64_t bn = batches[bi];
-        eng_shape_t shapes[4] = {{4, {bn, 12, 128, 64}}, {4, {bn, 12, 64, 128}},
-                                 {4, {bn, 12, 128, 64}}, {4, {bn, 1, 1, 128}}};
+        eng_shape_t shapes[4] = {{4, {bn, 12, n, 64}}, {4, {bn, 12, 64, n}},
+                                 {4, {bn, 12, n, 64}}, {4, {bn, 1, 1, n}}};
         eng_tensor_t *owned[4], views[4], *want[1] = {NULL};
         for (int i = 0; i < 4; i++) {
             spec_t s = {.dt = ENG_DT_FLOAT, .dist = DIST_RANGE, .lo = -1.0, .hi = 1.0,
                         .n_vals = -1, .shape = shapes[i]};
             char what[64];
-            snprintf(what, sizeof what, "fused-attention/%lld/%d", (long long)bn, i);
+            snprintf(what, sizeof what, "fused-attention/%lld/%lld/%d", (long long)n,
+                     (long long)bn, i);
             owned[i] = spec_tensor(&s, fnv1a(what));
             views[i] = *owned[i];
         }
@@ -3231,7 +3233,7 @@ Test(cuda_consistency, fused_attention_with_k_transposed_matches_the_cpu)
             eng_model_t *m[2] = {NULL, NULL}; /* chain, fused */
             eng_plan_info_t info[2] = {{0}, {0}};
             for (int f = 0; f < 2; f++) {
-                eng_model_config_t cfg = rig_config(&r, true);
+                eng_model_config_t cfg = rig_config(r, true);
                 cr_assert_eq(eng_precision_parse(lowp[p].name, &cfg.precision), 0);
                 cfg.attention = f ? ENG_ATTN_FUSION_FUSED : ENG_ATTN_FUSION_CHAIN;
                 cr_expect_eq(eng_model_load_bytes(bytes, len, NULL, &cfg, &m[f]), 0,
@@ -3248,10 +3250,11 @@ Test(cuda_consistency, fused_attention_with_k_transposed_matches_the_cpu)
             cr_expect_eq(rc, 0, "%s, batch %lld: %s", lowp[p].name, (long long)bn, fs_errmsg());
             if (rc == 0) {
                 double e = rel_l2_error(want[0], got[0]);
-                fprintf(stderr, "fused attention, K^T, batch %lld %s: relative L2 error vs "
-                        "fp32 %.3e\n", (long long)bn, lowp[p].name, e);
-                cr_expect(!isnan(e) && e < lowp[p].bound, "%s, batch %lld: relative L2 error "
-                          "%.3e, bound %.0e", lowp[p].name, (long long)bn, e, lowp[p].bound);
+                fprintf(stderr, "fused attention, K^T, %lld keys, batch %lld %s: relative L2 "
+                        "error vs fp32 %.3e\n", (long long)n, (long long)bn, lowp[p].name, e);
+                cr_expect(!isnan(e) && e < lowp[p].bound, "%s, %lld keys, batch %lld: relative "
+                          "L2 error %.3e, bound %.0e", lowp[p].name, (long long)n, (long long)bn,
+                          e, lowp[p].bound);
             }
             outputs_free(got, 1);
             eng_model_destroy(m[0]);
@@ -3263,6 +3266,14 @@ Test(cuda_consistency, fused_attention_with_k_transposed_matches_the_cpu)
     }
     eng_model_destroy(ref);
     mb_free(&b);
+}
+
+Test(cuda_consistency, fused_attention_with_k_transposed_matches_the_cpu)
+{
+    rig_t r;
+    rig_open_cuda(&r);
+    fused_attn_compare(&r, 128);
+    fused_attn_compare(&r, 197);
     rig_expect_idle(&r, "fused attention");
     rig_close(&r);
 }
