@@ -52,7 +52,6 @@ BYTES = "BYTES/string model"
 SHM = "CUDA shared memory not supported"
 MISSING = "client dependency missing"
 TRACE = "trace not claimed"
-SEQ = "sequence batching not claimed"
 WORDING = "error wording"
 NAME = "server name"
 
@@ -73,8 +72,6 @@ EXPECTED = {
               "flatserve would refuse its register with 400 naming CUDA shared memory"),
     ("examples", "simple_http_string_infer_client.py"):
         (BYTES, "simple_string does not load: TYPE_STRING"),
-    ("examples", "simple_http_sequence_sync_infer_client.py"):
-        (SEQ, "simple_sequence does not load: sequence_batching"),
     ("examples", "reuse_infer_objects_client.py"):
         (MISSING, "imports tritonclient.grpc, whose generated stubs a source tree lacks"),
     ("python_http_aio_test.py", "test_get_server_metadata"): (NAME, "expects 'triton'"),
