@@ -16,7 +16,7 @@ python3-requests) and onnx for the models (make_repos.py).
 The servers run as L0_http/test.sh runs Triton's, on localhost:8000 (the
 tests hard-code it; the run stops at once if the port is taken):
   A  the examples repository, model control none, --exit-on-error=false
-     (its string and sequence models do not load in flatserve): the
+     (its string models and the custom-backend sequence model do not load): the
      simple_http_* clients, reuse_infer_objects_client.py, the base-path
      check, python_http_aio_test.py;
   B  the same repository, explicit model control: simple_http_model_control.py;
