@@ -162,7 +162,7 @@ Test(triton_parse, a_field_outside_the_subset_is_named_with_file_line_and_column
                 "m/config.pbtxt: line 2, column 1", "no field named \"optimization\"",
                 "config/README.md");
     PARSE_FAILS("input [ { name: \"x\" optional: true } ]", FS_EPARSE, "\"optional\"");
-    PARSE_FAILS("sequence_batching { }", FS_EPARSE, "sequence_batching");
+    PARSE_FAILS("ensemble_scheduling { }", FS_EPARSE, "ensemble_scheduling");
     PARSE_FAILS("output [ { name: \"y\" label_filename: \"l.txt\" } ]", FS_EPARSE,
                 "label_filename");
 }
