@@ -24,8 +24,9 @@
  * to zeros when its job runs, so a START for a live id continues in its
  * slot as a new sequence, as Triton does (it warns that the previous
  * sequence is ended early). An END detaches the slot from its id at once
- * (a later request of the id must START again) and frees it once its jobs
- * are done. A slot with no job for idle_ns is freed by the reaper thread
+ * (a later request of the id must START again; an END refused at submit
+ * ends the sequence all the same) and frees it once its jobs are done. A
+ * slot with no job for idle_ns is freed by the reaper thread
  * (Triton's max_sequence_idle_microseconds).
  *
  * ## Guarantees
