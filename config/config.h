@@ -21,6 +21,7 @@
 #include "alloc/policy.h"
 #include "common/log.h"
 #include "engine/engine.h" /* eng_device_t, eng_precision_t */
+#include "engine/sequence.h" /* eng_seq_options_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -166,6 +167,7 @@ typedef struct cfg_model {
     uint64_t queue_timeout_ns;   /* default_timeout_microseconds; 0: none */
     uint32_t n_preferred;        /* preferred_batch_size, ascending, each 1..max_batch_size */
     uint32_t preferred[CFG_MAX_PREFERRED];
+    eng_seq_options_t sequence;  /* sequence_batching; zeroed: none */
 } cfg_model_t;
 
 /* Fills *out with every default. Cannot fail. */

@@ -106,6 +106,86 @@ int io_copy(const Io &in, cfg_triton_io_t *out, const char *origin, const char *
     return 0;
 }
 
+int sequence_copy(const inference::ModelSequenceBatching &sb, const char *origin,
+                  cfg_triton_t *out)
+{
+    using Control = inference::ModelSequenceBatching::Control;
+    int rc = list_check(sb.control_input(), CFG_TRITON_MAX_CONTROLS, origin,
+                        "sequence_batching.control_input");
+    if (rc == 0)
+        rc = list_check(sb.state(), CFG_TRITON_MAX_STATES, origin, "sequence_batching.state");
+    if (rc != 0)
+        return rc;
+    out->sequence_batching = true;
+    out->seq_idle_us = sb.max_sequence_idle_microseconds();
+    out->n_seq_controls = static_cast<size_t>(sb.control_input_size());
+    for (int i = 0; i < sb.control_input_size(); i++) {
+        const auto &ci = sb.control_input(i);
+        cfg_triton_control_t *c = &out->seq_controls[i];
+        if ((rc = text_copy(c->name, ci.name(), origin, "sequence_batching.control_input.name")))
+            return rc;
+        c->n_controls = static_cast<size_t>(ci.control_size());
+        if (ci.control_size() < 1)
+            continue;
+        const Control &k = ci.control(0);
+        c->kind = k.kind();
+        c->data_type = k.data_type();
+        int lists = (k.int32_false_true_size() > 0) + (k.fp32_false_true_size() > 0) +
+                    (k.bool_false_true_size() > 0);
+        if (lists > 1) {
+            c->values_type = -1;
+        } else if (k.int32_false_true_size() > 0) {
+            c->values_type = CFG_TRITON_TYPE_INT32;
+            c->n_values = static_cast<size_t>(k.int32_false_true_size());
+            for (int v = 0; v < 2 && v < k.int32_false_true_size(); v++)
+                c->values[v] = k.int32_false_true(v);
+        } else if (k.fp32_false_true_size() > 0) {
+            c->values_type = CFG_TRITON_TYPE_FP32;
+            c->n_values = static_cast<size_t>(k.fp32_false_true_size());
+            for (int v = 0; v < 2 && v < k.fp32_false_true_size(); v++)
+                c->values[v] = k.fp32_false_true(v);
+        } else if (k.bool_false_true_size() > 0) {
+            c->values_type = CFG_TRITON_TYPE_BOOL;
+            c->n_values = static_cast<size_t>(k.bool_false_true_size());
+            for (int v = 0; v < 2 && v < k.bool_false_true_size(); v++)
+                c->values[v] = k.bool_false_true(v) ? 1 : 0;
+        }
+    }
+    out->n_seq_states = static_cast<size_t>(sb.state_size());
+    for (int i = 0; i < sb.state_size(); i++) {
+        const auto &st = sb.state(i);
+        cfg_triton_state_t *o = &out->seq_states[i];
+        if ((rc = text_copy(o->input_name, st.input_name(), origin,
+                            "sequence_batching.state.input_name")) ||
+            (rc = text_copy(o->output_name, st.output_name(), origin,
+                            "sequence_batching.state.output_name")) ||
+            (rc = list_check(st.dims(), CFG_TRITON_MAX_DIMS, origin,
+                             "sequence_batching.state.dims")))
+            return rc;
+        o->data_type = st.data_type();
+        o->n_dims = static_cast<size_t>(st.dims_size());
+        for (int d = 0; d < st.dims_size(); d++)
+            o->dims[d] = st.dims(d);
+    }
+    if (sb.has_direct()) {
+        out->seq_strategy = CFG_TRITON_STRATEGY_DIRECT;
+        out->seq_delay_us = sb.direct().max_queue_delay_microseconds();
+        out->seq_min_slot_utilization = sb.direct().minimum_slot_utilization();
+    } else if (sb.has_oldest()) {
+        const auto &o = sb.oldest();
+        if ((rc = list_check(o.preferred_batch_size(), CFG_TRITON_MAX_LIST, origin,
+                             "sequence_batching.oldest.preferred_batch_size")) != 0)
+            return rc;
+        out->seq_strategy = CFG_TRITON_STRATEGY_OLDEST;
+        out->seq_delay_us = o.max_queue_delay_microseconds();
+        out->seq_max_candidates = o.max_candidate_sequences();
+        out->n_seq_preferred = static_cast<size_t>(o.preferred_batch_size_size());
+        for (int i = 0; i < o.preferred_batch_size_size(); i++)
+            out->seq_preferred[i] = o.preferred_batch_size(i);
+    }
+    return 0;
+}
+
 int copy(const inference::ModelConfig &m, const char *origin, cfg_triton_t *out)
 {
     int rc = text_copy(out->name, m.name(), origin, "name");
@@ -151,6 +231,9 @@ int copy(const inference::ModelConfig &m, const char *origin, cfg_triton_t *out)
             out->max_queue_size = q.max_queue_size();
         }
     }
+
+    if (m.has_sequence_batching() && (rc = sequence_copy(m.sequence_batching(), origin, out)) != 0)
+        return rc;
 
     out->n_groups = static_cast<size_t>(m.instance_group_size());
     if (m.instance_group_size() > 0) {

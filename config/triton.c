@@ -92,6 +92,31 @@ static int io_check(const cfg_triton_io_t *list, size_t n, const char *origin, c
     return 0;
 }
 
+/* `field`.preferred_batch_size into m, ascending, each in 1..mbs, none
+ * twice. */
+static int preferred_set(const int32_t *list, size_t n, uint32_t mbs, const char *origin,
+                         const char *field, cfg_model_t *m)
+{
+    for (size_t i = 0; i < n; i++) {
+        int32_t p = list[i];
+        if (p < 1 || (uint32_t)p > mbs)
+            return fs_err(FS_EINVAL, "%s: %s.preferred_batch_size %d is outside "
+                          "1..max_batch_size (%u)", origin, field, (int)p, mbs);
+        /* Kept ascending: an insertion into the sorted prefix. */
+        size_t j = m->n_preferred;
+        while (j > 0 && m->preferred[j - 1] > (uint32_t)p)
+            j--;
+        if (j > 0 && m->preferred[j - 1] == (uint32_t)p)
+            return fs_err(FS_EINVAL, "%s: %s.preferred_batch_size lists %d twice", origin,
+                          field, (int)p);
+        memmove(&m->preferred[j + 1], &m->preferred[j],
+                (m->n_preferred - j) * sizeof m->preferred[0]);
+        m->preferred[j] = (uint32_t)p;
+        m->n_preferred++;
+    }
+    return 0;
+}
+
 static int apply_batching(const cfg_triton_t *t, const char *origin, cfg_model_t *m)
 {
     if (t->max_batch_size < 0 || t->max_batch_size > 65536)
@@ -111,22 +136,9 @@ static int apply_batching(const cfg_triton_t *t, const char *origin, cfg_model_t
         return fs_err(FS_EINVAL, "%s: dynamic_batching.max_queue_delay_microseconds %llu is too "
                       "large", origin, (unsigned long long)t->max_queue_delay_us);
     m->batching.max_queue_delay_ns = t->max_queue_delay_us * 1000;
-    for (size_t i = 0; i < t->n_preferred; i++) {
-        int32_t p = t->preferred[i];
-        if (p < 1 || (uint32_t)p > mbs)
-            return fs_err(FS_EINVAL, "%s: dynamic_batching.preferred_batch_size %d is outside "
-                          "1..max_batch_size (%u)", origin, (int)p, mbs);
-        /* Kept ascending: an insertion into the sorted prefix. */
-        size_t j = m->n_preferred;
-        while (j > 0 && m->preferred[j - 1] > (uint32_t)p)
-            j--;
-        if (j > 0 && m->preferred[j - 1] == (uint32_t)p)
-            return fs_err(FS_EINVAL, "%s: dynamic_batching.preferred_batch_size lists %d twice",
-                          origin, (int)p);
-        memmove(&m->preferred[j + 1], &m->preferred[j], (m->n_preferred - j) * sizeof m->preferred[0]);
-        m->preferred[j] = (uint32_t)p;
-        m->n_preferred++;
-    }
+    int rc = preferred_set(t->preferred, t->n_preferred, mbs, origin, "dynamic_batching", m);
+    if (rc != 0)
+        return rc;
     if (!t->has_queue_policy)
         return 0;
     if (t->timeout_action != 0)
@@ -146,6 +158,137 @@ static int apply_batching(const cfg_triton_t *t, const char *origin, cfg_model_t
                       "(expected 0..1048576)", origin, t->max_queue_size);
     m->batching.max_queue = t->max_queue_size; /* 0: unbounded, as in Triton */
     return 0;
+}
+
+/* One control input of sequence_batching into *c. */
+static int sequence_control(const cfg_triton_control_t *in, const char *origin,
+                            eng_seq_control_t *c)
+{
+    const char *kind = eng_seq_control_kind_name((eng_seq_control_kind_t)in->kind);
+    if (!in->name[0])
+        return fs_err(FS_EINVAL, "%s: sequence_batching.control_input has an entry with no name",
+                      origin);
+    if (in->n_controls != 1)
+        return fs_err(FS_ENOTSUP, "%s: sequence_batching.control_input '%s' lists %zu controls; "
+                      "flatserve takes exactly one per input", origin, in->name, in->n_controls);
+    cfg_string_store(c->input, sizeof c->input, in->name);
+    c->kind = (eng_seq_control_kind_t)in->kind;
+    if (in->kind == ENG_SEQ_CORRID) {
+        if (in->values_type != 0)
+            return fs_err(FS_EINVAL, "%s: sequence_batching.control_input '%s': %s takes "
+                          "data_type, not false/true values", origin, in->name, kind);
+        switch (in->data_type) {
+        case CFG_TRITON_TYPE_UINT64: c->dtype = ENG_DT_UINT64; return 0;
+        case CFG_TRITON_TYPE_INT64: c->dtype = ENG_DT_INT64; return 0;
+        case CFG_TRITON_TYPE_UINT32: c->dtype = ENG_DT_UINT32; return 0;
+        case CFG_TRITON_TYPE_INT32: c->dtype = ENG_DT_INT32; return 0;
+        case CFG_TRITON_TYPE_STRING:
+            return fs_err(FS_ENOTSUP, "%s: sequence_batching.control_input '%s': a %s of "
+                          "data_type TYPE_STRING is not supported by flatserve (no string "
+                          "tensors); string sequence ids are taken where no CORRID control is "
+                          "given", origin, in->name, kind);
+        default:
+            return fs_err(FS_EINVAL, "%s: sequence_batching.control_input '%s': %s data_type "
+                          "is %s (expected TYPE_UINT64, TYPE_INT64, TYPE_UINT32 or TYPE_INT32)",
+                          origin, in->name, kind, cfg_triton_dtype_name(in->data_type));
+        }
+    }
+    if (in->data_type != 0)
+        return fs_err(FS_EINVAL, "%s: sequence_batching.control_input '%s': data_type is for "
+                      "CONTROL_SEQUENCE_CORRID; %s takes int32_false_true, fp32_false_true or "
+                      "bool_false_true", origin, in->name, kind);
+    if (in->values_type <= 0)
+        return fs_err(FS_EINVAL, "%s: sequence_batching.control_input '%s': %s needs exactly "
+                      "one of int32_false_true, fp32_false_true, bool_false_true", origin,
+                      in->name, kind);
+    if (in->n_values != 2)
+        return fs_err(FS_EINVAL, "%s: sequence_batching.control_input '%s': %zu false/true "
+                      "values (expected 2: the false value, then the true one)", origin,
+                      in->name, in->n_values);
+    c->dtype = in->values_type == CFG_TRITON_TYPE_INT32  ? ENG_DT_INT32
+               : in->values_type == CFG_TRITON_TYPE_FP32 ? ENG_DT_FLOAT
+                                                         : ENG_DT_BOOL;
+    c->false_true[0] = in->values[0];
+    c->false_true[1] = in->values[1];
+    return 0;
+}
+
+/* sequence_batching: the sequence batcher's options, and batching of
+ * requests of different sequences where the model batches. */
+static int apply_sequence(const cfg_triton_t *t, const char *origin, cfg_model_t *m)
+{
+    if (!t->sequence_batching)
+        return 0;
+    eng_seq_options_t *o = &m->sequence;
+    memset(o, 0, sizeof *o);
+    o->enabled = true;
+    if (t->seq_idle_us > UINT64_MAX / 1000)
+        return fs_err(FS_EINVAL, "%s: sequence_batching.max_sequence_idle_microseconds %llu is "
+                      "too large", origin, (unsigned long long)t->seq_idle_us);
+    o->idle_ns = t->seq_idle_us * 1000;
+    for (size_t i = 0; i < t->n_seq_controls; i++) {
+        int rc = sequence_control(&t->seq_controls[i], origin, &o->controls[i]);
+        if (rc != 0)
+            return rc;
+        for (size_t j = 0; j < i; j++)
+            if (o->controls[j].kind == o->controls[i].kind)
+                return fs_err(FS_EINVAL, "%s: sequence_batching.control_input: %s is given "
+                              "twice ('%s' and '%s')", origin,
+                              eng_seq_control_kind_name(o->controls[i].kind),
+                              o->controls[j].input, o->controls[i].input);
+        o->n_controls++;
+    }
+    for (size_t i = 0; i < t->n_seq_states; i++) {
+        const cfg_triton_state_t *in = &t->seq_states[i];
+        eng_seq_state_t *st = &o->states[i];
+        if (!in->input_name[0] || !in->output_name[0])
+            return fs_err(FS_EINVAL, "%s: sequence_batching.state[%zu] needs input_name and "
+                          "output_name", origin, i);
+        int dt = cfg_triton_dtype_to_eng(in->data_type);
+        if (dt < 0)
+            return fs_err(in->data_type == CFG_TRITON_TYPE_STRING ? FS_ENOTSUP : FS_EINVAL,
+                          "%s: sequence_batching.state '%s': data_type %s is not served by "
+                          "flatserve", origin, in->input_name,
+                          cfg_triton_dtype_name(in->data_type));
+        for (size_t d = 0; d < in->n_dims; d++)
+            if (in->dims[d] < 1)
+                return fs_err(in->dims[d] == -1 ? FS_ENOTSUP : FS_EINVAL, "%s: "
+                              "sequence_batching.state '%s': dims[%zu] is %lld (flatserve keeps "
+                              "states of a fixed shape: each dim positive)", origin,
+                              in->input_name, d, (long long)in->dims[d]);
+        cfg_string_store(st->input, sizeof st->input, in->input_name);
+        cfg_string_store(st->output, sizeof st->output, in->output_name);
+        st->dtype = (eng_dtype_t)dt;
+        st->rank = (uint32_t)in->n_dims;
+        memcpy(st->dims, in->dims, in->n_dims * sizeof *in->dims);
+        o->n_states++;
+    }
+    uint32_t mbs = (uint32_t)t->max_batch_size;
+    /* Requests of different sequences batch together where the model batches. */
+    m->batching.max_batch_size = mbs;
+    m->batching.max_queue_delay_ns = 0;
+    if (t->seq_strategy == CFG_TRITON_STRATEGY_DIRECT) {
+        /* Triton's direct strategy waits max_queue_delay_microseconds only
+         * with a minimum_slot_utilization, which flatserve does not have. */
+        if (t->seq_min_slot_utilization != 0)
+            return fs_err(FS_ENOTSUP, "%s: sequence_batching.direct.minimum_slot_utilization is "
+                          "not supported by flatserve (a batch runs as soon as one request of "
+                          "any sequence is ready: 0)", origin);
+        return 0;
+    }
+    if (t->seq_strategy != CFG_TRITON_STRATEGY_OLDEST)
+        return 0;
+    if (t->seq_max_candidates < 0)
+        return fs_err(FS_EINVAL, "%s: sequence_batching.oldest.max_candidate_sequences is %d",
+                      origin, (int)t->seq_max_candidates);
+    o->max_sequences = (uint32_t)t->seq_max_candidates;
+    if (t->seq_delay_us > UINT64_MAX / 1000)
+        return fs_err(FS_EINVAL, "%s: sequence_batching.oldest.max_queue_delay_microseconds %llu "
+                      "is too large", origin, (unsigned long long)t->seq_delay_us);
+    if (mbs > 0)
+        m->batching.max_queue_delay_ns = t->seq_delay_us * 1000;
+    return preferred_set(t->seq_preferred, t->n_seq_preferred, mbs, origin,
+                         "sequence_batching.oldest", m);
 }
 
 static int apply_instances(const cfg_triton_t *t, const char *origin,
@@ -253,6 +396,8 @@ int cfg_triton_apply(const cfg_triton_t *t, const char *origin, const char *name
         rc = io_check(t->outputs, t->n_outputs, origin, "output");
     if (rc == 0)
         rc = apply_batching(t, origin, m);
+    if (rc == 0)
+        rc = apply_sequence(t, origin, m);
     if (rc == 0)
         rc = apply_instances(t, origin, server, m);
     if (rc == 0)

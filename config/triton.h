@@ -70,6 +70,33 @@ typedef enum cfg_triton_versions {
     CFG_TRITON_VERSIONS_SPECIFIC,
 } cfg_triton_versions_t;
 
+/* sequence_batching's controls and states, as written. */
+typedef struct cfg_triton_control {
+    char name[CFG_TRITON_TEXT_MAX];
+    size_t n_controls;             /* entries of its `control` list (one is taken) */
+    int kind;                      /* eng_seq_control_kind_t: Triton's numbers */
+    int values_type;               /* CFG_TRITON_TYPE_INT32 / FP32 / BOOL: the list given;
+                                    * 0: none; -1: more than one */
+    size_t n_values;
+    double values[2];              /* false, true */
+    int data_type;                 /* CORRID's */
+} cfg_triton_control_t;
+
+typedef struct cfg_triton_state {
+    char input_name[CFG_TRITON_TEXT_MAX];
+    char output_name[CFG_TRITON_TEXT_MAX];
+    int data_type;
+    size_t n_dims;
+    int64_t dims[CFG_TRITON_MAX_DIMS];
+} cfg_triton_state_t;
+
+#define CFG_TRITON_MAX_CONTROLS 4
+#define CFG_TRITON_MAX_STATES 8
+
+typedef enum cfg_triton_strategy {
+    CFG_TRITON_STRATEGY_NONE = 0, CFG_TRITON_STRATEGY_DIRECT, CFG_TRITON_STRATEGY_OLDEST,
+} cfg_triton_strategy_t;
+
 /* What a config.pbtxt holds, field by field (proto3: a scalar left out
  * reads as 0 or ""). Lists longer than their arrays are refused by the
  * parser, naming the field. */
@@ -90,6 +117,18 @@ typedef struct cfg_triton {
     uint64_t default_timeout_us;
     bool allow_timeout_override;
     uint32_t max_queue_size;       /* 0: unbounded */
+    bool sequence_batching;        /* the message is present */
+    uint64_t seq_idle_us;
+    size_t n_seq_controls;
+    cfg_triton_control_t seq_controls[CFG_TRITON_MAX_CONTROLS];
+    size_t n_seq_states;
+    cfg_triton_state_t seq_states[CFG_TRITON_MAX_STATES];
+    int seq_strategy;              /* cfg_triton_strategy_t */
+    uint64_t seq_delay_us;         /* the strategy's max_queue_delay_microseconds */
+    float seq_min_slot_utilization;
+    int32_t seq_max_candidates;
+    size_t n_seq_preferred;
+    int32_t seq_preferred[CFG_TRITON_MAX_LIST];
     size_t n_groups;               /* instance_group entries; only the first is kept */
     int32_t count;
     int kind;                      /* cfg_triton_kind_t */

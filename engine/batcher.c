@@ -852,7 +852,7 @@ static int request_queue_locked(eng_served_t *s, eng_request_t *req)
     return 0;
 }
 
-int eng_served_submit(eng_served_t *s, eng_request_t *req)
+static int submit_queue(eng_served_t *s, eng_request_t *req)
 {
     int rc = request_prepare(s, req);
     if (rc != 0)
@@ -865,7 +865,7 @@ int eng_served_submit(eng_served_t *s, eng_request_t *req)
     return rc;
 }
 
-int eng_served_submit_run(eng_served_t *s, eng_request_t *req)
+static int submit_run(eng_served_t *s, eng_request_t *req)
 {
     int rc = request_prepare(s, req);
     if (rc != 0)
@@ -892,6 +892,33 @@ int eng_served_submit_run(eng_served_t *s, eng_request_t *req)
         pthread_mutex_unlock(&s->lock);
     }
     return 0;
+}
+
+int served_submit(eng_served_t *s, eng_request_t *req, bool run)
+{
+    return run ? submit_run(s, req) : submit_queue(s, req);
+}
+
+/* A request names a sequence exactly when its version batches sequences. */
+static int submit_route(eng_served_t *s, eng_request_t *req, bool run)
+{
+    if (s->seq)
+        return served_seq_submit(s, req, run);
+    if (req->seq_id || req->seq_label || req->seq_start || req->seq_end)
+        return fs_err(FS_EINVAL, "model '%s' has no sequence_batching: the request's sequence "
+                      "parameters (sequence_id, sequence_start, sequence_end) are not taken",
+                      s->name);
+    return served_submit(s, req, run);
+}
+
+int eng_served_submit(eng_served_t *s, eng_request_t *req)
+{
+    return submit_route(s, req, false);
+}
+
+int eng_served_submit_run(eng_served_t *s, eng_request_t *req)
+{
+    return submit_route(s, req, true);
 }
 
 void eng_request_free_outputs(eng_request_t *req)

@@ -481,12 +481,15 @@ static int served_build(eng_registry_t *r, reg_entry_t *e, const char *name, con
         rc = fs_err(FS_ENOMEM, "model '%s': out of host memory", name);
         goto fail;
     }
+    if (opts->sequence.enabled && (rc = served_seq_create(s, r->cpu_memory->cache)) != 0)
+        goto fail;
     if ((rc = served_batcher_start(s)) != 0)
         goto fail;
     served_log_loaded(s, fs_clock_real_ns() - t0);
     *out = s;
     return 0;
 fail:
+    served_seq_destroy(s);
     for (size_t k = 0; k < s->n_models; k++)
         eng_model_destroy(s->models[k]);
     served_free(s);
@@ -547,12 +550,13 @@ static int served_finish(eng_served_t *s, bool fail_queued)
     while (s->refs > 0 || s->n_running > 0)
         pthread_cond_wait(&s->idle, &s->lock);
     pthread_mutex_unlock(&s->lock);
+    /* The sequences' state, now that no batch can complete a job. */
+    int rc = served_seq_destroy(s);
 
     /* Owner slots are reused, so the check after destroy matches the name
      * too: a load of this name, the only one that could reuse it, waits
      * for us (entry busy), and other names differ. Each instance in its
      * own device's cache. */
-    int rc = 0;
     for (size_t k = 0; k < s->n_models; k++) {
         alloc_cache_t *cache = s->model_caches[k];
         alloc_owner_t owners[2] = {eng_model_owner(s->models[k]),

@@ -63,6 +63,7 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
+#include "engine/sequence.h"
 #include "engine/tensor.h"
 
 #ifdef __cplusplus
@@ -115,6 +116,11 @@ typedef struct eng_serve_options {
      * the header comment. n_preferred 0: none. */
     uint32_t n_preferred;
     uint32_t preferred[ENG_PREFERRED_MAX];
+    /* Triton's sequence_batching (engine/sequence.c): with sequence.enabled
+     * every request names a sequence (eng_request_t.seq_*), the controls
+     * and states are checked against the model at load, and the batching
+     * options above batch requests of different sequences together. */
+    eng_seq_options_t sequence;
 } eng_serve_options_t;
 
 /* Fills *out for model `name` whose directory is `model_dir`. 0, or an
@@ -239,6 +245,12 @@ struct eng_request {
     uint64_t deadline_ns;         /* fs_clock_now_ns() bound for starting; 0: none */
     void (*done)(eng_request_t *req);
     void *user;
+    /* Its sequence, for a version with sequence batching (others refuse a
+     * request that names one): the id is seq_label when not NULL (a string,
+     * borrowed until done runs), else seq_id; 0 and NULL name none. */
+    uint64_t seq_id;
+    const char *seq_label;
+    bool seq_start, seq_end;
     /* Out: set before done runs. */
     int status;                   /* 0 or FS_E* */
     char error[FS_ERRMSG_MAX];    /* the message when status != 0 */
@@ -289,6 +301,25 @@ int eng_served_submit(eng_served_t *s, eng_request_t *req);
  * here releases the caller's reference: a version is not freed while a
  * batch runs on it. */
 int eng_served_submit_run(eng_served_t *s, eng_request_t *req);
+
+/* Sequence batching (engine/sequence.c). On a version with it, the two
+ * submits above take a request of a sequence: it runs after the earlier
+ * requests of its sequence (it may wait in the sequence, and then `done`
+ * runs later, on the thread that finished the request before it), with
+ * the control and state inputs filled in -- the caller leaves them as
+ * they are in req->inputs, which still has one entry per model input --
+ * and its outputs hold every model output, the state outputs too (the
+ * state is a copy). More errors: FS_EINVAL (no id, an id that no live
+ * sequence has without seq_start, a batch dim other than 1, in Triton's
+ * words), FS_EFULL (as many sequences live as the version keeps),
+ * FS_ENOMEM. Whether the version takes sequences; whether model input i
+ * is filled by the sequence batcher (a control or a state input); whether
+ * model output j is a state output; how many sequences are live. Cannot
+ * fail. */
+bool eng_served_sequences(const eng_served_t *s);
+bool eng_served_input_filled(const eng_served_t *s, size_t i);
+bool eng_served_output_state(const eng_served_t *s, size_t j);
+size_t eng_served_sequences_live(eng_served_t *s);
 
 /* Per (model, version) serving statistics, Triton's set. Counters only
  * grow; they survive rebuilds of the same version and unloads (they live

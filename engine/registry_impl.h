@@ -93,6 +93,9 @@ struct eng_served {
     size_t n_queued;
     unsigned n_workers;
     pthread_t *workers;
+    /* The sequence batcher (sequence.c), or NULL: made at load after the
+     * model, freed after the batcher stopped (served_seq_destroy). */
+    struct eng_seq *seq;
 };
 
 typedef struct reg_entry {
@@ -147,5 +150,25 @@ void served_batching_update_locked(eng_served_t *s);
  * of eng_served_submit_run may still be running on return (n_running > 0):
  * served_finish waits for it. Cannot fail. */
 void served_batcher_stop(eng_served_t *s, bool fail_queued);
+
+/* The batcher's own submit (eng_served_submit, or with `run`
+ * eng_served_submit_run), which does not look at sequences: the sequence
+ * batcher hands its requests to it. */
+int served_submit(eng_served_t *s, eng_request_t *req, bool run);
+
+/* sequence.c */
+
+typedef struct eng_seq eng_seq_t;
+/* s->seq for s->options.sequence (enabled), its controls and states
+ * checked against s->model, the state owner made in `host_cache`. 0, or
+ * FS_EINVAL / FS_ENOTSUP naming what does not fit, FS_ENOMEM; nothing made
+ * on error. */
+int served_seq_create(eng_served_t *s, alloc_cache_t *host_cache);
+/* Routes a sequence request (eng_served_submit's contract, registry.h). */
+int served_seq_submit(eng_served_t *s, eng_request_t *req, bool run);
+/* Frees every sequence and its state, once the batcher has stopped and
+ * every batch has ended; NULL s->seq is a no-op. 0, or FS_EBUSY naming
+ * the state owner when bytes are left (logged). */
+int served_seq_destroy(eng_served_t *s);
 
 #endif

@@ -154,6 +154,7 @@ static int model_options(void *user, const char *name, const char *model_dir,
     _Static_assert(CFG_MAX_PREFERRED == ENG_PREFERRED_MAX, "preferred sizes copy whole");
     out->n_preferred = mc.n_preferred;
     memcpy(out->preferred, mc.preferred, sizeof out->preferred);
+    out->sequence = mc.sequence;
     /* Auto: on the CPU one per HTTP thread, so that every HTTP thread can
      * run its own request's batch at once (eng_served_submit_run) instead
      * of queueing it for a worker and waiting to be resumed: one hand-off,

@@ -22,7 +22,8 @@
  *   wrong type is an error. An output's "class_count" (Triton's
  *   classification, whose results are BYTES) and the request's
  *   "sequence_id", "sequence_start" and "sequence_end" (Triton's sequence
- *   batching) are refused, not ignored. A tensor's "shared_memory_region"
+ *   batching) are read here and checked by the sequence batcher
+ *   (engine/sequence.c); a model without it refuses them. A tensor's "shared_memory_region"
  *   (Triton's system shared memory) is parsed here and resolved by
  *   infer.c against the registered regions (shm.c). */
 #include "server/codec.h"
@@ -653,6 +654,26 @@ static int version_parse(const cJSON *v, int64_t *out)
                   json_describe(v, val, sizeof val));
 }
 
+/* "sequence_id": an integer 0..2^53-1 (past it a double no longer holds
+ * every integer) or a string (Triton's two kinds of correlation id). */
+static int sequence_id_parse(const cJSON *p, srv_infer_request_t *r)
+{
+    free(r->seq_label);
+    r->seq_label = NULL;
+    r->seq_id = 0;
+    if (cJSON_IsString(p)) {
+        if (!(r->seq_label = strdup(p->valuestring)))
+            return fs_err(FS_ENOMEM, "out of host memory");
+        return 0;
+    }
+    if (!cJSON_IsNumber(p) || p->valuedouble < 0 || p->valuedouble > JSON_INT_MAX ||
+        p->valuedouble != (double)(uint64_t)p->valuedouble)
+        return fs_err(FS_EINVAL, "\"parameters\": \"sequence_id\" must be a string or an "
+                      "integer from 0 to 2^53-1 (JSON numbers past it are not exact)");
+    r->seq_id = (uint64_t)p->valuedouble;
+    return 0;
+}
+
 /* "id", "model", "version" and "parameters". */
 static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
 {
@@ -672,7 +693,8 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
     /* Every other key is read or refused, never ignored: Triton's request
      * timeout bounds the wait to start; its priority levels are not kept
      * (every request is level 0, which is accepted); its sequence batcher's
-     * keys name state kept between requests, which flatserve does not keep. */
+     * keys go to the model's sequence batcher, which refuses them when the
+     * model has none. */
     const cJSON *p;
     cJSON_ArrayForEach(p, params)
     {
@@ -689,12 +711,17 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
             if (!cJSON_IsNumber(p) || p->valuedouble != 0)
                 return fs_err(FS_EINVAL, "\"parameters\": \"priority\" levels are not supported "
                               "by flatserve (every request is level 0; 0 is accepted)");
-        } else if (strncmp(k, "sequence_", 9) == 0) {
-            return fs_err(FS_EINVAL, "\"parameters\": \"%.64s\" (Triton's sequence batching) is "
-                          "not supported by flatserve, which keeps no state between requests", k);
+        } else if (strcmp(k, "sequence_id") == 0) {
+            if ((rc = sequence_id_parse(p, r)) != 0)
+                return rc;
+        } else if (strcmp(k, "sequence_start") == 0 || strcmp(k, "sequence_end") == 0) {
+            if (!cJSON_IsBool(p))
+                return fs_err(FS_EINVAL, "\"parameters\": \"%s\" must be true or false", k);
+            *(k[9] == 's' ? &r->seq_start : &r->seq_end) = cJSON_IsTrue(p);
         } else {
             return fs_err(FS_EINVAL, "\"parameters\": \"%.64s\" is not a request parameter "
-                          "flatserve reads (binary_data_output, timeout, priority 0)", k);
+                          "flatserve reads (binary_data_output, timeout, priority 0, "
+                          "sequence_id, sequence_start, sequence_end)", k);
         }
     }
     return 0;
@@ -962,6 +989,7 @@ void srv_infer_request_free(srv_infer_request_t *r)
     free(r->outputs);
     free(r->id);
     free(r->model);
+    free(r->seq_label);
     free(r);
 }
 
@@ -982,6 +1010,12 @@ static const char *io_names(const eng_model_t *m, bool inputs, char *buf, size_t
 
 int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tensor_t *views)
 {
+    return srv_infer_bind_filled(r, m, NULL, views);
+}
+
+int srv_infer_bind_filled(const srv_infer_request_t *r, const eng_model_t *m, const bool *filled,
+                          eng_tensor_t *views)
+{
     size_t n = eng_model_n_inputs(m);
     char names[256];
     eng_io_info_t info;
@@ -995,6 +1029,9 @@ int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tenso
         if (k < 0 || eng_model_input(m, (size_t)k, &info) != 0)
             return fs_err(FS_EINVAL, "input '%s' is not an input of the model (it takes %s)",
                           in->name, io_names(m, true, names, sizeof names));
+        if (filled && filled[k])
+            return fs_err(FS_EINVAL, "input '%s' is filled by the server (a sequence_batching "
+                          "control or state input); the request must not give it", in->name);
         if (views[k].dtype != ENG_DT_UNDEFINED)
             return fs_err(FS_EINVAL, "input '%s' is given twice", in->name);
         int rc = eng_io_check(&info, NULL, &in->tensor, dtype_label);
@@ -1003,7 +1040,8 @@ int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tenso
         views[k] = in->tensor;
     }
     for (size_t k = 0; k < n; k++)
-        if (views[k].dtype == ENG_DT_UNDEFINED && eng_model_input(m, k, &info) == 0)
+        if (views[k].dtype == ENG_DT_UNDEFINED && !(filled && filled[k]) &&
+            eng_model_input(m, k, &info) == 0)
             return fs_err(FS_EINVAL, "the request lacks input '%s', which the model takes",
                           info.name);
     for (size_t j = 0; j < r->n_outputs; j++)

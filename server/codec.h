@@ -87,6 +87,12 @@ typedef struct srv_infer_request {
     bool binary_output;           /* "parameters": {"binary_data_output": true} */
     uint64_t timeout_us;          /* "parameters": {"timeout": N} (Triton's, microseconds to
                                    * start running); 0: none */
+    /* Triton's sequence batching: "parameters" sequence_id (a non-negative
+     * integer, into seq_id, or a string, into seq_label, owned),
+     * sequence_start, sequence_end (true or false). 0 and NULL: none. */
+    uint64_t seq_id;
+    char *seq_label;
+    bool seq_start, seq_end;
 } srv_infer_request_t;
 
 /* Parses a request body. header_len 0: the whole body is JSON; else the
@@ -122,6 +128,12 @@ int srv_infer_request_raw(const eng_model_t *m, const char *model_name, bool bat
  * "input 'x': expected FP32 [batch,64], got INT64 [1,64] (wrong dtype)");
  * also every requested output must be one of the model's. */
 int srv_infer_bind(const srv_infer_request_t *r, const eng_model_t *m, eng_tensor_t *views);
+/* The same where `filled` (NULL: none; else one per model input) marks the
+ * inputs the server fills (a sequence model's controls and state): a
+ * request must not give them (FS_EINVAL naming the input), and their views
+ * are left with dtype ENG_DT_UNDEFINED for the filler. */
+int srv_infer_bind_filled(const srv_infer_request_t *r, const eng_model_t *m, const bool *filled,
+                          eng_tensor_t *views);
 
 /* Encodes the response for `outputs` (the model's n outputs, in model
  * order) as `r` asked: all outputs or the requested ones, each in JSON or

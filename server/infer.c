@@ -58,7 +58,10 @@
  * outputs written to their regions once it completes (shm_http.c). A
  * version being replaced refuses with FS_ESTATE, and the request is then
  * submitted once more on the version that replaced it, so a reload under
- * load loses nothing. */
+ * load loses nothing. A request to a model with sequence batching carries
+ * its sequence_id / _start / _end to the engine's sequence batcher
+ * (engine/sequence.c), which fills the control and state inputs; the state
+ * outputs are not answered. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,8 +177,46 @@ void srv_infer_release(srv_req_t *r)
     job->served = NULL;
 }
 
+/* A sequence model's state outputs stay with the server (Triton answers
+ * only the config's outputs): asked for by name they are refused, and a
+ * request that names no output gets the others, listed for it. 0, or
+ * FS_EINVAL naming the output, or FS_ENOMEM. */
+static int sequence_outputs(srv_infer_job_t *job)
+{
+    const eng_model_t *m = eng_served_model(job->served);
+    srv_infer_request_t *r = job->request;
+    size_t n = eng_model_n_outputs(m), n_state = 0;
+    for (size_t j = 0; j < n; j++)
+        n_state += eng_served_output_state(job->served, j);
+    if (n_state == 0)
+        return 0;
+    for (size_t p = 0; p < r->n_outputs; p++) {
+        long j = eng_io_output_find(m, r->outputs[p].name);
+        if (j >= 0 && eng_served_output_state(job->served, (size_t)j))
+            return fs_err(FS_EINVAL, "output '%s' is a sequence state (sequence_batching.state "
+                          "output_name): the server keeps it for the next request and does not "
+                          "answer it", r->outputs[p].name);
+    }
+    if (r->n_outputs > 0)
+        return 0;
+    if (!(r->outputs = calloc(n - n_state ? n - n_state : 1, sizeof *r->outputs)))
+        return fs_err(FS_ENOMEM, "out of host memory");
+    for (size_t j = 0; j < n; j++) {
+        eng_io_info_t info;
+        if (eng_served_output_state(job->served, j) || eng_model_output(m, j, &info) != 0)
+            continue;
+        srv_infer_output_t *o = &r->outputs[r->n_outputs];
+        if (!(o->name = strdup(info.name)))
+            return fs_err(FS_ENOMEM, "out of host memory");
+        o->binary = r->binary_output;
+        r->n_outputs++;
+    }
+    return 0;
+}
+
 /* Views of the request's inputs in the order of job->served's model, as
- * job->ereq's inputs. 0, or FS_ENOMEM / srv_infer_bind's FS_EINVAL. */
+ * job->ereq's inputs (a sequence model's controls and state left for its
+ * sequence batcher). 0, or FS_ENOMEM / srv_infer_bind's FS_EINVAL. */
 static int bind_inputs(srv_infer_job_t *job)
 {
     const eng_model_t *m = eng_served_model(job->served);
@@ -186,7 +227,16 @@ static int bind_inputs(srv_infer_job_t *job)
         return fs_err(FS_ENOMEM, "out of host memory");
     job->ereq.inputs = job->views;
     job->ereq.n_inputs = n_in;
-    return srv_infer_bind(job->request, m, job->views);
+    if (!eng_served_sequences(job->served))
+        return srv_infer_bind(job->request, m, job->views);
+    bool *filled = calloc(n_in ? n_in : 1, sizeof *filled);
+    if (!filled)
+        return fs_err(FS_ENOMEM, "out of host memory");
+    for (size_t i = 0; i < n_in; i++)
+        filled[i] = eng_served_input_filled(job->served, i);
+    int rc = srv_infer_bind_filled(job->request, m, filled, job->views);
+    free(filled);
+    return rc == 0 ? sequence_outputs(job) : rc;
 }
 
 /* Submits the bound request; on FS_ESTATE (its version is being replaced
@@ -441,7 +491,11 @@ void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
     if (own && (!timeout || own < timeout))
         timeout = own;
     job->ereq = (eng_request_t){.deadline_ns = timeout ? fs_clock_now_ns() + timeout : 0,
-                                .done = on_infer_done, .user = r};
+                                .done = on_infer_done, .user = r,
+                                .seq_id = job->request->seq_id,
+                                .seq_label = job->request->seq_label,
+                                .seq_start = job->request->seq_start,
+                                .seq_end = job->request->seq_end};
     if ((rc = srv_shm_infer_inputs(r)) != 0 || (rc = bind_inputs(job)) != 0) {
         refuse(r, rc);
         return;

@@ -162,7 +162,7 @@ Test(triton_parse, a_field_outside_the_subset_is_named_with_file_line_and_column
                 "m/config.pbtxt: line 2, column 1", "no field named \"optimization\"",
                 "config/README.md");
     PARSE_FAILS("input [ { name: \"x\" optional: true } ]", FS_EPARSE, "\"optional\"");
-    PARSE_FAILS("sequence_batching { }", FS_EPARSE, "sequence_batching");
+    PARSE_FAILS("ensemble_scheduling { }", FS_EPARSE, "ensemble_scheduling");
     PARSE_FAILS("output [ { name: \"y\" label_filename: \"l.txt\" } ]", FS_EPARSE,
                 "label_filename");
 }
@@ -381,4 +381,105 @@ Test(triton_apply, parameters_set_flatserves_engine_keys_and_refuse_others)
                 "parameters.cuda_graphs");
     APPLY_FAILS("parameters { key: \"precision\" value: { string_value: \"fp8\" } }", FS_EINVAL,
                 "parameters.precision");
+}
+
+/* ---- sequence_batching ------------------------------------------------------------ */
+
+#define SEQ_IO "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n" \
+               "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+#define SEQ_CTL(name, kind, body) \
+    "{ name: \"" name "\" control [ { kind: " kind " " body " } ] }"
+
+Test(triton_sequence, reads_controls_states_and_the_oldest_strategy)
+{
+    cfg_model_t m = apply_ok(
+        "max_batch_size: 8\n" SEQ_IO
+        "sequence_batching {\n"
+        "  max_sequence_idle_microseconds: 5000000\n"
+        "  oldest { max_candidate_sequences: 16 preferred_batch_size: [ 4 ]\n"
+        "           max_queue_delay_microseconds: 100 }\n"
+        "  control_input [\n"
+        "    " SEQ_CTL("START", "CONTROL_SEQUENCE_START", "int32_false_true: [ 0, 1 ]") ",\n"
+        "    " SEQ_CTL("END", "CONTROL_SEQUENCE_END", "fp32_false_true: [ 0, 2.5 ]") ",\n"
+        "    " SEQ_CTL("READY", "CONTROL_SEQUENCE_READY", "bool_false_true: [ false, true ]") ",\n"
+        "    " SEQ_CTL("CORRID", "CONTROL_SEQUENCE_CORRID", "data_type: TYPE_UINT32") "\n"
+        "  ]\n"
+        "  state [ { input_name: \"S_IN\" output_name: \"S_OUT\" data_type: TYPE_FP32\n"
+        "            dims: [ 2, 3 ] } ]\n"
+        "}\n");
+    const eng_seq_options_t *o = &m.sequence;
+    cr_assert(o->enabled);
+    cr_expect_eq(o->idle_ns, 5000000000ull);
+    cr_expect_eq(o->max_sequences, 16);
+    cr_assert_eq(o->n_controls, 4);
+    cr_expect_str_eq(o->controls[0].input, "START");
+    cr_expect_eq(o->controls[0].kind, ENG_SEQ_START);
+    cr_expect_eq(o->controls[0].dtype, ENG_DT_INT32);
+    cr_expect_eq(o->controls[0].false_true[1], 1.0);
+    cr_expect_eq(o->controls[1].kind, ENG_SEQ_END);
+    cr_expect_eq(o->controls[1].dtype, ENG_DT_FLOAT);
+    cr_expect_eq(o->controls[1].false_true[1], 2.5);
+    cr_expect_eq(o->controls[2].dtype, ENG_DT_BOOL);
+    cr_expect_eq(o->controls[3].kind, ENG_SEQ_CORRID);
+    cr_expect_eq(o->controls[3].dtype, ENG_DT_UINT32);
+    cr_assert_eq(o->n_states, 1);
+    cr_expect_str_eq(o->states[0].input, "S_IN");
+    cr_expect_str_eq(o->states[0].output, "S_OUT");
+    cr_expect_eq(o->states[0].dtype, ENG_DT_FLOAT);
+    cr_expect_eq(o->states[0].rank, 2);
+    cr_expect_eq(o->states[0].dims[1], 3);
+    /* Sequences batch together under the oldest strategy's settings. */
+    cr_expect_eq(m.batching.max_batch_size, 8);
+    cr_expect_eq(m.batching.max_queue_delay_ns, 100000);
+    cr_expect_eq(m.n_preferred, 1);
+    cr_expect_eq(m.preferred[0], 4);
+}
+
+Test(triton_sequence, direct_is_the_default_and_no_message_means_no_sequences)
+{
+    cfg_model_t m = apply_ok("max_batch_size: 4\n" SEQ_IO "sequence_batching { }\n");
+    cr_expect(m.sequence.enabled);
+    cr_expect_eq(m.sequence.idle_ns, 0, "0: the engine's 1 s default");
+    cr_expect_eq(m.sequence.max_sequences, 0);
+    cr_expect_eq(m.batching.max_batch_size, 4);
+    cr_expect_eq(m.batching.max_queue_delay_ns, 0);
+    cfg_model_t n = apply_ok("max_batch_size: 4\n" SEQ_IO);
+    cr_expect(!n.sequence.enabled);
+}
+
+Test(triton_sequence, refuses_what_it_cannot_honour)
+{
+    PARSE_FAILS("sequence_batching { state [ { input_name: \"a\" output_name: \"b\" "
+                "data_type: TYPE_FP32 dims: [ 1 ] initial_state [ { zero_data: true } ] } ] }",
+                FS_EPARSE, "initial_state");
+    PARSE_FAILS("sequence_batching { iterative_sequence: true }", FS_EPARSE,
+                "iterative_sequence");
+    PARSE_FAILS("dynamic_batching { }\nsequence_batching { }", FS_EPARSE, "sequence_batching");
+    APPLY_FAILS("max_batch_size: 1\nsequence_batching { direct { minimum_slot_utilization: 0.5 } }",
+                FS_ENOTSUP, "minimum_slot_utilization");
+    APPLY_FAILS("sequence_batching { control_input [ " SEQ_CTL("C", "CONTROL_SEQUENCE_CORRID",
+                "data_type: TYPE_STRING") " ] }", FS_ENOTSUP, "'C'", "TYPE_STRING");
+    APPLY_FAILS("sequence_batching { control_input [ " SEQ_CTL("C", "CONTROL_SEQUENCE_CORRID",
+                "data_type: TYPE_FP32") " ] }", FS_EINVAL, "'C'", "TYPE_FP32");
+    APPLY_FAILS("sequence_batching { control_input [ " SEQ_CTL("S", "CONTROL_SEQUENCE_START",
+                "int32_false_true: [ 0, 1 ] fp32_false_true: [ 0, 1 ]") " ] }", FS_EINVAL,
+                "'S'", "exactly one of");
+    APPLY_FAILS("sequence_batching { control_input [ " SEQ_CTL("S", "CONTROL_SEQUENCE_START",
+                "") " ] }", FS_EINVAL, "'S'", "exactly one of");
+    APPLY_FAILS("sequence_batching { control_input [ " SEQ_CTL("S", "CONTROL_SEQUENCE_START",
+                "int32_false_true: [ 1 ]") " ] }", FS_EINVAL, "'S'", "1 false/true values");
+    APPLY_FAILS("sequence_batching { control_input [ " SEQ_CTL("S", "CONTROL_SEQUENCE_START",
+                "int32_false_true: [ 0, 1 ]") ", " SEQ_CTL("T", "CONTROL_SEQUENCE_START",
+                "int32_false_true: [ 0, 1 ]") " ] }", FS_EINVAL, "CONTROL_SEQUENCE_START",
+                "twice");
+    APPLY_FAILS("sequence_batching { control_input [ { name: \"S\" control [ "
+                "{ kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] }, "
+                "{ kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ] }",
+                FS_ENOTSUP, "'S'", "2 controls");
+    APPLY_FAILS("sequence_batching { state [ { input_name: \"a\" output_name: \"b\" "
+                "data_type: TYPE_FP32 dims: [ -1 ] } ] }", FS_ENOTSUP, "'a'", "dims[0]");
+    APPLY_FAILS("sequence_batching { state [ { input_name: \"a\" data_type: TYPE_FP32 } ] }",
+                FS_EINVAL, "output_name");
+    APPLY_FAILS("max_batch_size: 2\nsequence_batching { oldest { preferred_batch_size: [ 3 ] } }",
+                FS_EINVAL, "sequence_batching.oldest.preferred_batch_size 3");
 }

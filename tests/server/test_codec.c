@@ -450,9 +450,9 @@ Test(srv_codec, bad_requested_outputs_are_refused)
 
 /* What Triton's simple_http_shm_client sends: the region's parameters
  * are parsed (infer.c resolves them) and checked; what
- * simple_http_sequence_sync_infer_client sends is refused naming the
- * extension, never read as an ordinary request. */
-Test(srv_codec, shared_memory_parameters_are_parsed_and_sequence_ones_refused_by_name)
+ * simple_http_sequence_sync_infer_client sends is read for the sequence
+ * batcher (an id as a number or a string, the flags as booleans). */
+Test(srv_codec, shared_memory_and_sequence_parameters_are_parsed)
 {
     srv_infer_request_t *r =
         parse_ok("{\"inputs\":[{\"name\":\"x\",\"shape\":[1,16],\"datatype\":\"INT32\","
@@ -513,14 +513,23 @@ Test(srv_codec, shared_memory_parameters_are_parsed_and_sequence_ones_refused_by
              "{%s,\"outputs\":[{\"name\":\"y\",\"parameters\":{\"shared_memory_byte_size\":64}}]}",
              in);
     parse_fails(json, FS_EINVAL, "output 'y': \"shared_memory_byte_size\" is given without");
-    static const char *const keys[] = {"sequence_id", "sequence_start", "sequence_end"};
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(json, sizeof json, "{\"parameters\":{\"%s\":1},%s}", keys[i], in);
-        char want[96];
-        snprintf(want, sizeof want, "\"%s\" (Triton's sequence batching) is not supported",
-                 keys[i]);
-        parse_fails(json, FS_EINVAL, want);
-    }
+    snprintf(json, sizeof json, "{\"parameters\":{\"sequence_id\":1000,\"sequence_start\":true,"
+             "\"sequence_end\":false},%s}", in);
+    r = parse_ok(json);
+    cr_expect_eq(r->seq_id, 1000);
+    cr_expect_null(r->seq_label);
+    cr_expect(r->seq_start && !r->seq_end);
+    srv_infer_request_free(r);
+    snprintf(json, sizeof json, "{\"parameters\":{\"sequence_id\":\"a-b\",\"sequence_end\":true},"
+             "%s}", in);
+    r = parse_ok(json);
+    cr_expect_str_eq(r->seq_label, "a-b");
+    cr_expect(r->seq_end && !r->seq_start);
+    srv_infer_request_free(r);
+    snprintf(json, sizeof json, "{\"parameters\":{\"sequence_end\":1},%s}", in);
+    parse_fails(json, FS_EINVAL, "\"sequence_end\" must be true or false");
+    snprintf(json, sizeof json, "{\"parameters\":{\"sequence_id\":1.5},%s}", in);
+    parse_fails(json, FS_EINVAL, "\"sequence_id\" must be a string or an integer");
     /* Triton's other request parameters: timeout is read, priority 0 is
      * accepted and any other level refused, an unknown key is refused. */
     snprintf(json, sizeof json, "{\"parameters\":{\"timeout\":2500,\"priority\":0},%s}", in);

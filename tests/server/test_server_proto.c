@@ -609,8 +609,8 @@ Test(srv_proto, a_loads_config_is_the_models_configuration_until_a_load_without_
     http_expect_error(&r, 400, "failed to load 'mlp': load parameter \"config\": not a ModelConfig "
                           "in JSON");
     r = http_post(f.port, load, "{\"parameters\": {\"config\": "
-                                "\"{\\\"sequence_batching\\\": {}}\"}}");
-    http_expect_error(&r, 400, "sequence_batching");
+                                "\"{\\\"model_warmup\\\": []}\"}}");
+    http_expect_error(&r, 400, "model_warmup");
     r = http_post(f.port, load, "{\"parameters\": {\"config\": \"{\\\"name\\\": \\\"cnn\\\"}\"}}");
     http_expect_error(&r, 400, "failed to load 'mlp'");
     cr_expect_eq(config_max_batch(&f, "mlp"), 3, "the override before is kept");

@@ -15,9 +15,13 @@ image models, which need a download, are left out):
   simple_identity          TYPE_STRING identity (Triton's is a python model)
   simple_sequence, simple_dyna_sequence, simple_string_dyna_sequence
                            sequence_batching models: their configs as
-                           Triton's; the ONNX model is a stand-in that
-                           answers INPUT (Triton's accumulates over a
-                           sequence, which needs a sequence batcher)
+                           Triton's; the ONNX models take the control
+                           tensors the sequence batcher fills and answer
+                           what simple_http_sequence_sync_infer_client.py
+                           checks: (INPUT + START) * READY, and for the
+                           dyna model + END * CORRID (the id added on the
+                           last request). simple_string_dyna_sequence is a
+                           custom backend's config alone (it does not load)
 OUT_DIR/http_test: the identity models that L0_http/test.sh copies for
 http_test.py (qa_identity_model_repository's onnx_zero_* and the
 simple_identity pair), each an ONNX Identity per input.
@@ -125,8 +129,8 @@ def control(name, kind, body):
 def sequence_model(repo, name, dyna, corrid_type="TYPE_UINT64", backend=None):
     """A sequence model's config as Triton's example writes it. The ONNX
     model takes the control tensors as inputs, as the sequence batcher
-    feeds them, and answers INPUT (a stand-in: the accumulator Triton's
-    example keeps needs the batcher's per-sequence state)."""
+    feeds them: OUTPUT = (INPUT + START [+ END * CORRID]) * READY, what the
+    example client expects of Triton's models."""
     controls = [control("START", "CONTROL_SEQUENCE_START", "int32_false_true: [ 0, 1 ]")]
     if dyna:
         controls.append(control("END", "CONTROL_SEQUENCE_END", "int32_false_true: [ 0, 1 ]"))
@@ -146,7 +150,14 @@ def sequence_model(repo, name, dyna, corrid_type="TYPE_UINT64", backend=None):
     ctl = [("START", "TYPE_INT32", [None, 1]), ("READY", "TYPE_INT32", [None, 1])]
     if dyna:
         ctl += [("END", "TYPE_INT32", [None, 1]), ("CORRID", "TYPE_UINT64", [None, 1])]
-    nodes = [helper.make_node("Identity", ["INPUT"], ["OUTPUT"])]
+    nodes = [helper.make_node("Add", ["INPUT", "START"], ["SUM"])]
+    total = "SUM"
+    if dyna:
+        nodes += [helper.make_node("Cast", ["CORRID"], ["CORRID32"], to=TensorProto.INT32),
+                  helper.make_node("Mul", ["END", "CORRID32"], ["LAST"]),
+                  helper.make_node("Add", ["SUM", "LAST"], ["TOTAL"])]
+        total = "TOTAL"
+    nodes.append(helper.make_node("Mul", [total, "READY"], ["OUTPUT"]))
     save_model(repo, name, nodes, [("INPUT", "TYPE_INT32", [None, 1])] + ctl,
                [("OUTPUT", "TYPE_INT32", [None, 1])])
 

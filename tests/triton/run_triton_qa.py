@@ -16,7 +16,7 @@ python3-requests) and onnx for the models (make_repos.py).
 The servers run as L0_http/test.sh runs Triton's, on localhost:8000 (the
 tests hard-code it; the run stops at once if the port is taken):
   A  the examples repository, model control none, --exit-on-error=false
-     (its string and sequence models do not load in flatserve): the
+     (its string models and the custom-backend sequence model do not load): the
      simple_http_* clients, reuse_infer_objects_client.py, the base-path
      check, python_http_aio_test.py;
   B  the same repository, explicit model control: simple_http_model_control.py;
@@ -52,7 +52,6 @@ BYTES = "BYTES/string model"
 SHM = "CUDA shared memory not supported"
 MISSING = "client dependency missing"
 TRACE = "trace not claimed"
-SEQ = "sequence batching not claimed"
 WORDING = "error wording"
 NAME = "server name"
 
@@ -73,8 +72,6 @@ EXPECTED = {
               "flatserve would refuse its register with 400 naming CUDA shared memory"),
     ("examples", "simple_http_string_infer_client.py"):
         (BYTES, "simple_string does not load: TYPE_STRING"),
-    ("examples", "simple_http_sequence_sync_infer_client.py"):
-        (SEQ, "simple_sequence does not load: sequence_batching"),
     ("examples", "reuse_infer_objects_client.py"):
         (MISSING, "imports tritonclient.grpc, whose generated stubs a source tree lacks"),
     ("python_http_aio_test.py", "test_get_server_metadata"): (NAME, "expects 'triton'"),
