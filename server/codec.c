@@ -18,6 +18,10 @@
  * - Float inputs also take the strings "NaN", "Infinity" and "-Infinity",
  *   the forms the encoder writes, so a response's data can be sent back.
  * - Binary BOOL bytes must be 0 or 1.
+ * - BYTES (strings): JSON "data" holds strings only; binary data, raw
+ *   requests and shared memory hold Triton's serialized elements (a 4-byte
+ *   little-endian length, then the bytes), checked to the last byte
+ *   (codec_bytes.c).
  * - Extra keys are ignored, as the protocol allows; a known key of the
  *   wrong type is an error. An output's "class_count" (Triton's
  *   classification, whose results are BYTES) and the request's
@@ -36,6 +40,7 @@
 #include "common/error.h"
 #include "common/numtext.h"
 #include "engine/half.h"
+#include "server/codec_bytes.h"
 #include "server/codec_impl.h"
 #include "server/codec_lift.h"
 
@@ -52,7 +57,7 @@ static const struct {
     {"UINT32", ENG_DT_UINT32}, {"UINT64", ENG_DT_UINT64}, {"INT8", ENG_DT_INT8},
     {"INT16", ENG_DT_INT16},   {"INT32", ENG_DT_INT32},   {"INT64", ENG_DT_INT64},
     {"FP16", ENG_DT_FLOAT16},  {"BF16", ENG_DT_BFLOAT16}, {"FP32", ENG_DT_FLOAT},
-    {"FP64", ENG_DT_DOUBLE},
+    {"FP64", ENG_DT_DOUBLE},   {"BYTES", ENG_DT_STRING},
 };
 
 #define N_DATATYPES (sizeof datatypes / sizeof datatypes[0])
@@ -75,11 +80,9 @@ int srv_datatype_parse(const char *name, eng_dtype_t *out)
             return 0;
         }
     }
-    if (strcmp(name, "BYTES") == 0)
-        return fs_err(FS_EINVAL, "datatype \"BYTES\" is not supported (string tensors)");
     return fs_err(FS_EINVAL,
                   "unknown datatype \"%.64s\" (expected BOOL, UINT8, UINT16, UINT32, UINT64, "
-                  "INT8, INT16, INT32, INT64, FP16, BF16, FP32 or FP64)",
+                  "INT8, INT16, INT32, INT64, FP16, BF16, FP32, FP64 or BYTES)",
                   name);
 }
 
@@ -377,6 +380,26 @@ static int shape_parse(const cJSON *js, const char *label, eng_shape_t *shape)
     return 0;
 }
 
+/* A BYTES input's data from the next binary_data_size bytes of the
+ * section, in Triton's serialized layout (codec_bytes.h), decoded into a
+ * block the tensor owns. 0, or FS_EINVAL / FS_ENOMEM naming `label`. */
+static int input_binary_bytes(const char *label, const cJSON *size, srv_binary_section_t *bin,
+                              eng_tensor_t *t)
+{
+    double n = json_count(size);
+    char val[64];
+    if (n < 0)
+        return fs_err(FS_EINVAL, "%s: \"binary_data_size\" is %s, not a non-negative integer",
+                      label, json_describe(size, val, sizeof val));
+    if (n > (double)(bin->len - bin->used))
+        return fs_err(FS_EINVAL, "%s: binary_data_size is %.0f but only %zu bytes of binary data "
+                      "are left", label, n, bin->len - bin->used);
+    int rc = srv_bytes_decode(label, bin->data + bin->used, (size_t)n, t);
+    if (rc == 0)
+        bin->used += (size_t)n;
+    return rc;
+}
+
 /* in->tensor's data from the next `bytes` of the binary section: a view of
  * them (*borrowed set) where they start SRV_BINARY_VIEW_ALIGN-aligned. */
 static int input_binary(const char *label, const cJSON *size, size_t bytes,
@@ -444,6 +467,11 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
     /* The lift blanks the array it reads; one with members is not it. */
     if (lifted && data->child)
         lifted = NULL;
+    /* A lifted array held only numbers: no string for a BYTES input. */
+    if (lifted && t->dtype == ENG_DT_STRING && lifted->n > 0)
+        return fs_err(FS_EINVAL, "%s: BYTES element 0 is a number, not a string", label);
+    if (t->dtype == ENG_DT_STRING)
+        lifted = NULL;
     if (lifted)
         form.leaves = lifted->n;
     else
@@ -457,6 +485,8 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
         return fs_err(FS_EINVAL, "%s: \"data\" is nested unevenly (arrays at one depth differ "
                       "in length, or values sit at different depths): send it flat, or nested "
                       "as one regular array", label);
+    if (t->dtype == ENG_DT_STRING)
+        return srv_bytes_json_decode(label, data, numel, t);
     size_t bytes = numel * eng_dtype_size(t->dtype);
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data)
@@ -522,7 +552,8 @@ static int shm_params(const cJSON *params, const char *label, srv_infer_shm_t *s
 /* An input in a shared memory region (in->shm parsed): its tensor
  * without data, which infer.c reads from the region. 0, or FS_EINVAL
  * (also "data" or "binary_data_size", or a byte size other than the
- * tensor's) / FS_ENOMEM, with in->shm freed. */
+ * tensor's; a BYTES tensor's size is its serialized size, checked as the
+ * region is decoded) / FS_ENOMEM, with in->shm freed. */
 static int input_shm(const char *label, const cJSON *data, const cJSON *size, size_t bytes,
                      const char *name, eng_tensor_t t, srv_infer_input_t *in)
 {
@@ -531,7 +562,7 @@ static int input_shm(const char *label, const cJSON *data, const cJSON *size, si
     if (data || size)
         rc = fs_err(FS_EINVAL, "%s: has \"shared_memory_region\" and \"%s\"; give one",
                     label, data ? "data" : "binary_data_size");
-    else if (in->shm.byte_size != bytes)
+    else if (t.dtype != ENG_DT_STRING && in->shm.byte_size != bytes)
         rc = fs_err(FS_EINVAL, "%s: shared_memory_byte_size is %llu but shape %s of %s takes "
                     "%zu bytes", label, (unsigned long long)in->shm.byte_size,
                     eng_shape_format(&t.shape, shape, sizeof shape),
@@ -599,8 +630,10 @@ static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
     if (!data && !size)
         return fs_err(FS_EINVAL,
                       "%s: needs \"data\" or \"parameters\": {\"binary_data_size\": N}", label);
-    rc = data ? input_json(label, data, lifted, (size_t)numel, &t)
-              : input_binary(label, size, (size_t)numel * esize, bin, &t, &in->borrowed);
+    rc = data                          ? input_json(label, data, lifted, (size_t)numel, &t)
+         : t.dtype == ENG_DT_STRING ? input_binary_bytes(label, size, bin, &t)
+                                       : input_binary(label, size, (size_t)numel * esize, bin, &t,
+                                                      &in->borrowed);
     if (rc)
         return rc;
     in->name = strdup(name->valuestring);
