@@ -457,7 +457,7 @@ int srv_codec_binary_take(const char *label, double n, size_t bytes, srv_binary_
 /* The input's "data": the cJSON array, or when `lifted` its numbers read
  * off the text (the array in the tree is then empty). */
 static int input_json(const char *label, const cJSON *data, const srv_lifted_t *lifted,
-                      size_t numel, eng_tensor_t *t)
+                      size_t numel, bool nul_mapped, eng_tensor_t *t)
 {
     if (!cJSON_IsArray(data))
         return fs_err(FS_EINVAL, "%s: \"data\" must be an array", label);
@@ -486,7 +486,7 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
                       "in length, or values sit at different depths): send it flat, or nested "
                       "as one regular array", label);
     if (t->dtype == ENG_DT_STRING)
-        return srv_bytes_json_decode(label, data, numel, t);
+        return srv_bytes_json_decode(label, data, numel, nul_mapped, t);
     size_t bytes = numel * eng_dtype_size(t->dtype);
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data)
@@ -582,7 +582,7 @@ static int input_shm(const char *label, const cJSON *data, const cJSON *size, si
 /* Input `idx` of "inputs" into *in (name and data owned by it); `lifted`:
  * its "data" numbers when the lift read them (NULL otherwise). */
 static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
-                       srv_binary_section_t *bin, srv_infer_input_t *in)
+                       srv_binary_section_t *bin, bool nul_mapped, srv_infer_input_t *in)
 {
     char label[96];
     snprintf(label, sizeof label, "input %zu", idx);
@@ -630,7 +630,7 @@ static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
     if (!data && !size)
         return fs_err(FS_EINVAL,
                       "%s: needs \"data\" or \"parameters\": {\"binary_data_size\": N}", label);
-    rc = data                          ? input_json(label, data, lifted, (size_t)numel, &t)
+    rc = data ? input_json(label, data, lifted, (size_t)numel, nul_mapped, &t)
          : t.dtype == ENG_DT_STRING ? input_binary_bytes(label, size, bin, &t)
                                        : input_binary(label, size, (size_t)numel * esize, bin, &t,
                                                       &in->borrowed);
@@ -734,6 +734,7 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
 }
 
 static int request_parse_inputs(const cJSON *root, const srv_lift_t *lift, srv_binary_section_t *bin,
+                                bool nul_mapped,
                                 srv_infer_request_t *r)
 {
     const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
@@ -748,7 +749,7 @@ static int request_parse_inputs(const cJSON *root, const srv_lift_t *lift, srv_b
     const cJSON *in;
     cJSON_ArrayForEach(in, inputs)
     {
-        int rc = input_parse(in, r->n_inputs, srv_lift_input(lift, r->n_inputs), bin,
+        int rc = input_parse(in, r->n_inputs, srv_lift_input(lift, r->n_inputs), bin, nul_mapped,
                              &r->inputs[r->n_inputs]);
         if (rc)
             return rc;
@@ -880,6 +881,75 @@ static size_t nul_escape_at(const char *text, size_t len, bool *bad_hex)
     return len;
 }
 
+/* BYTES data may hold NUL (Triton's clients send "\u0000"), which cJSON
+ * cannot return: its strings end at the first NUL. So a text holding such
+ * escapes is parsed from a copy where each becomes the byte
+ * SRV_BYTES_NUL_STANDIN (0xFF, which no UTF-8 text holds: a text holding
+ * it raw is refused), which the BYTES decoder turns back into NUL
+ * (codec_bytes.h), and every other string of the tree is checked to hold
+ * none (json_standin_check). 0 with *out NULL (no such escape: parse the
+ * text as it is) or a malloc'ed copy of *out_len bytes, or FS_EINVAL /
+ * FS_ENOMEM. */
+static int nul_escapes_map(const char *text, size_t len, char **out, size_t *out_len)
+{
+    *out = NULL;
+    bool bad_hex = false;
+    size_t esc = nul_escape_at(text, len, &bad_hex);
+    if (esc == len || bad_hex)
+        return 0; /* json_parse words a bad escape */
+    if (memchr(text, SRV_BYTES_NUL_STANDIN, len))
+        return fs_err(FS_EPARSE, "the request is not valid JSON: it holds the byte 0xFF, which "
+                      "UTF-8 text never does");
+    char *m = malloc(len);
+    if (!m)
+        return fs_err(FS_ENOMEM, "cannot copy a %zu-byte request", len);
+    size_t from = 0, to = 0;
+    while (esc < len && !bad_hex) {
+        memcpy(m + to, text + from, esc - from);
+        to += esc - from;
+        m[to++] = (char)SRV_BYTES_NUL_STANDIN;
+        from = esc + 6;
+        esc = from + nul_escape_at(text + from, len - from, &bad_hex);
+    }
+    memcpy(m + to, text + from, len - from);
+    *out = m;
+    *out_len = to + len - from;
+    return 0;
+}
+
+/* Whether `data` is the "data" of an element of "inputs" whose datatype is
+ * BYTES: where a NUL stand-in belongs. */
+static bool json_is_bytes_data(const cJSON *v, const cJSON *parent, const cJSON *grand)
+{
+    if (!v->string || strcmp(v->string, "data") != 0 || !parent || !grand || !grand->string ||
+        strcmp(grand->string, "inputs") != 0)
+        return false;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(parent, "datatype");
+    return cJSON_IsString(dt) && strcmp(dt->valuestring, "BYTES") == 0;
+}
+
+/* FS_EINVAL when a key or string outside BYTES data holds the NUL stand-in
+ * (a \u0000 in a name, an id, a parameter); cJSON's nesting limit bounds
+ * the recursion. */
+static int json_standin_check(const cJSON *v, const cJSON *parent, const cJSON *grand)
+{
+    if ((v->string && strchr(v->string, SRV_BYTES_NUL_STANDIN)) ||
+        (cJSON_IsString(v) && strchr(v->valuestring, SRV_BYTES_NUL_STANDIN)))
+        return fs_err(FS_EINVAL, "the request holds \\u0000 in \"%.32s\": no name, id or "
+                      "parameter may hold a NUL (only BYTES data may)",
+                      v->string ? v->string : "");
+    if (json_is_bytes_data(v, parent, grand))
+        return 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, v)
+    {
+        int rc = json_standin_check(c, v, parent);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* The JSON text, or FS_EPARSE saying where it stopped. */
 static int json_parse(const char *text, size_t len, cJSON **out)
 {
@@ -946,13 +1016,28 @@ int srv_infer_request_parse_tree(const void *body, size_t len, size_t header_len
      * written, from the original. */
     srv_lift_t lift;
     srv_lift_data(body, json_len, &lift);
-    int rc = json_parse(lift.text ? lift.text : body, json_len, &root);
+    char *mapped = NULL;
+    size_t mapped_len = 0;
+    const char *text = lift.text ? lift.text : body;
+    int rc = nul_escapes_map(text, json_len, &mapped, &mapped_len);
+    if (rc == 0)
+        rc = json_parse(mapped ? mapped : text, mapped ? mapped_len : json_len, &root);
     if (rc && lift.text) {
         srv_lift_free(&lift);
-        rc = json_parse(body, json_len, &root);
+        free(mapped);
+        rc = nul_escapes_map(body, json_len, &mapped, &mapped_len);
+        if (rc == 0)
+            rc = json_parse(mapped ? mapped : body, mapped ? mapped_len : json_len, &root);
     }
-    if (rc)
+    bool nul_mapped = mapped != NULL;
+    free(mapped);
+    if (rc == 0 && nul_mapped)
+        rc = json_standin_check(root, NULL, NULL);
+    if (rc) {
+        srv_lift_free(&lift);
+        cJSON_Delete(root);
         return rc;
+    }
     if (!cJSON_IsObject(root)) {
         rc = fs_err(FS_EINVAL, "the request must be a JSON object");
         goto fail;
@@ -963,7 +1048,7 @@ int srv_infer_request_parse_tree(const void *body, size_t len, size_t header_len
         goto fail;
     }
     r->version = -1;
-    if ((rc = request_parse_header(root, r)) || (rc = request_parse_inputs(root, &lift, &bin, r)) ||
+    if ((rc = request_parse_header(root, r)) || (rc = request_parse_inputs(root, &lift, &bin, nul_mapped, r)) ||
         (rc = request_parse_outputs(root, r)))
         goto fail;
     srv_lift_free(&lift);

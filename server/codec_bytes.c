@@ -79,7 +79,17 @@ typedef struct json_walk {
     size_t i, tail;
     eng_string_t *r;      /* NULL on the counting pass */
     char *tp;
+    bool nul_mapped;      /* SRV_BYTES_NUL_STANDIN stands for NUL */
 } json_walk_t;
+
+/* n bytes of src to dst, the NUL stand-in back to NUL when mapped. */
+static void string_copy(char *dst, const char *src, size_t n, bool nul_mapped)
+{
+    memcpy(dst, src, n);
+    for (size_t i = 0; nul_mapped && i < n; i++)
+        if ((unsigned char)dst[i] == SRV_BYTES_NUL_STANDIN)
+            dst[i] = '\0';
+}
 
 static int json_walk(json_walk_t *w, const cJSON *v)
 {
@@ -107,17 +117,19 @@ static int json_walk(json_walk_t *w, const cJSON *v)
         return 0;
     }
     memset(&w->r[i], 0, sizeof w->r[i]);
+    w->r[i].len = n;
     if (n > ENG_STRING_INLINE) {
-        memcpy(w->tp, v->valuestring, n);
-        eng_string_set(&w->r[i], w->tp, n);
+        string_copy(w->tp, v->valuestring, n, w->nul_mapped);
+        w->r[i].u.ptr = w->tp;
         w->tp += n;
     } else {
-        eng_string_set(&w->r[i], v->valuestring, n);
+        string_copy(w->r[i].u.bytes, v->valuestring, n, w->nul_mapped);
     }
     return 0;
 }
 
-int srv_bytes_json_decode(const char *label, const cJSON *data, size_t numel, eng_tensor_t *t)
+int srv_bytes_json_decode(const char *label, const cJSON *data, size_t numel, bool nul_mapped,
+                          eng_tensor_t *t)
 {
     json_walk_t w = {.label = label};
     int rc = json_walk(&w, data);
@@ -129,7 +141,7 @@ int srv_bytes_json_decode(const char *label, const cJSON *data, size_t numel, en
     eng_string_t *r;
     if ((rc = records_alloc(label, numel, w.tail, &r)))
         return rc;
-    w = (json_walk_t){.label = label, .r = r, .tp = (char *)(r + numel)};
+    w = (json_walk_t){.label = label, .r = r, .tp = (char *)(r + numel), .nul_mapped = nul_mapped};
     json_walk(&w, data); /* cannot fail: the first pass saw every leaf */
     t->data = r;
     return 0;

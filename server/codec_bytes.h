@@ -15,6 +15,7 @@
 #ifndef FS_SERVER_CODEC_BYTES_H
 #define FS_SERVER_CODEC_BYTES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,11 +35,17 @@ extern "C" {
  * t->data is untouched on error. */
 int srv_bytes_decode(const char *label, const uint8_t *src, size_t len, eng_tensor_t *t);
 
+/* The byte codec.c puts in a JSON text's copy for each \u0000 escape, so
+ * that cJSON keeps the strings whole (0xFF: never in UTF-8 text). */
+#define SRV_BYTES_NUL_STANDIN 0xFF
+
 /* t->data from a JSON "data" array of numel strings, nested or flat (the
- * caller checked the count and the nesting). 0, or FS_EINVAL naming the
- * first leaf that is not a string (its index) / FS_ENOMEM; t->data is
- * untouched on error. */
-int srv_bytes_json_decode(const char *label, const cJSON *data, size_t numel, eng_tensor_t *t);
+ * caller checked the nesting). nul_mapped: the text was parsed with
+ * SRV_BYTES_NUL_STANDIN for \u0000, which becomes NUL again. 0, or
+ * FS_EINVAL naming the first leaf that is not a string (its index) or a
+ * count other than numel / FS_ENOMEM; t->data is untouched on error. */
+int srv_bytes_json_decode(const char *label, const cJSON *data, size_t numel, bool nul_mapped,
+                          eng_tensor_t *t);
 
 /* The serialized size of string tensor t; SIZE_MAX when it has none (an
  * element of 4 GiB or more, or past memory). Cannot fail. */
