@@ -1245,7 +1245,7 @@ Test(srv_codec, an_escaped_nul_is_refused_and_an_escaped_backslash_before_u0000_
 {
     parse_fails("{\"id\":\"a\\u0000b\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
                 "\"shape\":[1],\"data\":[1]}]}",
-                FS_EINVAL, "holds \\u0000 at byte 8");
+                FS_EINVAL, "holds \\u0000 in \"id\"");
     parse_fails("{\"inputs\":[{\"name\":\"x\\\\\\u0000\",\"datatype\":\"FP32\",\"shape\":[1],"
                 "\"data\":[1]}]}",
                 FS_EINVAL, "holds \\u0000");

@@ -799,7 +799,7 @@ static const hostile_t catalogue[] = {
     {"a raw NUL byte", H_REQUEST, INFER, NUL_BODY, .body_len = sizeof NUL_BODY - 1,
      .status = 400, .needle = "NUL byte at byte 8"},
     {"an escaped NUL in the id", H_REQUEST, INFER, WITH_MEMBERS("\"id\":\"a\\u0000b\""),
-     .status = 400, .needle = "\\u0000 at byte"},
+     .status = 400, .needle = "\\u0000 in \"id\""},
     {"a lone surrogate in the id", H_REQUEST, INFER, WITH_MEMBERS("\"id\":\"\\ud800\""),
      .status = 400, .needle = "not valid JSON"},
     {"\\u and no hex digits in the id", H_REQUEST, INFER, WITH_MEMBERS("\"id\":\"a\\uZZZZb\""),
