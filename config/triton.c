@@ -35,7 +35,7 @@ int cfg_triton_dtype_to_eng(int dtype)
         [CFG_TRITON_TYPE_INT16] = ENG_DT_INT16,   [CFG_TRITON_TYPE_INT32] = ENG_DT_INT32,
         [CFG_TRITON_TYPE_INT64] = ENG_DT_INT64,   [CFG_TRITON_TYPE_FP16] = ENG_DT_FLOAT16,
         [CFG_TRITON_TYPE_FP32] = ENG_DT_FLOAT,    [CFG_TRITON_TYPE_FP64] = ENG_DT_DOUBLE,
-        [CFG_TRITON_TYPE_BF16] = ENG_DT_BFLOAT16,
+        [CFG_TRITON_TYPE_BF16] = ENG_DT_BFLOAT16, [CFG_TRITON_TYPE_STRING] = ENG_DT_STRING,
     };
     if (dtype <= 0 || (size_t)dtype >= CFG_N_OF(map) || map[dtype] == 0)
         return -1;
@@ -71,8 +71,7 @@ static int io_check(const cfg_triton_io_t *list, size_t n, const char *origin, c
             if (strcmp(list[j].name, io->name) == 0)
                 return fs_err(FS_EINVAL, "%s: %s '%s' is listed twice", origin, what, io->name);
         if (cfg_triton_dtype_to_eng(io->data_type) < 0)
-            return fs_err(io->data_type == CFG_TRITON_TYPE_STRING ? FS_ENOTSUP : FS_EINVAL,
-                          "%s: %s '%s': data_type %s is not served by flatserve", origin, what,
+            return fs_err(FS_EINVAL, "%s: %s '%s': data_type %s is not served by flatserve", origin, what,
                           io->name, cfg_triton_dtype_name(io->data_type));
         for (size_t d = 0; d < io->n_dims; d++)
             if (io->dims[d] < -1 || io->dims[d] == 0)

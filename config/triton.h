@@ -48,7 +48,7 @@ typedef enum cfg_triton_dtype {
 /* "TYPE_FP32" for a DataType number, "TYPE_INVALID" for any other. */
 const char *cfg_triton_dtype_name(int dtype);
 /* The engine's dtype of a DataType, or -1 when flatserve has none
- * (TYPE_STRING, TYPE_INVALID). */
+ * (TYPE_INVALID). TYPE_STRING is the engine's string (BYTES). */
 int cfg_triton_dtype_to_eng(int dtype);
 
 typedef struct cfg_triton_io {

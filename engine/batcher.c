@@ -450,14 +450,19 @@ static int request_split(const eng_served_t *s, eng_request_t *req, eng_tensor_t
     for (size_t j = 0; j < s->n_outputs; j++) {
         eng_shape_t shape = outs[j]->shape;
         shape.dims[0] = (int64_t)rows;
-        int rc = eng_tensor_alloc_host(outs[j]->dtype, &shape, &mine[j]);
+        size_t row_bytes = eng_tensor_bytes(outs[j]) / total;
+        const char *from = (const char *)outs[j]->data + at * row_bytes;
+        /* Strings are packed with their bytes: the batch's tensor, which
+         * holds the long ones, is freed once every request has its rows. */
+        int rc = outs[j]->dtype == ENG_DT_STRING
+                     ? eng_tensor_pack_strings(&shape, (const eng_string_t *)from, &mine[j])
+                     : eng_tensor_alloc_host(outs[j]->dtype, &shape, &mine[j]);
         if (rc != 0) {
             eng_request_free_outputs(req);
             return rc;
         }
-        size_t row_bytes = eng_tensor_bytes(outs[j]) / total;
-        if (rows)
-            memcpy(mine[j]->data, (const char *)outs[j]->data + at * row_bytes, rows * row_bytes);
+        if (rows && outs[j]->dtype != ENG_DT_STRING)
+            memcpy(mine[j]->data, from, rows * row_bytes);
     }
     return 0;
 }

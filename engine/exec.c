@@ -178,14 +178,23 @@ static int copy_outputs(const eng_plan_t *p, const eng_tensor_t *t, const void *
     const eng_graph_t *g = p->graph;
     int rc = 0;
     size_t j = 0;
-    for (; j < g->n_outputs && rc == 0; j++)
-        rc = output_alloc(p, &t[g->outputs[j]], !host[j], &outputs[j]);
+    for (; j < g->n_outputs && rc == 0; j++) {
+        const eng_tensor_t *src = &t[g->outputs[j]];
+        /* A string output is packed with the bytes its records point to, so
+         * that it owns them past the run, the request's inputs and the
+         * model (strings are host-only: engine/tensor.h). */
+        if (src->dtype == ENG_DT_STRING)
+            rc = eng_tensor_pack_strings(&src->shape, host[j] ? host[j] : src->data,
+                                         &outputs[j]);
+        else
+            rc = output_alloc(p, src, !host[j], &outputs[j]);
+    }
     size_t n_alloc = rc == 0 ? j : j - 1;
     bool queued = false;
     for (j = 0; j < g->n_outputs && rc == 0; j++) {
         const eng_tensor_t *src = &t[g->outputs[j]];
         size_t bytes = eng_tensor_bytes(src);
-        if (!bytes)
+        if (!bytes || src->dtype == ENG_DT_STRING)
             continue;
         if (host[j]) {
             memcpy(outputs[j]->data, host[j], bytes);

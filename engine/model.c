@@ -122,6 +122,34 @@ static bool provider_on_device(const char *pv, const char *dev)
     return false;
 }
 
+/* Strings are host-only (engine/tensor.h): on a device that computes in
+ * its own memory, FS_ENOTSUP naming the first string value, or the first
+ * node that makes one (a Cast to string). A string value comes only from
+ * a declared input or value, a constant (the loader refuses string
+ * constants) or a Cast, so these two checks see every one. 0 on a host
+ * device. */
+static int check_no_strings(const eng_model_t *m)
+{
+    if (m->be->host_memory)
+        return 0;
+    const eng_graph_t *g = m->graph;
+    for (size_t v = 0; v < g->n_values; v++)
+        if (g->values[v].dtype == ENG_DT_STRING)
+            return fs_err(FS_ENOTSUP, "tensor '%s' is a string (BYTES) tensor: strings run on "
+                          "the CPU only; load this model with device cpu", g->values[v].name);
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const eng_node_t *n = &g->nodes[i];
+        const eng_attr_t *to = eng_node_attr(n, "to");
+        if (n->domain[0] == '\0' && strcmp(n->op_type, "Cast") == 0 && to &&
+            to->type == ENG_ATTR_INT && to->i == ENG_DT_STRING)
+            return fs_err(FS_ENOTSUP, "node '%s' (Cast) makes string (BYTES) tensor '%s': "
+                          "strings run on the CPU only; load this model with device cpu",
+                          n->name, n->n_outputs > 0 && n->outputs[0] >= 0
+                                       ? g->values[n->outputs[0]].name : "");
+    }
+    return 0;
+}
+
 /* The cache must hold the memory the device computes on. */
 static int check_cache_device(const eng_model_t *m)
 {
@@ -359,6 +387,8 @@ int eng_model_load_bytes(const void *data, size_t len, const char *dir,
     eng_weight_alloc_t wa = {.alloc = weight_alloc, .free = weight_free, .user = m};
     if (rc == 0)
         rc = eng_graph_load(data, len, dir, &wa, &m->graph);
+    if (rc == 0)
+        rc = check_no_strings(m);
     if (rc == 0 && !(m->node_done = calloc(m->graph->n_nodes + 1, sizeof *m->node_done)))
         rc = fs_err(FS_ENOMEM, "out of host memory loading a model");
     /* Before folding: a Transpose of a weight read as a GEMM's B is read

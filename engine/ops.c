@@ -153,11 +153,53 @@ static int widen_infer(eng_op_ctx_t *c, eng_dtype_t half)
     return rc;
 }
 
+/* Whether op `id` takes and makes string tensors (engine/tensor.h): the
+ * ops that move elements as bytes, whose kernels copy a string's record
+ * whole; Shape and Size, which read only the shape; Cast, CastLike and
+ * Equal, which know strings; and Where, which selects records whole. Every
+ * other op is refused a string input or output by eng_op_infer, so no
+ * numeric kernel ever meets a record. */
+static bool op_takes_strings(eng_op_id_t id)
+{
+    switch (id) {
+    case ENG_OP_Identity: case ENG_OP_Reshape: case ENG_OP_Flatten: case ENG_OP_Squeeze:
+    case ENG_OP_Unsqueeze: case ENG_OP_Transpose: case ENG_OP_Concat: case ENG_OP_Split:
+    case ENG_OP_Slice: case ENG_OP_Gather: case ENG_OP_GatherElements: case ENG_OP_GatherND:
+    case ENG_OP_Expand: case ENG_OP_Tile: case ENG_OP_Shape: case ENG_OP_Size:
+    case ENG_OP_Cast: case ENG_OP_CastLike: case ENG_OP_Equal: case ENG_OP_Where:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* FS_ENOTSUP naming the first string input or output of a node whose op
+ * does not take strings (op_takes_strings); 0 otherwise. */
+static int check_strings(const eng_op_ctx_t *c, bool outputs)
+{
+    if (op_takes_strings(c->node->op->id))
+        return 0;
+    int n = outputs ? c->n_outputs : c->n_inputs;
+    for (int i = 0; i < n; i++) {
+        const eng_tensor_t *t = outputs ? c->outputs[i] : c->inputs[i];
+        if (t && t->dtype == ENG_DT_STRING)
+            return eng_op_err(c, FS_ENOTSUP, "%s %d is a string tensor; %s does not take "
+                              "strings in flatserve", outputs ? "output" : "input", i,
+                              eng_op_type(c->node->op->id));
+    }
+    return 0;
+}
+
 int eng_op_infer(eng_op_ctx_t *c)
 {
     assert(eng_op_ctx_complete(c)); /* the loader enforced the op's schema */
     c->widen = ENG_DT_UNDEFINED;
-    int rc = c->node->op->infer(c);
+    int rc = check_strings(c, false);
+    if (rc)
+        return rc;
+    rc = c->node->op->infer(c);
+    if (rc == 0 && (rc = check_strings(c, true)) != 0)
+        return rc;
     eng_dtype_t half = rc == FS_ENOTSUP ? half_input(c) : ENG_DT_UNDEFINED;
     if (half != ENG_DT_UNDEFINED) {
         /* The first answer stands unless float goes further: a float-only

@@ -19,7 +19,7 @@ static const struct {
     [ENG_DT_UINT8] = {"uint8", 1},         [ENG_DT_INT8] = {"int8", 1},
     [ENG_DT_UINT16] = {"uint16", 2},       [ENG_DT_INT16] = {"int16", 2},
     [ENG_DT_INT32] = {"int32", 4},         [ENG_DT_INT64] = {"int64", 8},
-    [ENG_DT_STRING] = {"string", 0},       [ENG_DT_BOOL] = {"bool", 1},
+    [ENG_DT_STRING] = {"string", sizeof(eng_string_t)},       [ENG_DT_BOOL] = {"bool", 1},
     [ENG_DT_FLOAT16] = {"float16", 2},     [ENG_DT_DOUBLE] = {"double", 8},
     [ENG_DT_UINT32] = {"uint32", 4},       [ENG_DT_UINT64] = {"uint64", 8},
     [ENG_DT_COMPLEX64] = {"complex64", 8}, [ENG_DT_COMPLEX128] = {"complex128", 16},
@@ -73,10 +73,17 @@ bool eng_dtype_supported(eng_dtype_t dt)
     case ENG_DT_FLOAT8E4M3FNUZ:
     case ENG_DT_FLOAT8E5M2:
     case ENG_DT_FLOAT8E5M2FNUZ:
+    case ENG_DT_STRING:
         return true;
     default:
         return false;
     }
+}
+
+bool eng_string_equal(const eng_string_t *a, const eng_string_t *b)
+{
+    return a->len == b->len && (a->len == 0 || memcmp(eng_string_data(a), eng_string_data(b),
+                                                      (size_t)a->len) == 0);
 }
 
 /* A dim below zero breaks the type's invariant; it counts as 0 here so that
@@ -267,6 +274,38 @@ int eng_tensor_alloc_from(alloc_cache_t *cache, uint32_t owner, eng_dtype_t dt,
                                                                      out) == 0)
         return 0;
     return eng_tensor_alloc_host(dt, shape, out);
+}
+
+int eng_tensor_pack_strings(const eng_shape_t *shape, const eng_string_t *src,
+                            eng_tensor_t **out)
+{
+    host_tensor_t *h;
+    size_t bytes, tail = 0;
+    int rc = host_header(ENG_DT_STRING, shape, &h, &bytes);
+    if (rc != 0)
+        return rc;
+    size_t n = bytes == SIZE_MAX ? 0 : bytes / sizeof(eng_string_t);
+    for (size_t i = 0; i < n; i++)
+        if (src[i].len > ENG_STRING_INLINE) {
+            if (src[i].len > SIZE_MAX - tail - bytes)
+                return host_data_failed(h);
+            tail += (size_t)src[i].len;
+        }
+    h->t.data = bytes == SIZE_MAX ? NULL : malloc(bytes + tail ? bytes + tail : 1);
+    if (!h->t.data)
+        return host_data_failed(h);
+    eng_string_t *dst = h->t.data;
+    char *at = (char *)h->t.data + bytes;
+    for (size_t i = 0; i < n; i++) {
+        dst[i] = src[i];
+        if (src[i].len > ENG_STRING_INLINE) {
+            memcpy(at, src[i].u.ptr, (size_t)src[i].len);
+            dst[i].u.ptr = at;
+            at += src[i].len;
+        }
+    }
+    *out = &h->t;
+    return 0;
 }
 
 void eng_tensor_free(eng_tensor_t *t)

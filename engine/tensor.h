@@ -5,6 +5,22 @@
  * unless a function says so. Shapes are concrete (every dim >= 0); symbolic
  * dims live in the IR (graph.h) and become concrete per input signature.
  *
+ * Strings (ENG_DT_STRING): an element is a fixed 32-byte record,
+ * eng_string_t, so every kernel that moves elements as bytes (Identity,
+ * Reshape, Transpose, Gather, Concat, Slice, Expand, Split, the batcher's
+ * concatenation) moves strings unchanged. A string of up to
+ * ENG_STRING_INLINE bytes lives inside its record; a longer one points to
+ * bytes that outlive every tensor holding the record: a request's decoded
+ * body (a run's inputs), the model's weight memory (initializers), or the
+ * tail of a packed host tensor (eng_tensor_pack_strings: the outputs a run
+ * hands back, each owning its bytes). Inline storage is why a kernel that
+ * makes strings of bounded length (Cast to string: at most 24 characters)
+ * needs no memory beyond its output records, and why a copy of a record is
+ * always a valid string while its source's memory lives. A zeroed record
+ * is the empty string. Ops that would make unbounded new strings are
+ * refused by name (eng_op_infer). Strings are host-only: a model with a
+ * string value on a GPU is refused at load.
+ *
  * Threading: pure functions and plain data. */
 #ifndef FS_ENGINE_TENSOR_H
 #define FS_ENGINE_TENSOR_H
@@ -46,6 +62,39 @@ typedef enum eng_dtype {
 
 #define ENG_MAX_RANK 8
 
+/* Bytes a string keeps inside its record. */
+#define ENG_STRING_INLINE 24
+
+/* One string element (see the header comment). len <= ENG_STRING_INLINE:
+ * the bytes are u.bytes; longer: u.ptr (borrowed). Not NUL-terminated. */
+typedef struct eng_string {
+    uint64_t len;
+    union {
+        const char *ptr;
+        char bytes[ENG_STRING_INLINE];
+    } u;
+} eng_string_t;
+
+/* The bytes of s (len s->len). Cannot fail. */
+static inline const char *eng_string_data(const eng_string_t *s)
+{
+    return s->len <= ENG_STRING_INLINE ? s->u.bytes : s->u.ptr;
+}
+/* Sets *s to the len bytes at p: copied inline when they fit, else
+ * pointed to (p must outlive every copy of *s). Cannot fail. */
+static inline void eng_string_set(eng_string_t *s, const char *p, uint64_t len)
+{
+    s->len = len;
+    if (len <= ENG_STRING_INLINE) {
+        for (uint64_t i = 0; i < len; i++)
+            s->u.bytes[i] = p[i];
+    } else {
+        s->u.ptr = p;
+    }
+}
+/* Whether a and b hold the same bytes. Cannot fail. */
+bool eng_string_equal(const eng_string_t *a, const eng_string_t *b);
+
 typedef struct eng_shape {
     int rank;                      /* 0 for a scalar */
     int64_t dims[ENG_MAX_RANK];
@@ -63,15 +112,15 @@ static inline bool eng_dtype_is_float8(eng_dtype_t dt)
     return dt >= ENG_DT_FLOAT8E4M3FN && dt <= ENG_DT_FLOAT8E5M2FNUZ;
 }
 
-/* Bytes of one element; 0 for dtypes without a fixed size (string,
- * undefined). */
+/* Bytes of one element (a string's record: sizeof(eng_string_t)); 0 for
+ * undefined and unknown dtypes. */
 size_t eng_dtype_size(eng_dtype_t dt);
 /* "float", "int64", ...; "unknown" for values outside the table. Never
  * NULL. */
 const char *eng_dtype_name(eng_dtype_t dt);
 /* Whether the engine takes this dtype at all as a graph input, output or
  * value: bool, the signed and unsigned integers of 8 to 64 bits, float16,
- * bfloat16, float and double. Each op narrows this further (its infer
+ * bfloat16, float, double, the float8s and string. Each op narrows this further (its infer
  * hook names what it computes). */
 bool eng_dtype_supported(eng_dtype_t dt);
 
@@ -138,6 +187,13 @@ int eng_tensor_alloc_cached(struct alloc_cache *cache, uint32_t owner, eng_dtype
  * Errors as eng_tensor_alloc_host. */
 int eng_tensor_alloc_from(struct alloc_cache *cache, uint32_t owner, eng_dtype_t dt,
                           const eng_shape_t *shape, eng_tensor_t **out);
+/* A host string tensor of `shape` holding copies of the n =
+ * numel(shape) strings at src, each long one's bytes packed after the
+ * records in the same block, so the tensor owns everything it points to
+ * (it outlives src's memory). Caller frees with eng_tensor_free. 0, or
+ * FS_ENOMEM / FS_EINVAL as eng_tensor_alloc_host. */
+int eng_tensor_pack_strings(const eng_shape_t *shape, const eng_string_t *src,
+                            eng_tensor_t **out);
 /* Frees a tensor from eng_tensor_alloc_host or eng_tensor_alloc_cached
  * (struct and data); no other tensor may be passed. NULL: no-op. */
 void eng_tensor_free(eng_tensor_t *t);

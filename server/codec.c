@@ -18,6 +18,10 @@
  * - Float inputs also take the strings "NaN", "Infinity" and "-Infinity",
  *   the forms the encoder writes, so a response's data can be sent back.
  * - Binary BOOL bytes must be 0 or 1.
+ * - BYTES (strings): JSON "data" holds strings only; binary data, raw
+ *   requests and shared memory hold Triton's serialized elements (a 4-byte
+ *   little-endian length, then the bytes), checked to the last byte
+ *   (codec_bytes.c).
  * - Extra keys are ignored, as the protocol allows; a known key of the
  *   wrong type is an error. An output's "class_count" (Triton's
  *   classification, whose results are BYTES) and the request's
@@ -37,6 +41,7 @@
 #include "common/error.h"
 #include "common/numtext.h"
 #include "engine/half.h"
+#include "server/codec_bytes.h"
 #include "server/codec_impl.h"
 #include "server/codec_lift.h"
 
@@ -53,7 +58,7 @@ static const struct {
     {"UINT32", ENG_DT_UINT32}, {"UINT64", ENG_DT_UINT64}, {"INT8", ENG_DT_INT8},
     {"INT16", ENG_DT_INT16},   {"INT32", ENG_DT_INT32},   {"INT64", ENG_DT_INT64},
     {"FP16", ENG_DT_FLOAT16},  {"BF16", ENG_DT_BFLOAT16}, {"FP32", ENG_DT_FLOAT},
-    {"FP64", ENG_DT_DOUBLE},
+    {"FP64", ENG_DT_DOUBLE},   {"BYTES", ENG_DT_STRING},
 };
 
 #define N_DATATYPES (sizeof datatypes / sizeof datatypes[0])
@@ -76,11 +81,9 @@ int srv_datatype_parse(const char *name, eng_dtype_t *out)
             return 0;
         }
     }
-    if (strcmp(name, "BYTES") == 0)
-        return fs_err(FS_EINVAL, "datatype \"BYTES\" is not supported (string tensors)");
     return fs_err(FS_EINVAL,
                   "unknown datatype \"%.64s\" (expected BOOL, UINT8, UINT16, UINT32, UINT64, "
-                  "INT8, INT16, INT32, INT64, FP16, BF16, FP32 or FP64)",
+                  "INT8, INT16, INT32, INT64, FP16, BF16, FP32, FP64 or BYTES)",
                   name);
 }
 
@@ -378,6 +381,26 @@ static int shape_parse(const cJSON *js, const char *label, eng_shape_t *shape)
     return 0;
 }
 
+/* A BYTES input's data from the next binary_data_size bytes of the
+ * section, in Triton's serialized layout (codec_bytes.h), decoded into a
+ * block the tensor owns. 0, or FS_EINVAL / FS_ENOMEM naming `label`. */
+static int input_binary_bytes(const char *label, const cJSON *size, srv_binary_section_t *bin,
+                              eng_tensor_t *t)
+{
+    double n = json_count(size);
+    char val[64];
+    if (n < 0)
+        return fs_err(FS_EINVAL, "%s: \"binary_data_size\" is %s, not a non-negative integer",
+                      label, json_describe(size, val, sizeof val));
+    if (n > (double)(bin->len - bin->used))
+        return fs_err(FS_EINVAL, "%s: binary_data_size is %.0f but only %zu bytes of binary data "
+                      "are left", label, n, bin->len - bin->used);
+    int rc = srv_bytes_decode(label, bin->data + bin->used, (size_t)n, t);
+    if (rc == 0)
+        bin->used += (size_t)n;
+    return rc;
+}
+
 /* in->tensor's data from the next `bytes` of the binary section: a view of
  * them (*borrowed set) where they start SRV_BINARY_VIEW_ALIGN-aligned. */
 static int input_binary(const char *label, const cJSON *size, size_t bytes,
@@ -435,7 +458,7 @@ int srv_codec_binary_take(const char *label, double n, size_t bytes, srv_binary_
 /* The input's "data": the cJSON array, or when `lifted` its numbers read
  * off the text (the array in the tree is then empty). */
 static int input_json(const char *label, const cJSON *data, const srv_lifted_t *lifted,
-                      size_t numel, eng_tensor_t *t)
+                      size_t numel, bool nul_mapped, eng_tensor_t *t)
 {
     if (!cJSON_IsArray(data))
         return fs_err(FS_EINVAL, "%s: \"data\" must be an array", label);
@@ -444,6 +467,11 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
         form.lens[d] = -1;
     /* The lift blanks the array it reads; one with members is not it. */
     if (lifted && data->child)
+        lifted = NULL;
+    /* A lifted array held only numbers: no string for a BYTES input. */
+    if (lifted && t->dtype == ENG_DT_STRING && lifted->n > 0)
+        return fs_err(FS_EINVAL, "%s: BYTES element 0 is a number, not a string", label);
+    if (t->dtype == ENG_DT_STRING)
         lifted = NULL;
     if (lifted)
         form.leaves = lifted->n;
@@ -458,6 +486,8 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
         return fs_err(FS_EINVAL, "%s: \"data\" is nested unevenly (arrays at one depth differ "
                       "in length, or values sit at different depths): send it flat, or nested "
                       "as one regular array", label);
+    if (t->dtype == ENG_DT_STRING)
+        return srv_bytes_json_decode(label, data, numel, nul_mapped, t);
     size_t bytes = numel * eng_dtype_size(t->dtype);
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data)
@@ -523,7 +553,8 @@ static int shm_params(const cJSON *params, const char *label, srv_infer_shm_t *s
 /* An input in a shared memory region (in->shm parsed): its tensor
  * without data, which infer.c reads from the region. 0, or FS_EINVAL
  * (also "data" or "binary_data_size", or a byte size other than the
- * tensor's) / FS_ENOMEM, with in->shm freed. */
+ * tensor's; a BYTES tensor's size is its serialized size, checked as the
+ * region is decoded) / FS_ENOMEM, with in->shm freed. */
 static int input_shm(const char *label, const cJSON *data, const cJSON *size, size_t bytes,
                      const char *name, eng_tensor_t t, srv_infer_input_t *in)
 {
@@ -532,7 +563,7 @@ static int input_shm(const char *label, const cJSON *data, const cJSON *size, si
     if (data || size)
         rc = fs_err(FS_EINVAL, "%s: has \"shared_memory_region\" and \"%s\"; give one",
                     label, data ? "data" : "binary_data_size");
-    else if (in->shm.byte_size != bytes)
+    else if (t.dtype != ENG_DT_STRING && in->shm.byte_size != bytes)
         rc = fs_err(FS_EINVAL, "%s: shared_memory_byte_size is %llu but shape %s of %s takes "
                     "%zu bytes", label, (unsigned long long)in->shm.byte_size,
                     eng_shape_format(&t.shape, shape, sizeof shape),
@@ -552,7 +583,7 @@ static int input_shm(const char *label, const cJSON *data, const cJSON *size, si
 /* Input `idx` of "inputs" into *in (name and data owned by it); `lifted`:
  * its "data" numbers when the lift read them (NULL otherwise). */
 static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
-                       srv_binary_section_t *bin, srv_infer_input_t *in)
+                       srv_binary_section_t *bin, bool nul_mapped, srv_infer_input_t *in)
 {
     char label[96];
     snprintf(label, sizeof label, "input %zu", idx);
@@ -600,8 +631,10 @@ static int input_parse(const cJSON *js, size_t idx, const srv_lifted_t *lifted,
     if (!data && !size)
         return fs_err(FS_EINVAL,
                       "%s: needs \"data\" or \"parameters\": {\"binary_data_size\": N}", label);
-    rc = data ? input_json(label, data, lifted, (size_t)numel, &t)
-              : input_binary(label, size, (size_t)numel * esize, bin, &t, &in->borrowed);
+    rc = data ? input_json(label, data, lifted, (size_t)numel, nul_mapped, &t)
+         : t.dtype == ENG_DT_STRING ? input_binary_bytes(label, size, bin, &t)
+                                       : input_binary(label, size, (size_t)numel * esize, bin, &t,
+                                                      &in->borrowed);
     if (rc)
         return rc;
     in->name = strdup(name->valuestring);
@@ -728,6 +761,7 @@ static int request_parse_header(const cJSON *root, srv_infer_request_t *r)
 }
 
 static int request_parse_inputs(const cJSON *root, const srv_lift_t *lift, srv_binary_section_t *bin,
+                                bool nul_mapped,
                                 srv_infer_request_t *r)
 {
     const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
@@ -742,7 +776,7 @@ static int request_parse_inputs(const cJSON *root, const srv_lift_t *lift, srv_b
     const cJSON *in;
     cJSON_ArrayForEach(in, inputs)
     {
-        int rc = input_parse(in, r->n_inputs, srv_lift_input(lift, r->n_inputs), bin,
+        int rc = input_parse(in, r->n_inputs, srv_lift_input(lift, r->n_inputs), bin, nul_mapped,
                              &r->inputs[r->n_inputs]);
         if (rc)
             return rc;
@@ -874,6 +908,75 @@ static size_t nul_escape_at(const char *text, size_t len, bool *bad_hex)
     return len;
 }
 
+/* BYTES data may hold NUL (Triton's clients send "\u0000"), which cJSON
+ * cannot return: its strings end at the first NUL. So a text holding such
+ * escapes is parsed from a copy where each becomes the byte
+ * SRV_BYTES_NUL_STANDIN (0xFF, which no UTF-8 text holds: a text holding
+ * it raw is refused), which the BYTES decoder turns back into NUL
+ * (codec_bytes.h), and every other string of the tree is checked to hold
+ * none (json_standin_check). 0 with *out NULL (no such escape: parse the
+ * text as it is) or a malloc'ed copy of *out_len bytes, or FS_EINVAL /
+ * FS_ENOMEM. */
+static int nul_escapes_map(const char *text, size_t len, char **out, size_t *out_len)
+{
+    *out = NULL;
+    bool bad_hex = false;
+    size_t esc = nul_escape_at(text, len, &bad_hex);
+    if (esc == len || bad_hex)
+        return 0; /* json_parse words a bad escape */
+    if (memchr(text, SRV_BYTES_NUL_STANDIN, len))
+        return fs_err(FS_EPARSE, "the request is not valid JSON: it holds the byte 0xFF, which "
+                      "UTF-8 text never does");
+    char *m = malloc(len);
+    if (!m)
+        return fs_err(FS_ENOMEM, "cannot copy a %zu-byte request", len);
+    size_t from = 0, to = 0;
+    while (esc < len && !bad_hex) {
+        memcpy(m + to, text + from, esc - from);
+        to += esc - from;
+        m[to++] = (char)SRV_BYTES_NUL_STANDIN;
+        from = esc + 6;
+        esc = from + nul_escape_at(text + from, len - from, &bad_hex);
+    }
+    memcpy(m + to, text + from, len - from);
+    *out = m;
+    *out_len = to + len - from;
+    return 0;
+}
+
+/* Whether `data` is the "data" of an element of "inputs" whose datatype is
+ * BYTES: where a NUL stand-in belongs. */
+static bool json_is_bytes_data(const cJSON *v, const cJSON *parent, const cJSON *grand)
+{
+    if (!v->string || strcmp(v->string, "data") != 0 || !parent || !grand || !grand->string ||
+        strcmp(grand->string, "inputs") != 0)
+        return false;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(parent, "datatype");
+    return cJSON_IsString(dt) && strcmp(dt->valuestring, "BYTES") == 0;
+}
+
+/* FS_EINVAL when a key or string outside BYTES data holds the NUL stand-in
+ * (a \u0000 in a name, an id, a parameter); cJSON's nesting limit bounds
+ * the recursion. */
+static int json_standin_check(const cJSON *v, const cJSON *parent, const cJSON *grand)
+{
+    if ((v->string && strchr(v->string, SRV_BYTES_NUL_STANDIN)) ||
+        (cJSON_IsString(v) && strchr(v->valuestring, SRV_BYTES_NUL_STANDIN)))
+        return fs_err(FS_EINVAL, "the request holds \\u0000 in \"%.32s\": no name, id or "
+                      "parameter may hold a NUL (only BYTES data may)",
+                      v->string ? v->string : "");
+    if (json_is_bytes_data(v, parent, grand))
+        return 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, v)
+    {
+        int rc = json_standin_check(c, v, parent);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* The JSON text, or FS_EPARSE saying where it stopped. */
 static int json_parse(const char *text, size_t len, cJSON **out)
 {
@@ -940,13 +1043,28 @@ int srv_infer_request_parse_tree(const void *body, size_t len, size_t header_len
      * written, from the original. */
     srv_lift_t lift;
     srv_lift_data(body, json_len, &lift);
-    int rc = json_parse(lift.text ? lift.text : body, json_len, &root);
+    char *mapped = NULL;
+    size_t mapped_len = 0;
+    const char *text = lift.text ? lift.text : body;
+    int rc = nul_escapes_map(text, json_len, &mapped, &mapped_len);
+    if (rc == 0)
+        rc = json_parse(mapped ? mapped : text, mapped ? mapped_len : json_len, &root);
     if (rc && lift.text) {
         srv_lift_free(&lift);
-        rc = json_parse(body, json_len, &root);
+        free(mapped);
+        rc = nul_escapes_map(body, json_len, &mapped, &mapped_len);
+        if (rc == 0)
+            rc = json_parse(mapped ? mapped : body, mapped ? mapped_len : json_len, &root);
     }
-    if (rc)
+    bool nul_mapped = mapped != NULL;
+    free(mapped);
+    if (rc == 0 && nul_mapped)
+        rc = json_standin_check(root, NULL, NULL);
+    if (rc) {
+        srv_lift_free(&lift);
+        cJSON_Delete(root);
         return rc;
+    }
     if (!cJSON_IsObject(root)) {
         rc = fs_err(FS_EINVAL, "the request must be a JSON object");
         goto fail;
@@ -957,7 +1075,7 @@ int srv_infer_request_parse_tree(const void *body, size_t len, size_t header_len
         goto fail;
     }
     r->version = -1;
-    if ((rc = request_parse_header(root, r)) || (rc = request_parse_inputs(root, &lift, &bin, r)) ||
+    if ((rc = request_parse_header(root, r)) || (rc = request_parse_inputs(root, &lift, &bin, nul_mapped, r)) ||
         (rc = request_parse_outputs(root, r)))
         goto fail;
     srv_lift_free(&lift);

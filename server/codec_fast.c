@@ -281,7 +281,9 @@ static bool datatype_read(cursor_t *c, eng_dtype_t *out)
         return false;
     memcpy(name, s.s, s.n);
     name[s.n] = '\0';
-    return srv_datatype_parse(name, out) == 0;
+    /* BYTES is the cJSON path's (codec_bytes.c): its elements are not
+     * fixed-size numbers. */
+    return srv_datatype_parse(name, out) == 0 && *out != ENG_DT_STRING;
 }
 
 enum { IN_NAME = 1, IN_SHAPE = 2, IN_DATATYPE = 4, IN_DATA = 8, IN_PARAMS = 16 };

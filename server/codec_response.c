@@ -10,7 +10,9 @@
  * back to the same half exactly), as a double for FP64; integral values
  * below 1e9 print through the integer formatter ("100", not "1e+02": zeros,
  * class ids and counts are common outputs). Strings (the id, names) go
- * through srv_buf_json_string (buf.c), the server's one JSON escaper. */
+ * through srv_buf_json_string (buf.c), the server's one JSON escaper; so do
+ * BYTES outputs' elements, whose binary form is Triton's serialized layout
+ * (codec_bytes.c). */
 #include "server/codec.h"
 
 #include <math.h>
@@ -21,6 +23,7 @@
 #include "common/error.h"
 #include "common/numtext.h"
 #include "engine/half.h"
+#include "server/codec_bytes.h"
 
 /* Bytes an element can take in the response: a number's shortest text
  * (FS_NUMTEXT_MAX), "-9223372036854775808" (20), "\"-Infinity\"" (11),
@@ -136,17 +139,24 @@ static int output_write(srv_buf_t *b, const char *name, const eng_tensor_t *t, b
             BUF_PUT_LIT(b, ",");
         b->len += fmt_i64(b->data + b->len, t->shape.dims[d]);
     }
+    /* BYTES: its serialized size (codec_bytes.h), as Triton counts it. */
+    bool str = t->dtype == ENG_DT_STRING;
+    size_t bytes = str ? srv_bytes_size(t) : eng_tensor_bytes(t);
+    if (str && bytes == SIZE_MAX && (binary || (sm && sm->region)))
+        return fs_err(FS_EINVAL, "output '%s': a BYTES element is longer than the 4-byte length "
+                      "of the binary format holds", name);
     if (sm && sm->region)
         return (rc = srv_buf_puts(b, "],\"parameters\":{\"shared_memory_region\":")) ||
                        (rc = srv_buf_json_string(b, sm->region))
                    ? rc
                    : srv_buf_printf(b, ",\"shared_memory_offset\":%llu,"
                                     "\"shared_memory_byte_size\":%zu}}",
-                                    (unsigned long long)sm->offset, eng_tensor_bytes(t));
+                                    (unsigned long long)sm->offset, bytes);
     if (binary)
-        return srv_buf_printf(b, "],\"parameters\":{\"binary_data_size\":%zu}}",
-                              eng_tensor_bytes(t));
+        return srv_buf_printf(b, "],\"parameters\":{\"binary_data_size\":%zu}}", bytes);
     BUF_PUT_LIT(b, "],\"data\":[");
+    if (str)
+        return (rc = srv_bytes_json_write(b, t)) ? rc : srv_buf_puts(b, "]}");
     for (size_t i = 0; i < numel; i++) {
         if ((rc = srv_buf_reserve(b, ELEMENT_MAX)))
             return rc;
@@ -237,8 +247,19 @@ static int response_encode(const eng_model_t *m, const char *model_name, int64_t
         bool binary = false;
         if ((rc = response_pick(m, r, p, &k, &binary)))
             goto fail;
-        if (binary && (rc = srv_buf_append(out, outputs[k]->data, eng_tensor_bytes(outputs[k]))))
+        if (!binary)
+            continue;
+        const eng_tensor_t *t = outputs[k];
+        if (t->dtype == ENG_DT_STRING) {
+            /* output_write checked that it has a serialized size. */
+            size_t bytes = srv_bytes_size(t);
+            if ((rc = srv_buf_reserve(out, bytes)))
+                goto fail;
+            srv_bytes_write(t, (uint8_t *)out->data + out->len);
+            out->len += bytes;
+        } else if ((rc = srv_buf_append(out, t->data, eng_tensor_bytes(t)))) {
             goto fail;
+        }
     }
     return 0;
 fail:

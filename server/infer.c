@@ -70,6 +70,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "server/app_impl.h"
+#include "server/codec_bytes.h"
 
 /* ---- the wait -------------------------------------------------------------------- */
 
@@ -354,6 +355,8 @@ typedef struct response_parts {
     srv_buf_t json;
     eng_tensor_t **outputs;
     size_t n_outputs;
+    uint8_t **bytes;   /* per binary part: a BYTES output serialized, else NULL */
+    size_t n_bytes;
 } response_parts_t;
 
 static void response_parts_free(void *cls)
@@ -361,6 +364,9 @@ static void response_parts_free(void *cls)
     response_parts_t *p = cls;
     for (size_t j = 0; j < p->n_outputs; j++)
         eng_tensor_free(p->outputs[j]);
+    for (size_t j = 0; j < p->n_bytes; j++)
+        free(p->bytes[j]);
+    free(p->bytes);
     free(p->outputs);
     srv_buf_free(&p->json);
     free(p);
@@ -375,10 +381,12 @@ static void respond_binary(srv_req_t *r, eng_request_t *e, const eng_model_t *m,
     struct MHD_IoVec *iov = malloc((nb + 1) * sizeof *iov);
     size_t *idx = malloc(nb * sizeof *idx);
     response_parts_t *p = calloc(1, sizeof *p);
-    if (!iov || !idx || !p) {
+    uint8_t **bytes = calloc(nb, sizeof *bytes);
+    if (!iov || !idx || !p || !bytes) {
         free(iov);
         free(idx);
         free(p);
+        free(bytes);
         srv_buf_free(json);
         eng_request_free_outputs(e);
         srv_respond_error(r, 507, "out of host memory answering");
@@ -388,12 +396,29 @@ static void respond_binary(srv_req_t *r, eng_request_t *e, const eng_model_t *m,
     p->json = *json;
     p->outputs = e->outputs;
     p->n_outputs = e->n_outputs;
+    p->bytes = bytes;
+    p->n_bytes = nb;
     e->outputs = NULL;
     e->n_outputs = 0;
     iov[0] = (struct MHD_IoVec){p->json.data, p->json.len};
-    for (size_t i = 0; i < nb; i++)
-        iov[i + 1] = (struct MHD_IoVec){p->outputs[idx[i]]->data,
-                                        eng_tensor_bytes(p->outputs[idx[i]])};
+    for (size_t i = 0; i < nb; i++) {
+        const eng_tensor_t *t = p->outputs[idx[i]];
+        size_t len = eng_tensor_bytes(t);
+        /* A BYTES output goes serialized (codec_bytes.h), the rest as
+         * their tensors' bytes. */
+        eng_io_info_t info = {.name = ""};
+        int rc = t->dtype == ENG_DT_STRING ? eng_model_output(m, idx[i], &info) : 0;
+        if (rc == 0 && t->dtype == ENG_DT_STRING)
+            rc = srv_bytes_serialize(info.name, t, &bytes[i], &len);
+        if (rc != 0) {
+            response_parts_free(p);
+            free(idx);
+            free(iov);
+            srv_respond_fs_error(r, rc);
+            return;
+        }
+        iov[i + 1] = (struct MHD_IoVec){bytes[i] ? (const void *)bytes[i] : t->data, len};
+    }
     char hdr[32];
     snprintf(hdr, sizeof hdr, "%zu", p->json.len);
     srv_respond_parts(r, "application/octet-stream", iov, (unsigned)(nb + 1), response_parts_free,

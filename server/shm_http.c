@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "server/app_impl.h"
+#include "server/codec_bytes.h"
 #include "server/shm.h"
 
 #define SHM_OFF_MSG "Triton's system shared memory extension is turned off (server.shared_memory " \
@@ -173,6 +174,13 @@ int srv_shm_infer_inputs(srv_req_t *r)
             return rc;
         size_t bytes = (size_t)in->shm.byte_size;
         const uint8_t *src = held[i].addr;
+        /* BYTES: the region holds serialized elements, decoded into a
+         * block of the input's own (codec_bytes.h). */
+        if (in->tensor.dtype == ENG_DT_STRING) {
+            if ((rc = srv_bytes_decode(what, src, bytes, &in->tensor)))
+                return rc;
+            continue;
+        }
         if (in->tensor.dtype == ENG_DT_BOOL)
             for (size_t k = 0; k < bytes; k++)
                 if (src[k] > 1)
@@ -218,13 +226,18 @@ int srv_shm_infer_outputs(srv_req_t *r)
             long k = eng_io_output_find(m, o->name);
             if (k < 0 || (size_t)k >= e->n_outputs || !e->outputs[k])
                 return fs_err(FS_EINVAL, "output '%.64s' was not computed", o->name);
-            size_t bytes = eng_tensor_bytes(e->outputs[k]);
+            const eng_tensor_t *t = e->outputs[k];
+            bool str = t->dtype == ENG_DT_STRING;
+            size_t bytes = str ? srv_bytes_size(t) : eng_tensor_bytes(t);
             if (pass == 0 && bytes > o->shm.byte_size)
                 return fs_err(FS_EINVAL, "output '%.64s': shared_memory_byte_size is %llu but the "
-                              "output has %zu bytes", o->name,
-                              (unsigned long long)o->shm.byte_size, bytes);
-            if (pass == 1 && bytes)
-                memcpy(held[q->n_inputs + p].addr, e->outputs[k]->data, bytes);
+                              "output has %zu bytes%s", o->name,
+                              (unsigned long long)o->shm.byte_size, bytes,
+                              str ? " serialized" : "");
+            if (pass == 1 && bytes && str)
+                srv_bytes_write(t, held[q->n_inputs + p].addr);
+            else if (pass == 1 && bytes)
+                memcpy(held[q->n_inputs + p].addr, t->data, bytes);
         }
     return 0;
 }

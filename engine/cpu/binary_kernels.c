@@ -226,6 +226,16 @@ BIN_ROW(or_b, uint8_t, uint8_t, (a != 0) | (b != 0))
 BIN_ROW(xor_b, uint8_t, uint8_t, (a != 0) ^ (b != 0))
 BIN_ROW(eq_b, uint8_t, uint8_t, (a != 0) == (b != 0))
 
+/* Equal on strings (engine/tensor.h's records): byte-wise equality. The
+ * strides are in elements, as BIN_ROW's are; no vector clones to gain. */
+static void eq_str(char *const *p, const int64_t *s, int64_t n, const void *arg)
+{
+    uint8_t *o = (uint8_t *)p[0];
+    const eng_string_t *pa = (const eng_string_t *)p[1], *pb = (const eng_string_t *)p[2];
+    for (int64_t i = 0; i < n; i++)
+        o[i] = eng_string_equal(&pa[s[1] ? i : 0], &pb[s[2] ? i : 0]);
+}
+
 /* A row for one input dtype. via_float: dtype is float16 or bfloat16 and fn
  * the op's float row, run through half_row. */
 typedef struct bin_row {
@@ -290,7 +300,8 @@ static const bin_row_t fmod_rows[] = {EW_FLOAT_TYPES(ROW_ENTRY, fmod) EW_SINT_TY
                                           EW_UINT_TYPES(ROW_ENTRY, mod) HALF_ENTRIES(fmod)
                                               ROWS_END};
 static const bin_row_t eq_rows[] = {EW_NUM_TYPES(ROW_ENTRY, eq) HALF_ENTRIES(eq)
-                                        {ENG_DT_BOOL, eq_b, false}, ROWS_END};
+                                        {ENG_DT_BOOL, eq_b, false},
+                                        {ENG_DT_STRING, eq_str, false}, ROWS_END};
 static const bin_row_t gt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, gt) HALF_ENTRIES(gt) ROWS_END};
 static const bin_row_t ge_rows[] = {EW_NUM_TYPES(ROW_ENTRY, ge) HALF_ENTRIES(ge) ROWS_END};
 static const bin_row_t lt_rows[] = {EW_NUM_TYPES(ROW_ENTRY, lt) HALF_ENTRIES(lt) ROWS_END};
@@ -502,6 +513,9 @@ WHERE_ROW(where_1, uint8_t)
 WHERE_ROW(where_2, uint16_t)
 WHERE_ROW(where_4, uint32_t)
 WHERE_ROW(where_8, uint64_t)
+/* A string's record, moved whole (engine/tensor.h). */
+typedef struct where_rec { char b[sizeof(eng_string_t)]; } where_rec_t;
+WHERE_ROW(where_32, where_rec_t)
 
 static int where_run(eng_op_ctx_t *c)
 {
@@ -516,6 +530,7 @@ static int where_run(eng_op_ctx_t *c)
     case 2: row = where_2; break;
     case 4: row = where_4; break;
     case 8: row = where_8; break;
+    case sizeof(eng_string_t): row = where_32; break;
     default:
         return eng_op_err(c, FS_ENOTSUP, "dtype %s not supported", eng_dtype_name(x->dtype));
     }

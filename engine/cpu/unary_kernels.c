@@ -18,6 +18,7 @@
 #include "engine/kernels.h"
 #include "engine/op.h"
 #include "engine/ops/unary_impl.h"
+#include "engine/strings.h"
 
 typedef struct unary_attrs {
     float alpha, beta, gamma;
@@ -605,6 +606,69 @@ static const cast_type_t *cast_type_find(eng_dtype_t dt)
     return NULL;
 }
 
+/* One element v of wide kind `kind` into dst[0] of type `to` (float8
+ * through cast's saturate rule). Cannot fail. */
+static void cast_one(const cast_type_t *to, eng_dtype_t to_dt, bool sat, const eng_string_num_t *v,
+                     void *dst)
+{
+    if (eng_dtype_is_float8(to_dt)) {
+        double f = v->kind == ENG_NUM_F64 ? v->f : v->kind == ENG_NUM_I64 ? (double)v->i
+                                                                          : (double)v->u;
+        *(uint8_t *)dst = eng_float_to_f8((float)f, (eng_f8_kind_t)(to_dt - ENG_DT_FLOAT8E4M3FN),
+                                          sat);
+    } else if (v->kind == ENG_NUM_F64) {
+        to->from_f64(&v->f, dst, 1);
+    } else if (v->kind == ENG_NUM_I64) {
+        to->from_i64(&v->i, dst, 1);
+    } else {
+        to->from_u64(&v->u, dst, 1);
+    }
+}
+
+/* Cast from or to strings (engine/strings.h has the text rules): string to
+ * string copies the records; a number's text always fits its record
+ * inline. 0, or FS_EINVAL naming the element that is not a number (the
+ * output is then partly written, as any failed kernel's may be). */
+static int cast_strings(eng_op_ctx_t *c, const eng_unary_io_t *io, const cast_type_t *from,
+                        const cast_type_t *to)
+{
+    const eng_dtype_t from_dt = io->x->dtype, to_dt = io->y->dtype;
+    if (from_dt == ENG_DT_STRING && to_dt == ENG_DT_STRING) {
+        if (io->y->data != io->x->data && io->n > 0)
+            memcpy(io->y->data, io->x->data, (size_t)io->n * sizeof(eng_string_t));
+        return 0;
+    }
+    if (from_dt == ENG_DT_STRING) {
+        const eng_string_t *x = io->x->data;
+        char *dst = io->y->data;
+        bool sat = eng_attr_i(c->node, "saturate", 1) != 0;
+        for (int64_t i = 0; i < io->n; i++) {
+            eng_string_num_t v;
+            if (eng_string_parse(&x[i], to_dt, &v) != 0)
+                return eng_op_err(c, FS_EINVAL, "element %lld: %s", (long long)i, fs_errmsg());
+            cast_one(to, to_dt, sat, &v, dst + i * (int64_t)to->size);
+        }
+        return 0;
+    }
+    wide_buf_t w;
+    const char *src = io->x->data;
+    eng_string_t *y = io->y->data;
+    bool as_float = from_dt != ENG_DT_DOUBLE;
+    for (int64_t off = 0; off < io->n; off += CAST_CHUNK) {
+        int64_t m = io->n - off < CAST_CHUNK ? io->n - off : CAST_CHUNK;
+        from->widen(src + off * (int64_t)from->size, &w, m);
+        for (int64_t i = 0; i < m; i++) {
+            if (from->kind == WIDE_F64)
+                eng_string_from_f64(w.f[i], as_float, &y[off + i]);
+            else if (from->kind == WIDE_I64)
+                eng_string_from_i64(w.i[i], &y[off + i]);
+            else
+                eng_string_from_u64(w.u[i], &y[off + i]);
+        }
+    }
+    return 0;
+}
+
 /* Cast and CastLike: the target is output 0's dtype. 0, or FS_EINVAL /
  * FS_ENOTSUP with output untouched. */
 static int cast_run(eng_op_ctx_t *c)
@@ -613,6 +677,14 @@ static int cast_run(eng_op_ctx_t *c)
     int rc = eng_unary_flat_io(c, &io);
     if (rc)
         return rc;
+    if (io.x->dtype == ENG_DT_STRING || io.y->dtype == ENG_DT_STRING) {
+        const cast_type_t *other = cast_type_find(io.x->dtype == ENG_DT_STRING ? io.y->dtype
+                                                                                : io.x->dtype);
+        if (!other && !(io.x->dtype == ENG_DT_STRING && io.y->dtype == ENG_DT_STRING))
+            return eng_op_err(c, FS_ENOTSUP, "dtype not supported: cast from %s to %s",
+                              eng_dtype_name(io.x->dtype), eng_dtype_name(io.y->dtype));
+        return cast_strings(c, &io, other, other);
+    }
     const cast_type_t *from = cast_type_find(io.x->dtype), *to = cast_type_find(io.y->dtype);
     if (!from || !to)
         return eng_op_err(c, FS_ENOTSUP, "dtype not supported: cast from %s to %s",

@@ -21,10 +21,6 @@ static const eng_dtype_t dt_arith[] = {
     ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,   ENG_DT_INT16,
     ENG_DT_INT32, ENG_DT_INT64,  ENG_DT_UINT8,   ENG_DT_UINT16,   ENG_DT_UINT32, ENG_DT_UINT64,
     ENG_DT_UNDEFINED};
-static const eng_dtype_t dt_arith_bool[] = {
-    ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,   ENG_DT_INT16,
-    ENG_DT_INT32, ENG_DT_INT64,  ENG_DT_UINT8,   ENG_DT_UINT16,   ENG_DT_UINT32, ENG_DT_UINT64,
-    ENG_DT_BOOL,  ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_float[] = {ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16,
                                        ENG_DT_BFLOAT16, ENG_DT_UNDEFINED};
 static const eng_dtype_t dt_bool[] = {ENG_DT_BOOL, ENG_DT_UNDEFINED};
@@ -265,9 +261,15 @@ static int infer_logic(eng_op_ctx_t *c)
     return infer_pair(c, dt_bool, ENG_DT_BOOL);
 }
 
+/* Strings too from opset 19 (ONNX added them then; the kernel compares
+ * bytes at any opset, so an older model is taken as well). */
 static int infer_equal(eng_op_ctx_t *c)
 {
-    return infer_pair(c, dt_arith_bool, ENG_DT_BOOL);
+    static const eng_dtype_t dt_equal[] = {
+        ENG_DT_FLOAT, ENG_DT_DOUBLE, ENG_DT_FLOAT16, ENG_DT_BFLOAT16, ENG_DT_INT8,
+        ENG_DT_INT16, ENG_DT_INT32,  ENG_DT_INT64,   ENG_DT_UINT8,    ENG_DT_UINT16,
+        ENG_DT_UINT32, ENG_DT_UINT64, ENG_DT_BOOL,   ENG_DT_STRING,   ENG_DT_UNDEFINED};
+    return infer_pair(c, dt_equal, ENG_DT_BOOL);
 }
 
 static int infer_compare(eng_op_ctx_t *c)

@@ -210,7 +210,7 @@ Test(triton_parse, dtype_names_and_the_engines_types)
     cr_expect_str_eq(cfg_triton_dtype_name(99), "TYPE_INVALID");
     cr_expect_eq(cfg_triton_dtype_to_eng(CFG_TRITON_TYPE_FP32), ENG_DT_FLOAT);
     cr_expect_eq(cfg_triton_dtype_to_eng(CFG_TRITON_TYPE_BOOL), ENG_DT_BOOL);
-    cr_expect_eq(cfg_triton_dtype_to_eng(CFG_TRITON_TYPE_STRING), -1);
+    cr_expect_eq(cfg_triton_dtype_to_eng(CFG_TRITON_TYPE_STRING), ENG_DT_STRING);
     cr_expect_eq(cfg_triton_dtype_to_eng(CFG_TRITON_TYPE_INVALID), -1);
 }
 
@@ -279,8 +279,7 @@ Test(triton_apply, inputs_and_outputs_are_checked_on_their_own)
     APPLY_FAILS("input [ { data_type: TYPE_FP32 } ]", FS_EINVAL, "input[0] has no name");
     APPLY_FAILS("input [ { name: \"x\" data_type: TYPE_FP32 }, { name: \"x\" data_type: TYPE_FP32 "
                 "} ]", FS_EINVAL, "input 'x' is listed twice");
-    APPLY_FAILS("output [ { name: \"y\" data_type: TYPE_STRING } ]", FS_ENOTSUP,
-                "output 'y': data_type TYPE_STRING");
+    apply_ok("output [ { name: \"y\" data_type: TYPE_STRING dims: [ -1 ] } ]");
     APPLY_FAILS("input [ { name: \"x\" } ]", FS_EINVAL, "TYPE_INVALID");
     APPLY_FAILS("input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 0 ] } ]", FS_EINVAL,
                 "dims[0] is 0");

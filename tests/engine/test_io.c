@@ -95,9 +95,11 @@ Test(eng_io, an_undeclared_dtype_takes_any_supported_one)
     eng_tensor_t t = tensor_of(ENG_DT_UINT8, (eng_shape_t){1, {2}});
     cr_expect_eq(eng_io_check(&io, NULL, &t, NULL), 0, "%s", fs_errmsg());
     t.dtype = ENG_DT_STRING;
+    cr_expect_eq(eng_io_check(&io, NULL, &t, NULL), 0, "%s", fs_errmsg());
+    t.dtype = (eng_dtype_t)21;
     cr_expect_eq(eng_io_check(&io, NULL, &t, NULL), FS_EINVAL);
     cr_expect_str_eq(fs_errmsg(),
-                     "input 'u': expected any dtype [2], got string [2] (dtype string is not "
+                     "input 'u': expected any dtype [2], got uint4 [2] (dtype uint4 is not "
                      "supported)");
 }
 
