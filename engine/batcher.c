@@ -302,7 +302,8 @@ static void stats_failure_locked(eng_model_stats_t *st, eng_failure_reason_t why
     st->failure_duration_us += us;
 }
 
-void eng_served_count_refused(eng_served_t *s, int code, uint64_t duration_ns)
+/* Why a request the caller refused or failed with `code` failed. */
+static eng_failure_reason_t failure_reason_of(int code)
 {
     eng_failure_reason_t why = ENG_FAILURE_OTHER;
     switch (code) {
@@ -317,8 +318,25 @@ void eng_served_count_refused(eng_served_t *s, int code, uint64_t duration_ns)
     default:
         break;
     }
+    return why;
+}
+
+void eng_served_count_refused(eng_served_t *s, int code, uint64_t duration_ns)
+{
     pthread_mutex_lock(&s->registry->stats_lock);
-    stats_failure_locked(&s->stats->s, why, duration_ns / 1000u);
+    stats_failure_locked(&s->stats->s, failure_reason_of(code), duration_ns / 1000u);
+    pthread_mutex_unlock(&s->registry->stats_lock);
+}
+
+void eng_served_count_answer_failed(eng_served_t *s, const eng_request_t *req, int code)
+{
+    uint64_t us = req->done_us_;
+    pthread_mutex_lock(&s->registry->stats_lock);
+    eng_model_stats_t *st = &s->stats->s;
+    st->request_success--;
+    st->request_duration_us -= us;
+    st->latency_buckets[bucket_of(eng_latency_bucket_bounds_us, ENG_LATENCY_BUCKETS, us)]--;
+    stats_failure_locked(st, failure_reason_of(code), us);
     pthread_mutex_unlock(&s->registry->stats_lock);
 }
 
@@ -340,6 +358,7 @@ static void request_finish(eng_served_t *s, eng_request_t *req, const batch_time
     uint64_t now = fs_clock_now_ns();
     uint64_t rows = request_rows(s, req);
     uint64_t us = sat_sub(now, req->submit_ns_) / 1000u;
+    req->done_us_ = us;
     pthread_mutex_lock(&s->registry->stats_lock);
     eng_model_stats_t *st = &s->stats->s;
     st->pending--;

@@ -262,6 +262,7 @@ struct eng_request {
     /* Private to the batcher. */
     uint64_t submit_ns_;
     uint64_t submit_real_ns_;     /* fs_clock_real_ns() at submit: bounds its wait in real time */
+    uint64_t done_us_;            /* submit to done, as the stats counted it */
     eng_request_t *next_;
 };
 
@@ -368,6 +369,14 @@ typedef struct eng_model_stats {
  * (FS_ETIMEDOUT) count as REJECTED, anything else (FS_ESTATE: unloaded
  * meanwhile; FS_ENOMEM) as OTHER. Cannot fail. */
 void eng_served_count_refused(eng_served_t *s, int code, uint64_t duration_ns);
+
+/* Recounts req, which completed with status 0 (counted a success), as a
+ * failure for `code` (reasons as eng_served_count_refused's): its answer
+ * could not be given (its outputs did not fit their shared memory
+ * regions, or did not encode). Its success, duration and latency bucket
+ * come off; its rows and compute times stay (the model did run them).
+ * Call it from done or after, at most once per request. Cannot fail. */
+void eng_served_count_answer_failed(eng_served_t *s, const eng_request_t *req, int code);
 
 /* Executions of one batch size (rows), Triton's batch_stats: how many, and
  * their summed concatenate, run and split times. */

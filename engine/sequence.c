@@ -391,6 +391,7 @@ static void job_done(eng_request_t *inner)
     r->queue_ns = inner->queue_ns;
     r->compute_ns = inner->compute_ns;
     r->batch_rows = inner->batch_rows;
+    r->done_us_ = inner->done_us_; /* the stats counted the inner request */
     pthread_mutex_lock(&q->lock);
     seq_job_t *n = slot_next_locked(q, sl);
     pthread_mutex_unlock(&q->lock);

@@ -145,19 +145,30 @@ typedef struct data_walk {
     size_t i;             /* the next leaf's index */
 } data_walk_t;
 
+/* How deep an input's "data" may nest its arrays. A tensor has at most
+ * ENG_MAX_RANK dims, so regular data nests no deeper than that; past it
+ * the nesting is only deep, not regular. Triton refuses JSON nested past
+ * 100 (its http_test.py test_json_recursion_depth_limit), and so does this
+ * codec for "data" (elsewhere cJSON's own limit, 1000, bounds it). */
+#define DATA_DEPTH_MAX 100
+
 /* What one walk over an input's "data" learns: how many values it holds,
- * and whether it nests regularly -- every array at one depth the same
- * length (lens[depth], -1 until seen), every value at one depth
- * (leaf_depth, -1 until seen). cJSON's nesting limit bounds the depth. */
+ * how deep its arrays nest (depth, the outer one 1), and whether it nests
+ * regularly -- every array at one depth the same length (lens[depth], -1
+ * until seen), every value at one depth (leaf_depth, -1 until seen).
+ * cJSON's nesting limit bounds the depth. */
 typedef struct data_form {
     size_t leaves;
     bool regular;
     int leaf_depth;
+    int depth;
     int lens[CJSON_NESTING_LIMIT + 2];
 } data_form_t;
 
 static void json_data_form(const cJSON *v, int depth, data_form_t *f)
 {
+    if (cJSON_IsArray(v) && depth + 1 > f->depth)
+        f->depth = depth + 1;
     if (!cJSON_IsArray(v)) {
         f->leaves++;
         if (f->leaf_depth < 0)
@@ -477,6 +488,10 @@ static int input_json(const char *label, const cJSON *data, const srv_lifted_t *
         form.leaves = lifted->n;
     else
         json_data_form(data, 0, &form);
+    if (form.depth > DATA_DEPTH_MAX)
+        return fs_err(FS_EINVAL, "%s: \"data\" nests %d arrays deep: JSON nesting depth exceeds "
+                      "maximum allowed limit (%d); send it flat", label, form.depth,
+                      DATA_DEPTH_MAX);
     if (form.leaves != numel) {
         char shape[96];
         return fs_err(FS_EINVAL, "%s: shape %s has %zu elements but \"data\" has %zu", label,

@@ -43,8 +43,8 @@ extern "C" {
 
 /* "FP32", "INT64", ...; NULL for a dtype the protocol has no name for. */
 const char *srv_datatype_name(eng_dtype_t dt);
-/* 0 and *out, or FS_EINVAL ("BYTES" and unknown names: the message says
- * which, and that BYTES tensors are not supported). */
+/* 0 and *out ("BYTES" is ENG_DT_STRING), or FS_EINVAL for a name the
+ * protocol does not have (the message lists those it has). */
 int srv_datatype_parse(const char *name, eng_dtype_t *out);
 
 /* A binary input whose bytes start at this alignment in the body is not

@@ -441,6 +441,7 @@ static void infer_finish(srv_req_t *r)
     const eng_model_t *m = eng_served_model(job->served);
     int rc = srv_shm_infer_outputs(r);
     if (rc != 0) {
+        eng_served_count_answer_failed(job->served, e, rc);
         eng_request_free_outputs(e);
         srv_respond_fs_error(r, rc);
         return;
@@ -456,6 +457,7 @@ static void infer_finish(srv_req_t *r)
     }
     eng_request_free_outputs(e);
     if (rc != 0) {
+        eng_served_count_answer_failed(job->served, e, rc);
         srv_buf_free(&out);
         srv_respond_fs_error(r, rc);
         return;

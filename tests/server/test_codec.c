@@ -1250,6 +1250,37 @@ Test(srv_codec, ragged_data_is_refused_even_when_its_leaf_count_fits)
     srv_infer_request_free(r);
 }
 
+/* "data" one value inside `depth` arrays: "[[...[7]...]]". */
+static const char *nested_data(int depth)
+{
+    static char text[512];
+    int n = 0;
+    for (int i = 0; i < depth; i++)
+        text[n++] = '[';
+    text[n++] = '7';
+    for (int i = 0; i < depth; i++)
+        text[n++] = ']';
+    text[n] = '\0';
+    return text;
+}
+
+Test(srv_codec, data_nested_past_100_arrays_is_refused_as_triton_refuses_it)
+{
+    /* Triton's http_test.py sends one value 50 deep (taken) and 120 deep
+     * (refused) for shape [1, 1]; the limit is 100. */
+    char data[512];
+    snprintf(data, sizeof data, "%s", nested_data(100));
+    srv_infer_request_t *r = parse_ok(one_input("INT64", "[1,1]", data));
+    cr_expect_eq(((const int64_t *)r->inputs[0].tensor.data)[0], 7);
+    srv_infer_request_free(r);
+    snprintf(data, sizeof data, "%s", nested_data(101));
+    parse_fails(one_input("INT64", "[1,1]", data), FS_EINVAL,
+                "input 'x': \"data\" nests 101 arrays deep: JSON nesting depth exceeds maximum "
+                "allowed limit (100)");
+    snprintf(data, sizeof data, "%s", nested_data(120));
+    parse_fails(one_input("FP32", "[1,1]", data), FS_EINVAL, "nests 120 arrays deep");
+}
+
 Test(srv_codec, an_escaped_nul_is_refused_and_an_escaped_backslash_before_u0000_is_not)
 {
     parse_fails("{\"id\":\"a\\u0000b\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","

@@ -45,6 +45,20 @@ static void input_values(float *x)
         x[i] = (float)i * 0.01f - 0.3f;
 }
 
+/* mlp's inference_stats counts: success and fail. */
+static void mlp_counts(srv_fixture_t *f, double *success, double *fail)
+{
+    http_resp_t r = http_get(f->port, "/v2/models/mlp/stats");
+    cJSON *doc = cJSON_Parse(r.body);
+    cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "model_stats"), 0);
+    cJSON *is = cJSON_GetObjectItem(st, "inference_stats");
+    cr_assert_not_null(is, "%s", r.body);
+    *success = cJSON_GetObjectItem(cJSON_GetObjectItem(is, "success"), "count")->valuedouble;
+    *fail = cJSON_GetObjectItem(cJSON_GetObjectItem(is, "fail"), "count")->valuedouble;
+    cJSON_Delete(doc);
+    free(r.body);
+}
+
 /* POST /v2/models/mlp/infer with `body`; the parsed answer (status 200). */
 static cJSON *infer_ok(srv_fixture_t *f, const char *body)
 {
@@ -221,7 +235,10 @@ Test(srv_shm_http, errors_name_the_region_the_tensor_and_the_bound, .timeout = 6
                   in_shm_body(body, sizeof body, "in", 0, in_bytes - 4, NULL));
     http_expect_error(&r, 400, "shared_memory_byte_size is 508 but shape [2,64] of FP32 takes "
                                "512 bytes");
-    /* An output larger than its range: refused, the region untouched. */
+    /* An output larger than its range: refused, the region untouched, and
+     * counted a failure (the model ran, the answer could not be given). */
+    double success0, fail0, success1, fail1;
+    mlp_counts(&f, &success0, &fail0);
     memset((char *)obj + 4096, 0x5a, 4096);
     r = http_post(f.port, "/v2/models/mlp/infer",
                   in_shm_body(body, sizeof body, "in", 0, in_bytes,
@@ -236,6 +253,9 @@ Test(srv_shm_http, errors_name_the_region_the_tensor_and_the_bound, .timeout = 6
                               "\"shared_memory_region\":\"out\",\"shared_memory_offset\":4090,"
                               "\"shared_memory_byte_size\":80}}]"));
     http_expect_error(&r, 400, "output 'probabilities': shared_memory_offset 4090");
+    mlp_counts(&f, &success1, &fail1);
+    cr_expect_eq(success1, success0, "an answer that failed was counted a success");
+    cr_expect_eq(fail1, fail0 + 2);
 
     /* Register's own errors. */
     r = http_post(f.port, "/v2/systemsharedmemory/region/x/register", "{\"byte_size\":64}");

@@ -76,9 +76,6 @@ EXPECTED = {
         (WORDING, "refused with 400 as expected; Triton's text says polling"),
     ("python_http_aio_test.py", "test_unload_model"):
         (WORDING, "refused with 400 as expected; Triton's text says polling"),
-    ("http_test.py", "test_json_recursion_depth_limit"):
-        (triton_only("JSON nested past depth 100 refused: flatserve takes the data 120 deep, "
-                     "BYTES and INT64 alike; its depth-50 BYTES and INT64 cases pass"), ""),
     ("http_test.py", "test_buffer_size_overflow"): (WORDING, "400 as expected"),
     ("http_test.py", "test_duplicate_output_names"): (WORDING, "400 as expected"),
     ("http_test.py", "test_multi_inputs"): (WORDING, "400 as expected"),
