@@ -13,6 +13,14 @@ needs tritonclient's dependencies (Debian: python3-geventhttpclient
 python3-gevent python3-aiohttp python3-rapidjson python3-numpy
 python3-requests) and onnx for the models (make_repos.py).
 
+tritonclient.grpc, which reuse_infer_objects_client.py imports (it then
+talks HTTP), needs the gRPC stubs a source tree lacks: with
+TRITON_COMMON_SRC set (triton-inference-server/common's tree, its
+protobuf/*.proto) and Debian's python3-grpcio and protobuf-compiler-grpc
+installed, the library is copied into the work folder and the stubs are
+generated there with protoc and grpc_python_plugin, as the client's own
+build does; without them that example fails as a missing dependency.
+
 The servers run as L0_http/test.sh runs Triton's, on localhost:8000 (the
 tests hard-code it; the run stops at once if the port is taken):
   A  the examples repository, model control none, --exit-on-error=false
@@ -68,7 +76,8 @@ EXPECTED = {
         (SHM, "the client stops before any call: it needs cuda-python, which Debian lacks; "
               "flatserve would refuse its register with 400 naming CUDA shared memory"),
     ("examples", "reuse_infer_objects_client.py"):
-        (MISSING, "imports tritonclient.grpc, whose generated stubs a source tree lacks"),
+        (MISSING, "imports tritonclient.grpc, whose stubs a source tree lacks: set "
+                  "TRITON_COMMON_SRC and install python3-grpcio protobuf-compiler-grpc"),
     ("python_http_aio_test.py", "test_get_server_metadata"): (NAME, "expects 'triton'"),
     ("python_http_aio_test.py", "test_get_trace_settings"): (TRACE, "400"),
     ("python_http_aio_test.py", "test_update_trace_settings"): (TRACE, "400"),
@@ -139,9 +148,45 @@ class Server:
 
 def client_env(src):
     env = dict(os.environ)
-    lib = os.path.join(src.client, "src", "python", "library")
-    env["PYTHONPATH"] = lib + os.pathsep + env.get("PYTHONPATH", "")
+    lib = src.lib or os.path.join(src.client, "src", "python", "library")
+    paths = [lib] + ([os.path.join(lib, "tritonclient", "grpc")] if src.lib else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
     return env
+
+
+def grpc_library(src, work):
+    """A copy of tritonclient's library in `work` with the gRPC stubs
+    generated from TRITON_COMMON_SRC's protos (service_pb2 imports
+    model_config_pb2 at the top level, so client_env also puts their folder
+    on the path). Its path, or None (with the reason logged) when the
+    protos, protoc, grpc_python_plugin or Python's grpc are missing."""
+    protos = os.path.join(src.common or "", "protobuf")
+    plugin = shutil.which("grpc_python_plugin")
+    missing = [what for what, ok in (
+        ("TRITON_COMMON_SRC", src.common and os.path.isdir(protos)),
+        ("protoc", shutil.which("protoc")), ("grpc_python_plugin", plugin),
+        ("python3-grpcio", subprocess.run([sys.executable, "-c", "import grpc"],
+                                          capture_output=True).returncode == 0)) if not ok]
+    if missing:
+        log("tritonclient.grpc: no stubs (missing: %s)" % ", ".join(missing))
+        return None
+    lib = os.path.join(work, "client-library")
+    shutil.copytree(os.path.join(src.client, "src", "python", "library"), lib)
+    out = os.path.join(lib, "tritonclient", "grpc")
+    subprocess.run(["protoc", "-I", protos, "--python_out=" + out, "--grpc_out=" + out,
+                    "--plugin=protoc-gen-grpc=" + plugin, "grpc_service.proto", "health.proto",
+                    "model_config.proto"], check=True)
+    os.rename(os.path.join(out, "grpc_service_pb2.py"), os.path.join(out, "service_pb2.py"))
+    os.rename(os.path.join(out, "grpc_service_pb2_grpc.py"),
+              os.path.join(out, "service_pb2_grpc.py"))
+    for name in ("service_pb2.py", "service_pb2_grpc.py"):
+        path = os.path.join(out, name)
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("import grpc_service_pb2 as", "import service_pb2 as"))
+    log("tritonclient.grpc: stubs generated from %s" % protos)
+    return lib
 
 
 def name_variant(src, work, script):
@@ -274,7 +319,8 @@ def main():
         return unit_main(a.unit, set(filter(None, a.skip.split(","))))
 
     src = types.SimpleNamespace(client=os.environ.get("TRITON_CLIENT_SRC"),
-                                server=os.environ.get("TRITON_SERVER_SRC"))
+                                server=os.environ.get("TRITON_SERVER_SRC"),
+                                common=os.environ.get("TRITON_COMMON_SRC"), lib=None)
     if not src.client or not src.server:
         sys.exit("set TRITON_CLIENT_SRC and TRITON_SERVER_SRC (see tests/triton/README.md)")
     binary = os.path.abspath(a.flatserve)
@@ -283,6 +329,7 @@ def main():
     repos = os.path.join(a.work, "models")
     subprocess.run([sys.executable, os.path.join(HERE, "make_repos.py"), repos], check=True)
     examples, http_repo = os.path.join(repos, "examples"), os.path.join(repos, "http_test")
+    src.lib = grpc_library(src, a.work)
 
     rows = []  # (file, test, passed, message)
     crashes = []
