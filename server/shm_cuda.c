@@ -82,8 +82,13 @@ static int allocation_size(const char *name, void *p, size_t *size)
     typedef CUresult (*range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050 /* ByVersion came in 12.5; 13.0 deprecates the other */
     cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
                                                        cudaEnableDefault, &found);
+#else
+    cudaError_t err = cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault,
+                                              &found);
+#endif
     if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn)
         return cuda_fail(FS_EDEVICE, err != cudaSuccess ? err : cudaErrorSymbolNotFound,
                          "CUDA shared memory region '%s': the driver's cuMemGetAddressRange, "
