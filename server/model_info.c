@@ -63,6 +63,8 @@ void srv_info_server(srv_req_t *r, const srv_route_args_t *a)
         cJSON_AddItemToArray(ext, cJSON_CreateString(names[i]));
     if (ext && r->app->shm)
         cJSON_AddItemToArray(ext, cJSON_CreateString("system_shared_memory"));
+    if (ext && r->app->shm && FS_HAVE_CUDA) /* a build without CUDA answers as Triton's does */
+        cJSON_AddItemToArray(ext, cJSON_CreateString("cuda_shared_memory"));
     cJSON_AddStringToObject(doc, "device", r->app->device);
     srv_respond_json(r, 200, doc);
 }

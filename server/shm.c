@@ -1,9 +1,10 @@
-/* shm.c -- the registered system shared-memory regions (shm.h): a list
- * under one mutex, each region an mmap of a page-aligned window around
- * its range, with a reference count under that mutex. A region leaves the
- * list at unregister and is unmapped by whoever drops its last reference
- * (the list's own counts as one while it is registered), so a request
- * that acquired it keeps reading valid memory. */
+/* shm.c -- the registered shared-memory regions (shm.h): a list under one
+ * mutex, each region an mmap of a page-aligned window around its range (a
+ * system region) or a CUDA IPC handle opened on its device (a CUDA region,
+ * shm_cuda.h), with a reference count under that mutex. A region leaves
+ * the list at unregister and is unmapped (closed) by whoever drops its
+ * last reference (the list's own counts as one while it is registered),
+ * so a request that acquired it keeps reading valid memory. */
 #include "server/shm.h"
 
 #include <assert.h>
@@ -18,16 +19,20 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "server/shm_cuda.h"
 
 struct srv_shm_region {
     srv_shm_t *table;             /* the table whose counts include it */
     struct srv_shm_region *next;  /* in the table's list while registered */
+    srv_shm_kind_t kind;
+    int device;                   /* CUDA: the device its handle is open on; system: -1 */
     char name[SRV_SHM_NAME_MAX];
-    char key[SRV_SHM_KEY_MAX];
-    uint64_t offset, byte_size;   /* the range as registered */
-    void *map;                    /* the mapping: a page-aligned window */
-    size_t map_len;
-    size_t skip;                  /* from map to the range's first byte */
+    char key[SRV_SHM_KEY_MAX];    /* system: the object's name; CUDA: "" */
+    uint64_t offset, byte_size;   /* the range as registered (CUDA: offset 0) */
+    void *map;                    /* system: the mapping, a page-aligned window;
+                                   * CUDA: the allocation's device address */
+    size_t map_len;               /* system only */
+    size_t skip;                  /* from map to the range's first byte (CUDA: 0) */
     unsigned refs;                /* the list's (while registered) and requests' (table lock) */
 };
 
@@ -50,12 +55,21 @@ int srv_shm_create(uint64_t max_bytes, srv_shm_t **out)
     return 0;
 }
 
-/* Unmaps and frees a region no one holds, and uncounts it; table lock held. */
+static const char *kind_name(srv_shm_kind_t kind)
+{
+    return kind == SRV_SHM_CUDA ? "CUDA" : "system";
+}
+
+/* Unmaps (closes) and frees a region no one holds, and uncounts it; table
+ * lock held. */
 static void region_free_locked(srv_shm_region_t *g)
 {
     srv_shm_t *t = g->table;
     assert(g->refs == 0);
-    munmap(g->map, g->map_len);
+    if (g->kind == SRV_SHM_CUDA)
+        srv_shm_cuda_close(g->name, g->device, g->map);
+    else
+        munmap(g->map, g->map_len);
     t->n_mapped--;
     t->mapped_bytes -= g->byte_size;
     free(g);
@@ -65,7 +79,8 @@ void srv_shm_destroy(srv_shm_t *t)
 {
     if (!t)
         return;
-    srv_shm_unregister(t, NULL);
+    srv_shm_unregister(t, SRV_SHM_SYSTEM, NULL);
+    srv_shm_unregister(t, SRV_SHM_CUDA, NULL);
     assert(t->n_mapped == 0); /* a request still holds a region: the caller's bug */
     pthread_mutex_destroy(&t->lock);
     free(t);
@@ -128,64 +143,128 @@ done:
     return rc;
 }
 
+/* The checks every register makes of its name and byte_size. 0 or
+ * FS_EINVAL naming what is wrong. */
+static int register_args_check(srv_shm_kind_t kind, const char *name, uint64_t byte_size)
+{
+    if (!name_ok(name, SRV_SHM_NAME_MAX))
+        return fs_err(FS_EINVAL, "%s shared memory region name '%.64s%s' must be 1 to %d "
+                      "bytes of letters, digits, '_', '.' and '-'", kind_name(kind), name,
+                      strlen(name) > 64 ? "..." : "", SRV_SHM_NAME_MAX - 1);
+    if (byte_size == 0)
+        return fs_err(FS_EINVAL, "%s shared memory region '%s': byte_size must be at least 1",
+                      kind_name(kind), name);
+    return 0;
+}
+
+/* The table's checks before g joins it: its name free in both kinds, the
+ * limits. 0 or FS_EINVAL naming what is wrong; table lock held. */
+static int register_room_locked(srv_shm_t *t, const srv_shm_region_t *g)
+{
+    const srv_shm_region_t *old = find_locked(t, g->name);
+    if (old && old->kind == g->kind)
+        return fs_err(FS_EINVAL, "%s shared memory region '%s' is already registered; "
+                      "unregister it first", kind_name(g->kind), g->name);
+    if (old)
+        return fs_err(FS_EINVAL, "cannot register %s shared memory region '%s': the name is "
+                      "registered as %s shared memory (one name space holds both kinds); "
+                      "unregister it first", kind_name(g->kind), g->name, kind_name(old->kind));
+    if (t->n_mapped >= SRV_SHM_REGIONS_MAX)
+        return fs_err(FS_EINVAL, "%s shared memory region '%s': %d regions are mapped, the "
+                      "most flatserve keeps; unregister one first", kind_name(g->kind), g->name,
+                      SRV_SHM_REGIONS_MAX);
+    if (g->byte_size > t->max_bytes - t->mapped_bytes)
+        return fs_err(FS_EINVAL, "%s shared memory region '%s': %llu bytes more would pass the "
+                      "%llu bytes flatserve maps at once (%llu mapped now)", kind_name(g->kind),
+                      g->name, (unsigned long long)g->byte_size,
+                      (unsigned long long)t->max_bytes, (unsigned long long)t->mapped_bytes);
+    return 0;
+}
+
+/* Adds g, mapped (opened), to the table; table lock held. */
+static void register_add_locked(srv_shm_t *t, srv_shm_region_t *g)
+{
+    g->next = t->head;
+    t->head = g;
+    t->n_mapped++;
+    t->mapped_bytes += g->byte_size;
+}
+
+/* A new region record of `kind` named `name` (checked), one reference
+ * (the list's): the record, or NULL having set FS_ENOMEM's message. */
+static srv_shm_region_t *region_new(srv_shm_t *t, srv_shm_kind_t kind, const char *name,
+                                    uint64_t byte_size)
+{
+    srv_shm_region_t *g = calloc(1, sizeof *g);
+    if (!g) {
+        fs_err(FS_ENOMEM, "cannot allocate %s shared memory region '%s'", kind_name(kind), name);
+        return NULL;
+    }
+    g->table = t;
+    g->kind = kind;
+    g->device = -1;
+    strcpy(g->name, name);
+    g->byte_size = byte_size;
+    g->refs = 1;
+    return g;
+}
+
 int srv_shm_register(srv_shm_t *t, const char *name, const char *key, uint64_t offset,
                      uint64_t byte_size)
 {
-    if (!name_ok(name, SRV_SHM_NAME_MAX))
-        return fs_err(FS_EINVAL, "system shared memory region name '%.64s%s' must be 1 to %d "
-                      "bytes of letters, digits, '_', '.' and '-'", name,
-                      strlen(name) > 64 ? "..." : "", SRV_SHM_NAME_MAX - 1);
+    int rc = register_args_check(SRV_SHM_SYSTEM, name, byte_size);
+    if (rc)
+        return rc;
     const char *k = key[0] == '/' ? key + 1 : key;
     if (!name_ok(k, SRV_SHM_KEY_MAX - 1) || strcmp(k, ".") == 0 || strcmp(k, "..") == 0)
         return fs_err(FS_EINVAL, "system shared memory region '%s': key '%.64s%s' must be an "
                       "optional '/' then 1 to %d bytes of letters, digits, '_', '.' and '-' "
                       "(not '.' or '..')", name, key, strlen(key) > 64 ? "..." : "",
                       SRV_SHM_KEY_MAX - 2);
-    if (byte_size == 0)
-        return fs_err(FS_EINVAL, "system shared memory region '%s': byte_size must be at least "
-                      "1", name);
-    srv_shm_region_t *g = calloc(1, sizeof *g);
+    srv_shm_region_t *g = region_new(t, SRV_SHM_SYSTEM, name, byte_size);
     if (!g)
-        return fs_err(FS_ENOMEM, "cannot allocate system shared memory region '%s'", name);
-    g->table = t;
-    strcpy(g->name, name);
+        return FS_ENOMEM;
     strcpy(g->key, key);
     g->offset = offset;
-    g->byte_size = byte_size;
-    g->refs = 1;
     pthread_mutex_lock(&t->lock);
-    int rc = 0;
-    if (find_locked(t, name))
-        rc = fs_err(FS_EINVAL, "system shared memory region '%s' is already registered; "
-                    "unregister it first", name);
-    else if (t->n_mapped >= SRV_SHM_REGIONS_MAX)
-        rc = fs_err(FS_EINVAL, "system shared memory region '%s': %d regions are mapped, the "
-                    "most flatserve keeps; unregister one first", name, SRV_SHM_REGIONS_MAX);
-    else if (byte_size > t->max_bytes - t->mapped_bytes)
-        rc = fs_err(FS_EINVAL, "system shared memory region '%s': %llu bytes more would pass "
-                    "the %llu bytes flatserve maps at once (%llu mapped now)", name,
-                    (unsigned long long)byte_size, (unsigned long long)t->max_bytes,
-                    (unsigned long long)t->mapped_bytes);
     /* Mapped under the lock, so that two registers of one name cannot both
      * pass the check: a register is rare and an mmap short. */
-    if (rc == 0 && (rc = region_map(g)) == 0) {
-        g->next = t->head;
-        t->head = g;
-        t->n_mapped++;
-        t->mapped_bytes += byte_size;
-    }
+    if ((rc = register_room_locked(t, g)) == 0 && (rc = region_map(g)) == 0)
+        register_add_locked(t, g);
     pthread_mutex_unlock(&t->lock);
     if (rc)
         free(g);
     return rc;
 }
 
-void srv_shm_unregister(srv_shm_t *t, const char *name)
+int srv_shm_register_cuda(srv_shm_t *t, const char *name, const void *handle, int device_id,
+                          uint64_t byte_size)
+{
+    int rc = register_args_check(SRV_SHM_CUDA, name, byte_size);
+    if (rc)
+        return rc;
+    srv_shm_region_t *g = region_new(t, SRV_SHM_CUDA, name, byte_size);
+    if (!g)
+        return FS_ENOMEM;
+    g->device = device_id;
+    pthread_mutex_lock(&t->lock);
+    /* Opened under the lock as a system region is mapped under it: the
+     * open of an IPC handle takes a moment, and a register is rare. */
+    if ((rc = register_room_locked(t, g)) == 0 &&
+        (rc = srv_shm_cuda_open(name, handle, device_id, byte_size, &g->map)) == 0)
+        register_add_locked(t, g);
+    pthread_mutex_unlock(&t->lock);
+    if (rc)
+        free(g);
+    return rc;
+}
+
+void srv_shm_unregister(srv_shm_t *t, srv_shm_kind_t kind, const char *name)
 {
     pthread_mutex_lock(&t->lock);
     for (srv_shm_region_t **p = &t->head; *p;) {
         srv_shm_region_t *g = *p;
-        if (name && strcmp(g->name, name) != 0) {
+        if (g->kind != kind || (name && strcmp(g->name, name) != 0)) {
             p = &g->next;
             continue;
         }
@@ -194,7 +273,7 @@ void srv_shm_unregister(srv_shm_t *t, const char *name)
         if (--g->refs == 0)
             region_free_locked(g);
         if (name)
-            break;
+            break; /* names are unique across kinds */
     }
     pthread_mutex_unlock(&t->lock);
 }
@@ -206,15 +285,18 @@ static int status_add(cJSON *arr, const srv_shm_region_t *g)
         cJSON_Delete(o);
         return FS_ENOMEM;
     }
-    if (!cJSON_AddStringToObject(o, "name", g->name) ||
-        !cJSON_AddStringToObject(o, "key", g->key) ||
-        !cJSON_AddNumberToObject(o, "offset", (double)g->offset) ||
-        !cJSON_AddNumberToObject(o, "byte_size", (double)g->byte_size))
+    if (!cJSON_AddStringToObject(o, "name", g->name))
+        return FS_ENOMEM;
+    if (g->kind == SRV_SHM_CUDA ? !cJSON_AddNumberToObject(o, "device_id", g->device)
+                                : !cJSON_AddStringToObject(o, "key", g->key) ||
+                                      !cJSON_AddNumberToObject(o, "offset", (double)g->offset))
+        return FS_ENOMEM;
+    if (!cJSON_AddNumberToObject(o, "byte_size", (double)g->byte_size))
         return FS_ENOMEM;
     return 0;
 }
 
-int srv_shm_status(srv_shm_t *t, const char *name, cJSON **out)
+int srv_shm_status(srv_shm_t *t, srv_shm_kind_t kind, const char *name, cJSON **out)
 {
     cJSON *arr = cJSON_CreateArray();
     if (!arr)
@@ -223,9 +305,14 @@ int srv_shm_status(srv_shm_t *t, const char *name, cJSON **out)
     pthread_mutex_lock(&t->lock);
     if (name) {
         const srv_shm_region_t *g = find_locked(t, name);
-        rc = g ? status_add(arr, g)
-               : fs_err(FS_EINVAL, "system shared memory region '%.127s' is not registered",
-                        name);
+        if (!g)
+            rc = fs_err(FS_EINVAL, "%s shared memory region '%.127s' is not registered",
+                        kind_name(kind), name);
+        else if (g->kind != kind)
+            rc = fs_err(FS_EINVAL, "the region named '%s' is registered as %s shared memory, "
+                        "not %s shared memory", name, kind_name(g->kind), kind_name(kind));
+        else
+            rc = status_add(arr, g);
     } else {
         /* The list is newest first: collect, then add oldest first. */
         size_t n = 0;
@@ -235,7 +322,8 @@ int srv_shm_status(srv_shm_t *t, const char *name, cJSON **out)
             const srv_shm_region_t *g = t->head;
             for (size_t j = 0; j < i; j++)
                 g = g->next;
-            rc = status_add(arr, g);
+            if (g->kind == kind)
+                rc = status_add(arr, g);
         }
     }
     pthread_mutex_unlock(&t->lock);
@@ -256,13 +344,13 @@ int srv_shm_acquire(srv_shm_t *t, const char *name, uint64_t offset, uint64_t by
     srv_shm_region_t *g = find_locked(t, name);
     int rc = 0;
     if (!g)
-        rc = fs_err(FS_EINVAL, "%s: system shared memory region '%.127s' is not registered",
-                    what, name);
+        rc = fs_err(FS_EINVAL, "%s: shared memory region '%.127s' is not registered (as system "
+                    "or CUDA shared memory)", what, name);
     else if (offset > g->byte_size || byte_size > g->byte_size - offset)
         rc = fs_err(FS_EINVAL, "%s: shared_memory_offset %llu + shared_memory_byte_size %llu "
-                    "is past the end of system shared memory region '%s' (%llu bytes)", what,
-                    (unsigned long long)offset, (unsigned long long)byte_size, name,
-                    (unsigned long long)g->byte_size);
+                    "is past the end of %s shared memory region '%s' (%llu bytes)", what,
+                    (unsigned long long)offset, (unsigned long long)byte_size,
+                    kind_name(g->kind), name, (unsigned long long)g->byte_size);
     else {
         g->refs++;
         *region = g;
@@ -270,6 +358,16 @@ int srv_shm_acquire(srv_shm_t *t, const char *name, uint64_t offset, uint64_t by
     }
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+int srv_shm_region_device(const srv_shm_region_t *g)
+{
+    return g->device; /* set at register, never changed */
+}
+
+const char *srv_shm_region_name(const srv_shm_region_t *g)
+{
+    return g->name;
 }
 
 void srv_shm_release(srv_shm_region_t *g)

@@ -2,8 +2,8 @@
  * regions registered, listed and unregistered; an inference whose input
  * and output lie in regions answers what the JSON path answers; the
  * errors name what is wrong; the admin token guards register and
- * unregister; CUDA shared memory answers as a Triton without GPUs;
- * server.shared_memory false refuses it all naming the key; and no
+ * unregister; CUDA shared memory keeps its own list (more in
+ * test_server_cudashm.c); server.shared_memory false refuses it all naming the key; and no
  * mapping outlives unregister or stop. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -224,8 +224,8 @@ Test(srv_shm_http, errors_name_the_region_the_tensor_and_the_bound, .timeout = 6
     http_resp_t st;
     http_resp_t r = http_post(f.port, "/v2/models/mlp/infer",
                               in_shm_body(body, sizeof body, "ghost", 0, in_bytes, NULL));
-    http_expect_error(&r, 400, "input 'input': system shared memory region 'ghost' is not "
-                               "registered");
+    http_expect_error(&r, 400, "input 'input': shared memory region 'ghost' is not registered "
+                               "(as system or CUDA shared memory)");
     r = http_post(f.port, "/v2/models/mlp/infer",
                   in_shm_body(body, sizeof body, "in", 600, in_bytes, NULL));
     http_expect_error(&r, 400, "input 'input': shared_memory_offset 600 + shared_memory_byte_size "
@@ -290,22 +290,18 @@ Test(srv_shm_http, errors_name_the_region_the_tensor_and_the_bound, .timeout = 6
     http_expect_error(&r, 400, "256 regions are mapped");
     cr_expect_eq(status_of(http_get(f.port, "/v2/systemsharedmemory/status/x")), 404);
     cr_expect_eq(status_of(http_get(f.port, "/v2/systemsharedmemory/region/in/register")), 405);
-    /* CUDA shared memory, as a Triton without GPUs: none registered, so
-     * nothing to list or unregister; a register is refused naming it. */
+    /* CUDA shared memory keeps its own list: the system regions are not in
+     * it, and its unregister leaves them registered. */
     r = http_get(f.port, "/v2/cudasharedmemory/status");
     cr_expect_eq(r.status, 200);
     cr_expect_str_eq(r.body, "[]");
     free(r.body);
     r = http_get(f.port, "/v2/cudasharedmemory/region/in/status");
-    http_expect_error(&r, 400, "CUDA shared memory region 'in' is not registered: flatserve does "
-                               "not support CUDA shared memory");
+    http_expect_error(&r, 400, "the region named 'in' is registered as system shared memory, not "
+                               "CUDA shared memory");
     cr_expect_eq(status_of(http_post(f.port, "/v2/cudasharedmemory/unregister", "")), 200);
     cr_expect_eq(status_of(http_post(f.port, "/v2/cudasharedmemory/region/in/unregister", "")),
                  200);
-    r = http_post(f.port, "/v2/cudasharedmemory/region/g/register",
-                  "{\"raw_handle\":{\"b64\":\"AA==\"},\"device_id\":0,\"byte_size\":64}");
-    http_expect_error(&r, 400, "cannot register CUDA shared memory region 'g': Triton's CUDA "
-                               "shared memory extension is not supported by flatserve");
     st = http_get(f.port, "/v2/systemsharedmemory/region/in/status");
     cr_expect_eq(st.status, 200, "the system region 'in' is untouched: %s", st.body);
     free(st.body);

@@ -30,7 +30,7 @@ Test(srv_shm, register_status_acquire_and_unregister)
     cr_expect_eq(memcmp((char *)obj + 107, "HELLO", 5), 0, "writes reach the object");
 
     cJSON *st = NULL;
-    cr_assert_eq(srv_shm_status(t, NULL, &st), 0);
+    cr_assert_eq(srv_shm_status(t, SRV_SHM_SYSTEM, NULL, &st), 0);
     char *text = cJSON_PrintUnformatted(st);
     char want[512];
     snprintf(want, sizeof want,
@@ -40,10 +40,10 @@ Test(srv_shm, register_status_acquire_and_unregister)
     cr_expect_str_eq(text, want);
     free(text);
     cJSON_Delete(st);
-    cr_assert_eq(srv_shm_status(t, "out", &st), 0);
+    cr_assert_eq(srv_shm_status(t, SRV_SHM_SYSTEM, "out", &st), 0);
     cr_expect_eq(cJSON_GetArraySize(st), 1);
     cJSON_Delete(st);
-    cr_expect_eq(srv_shm_status(t, "nope", &st), FS_EINVAL);
+    cr_expect_eq(srv_shm_status(t, SRV_SHM_SYSTEM, "nope", &st), FS_EINVAL);
     cr_expect_str_eq(fs_errmsg(), "system shared memory region 'nope' is not registered");
 
     /* Bounds of an acquire. */
@@ -54,15 +54,16 @@ Test(srv_shm, register_status_acquire_and_unregister)
                                   "bytes)");
     cr_expect_eq(srv_shm_acquire(t, "in", 5001, 0, "x", &g2, &addr), FS_EINVAL);
     cr_expect_eq(srv_shm_acquire(t, "zz", 0, 1, "input 'x'", &g2, &addr), FS_EINVAL);
-    cr_expect_str_eq(fs_errmsg(), "input 'x': system shared memory region 'zz' is not registered");
+    cr_expect_str_eq(fs_errmsg(), "input 'x': shared memory region 'zz' is not registered (as "
+                                  "system or CUDA shared memory)");
     cr_expect_null(g2);
 
     /* Unregistered while held: gone from the table, still mapped. */
     size_t n;
     uint64_t bytes;
-    srv_shm_unregister(t, "in");
-    srv_shm_unregister(t, "in"); /* again: no error */
-    cr_expect_eq(srv_shm_status(t, "in", &st), FS_EINVAL);
+    srv_shm_unregister(t, SRV_SHM_SYSTEM, "in");
+    srv_shm_unregister(t, SRV_SHM_SYSTEM, "in"); /* again: no error */
+    cr_expect_eq(srv_shm_status(t, SRV_SHM_SYSTEM, "in", &st), FS_EINVAL);
     srv_shm_usage(t, &n, &bytes);
     cr_expect_eq(n, 2);
     cr_expect_eq(bytes, 9096);
@@ -72,7 +73,7 @@ Test(srv_shm, register_status_acquire_and_unregister)
     cr_expect_eq(srv_shm_register(t, "in", key, 0, 4096), 0, "%s", fs_errmsg());
     srv_shm_release(g);
     cr_expect_eq(shm_test_mappings(key), 3, "the held one went with its last reference");
-    srv_shm_unregister(t, NULL);
+    srv_shm_unregister(t, SRV_SHM_SYSTEM, NULL);
     srv_shm_usage(t, &n, &bytes);
     cr_expect_eq(n, 0);
     cr_expect_eq(bytes, 0);
@@ -144,11 +145,65 @@ Test(srv_shm, at_most_the_region_limit_is_mapped)
     srv_shm_region_t *g = NULL;
     void *addr;
     cr_assert_eq(srv_shm_acquire(t, "r0", 0, 64, "x", &g, &addr), 0);
-    srv_shm_unregister(t, "r0");
+    srv_shm_unregister(t, SRV_SHM_SYSTEM, "r0");
     cr_expect_eq(srv_shm_register(t, "one_more", key, 0, 64), FS_EINVAL);
     srv_shm_release(g);
     cr_expect_eq(srv_shm_register(t, "one_more", key, 0, 64), 0, "%s", fs_errmsg());
     cr_expect_eq(shm_test_mappings(key), 1 + SRV_SHM_REGIONS_MAX);
+    srv_shm_destroy(t);
+    cr_expect_eq(shm_test_mappings(key), 1);
+    shm_test_drop(key, obj, 4096);
+}
+
+/* The kinds share one name space and keep their own unregister and status;
+ * a CUDA register is refused naming why without a device (a build without
+ * CUDA: no GPU support; a CUDA build: the device it does not have). */
+Test(srv_shm, cuda_regions_share_the_name_space_and_keep_their_own_lists)
+{
+    char key[64];
+    void *obj;
+    shm_test_make("k", 4096, key, &obj);
+    srv_shm_t *t = NULL;
+    cr_assert_eq(srv_shm_create(0, &t), 0);
+    cr_assert_eq(srv_shm_register(t, "r", key, 0, 64), 0, "%s", fs_errmsg());
+    uint8_t handle[SRV_SHM_CUDA_HANDLE_BYTES] = {0};
+    cr_expect_eq(srv_shm_register_cuda(t, "r", handle, 0, 64), FS_EINVAL);
+    cr_expect_str_eq(fs_errmsg(), "cannot register CUDA shared memory region 'r': the name is "
+                                  "registered as system shared memory (one name space holds both "
+                                  "kinds); unregister it first");
+    cr_expect_eq(srv_shm_register_cuda(t, "g", handle, 0, 0), FS_EINVAL);
+    cr_expect_str_eq(fs_errmsg(), "CUDA shared memory region 'g': byte_size must be at least 1");
+    cr_expect_eq(srv_shm_register_cuda(t, "a/b", handle, 0, 8), FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "CUDA shared memory region name 'a/b' must be"), "%s",
+              fs_errmsg());
+    int rc = srv_shm_register_cuda(t, "g", handle, 9999, 64);
+#if FS_HAVE_CUDA
+    cr_expect_eq(rc, FS_EINVAL);
+    cr_expect(strstr(fs_errmsg(), "device_id 9999 is not a CUDA device of this server"), "%s",
+              fs_errmsg());
+#else
+    cr_expect_eq(rc, FS_ENOTSUP);
+    cr_expect(strstr(fs_errmsg(), "cannot register CUDA shared memory region 'g': this server "
+                                  "was built without GPU support"), "%s", fs_errmsg());
+#endif
+    cJSON *st = NULL;
+    cr_assert_eq(srv_shm_status(t, SRV_SHM_CUDA, NULL, &st), 0);
+    cr_expect_eq(cJSON_GetArraySize(st), 0, "the system region is not listed as CUDA");
+    cJSON_Delete(st);
+    cr_expect_eq(srv_shm_status(t, SRV_SHM_CUDA, "r", &st), FS_EINVAL);
+    cr_expect_str_eq(fs_errmsg(), "the region named 'r' is registered as system shared memory, "
+                                  "not CUDA shared memory");
+    cr_expect_eq(srv_shm_status(t, SRV_SHM_CUDA, "g", &st), FS_EINVAL);
+    cr_expect_str_eq(fs_errmsg(), "CUDA shared memory region 'g' is not registered");
+    srv_shm_unregister(t, SRV_SHM_CUDA, "r");
+    srv_shm_unregister(t, SRV_SHM_CUDA, NULL);
+    cr_assert_eq(srv_shm_status(t, SRV_SHM_SYSTEM, "r", &st), 0, "%s", fs_errmsg());
+    cJSON_Delete(st);
+    size_t n = 0;
+    uint64_t bytes = 0;
+    srv_shm_usage(t, &n, &bytes);
+    cr_expect_eq(n, 1);
+    cr_expect_eq(bytes, 64);
     srv_shm_destroy(t);
     cr_expect_eq(shm_test_mappings(key), 1);
     shm_test_drop(key, obj, 4096);
