@@ -21,7 +21,8 @@
  *   6. While the block is still above the lower bound, a bounded seeded
  *      local search tries the size order with a few nearby swaps.
  *   0. With a hint (alloc_plan_build_hinted: the order the previous plan of
- *      the same graph won with), that order is placed first; if it comes
+ *      the same graph, with as many tensors, won with), that order is
+ *      placed first; if it comes
  *      as close to the bound as it did then, or within 5% of it
  *      (PLAN_GOOD_ENOUGH), it is the plan and 1-6 are skipped, else it
  *      competes with them. The tensors of one graph keep
@@ -36,9 +37,13 @@
  * the block size is at least alloc_plan_peak_live_bytes. The plan is not
  * optimal in general (the problem is NP-hard); that function gives the
  * lower bound to compare against.
- * Cost: O(n^2) per placement (O(n) scan and insertion per tensor), four
- * fixed orders, then at most about 2e7 steps of search (stopping after
- * PLAN_SEARCH_PATIENCE tries in a row without a smaller block); O(n) scratch. */
+ * Cost: O(n^2) per placement (an O(n) scan of the placed tensors, kept in
+ * one array in offset order, and an insertion per tensor); the bound and
+ * the breadth order come from one O(n) sweep over radix-sorted steps. A
+ * hinted plan is one placement; without a hint that comes close enough,
+ * four fixed orders, then at most about 2e7 steps of search (stopping
+ * after PLAN_SEARCH_PATIENCE tries in a row without a smaller block).
+ * O(n) scratch. */
 #include "alloc/plan.h"
 
 #include <stdbool.h>
@@ -81,23 +86,26 @@ static int plan_item_cmp(const void *a, const void *b)
     return x->index < y->index ? -1 : (x->index > y->index);
 }
 
-static bool plan_items_intersect(const plan_item_t *a, const plan_item_t *b)
-{
-    return a->first <= b->last && b->first <= a->last;
-}
+/* A placed item as the fit scans it: the placed items are kept in one
+ * array in offset order, scanned front to back (one cache line holds more
+ * than two), instead of item indices leading all over the items. */
+typedef struct plan_slot {
+    size_t offset, end;   /* [offset, end) in the block */
+    uint32_t first, last; /* inclusive step range */
+} plan_slot_t;
 
-/* Best-fit offset for `it` among the placed items (`placed`, `n_placed`
- * entries indexing `items`, sorted by offset). False if the end would
- * overflow size_t. */
-static bool plan_item_fit(const plan_item_t *items, const size_t *placed, size_t n_placed,
-                          const plan_item_t *it, size_t *offset)
+/* Best-fit offset for `it` among the `n_placed` placed slots (sorted by
+ * offset). False if the end would overflow size_t. A gap of exactly the
+ * item's size ends the scan: no later gap can be smaller, nor lower. */
+static bool plan_item_fit(const plan_slot_t *placed, size_t n_placed, const plan_item_t *it,
+                          size_t *offset)
 {
     size_t prev_end = 0;
     size_t best_offset = 0, best_gap = SIZE_MAX;
     bool found = false;
     for (size_t k = 0; k < n_placed; k++) {
-        const plan_item_t *p = &items[placed[k]];
-        if (!plan_items_intersect(p, it))
+        const plan_slot_t *p = &placed[k];
+        if (p->first > it->last || it->first > p->last)
             continue;
         if (p->offset > prev_end) {
             size_t gap = p->offset - prev_end;
@@ -105,10 +113,12 @@ static bool plan_item_fit(const plan_item_t *items, const size_t *placed, size_t
                 best_gap = gap;
                 best_offset = prev_end;
                 found = true;
+                if (gap == it->size)
+                    break;
             }
         }
-        if (p->offset + p->size > prev_end)
-            prev_end = p->offset + p->size;
+        if (p->end > prev_end)
+            prev_end = p->end;
     }
     if (!found) {
         if (it->size > SIZE_MAX - prev_end)
@@ -119,20 +129,21 @@ static bool plan_item_fit(const plan_item_t *items, const size_t *placed, size_t
     return true;
 }
 
-/* Inserts item `idx` into the offset-ordered list, after any equal offset. */
-static void plan_placed_insert(const plan_item_t *items, size_t *placed, size_t n_placed,
-                               size_t idx)
+/* Inserts placed item `it` into the offset-ordered slots, after any equal
+ * offset. */
+static void plan_placed_insert(plan_slot_t *placed, size_t n_placed, const plan_item_t *it)
 {
     size_t lo = 0, hi = n_placed;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (items[placed[mid]].offset <= items[idx].offset)
+        if (placed[mid].offset <= it->offset)
             lo = mid + 1;
         else
             hi = mid;
     }
     memmove(&placed[lo + 1], &placed[lo], (n_placed - lo) * sizeof *placed);
-    placed[lo] = idx;
+    placed[lo] = (plan_slot_t){.offset = it->offset, .end = it->offset + it->size,
+                               .first = it->first, .last = it->last};
 }
 
 /* Reads and checks the caller's tensors into `items`. */
@@ -157,8 +168,8 @@ static int plan_items_load(const alloc_plan_tensor_t *tensors, size_t n, size_t 
 
 /* Places items in `order` (item indices), each at its best fit among the
  * items placed before it. Writes offsets into items and *total. `placed` is
- * scratch of n entries. false if the block size overflows. */
-static bool plan_place(plan_item_t *items, const size_t *order, size_t n, size_t *placed,
+ * scratch of n slots. false if the block size overflows. */
+static bool plan_place(plan_item_t *items, const size_t *order, size_t n, plan_slot_t *placed,
                        size_t *total)
 {
     size_t n_placed = 0, end = 0;
@@ -167,60 +178,13 @@ static bool plan_place(plan_item_t *items, const size_t *order, size_t n, size_t
         it->offset = 0;
         if (it->size == 0)
             continue; /* occupies nothing: offset 0, never in anyone's way */
-        if (!plan_item_fit(items, placed, n_placed, it, &it->offset))
+        if (!plan_item_fit(placed, n_placed, it, &it->offset))
             return false;
-        plan_placed_insert(items, placed, n_placed++, order[k]);
+        plan_placed_insert(placed, n_placed++, it);
         if (it->offset + it->size > end)
             end = it->offset + it->size;
     }
     *total = end;
-    return true;
-}
-
-/* Greedy by breadth: steps by the bytes live at them, widest first; at each,
- * its not yet ordered items by size (the sorted item order). Puts the
- * tensors of the most crowded steps first, where packing matters most. */
-static bool plan_order_by_breadth(const plan_item_t *items, size_t n, size_t *order)
-{
-    uint32_t max_step = 0;
-    for (size_t i = 0; i < n; i++)
-        if (items[i].last > max_step)
-            max_step = items[i].last;
-    size_t n_steps = (size_t)max_step + 1;
-    size_t *breadth = calloc(n_steps, sizeof *breadth);
-    uint32_t *steps = malloc(n_steps * sizeof *steps);
-    bool *taken = calloc(n, sizeof *taken);
-    if (!breadth || !steps || !taken) {
-        free(breadth);
-        free(steps);
-        free(taken);
-        return false;
-    }
-    for (size_t i = 0; i < n; i++)
-        for (uint32_t s = items[i].first; s <= items[i].last; s++)
-            breadth[s] = breadth[s] > SIZE_MAX - items[i].size ? SIZE_MAX : breadth[s] + items[i].size;
-    for (size_t s = 0; s < n_steps; s++)
-        steps[s] = (uint32_t)s;
-    /* Insertion sort, widest first, earlier step on ties: steps are few. */
-    for (size_t a = 1; a < n_steps; a++) {
-        uint32_t s = steps[a];
-        size_t b = a;
-        while (b > 0 && breadth[steps[b - 1]] < breadth[s]) {
-            steps[b] = steps[b - 1];
-            b--;
-        }
-        steps[b] = s;
-    }
-    size_t k = 0;
-    for (size_t si = 0; si < n_steps; si++)
-        for (size_t i = 0; i < n; i++)
-            if (!taken[i] && items[i].first <= steps[si] && steps[si] <= items[i].last) {
-                taken[i] = true;
-                order[k++] = i;
-            }
-    free(breadth);
-    free(steps);
-    free(taken);
     return true;
 }
 
@@ -250,19 +214,127 @@ static void plan_order_by_key(const plan_item_t *items, size_t n, size_t *order,
     }
 }
 
-/* The most bytes live at one step, over aligned sizes: the lower bound. */
-static size_t plan_items_peak(const plan_item_t *items, size_t n)
+/* The step key the sweep sorts by: an item's first step, or its last. */
+static uint32_t plan_step_key(const plan_item_t *it, bool last)
 {
-    size_t peak = 0;
+    return last ? it->last : it->first;
+}
+
+/* Fills idx with 0..n-1 sorted by each item's first (or last) step,
+ * stably: LSD radix sort over 8-bit digits, as many as the largest key
+ * has, so O(n) whatever the steps. tmp: scratch of n entries. */
+static void plan_sort_by_step(const plan_item_t *items, size_t n, bool last, size_t *idx,
+                              size_t *tmp)
+{
+    uint32_t all = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t live = 0;
-        for (size_t j = 0; j < n; j++)
-            if (items[j].first <= items[i].first && items[i].first <= items[j].last)
-                live += items[j].size;
+        idx[i] = i;
+        all |= plan_step_key(&items[i], last);
+    }
+    size_t *src = idx, *dst = tmp;
+    for (unsigned shift = 0; shift < 32 && (all >> shift) != 0; shift += 8) {
+        size_t start[257] = {0};
+        for (size_t k = 0; k < n; k++)
+            start[((plan_step_key(&items[src[k]], last) >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++)
+            start[d + 1] += start[d];
+        for (size_t k = 0; k < n; k++)
+            dst[start[(plan_step_key(&items[src[k]], last) >> shift) & 255]++] = src[k];
+        size_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != idx)
+        memcpy(idx, src, n * sizeof *idx);
+}
+
+/* The most bytes live at one step, over aligned sizes: the lower bound
+ * (SIZE_MAX when that sum overflows). A sweep over the steps where items
+ * start, dropping the items that ended before: O(n) after the two sorts.
+ * by_first, by_last, tmp: scratch of n entries each. */
+static size_t plan_items_peak(const plan_item_t *items, size_t n, size_t *by_first,
+                              size_t *by_last, size_t *tmp)
+{
+    plan_sort_by_step(items, n, false, by_first, tmp);
+    plan_sort_by_step(items, n, true, by_last, tmp);
+    size_t live = 0, peak = 0, e = 0;
+    for (size_t k = 0; k < n;) {
+        uint32_t step = items[by_first[k]].first;
+        /* Every item ending before `step` started before it: it was added. */
+        while (e < n && items[by_last[e]].last < step)
+            live -= items[by_last[e++]].size;
+        for (; k < n && items[by_first[k]].first == step; k++) {
+            size_t size = items[by_first[k]].size;
+            if (live > SIZE_MAX - size)
+                return SIZE_MAX;
+            live += size;
+        }
         if (live > peak)
             peak = live;
     }
     return peak;
+}
+
+/* A step where an item starts, and the bytes live there. */
+typedef struct plan_step_width {
+    uint32_t step;
+    size_t live;
+} plan_step_width_t;
+
+/* Widest first; ties by the earlier step. */
+static int plan_step_width_cmp(const void *a, const void *b)
+{
+    const plan_step_width_t *x = a, *y = b;
+    if (x->live != y->live)
+        return x->live > y->live ? -1 : 1;
+    return x->step < y->step ? -1 : (x->step > y->step);
+}
+
+/* Greedy by breadth: steps by the bytes live at them, widest first; at each,
+ * its not yet ordered items by size (the sorted item order). Puts the
+ * tensors of the most crowded steps first, where packing matters most.
+ * Only the steps where an item starts are visited: the items live at any
+ * other step are live at the last start before it, a step at least as
+ * wide and earlier, so visiting it would take nothing new. The widths come
+ * from the sweep of plan_items_peak (a sum past SIZE_MAX wraps: then every
+ * order overflows the block and the plan fails with FS_ERANGE, and this
+ * one is still a permutation). O(n) to sort the steps' widths, O(n) per
+ * step visited. false when no scratch memory was had. */
+static bool plan_order_by_breadth(const plan_item_t *items, size_t n, size_t *order)
+{
+    size_t *by_first = malloc(3 * n * sizeof *by_first);
+    plan_step_width_t *steps = malloc(n * sizeof *steps);
+    bool *taken = calloc(n, sizeof *taken);
+    if (!by_first || !steps || !taken) {
+        free(by_first);
+        free(steps);
+        free(taken);
+        return false;
+    }
+    size_t *by_last = by_first + n, *tmp = by_last + n;
+    plan_sort_by_step(items, n, false, by_first, tmp);
+    plan_sort_by_step(items, n, true, by_last, tmp);
+    size_t n_steps = 0, live = 0, e = 0;
+    for (size_t k = 0; k < n;) {
+        uint32_t step = items[by_first[k]].first;
+        while (e < n && items[by_last[e]].last < step)
+            live -= items[by_last[e++]].size;
+        for (; k < n && items[by_first[k]].first == step; k++)
+            live += items[by_first[k]].size;
+        steps[n_steps++] = (plan_step_width_t){.step = step, .live = live};
+    }
+    qsort(steps, n_steps, sizeof *steps, plan_step_width_cmp);
+    size_t k = 0;
+    for (size_t si = 0; si < n_steps; si++)
+        for (size_t i = 0; i < n; i++)
+            if (!taken[i] && items[i].first <= steps[si].step && steps[si].step <= items[i].last) {
+                taken[i] = true;
+                order[k++] = i;
+            }
+    free(by_first);
+    free(steps);
+    free(taken);
+    return true;
 }
 
 /* Keeps the placement just made as the best: each item's offset, and the
@@ -297,7 +369,7 @@ static void plan_keep(const plan_item_t *items, const size_t *order, size_t n, s
  * whose workspaces interleave with long-lived activations, the fixed orders
  * leave 20% over the bound where a swap or two finds it. */
 static void plan_search(plan_item_t *items, size_t n, size_t align, size_t bound, size_t *order,
-                        size_t *placed, size_t *best, size_t *win, size_t *total)
+                        plan_slot_t *placed, size_t *best, size_t *win, size_t *total)
 {
     if (n < 2 || *total <= bound)
         return;
@@ -334,19 +406,29 @@ static void plan_search(plan_item_t *items, size_t n, size_t align, size_t bound
     }
 }
 
-/* The hint's order as item indices in `order` (pos: scratch of n); false
- * when the hint is empty, of another size, or not a permutation. */
-static bool plan_hint_order(const plan_item_t *items, size_t n, const alloc_plan_hint_t *hint,
+/* The hint's slot for problems of n tensors, or NULL. */
+static alloc_plan_hint_slot_t *plan_hint_slot(alloc_plan_hint_t *hint, size_t n)
+{
+    for (int k = 0; hint && k < ALLOC_PLAN_HINT_SLOTS; k++)
+        if (hint->slot[k].n == n && hint->slot[k].order)
+            return &hint->slot[k];
+    return NULL;
+}
+
+/* The slot's order as item indices in `order` (pos: scratch of n); false
+ * when there is no slot, or its order is not a permutation or its ratio
+ * below 1. */
+static bool plan_hint_order(const plan_item_t *items, size_t n, const alloc_plan_hint_slot_t *slot,
                             size_t *order, size_t *pos)
 {
-    if (!hint || hint->n != n || !hint->order || !(hint->ratio >= 1.0))
+    if (!slot || !(slot->ratio >= 1.0))
         return false;
     for (size_t k = 0; k < n; k++)
         pos[k] = SIZE_MAX;
     for (size_t k = 0; k < n; k++)
         pos[items[k].index] = k;
     for (size_t i = 0; i < n; i++) {
-        size_t c = hint->order[i];
+        size_t c = slot->order[i];
         if (c >= n || pos[c] == SIZE_MAX)
             return false; /* out of range, or seen twice */
         order[i] = pos[c];
@@ -355,39 +437,49 @@ static bool plan_hint_order(const plan_item_t *items, size_t n, const alloc_plan
     return true;
 }
 
-/* Writes the winning order (item indices in win) into the hint as caller
- * indices, with its ratio; empties the hint when no memory is had. */
+/* Writes the winning order (item indices in win) into the hint's slot for
+ * n as caller indices, with its ratio: the slot it has for n, else an empty
+ * one, else the least recently used. Leaves that slot empty when no memory
+ * is had. */
 static void plan_hint_keep(alloc_plan_hint_t *hint, const plan_item_t *items, const size_t *win,
                            size_t n, size_t total, size_t bound)
 {
-    if (hint->n != n || !hint->order) {
-        alloc_plan_hint_fini(hint);
-        if (!(hint->order = malloc(n * sizeof *hint->order)))
+    alloc_plan_hint_slot_t *slot = plan_hint_slot(hint, n);
+    if (!slot) {
+        slot = &hint->slot[0];
+        for (int k = 1; k < ALLOC_PLAN_HINT_SLOTS && slot->order; k++)
+            if (!hint->slot[k].order || hint->slot[k].used < slot->used)
+                slot = &hint->slot[k];
+        free(slot->order);
+        *slot = (alloc_plan_hint_slot_t){0};
+        if (!(slot->order = malloc(n * sizeof *slot->order)))
             return;
-        hint->n = n;
+        slot->n = n;
     }
     for (size_t i = 0; i < n; i++)
-        hint->order[i] = items[win[i]].index;
-    hint->ratio = bound ? (double)total / (double)bound : 1.0;
-    if (hint->ratio < 1.0)
-        hint->ratio = 1.0;
+        slot->order[i] = items[win[i]].index;
+    slot->ratio = bound ? (double)total / (double)bound : 1.0;
+    if (slot->ratio < 1.0)
+        slot->ratio = 1.0;
+    slot->used = ++hint->clock;
 }
 
 void alloc_plan_hint_fini(alloc_plan_hint_t *hint)
 {
     if (!hint)
         return;
-    free(hint->order);
+    for (int k = 0; k < ALLOC_PLAN_HINT_SLOTS; k++)
+        free(hint->slot[k].order);
     *hint = (alloc_plan_hint_t){0};
 }
 
 int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_t *total_bytes)
 {
-    return alloc_plan_build_hinted(tensors, n, align, NULL, total_bytes);
+    return alloc_plan_build_hinted(tensors, n, align, NULL, total_bytes, NULL);
 }
 
 int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align,
-                            alloc_plan_hint_t *hint, size_t *total_bytes)
+                            alloc_plan_hint_t *hint, size_t *total_bytes, size_t *bound_bytes)
 {
     if (align == 0)
         align = ALLOC_PLAN_DEFAULT_ALIGN;
@@ -395,6 +487,8 @@ int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align
         return fs_err(FS_EINVAL, "plan: alignment %zu is not a power of two", align);
     if (n == 0) {
         *total_bytes = 0;
+        if (bound_bytes)
+            *bound_bytes = 0;
         return 0;
     }
     if (!tensors)
@@ -404,7 +498,7 @@ int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align
 
     int rc = 0;
     plan_item_t *items = malloc(n * sizeof *items);
-    size_t *placed = malloc(n * sizeof *placed);
+    plan_slot_t *placed = malloc(n * sizeof *placed);
     size_t *order = malloc(n * sizeof *order);
     size_t *best = malloc(n * sizeof *best);
     size_t *win = malloc(n * sizeof *win);
@@ -416,15 +510,16 @@ int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align
     if (rc)
         goto fail;
     qsort(items, n, sizeof *items, plan_item_cmp);
-    size_t bound = plan_items_peak(items, n);
+    size_t bound = plan_items_peak(items, n, order, best, win);
 
     size_t total = SIZE_MAX, alt = 0;
     /* The hint's order first: as tight as last time, or within
      * PLAN_GOOD_ENOUGH of the bound, and it is the plan. */
-    if (plan_hint_order(items, n, hint, order, placed) && plan_place(items, order, n, placed, &alt)) {
+    alloc_plan_hint_slot_t *slot = plan_hint_slot(hint, n);
+    if (plan_hint_order(items, n, slot, order, best) && plan_place(items, order, n, placed, &alt)) {
         total = alt;
         plan_keep(items, order, n, best, win);
-        double ratio = hint->ratio > PLAN_GOOD_ENOUGH ? hint->ratio : PLAN_GOOD_ENOUGH;
+        double ratio = slot->ratio > PLAN_GOOD_ENOUGH ? slot->ratio : PLAN_GOOD_ENOUGH;
         if ((double)total <= ratio * (double)bound * (1.0 + 1e-12))
             goto done;
     }
@@ -454,6 +549,8 @@ done:
     for (size_t i = 0; i < n; i++)
         tensors[items[i].index].offset = best[i];
     *total_bytes = total;
+    if (bound_bytes)
+        *bound_bytes = bound;
     if (hint)
         plan_hint_keep(hint, items, win, n, total, bound);
 fail:

@@ -49,37 +49,55 @@ typedef struct alloc_plan_tensor {
  * the same input always gives the same offsets. */
 int alloc_plan_build(alloc_plan_tensor_t *tensors, size_t n, size_t align, size_t *total_bytes);
 
-/* A placement order kept from one plan for the next plan of the same graph
- * (a new input shape: the same tensors, other sizes). Zero-initialise it;
- * free its order with alloc_plan_hint_fini. The caller serialises its use. */
-typedef struct alloc_plan_hint {
+/* How many orders a hint keeps: one per tensor count, the least recently
+ * used replaced. One graph plans to a few counts as its shape changes
+ * (BERT-base: 205 buffers up to batch 3, 277 above, where the CPU GEMMs
+ * start taking workspaces); a hint of one order lost it at each switch. */
+#define ALLOC_PLAN_HINT_SLOTS 4
+
+/* One kept order, for problems of `n` tensors. */
+typedef struct alloc_plan_hint_slot {
     size_t n;      /* tensors `order` orders; 0: empty */
     size_t *order; /* the winning placement order, as indices into the caller's array */
     double ratio;  /* block / lower bound that order reached */
+    uint64_t used; /* the hint's clock when last planned with: the lowest is replaced */
+} alloc_plan_hint_slot_t;
+
+/* Placement orders kept from one plan for the next plans of the same graph
+ * (new input shapes: the same tensors, other sizes), at most
+ * ALLOC_PLAN_HINT_SLOTS, so its memory is bounded by that many arrays of
+ * the largest tensor count. Zero-initialise it; free it with
+ * alloc_plan_hint_fini. The caller serialises its use. */
+typedef struct alloc_plan_hint {
+    alloc_plan_hint_slot_t slot[ALLOC_PLAN_HINT_SLOTS];
+    uint64_t clock; /* plans made with this hint */
 } alloc_plan_hint_t;
 
-/* alloc_plan_build, first trying `hint`'s order when it orders n tensors:
+/* alloc_plan_build, first trying the order `hint` keeps for n tensors:
  * when that placement comes as close to this problem's lower bound as the
- * hint's own plan came to its (block <= ratio x bound), or within 5% of
+ * order's own plan came to its (block <= ratio x bound), or within 5% of
  * the bound, it is the plan, and the fixed orders and the search are
  * skipped; else it competes with them.
- * Either way the winning order and its ratio are written back into the hint
- * (left empty if no memory was had for it: never an error). A hint that is
- * not a permutation of 0..n-1, or whose ratio is below 1, counts as empty.
- * Any order gives a valid plan; the hint decides only how fast and how
- * tight. hint NULL is alloc_plan_build. Deterministic for a given input and
- * hint. */
+ * Either way the winning order and its ratio are written back into the
+ * hint's slot for n (a new slot, the least recently used one, when it has
+ * none; left empty if no memory was had for it: never an error). A slot
+ * whose order is not a permutation of 0..n-1, or whose ratio is below 1,
+ * counts as empty. Any order gives a valid plan; the hint decides only how
+ * fast and how tight. hint NULL is alloc_plan_build. When bound_bytes is
+ * not NULL it receives the lower bound (alloc_plan_peak_live_bytes) on
+ * success. Deterministic for a given input and hint. */
 int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align,
-                            alloc_plan_hint_t *hint, size_t *total_bytes);
+                            alloc_plan_hint_t *hint, size_t *total_bytes, size_t *bound_bytes);
 
-/* Frees the hint's order and empties it; a NULL or empty hint is fine. */
+/* Frees the hint's orders and empties it; a NULL or empty hint is fine. */
 void alloc_plan_hint_fini(alloc_plan_hint_t *hint);
 
 /* The lower bound of any valid plan: the largest sum, over steps, of the
  * aligned sizes of the tensors live at that step (`align` as above; a bad
  * alignment reads as the default). Tensors with first_step > last_step are
  * never live. Saturates at SIZE_MAX. O(n^2) time, no allocation; cannot
- * fail. */
+ * fail: a plain check of a plan, where alloc_plan_build_hinted's
+ * bound_bytes comes from an O(n) sweep. */
 size_t alloc_plan_peak_live_bytes(const alloc_plan_tensor_t *tensors, size_t n, size_t align);
 
 #ifdef __cplusplus

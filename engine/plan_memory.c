@@ -192,14 +192,14 @@ int plan_memory(eng_plan_t *p, alloc_plan_hint_t *hint)
         ts[n].first_step = ts[n].last_step = (uint32_t)s;
         n++;
     }
-    size_t total = 0;
-    if ((rc = alloc_plan_build_hinted(ts, n, PLAN_ALIGN, hint, &total)) != 0) {
+    size_t total = 0, bound = 0;
+    if ((rc = alloc_plan_build_hinted(ts, n, PLAN_ALIGN, hint, &total, &bound)) != 0) {
         if (rc == FS_ERANGE)
             rc = plan_oversize(p);
         goto done;
     }
     p->block_bytes = total;
-    p->lower_bound_bytes = alloc_plan_peak_live_bytes(ts, n, PLAN_ALIGN);
+    p->lower_bound_bytes = bound;
     for (int v = 0; v < n_values; v++)
         if (p->values[v].storage == PV_ACT)
             p->values[v].offset = ts[slot_of[buffer_root(buf_of, v)]].offset;

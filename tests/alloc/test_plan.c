@@ -183,6 +183,35 @@ Test(alloc_plan, random_plans_are_valid_and_bounded_by_peak_live)
     }
 }
 
+/* The bound the build reports (a radix-sorted sweep) is the plain O(n^2)
+ * peak, whatever the step numbers: below 256 (one radix digit), past
+ * 65536 (three) and near 2^32 (four). */
+Test(alloc_plan, reported_bound_is_the_peak_live_bytes)
+{
+    static const uint32_t scales[] = {1, 300, 70001, 1u << 25};
+    alloc_plan_tensor_t t[96];
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        uint64_t rng = seed;
+        size_t n = 1 + next_rand(&rng) % 96;
+        uint32_t scale = scales[seed % 4];
+        random_tensors(&rng, t, n);
+        for (size_t i = 0; i < n; i++) {
+            t[i].first_step = t[i].first_step * scale + (uint32_t)(seed % 3);
+            t[i].last_step = t[i].last_step * scale + (uint32_t)(seed % 3);
+        }
+        size_t total = 0, bound = 0;
+        cr_assert_eq(alloc_plan_build_hinted(t, n, 64, NULL, &total, &bound), 0, "seed %llu: %s",
+                     (unsigned long long)seed, fs_errmsg());
+        expect_plan_valid(t, n, 64, total);
+        cr_expect_eq(bound, alloc_plan_peak_live_bytes(t, n, 64), "seed %llu, steps x%u",
+                     (unsigned long long)seed, scale);
+        cr_expect_geq(total, bound);
+    }
+    size_t total = 1, bound = 1;
+    cr_assert_eq(alloc_plan_build_hinted(t, 0, 64, NULL, &total, &bound), 0);
+    cr_expect(total == 0 && bound == 0);
+}
+
 /* A forward pass in its simplest form: tensor i is produced at step i and
  * consumed at step i + 1, so two are live at a time. */
 Test(alloc_plan, chain_of_equal_tensors_plans_to_two)
@@ -244,6 +273,25 @@ static size_t random_problem(uint64_t seed, alloc_plan_tensor_t *t, size_t max_n
     return n;
 }
 
+/* A hint whose first slot holds a copy of `order` for n tensors. */
+static alloc_plan_hint_t hint_of(const size_t *order, size_t n, double ratio)
+{
+    alloc_plan_hint_t h = {0};
+    h.slot[0] = (alloc_plan_hint_slot_t){.n = n, .order = malloc(n * sizeof *order), .ratio = ratio};
+    cr_assert_not_null(h.slot[0].order);
+    memcpy(h.slot[0].order, order, n * sizeof *order);
+    return h;
+}
+
+/* The hint's slot for n tensors, or NULL. */
+static const alloc_plan_hint_slot_t *hint_slot(const alloc_plan_hint_t *h, size_t n)
+{
+    for (int k = 0; k < ALLOC_PLAN_HINT_SLOTS; k++)
+        if (h->slot[k].n == n && h->slot[k].order)
+            return &h->slot[k];
+    return NULL;
+}
+
 /* The hint a plan leaves is its own winning order: planning the same
  * problem again with it gives the same offsets; planning the problem with
  * every size doubled (a new batch size) stays valid and, being as tight as
@@ -254,39 +302,39 @@ Test(alloc_plan, hint_is_kept_and_reused)
     for (uint64_t seed = 1; seed <= 200; seed++) {
         size_t n = random_problem(seed, t, 64), total = 0, total_again = 0;
         alloc_plan_hint_t hint = {0};
-        cr_assert_eq(alloc_plan_build_hinted(t, n, 256, &hint, &total), 0, "%s", fs_errmsg());
+        cr_assert_eq(alloc_plan_build_hinted(t, n, 256, &hint, &total, NULL), 0, "%s", fs_errmsg());
         expect_plan_valid(t, n, 256, total);
-        cr_assert_eq(hint.n, n);
+        cr_assert_eq(hint.slot[0].n, n);
         size_t peak = alloc_plan_peak_live_bytes(t, n, 256);
-        cr_expect(hint.ratio >= 1.0 && (peak == 0 || hint.ratio * (double)peak >= (double)total * 0.999999),
-                  "seed %llu: ratio %g for %zu over %zu", (unsigned long long)seed, hint.ratio,
+        cr_expect(hint.slot[0].ratio >= 1.0 && (peak == 0 || hint.slot[0].ratio * (double)peak >= (double)total * 0.999999),
+                  "seed %llu: ratio %g for %zu over %zu", (unsigned long long)seed, hint.slot[0].ratio,
                   total, peak);
         /* A permutation of 0..n-1. */
         bool seen[64] = {false};
         for (size_t i = 0; i < n; i++) {
-            cr_assert_lt(hint.order[i], n);
-            cr_assert(!seen[hint.order[i]]);
-            seen[hint.order[i]] = true;
+            cr_assert_lt(hint.slot[0].order[i], n);
+            cr_assert(!seen[hint.slot[0].order[i]]);
+            seen[hint.slot[0].order[i]] = true;
         }
         /* Without a hint the same plan comes out: the hint only adds an order. */
         memcpy(again, t, n * sizeof *t);
         cr_assert_eq(alloc_plan_build(again, n, 256, &total_again), 0);
         cr_expect_eq(total_again, total, "seed %llu", (unsigned long long)seed);
         /* Again with the hint: the same block. */
-        cr_assert_eq(alloc_plan_build_hinted(again, n, 256, &hint, &total_again), 0);
+        cr_assert_eq(alloc_plan_build_hinted(again, n, 256, &hint, &total_again, NULL), 0);
         cr_expect_eq(total_again, total, "seed %llu: hinted %zu, first %zu",
                      (unsigned long long)seed, total_again, total);
         expect_plan_valid(again, n, 256, total_again);
         /* Every size doubled. */
         for (size_t i = 0; i < n; i++)
             again[i].size_bytes = round_up(t[i].size_bytes, 256) * 2;
-        cr_assert_eq(alloc_plan_build_hinted(again, n, 256, &hint, &total_again), 0);
+        cr_assert_eq(alloc_plan_build_hinted(again, n, 256, &hint, &total_again, NULL), 0);
         expect_plan_valid(again, n, 256, total_again);
         cr_expect_leq(total_again, 2 * total, "seed %llu: %zu for doubled sizes, %zu before",
                       (unsigned long long)seed, total_again, total);
         alloc_plan_hint_fini(&hint);
-        cr_expect_eq(hint.n, 0);
-        cr_expect_null(hint.order);
+        cr_expect_eq(hint.slot[0].n, 0);
+        cr_expect_null(hint.slot[0].order);
     }
 }
 
@@ -303,23 +351,23 @@ Test(alloc_plan, bad_hints_are_ignored)
     for (int bad = 0; bad < 4; bad++) {
         for (size_t i = 0; i < n; i++)
             order[i] = n - 1 - i;
-        alloc_plan_hint_t hint = {.n = n, .order = malloc(n * sizeof *hint.order), .ratio = 1.0};
-        cr_assert_not_null(hint.order);
-        memcpy(hint.order, order, n * sizeof *order);
+        alloc_plan_hint_t hint = hint_of(order, n, 1.0);
         if (bad == 0)
-            hint.order[0] = hint.order[1]; /* a repeat */
+            hint.slot[0].order[0] = hint.slot[0].order[1]; /* a repeat */
         else if (bad == 1)
-            hint.order[0] = n; /* out of range */
+            hint.slot[0].order[0] = n; /* out of range */
         else if (bad == 2)
-            hint.n = n - 1; /* another problem's */
+            hint.slot[0].n = n - 1; /* another problem's */
         else
-            hint.ratio = 0.5; /* below any plan */
-        cr_assert_eq(alloc_plan_build_hinted(t, n, 64, &hint, &total), 0, "%s", fs_errmsg());
+            hint.slot[0].ratio = 0.5; /* below any plan */
+        cr_assert_eq(alloc_plan_build_hinted(t, n, 64, &hint, &total, NULL), 0, "%s", fs_errmsg());
         expect_plan_valid(t, n, 64, total);
         cr_expect_eq(total, ref_total, "bad hint %d: %zu, unhinted %zu", bad, total, ref_total);
         for (size_t i = 0; i < n; i++)
             cr_expect_eq(t[i].offset, ref[i].offset, "bad hint %d tensor %zu", bad, i);
-        cr_expect_eq(hint.n, n);
+        const alloc_plan_hint_slot_t *kept = hint_slot(&hint, n);
+        cr_assert_not_null(kept, "bad hint %d: no order kept for %zu tensors", bad, n);
+        cr_expect_eq(kept->ratio * (double)alloc_plan_peak_live_bytes(t, n, 64) >= (double)ref_total * 0.999999, 1);
         alloc_plan_hint_fini(&hint);
     }
 }
@@ -330,11 +378,9 @@ static size_t hint_alone(const alloc_plan_tensor_t *t, size_t n, const size_t *o
 {
     alloc_plan_tensor_t c[64];
     memcpy(c, t, n * sizeof *t);
-    alloc_plan_hint_t h = {.n = n, .order = malloc(n * sizeof *h.order), .ratio = 1e9};
-    cr_assert_not_null(h.order);
-    memcpy(h.order, order, n * sizeof *order);
+    alloc_plan_hint_t h = hint_of(order, n, 1e9);
     size_t total = 0;
-    cr_assert_eq(alloc_plan_build_hinted(c, n, 256, &h, &total), 0);
+    cr_assert_eq(alloc_plan_build_hinted(c, n, 256, &h, &total, NULL), 0);
     alloc_plan_hint_fini(&h);
     return total;
 }
@@ -372,10 +418,8 @@ Test(alloc_plan, a_poor_hint_loses_to_the_fixed_orders)
         bool is_poor = (double)worst_total > 1.05 * bound;
         poor += is_poor;
         near += !is_poor;
-        alloc_plan_hint_t hint = {.n = n, .order = malloc(n * sizeof *hint.order), .ratio = 1.0};
-        cr_assert_not_null(hint.order);
-        memcpy(hint.order, worst, n * sizeof *worst);
-        cr_assert_eq(alloc_plan_build_hinted(t, n, 256, &hint, &total), 0);
+        alloc_plan_hint_t hint = hint_of(worst, n, 1.0);
+        cr_assert_eq(alloc_plan_build_hinted(t, n, 256, &hint, &total, NULL), 0);
         expect_plan_valid(t, n, 256, total);
         if (is_poor)
             cr_expect_leq(total, ref_total, "seed %llu: hinted %zu, unhinted %zu, hint alone %zu",
@@ -387,4 +431,45 @@ Test(alloc_plan, a_poor_hint_loses_to_the_fixed_orders)
     }
     cr_expect_gt(poor, 10, "only %d poor hints tried", poor);
     cr_expect_gt(near, 10, "only %d near hints tried", near);
+}
+
+/* A hint keeps one order per tensor count: planning problems of two
+ * counts in turn leaves each its own order, reused unchanged (a graph
+ * whose buffer count changes with the shape keeps both); a fifth count
+ * replaces the least recently used of ALLOC_PLAN_HINT_SLOTS. */
+Test(alloc_plan, hint_keeps_an_order_per_tensor_count)
+{
+    alloc_plan_tensor_t t[5][64];
+    size_t n[5], total = 0;
+    uint64_t rng = 100;
+    for (int p = 0; p < 5; p++) {
+        n[p] = 20 + 7 * (size_t)p;
+        random_tensors(&rng, t[p], n[p]);
+    }
+    alloc_plan_hint_t hint = {0};
+    size_t first[2][64];
+    for (int p = 0; p < 2; p++) {
+        cr_assert_eq(alloc_plan_build_hinted(t[p], n[p], 256, &hint, &total, NULL), 0);
+        const alloc_plan_hint_slot_t *s = hint_slot(&hint, n[p]);
+        cr_assert_not_null(s);
+        memcpy(first[p], s->order, n[p] * sizeof *s->order);
+    }
+    for (int round = 0; round < 3; round++)
+        for (int p = 0; p < 2; p++) {
+            cr_assert_eq(alloc_plan_build_hinted(t[p], n[p], 256, &hint, &total, NULL), 0);
+            expect_plan_valid(t[p], n[p], 256, total);
+            const alloc_plan_hint_slot_t *s = hint_slot(&hint, n[p]);
+            cr_assert_not_null(s, "round %d: the order for %zu tensors was lost", round, n[p]);
+            cr_expect_eq(memcmp(s->order, first[p], n[p] * sizeof *s->order), 0,
+                         "round %d: the order for %zu tensors changed", round, n[p]);
+        }
+    /* Problem 1 was planned after problem 0, so of 0..4 problem 0 is the
+     * least recently used when problem 4 needs a slot. */
+    for (int p = 2; p < 5; p++)
+        cr_assert_eq(alloc_plan_build_hinted(t[p], n[p], 256, &hint, &total, NULL), 0);
+    for (int p = 0; p < 5; p++)
+        cr_expect_eq(hint_slot(&hint, n[p]) != NULL, p != 0, "problem %d of %zu tensors", p, n[p]);
+    alloc_plan_hint_fini(&hint);
+    for (int k = 0; k < ALLOC_PLAN_HINT_SLOTS; k++)
+        cr_expect(hint.slot[k].n == 0 && hint.slot[k].order == NULL);
 }
