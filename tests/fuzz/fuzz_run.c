@@ -90,10 +90,33 @@ static int64_t value_int(size_t i, bool edge)
     return (int64_t)(i % 5) - 1;
 }
 
+/* Element i of a string input: numbers in ONNX's text forms, text that
+ * is no number, and (edge) the forms at the parser's limits. */
+static const char *value_text(size_t i, bool edge)
+{
+    static const char *const plain[] = {"0", "1", "-1.5", "2.25", "abc", "", " 3 ", "-0"};
+    static const char *const edges[] = {"NaN", "INF", "-inf", "1e400", "-1e-400", "0x10",
+                                        "18446744073709551616", "-9223372036854775809",
+                                        "123456789012345678901234"};
+    if (edge)
+        return edges[i % (sizeof edges / sizeof edges[0])];
+    return plain[i % (sizeof plain / sizeof plain[0])];
+}
+
 /* Fills t (allocated host tensor) with its values. */
 static void input_fill(eng_tensor_t *t, bool edge)
 {
     size_t n = (size_t)eng_shape_numel(&t->shape);
+    if (t->dtype == ENG_DT_STRING) {
+        /* Records as the codec makes them: every text fits inline. */
+        eng_string_t *s = t->data;
+        for (size_t i = 0; i < n; i++) {
+            const char *text = value_text(i, edge);
+            s[i] = (eng_string_t){.len = strlen(text)};
+            memcpy(s[i].u.bytes, text, s[i].len);
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         double r = value_real(i, edge);
         int64_t v = value_int(i, edge);
