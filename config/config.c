@@ -300,6 +300,13 @@ static const cfg_key_t log_keys[] = {
     KEY("level", cfg_set_log_level, cfg_t, log.level, 0, 0),
     KEY("format", cfg_set_log_format, cfg_t, log.format, 0, 0),
 };
+static const cfg_key_t trace_keys[] = {
+    KEY("level", cfg_set_trace_level, cfg_t, trace.timestamps, 0, 0),
+    KEY("rate", cfg_set_uint, cfg_t, trace.rate, 1, UINT32_MAX),
+    KEY("count", cfg_set_trace_count, cfg_t, trace.count, 0, 0),
+    KEY("log_frequency", cfg_set_uint, cfg_t, trace.log_frequency, 0, UINT32_MAX),
+    KEY("file", cfg_set_trace_file, cfg_t, trace.file, 0, 0),
+};
 static const cfg_key_t top_keys[] = {
     SECTION("server", server_keys),
     KEY("device", cfg_set_device, cfg_t, device, 1, 0),
@@ -311,6 +318,7 @@ static const cfg_key_t top_keys[] = {
     SECTION("engine", engine_keys),
     SECTION("memory", memory_keys),
     SECTION("log", log_keys),
+    SECTION("trace", trace_keys),
 };
 
 /* A model's config.json: flat, offsets from a cfg_model_t. */
@@ -366,6 +374,8 @@ void cfg_defaults(cfg_t *out)
     out->memory.tick_ns = 50ull * 1000000;
     out->log.level = FS_LOG_INFO;
     out->log.format = FS_LOG_TEXT;
+    out->trace.rate = 1000;
+    out->trace.count = -1;
 }
 
 void cfg_model_defaults(const cfg_t *defaults, cfg_model_t *out)

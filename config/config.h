@@ -146,6 +146,15 @@ typedef struct cfg {
         fs_log_level_t level;             /* Default info */
         fs_log_format_t format;           /* Default text */
     } log;
+    /* Triton's trace extension (server/trace.c): the global settings at
+     * start, which /v2/trace/setting then changes. */
+    struct {
+        bool timestamps;                  /* level TIMESTAMPS; false (default): OFF */
+        uint32_t rate;                    /* 1 of every `rate` requests, >= 1. Default 1000 */
+        int64_t count;                    /* traces left to collect; -1 (default): no bound */
+        uint32_t log_frequency;           /* traces per file.<k>; 0 (default): all in `file` */
+        char file[CFG_PATH_MAX];          /* "" (default): none; TIMESTAMPS needs one */
+    } trace;
 } cfg_t;
 
 /* A model's config.json: batching and engine settings over the server's
@@ -170,6 +179,13 @@ typedef struct cfg_model {
     eng_seq_options_t sequence;  /* sequence_batching; zeroed: none */
 } cfg_model_t;
 
+/* A trace level as Triton spells it, any case: "OFF" or "TIMESTAMPS"
+ * (*timestamps). FS_EINVAL naming it otherwise ("TENSORS": not
+ * supported). */
+int cfg_trace_level_parse(const char *s, bool *timestamps);
+/* A trace count's text: an integer >= -1 (-1: no bound). FS_EINVAL
+ * quoting it otherwise. */
+int cfg_trace_count_parse(const char *s, int64_t *out);
 /* Fills *out with every default. Cannot fail. */
 void cfg_defaults(cfg_t *out);
 

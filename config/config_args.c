@@ -18,6 +18,7 @@ typedef enum flag_kind {
     FLAG_LIST,     /* a list key; repeats and commas add items (--model, --policy) */
     FLAG_CONFIG,   /* --config FILE */
     FLAG_ACTION,   /* --help, --version, --check-config: no value */
+    FLAG_TRACE,    /* --trace-config [triton,]SETTING=VALUE: a key of "trace" */
 } flag_kind_t;
 
 typedef struct cfg_flag {
@@ -70,6 +71,19 @@ static const cfg_flag_t flags[] = {
      "error, warn, info, debug or trace (default info)"},
     {"--log-format", FLAG_KEY, "log.format", CFG_ACTION_SERVE, "FORMAT",
      "text or json (default text)"},
+    {"--trace-config", FLAG_TRACE, "trace", CFG_ACTION_SERVE, "[triton,]SETTING=VALUE",
+     "Triton's trace settings, repeatable: level=OFF|TIMESTAMPS, rate=N, count=N (-1: no "
+     "bound), mode=triton, triton,file=PATH, triton,log-frequency=N"},
+    {"--trace-file", FLAG_KEY, "trace.file", CFG_ACTION_SERVE, "PATH",
+     "the same as --trace-config triton,file=PATH (Triton's older flag)"},
+    {"--trace-level", FLAG_KEY, "trace.level", CFG_ACTION_SERVE, "LEVEL",
+     "the same as --trace-config level=LEVEL"},
+    {"--trace-rate", FLAG_KEY, "trace.rate", CFG_ACTION_SERVE, "N",
+     "the same as --trace-config rate=N"},
+    {"--trace-count", FLAG_KEY, "trace.count", CFG_ACTION_SERVE, "N",
+     "the same as --trace-config count=N"},
+    {"--trace-log-frequency", FLAG_KEY, "trace.log_frequency", CFG_ACTION_SERVE, "N",
+     "the same as --trace-config triton,log-frequency=N"},
     {"--check-config", FLAG_ACTION, NULL, CFG_ACTION_CHECK, NULL,
      "validate the configuration, print it as JSON and exit (the admin token shows as ***)"},
     {"--help", FLAG_ACTION, NULL, CFG_ACTION_HELP, NULL, "print this help and exit"},
@@ -131,6 +145,47 @@ static int args_scan(int argc, char **argv, flag_use_t *uses, size_t *n_uses)
     return 0;
 }
 
+/* One --trace-config value: "<setting>=<value>" for the global settings
+ * (level, rate, count, mode), "triton,<setting>=<value>" for the file ones
+ * (file, log-frequency; log_frequency also taken), as Triton's flag; the
+ * prefix is optional, as people write both. Mode
+ * "opentelemetry" and its settings are refused as not supported. */
+static int trace_flag_apply(cfg_t *cfg, const char *flag, const char *text)
+{
+    /* Each taken with or without the prefix: both forms are in use. */
+    static const struct {
+        const char *name, *path;
+    } settings[] = {
+        {"level", "trace.level"}, {"rate", "trace.rate"}, {"count", "trace.count"},
+        {"file", "trace.file"},   {"log-frequency", "trace.log_frequency"},
+        {"log_frequency", "trace.log_frequency"},
+    };
+    const char *s = text;
+    bool triton = false;
+    if (strncmp(s, "opentelemetry,", 14) == 0)
+        return fs_err(FS_EINVAL, "%s %s: OpenTelemetry tracing is not supported (mode triton "
+                      "only)", flag, text);
+    if (strncmp(s, "triton,", 7) == 0) {
+        triton = true;
+        s += 7;
+    }
+    const char *eq = strchr(s, '=');
+    if (!eq)
+        return fs_err(FS_EINVAL, "%s %s: expected [triton,]SETTING=VALUE", flag, text);
+    size_t n = (size_t)(eq - s);
+    if (!triton && n == 4 && strncmp(s, "mode", 4) == 0) {
+        if (strcmp(eq + 1, "triton") == 0)
+            return 0; /* the one mode, already in force */
+        return fs_err(FS_EINVAL, "%s %s: trace mode '%s' is not supported (triton only)", flag,
+                      text, eq + 1);
+    }
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
+        if (strlen(settings[i].name) == n && strncmp(settings[i].name, s, n) == 0)
+            return cfg_flag_apply(cfg, settings[i].path, flag, eq + 1);
+    return fs_err(FS_EINVAL, "%s %s: unknown trace setting '%.*s' (level, rate, count, mode, "
+                  "file, log-frequency)", flag, text, (int)n, s);
+}
+
 /* Second pass onto *cfg (a copy: it may be partly written on error). The
  * values of a list flag are applied together where it first appears. */
 static int args_apply(const flag_use_t *uses, size_t n, cfg_t *cfg, const char **list)
@@ -140,6 +195,8 @@ static int args_apply(const flag_use_t *uses, size_t n, cfg_t *cfg, const char *
         int rc = 0;
         if (flag->kind == FLAG_KEY) {
             rc = cfg_flag_apply(cfg, flag->path, flag->name, uses[i].value);
+        } else if (flag->kind == FLAG_TRACE) {
+            rc = trace_flag_apply(cfg, flag->name, uses[i].value);
         } else if (flag->kind == FLAG_LIST) {
             bool first = true;
             for (size_t j = 0; j < i && first; j++)

@@ -116,6 +116,13 @@ int cfg_set_log_level(const cfg_key_t *key, const cfg_src_t *src, void *root);
 int cfg_set_log_format(const cfg_key_t *key, const cfg_src_t *src, void *root);
 /* model_control_mode: explicit, none, poll */
 int cfg_set_control(const cfg_key_t *key, const cfg_src_t *src, void *root);
+/* trace.level: "OFF" or "TIMESTAMPS" (any case), or a list of them as
+ * Triton's trace_level; "TENSORS" refused as not supported. trace.count:
+ * an integer >= -1, as a number or a string. trace.file: a path or "" (no
+ * control bytes). */
+int cfg_set_trace_level(const cfg_key_t *key, const cfg_src_t *src, void *root);
+int cfg_set_trace_count(const cfg_key_t *key, const cfg_src_t *src, void *root);
+int cfg_set_trace_file(const cfg_key_t *key, const cfg_src_t *src, void *root);
 /* cpu, cuda, cuda:N (N < 1024), and with min 1 also auto */
 int cfg_set_device(const cfg_key_t *key, const cfg_src_t *src, void *root);
 

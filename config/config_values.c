@@ -8,9 +8,11 @@
  * file would hold before it gets here (cfg_flag_apply), so the file and the
  * command line accept the same values with the same words. */
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/error.h"
 #include "common/parse.h"
@@ -412,6 +414,81 @@ int cfg_set_log_format(const cfg_key_t *key, const cfg_src_t *src, void *root)
     return rc;
 }
 
+int cfg_trace_level_parse(const char *s, bool *timestamps)
+{
+    if (strcasecmp(s, "OFF") == 0 || strcasecmp(s, "TIMESTAMPS") == 0) {
+        *timestamps = s[0] == 'T' || s[0] == 't';
+        return 0;
+    }
+    if (strcasecmp(s, "TENSORS") == 0)
+        return fs_err(FS_EINVAL, "trace level TENSORS is not supported: flatserve traces "
+                      "TIMESTAMPS only");
+    char q[80];
+    return fs_err(FS_EINVAL, "expected trace level \"OFF\" or \"TIMESTAMPS\", got %s",
+                  cfg_quote_text(s, q, sizeof q));
+}
+
+int cfg_set_trace_level(const cfg_key_t *key, const cfg_src_t *src, void *root)
+{
+    char got[96];
+    const cJSON *v = src->json;
+    /* Triton's list form: every level named is traced, so OFF with
+     * TIMESTAMPS is TIMESTAMPS. */
+    bool on = false, one;
+    if (cJSON_IsString(v)) {
+        if (cfg_trace_level_parse(v->valuestring, &on) != 0)
+            return cfg_src_fail(src, "%s", fs_errmsg());
+    } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, v) {
+            if (!cJSON_IsString(e))
+                return cfg_src_fail(src, "expected a list of trace levels, got %s",
+                                    CFG_GOT(src));
+            if (cfg_trace_level_parse(e->valuestring, &one) != 0)
+                return cfg_src_fail(src, "%s", fs_errmsg());
+            on = on || one;
+        }
+    } else {
+        return cfg_src_fail(src, "expected \"OFF\" or \"TIMESTAMPS\", got %s", CFG_GOT(src));
+    }
+    memcpy(field_of(key, root), &on, sizeof on);
+    return 0;
+}
+
+int cfg_trace_count_parse(const char *s, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!s[0] || *end || errno == ERANGE || v < -1 || (s[0] != '-' && (s[0] < '0' || s[0] > '9'))) {
+        char q[80];
+        return fs_err(FS_EINVAL, "expected a trace count, -1 (no bound) or more, got %s",
+                      cfg_quote_text(s, q, sizeof q));
+    }
+    *out = v;
+    return 0;
+}
+
+int cfg_set_trace_count(const cfg_key_t *key, const cfg_src_t *src, void *root)
+{
+    char got[96];
+    const cJSON *v = src->json;
+    int64_t n;
+    if (cJSON_IsNumber(v) && v->valuedouble >= -1 && v->valuedouble <= (double)CFG_JSON_INT_MAX &&
+        v->valuedouble == (double)(int64_t)v->valuedouble)
+        n = (int64_t)v->valuedouble;
+    else if (!cJSON_IsString(v) || cfg_trace_count_parse(v->valuestring, &n) != 0)
+        return cfg_src_fail(src, "expected an integer -1 (no bound) or more, got %s",
+                            CFG_GOT(src));
+    memcpy(field_of(key, root), &n, sizeof n);
+    return 0;
+}
+
+int cfg_set_trace_file(const cfg_key_t *key, const cfg_src_t *src, void *root)
+{
+    return set_string_checked(key, src, root, true, char_not_control, "a file path or \"\"");
+}
+
 static const char *const control_names[] = {
     [CFG_CONTROL_EXPLICIT] = "explicit", [CFG_CONTROL_NONE] = "none", [CFG_CONTROL_POLL] = "poll"};
 
@@ -568,13 +645,24 @@ cJSON *cfg_value_json(const cfg_key_t *key, const void *root)
             return cJSON_CreateString(cfg_control_name((cfg_control_t)e));
         return cJSON_CreateString(log_format_names[e == FS_LOG_JSON ? FS_LOG_JSON : FS_LOG_TEXT]);
     }
+    if (key->set == cfg_set_trace_level) {
+        bool on;
+        memcpy(&on, field, sizeof on);
+        return cJSON_CreateString(on ? "TIMESTAMPS" : "OFF");
+    }
+    if (key->set == cfg_set_trace_count) {
+        int64_t n;
+        memcpy(&n, field, sizeof n);
+        snprintf(text, sizeof text, "%lld", (long long)n);
+        return cJSON_CreateRaw(text);
+    }
     if (key->set == cfg_set_device) {
         cfg_device_t d;
         memcpy(&d, field, sizeof d);
         return cJSON_CreateString(cfg_device_text(&d, text, sizeof text));
     }
     /* host, path: a string stored as written. */
-    assert(key->set == cfg_set_host || key->set == cfg_set_path);
+    assert(key->set == cfg_set_host || key->set == cfg_set_path || key->set == cfg_set_trace_file);
     return cJSON_CreateString(field);
 }
 

@@ -28,6 +28,7 @@
 #include "common/parse.h"
 #include "common/sync.h"
 #include "server/app_impl.h"
+#include "server/trace.h"
 #include "server/shm.h"
 
 size_t srv_app_caches(srv_app_t *app, srv_cache_ref_t out[SRV_CACHE_REFS_MAX])
@@ -310,6 +311,7 @@ static int app_free(srv_app_t *app)
     srv_control_destroy(app);
     ticker_stop(app);
     srv_http_stop(app);
+    srv_trace_destroy(app->trace); /* after HTTP: no request traces any more */
     srv_shm_destroy(app->shm); /* no request holds a region once HTTP is stopped */
     eng_registry_destroy(app->registry);
     int rc = 0;
@@ -355,7 +357,9 @@ int srv_app_start(const cfg_t *cfg, srv_app_t **out)
     pthread_cond_init(&app->tick_cond, NULL);
     fs_log_set_level(cfg->log.level);
     fs_log_set_format(cfg->log.format);
-    int rc = resolve_devices(app, &cfg->device);
+    int rc = srv_trace_create(cfg, &app->trace);
+    if (rc == 0)
+        rc = resolve_devices(app, &cfg->device);
     if (rc == 0 && cfg->server.shared_memory)
         rc = srv_shm_create(0, &app->shm);
     if (rc == 0)

@@ -65,6 +65,7 @@ struct srv_app {
     bool has_cpu_mem;
     eng_registry_t *registry;
     srv_control_t *control;       /* model control mode, wanted set, poller (model_control.c) */
+    struct srv_trace *trace;      /* Triton's trace extension (trace.c); never NULL once started */
     struct srv_shm *shm;          /* registered system shared memory (shm.c); NULL when
                                    * server.shared_memory is off */
 
@@ -167,6 +168,7 @@ typedef struct srv_req {
     bool compressible;
     bool in_flight;               /* counted in app->in_flight (from dispatch) */
     uint64_t start_ns;
+    uint64_t submit_ns;           /* an inference's submit to the batcher (its trace) */
     atomic_int state;             /* srv_req_state_t (infer.c) */
     /* The HTTP thread serving the connection (NULL: resumed one by one),
      * and the request's place on its list of completions (http.c). */
@@ -386,6 +388,11 @@ int srv_shm_infer_inputs(srv_req_t *r);
 int srv_shm_infer_outputs(srv_req_t *r);
 /* Drops the regions r->infer.shm holds. Cannot fail. */
 void srv_shm_infer_release(srv_req_t *r);
+
+/* ---- trace_http.c: Triton's trace extension ------------------------------- */
+
+/* GET and POST v2[/models/{m}[/versions/{v}]]/trace/setting. */
+srv_handler_fn srv_trace_get_handle, srv_trace_post_handle;
 
 /* ---- readiness.c ----------------------------------------------------------- */
 

@@ -70,6 +70,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "server/app_impl.h"
+#include "server/trace.h"
 #include "server/codec_bytes.h"
 
 /* ---- the wait -------------------------------------------------------------------- */
@@ -430,7 +431,29 @@ static void respond_binary(srv_req_t *r, eng_request_t *e, const eng_model_t *m,
 /* Answers a completed inference: its outputs encoded, or its error. The
  * bytes of binary outputs are sent from the output tensors (no copy into
  * the response). */
+static void infer_answer(srv_req_t *r);
+
+/* Answers, then hands the request's timestamps to tracing: its arrival,
+ * submit, its batch's start and end (submit + queue_ns, + compute_ns; a
+ * request that never reached a batch has neither) and its answer queued.
+ * flatserve measures no input or output copy apart from its batch's run,
+ * so COMPUTE_INPUT_END and COMPUTE_OUTPUT_START are not written. */
 static void infer_finish(srv_req_t *r)
+{
+    srv_infer_job_t *job = &r->infer;
+    const eng_request_t *e = &job->ereq;
+    uint64_t queue_ns = e->queue_ns, compute_ns = e->compute_ns;
+    bool ran = compute_ns > 0;
+    eng_served_t *served = job->served; /* held until the request is freed */
+    infer_answer(r);
+    srv_trace_times_t tm = {.request_start_ns = r->start_ns, .queue_start_ns = r->submit_ns,
+                            .compute_start_ns = ran ? r->submit_ns + queue_ns : 0,
+                            .compute_end_ns = ran ? r->submit_ns + queue_ns + compute_ns : 0,
+                            .request_end_ns = fs_clock_now_ns()};
+    srv_trace_request(r->app->trace, eng_served_name(served), eng_served_version(served), &tm);
+}
+
+static void infer_answer(srv_req_t *r)
 {
     srv_infer_job_t *job = &r->infer;
     eng_request_t *e = &job->ereq;
@@ -528,6 +551,7 @@ void srv_infer_handle(srv_req_t *r, const srv_route_args_t *a)
         return;
     }
     srv_req_submitting(r, infer_finish);
+    r->submit_ns = fs_clock_now_ns();
     if ((rc = submit(r, &args)) != 0) {
         srv_req_refused(r);
         refuse(r, rc);

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "server/app_impl.h"
+#include "server/trace.h"
 
 /* Label values are model names and device names ([A-Za-z0-9_.:-]), which
  * need no escaping; anything else is escaped as the format says. */
@@ -377,6 +378,16 @@ static void render_process(srv_buf_t *b, srv_app_t *app)
     family(b, "flatserve_http_resume_wakeups_total", "counter",
            "Wake-ups of an HTTP thread that resumed those requests (one serves every completion since the thread's last)");
     srv_buf_printf(b, "flatserve_http_resume_wakeups_total %" PRIu64 "\n", wakeups);
+    srv_trace_stats_t ts;
+    srv_trace_stats(app->trace, &ts);
+    family(b, "flatserve_trace_written_total", "counter", "Traces written to their trace file");
+    srv_buf_printf(b, "flatserve_trace_written_total %" PRIu64 "\n", ts.written);
+    family(b, "flatserve_trace_dropped_total", "counter",
+           "Traces dropped: the trace writer's queue was full");
+    srv_buf_printf(b, "flatserve_trace_dropped_total %" PRIu64 "\n", ts.dropped);
+    family(b, "flatserve_trace_write_errors_total", "counter",
+           "Trace file opens and writes that failed (their traces lost)");
+    srv_buf_printf(b, "flatserve_trace_write_errors_total %" PRIu64 "\n", ts.write_errors);
 }
 
 int srv_metrics_render(srv_app_t *app, srv_buf_t *out)

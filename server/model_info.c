@@ -58,7 +58,8 @@ void srv_info_server(srv_req_t *r, const srv_route_args_t *a)
     cJSON_AddStringToObject(doc, "name", "flatserve");
     cJSON_AddStringToObject(doc, "version", CFG_VERSION);
     cJSON *ext = cJSON_AddArrayToObject(doc, "extensions");
-    const char *names[] = {"binary_tensor_data", "model_repository", "statistics", "memory"};
+    const char *names[] = {"binary_tensor_data", "model_repository", "statistics", "memory",
+                           "trace"};
     for (size_t i = 0; ext && i < sizeof names / sizeof names[0]; i++)
         cJSON_AddItemToArray(ext, cJSON_CreateString(names[i]));
     if (ext && r->app->shm)

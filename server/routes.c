@@ -6,12 +6,13 @@
  * and stats (model_info.c), infer and flatserve's POST /infer (infer.c),
  * Triton's model repository extension and /v1/memory (admin.c), /metrics
  * (metrics.c), Triton's system and CUDA shared memory extensions
- * (shm_http.c; their register and unregister are admin routes).
+ * (shm_http.c; their register and unregister are admin routes), Triton's
+ * trace extension (trace_http.c; its POST an admin route).
  *
  * A path is split into segments and matched against the table in order; a
  * path that matches with another method is 405 with Allow, no match is
- * 404, but 400 naming the extension under the paths of Triton's trace and
- * logging extensions, which flatserve does not claim. HEAD is allowed wherever GET is. Admin routes need
+ * 404, but 400 naming the extension under the paths of Triton's logging
+ * extension, which flatserve does not claim. HEAD is allowed wherever GET is. Admin routes need
  * "Authorization: Bearer <token>" (the scheme in any case) when
  * server.admin_token is set (401 otherwise; the comparison takes the same
  * time wherever the tokens differ). A {v} that is not a non-negative number
@@ -57,6 +58,12 @@ static const route_t routes[] = {
     {"POST", "v1/memory/empty_cache", true, srv_admin_memory_empty},
     {"POST", "v1/memory/reset_peak", true, srv_admin_memory_reset_peak},
     {"GET", "metrics", false, srv_metrics_handle},
+    {"GET", "v2/trace/setting", false, srv_trace_get_handle},
+    {"POST", "v2/trace/setting", true, srv_trace_post_handle},
+    {"GET", "v2/models/{m}/trace/setting", false, srv_trace_get_handle},
+    {"POST", "v2/models/{m}/trace/setting", true, srv_trace_post_handle},
+    {"GET", "v2/models/{m}/versions/{v}/trace/setting", false, srv_trace_get_handle},
+    {"POST", "v2/models/{m}/versions/{v}/trace/setting", true, srv_trace_post_handle},
     {"GET", "v2/systemsharedmemory/status", false, srv_shm_status_handle},
     {"GET", "v2/systemsharedmemory/region/{r}/status", false, srv_shm_status_handle},
     {"POST", "v2/systemsharedmemory/region/{r}/register", true, srv_shm_register_handle},
@@ -183,17 +190,12 @@ static const char *unclaimed_extension(const path_segs_t *ps, const char **inste
     static const struct {
         const char *seg, *name, *instead;
     } ext[] = {
-        {"trace", "trace", "flatserve's request log and /metrics carry its timings"},
         {"logging", "logging", "set log.level in the config file or with --log-level"},
     };
     if (ps->n < 2 || strcmp(ps->s[0], "v2") != 0)
         return NULL;
-    /* v2/<ext>/... or v2/models/<m>[/versions/<v>]/trace/... */
+    /* v2/<ext>/... */
     const char *seg = ps->s[1];
-    if (strcmp(seg, "models") == 0)
-        seg = ps->n >= 4 && strcmp(ps->s[3], "trace") == 0   ? ps->s[3]
-              : ps->n >= 6 && strcmp(ps->s[5], "trace") == 0 ? ps->s[5]
-                                                             : "";
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
         if (strcmp(seg, ext[i].seg) == 0) {
             *instead = ext[i].instead;

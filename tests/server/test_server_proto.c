@@ -653,9 +653,9 @@ Test(srv_proto, class_count_is_refused_naming_it, .timeout = 60)
 
 /* ---- extensions flatserve does not claim --------------------------------------------- */
 
-/* The calls of python_http_aio_test.py's trace tests and the logging API:
- * 400 naming the extension, whatever the method, instead of a bare 404
- * (shared memory is served: test_server_shm.c). */
+/* The logging API: 400 naming the extension, whatever the method, instead
+ * of a bare 404 (shared memory is served: test_server_shm.c; trace:
+ * test_trace.c). */
 Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 60)
 {
     srv_fixture_t f;
@@ -665,11 +665,8 @@ Test(srv_proto, unclaimed_triton_extensions_are_refused_naming_them, .timeout = 
     static const struct {
         const char *method, *path, *want;
     } calls[] = {
-        {"GET", "/v2/trace/setting", "Triton's trace extension"},
-        {"POST", "/v2/trace/setting", "trace"},
-        {"GET", "/v2/models/mlp/trace/setting", "trace"},
-        {"POST", "/v2/models/mlp/versions/1/trace/setting", "trace"},
         {"GET", "/v2/logging", "Triton's logging extension"},
+        {"POST", "/v2/logging", "logging"},
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         const char *body = strcmp(calls[i].method, "POST") == 0 ? "{}" : NULL;

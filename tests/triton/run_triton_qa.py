@@ -57,7 +57,6 @@ PORT = 8000
 
 # Reason classes, as the brief of issue 16 names them.
 MISSING = "client dependency missing"
-TRACE = "trace not claimed"
 WORDING = "error wording"
 NAME = "server name"
 
@@ -80,8 +79,6 @@ EXPECTED = {
         (MISSING, "imports tritonclient.grpc, whose stubs a source tree lacks: set "
                   "TRITON_COMMON_SRC and install python3-grpcio protobuf-compiler-grpc"),
     ("python_http_aio_test.py", "test_get_server_metadata"): (NAME, "expects 'triton'"),
-    ("python_http_aio_test.py", "test_get_trace_settings"): (TRACE, "400"),
-    ("python_http_aio_test.py", "test_update_trace_settings"): (TRACE, "400"),
     ("python_http_aio_test.py", "test_load_model"):
         (WORDING, "refused with 400 as expected; Triton's text says polling"),
     ("python_http_aio_test.py", "test_unload_model"):
