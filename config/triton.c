@@ -183,9 +183,9 @@ static int sequence_control(const cfg_triton_control_t *in, const char *origin,
         case CFG_TRITON_TYPE_INT32: c->dtype = ENG_DT_INT32; return 0;
         case CFG_TRITON_TYPE_STRING:
             return fs_err(FS_ENOTSUP, "%s: sequence_batching.control_input '%s': a %s of "
-                          "data_type TYPE_STRING is not supported by flatserve (no string "
-                          "tensors); string sequence ids are taken where no CORRID control is "
-                          "given", origin, in->name, kind);
+                          "data_type TYPE_STRING is not supported by flatserve (the id as a "
+                          "string tensor); string sequence ids are taken where no CORRID "
+                          "control is given", origin, in->name, kind);
         default:
             return fs_err(FS_EINVAL, "%s: sequence_batching.control_input '%s': %s data_type "
                           "is %s (expected TYPE_UINT64, TYPE_INT64, TYPE_UINT32 or TYPE_INT32)",
@@ -277,6 +277,7 @@ static int apply_sequence(const cfg_triton_t *t, const char *origin, cfg_model_t
     }
     if (t->seq_strategy != CFG_TRITON_STRATEGY_OLDEST)
         return 0;
+    o->oldest = true;
     if (t->seq_max_candidates < 0)
         return fs_err(FS_EINVAL, "%s: sequence_batching.oldest.max_candidate_sequences is %d",
                       origin, (int)t->seq_max_candidates);

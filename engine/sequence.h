@@ -59,6 +59,8 @@ typedef struct eng_seq_state {
 
 typedef struct eng_seq_options {
     bool enabled;                  /* false: the version takes no sequence requests */
+    bool oldest;                   /* Triton's oldest strategy was asked (else direct); both
+                                    * batch where the model batches; said back by the config */
     uint64_t idle_ns;              /* a sequence idle this long is ended; 0: 1 s */
     uint32_t max_sequences;        /* live at once; 0: ENG_SEQ_DEFAULT_MAX */
     uint32_t n_controls;

@@ -86,6 +86,14 @@ static cJSON *dims_json(const eng_io_info_t *io, int from)
  * them) or outputs: as model metadata shows them ({name,
  * datatype, shape}), or as Triton's model config does ({name, data_type
  * "TYPE_FP32", dims}, without the batch dim when the model batches). */
+/* Triton's config name of dtype dt: "TYPE_FP32", ..., "TYPE_STRING" for
+ * BYTES. */
+static void triton_type(eng_dtype_t dt, char *out, size_t len)
+{
+    const char *name = dt == ENG_DT_STRING ? "STRING" : srv_datatype_name(dt);
+    snprintf(out, len, "TYPE_%s", name ? name : "INVALID");
+}
+
 static cJSON *io_list_json(const eng_served_t *s, bool outputs, bool config, bool batched)
 {
     const eng_model_t *m = eng_served_model(s);
@@ -95,12 +103,16 @@ static cJSON *io_list_json(const eng_served_t *s, bool outputs, bool config, boo
         eng_io_info_t io;
         if ((outputs ? eng_model_output(m, i, &io) : eng_served_input(s, i, &io)) != 0)
             continue;
+        /* The sequence batcher's controls and states are not the client's
+         * (Triton lists them under sequence_batching only). */
+        if (outputs ? eng_served_output_state(s, i) : eng_served_input_filled(s, i))
+            continue;
         cJSON *o = cJSON_CreateObject();
         const char *dt = srv_datatype_name(io.dtype);
         cJSON_AddStringToObject(o, "name", io.name);
         if (config) {
             char type[32];
-            snprintf(type, sizeof type, "TYPE_%s", dt ? dt : "INVALID");
+            triton_type(io.dtype, type, sizeof type);
             cJSON_AddStringToObject(o, "data_type", type);
             cJSON_AddItemToObject(o, "dims", dims_json(&io, batched ? 1 : 0));
         } else {
@@ -155,6 +167,76 @@ static void model_ready_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
     cJSON_AddBoolToObject(doc, "ready", true);
 }
 
+/* sequence_batching as the configuration set it (config/triton.c): the
+ * controls grouped by input as Triton writes them, the states (zeros at
+ * START: no initial_state), the strategy. */
+static void sequence_json(cJSON *doc, const eng_serve_options_t *o, bool batched)
+{
+    const eng_seq_options_t *q = &o->sequence;
+    cJSON *sb = cJSON_AddObjectToObject(doc, "sequence_batching");
+    cJSON_AddNumberToObject(sb, "max_sequence_idle_microseconds",
+                            (double)((q->idle_ns ? q->idle_ns : ENG_SEQ_DEFAULT_IDLE_NS) / 1000));
+    cJSON *inputs = cJSON_AddArrayToObject(sb, "control_input");
+    for (uint32_t k = 0; inputs && k < q->n_controls; k++) {
+        const eng_seq_control_t *c = &q->controls[k];
+        cJSON *in = NULL, *it;
+        cJSON_ArrayForEach(it, inputs)
+        {
+            if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(it, "name")), c->input) == 0)
+                in = it;
+        }
+        if (!in) {
+            in = cJSON_CreateObject();
+            cJSON_AddStringToObject(in, "name", c->input);
+            cJSON_AddArrayToObject(in, "control");
+            cJSON_AddItemToArray(inputs, in);
+        }
+        cJSON *ctl = cJSON_CreateObject();
+        cJSON_AddStringToObject(ctl, "kind", eng_seq_control_kind_name(c->kind));
+        char type[32];
+        if (c->kind == ENG_SEQ_CORRID) {
+            triton_type(c->dtype, type, sizeof type);
+            cJSON_AddStringToObject(ctl, "data_type", type);
+        } else if (c->dtype == ENG_DT_BOOL) {
+            cJSON *ft = cJSON_AddArrayToObject(ctl, "bool_false_true");
+            for (int v = 0; ft && v < 2; v++)
+                cJSON_AddItemToArray(ft, cJSON_CreateBool(c->false_true[v] != 0));
+        } else {
+            cJSON *ft = cJSON_AddArrayToObject(ctl, c->dtype == ENG_DT_INT32 ? "int32_false_true"
+                                                                              : "fp32_false_true");
+            for (int v = 0; ft && v < 2; v++)
+                cJSON_AddItemToArray(ft, cJSON_CreateNumber(c->false_true[v]));
+        }
+        cJSON_AddItemToArray(cJSON_GetObjectItem(in, "control"), ctl);
+    }
+    cJSON *states = cJSON_AddArrayToObject(sb, "state");
+    for (uint32_t k = 0; states && k < q->n_states; k++) {
+        const eng_seq_state_t *st = &q->states[k];
+        cJSON *j = cJSON_CreateObject();
+        char type[32];
+        triton_type(st->dtype, type, sizeof type);
+        cJSON_AddStringToObject(j, "input_name", st->input);
+        cJSON_AddStringToObject(j, "output_name", st->output);
+        cJSON_AddStringToObject(j, "data_type", type);
+        cJSON *dims = cJSON_AddArrayToObject(j, "dims");
+        for (uint32_t d = 0; dims && d < st->rank; d++)
+            cJSON_AddItemToArray(dims, cJSON_CreateNumber((double)st->dims[d]));
+        cJSON_AddItemToArray(states, j);
+    }
+    if (!q->oldest) {
+        cJSON_AddObjectToObject(sb, "direct");
+        return;
+    }
+    cJSON *old = cJSON_AddObjectToObject(sb, "oldest");
+    cJSON_AddNumberToObject(old, "max_candidate_sequences",
+                            q->max_sequences ? q->max_sequences : ENG_SEQ_DEFAULT_MAX);
+    cJSON_AddNumberToObject(old, "max_queue_delay_microseconds",
+                            batched ? (double)(o->max_queue_delay_ns / 1000) : 0);
+    cJSON *pref = cJSON_AddArrayToObject(old, "preferred_batch_size");
+    for (uint32_t i = 0; pref && batched && i < o->n_preferred; i++)
+        cJSON_AddItemToArray(pref, cJSON_CreateNumber(o->preferred[i]));
+}
+
 /* Triton's model config, from what the model's configuration file set
  * (config.pbtxt's fields, or config.json's over the defaults). */
 static void model_config_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
@@ -172,7 +254,9 @@ static void model_config_fill(cJSON *doc, eng_served_t *s, eng_registry_t *reg)
     cJSON_AddNumberToObject(doc, "max_batch_size", mbs);
     cJSON_AddItemToObject(doc, "input", io_list_json(s, false, true, mbs > 0));
     cJSON_AddItemToObject(doc, "output", io_list_json(s, true, true, mbs > 0));
-    if (batched) {
+    if (o.sequence.enabled) {
+        sequence_json(doc, &o, batched);
+    } else if (batched) {
         cJSON *db = cJSON_AddObjectToObject(doc, "dynamic_batching");
         cJSON_AddNumberToObject(db, "max_queue_delay_microseconds",
                                 (double)(o.max_queue_delay_ns / 1000));

@@ -230,3 +230,50 @@ Test(server_sequence, a_model_without_sequences_refuses_the_parameters)
     free(body);
     srv_buf_free(&b);
 }
+
+/* The model's metadata and config, as a Triton client reads them: the
+ * controls and the state are not inputs or outputs of the client's, and
+ * the config says sequence_batching back as it was written. */
+Test(server_sequence, metadata_hides_the_controls_and_config_says_sequence_batching)
+{
+    write_acc("  oldest { max_candidate_sequences: 4 }\n");
+    fixture_start(&fx);
+    http_resp_t r = http_get(fx.port, "/v2/models/acc");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cJSON *doc = cJSON_Parse(r.body);
+    cJSON *ins = cJSON_GetObjectItem(doc, "inputs"), *outs = cJSON_GetObjectItem(doc, "outputs");
+    cr_expect_eq(cJSON_GetArraySize(ins), 1, "%s", r.body);
+    cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(ins, 0), "name")->valuestring,
+                     "INPUT");
+    cr_expect_eq(cJSON_GetArraySize(outs), 1, "%s", r.body);
+    cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(outs, 0), "name")->valuestring,
+                     "OUTPUT");
+    cJSON_Delete(doc);
+    free(r.body);
+
+    r = http_get(fx.port, "/v2/models/acc/config");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    doc = cJSON_Parse(r.body);
+    cr_expect_null(cJSON_GetObjectItem(doc, "dynamic_batching"), "%s", r.body);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "input")), 1, "%s", r.body);
+    cJSON *sb = cJSON_GetObjectItem(doc, "sequence_batching");
+    cr_assert_not_null(sb, "%s", r.body);
+    cr_expect_eq(cJSON_GetObjectItem(sb, "max_sequence_idle_microseconds")->valuedouble, 300000);
+    cJSON *ci = cJSON_GetObjectItem(sb, "control_input");
+    cr_assert_eq(cJSON_GetArraySize(ci), 2, "%s", r.body);
+    cJSON *start = cJSON_GetArrayItem(ci, 0);
+    cr_expect_str_eq(cJSON_GetObjectItem(start, "name")->valuestring, "START");
+    cJSON *ctl = cJSON_GetArrayItem(cJSON_GetObjectItem(start, "control"), 0);
+    cr_expect_str_eq(cJSON_GetObjectItem(ctl, "kind")->valuestring, "CONTROL_SEQUENCE_START");
+    cJSON *ft = cJSON_GetObjectItem(ctl, "int32_false_true");
+    cr_expect_eq(cJSON_GetArrayItem(ft, 1)->valuedouble, 100, "%s", r.body);
+    cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(sb, "state"), 0);
+    cr_expect_str_eq(cJSON_GetObjectItem(st, "input_name")->valuestring, "STATE_IN");
+    cr_expect_str_eq(cJSON_GetObjectItem(st, "output_name")->valuestring, "STATE_OUT");
+    cr_expect_str_eq(cJSON_GetObjectItem(st, "data_type")->valuestring, "TYPE_INT32");
+    cJSON *old = cJSON_GetObjectItem(sb, "oldest");
+    cr_assert_not_null(old, "%s", r.body);
+    cr_expect_eq(cJSON_GetObjectItem(old, "max_candidate_sequences")->valuedouble, 4);
+    cJSON_Delete(doc);
+    free(r.body);
+}
