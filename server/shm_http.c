@@ -43,18 +43,44 @@ static srv_shm_t *table_of(srv_req_t *r)
     return r->app->shm;
 }
 
-void srv_shm_status_handle(srv_req_t *r, const srv_route_args_t *a)
+/* A register's answer: 200 and no body, or rc's error. */
+static void respond_done(srv_req_t *r, int rc)
+{
+    if (rc)
+        srv_respond_fs_error(r, rc);
+    else
+        srv_respond(r, 200, "application/json", "", 0, false);
+}
+
+/* The status of the regions of `kind` (all, or the route's one). */
+static void status_answer(srv_req_t *r, const srv_route_args_t *a, srv_shm_kind_t kind)
 {
     srv_shm_t *t = table_of(r);
     if (!t)
         return;
     cJSON *doc = NULL;
-    int rc = srv_shm_status(t, SRV_SHM_SYSTEM, a->region, &doc);
+    int rc = srv_shm_status(t, kind, a->region, &doc);
     if (rc) {
         srv_respond_fs_error(r, rc);
         return;
     }
     srv_respond_json(r, 200, doc);
+}
+
+/* Unregisters the regions of `kind` (all, or the route's one): 200 even
+ * when there was none, as Triton answers. */
+static void unregister_answer(srv_req_t *r, const srv_route_args_t *a, srv_shm_kind_t kind)
+{
+    srv_shm_t *t = table_of(r);
+    if (!t)
+        return;
+    srv_shm_unregister(t, kind, a->region);
+    srv_respond(r, 200, "application/json", "", 0, false);
+}
+
+void srv_shm_status_handle(srv_req_t *r, const srv_route_args_t *a)
+{
+    status_answer(r, a, SRV_SHM_SYSTEM);
 }
 
 /* A register body's number `key`: 0 and *out (absent: unchanged, when it
@@ -97,22 +123,14 @@ void srv_shm_register_handle(srv_req_t *r, const srv_route_args_t *a)
                           key ? "must be a string" : "is missing");
     else if (body_uint(r, "system", body, "offset", false, &offset) == 0 &&
              body_uint(r, "system", body, "byte_size", true, &byte_size) == 0) {
-        int rc = srv_shm_register(t, a->region, key->valuestring, offset, byte_size);
-        if (rc)
-            srv_respond_fs_error(r, rc);
-        else
-            srv_respond(r, 200, "application/json", "", 0, false);
+        respond_done(r, srv_shm_register(t, a->region, key->valuestring, offset, byte_size));
     }
     cJSON_Delete(body);
 }
 
 void srv_shm_unregister_handle(srv_req_t *r, const srv_route_args_t *a)
 {
-    srv_shm_t *t = table_of(r);
-    if (!t)
-        return;
-    srv_shm_unregister(t, SRV_SHM_SYSTEM, a->region);
-    srv_respond(r, 200, "application/json", "", 0, false);
+    unregister_answer(r, a, SRV_SHM_SYSTEM);
 }
 
 /* CUDA shared memory (the extension's switch is server.shared_memory too).
@@ -122,16 +140,7 @@ void srv_shm_unregister_handle(srv_req_t *r, const srv_route_args_t *a)
  * CUDA build does, then is refused saying the server has no GPU support. */
 void srv_shm_cuda_status_handle(srv_req_t *r, const srv_route_args_t *a)
 {
-    srv_shm_t *t = table_of(r);
-    if (!t)
-        return;
-    cJSON *doc = NULL;
-    int rc = srv_shm_status(t, SRV_SHM_CUDA, a->region, &doc);
-    if (rc) {
-        srv_respond_fs_error(r, rc);
-        return;
-    }
-    srv_respond_json(r, 200, doc);
+    status_answer(r, a, SRV_SHM_CUDA);
 }
 
 /* The value of base64 digit c (RFC 4648's standard alphabet), or -1. */
@@ -220,22 +229,14 @@ void srv_shm_cuda_register_handle(srv_req_t *r, const srv_route_args_t *a)
         body_uint(r, "CUDA", body, "byte_size", true, &byte_size) == 0) {
         /* A device_id past INT_MAX is no device: one past the count says so. */
         int dev = device_id > (uint64_t)INT_MAX ? INT_MAX : (int)device_id;
-        int rc = srv_shm_register_cuda(t, a->region, handle, dev, byte_size);
-        if (rc)
-            srv_respond_fs_error(r, rc);
-        else
-            srv_respond(r, 200, "application/json", "", 0, false);
+        respond_done(r, srv_shm_register_cuda(t, a->region, handle, dev, byte_size));
     }
     cJSON_Delete(body);
 }
 
 void srv_shm_cuda_unregister_handle(srv_req_t *r, const srv_route_args_t *a)
 {
-    srv_shm_t *t = table_of(r);
-    if (!t)
-        return;
-    srv_shm_unregister(t, SRV_SHM_CUDA, a->region);
-    srv_respond(r, 200, "application/json", "", 0, false);
+    unregister_answer(r, a, SRV_SHM_CUDA);
 }
 
 /* Holds the region of one tensor into *h. */
