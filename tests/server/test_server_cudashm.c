@@ -17,25 +17,17 @@
 
 #include "server/shm.h"
 #include "tests/server/server_fixture.h"
+#include "tests/server/shm_mlp.h"
 #include "tests/server/shm_test.h"
 
 #if FS_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
-#define MLP_IN 64
-#define MLP_OUT 10
-#define ROWS 2
 #define IN_BYTES (ROWS * MLP_IN * 4)
 #define OUT_BYTES (ROWS * MLP_OUT * 4)
 #define REGION_BYTES 4096
 #define OUT_OFF 1024 /* the output's range in the region; 8 bytes past it stay 0xee */
-
-static long status_of(http_resp_t r)
-{
-    free(r.body);
-    return r.status;
-}
 
 /* Padded standard base64 of n bytes into out (4 * ceil(n / 3) + 1 bytes). */
 static void b64_encode(const uint8_t *p, size_t n, char *out)
@@ -205,13 +197,6 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* The mlp's input: ROWS x 64 floats, i * 0.01 - 0.3. */
-static void input_values(float *x)
-{
-    for (int i = 0; i < ROWS * MLP_IN; i++)
-        x[i] = (float)i * 0.01f - 0.3f;
-}
-
 /* The client process: allocates REGION_BYTES on device 0 (the input at 0,
  * 0xee elsewhere), sends a hello_t with its IPC handle, then answers 'R'
  * with the bytes [OUT_OFF, OUT_OFF + OUT_BYTES + 8) and ends at 'Q' or
@@ -261,38 +246,6 @@ static void client_read(int to, int from, uint8_t *back)
 {
     cr_assert_eq(write_all(to, "R", 1), 0);
     cr_assert_eq(read_all(from, back, OUT_BYTES + 8), 0, "the client process ended");
-}
-
-static cJSON *infer_ok(srv_fixture_t *f, const char *body)
-{
-    http_resp_t r = http_post(f->port, "/v2/models/mlp/infer", body);
-    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
-    cJSON *doc = cJSON_Parse(r.body);
-    free(r.body);
-    cr_assert_not_null(doc);
-    return doc;
-}
-
-/* The probabilities the JSON path answers for input_values. */
-static void json_path_result(srv_fixture_t *f, float *want)
-{
-    float x[ROWS * MLP_IN];
-    input_values(x);
-    srv_buf_t b = {0};
-    srv_buf_printf(&b, "{\"inputs\":[{\"name\":\"input\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
-                       "\"data\":[", ROWS, MLP_IN);
-    for (int i = 0; i < ROWS * MLP_IN; i++)
-        srv_buf_printf(&b, "%s%.9g", i ? "," : "", x[i]);
-    srv_buf_puts(&b, "]}]}");
-    srv_buf_append(&b, "", 1);
-    cJSON *doc = infer_ok(f, b.data);
-    srv_buf_free(&b);
-    cJSON *data = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
-                                      "data");
-    cr_assert_eq(cJSON_GetArraySize(data), ROWS * MLP_OUT);
-    for (int i = 0; i < ROWS * MLP_OUT; i++)
-        want[i] = (float)cJSON_GetArrayItem(data, i)->valuedouble;
-    cJSON_Delete(doc);
 }
 
 static const char *shm_body(char *buf, size_t len, unsigned out_size)

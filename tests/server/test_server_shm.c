@@ -13,18 +13,10 @@
 #include <string.h>
 
 #include "tests/server/server_fixture.h"
+#include "tests/server/shm_mlp.h"
 #include "tests/server/shm_test.h"
 
-#define MLP_IN 64
-#define MLP_OUT 10
-#define ROWS 2
 #define OBJ_BYTES (3 * 4096)
-
-static long status_of(http_resp_t r)
-{
-    free(r.body);
-    return r.status;
-}
 
 static void shm_register(srv_fixture_t *f, const char *name, const char *key, uint64_t offset,
                          uint64_t size, long want)
@@ -36,13 +28,6 @@ static void shm_register(srv_fixture_t *f, const char *name, const char *key, ui
     http_resp_t r = http_post(f->port, path, body);
     cr_expect_eq(r.status, want, "register %s: %ld %s", name, r.status, r.body);
     free(r.body);
-}
-
-/* The mlp's input: ROWS x 64 floats, i * 0.01 - 0.3. */
-static void input_values(float *x)
-{
-    for (int i = 0; i < ROWS * MLP_IN; i++)
-        x[i] = (float)i * 0.01f - 0.3f;
 }
 
 /* mlp's inference_stats counts: success and fail. */
@@ -57,39 +42,6 @@ static void mlp_counts(srv_fixture_t *f, double *success, double *fail)
     *fail = cJSON_GetObjectItem(cJSON_GetObjectItem(is, "fail"), "count")->valuedouble;
     cJSON_Delete(doc);
     free(r.body);
-}
-
-/* POST /v2/models/mlp/infer with `body`; the parsed answer (status 200). */
-static cJSON *infer_ok(srv_fixture_t *f, const char *body)
-{
-    http_resp_t r = http_post(f->port, "/v2/models/mlp/infer", body);
-    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
-    cJSON *doc = cJSON_Parse(r.body);
-    free(r.body);
-    cr_assert_not_null(doc);
-    return doc;
-}
-
-/* The probabilities the JSON path answers for input_values. */
-static void json_path_result(srv_fixture_t *f, float *want)
-{
-    float x[ROWS * MLP_IN];
-    input_values(x);
-    srv_buf_t b = {0};
-    srv_buf_printf(&b, "{\"inputs\":[{\"name\":\"input\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
-                       "\"data\":[", ROWS, MLP_IN);
-    for (int i = 0; i < ROWS * MLP_IN; i++)
-        srv_buf_printf(&b, "%s%.9g", i ? "," : "", x[i]);
-    srv_buf_puts(&b, "]}]}");
-    srv_buf_append(&b, "", 1);
-    cJSON *doc = infer_ok(f, b.data);
-    srv_buf_free(&b);
-    cJSON *data = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
-                                      "data");
-    cr_assert_eq(cJSON_GetArraySize(data), ROWS * MLP_OUT);
-    for (int i = 0; i < ROWS * MLP_OUT; i++)
-        want[i] = (float)cJSON_GetArrayItem(data, i)->valuedouble;
-    cJSON_Delete(doc);
 }
 
 static const char *in_shm_body(char *buf, size_t len, const char *region, unsigned offset,
