@@ -22,6 +22,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "common/cuda_error.h"
+
 /* The provider and its state in one allocation; base.ctx points back here. */
 typedef struct cuda_provider {
     struct alloc_provider base;
@@ -32,21 +34,6 @@ typedef struct cuda_provider {
     atomic_uint_fast64_t live_allocs;
 } cuda_provider_t;
 
-/* Sets this thread's message to "<formatted prefix> (<error name>: <error
- * text>)", clears the runtime's last error so that a later, unrelated
- * cudaGetLastError does not report it, and returns `code`. */
-static int cuda_fail(int code, cudaError_t err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int cuda_fail(int code, cudaError_t err, const char *fmt, ...)
-{
-    char prefix[FS_ERRMSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
-    (void)cudaGetLastError();
-    return fs_err(code, "%s (%s: %s)", prefix, cudaGetErrorName(err), cudaGetErrorString(err));
-}
 
 /* FS_ENOMEM when the device (or pinned host memory) ran out, FS_EDEVICE
  * for any other error. */
@@ -101,7 +88,8 @@ static int cuda_provider_enter(alloc_provider_t *p, int *prev)
     cuda_provider_t *c = p->ctx;
     cudaError_t err = cuda_device_enter(c->device, prev);
     if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cannot make device %d current", p->name, c->device);
+        return fs_cuda_fail(FS_EDEVICE, err, "%s: cannot make device %d current", p->name,
+                            c->device);
     return 0;
 }
 
@@ -122,8 +110,8 @@ static int cuda_alloc_on(alloc_provider_t *p, size_t bytes, bool from_pool, void
                                 : cudaMalloc(&ptr, bytes);
     cuda_device_leave(c->device, prev);
     if (err != cudaSuccess)
-        return cuda_fail(cuda_alloc_code(err), err, "%s: %s of %zu bytes failed", p->name,
-                         from_pool ? "cudaMallocFromPoolAsync" : "cudaMalloc", bytes);
+        return fs_cuda_fail(cuda_alloc_code(err), err, "%s: %s of %zu bytes failed", p->name,
+                            from_pool ? "cudaMallocFromPoolAsync" : "cudaMalloc", bytes);
     cuda_live_add(c, bytes);
     *out = ptr;
     return 0;
@@ -183,8 +171,8 @@ static int pinned_alloc(alloc_provider_t *p, size_t bytes, void **out)
     void *ptr = NULL;
     cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);
     if (err != cudaSuccess)
-        return cuda_fail(cuda_alloc_code(err), err, "%s: cudaHostAlloc of %zu bytes failed", p->name,
-                         bytes);
+        return fs_cuda_fail(cuda_alloc_code(err), err, "%s: cudaHostAlloc of %zu bytes failed",
+                            p->name, bytes);
     cuda_live_add(c, bytes);
     *out = ptr;
     return 0;
@@ -208,7 +196,7 @@ static int cuda_mem_info(alloc_provider_t *p, size_t *free_bytes, size_t *total_
     cudaError_t err = cudaMemGetInfo(free_bytes, total_bytes);
     cuda_device_leave(c->device, prev);
     if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cudaMemGetInfo failed", p->name);
+        return fs_cuda_fail(FS_EDEVICE, err, "%s: cudaMemGetInfo failed", p->name);
     return 0;
 }
 
@@ -233,12 +221,12 @@ static int cuda_fence_record(alloc_provider_t *p, alloc_stream_t stream, void **
     cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (err != cudaSuccess) {
         cuda_device_leave(c->device, prev);
-        return cuda_fail(FS_EDEVICE, err, "%s: cudaEventCreateWithFlags failed", p->name);
+        return fs_cuda_fail(FS_EDEVICE, err, "%s: cudaEventCreateWithFlags failed", p->name);
     }
     err = cudaEventRecord(ev, (cudaStream_t)stream);
     if (err != cudaSuccess) {
-        rc = cuda_fail(FS_EDEVICE, err, "%s: cudaEventRecord on stream %#" PRIxPTR " failed",
-                       p->name, stream);
+        rc = fs_cuda_fail(FS_EDEVICE, err, "%s: cudaEventRecord on stream %#" PRIxPTR " failed",
+                          p->name, stream);
         cudaEventDestroy(ev);
         cuda_device_leave(c->device, prev);
         return rc;
@@ -259,7 +247,7 @@ static int cuda_fence_query(alloc_provider_t *p, void *fence)
         (void)cudaGetLastError();
         return 0;
     }
-    return cuda_fail(FS_EDEVICE, err, "%s: cudaEventQuery failed", p->name);
+    return fs_cuda_fail(FS_EDEVICE, err, "%s: cudaEventQuery failed", p->name);
 }
 
 static void cuda_fence_destroy(alloc_provider_t *p, void *fence)
@@ -342,7 +330,7 @@ int alloc_cuda_probe(int *n_devices)
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess)
-        return cuda_fail(FS_ENODEV, err, "no usable GPU");
+        return fs_cuda_fail(FS_ENODEV, err, "no usable GPU");
     if (n <= 0)
         return fs_err(FS_ENODEV, "no usable GPU (the CUDA runtime reports no device)");
     if (n_devices)
@@ -366,7 +354,7 @@ static int cuda_device_check(int device, const char *kind)
     int prev;
     cudaError_t err = cuda_device_enter(device, &prev);
     if (err != cudaSuccess)
-        return cuda_fail(FS_ENODEV, err, "%s: device %d is not usable", kind, device);
+        return fs_cuda_fail(FS_ENODEV, err, "%s: device %d is not usable", kind, device);
     cuda_device_leave(device, prev);
     return 0;
 }
@@ -416,18 +404,19 @@ int alloc_provider_cuda_async_create(int device, alloc_provider_t **out)
     int pools = 0;
     cudaError_t err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
     if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cannot read cudaDevAttrMemoryPoolsSupported", name);
+        return fs_cuda_fail(FS_EDEVICE, err, "%s: cannot read cudaDevAttrMemoryPoolsSupported",
+                            name);
     if (!pools)
         return fs_err(FS_ENOTSUP, "%s: the device does not support cudaMallocAsync memory pools",
                       name);
     cudaMemPool_t pool;
     err = cudaDeviceGetDefaultMemPool(&pool, device);
     if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cudaDeviceGetDefaultMemPool failed", name);
+        return fs_cuda_fail(FS_EDEVICE, err, "%s: cudaDeviceGetDefaultMemPool failed", name);
     uint64_t threshold = UINT64_MAX;
     err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
     if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "%s: cannot set the pool's release threshold", name);
+        return fs_cuda_fail(FS_EDEVICE, err, "%s: cannot set the pool's release threshold", name);
     cuda_provider_t *c = cuda_provider_new(&cuda_async_iface, device, true, name);
     if (!c)
         return FS_ENOMEM;
@@ -467,7 +456,8 @@ int alloc_cuda_device_info(int device, alloc_cuda_device_info_t *out)
     struct cudaDeviceProp prop;
     cudaError_t err = cudaGetDeviceProperties(&prop, device);
     if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "cannot read the properties of CUDA device %d", device);
+        return fs_cuda_fail(FS_EDEVICE, err, "cannot read the properties of CUDA device %d",
+                            device);
     snprintf(out->name, sizeof out->name, "%s", prop.name);
     /* nvidia-smi's form, which Triton's gpu_uuid label carries. */
     const unsigned char *u = (const unsigned char *)prop.uuid.bytes;

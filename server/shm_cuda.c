@@ -22,23 +22,10 @@
 #include <cuda.h> /* CUresult and CUdeviceptr only: the driver is reached through the runtime */
 #include <cuda_runtime_api.h>
 
+#include "common/cuda_error.h"
+
 _Static_assert(sizeof(cudaIpcMemHandle_t) == SRV_SHM_CUDA_HANDLE_BYTES,
                "SRV_SHM_CUDA_HANDLE_BYTES is not the size of cudaIpcMemHandle_t");
-
-/* Sets the message to "<prefix> (<error name>: <error text>)", clears the
- * runtime's last error, and returns `code`. */
-static int cuda_fail(int code, cudaError_t err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int cuda_fail(int code, cudaError_t err, const char *fmt, ...)
-{
-    char prefix[FS_ERRMSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
-    (void)cudaGetLastError();
-    return fs_err(code, "%s (%s: %s)", prefix, cudaGetErrorName(err), cudaGetErrorString(err));
-}
 
 int srv_shm_cuda_devices(void)
 {
@@ -58,8 +45,8 @@ static int device_enter(const char *name, int device, int *prev)
     if (err == cudaSuccess && *prev != device)
         err = cudaSetDevice(device);
     if (err != cudaSuccess)
-        return cuda_fail(FS_EDEVICE, err, "CUDA shared memory region '%s': cannot make device %d "
-                         "current", name, device);
+        return fs_cuda_fail(FS_EDEVICE, err, "CUDA shared memory region '%s': cannot make "
+                            "device %d current", name, device);
     return 0;
 }
 
@@ -90,9 +77,9 @@ static int allocation_size(const char *name, void *p, size_t *size)
                                               &found);
 #endif
     if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn)
-        return cuda_fail(FS_EDEVICE, err != cudaSuccess ? err : cudaErrorSymbolNotFound,
-                         "CUDA shared memory region '%s': the driver's cuMemGetAddressRange, "
-                         "which checks the region's byte_size, cannot be found", name);
+        return fs_cuda_fail(FS_EDEVICE, err != cudaSuccess ? err : cudaErrorSymbolNotFound,
+                            "CUDA shared memory region '%s': the driver's cuMemGetAddressRange, "
+                            "which checks the region's byte_size, cannot be found", name);
     CUdeviceptr base = 0;
     CUresult r = ((range_fn)fn)(&base, size, (CUdeviceptr)(uintptr_t)p);
     if (r != CUDA_SUCCESS)
@@ -119,9 +106,9 @@ int srv_shm_cuda_open(const char *name, const void *handle, int device, uint64_t
     if (err != cudaSuccess) {
         /* A handle from this very process, of another machine, or of an
          * allocation freed since: the client's handle is wrong. */
-        rc = cuda_fail(err == cudaErrorMemoryAllocation ? FS_ENOMEM : FS_EINVAL, err,
-                       "cannot register CUDA shared memory region '%s': CUDA cannot open its "
-                       "raw_handle on device %d", name, device);
+        rc = fs_cuda_fail(err == cudaErrorMemoryAllocation ? FS_ENOMEM : FS_EINVAL, err,
+                          "cannot register CUDA shared memory region '%s': CUDA cannot open its "
+                          "raw_handle on device %d", name, device);
         goto done;
     }
     size_t size = 0;
@@ -168,9 +155,9 @@ int srv_shm_cuda_copy(const char *what, const char *name, int device, void *dst,
     if (err == cudaSuccess)
         err = cudaStreamSynchronize(cudaStreamPerThread);
     if (err != cudaSuccess)
-        rc = cuda_fail(FS_EDEVICE, err, "%s: cannot copy %zu bytes %s CUDA shared memory region "
-                       "'%s' on device %d", what, bytes, to_device ? "into" : "out of", name,
-                       device);
+        rc = fs_cuda_fail(FS_EDEVICE, err, "%s: cannot copy %zu bytes %s CUDA shared memory region "
+                          "'%s' on device %d", what, bytes, to_device ? "into" : "out of", name,
+                          device);
     device_leave(device, prev);
     return rc;
 }
