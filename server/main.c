@@ -8,48 +8,17 @@
  * server.shutdown_timeout), free, exit 0; past the bound, exit 1 without
  * freeing. SIGHUP re-reads the --config file and applies what can change
  * live. */
-#include <execinfo.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/crash.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "server/app.h"
-
-/* A crash writes its stack to stderr (the log) before the process dies
- * with the same signal, so a report names where it happened. Only
- * async-signal-safe calls: backtrace_symbols_fd writes without malloc
- * (backtrace is primed at start, since its first call may load libgcc). */
-static void on_crash(int sig)
-{
-    static const char head[] = "flatserve: fatal signal; stack:\n";
-    if (write(2, head, sizeof head - 1) < 0) {
-        /* nothing more can be done */
-    }
-    void *frames[64];
-    int n = backtrace(frames, 64);
-    backtrace_symbols_fd(frames, n, 2);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static void crash_handlers_install(void)
-{
-    void *prime[1];
-    backtrace(prime, 1);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_crash;
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGSEGV, &sa, NULL);
-    sigaction(SIGBUS, &sa, NULL);
-    sigaction(SIGFPE, &sa, NULL);
-    sigaction(SIGABRT, &sa, NULL);
-}
 
 /* SIGHUP: the same flags over a fresh read of the file. */
 static void reload(srv_app_t *app, int argc, char **argv)
@@ -106,7 +75,8 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     /* A client gone mid-answer must not kill the process. */
     signal(SIGPIPE, SIG_IGN);
-    crash_handlers_install();
+    /* A crash writes its stack to stderr (the log) before the process dies. */
+    fs_crash_handlers_install("flatserve");
 
     srv_app_t *app = NULL;
     if (srv_app_start(&cfg, &app) != 0) {
