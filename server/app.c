@@ -464,9 +464,8 @@ int srv_app_stop(srv_app_t *app)
     if (!app)
         return 0;
     atomic_store(&app->ready, false);
-    atomic_store(&app->draining, true);
+    atomic_store(&app->draining, true); /* from here a new connection is closed at accept */
     srv_control_stop(app);
-    srv_http_quiesce(app);
     /* Nothing new comes: what is queued runs now, not after its delay. */
     if (app->registry)
         eng_registry_flush(app->registry);

@@ -75,7 +75,8 @@ struct srv_app {
     unsigned n_http_threads;
     atomic_uint http_threads_claimed;
     atomic_bool ready;            /* started and not stopping (readiness.c adds the models) */
-    atomic_bool draining;         /* SIGTERM: answer with Connection: close */
+    atomic_bool draining;         /* SIGTERM: answer with Connection: close, and
+                                   * close new connections at accept (http.c) */
     pthread_mutex_t flight_lock;
     pthread_cond_t flight_cond;
     uint64_t in_flight;           /* requests dispatched and not completed (flight_lock) */
@@ -212,8 +213,6 @@ typedef void srv_handler_fn(srv_req_t *r, const srv_route_args_t *a);
 /* Starts libmicrohttpd on cfg's host and port. 0, or FS_EIO naming the
  * address when it cannot listen. */
 int srv_http_start(srv_app_t *app);
-/* Stops accepting new connections (the listening socket closes). */
-void srv_http_quiesce(srv_app_t *app);
 /* Waits until no request is in flight or the deadline (fs_clock ns):
  * 0 or FS_ETIMEDOUT. */
 int srv_http_wait_idle(srv_app_t *app, uint64_t deadline_ns);

@@ -4,13 +4,17 @@
  * waits suspended and is resumed): many concurrent requests all answered
  * right with fewer wake-ups than resumes, clients leaving mid-flight
  * dropped while their batch-mates are answered, and a stop with requests
- * in flight answering every one. */
+ * in flight answering every one; then the drain's accept policy. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "server/app_impl.h"
@@ -307,5 +311,70 @@ Test(srv_http_resume, a_stop_with_requests_in_flight_answers_every_one, .timeout
         cr_expect_eq(c[i].ok, 1, "client %d in flight at the stop: %s", i, c[i].first_bad);
     }
     free_bodies(bodies, NULL);
+    fixture_stop(&f);
+}
+
+/* ---- the drain's accept policy ------------------------------------------------------- */
+
+/* A TCP connection to the server on localhost, reads bounded at 10 s. */
+static int connect_local(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Sends a GET of /v2/health/live and reads the answer's head (or what came
+ * before the peer closed) into buf: the bytes read, 0 on a close, -1 on an
+ * error (a reset). */
+static ssize_t get_live(int fd, char *buf, size_t cap)
+{
+    static const char req[] = "GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1))
+        return -1;
+    size_t len = 0;
+    while (len + 1 < cap && !memmem(buf, len, "\r\n\r\n", 4)) {
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        if (n <= 0)
+            return len ? (ssize_t)len : n;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+/* Once the stop drains, a connection accepted after is closed without an
+ * answer (the listening socket stays open until MHD stops), while one that
+ * was open already is still answered, with Connection: close. */
+Test(srv_http_drain, new_connections_are_closed_at_accept_and_open_ones_answered, .timeout = 60)
+{
+    srv_fixture_t f;
+    fixture_init(&f);
+    fixture_add_model(&f, "mlp", "mlp", 1);
+    fixture_start(&f);
+    char buf[4096];
+    int open_fd = connect_local(f.port);
+    ssize_t n = get_live(open_fd, buf, sizeof buf);
+    cr_assert_gt(n, 0);
+    cr_expect(strncmp(buf, "HTTP/1.1 200", 12) == 0, "before the drain: %s", buf);
+
+    atomic_store(&f.app->draining, true);
+    int late_fd = connect_local(f.port);
+    n = get_live(late_fd, buf, sizeof buf);
+    cr_expect_leq(n, 0, "a connection made during the drain was answered: %.200s",
+                  n > 0 ? buf : "");
+    close(late_fd);
+
+    n = get_live(open_fd, buf, sizeof buf);
+    cr_assert_gt(n, 0, "the connection open before the drain got no answer");
+    cr_expect(strncmp(buf, "HTTP/1.1 200", 12) == 0, "during the drain: %s", buf);
+    cr_expect(strcasestr(buf, "\r\nConnection: close\r\n") != NULL,
+              "no Connection: close during the drain: %s", buf);
+    close(open_fd);
     fixture_stop(&f);
 }
