@@ -55,9 +55,11 @@
  * ops map its `broadcast`/`axis` rules onto numpy broadcasting
  * (engine/ops/binary_impl.h) and BatchNormalization/Dropout refuse its
  * training default (is_test=0). Opsets 1..5 differ further (Reshape's shape
- * attribute, Concat's optional axis, ...) and stay out. */
+ * attribute, Concat's optional axis, ...) and stay out. IR 14 (what the
+ * newest onnx writes, e.g. on the GPU host) only makes the opaque type part
+ * of plain ONNX; a value of that type is refused by value_declare. */
 #define IR_VERSION_MIN 3
-#define IR_VERSION_MAX 13
+#define IR_VERSION_MAX 14
 #define OPSET_MIN 6
 #define OPSET_MAX 28
 
@@ -384,6 +386,14 @@ static const char *type_kind_name(Onnx__TypeProto__ValueCase c)
  * FS_ENOMEM. */
 static int value_declare(loader_t *L, eng_value_t *v, const Onnx__TypeProto *type, const char *what)
 {
+    /* A kind of type this schema has no field for (IR 14 made the opaque
+     * type, TypeProto field 7, part of plain ONNX) decodes as unset with
+     * the field kept unknown: refused, not taken as "nothing declared". */
+    if (type && type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET &&
+        type->base.n_unknown_fields > 0)
+        return fs_err(FS_ENOTSUP, "%s '%.100s' has a kind of type this loader does not know "
+                      "(TypeProto field %u, e.g. an opaque type; only tensors are supported)",
+                      what, v->name, (unsigned)type->base.unknown_fields[0].tag);
     if (!type || type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
         return 0;
     if (type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)

@@ -187,12 +187,12 @@ Test(engine_load, graph_output_must_be_defined)
 
 /* ---- versions and domains ------------------------------------------------------ */
 
-Test(engine_load, ir_versions_3_to_13_only)
+Test(engine_load, ir_versions_3_to_14_only)
 {
     const struct {
         int64_t ir;
         int want;
-    } cases[] = {{2, FS_ENOTSUP}, {3, 0}, {7, 0}, {11, 0}, {13, 0}, {14, FS_ENOTSUP}, {-1, FS_ENOTSUP}};
+    } cases[] = {{2, FS_ENOTSUP}, {3, 0}, {7, 0}, {11, 0}, {13, 0}, {14, 0}, {15, FS_ENOTSUP}, {-1, FS_ENOTSUP}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mb_t b;
         mb_init(&b, cases[i].ir, 13);
@@ -208,6 +208,31 @@ Test(engine_load, ir_versions_3_to_13_only)
     mb_init(&b, 8, 13);
     b.model.has_ir_version = 0;
     EXPECT_FAILS(&b, FS_EPARSE, "ir_version");
+    mb_free(&b);
+}
+
+/* IR 14's opaque type (TypeProto field 7, which this build's onnx.proto
+ * lacks) on a graph input is refused naming the input and the field. */
+Test(engine_load, a_type_kind_the_schema_lacks_is_refused_naming_the_value)
+{
+    mb_t b;
+    mb_init(&b, 14, 13);
+    Onnx__ValueInfoProto *in = mb_input(&b, "X", F, 1, (int64_t[]){2}, NULL);
+    mb_output(&b, "X", F, 1, (int64_t[]){2});
+    Onnx__TypeProto *tp = in->type;
+    tp->value_case = ONNX__TYPE_PROTO__VALUE__NOT_SET;
+    tp->tensor_type = NULL;
+    /* protobuf-c keeps an unknown field's bytes after its tag: the length,
+     * then OpaqueProto{domain: "d"}. */
+    static uint8_t opaque[] = {0x03, 0x0a, 0x01, 'd'};
+    ProtobufCMessageUnknownField *uf = mb_alloc(&b, sizeof *uf);
+    *uf = (ProtobufCMessageUnknownField){.tag = 7, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
+                                         .len = sizeof opaque, .data = opaque};
+    tp->base.n_unknown_fields = 1;
+    tp->base.unknown_fields = uf;
+    EXPECT_FAILS(&b, FS_ENOTSUP, "graph input 'X'", "TypeProto field 7");
+    tp->base.n_unknown_fields = 0; /* the builder frees its own allocations only */
+    tp->base.unknown_fields = NULL;
     mb_free(&b);
 }
 
