@@ -11,7 +11,7 @@ src/python/library and src/python/examples), TRITON_SERVER_SRC
 triton-inference-server/server's (its qa/L0_http and qa/common). Python
 needs tritonclient's dependencies (Debian: python3-geventhttpclient
 python3-gevent python3-aiohttp python3-rapidjson python3-numpy
-python3-requests) and onnx for the models (make_repos.py).
+python3-requests python3-packaging) and onnx for the models (make_repos.py).
 
 tritonclient.grpc, which reuse_infer_objects_client.py imports (it then
 talks HTTP), needs the gRPC stubs a source tree lacks: with
@@ -72,9 +72,11 @@ EXPECTED = {
                "'flatserve' there"),
     ("examples", "simple_http_cudashm_client.py"):
         (MISSING, "the client stops before any call: it needs cuda-python, which Debian lacks. "
-                  "flatserve's CUDA build serves CUDA shared memory (tests/server/"
-                  "test_server_cudashm.c runs it on a GPU); its CPU build, run here, refuses "
-                  "register with 400 saying it has no GPU support"),
+                  "flatserve's CUDA build serves CUDA shared memory: cudashm_interop.py makes "
+                  "this example's calls with tritonclient's own cuda_shared_memory module on "
+                  "a GPU (passed on an H200), and tests/server/test_server_cudashm.c runs a "
+                  "second process's region; the CPU build, run here, refuses register with 400 "
+                  "saying it has no GPU support"),
     ("examples", "reuse_infer_objects_client.py"):
         (MISSING, "imports tritonclient.grpc, whose stubs a source tree lacks: set "
                   "TRITON_COMMON_SRC and install python3-grpcio protobuf-compiler-grpc"),
