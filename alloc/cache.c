@@ -316,19 +316,6 @@ static size_t release_free_locked(alloc_cache_t *c, alloc_pool_t pool, size_t ta
     CACHE_ASSERT_LOCKED(c);
     size_t released = 0;
     cache_segment_t *s, *newer;
-    /* A device free synchronizes the device, which invalidates a graph
-     * capture under way on another thread: when there is something to
-     * release, wait for the captures first (the lock is dropped while
-     * waiting, so the walk starts after). */
-    bool waited = false;
-    if (c->n_capturing > 0 && (size_t)c->stats.reserved.current > target) {
-        TAILQ_FOREACH(s, &c->segments, age) {
-            if ((pool == ALLOC_POOL_N || s->pool == pool) && segment_fully_free(s)) {
-                waited = cache_wait_captures_locked(c);
-                break;
-            }
-        }
-    }
     TAILQ_FOREACH_SAFE(s, &c->segments, age, newer) {
         if ((size_t)c->stats.reserved.current <= target)
             break;
@@ -337,8 +324,6 @@ static size_t release_free_locked(alloc_cache_t *c, alloc_pool_t pool, size_t ta
             segment_release_locked(c, s, reason);
         }
     }
-    if (waited)
-        cache_release_done_locked(c);
     return released;
 }
 
@@ -436,7 +421,6 @@ int alloc_cache_create(alloc_provider_t *provider, const alloc_cache_config_t *c
     if (!c)
         return fs_err(FS_ENOMEM, "out of host memory creating a cache");
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->capture_cond, NULL);
     c->provider = provider;
     c->has_fences = alloc_provider_has_fences(provider);
     snprintf(c->name, sizeof c->name, "%s",
@@ -501,7 +485,6 @@ void alloc_cache_destroy(alloc_cache_t *c)
 #endif
     pthread_mutex_unlock(&c->lock);
     pthread_mutex_destroy(&c->lock);
-    pthread_cond_destroy(&c->capture_cond);
     free(c);
 }
 

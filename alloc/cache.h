@@ -107,7 +107,6 @@ typedef struct alloc_cache_stats {
     uint64_t n_retries;        /* allocs that released cache and retried */
     uint64_t n_ooms;           /* allocs that failed with FS_ENOMEM */
     uint64_t n_cross_stream_reuses; /* blocks reused by another stream after its fence */
-    uint64_t n_capture_waits;  /* releases that waited for a CUDA graph capture to end */
     uint64_t released_bytes[ALLOC_RELEASE_N];
     uint64_t released_segments[ALLOC_RELEASE_N];
     uint64_t largest_free_bytes; /* largest cached free block now */
@@ -178,10 +177,7 @@ int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream);
  * the calls nest). While it is, the cache records no fence on it: an event
  * recorded into a capturing stream from another thread joins the capture,
  * is no fence, and on the GPU has crashed cuEventRecord. Blocks freed on it
- * wait for their fence until the capture ends. While any stream is, no
- * segment is released to the provider by another thread (its device free
- * would invalidate the capture): the release waits, and a capture about to
- * begin waits for releases already waiting. 0, or FS_ENOMEM. */
+ * wait for their fence until the capture ends. 0, or FS_ENOMEM. */
 int alloc_cache_stream_capture(alloc_cache_t *c, alloc_stream_t stream, bool capturing);
 
 /* Size of the block at `ptr` (rounded) into *out. FS_EINVAL if unknown. */

@@ -144,12 +144,6 @@ struct alloc_cache {
 
     cache_stream_t *streams;         /* only when has_fences */
     size_t n_streams, cap_streams;
-    /* CUDA graph captures under way on the streams (their `capturing`
-     * summed), releases waiting for them to end, and the condition both
-     * wait on (cache_streams.c: a release never frees during a capture). */
-    unsigned n_capturing;
-    unsigned releases_waiting;
-    pthread_cond_t capture_cond;
 
     cache_owner_t *owners;           /* [0] is the server */
     size_t n_owners;
@@ -260,13 +254,6 @@ bool cache_block_defer_locked(alloc_cache_t *c, cache_block_t *b);
 void cache_pending_process_locked(alloc_cache_t *c);
 /* Destroys every stream's pending fence and the stream table (destroy). */
 void cache_streams_fini(alloc_cache_t *c);
-/* Before segments go back to the provider: waits, the lock released
- * meanwhile, until no capture runs on the cache's streams, unless the
- * calling thread has one under way itself. Returns whether it counted
- * itself among the waiting releases; if so the caller ends with
- * cache_release_done_locked. */
-bool cache_wait_captures_locked(alloc_cache_t *c);
-void cache_release_done_locked(alloc_cache_t *c);
 
 /* ---- cache_info.c ------------------------------------------------------------ */
 

@@ -18,15 +18,6 @@
  *  - A retired stream (destroyed by its owner, who synchronised it) is done
  *    up to now and never fenced again; a stream under graph capture is not
  *    fenced until its capture ends.
- *  - No segment goes back to the provider while a capture runs on one of
- *    the cache's streams: cudaFree (and cudaFreeHost) synchronize the
- *    device, which invalidates a capture under way on another thread (on
- *    the H200, the hostile suite lost a good request to it before the
- *    executor learned to run such a plan without its graph). A release
- *    waits for the captures to end, and a capture about to begin waits for
- *    the releases already waiting, so neither starves. The thread that runs
- *    a capture is never made to wait on it: its own release goes ahead (and
- *    its capture fails, which the executor survives).
  * A provider without fences (host) makes all of this immediate.
  *
  * Guarantee: a block freed on one stream is handed to another only after a
@@ -225,41 +216,6 @@ int alloc_cache_stream_retire(alloc_cache_t *c, alloc_stream_t stream)
     return 0;
 }
 
-/* Captures this thread has begun (on any cache) and not yet ended. */
-static _Thread_local unsigned thread_captures;
-
-/* pthread_cond_wait on the cache's lock, keeping the lock-owner record. */
-static void capture_cond_wait_locked(alloc_cache_t *c)
-{
-#ifdef CACHE_LOCK_OWNER
-    c->locked = false;
-#endif
-    pthread_cond_wait(&c->capture_cond, &c->lock);
-#ifdef CACHE_LOCK_OWNER
-    c->locked_by = pthread_self();
-    c->locked = true;
-#endif
-}
-
-bool cache_wait_captures_locked(alloc_cache_t *c)
-{
-    CACHE_ASSERT_LOCKED(c);
-    if (c->n_capturing == 0 || thread_captures > 0)
-        return false;
-    c->releases_waiting++;
-    c->stats.n_capture_waits++;
-    while (c->n_capturing > 0)
-        capture_cond_wait_locked(c);
-    return true;
-}
-
-void cache_release_done_locked(alloc_cache_t *c)
-{
-    CACHE_ASSERT_LOCKED(c);
-    if (--c->releases_waiting == 0)
-        pthread_cond_broadcast(&c->capture_cond);
-}
-
 int alloc_cache_stream_capture(alloc_cache_t *c, alloc_stream_t stream, bool capturing)
 {
     if (!c->has_fences || stream == 0)
@@ -267,23 +223,12 @@ int alloc_cache_stream_capture(alloc_cache_t *c, alloc_stream_t stream, bool cap
     cache_lock(c);
     cache_stream_t *s = stream_get_locked(c, stream);
     int rc = 0;
-    if (!s) {
+    if (!s)
         rc = fs_err(FS_ENOMEM, "cache '%s': out of host memory for a stream's state", c->name);
-    } else if (capturing) {
-        /* Releases already waiting go first (a thread inside a capture of
-         * its own is not held: they may be waiting on it). */
-        while (c->releases_waiting > 0 && thread_captures == 0)
-            capture_cond_wait_locked(c);
+    else if (capturing)
         s->capturing++;
-        c->n_capturing++;
-        thread_captures++;
-    } else if (s->capturing > 0) {
+    else if (s->capturing > 0)
         s->capturing--;
-        if (thread_captures > 0)
-            thread_captures--;
-        if (--c->n_capturing == 0)
-            pthread_cond_broadcast(&c->capture_cond);
-    }
     cache_unlock(c);
     return rc;
 }

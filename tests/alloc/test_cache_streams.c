@@ -5,11 +5,8 @@
  * of different streams never coalesce. Fences are the fault provider's
  * manual ones, so every step is exact. */
 #include <criterion/criterion.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "alloc/cache.h"
 #include "alloc/provider.h"
@@ -246,83 +243,5 @@ Test(alloc_cache_streams, a_capturing_stream_is_not_fenced_until_its_capture_end
     alloc_test_free(f.cache, y);
     alloc_test_free(f.cache, z);
     cr_expect_eq(alloc_fault_fences_pass(f.fault), 0);
-    alloc_fixture_fini(&f);
-}
-
-/* ---- releases and captures --------------------------------------------------- */
-
-typedef struct releaser {
-    alloc_cache_t *c;
-    size_t released;
-    atomic_int done;
-} releaser_t;
-
-static void *release_main(void *arg)
-{
-    releaser_t *r = arg;
-    r->released = alloc_cache_empty(r->c, ALLOC_RELEASE_EMPTY);
-    atomic_store(&r->done, 1);
-    return NULL;
-}
-
-typedef struct capturer {
-    alloc_cache_t *c;
-    atomic_int began;
-    uint64_t frees_at_begin;      /* the provider's frees when its capture began */
-} capturer_t;
-
-static void *capture_main(void *arg)
-{
-    capturer_t *k = arg;
-    cr_assert_eq(alloc_cache_stream_capture(k->c, STREAM_B, true), 0);
-    k->frees_at_begin = alloc_test_stats(k->c).n_device_frees;
-    atomic_store(&k->began, 1);
-    cr_assert_eq(alloc_cache_stream_capture(k->c, STREAM_B, false), 0);
-    return NULL;
-}
-
-/* A device free during another thread's graph capture would invalidate it
- * (cudaFree synchronizes the device): a release waits until no capture
- * runs, a capture about to begin waits for the release already waiting,
- * and the capturing thread's own release is not held. */
-Test(alloc_cache_streams, a_release_waits_for_captures_and_the_next_capture_for_it, .timeout = 30)
-{
-    alloc_fault_config_t fc = {.manual_fences = true};
-    alloc_fixture_t f;
-    alloc_fixture_init(&f, &fc, NULL);
-    void *x = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
-    alloc_test_free(f.cache, x); /* a fully free 12 MiB segment to release */
-    cr_assert_eq(alloc_cache_stream_capture(f.cache, STREAM_A, true), 0);
-
-    static releaser_t r;
-    r = (releaser_t){.c = f.cache};
-    pthread_t rt, kt;
-    cr_assert_eq(pthread_create(&rt, NULL, release_main, &r), 0);
-    for (int i = 0; i < 500 && alloc_test_stats(f.cache).n_capture_waits == 0; i++)
-        usleep(10000);
-    cr_assert_eq(alloc_test_stats(f.cache).n_capture_waits, 1, "the release did not wait");
-    usleep(50000);
-    cr_expect_eq(atomic_load(&r.done), 0, "the release ended during the capture");
-    cr_expect_eq(alloc_test_stats(f.cache).n_device_frees, 0, "a segment was freed during a capture");
-
-    static capturer_t k;
-    k = (capturer_t){.c = f.cache};
-    cr_assert_eq(pthread_create(&kt, NULL, capture_main, &k), 0);
-    usleep(50000);
-    cr_expect_eq(atomic_load(&k.began), 0, "a capture began past a waiting release");
-
-    cr_assert_eq(alloc_cache_stream_capture(f.cache, STREAM_A, false), 0);
-    pthread_join(rt, NULL);
-    pthread_join(kt, NULL);
-    cr_expect_eq(r.released, 12 * MiB);
-    cr_expect_eq(k.frees_at_begin, 1, "the capture began before the waiting release freed");
-
-    /* The capturing thread's own release goes ahead (no wait on itself). */
-    x = alloc_test_alloc(f.cache, 12 * MiB, STREAM_A);
-    alloc_test_free(f.cache, x);
-    cr_assert_eq(alloc_cache_stream_capture(f.cache, STREAM_A, true), 0);
-    cr_expect_eq(alloc_cache_empty(f.cache, ALLOC_RELEASE_EMPTY), 12 * MiB);
-    cr_expect_eq(alloc_test_stats(f.cache).n_capture_waits, 1);
-    cr_assert_eq(alloc_cache_stream_capture(f.cache, STREAM_A, false), 0);
     alloc_fixture_fini(&f);
 }
