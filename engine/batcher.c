@@ -420,6 +420,7 @@ static void request_run_alone(eng_served_t *s, eng_request_t *req, unsigned mode
                   : fs_err(FS_ENOMEM, "out of host memory for the outputs");
     uint64_t t1 = fs_clock_now_ns();
     req->compute_ns = sat_sub(t1, t0);
+    req->input_ns = req->output_ns = 0;
     req->batch_rows = rows > UINT32_MAX ? UINT32_MAX : (uint32_t)rows;
     req->status = rc;
     batch_times_t t = {0, req->compute_ns, 0};
@@ -539,6 +540,8 @@ static void batch_run_many(eng_served_t *s, batch_t *b, uint64_t t0)
         next = req->next_;
         req->next_ = NULL;
         req->compute_ns = sat_sub(t3, t0);
+        req->input_ns = t.input_ns;
+        req->output_ns = t.output_ns;
         request_finish(s, req, &t, ENG_FAILURE_BACKEND);
     }
 }
@@ -833,7 +836,7 @@ static int request_prepare(const eng_served_t *s, eng_request_t *req)
     req->error[0] = '\0';
     req->outputs = NULL;
     req->n_outputs = 0;
-    req->queue_ns = req->compute_ns = 0;
+    req->queue_ns = req->compute_ns = req->input_ns = req->output_ns = 0;
     req->batch_rows = 0;
     req->next_ = NULL;
     return 0;

@@ -258,6 +258,7 @@ struct eng_request {
     size_t n_outputs;
     uint64_t queue_ns;            /* submit to the start of its batch */
     uint64_t compute_ns;          /* its batch's run (concatenate, run, split) */
+    uint64_t input_ns, output_ns; /* of compute_ns, the concatenate and the split (0 run alone) */
     uint32_t batch_rows;          /* rows of the batch it ran in */
     /* Private to the batcher. */
     uint64_t submit_ns_;

@@ -435,20 +435,25 @@ static void infer_answer(srv_req_t *r);
 
 /* Answers, then hands the request's timestamps to tracing: its arrival,
  * submit, its batch's start and end (submit + queue_ns, + compute_ns; a
- * request that never reached a batch has neither) and its answer queued.
- * flatserve measures no input or output copy apart from its batch's run,
- * so COMPUTE_INPUT_END and COMPUTE_OUTPUT_START are not written. */
+ * request that never reached a batch has neither), the end of its batch's
+ * input concatenation and the start of its output split inside those (as
+ * the statistics' compute_input and compute_output count them; a request
+ * run alone has neither step, so they equal the start and the end), and
+ * its answer queued. */
 static void infer_finish(srv_req_t *r)
 {
     srv_infer_job_t *job = &r->infer;
     const eng_request_t *e = &job->ereq;
     uint64_t queue_ns = e->queue_ns, compute_ns = e->compute_ns;
     bool ran = compute_ns > 0;
+    uint64_t start = r->submit_ns + queue_ns, end = start + compute_ns;
     eng_served_t *served = job->served; /* held until the request is freed */
     infer_answer(r);
     srv_trace_times_t tm = {.request_start_ns = r->start_ns, .queue_start_ns = r->submit_ns,
-                            .compute_start_ns = ran ? r->submit_ns + queue_ns : 0,
-                            .compute_end_ns = ran ? r->submit_ns + queue_ns + compute_ns : 0,
+                            .compute_start_ns = ran ? start : 0,
+                            .compute_input_end_ns = ran ? start + e->input_ns : 0,
+                            .compute_output_start_ns = ran ? end - e->output_ns : 0,
+                            .compute_end_ns = ran ? end : 0,
                             .request_end_ns = fs_clock_now_ns()};
     srv_trace_request(r->app->trace, eng_served_name(served), eng_served_version(served), &tm);
 }

@@ -354,7 +354,10 @@ static char *trace_text(uint64_t id, const char *model, int64_t version,
         const char *name;
         uint64_t ns;
     } stamps[] = {{"REQUEST_START", tm->request_start_ns}, {"QUEUE_START", tm->queue_start_ns},
-                  {"COMPUTE_START", tm->compute_start_ns}, {"COMPUTE_END", tm->compute_end_ns},
+                  {"COMPUTE_START", tm->compute_start_ns},
+                  {"COMPUTE_INPUT_END", tm->compute_input_end_ns},
+                  {"COMPUTE_OUTPUT_START", tm->compute_output_start_ns},
+                  {"COMPUTE_END", tm->compute_end_ns},
                   {"REQUEST_END", tm->request_end_ns}};
     srv_buf_t b = {0};
     srv_buf_printf(&b, "{\"id\":%llu,\"model_name\":", (unsigned long long)id);

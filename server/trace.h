@@ -24,6 +24,8 @@ typedef struct srv_trace_times {
     uint64_t request_start_ns;    /* the request's arrival */
     uint64_t queue_start_ns;      /* its submit to the batcher */
     uint64_t compute_start_ns;    /* its batch's start */
+    uint64_t compute_input_end_ns;   /* its batch's inputs concatenated (= start run alone) */
+    uint64_t compute_output_start_ns; /* its batch's run done, the split begins (= end alone) */
     uint64_t compute_end_ns;      /* its batch's end */
     uint64_t request_end_ns;      /* its answer queued */
 } srv_trace_times_t;

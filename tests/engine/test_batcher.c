@@ -1211,3 +1211,36 @@ Test(batcher, rebuild_under_submit_run_traffic_loses_nothing)
     cr_expect_eq(st.pending, 0);
     reg_fixture_close(&f);
 }
+
+/* A batch of several requests splits its compute time into the inputs'
+ * concatenation, the run and the outputs' split; each request carries the
+ * first and the last (tracing's COMPUTE_INPUT_END and
+ * COMPUTE_OUTPUT_START), inside its compute time. Real clock. */
+Test(batcher, a_batch_of_several_gives_each_request_its_input_and_output_time)
+{
+    reg_fixture_t f;
+    reg_fixture_open(&f);
+    f.opts = reg_batching(64, 200000000ull); /* 200 ms: the four arrive well within it */
+    int64_t dims[2] = {-1, -1};
+    const char *params[2] = {"batch", "seq"};
+    repo_add_model(&f, "seq", 1, 2, dims, params, 1);
+    eng_served_t *s = load_and_acquire(&f, "seq");
+    treq_t t[4];
+    for (int i = 0; i < 4; i++) {
+        treq_init(&t[i], 1, &(eng_shape_t){2, {2, 64}}, i);
+        cr_assert_eq(eng_served_submit(s, &t[i].req), 0, "%s", fs_errmsg());
+    }
+    for (int i = 0; i < 4; i++) {
+        treq_wait(&t[i]);
+        cr_assert_eq(t[i].req.status, 0, "%s", t[i].req.error);
+        cr_expect_eq(t[i].req.batch_rows, 8, "request %d ran in one batch of the four", i);
+        cr_expect_gt(t[i].req.input_ns, 0, "request %d: no concatenation time", i);
+        cr_expect_gt(t[i].req.output_ns, 0, "request %d: no split time", i);
+        cr_expect_leq(t[i].req.input_ns + t[i].req.output_ns, t[i].req.compute_ns);
+        cr_expect_eq(t[i].req.input_ns, t[0].req.input_ns, "one batch, one time");
+    }
+    for (int i = 0; i < 4; i++)
+        treq_fini(&t[i]);
+    eng_served_release(s);
+    reg_fixture_close(&f);
+}

@@ -106,8 +106,8 @@ Test(srv_trace, settings_round_trip_global_and_per_model, .timeout = 60)
 }
 
 /* The file's JSON array: n traces of mlp, ids distinct, timestamps in
- * order REQUEST_START <= QUEUE_START <= COMPUTE_START <= COMPUTE_END <=
- * REQUEST_END. */
+ * Triton's order REQUEST_START <= QUEUE_START <= COMPUTE_START <=
+ * COMPUTE_INPUT_END <= COMPUTE_OUTPUT_START <= COMPUTE_END <= REQUEST_END. */
 static void expect_trace_file(const char *path, int n)
 {
     FILE *fp = fopen(path, "r");
@@ -118,8 +118,10 @@ static void expect_trace_file(const char *path, int n)
     text[len] = '\0';
     cJSON *doc = cJSON_Parse(text);
     cr_assert(cJSON_IsArray(doc), "not a JSON array: %s", text);
-    static const char *order[] = {"REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
+    static const char *order[] = {"REQUEST_START", "QUEUE_START", "COMPUTE_START",
+                                  "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END",
                                   "REQUEST_END"};
+    const size_t n_order = sizeof order / sizeof order[0];
     int n_traces = 0;
     double last_id = 0, last_ns = 0;
     size_t next = 0;
@@ -131,7 +133,7 @@ static void expect_trace_file(const char *path, int n)
             cr_expect_str_eq(name->valuestring, "mlp");
             cr_expect_eq(cJSON_GetObjectItem(e, "model_version")->valuedouble, 1);
             cr_expect_gt(id, last_id, "ids grow");
-            cr_expect(n_traces == 0 || next == 5, "every stamp of the trace before");
+            cr_expect(n_traces == 0 || next == n_order, "every stamp of the trace before");
             last_id = id;
             last_ns = 0;
             next = 0;
@@ -140,7 +142,7 @@ static void expect_trace_file(const char *path, int n)
         }
         cr_expect_eq(id, last_id);
         cJSON *ts = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "timestamps"), 0);
-        cr_assert_lt(next, 5);
+        cr_assert_lt(next, n_order);
         cr_expect_str_eq(cJSON_GetObjectItem(ts, "name")->valuestring, order[next]);
         double ns = cJSON_GetObjectItem(ts, "ns")->valuedouble;
         cr_expect_geq(ns, last_ns, "%s after the one before", order[next]);
@@ -148,7 +150,7 @@ static void expect_trace_file(const char *path, int n)
         last_ns = ns;
         next++;
     }
-    cr_expect_eq(next, 5);
+    cr_expect_eq(next, n_order);
     cr_expect_eq(n_traces, n, "%s: %d traces, want %d", path, n_traces, n);
     cJSON_Delete(doc);
 }
