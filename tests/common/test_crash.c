@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/crash.h"
+#include "tests/common/child_stderr.h"
 
 __attribute__((constructor)) static void crash_trace_from_env(void)
 {
@@ -27,27 +28,21 @@ __attribute__((constructor)) static void crash_trace_from_env(void)
  * what it wrote to stderr (malloc'd) and its wait status in *status. */
 static char *crashed_child(const char *who, int sig, int *status)
 {
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
+    int rfd;
+    pid_t pid = fork_with_stderr_pipe(&rfd);
     if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
         fs_crash_handlers_install(who);
         raise(sig);
         _exit(0); /* not reached: the handler re-raises with the default action */
     }
-    close(fds[1]);
     size_t cap = 1 << 16, len = 0;
     char *out = malloc(cap + 1);
     cr_assert_not_null(out);
     ssize_t n;
-    while ((n = read(fds[0], out + len, cap - len)) > 0)
+    while ((n = read(rfd, out + len, cap - len)) > 0)
         len += (size_t)n;
     out[len] = '\0';
-    close(fds[0]);
+    close(rfd);
     cr_assert_eq(waitpid(pid, status, 0), pid);
     return out;
 }

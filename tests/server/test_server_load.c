@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "tests/common/child_stderr.h"
 #include "tests/server/server_fixture.h"
 
 #define N_BODIES 8
@@ -261,23 +262,17 @@ static void server_path(char *out, size_t len)
  * listens; returns its pid and port, and the read end of its log. */
 static pid_t spawn_server(char *const *args, unsigned *port, int *log_fd)
 {
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
+    int rfd;
+    pid_t pid = fork_with_stderr_pipe(&rfd);
     if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
         execv(args[0], args);
         _exit(127);
     }
-    close(fds[1]);
     char log[16384];
     size_t len = 0;
     *port = 0;
     while (len < sizeof log - 1) {
-        ssize_t n = read(fds[0], log + len, sizeof log - 1 - len);
+        ssize_t n = read(rfd, log + len, sizeof log - 1 - len);
         if (n <= 0)
             break;
         len += (size_t)n;
@@ -289,7 +284,7 @@ static pid_t spawn_server(char *const *args, unsigned *port, int *log_fd)
         }
     }
     cr_assert_gt(*port, 0, "the server did not say where it listens: %s", log);
-    *log_fd = fds[0];
+    *log_fd = rfd;
     return pid;
 }
 
