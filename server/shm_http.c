@@ -103,18 +103,28 @@ static int body_uint(srv_req_t *r, const char *kind, const cJSON *body, const ch
     return 0;
 }
 
+/* A register's body, parsed: the JSON object (the caller deletes it), or
+ * NULL having answered 400 saying it must be an object of `fields`. */
+static cJSON *register_body(srv_req_t *r, const char *kind, const char *region,
+                            const char *fields)
+{
+    cJSON *body = cJSON_ParseWithLength(srv_req_body(r), srv_req_body_len(r));
+    if (cJSON_IsObject(body))
+        return body;
+    cJSON_Delete(body);
+    srv_respond_error(r, 400, "%s shared memory register of region '%.127s': the body must be a "
+                      "JSON object %s", kind, region, fields);
+    return NULL;
+}
+
 void srv_shm_register_handle(srv_req_t *r, const srv_route_args_t *a)
 {
     srv_shm_t *t = table_of(r);
     if (!t)
         return;
-    cJSON *body = cJSON_ParseWithLength(srv_req_body(r), srv_req_body_len(r));
-    if (!cJSON_IsObject(body)) {
-        cJSON_Delete(body);
-        srv_respond_error(r, 400, "system shared memory register of region '%.127s': the body "
-                          "must be a JSON object {\"key\", \"offset\", \"byte_size\"}", a->region);
+    cJSON *body = register_body(r, "system", a->region, "{\"key\", \"offset\", \"byte_size\"}");
+    if (!body)
         return;
-    }
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(body, "key");
     uint64_t offset = 0, byte_size = 0;
     if (!cJSON_IsString(key))
@@ -214,14 +224,10 @@ void srv_shm_cuda_register_handle(srv_req_t *r, const srv_route_args_t *a)
     srv_shm_t *t = table_of(r);
     if (!t)
         return;
-    cJSON *body = cJSON_ParseWithLength(srv_req_body(r), srv_req_body_len(r));
-    if (!cJSON_IsObject(body)) {
-        cJSON_Delete(body);
-        srv_respond_error(r, 400, "CUDA shared memory register of region '%.127s': the body must "
-                          "be a JSON object {\"raw_handle\": {\"b64\"}, \"device_id\", "
-                          "\"byte_size\"}", a->region);
+    cJSON *body = register_body(r, "CUDA", a->region,
+                                "{\"raw_handle\": {\"b64\"}, \"device_id\", \"byte_size\"}");
+    if (!body)
         return;
-    }
     uint8_t handle[SRV_SHM_CUDA_HANDLE_BYTES];
     uint64_t device_id = 0, byte_size = 0;
     if (body_handle(r, a->region, body, handle) == 0 &&

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,20 @@ static inline void http_expect_error(http_resp_t *r, long status, const char *ne
                   err->valuestring);
     cJSON_Delete(doc);
     free(r->body);
+}
+
+/* Whether GET /v2 lists `name` among the server's extensions. */
+static inline bool has_extension(srv_fixture_t *f, const char *name)
+{
+    http_resp_t r = http_get(f->port, "/v2");
+    cJSON *doc = cJSON_Parse(r.body);
+    free(r.body);
+    bool found = false;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "extensions"))
+        found |= cJSON_IsString(e) && strcmp(e->valuestring, name) == 0;
+    cJSON_Delete(doc);
+    return found;
 }
 
 /* A POST to /v2/models/mlp/infer made on a thread of its own (a request

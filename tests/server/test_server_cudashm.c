@@ -61,19 +61,6 @@ static void cuda_register(srv_fixture_t *f, const char *name, const char *b64, i
     }
 }
 
-static bool has_extension(srv_fixture_t *f, const char *name)
-{
-    http_resp_t r = http_get(f->port, "/v2");
-    cJSON *doc = cJSON_Parse(r.body);
-    free(r.body);
-    bool found = false;
-    cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "extensions"))
-        found |= cJSON_IsString(e) && strcmp(e->valuestring, name) == 0;
-    cJSON_Delete(doc);
-    return found;
-}
-
 Test(srv_cudashm_http, register_refuses_a_wrong_body_naming_what_is_wrong, .timeout = 60)
 {
     srv_fixture_t f;

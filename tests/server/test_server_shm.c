@@ -55,19 +55,6 @@ static const char *in_shm_body(char *buf, size_t len, const char *region, unsign
     return buf;
 }
 
-static bool has_extension(srv_fixture_t *f, const char *name)
-{
-    http_resp_t r = http_get(f->port, "/v2");
-    cJSON *doc = cJSON_Parse(r.body);
-    free(r.body);
-    bool found = false;
-    cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "extensions"))
-        found |= cJSON_IsString(e) && strcmp(e->valuestring, name) == 0;
-    cJSON_Delete(doc);
-    return found;
-}
-
 Test(srv_shm_http, input_and_output_in_regions_answer_as_the_json_path, .timeout = 60)
 {
     srv_fixture_t f;
