@@ -248,16 +248,26 @@ static void plan_sort_by_step(const plan_item_t *items, size_t n, bool last, siz
         memcpy(idx, src, n * sizeof *idx);
 }
 
-/* The most bytes live at one step, over aligned sizes: the lower bound
- * (SIZE_MAX when that sum overflows). A sweep over the steps where items
- * start, dropping the items that ended before: O(n) after the two sorts.
- * by_first, by_last, tmp: scratch of n entries each. */
-static size_t plan_items_peak(const plan_item_t *items, size_t n, size_t *by_first,
-                              size_t *by_last, size_t *tmp)
+/* A step where an item starts, and the bytes live there. */
+typedef struct plan_step_width {
+    uint32_t step;
+    size_t live;
+} plan_step_width_t;
+
+/* The one sweep over the steps where items start, dropping the items that
+ * ended before: O(n) after the two sorts into by_first and by_last (tmp:
+ * scratch; each n entries). Returns the most bytes live at one step, over
+ * aligned sizes: the lower bound, SIZE_MAX when a sum overflows. With
+ * `steps` (n entries), also each start step and the bytes live there, into
+ * steps[0..*n_steps); those sums wrap past SIZE_MAX (plan_order_by_breadth
+ * says why that is harmless). */
+static size_t plan_sweep(const plan_item_t *items, size_t n, size_t *by_first, size_t *by_last,
+                         size_t *tmp, plan_step_width_t *steps, size_t *n_steps)
 {
     plan_sort_by_step(items, n, false, by_first, tmp);
     plan_sort_by_step(items, n, true, by_last, tmp);
-    size_t live = 0, peak = 0, e = 0;
+    size_t live = 0, peak = 0, e = 0, ns = 0;
+    bool overflow = false;
     for (size_t k = 0; k < n;) {
         uint32_t step = items[by_first[k]].first;
         /* Every item ending before `step` started before it: it was added. */
@@ -265,21 +275,18 @@ static size_t plan_items_peak(const plan_item_t *items, size_t n, size_t *by_fir
             live -= items[by_last[e++]].size;
         for (; k < n && items[by_first[k]].first == step; k++) {
             size_t size = items[by_first[k]].size;
-            if (live > SIZE_MAX - size)
-                return SIZE_MAX;
+            overflow |= live > SIZE_MAX - size;
             live += size;
         }
         if (live > peak)
             peak = live;
+        if (steps)
+            steps[ns++] = (plan_step_width_t){.step = step, .live = live};
     }
-    return peak;
+    if (n_steps)
+        *n_steps = ns;
+    return overflow ? SIZE_MAX : peak;
 }
-
-/* A step where an item starts, and the bytes live there. */
-typedef struct plan_step_width {
-    uint32_t step;
-    size_t live;
-} plan_step_width_t;
 
 /* Widest first; ties by the earlier step. */
 static int plan_step_width_cmp(const void *a, const void *b)
@@ -296,9 +303,9 @@ static int plan_step_width_cmp(const void *a, const void *b)
  * Only the steps where an item starts are visited: the items live at any
  * other step are live at the last start before it, a step at least as
  * wide and earlier, so visiting it would take nothing new. The widths come
- * from the sweep of plan_items_peak (a sum past SIZE_MAX wraps: then every
- * order overflows the block and the plan fails with FS_ERANGE, and this
- * one is still a permutation). O(n) to sort the steps' widths, O(n) per
+ * from plan_sweep (a sum past SIZE_MAX wraps: then every order overflows
+ * the block and the plan fails with FS_ERANGE, and this one is still a
+ * permutation). O(n) to sort the steps' widths, O(n) per
  * step visited. false when no scratch memory was had. */
 static bool plan_order_by_breadth(const plan_item_t *items, size_t n, size_t *order)
 {
@@ -311,18 +318,8 @@ static bool plan_order_by_breadth(const plan_item_t *items, size_t n, size_t *or
         free(taken);
         return false;
     }
-    size_t *by_last = by_first + n, *tmp = by_last + n;
-    plan_sort_by_step(items, n, false, by_first, tmp);
-    plan_sort_by_step(items, n, true, by_last, tmp);
-    size_t n_steps = 0, live = 0, e = 0;
-    for (size_t k = 0; k < n;) {
-        uint32_t step = items[by_first[k]].first;
-        while (e < n && items[by_last[e]].last < step)
-            live -= items[by_last[e++]].size;
-        for (; k < n && items[by_first[k]].first == step; k++)
-            live += items[by_first[k]].size;
-        steps[n_steps++] = (plan_step_width_t){.step = step, .live = live};
-    }
+    size_t n_steps = 0;
+    (void)plan_sweep(items, n, by_first, by_first + n, by_first + 2 * n, steps, &n_steps);
     qsort(steps, n_steps, sizeof *steps, plan_step_width_cmp);
     size_t k = 0;
     for (size_t si = 0; si < n_steps; si++)
@@ -510,7 +507,7 @@ int alloc_plan_build_hinted(alloc_plan_tensor_t *tensors, size_t n, size_t align
     if (rc)
         goto fail;
     qsort(items, n, sizeof *items, plan_item_cmp);
-    size_t bound = plan_items_peak(items, n, order, best, win);
+    size_t bound = plan_sweep(items, n, order, best, win, NULL, NULL);
 
     size_t total = SIZE_MAX, alt = 0;
     /* The hint's order first: as tight as last time, or within
