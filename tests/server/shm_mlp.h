@@ -40,6 +40,19 @@ static inline cJSON *infer_ok(srv_fixture_t *f, const char *body)
     return doc;
 }
 
+/* POST /v2/models/mlp/infer with `body` (status 200); the probabilities
+ * of its JSON answer into out (ROWS * MLP_OUT). */
+static inline void infer_ok_probabilities(srv_fixture_t *f, const char *body, float *out)
+{
+    cJSON *doc = infer_ok(f, body);
+    cJSON *data = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
+                                      "data");
+    cr_assert_eq(cJSON_GetArraySize(data), ROWS * MLP_OUT);
+    for (int i = 0; i < ROWS * MLP_OUT; i++)
+        out[i] = (float)cJSON_GetArrayItem(data, i)->valuedouble;
+    cJSON_Delete(doc);
+}
+
 /* The probabilities the JSON path answers for input_values. */
 static inline void json_path_result(srv_fixture_t *f, float *want)
 {
@@ -52,14 +65,8 @@ static inline void json_path_result(srv_fixture_t *f, float *want)
         srv_buf_printf(&b, "%s%.9g", i ? "," : "", x[i]);
     srv_buf_puts(&b, "]}]}");
     srv_buf_append(&b, "", 1);
-    cJSON *doc = infer_ok(f, b.data);
+    infer_ok_probabilities(f, b.data, want);
     srv_buf_free(&b);
-    cJSON *data = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "outputs"), 0),
-                                      "data");
-    cr_assert_eq(cJSON_GetArraySize(data), ROWS * MLP_OUT);
-    for (int i = 0; i < ROWS * MLP_OUT; i++)
-        want[i] = (float)cJSON_GetArrayItem(data, i)->valuedouble;
-    cJSON_Delete(doc);
 }
 
 #endif
