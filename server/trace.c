@@ -258,6 +258,18 @@ static int apply_key(const cJSON *v, bool model, trace_setting_t *s, unsigned *s
     return rc;
 }
 
+/* Appends `it` to the writer's queue and wakes the writer; lock held. */
+static void queue_push_locked(srv_trace_t *t, trace_item_t *it)
+{
+    if (t->tail)
+        t->tail->next = it;
+    else
+        t->head = it;
+    t->tail = it;
+    t->n_pushed++;
+    pthread_cond_signal(&t->wake);
+}
+
 /* Queues a marker closing `path`'s file (its index starts again at 0).
  * Out of memory: logged; the file then stays open until shutdown. */
 static void push_close_locked(srv_trace_t *t, const char *path)
@@ -270,13 +282,7 @@ static void push_close_locked(srv_trace_t *t, const char *path)
     }
     it->close = true;
     memcpy(it->path, path, n);
-    if (t->tail)
-        t->tail->next = it;
-    else
-        t->head = it;
-    t->tail = it;
-    t->n_pushed++;
-    pthread_cond_signal(&t->wake);
+    queue_push_locked(t, it);
 }
 
 int srv_trace_settings_update(srv_trace_t *t, const char *model, const cJSON *body)
@@ -416,14 +422,8 @@ void srv_trace_request(srv_trace_t *t, const char *model, int64_t version,
         atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
         return;
     }
-    if (t->tail)
-        t->tail->next = it;
-    else
-        t->head = it;
-    t->tail = it;
     t->n_queued++;
-    t->n_pushed++;
-    pthread_cond_signal(&t->wake);
+    queue_push_locked(t, it);
     pthread_mutex_unlock(&t->lock);
 }
 
